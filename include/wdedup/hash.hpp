@@ -1,0 +1,33 @@
+// wdedup/hash.hpp — content-hash policies for the build-time half.
+// A hash only nominates candidates: every merge is confirmed byte-for-byte,
+// so a policy may be weak (tests use one that always collides) without ever
+// causing a false merge.
+#ifndef WDEDUP_HASH_HPP
+#define WDEDUP_HASH_HPP
+
+#include <cstddef>
+#include <cstdint>
+
+#ifndef XXH_INLINE_ALL
+#define XXH_INLINE_ALL
+#endif
+#include <xxhash.h>
+
+namespace wdedup {
+
+/// The default: XXH3-64 (header-only through XXH_INLINE_ALL).
+struct Xxh3Hash {
+  std::uint64_t operator()(const void* data, std::size_t size, std::uint64_t seed) const noexcept {
+    return XXH3_64bits_withSeed(data, size, seed);
+  }
+};
+
+/// A deliberately useless policy: every input collides. For tests that must
+/// show collisions never merge different bytes.
+struct AlwaysCollideHash {
+  std::uint64_t operator()(const void*, std::size_t, std::uint64_t) const noexcept { return 0; }
+};
+
+}  // namespace wdedup
+
+#endif  // WDEDUP_HASH_HPP

@@ -1,0 +1,108 @@
+// wdedup/program.hpp — the input of the build-time half: a Program of named
+// Methods, each split into indexed Partitions holding named tensors.
+// Tensors do not own their bytes: they point at caller memory (often an
+// mmap'd file) that must outlive every store and result built from them.
+#ifndef WDEDUP_PROGRAM_HPP
+#define WDEDUP_PROGRAM_HPP
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "wdedup/runtime/span.hpp"
+#include "wdedup/runtime/tensor_layout.hpp"
+
+namespace wdedup {
+
+/// An owning tensor layout (the build-time twin of TensorLayout), with the
+/// same vocabulary as ExecuTorch's TensorLayout.
+struct Layout {
+  ScalarType scalar_type = ScalarType::Byte;
+  std::vector<std::int32_t> sizes;
+  std::vector<std::uint8_t> dim_order;
+
+  /// Row-major ("contiguous") layout: dim_order = 0, 1, ..., rank-1.
+  static Layout contiguous(ScalarType type, std::vector<std::int32_t> sizes) {
+    Layout l{type, std::move(sizes), {}};
+    for (std::size_t i = 0; i < l.sizes.size(); ++i) l.dim_order.push_back(static_cast<std::uint8_t>(i));
+    return l;
+  }
+  /// Channels-last for a rank-4 NCHW tensor: dim_order = 0, 2, 3, 1.
+  static Layout channels_last(ScalarType type, std::vector<std::int32_t> sizes) {
+    return Layout{type, std::move(sizes), {0, 2, 3, 1}};
+  }
+
+  /// A view with the runtime's type, valid while this Layout lives.
+  TensorLayout view() const noexcept {
+    return TensorLayout{scalar_type, Span<const std::int32_t>(sizes.data(), sizes.size()),
+                        Span<const std::uint8_t>(dim_order.data(), dim_order.size())};
+  }
+  /// Byte size, or nullopt if the layout is inconsistent (see
+  /// detail::layout_byte_size for the rules).
+  std::optional<std::uint64_t> nbytes() const noexcept {
+    std::uint64_t n = 0;
+    if (!detail::layout_byte_size(scalar_type, sizes.data(), sizes.size(), dim_order.data(),
+                                  dim_order.size(), &n))
+      return std::nullopt;
+    return n;
+  }
+
+  friend bool operator==(const Layout& a, const Layout& b) {
+    return a.scalar_type == b.scalar_type && a.sizes == b.sizes && a.dim_order == b.dim_order;
+  }
+  friend bool operator!=(const Layout& a, const Layout& b) { return !(a == b); }
+};
+
+/// One named tensor of a partition. Non-owning: `bytes` is caller memory.
+struct Tensor {
+  std::string name;
+  ByteSpan bytes;
+  /// Any positive integer (1 = no requirement); not limited to powers of two.
+  std::int64_t alignment = 1;
+  std::optional<Layout> layout;
+};
+
+/// One backend-compiled piece of a method: an ordered list of tensors.
+struct Partition {
+  std::vector<Tensor> tensors;
+
+  Partition& add(std::string name, ByteSpan bytes, std::int64_t alignment = 1,
+                 std::optional<Layout> layout = std::nullopt) {
+    tensors.push_back(Tensor{std::move(name), bytes, alignment, std::move(layout)});
+    return *this;
+  }
+};
+
+/// A named entry point (`prefill`, `decode`) with partitions 0..n-1.
+struct Method {
+  std::string name;
+  std::vector<Partition> partitions;
+
+  Partition& add_partition() {
+    partitions.emplace_back();
+    return partitions.back();
+  }
+};
+
+/// The whole model: methods in insertion order.
+struct Program {
+  std::vector<Method> methods;
+
+  Method& add_method(std::string name) {
+    methods.push_back(Method{std::move(name), {}});
+    return methods.back();
+  }
+  /// The method with this name, or nullptr.
+  const Method* find_method(std::string_view name) const noexcept {
+    for (const Method& m : methods)
+      if (m.name == name) return &m;
+    return nullptr;
+  }
+};
+
+}  // namespace wdedup
+
+#endif  // WDEDUP_PROGRAM_HPP

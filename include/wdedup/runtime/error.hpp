@@ -1,0 +1,159 @@
+// wdedup/runtime/error.hpp — the one error vocabulary of wdedup, and the
+// runtime's Result<T>. Runtime half: no exceptions, no heap, no <string>.
+// The build-time half reuses the same Error codes with richer messages
+// (see wdedup/expected.hpp).
+#ifndef WDEDUP_RUNTIME_ERROR_HPP
+#define WDEDUP_RUNTIME_ERROR_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <type_traits>
+
+namespace wdedup {
+
+/// Every failure wdedup reports. Codes are grouped by who has to act:
+/// 0x1x the caller's input, 0x2x a lookup, 0x3x a malformed file, 0x4x I/O.
+enum class Error : std::uint32_t {
+  Ok = 0x00,                     ///< not an error
+
+  InvalidArgument = 0x10,        ///< an argument is out of its domain
+  InvalidAlignment = 0x11,       ///< alignment is zero, negative or too large
+  KeyConflict = 0x12,            ///< same key added again with different bytes
+  LayoutMismatch = 0x13,         ///< a layout disagrees with the bytes or an earlier layout
+  PartitionCountMismatch = 0x14, ///< a strategy needs equal partition counts
+  BufferTooSmall = 0x15,         ///< a caller buffer cannot hold the data
+  InvalidName = 0x16,            ///< an empty or otherwise unusable name
+
+  NotFound = 0x20,               ///< no such key, function or layout
+
+  Truncated = 0x30,              ///< the file ends before a structure it declares
+  MalformedHeader = 0x31,        ///< FT01 identifier or FH01 header is wrong
+  MalformedFlatbuffer = 0x32,    ///< a flatbuffer offset, vtable or vector is wrong
+  MalformedSegment = 0x33,       ///< a segment range is out of bounds or overlaps
+  MalformedKey = 0x34,           ///< a key string or segment index is wrong
+  MalformedLayout = 0x35,        ///< a tensor layout is inconsistent
+  MalformedIndex = 0x36,         ///< the wdedup lookup index is inconsistent
+  MalformedFunctionMap = 0x37,   ///< the wdedup function maps are inconsistent
+  UnsupportedVersion = 0x38,     ///< a version this reader does not know
+  Misaligned = 0x39,             ///< memory handed to the reader is misaligned
+
+  IoError = 0x40,                ///< open/read/write/fsync/rename failed
+  OutOfMemory = 0x41,            ///< an allocation the caller asked for failed
+};
+
+/// A short, stable, human-readable name for an error code.
+constexpr const char* error_name(Error e) noexcept {
+  switch (e) {
+    case Error::Ok: return "Ok";
+    case Error::InvalidArgument: return "InvalidArgument";
+    case Error::InvalidAlignment: return "InvalidAlignment";
+    case Error::KeyConflict: return "KeyConflict";
+    case Error::LayoutMismatch: return "LayoutMismatch";
+    case Error::PartitionCountMismatch: return "PartitionCountMismatch";
+    case Error::BufferTooSmall: return "BufferTooSmall";
+    case Error::InvalidName: return "InvalidName";
+    case Error::NotFound: return "NotFound";
+    case Error::Truncated: return "Truncated";
+    case Error::MalformedHeader: return "MalformedHeader";
+    case Error::MalformedFlatbuffer: return "MalformedFlatbuffer";
+    case Error::MalformedSegment: return "MalformedSegment";
+    case Error::MalformedKey: return "MalformedKey";
+    case Error::MalformedLayout: return "MalformedLayout";
+    case Error::MalformedIndex: return "MalformedIndex";
+    case Error::MalformedFunctionMap: return "MalformedFunctionMap";
+    case Error::UnsupportedVersion: return "UnsupportedVersion";
+    case Error::Misaligned: return "Misaligned";
+    case Error::IoError: return "IoError";
+    case Error::OutOfMemory: return "OutOfMemory";
+  }
+  return "Unknown";
+}
+
+/// Why a runtime call failed: the code, which check failed (a string with
+/// static storage duration, never freed) and where (a file offset, an index
+/// or a size, as the check's text says).
+struct Failure {
+  Error code = Error::Ok;
+  const char* what = "";
+  std::uint64_t at = 0;
+};
+
+/// A value or a Failure. Holds T in place: no heap, no exceptions.
+/// Accessing value() of a failed Result is a programming error (asserted
+/// in debug builds by the caller's checks, undefined otherwise), the same
+/// contract as ExecuTorch's Result.
+template <class T>
+class [[nodiscard]] Result {
+  static_assert(!std::is_reference<T>::value,
+                "Result<T> holds values; use a pointer for references");
+
+ public:
+  Result(const T& v) : ok_(true) { new (&storage_) T(v); }
+  Result(T&& v) : ok_(true) { new (&storage_) T(static_cast<T&&>(v)); }
+  Result(Failure f) : failure_(f), ok_(false) {}
+  Result(Error e, const char* what = "", std::uint64_t at = 0)
+      : failure_{e, what, at}, ok_(false) {}
+
+  Result(Result&& o) noexcept : failure_(o.failure_), ok_(o.ok_) {
+    if (ok_) new (&storage_) T(static_cast<T&&>(*o.ptr()));
+  }
+  Result(const Result& o) : failure_(o.failure_), ok_(o.ok_) {
+    if (ok_) new (&storage_) T(*o.ptr());
+  }
+  Result& operator=(Result&& o) noexcept {
+    if (this != &o) {
+      reset();
+      failure_ = o.failure_;
+      ok_ = o.ok_;
+      if (ok_) new (&storage_) T(static_cast<T&&>(*o.ptr()));
+    }
+    return *this;
+  }
+  Result& operator=(const Result& o) {
+    if (this != &o) {
+      reset();
+      failure_ = o.failure_;
+      ok_ = o.ok_;
+      if (ok_) new (&storage_) T(*o.ptr());
+    }
+    return *this;
+  }
+  ~Result() { reset(); }
+
+  bool ok() const noexcept { return ok_; }
+  explicit operator bool() const noexcept { return ok_; }
+  Error error() const noexcept { return ok_ ? Error::Ok : failure_.code; }
+  const Failure& failure() const noexcept { return failure_; }
+
+  T& value() & noexcept { return *ptr(); }
+  const T& value() const& noexcept { return *ptr(); }
+  T&& value() && noexcept { return static_cast<T&&>(*ptr()); }
+  T& operator*() & noexcept { return *ptr(); }
+  const T& operator*() const& noexcept { return *ptr(); }
+  T* operator->() noexcept { return ptr(); }
+  const T* operator->() const noexcept { return ptr(); }
+
+ private:
+  T* ptr() noexcept { return reinterpret_cast<T*>(&storage_); }
+  const T* ptr() const noexcept { return reinterpret_cast<const T*>(&storage_); }
+  void reset() noexcept {
+    if (ok_) ptr()->~T();
+    ok_ = false;
+  }
+
+  typename std::aligned_storage<sizeof(T), alignof(T)>::type storage_;
+  Failure failure_{};
+  bool ok_;
+};
+
+/// Result of an operation that yields nothing but may fail.
+using Status = Result<bool>;
+
+namespace detail {
+inline Status ok_status() noexcept { return Status(true); }
+}  // namespace detail
+
+}  // namespace wdedup
+
+#endif  // WDEDUP_RUNTIME_ERROR_HPP

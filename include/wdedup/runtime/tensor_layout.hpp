@@ -1,0 +1,131 @@
+// wdedup/runtime/tensor_layout.hpp — scalar types and the non-owning tensor
+// layout view the reader returns. Runtime half. The vocabulary (and the
+// numeric values, which are stored in files) is ExecuTorch's ScalarType.
+#ifndef WDEDUP_RUNTIME_TENSOR_LAYOUT_HPP
+#define WDEDUP_RUNTIME_TENSOR_LAYOUT_HPP
+
+#include <cstddef>
+#include <cstdint>
+
+#include "wdedup/runtime/span.hpp"
+
+namespace wdedup {
+
+/// Element types. Values match executorch_flatbuffer.ScalarType (a byte in
+/// the file), so they must never be renumbered.
+enum class ScalarType : std::int8_t {
+  Byte = 0,
+  Char = 1,
+  Short = 2,
+  Int = 3,
+  Long = 4,
+  Half = 5,
+  Float = 6,
+  Double = 7,
+  Bool = 11,
+  QInt8 = 12,
+  QUInt8 = 13,
+  QInt32 = 14,
+  BFloat16 = 15,
+  QUInt4x2 = 16,
+  QUInt2x4 = 17,
+  Bits16 = 22,
+};
+
+/// Bytes per element, or 0 for a value that is not a known ScalarType
+/// (how the reader recognises a corrupt type byte). Packed sub-byte types
+/// (QUInt4x2, QUInt2x4) occupy one byte per element, as in ExecuTorch.
+constexpr std::size_t element_size(ScalarType t) noexcept {
+  switch (t) {
+    case ScalarType::Byte: case ScalarType::Char: case ScalarType::Bool:
+    case ScalarType::QInt8: case ScalarType::QUInt8:
+    case ScalarType::QUInt4x2: case ScalarType::QUInt2x4:
+      return 1;
+    case ScalarType::Short: case ScalarType::Half: case ScalarType::BFloat16:
+    case ScalarType::Bits16:
+      return 2;
+    case ScalarType::Int: case ScalarType::Float: case ScalarType::QInt32:
+      return 4;
+    case ScalarType::Long: case ScalarType::Double:
+      return 8;
+  }
+  return 0;
+}
+
+/// ExecuTorch's upper-case spelling ("FLOAT", "BFLOAT16"), as its schema
+/// and its .ptd manifests print it; "" for an unknown value.
+constexpr const char* scalar_type_name(ScalarType t) noexcept {
+  switch (t) {
+    case ScalarType::Byte: return "BYTE";
+    case ScalarType::Char: return "CHAR";
+    case ScalarType::Short: return "SHORT";
+    case ScalarType::Int: return "INT";
+    case ScalarType::Long: return "LONG";
+    case ScalarType::Half: return "HALF";
+    case ScalarType::Float: return "FLOAT";
+    case ScalarType::Double: return "DOUBLE";
+    case ScalarType::Bool: return "BOOL";
+    case ScalarType::QInt8: return "QINT8";
+    case ScalarType::QUInt8: return "QUINT8";
+    case ScalarType::QInt32: return "QINT32";
+    case ScalarType::BFloat16: return "BFLOAT16";
+    case ScalarType::QUInt4x2: return "QUINT4X2";
+    case ScalarType::QUInt2x4: return "QUINT2X4";
+    case ScalarType::Bits16: return "BITS16";
+  }
+  return "";
+}
+
+/// A tensor's layout as stored in a file: type, sizes and dim order, viewed
+/// in place (the spans point into the store's metadata and live as long as
+/// the NamedDataMap that returned them).
+struct TensorLayout {
+  ScalarType scalar_type = ScalarType::Byte;
+  Span<const std::int32_t> sizes;
+  Span<const std::uint8_t> dim_order;
+
+  /// Number of elements (1 for a scalar of rank 0).
+  std::uint64_t numel() const noexcept {
+    std::uint64_t n = 1;
+    for (std::int32_t s : sizes) n *= static_cast<std::uint64_t>(s);
+    return n;
+  }
+  /// Bytes the tensor occupies. Valid layouts (everything a NamedDataMap
+  /// returns) never overflow: the reader checks that at open.
+  std::uint64_t nbytes() const noexcept { return numel() * element_size(scalar_type); }
+};
+
+namespace detail {
+
+/// Checks a layout for internal consistency and computes its byte size
+/// without overflow. Returns false (and leaves *nbytes alone) on: an unknown
+/// scalar type, a negative size, dim_order not a permutation of 0..rank-1,
+/// rank mismatch, or a byte count that does not fit in 64 bits.
+/// Shared by the build-time store and the reader so both apply one rule.
+inline bool layout_byte_size(ScalarType type, const std::int32_t* sizes, std::size_t rank,
+                             const std::uint8_t* dim_order, std::size_t dim_order_len,
+                             std::uint64_t* nbytes) noexcept {
+  const std::size_t esize = element_size(type);
+  if (esize == 0 || rank != dim_order_len || rank > 255) return false;
+  bool seen[256] = {};
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (dim_order[i] >= rank || seen[dim_order[i]]) return false;
+    seen[dim_order[i]] = true;
+  }
+  std::uint64_t n = esize;
+  bool zero = false;
+  for (std::size_t i = 0; i < rank; ++i) {
+    if (sizes[i] < 0) return false;
+    const auto s = static_cast<std::uint64_t>(sizes[i]);
+    if (s == 0) zero = true;
+    else if (!zero && n > UINT64_MAX / s) return false;
+    else if (!zero) n *= s;
+  }
+  *nbytes = zero ? 0 : n;
+  return true;
+}
+
+}  // namespace detail
+}  // namespace wdedup
+
+#endif  // WDEDUP_RUNTIME_TENSOR_LAYOUT_HPP
