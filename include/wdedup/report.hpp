@@ -1,0 +1,228 @@
+// wdedup/report.hpp — what a deduplicate() call found and what it cost,
+// printable as a table (for people) and as JSON (for scripts). Build-time half.
+#ifndef WDEDUP_REPORT_HPP
+#define WDEDUP_REPORT_HPP
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace wdedup {
+
+/// Per method. Stored bytes are attributed to the first method (in program
+/// order) that uses them, so bytes_saved adds up to the overall figure.
+struct MethodReport {
+  std::string method;
+  std::uint32_t partitions = 0;
+  std::uint64_t tensors = 0;
+  std::uint64_t bytes_in = 0;        ///< sum of this method's tensor sizes
+  std::uint64_t bytes_distinct = 0;  ///< distinct contents this method uses
+  std::uint64_t bytes_shared_with_other_methods = 0;  ///< distinct contents another method uses too
+  std::uint64_t bytes_attributed = 0;  ///< stored bytes this method was first to use
+  std::uint64_t bytes_saved = 0;       ///< bytes_in - bytes_attributed
+};
+
+/// Per blob: what a backend compiling this blob alone sees.
+struct BlobReport {
+  std::string blob_key;
+  std::uint32_t functions = 0;
+  std::uint64_t tensors = 0;
+  std::uint64_t bytes_in = 0;              ///< sum of its functions' tensor sizes
+  std::uint64_t bytes_distinct = 0;        ///< what the blob holds once deduplicated inside it
+  std::uint64_t bytes_shared_inside = 0;   ///< bytes_in - bytes_distinct: shared by its functions
+  std::uint64_t bytes_shared_across = 0;   ///< of bytes_distinct, contents another blob also holds
+};
+
+/// A set of tensors that share one stored buffer.
+struct AliasGroup {
+  std::string first_key;      ///< the first store key (program order) naming it
+  std::uint32_t tensors = 0;  ///< tensor occurrences that use it
+  std::uint32_t keys = 0;     ///< store keys that name it
+  std::uint64_t size = 0;     ///< bytes of the buffer
+  std::uint64_t bytes_saved = 0;  ///< size * (tensors - 1)
+};
+
+/// Counts from the identity pass (see detail::IdentityStats).
+struct IdentityReport {
+  std::uint64_t tensors = 0;
+  std::uint64_t skipped_empty = 0;
+  std::uint64_t skipped_unique_size = 0;
+  std::uint64_t skipped_same_pointer = 0;
+  std::uint64_t compared_directly = 0;
+  std::uint64_t hashed = 0;
+  std::uint64_t bytes_hashed = 0;
+  std::uint64_t byte_comparisons = 0;
+  std::uint64_t bytes_compared = 0;
+  std::uint64_t hash_collisions = 0;
+  double hash_seconds = 0;     ///< CPU seconds summed over threads
+  double compare_seconds = 0;  ///< CPU seconds summed over threads
+};
+
+struct Report {
+  std::string strategy;
+  unsigned threads = 0;
+  std::uint64_t methods = 0, functions = 0, blobs = 0, tensors = 0;
+  std::uint64_t keys = 0, buffers = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_stored = 0;
+  std::uint64_t bytes_saved = 0;
+  /// Distinct contents used by more than one blob, each counted
+  /// (blobs using it - 1) times: what a backend that compiles one blob at a
+  /// time (CoreML, QNN) still ships more than once.
+  std::uint64_t bytes_shared_across_blobs = 0;
+  std::uint64_t alias_groups = 0;  ///< buffers used by two or more tensors
+  std::vector<AliasGroup> largest_alias_groups;  ///< up to 5, by bytes_saved
+  std::vector<MethodReport> per_method;
+  std::vector<BlobReport> per_blob;
+  IdentityReport identity;
+  double seconds_total = 0;     ///< wall time of deduplicate()
+  double seconds_identity = 0;  ///< wall time of the identity pass
+
+  std::string to_table() const;
+  std::string to_json() const;
+};
+
+namespace detail {
+
+inline std::string human_bytes(std::uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return buf;
+}
+
+template <class... A>
+std::string format(const char* fmt, A... args) {
+  const int n = std::snprintf(nullptr, 0, fmt, args...);
+  std::string s(static_cast<std::size_t>(n > 0 ? n : 0), '\0');
+  std::snprintf(&s[0], s.size() + 1, fmt, args...);
+  return s;
+}
+
+inline std::string json_string(std::string_view v) {
+  std::string s = "\"";
+  for (char c : v) {
+    switch (c) {
+      case '"': s += "\\\""; break;
+      case '\\': s += "\\\\"; break;
+      case '\n': s += "\\n"; break;
+      case '\t': s += "\\t"; break;
+      case '\r': s += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) s += format("\\u%04x", c);
+        else s += c;
+    }
+  }
+  return s + "\"";
+}
+
+inline double percent(std::uint64_t part, std::uint64_t whole) {
+  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+}  // namespace detail
+
+inline std::string Report::to_table() const {
+  using detail::format;
+  using detail::human_bytes;
+  std::string s;
+  s += format("wdedup report — strategy %s, %u thread(s)\n", strategy.c_str(), threads);
+  s += format("  methods %llu, functions %llu, blobs %llu, tensors %llu, keys %llu, buffers %llu\n",
+              (unsigned long long)methods, (unsigned long long)functions, (unsigned long long)blobs,
+              (unsigned long long)tensors, (unsigned long long)keys, (unsigned long long)buffers);
+  s += format("  bytes in      %14llu  (%s)\n", (unsigned long long)bytes_in, human_bytes(bytes_in).c_str());
+  s += format("  bytes stored  %14llu  (%s)\n", (unsigned long long)bytes_stored,
+              human_bytes(bytes_stored).c_str());
+  s += format("  bytes saved   %14llu  (%s, %.1f%%)\n", (unsigned long long)bytes_saved,
+              human_bytes(bytes_saved).c_str(), detail::percent(bytes_saved, bytes_in));
+  s += format("  shared across blobs %8llu  (%s: shipped again by a backend compiling one blob at a time)\n",
+              (unsigned long long)bytes_shared_across_blobs, human_bytes(bytes_shared_across_blobs).c_str());
+  s += "\n  per method            partitions  tensors        bytes in     distinct  shared w/ others       saved\n";
+  for (const MethodReport& m : per_method)
+    s += format("  %-20s %11u %8llu %15llu %12llu %17llu %11llu\n", m.method.c_str(), m.partitions,
+                (unsigned long long)m.tensors, (unsigned long long)m.bytes_in,
+                (unsigned long long)m.bytes_distinct, (unsigned long long)m.bytes_shared_with_other_methods,
+                (unsigned long long)m.bytes_saved);
+  s += "\n  per blob                        functions  tensors        bytes in     distinct  shared inside  shared across\n";
+  for (const BlobReport& b : per_blob)
+    s += format("  %-30s %10u %8llu %15llu %12llu %14llu %14llu\n", b.blob_key.c_str(), b.functions,
+                (unsigned long long)b.tensors, (unsigned long long)b.bytes_in,
+                (unsigned long long)b.bytes_distinct, (unsigned long long)b.bytes_shared_inside,
+                (unsigned long long)b.bytes_shared_across);
+  s += format("\n  alias groups %llu; largest:\n", (unsigned long long)alias_groups);
+  for (const AliasGroup& g : largest_alias_groups)
+    s += format("    %-44s %4u tensors %3u keys %12llu B each, saves %llu B\n", g.first_key.c_str(), g.tensors,
+                g.keys, (unsigned long long)g.size, (unsigned long long)g.bytes_saved);
+  const IdentityReport& i = identity;
+  s += format("\n  identity: %llu tensors; skipped by cheap checks: %llu unique size, %llu same pointer, "
+              "%llu empty; %llu compared directly; %llu hashed (%s)\n",
+              (unsigned long long)i.tensors, (unsigned long long)i.skipped_unique_size,
+              (unsigned long long)i.skipped_same_pointer, (unsigned long long)i.skipped_empty,
+              (unsigned long long)i.compared_directly, (unsigned long long)i.hashed,
+              human_bytes(i.bytes_hashed).c_str());
+  s += format("  byte comparisons %llu (%s), hash collisions %llu\n", (unsigned long long)i.byte_comparisons,
+              human_bytes(i.bytes_compared).c_str(), (unsigned long long)i.hash_collisions);
+  s += format("  time: total %.3f s, identity %.3f s (cpu: hashing %.3f s, comparing %.3f s)\n", seconds_total,
+              seconds_identity, i.hash_seconds, i.compare_seconds);
+  return s;
+}
+
+inline std::string Report::to_json() const {
+  using detail::format;
+  using detail::json_string;
+  auto u = [](std::uint64_t v) { return std::to_string(v); };
+  std::string s = "{";
+  s += "\"strategy\":" + json_string(strategy) + ",\"threads\":" + u(threads);
+  s += ",\"methods\":" + u(methods) + ",\"functions\":" + u(functions) + ",\"blobs\":" + u(blobs);
+  s += ",\"tensors\":" + u(tensors) + ",\"keys\":" + u(keys) + ",\"buffers\":" + u(buffers);
+  s += ",\"bytes_in\":" + u(bytes_in) + ",\"bytes_stored\":" + u(bytes_stored) +
+       ",\"bytes_saved\":" + u(bytes_saved);
+  s += ",\"bytes_shared_across_blobs\":" + u(bytes_shared_across_blobs);
+  s += ",\"alias_groups\":" + u(alias_groups) + ",\"largest_alias_groups\":[";
+  for (std::size_t k = 0; k < largest_alias_groups.size(); ++k) {
+    const AliasGroup& g = largest_alias_groups[k];
+    s += (k ? "," : "") + std::string("{\"first_key\":") + json_string(g.first_key) +
+         ",\"tensors\":" + u(g.tensors) + ",\"keys\":" + u(g.keys) + ",\"size\":" + u(g.size) +
+         ",\"bytes_saved\":" + u(g.bytes_saved) + "}";
+  }
+  s += "],\"per_method\":[";
+  for (std::size_t k = 0; k < per_method.size(); ++k) {
+    const MethodReport& m = per_method[k];
+    s += (k ? "," : "") + std::string("{\"method\":") + json_string(m.method) +
+         ",\"partitions\":" + u(m.partitions) + ",\"tensors\":" + u(m.tensors) + ",\"bytes_in\":" +
+         u(m.bytes_in) + ",\"bytes_distinct\":" + u(m.bytes_distinct) +
+         ",\"bytes_shared_with_other_methods\":" + u(m.bytes_shared_with_other_methods) +
+         ",\"bytes_attributed\":" + u(m.bytes_attributed) + ",\"bytes_saved\":" + u(m.bytes_saved) + "}";
+  }
+  s += "],\"per_blob\":[";
+  for (std::size_t k = 0; k < per_blob.size(); ++k) {
+    const BlobReport& b = per_blob[k];
+    s += (k ? "," : "") + std::string("{\"blob_key\":") + json_string(b.blob_key) +
+         ",\"functions\":" + u(b.functions) + ",\"tensors\":" + u(b.tensors) + ",\"bytes_in\":" +
+         u(b.bytes_in) + ",\"bytes_distinct\":" + u(b.bytes_distinct) +
+         ",\"bytes_shared_inside\":" + u(b.bytes_shared_inside) +
+         ",\"bytes_shared_across\":" + u(b.bytes_shared_across) + "}";
+  }
+  const IdentityReport& i = identity;
+  s += "],\"identity\":{\"tensors\":" + u(i.tensors) + ",\"skipped_empty\":" + u(i.skipped_empty) +
+       ",\"skipped_unique_size\":" + u(i.skipped_unique_size) +
+       ",\"skipped_same_pointer\":" + u(i.skipped_same_pointer) +
+       ",\"compared_directly\":" + u(i.compared_directly) + ",\"hashed\":" + u(i.hashed) +
+       ",\"bytes_hashed\":" + u(i.bytes_hashed) + ",\"byte_comparisons\":" + u(i.byte_comparisons) +
+       ",\"bytes_compared\":" + u(i.bytes_compared) + ",\"hash_collisions\":" + u(i.hash_collisions) +
+       format(",\"hash_seconds\":%.6f,\"compare_seconds\":%.6f}", i.hash_seconds, i.compare_seconds);
+  s += format(",\"seconds_total\":%.6f,\"seconds_identity\":%.6f}", seconds_total, seconds_identity);
+  return s;
+}
+
+}  // namespace wdedup
+
+#endif  // WDEDUP_REPORT_HPP

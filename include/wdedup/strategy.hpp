@@ -1,0 +1,164 @@
+// wdedup/strategy.hpp — how partitions are grouped into blobs: compile-time
+// policies, after ExecuTorch's CoreML POSITIONAL / ONE_BLOB strategies.
+// Build-time half.
+//
+// A policy is a tag type with four static members (see Positional); wrap it
+// as Strategy<P> and pass it to deduplicate<Strategy<P>>(program). A policy
+// that lacks a member fails to compile with one static_assert naming it.
+#ifndef WDEDUP_STRATEGY_HPP
+#define WDEDUP_STRATEGY_HPP
+
+#include <boost/hana/type.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "wdedup/expected.hpp"
+#include "wdedup/program.hpp"
+
+namespace wdedup {
+
+/// One blob per partition index ("combined_partition_<i>"); each method is a
+/// function of that blob named after the method. Every method must have the
+/// same number of partitions.
+struct Positional {
+  static constexpr const char* name = "POSITIONAL";
+
+  static Expected<void> validate(const Program& program) {
+    if (program.methods.empty()) return {};
+    const Method& first = program.methods.front();
+    for (const Method& m : program.methods) {
+      if (m.partitions.size() != first.partitions.size()) {
+        return Expected<void>(
+            Error::PartitionCountMismatch,
+            detail::cat("Strategy<Positional> requires every method to have the same number of "
+                        "partitions: method ",
+                        detail::quoted(m.name), " has ", m.partitions.size(), ", but the first method ",
+                        detail::quoted(first.name), " has ", first.partitions.size(),
+                        "; Strategy<OneBlob> (or Strategy<Disabled>) accepts unequal partition counts"));
+      }
+    }
+    return {};
+  }
+  static std::string blob_key(const Program&, std::size_t /*method*/, std::uint32_t partition) {
+    return "combined_partition_" + std::to_string(partition);
+  }
+  static std::string function_name(const Program& program, std::size_t method, std::uint32_t) {
+    return program.methods[method].name;
+  }
+};
+
+/// One blob for everything ("combined_all"); each partition is a function
+/// named "<method>__<partition>". Any partition counts.
+struct OneBlob {
+  static constexpr const char* name = "ONE_BLOB";
+
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "combined_all"; }
+  static std::string function_name(const Program& program, std::size_t method, std::uint32_t partition) {
+    return program.methods[method].name + "__" + std::to_string(partition);
+  }
+};
+
+/// No grouping: one blob per method and partition ("<method>_partition_<i>"),
+/// whose single function is named after the method.
+struct Disabled {
+  static constexpr const char* name = "DISABLED";
+
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program& program, std::size_t method, std::uint32_t partition) {
+    return program.methods[method].name + "_partition_" + std::to_string(partition);
+  }
+  static std::string function_name(const Program& program, std::size_t method, std::uint32_t) {
+    return program.methods[method].name;
+  }
+};
+
+/// The strategy a deduplicate() call uses: Strategy<Positional>,
+/// Strategy<OneBlob>, Strategy<Disabled>, or Strategy<YourPolicy>.
+template <class Policy>
+struct Strategy {
+  using policy = Policy;
+};
+
+namespace detail {
+
+namespace hana = boost::hana;
+
+// One detector per requirement, so the static_assert can name what is missing.
+constexpr auto has_policy_name = hana::is_valid(
+    [](auto t) -> decltype((void)std::string_view(decltype(t)::type::name)) {});
+constexpr auto has_policy_validate = hana::is_valid(
+    [](auto t) -> decltype((void)static_cast<Expected<void>>(
+                   decltype(t)::type::validate(std::declval<const Program&>()))) {});
+constexpr auto has_policy_blob_key = hana::is_valid(
+    [](auto t) -> decltype((void)static_cast<std::string>(decltype(t)::type::blob_key(
+                   std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))) {});
+constexpr auto has_policy_function_name = hana::is_valid(
+    [](auto t) -> decltype((void)static_cast<std::string>(decltype(t)::type::function_name(
+                   std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))) {});
+
+template <class P>
+constexpr bool policy_has_name = decltype(has_policy_name(hana::type_c<P>))::value;
+template <class P>
+constexpr bool policy_has_validate = decltype(has_policy_validate(hana::type_c<P>))::value;
+template <class P>
+constexpr bool policy_has_blob_key = decltype(has_policy_blob_key(hana::type_c<P>))::value;
+template <class P>
+constexpr bool policy_has_function_name = decltype(has_policy_function_name(hana::type_c<P>))::value;
+
+template <class P>
+constexpr bool is_strategy_policy = policy_has_name<P> && policy_has_validate<P> &&
+                                    policy_has_blob_key<P> && policy_has_function_name<P>;
+
+template <class S>
+struct strategy_traits {
+  static constexpr bool is_strategy = false;
+  using policy = void;
+};
+template <class P>
+struct strategy_traits<Strategy<P>> {
+  static constexpr bool is_strategy = true;
+  using policy = P;
+};
+
+/// Exactly one of these fires for a broken policy: the first missing member.
+template <class P>
+constexpr bool check_policy() {
+  static_assert(policy_has_name<P>,
+                "Strategy<P>: the policy P must declare `static constexpr const char* name = "
+                "\"MY_POLICY\";` (printed in reports)");
+  static_assert(!policy_has_name<P> || policy_has_validate<P>,
+                "Strategy<P>: the policy P must declare `static wdedup::Expected<void> validate(const "
+                "wdedup::Program&)` (return {} to accept every program)");
+  static_assert(!policy_has_name<P> || !policy_has_validate<P> || policy_has_blob_key<P>,
+                "Strategy<P>: the policy P must declare `static std::string blob_key(const "
+                "wdedup::Program&, std::size_t method, std::uint32_t partition)` naming the blob a "
+                "partition is compiled into");
+  static_assert(!policy_has_name<P> || !policy_has_validate<P> || !policy_has_blob_key<P> ||
+                    policy_has_function_name<P>,
+                "Strategy<P>: the policy P must declare `static std::string function_name(const "
+                "wdedup::Program&, std::size_t method, std::uint32_t partition)` naming the partition's "
+                "function inside its blob");
+  return is_strategy_policy<P>;
+}
+
+/// True when S is Strategy<P> with a complete policy P. A non-Strategy S
+/// never instantiates check_policy, so it reports one error, not five.
+template <class S>
+struct strategy_check {
+  static constexpr bool value = false;
+};
+template <class P>
+struct strategy_check<Strategy<P>> {
+  static constexpr bool value = check_policy<P>();
+};
+
+}  // namespace detail
+}  // namespace wdedup
+
+#endif  // WDEDUP_STRATEGY_HPP

@@ -1,0 +1,229 @@
+// wdedup/workload/llama.hpp — the built-in default workload: a deterministic,
+// generated Llama-shaped model with `prefill` and `decode` methods, as an
+// exporter lowers them (each method's weights serialized separately, so the
+// same bytes sit in two places). Used by the demo, the tests and the
+// benchmarks. Build-time half.
+//
+// Per method: tok_embeddings.weight and output.weight (tied: the same bytes,
+// and within one method the same memory), per layer the attention and
+// feed-forward weights and norms, per layer rotary tables that are
+// byte-identical across layers, norm.weight, and one method-only tensor,
+// `attention_mask`, whose shape depends on the sequence length (prefill:
+// [prefill_len, max_seq_len]; decode: [1, max_seq_len]) — same name,
+// different bytes. Layers are split evenly over each method's partitions.
+#ifndef WDEDUP_WORKLOAD_LLAMA_HPP
+#define WDEDUP_WORKLOAD_LLAMA_HPP
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wdedup/expected.hpp"
+#include "wdedup/program.hpp"
+
+namespace wdedup {
+
+struct LlamaConfig {
+  std::uint32_t dim = 256;
+  std::uint32_t n_layers = 4;
+  std::uint32_t n_heads = 8;
+  std::uint32_t n_kv_heads = 2;
+  std::uint32_t hidden_dim = 768;
+  std::uint32_t vocab_size = 4096;
+  std::uint32_t max_seq_len = 128;
+  std::uint32_t prefill_len = 32;
+  std::uint32_t prefill_partitions = 1;
+  std::uint32_t decode_partitions = 1;
+  ScalarType dtype = ScalarType::Half;  ///< weights; masks are Float
+  std::uint64_t seed = 0x5eed;
+  std::int64_t alignment = 64;          ///< asked for every weight
+
+  /// A few MB: the default, runs in well under a second.
+  static LlamaConfig tiny() { return LlamaConfig{}; }
+  /// About 2 x 220 MB.
+  static LlamaConfig small() {
+    LlamaConfig c;
+    c.dim = 1024, c.n_layers = 8, c.n_heads = 16, c.n_kv_heads = 4, c.hidden_dim = 2816, c.vocab_size = 32000;
+    c.max_seq_len = 512, c.prefill_len = 128;
+    return c;
+  }
+  /// Llama-3.2-1B shapes, fp16: about 2 x 2.5 GB.
+  static LlamaConfig llama_1b() {
+    LlamaConfig c;
+    c.dim = 2048, c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8, c.hidden_dim = 8192,
+    c.vocab_size = 128256, c.max_seq_len = 2048, c.prefill_len = 512;
+    return c;
+  }
+  /// Looks a preset up by name: "tiny", "small", "1b".
+  static Expected<LlamaConfig> preset(std::string_view name) {
+    if (name == "tiny") return tiny();
+    if (name == "small") return small();
+    if (name == "1b") return llama_1b();
+    return Expected<LlamaConfig>(Error::InvalidArgument,
+                                 detail::cat("unknown model preset ", detail::quoted(name),
+                                             "; expected tiny, small or 1b"));
+  }
+
+  std::uint32_t head_dim() const { return dim / n_heads; }
+  std::uint32_t kv_dim() const { return head_dim() * n_kv_heads; }
+};
+
+/// A generated Program plus the memory its tensors point into.
+class LlamaWorkload {
+ public:
+  static Expected<LlamaWorkload> generate(const LlamaConfig& c) {
+    if (c.dim == 0 || c.n_layers == 0 || c.n_heads == 0 || c.dim % c.n_heads != 0 || c.n_kv_heads == 0 ||
+        c.n_heads % c.n_kv_heads != 0 || c.head_dim() % 2 != 0 || c.vocab_size == 0 || c.hidden_dim == 0 ||
+        c.max_seq_len == 0 || c.prefill_len == 0 || c.prefill_len > c.max_seq_len ||
+        c.prefill_partitions == 0 || c.decode_partitions == 0 || c.prefill_partitions > c.n_layers ||
+        c.decode_partitions > c.n_layers || element_size(c.dtype) == 0)
+      return Expected<LlamaWorkload>(
+          Error::InvalidArgument,
+          "invalid Llama config: dims must be positive, dim divisible by n_heads, n_heads by n_kv_heads, "
+          "head_dim even, prefill_len <= max_seq_len, 1 <= partitions <= n_layers");
+    LlamaWorkload w;
+    w.build(c);
+    return w;
+  }
+
+  const Program& program() const noexcept { return program_; }
+  Program& program() noexcept { return program_; }
+  const LlamaConfig& config() const noexcept { return config_; }
+  /// Bytes of memory the workload holds (both methods' copies).
+  std::uint64_t memory_bytes() const noexcept { return memory_bytes_; }
+
+ private:
+  struct Spec {
+    std::string name;
+    Layout layout;
+    std::uint32_t layer;  ///< UINT32_MAX: not a layer tensor
+    enum Kind { kWeight, kRope, kMask } kind;
+  };
+
+  ByteSpan allocate(std::uint64_t n) {
+    blocks_.push_back(std::unique_ptr<std::uint8_t[]>(new std::uint8_t[n ? n : 1]));
+    memory_bytes_ += n;
+    return ByteSpan(blocks_.back().get(), n);
+  }
+
+  /// splitmix64: fast, deterministic, good enough that no two weights are equal.
+  static void fill_random(std::uint8_t* p, std::uint64_t n, std::uint64_t seed) {
+    std::uint64_t x = seed;
+    std::uint64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      x += 0x9E3779B97F4A7C15ull;
+      std::uint64_t z = x;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      std::memcpy(p + i, &z, 8);
+    }
+    for (; i < n; ++i) p[i] = static_cast<std::uint8_t>(seed >> (8 * (i % 8)));
+  }
+
+  static std::vector<Spec> specs(const LlamaConfig& c) {
+    const auto i32 = [](std::uint32_t v) { return static_cast<std::int32_t>(v); };
+    std::vector<Spec> s;
+    s.push_back({"tok_embeddings.weight", Layout::contiguous(c.dtype, {i32(c.vocab_size), i32(c.dim)}),
+                 UINT32_MAX, Spec::kWeight});
+    for (std::uint32_t l = 0; l < c.n_layers; ++l) {
+      const std::string p = "layers." + std::to_string(l) + ".";
+      auto w = [&](const char* n, std::uint32_t rows, std::uint32_t cols) {
+        s.push_back({p + n, Layout::contiguous(c.dtype, {i32(rows), i32(cols)}), l, Spec::kWeight});
+      };
+      s.push_back({p + "attention_norm.weight", Layout::contiguous(c.dtype, {i32(c.dim)}), l, Spec::kWeight});
+      w("attention.wq.weight", c.dim, c.dim);
+      w("attention.wk.weight", c.kv_dim(), c.dim);
+      w("attention.wv.weight", c.kv_dim(), c.dim);
+      w("attention.wo.weight", c.dim, c.dim);
+      s.push_back({p + "attention.rope.freqs_cos",
+                   Layout::contiguous(ScalarType::Float, {i32(c.max_seq_len), i32(c.head_dim() / 2)}), l,
+                   Spec::kRope});
+      s.push_back({p + "attention.rope.freqs_sin",
+                   Layout::contiguous(ScalarType::Float, {i32(c.max_seq_len), i32(c.head_dim() / 2)}), l,
+                   Spec::kRope});
+      s.push_back({p + "ffn_norm.weight", Layout::contiguous(c.dtype, {i32(c.dim)}), l, Spec::kWeight});
+      w("feed_forward.w1.weight", c.hidden_dim, c.dim);
+      w("feed_forward.w2.weight", c.dim, c.hidden_dim);
+      w("feed_forward.w3.weight", c.hidden_dim, c.dim);
+    }
+    s.push_back({"norm.weight", Layout::contiguous(c.dtype, {i32(c.dim)}), UINT32_MAX, Spec::kWeight});
+    return s;
+  }
+
+  void build(const LlamaConfig& c) {
+    config_ = c;
+    const std::vector<Spec> all = specs(c);
+    // Prefill's copy: random weights; rotary tables are one pattern per
+    // name (cos / sin), identical in every layer.
+    std::vector<ByteSpan> prefill_bytes;
+    std::vector<ByteSpan> rope_pattern(2);
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const std::uint64_t n = *all[i].layout.nbytes();
+      ByteSpan b = allocate(n);
+      auto* p = const_cast<std::uint8_t*>(b.data());
+      if (all[i].kind == Spec::kRope) {
+        const int which = all[i].name.find("freqs_sin") != std::string::npos ? 1 : 0;
+        if (rope_pattern[which].data() == nullptr) {
+          fill_random(p, n, c.seed ^ (0xC05 + which));
+          rope_pattern[which] = b;
+        } else {
+          std::memcpy(p, rope_pattern[which].data(), n);
+        }
+      } else {
+        fill_random(p, n, c.seed * 1315423911u + i);
+      }
+      prefill_bytes.push_back(b);
+    }
+    // Decode's copy: the same bytes in separate memory, as two separately
+    // serialized graphs would hold them.
+    std::vector<ByteSpan> decode_bytes;
+    for (const ByteSpan& b : prefill_bytes) {
+      ByteSpan d = allocate(b.size());
+      std::memcpy(const_cast<std::uint8_t*>(d.data()), b.data(), b.size());
+      decode_bytes.push_back(d);
+    }
+    add_method(c, "prefill", c.prefill_partitions, all, prefill_bytes, c.prefill_len);
+    add_method(c, "decode", c.decode_partitions, all, decode_bytes, 1);
+  }
+
+  void add_method(const LlamaConfig& c, const std::string& name, std::uint32_t partitions,
+                  const std::vector<Spec>& all, const std::vector<ByteSpan>& bytes, std::uint32_t seq) {
+    Method& m = program_.add_method(name);
+    for (std::uint32_t p = 0; p < partitions; ++p) m.add_partition();
+    auto partition_of_layer = [&](std::uint32_t layer) {
+      return static_cast<std::uint32_t>(static_cast<std::uint64_t>(layer) * partitions / c.n_layers);
+    };
+    // The causal mask for `seq` query rows over max_seq_len positions.
+    const auto rows = static_cast<std::int32_t>(seq), cols = static_cast<std::int32_t>(c.max_seq_len);
+    Layout mask_layout = Layout::contiguous(ScalarType::Float, {rows, cols});
+    ByteSpan mask = allocate(*mask_layout.nbytes());
+    {
+      auto* f = reinterpret_cast<float*>(const_cast<std::uint8_t*>(mask.data()));
+      const std::int32_t offset = cols - rows;  // query i sits at position offset + i
+      for (std::int32_t i = 0; i < rows; ++i)
+        for (std::int32_t j = 0; j < cols; ++j) f[i * cols + j] = j <= offset + i ? 0.0f : -1e9f;
+    }
+    m.partitions[0].add("attention_mask", mask, 4, std::move(mask_layout));
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const Spec& s = all[i];
+      const std::uint32_t p = s.layer == UINT32_MAX ? (s.name == "norm.weight" ? partitions - 1 : 0)
+                                                    : partition_of_layer(s.layer);
+      m.partitions[p].add(s.name, bytes[i], c.alignment, s.layout);
+    }
+    // Tied output projection: the embedding's bytes under a second name.
+    m.partitions[partitions - 1].add("output.weight", bytes[0], c.alignment, all[0].layout);
+  }
+
+  LlamaConfig config_;
+  std::vector<std::unique_ptr<std::uint8_t[]>> blocks_;
+  std::uint64_t memory_bytes_ = 0;
+  Program program_;
+};
+
+}  // namespace wdedup
+
+#endif  // WDEDUP_WORKLOAD_LLAMA_HPP

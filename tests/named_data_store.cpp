@@ -1,0 +1,268 @@
+// Tests for wdedup/named_data_store.hpp: every behaviour of ExecuTorch's
+// NamedDataStore, and the gaps we fix (lcm alignment, all-or-nothing).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wdedup/named_data_store.hpp"
+
+using namespace wdedup;
+
+namespace {
+ByteSpan span(const std::vector<std::uint8_t>& v) { return ByteSpan(v.data(), v.size()); }
+std::vector<std::uint8_t> bytes(std::size_t n, std::uint8_t seed) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(seed + i * 7);
+  return v;
+}
+// A full structural dump: equal dumps mean equal stores.
+std::string dump(const NamedDataStore& s) {
+  std::string d;
+  for (const StoreBuffer& b : s.buffers())
+    d += "buf " + std::to_string(b.bytes.size()) + "@" + std::to_string(reinterpret_cast<std::uintptr_t>(b.bytes.data())) +
+         " a" + std::to_string(b.alignment) + "\n";
+  for (const StoreKey& k : s.keys())
+    d += "key " + k.key + " -> " + std::to_string(k.buffer_index) + " a" + std::to_string(k.alignment) + " " +
+         detail::describe_layout(k.layout) + "\n";
+  return d;
+}
+}  // namespace
+
+TEST_CASE("a new key with new bytes makes one buffer and one key") {
+  NamedDataStore s;
+  const auto a = bytes(100, 1);
+  REQUIRE(s.add_named_data("a", span(a), 16).ok());
+  CHECK(s.buffer_count() == 1);
+  CHECK(s.key_count() == 1);
+  CHECK(s.keys()[0].key == "a");
+  CHECK(s.keys()[0].buffer_index == 0);
+  CHECK(s.keys()[0].alignment == 16);
+  CHECK(s.buffers()[0].alignment == 16);
+  CHECK(s.buffers()[0].bytes.data() == a.data());
+  CHECK(s.bytes_stored() == 100);
+}
+
+TEST_CASE("same key, same bytes: no change") {
+  NamedDataStore s;
+  const auto a = bytes(64, 1);
+  const auto a_copy = a;  // equal bytes, other memory
+  REQUIRE(s.add_named_data("w", span(a), 8).ok());
+  const std::string before = dump(s);
+  REQUIRE(s.add_named_data("w", span(a_copy), 8).ok());
+  CHECK(dump(s) == before);
+  CHECK(s.buffer_count() == 1);
+  CHECK(s.key_count() == 1);
+  CHECK(s.buffers()[0].bytes.data() == a.data());  // the first bytes stay
+}
+
+TEST_CASE("same key, same bytes, another alignment: the key keeps both requests (lcm)") {
+  NamedDataStore s;
+  const auto a = bytes(64, 1);
+  REQUIRE(s.add_named_data("w", span(a), 8).ok());
+  REQUIRE(s.add_named_data("w", span(a), 12).ok());
+  CHECK(s.key_count() == 1);
+  CHECK(s.keys()[0].alignment == 24);
+  CHECK(s.buffers()[0].alignment == 24);
+}
+
+TEST_CASE("same key, different bytes: error naming the key and both sizes, store unchanged") {
+  NamedDataStore s;
+  const auto a = bytes(100, 1);
+  const auto b = bytes(120, 2);
+  const auto c = bytes(100, 3);
+  REQUIRE(s.add_named_data("layers.0.wq", span(a), 16).ok());
+  const std::string before = dump(s);
+
+  Expected<void> r = s.add_named_data("layers.0.wq", span(b), 16);
+  CHECK(r.error() == Error::KeyConflict);
+  CHECK(r.message() == "key 'layers.0.wq' already holds 100 bytes that differ from the 120 bytes added now");
+  CHECK(dump(s) == before);
+
+  r = s.add_named_data("layers.0.wq", span(c), 16);  // same size, other bytes
+  CHECK(r.error() == Error::KeyConflict);
+  CHECK(r.message() == "key 'layers.0.wq' already holds 100 bytes that differ from the 100 bytes added now");
+  CHECK(dump(s) == before);
+}
+
+TEST_CASE("same key, same bytes, different layout: LayoutMismatch, store unchanged") {
+  NamedDataStore s;
+  const auto a = bytes(24, 1);
+  REQUIRE(s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, {2, 3})).ok());
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, {3, 2}));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 't' already has layout FLOAT [2, 3] dim_order [0, 1], not FLOAT [3, 2] dim_order [0, 1]");
+  CHECK(dump(s) == before);
+}
+
+TEST_CASE("different keys, same bytes: one buffer, each key keeps its alignment and layout") {
+  NamedDataStore s;
+  const auto a = bytes(48, 5);
+  const auto a_copy = a;
+  REQUIRE(s.add_named_data("tok_embeddings.weight", span(a), 16, Layout::contiguous(ScalarType::Half, {4, 6})).ok());
+  REQUIRE(s.add_named_data("output.weight", span(a_copy), 32, Layout::contiguous(ScalarType::Half, {6, 4})).ok());
+  REQUIRE(s.add_named_data("raw", span(a_copy), 1).ok());
+  CHECK(s.buffer_count() == 1);
+  REQUIRE(s.key_count() == 3);
+  CHECK(s.keys()[0].buffer_index == 0);
+  CHECK(s.keys()[1].buffer_index == 0);
+  CHECK(s.keys()[2].buffer_index == 0);
+  CHECK(s.keys()[0].alignment == 16);
+  CHECK(s.keys()[1].alignment == 32);
+  CHECK(s.keys()[2].alignment == 1);
+  CHECK(s.keys()[0].layout->sizes == std::vector<std::int32_t>{4, 6});
+  CHECK(s.keys()[1].layout->sizes == std::vector<std::int32_t>{6, 4});
+  CHECK_FALSE(s.keys()[2].layout.has_value());
+  CHECK(s.buffers()[0].alignment == 32);
+  CHECK(s.bytes_of("raw").data() == a.data());
+}
+
+TEST_CASE("alignment 0 or negative is an error; non-powers of two are allowed") {
+  NamedDataStore s;
+  const auto a = bytes(10, 1);
+  Expected<void> r = s.add_named_data("k", span(a), 0);
+  CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() == "key 'k': alignment must be a positive integer, got 0");
+  r = s.add_named_data("k", span(a), -16);
+  CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() == "key 'k': alignment must be a positive integer, got -16");
+  CHECK(s.key_count() == 0);
+  CHECK(s.buffer_count() == 0);
+  REQUIRE(s.add_named_data("k", span(a), 3).ok());
+  CHECK(s.keys()[0].alignment == 3);
+  r = s.add_named_data("huge", span(a), (std::int64_t{1} << 32) + 1);
+  CHECK(r.error() == Error::InvalidAlignment);
+}
+
+TEST_CASE("a shared buffer is placed at the lcm of every key's alignment") {
+  NamedDataStore s;
+  const auto a = bytes(30, 9);
+  REQUIRE(s.add_named_data("x", span(a), 4).ok());
+  REQUIRE(s.add_named_data("y", span(a), 6).ok());
+  CHECK(s.buffers()[0].alignment == 12);
+  REQUIRE(s.add_named_data("z", span(a), 10).ok());
+  CHECK(s.buffers()[0].alignment == 60);
+}
+
+TEST_CASE("an alias asking for 4096 after a first key asked for 16 raises the buffer to 4096") {
+  // ExecuTorch keeps the first key's alignment, leaving this alias misaligned.
+  NamedDataStore s;
+  const auto a = bytes(65, 1);
+  REQUIRE(s.add_named_data("align16", span(a), 16).ok());
+  REQUIRE(s.add_named_data("align16.alias_requesting_4096", span(a), 4096).ok());
+  CHECK(s.buffer_count() == 1);
+  CHECK(s.buffers()[0].alignment == 4096);
+  CHECK(s.keys()[0].alignment == 16);
+  CHECK(s.keys()[1].alignment == 4096);
+}
+
+TEST_CASE("an lcm over the maximum alignment is refused and changes nothing") {
+  NamedDataStore s;
+  const auto a = bytes(8, 1);
+  REQUIRE(s.add_named_data("p", span(a), 65537).ok());  // prime
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data("q", span(a), 65539);  // another prime: lcm > 2^32
+  CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() == "key 'q': lcm of alignments 65537 and 65539 exceeds the maximum of 4294967296");
+  CHECK(dump(s) == before);
+}
+
+TEST_CASE("layouts are checked against the bytes") {
+  NamedDataStore s;
+  const auto a = bytes(24, 1);
+  Expected<void> r = s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, {2, 2}));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 't': layout FLOAT [2, 2] dim_order [0, 1] describes 16 bytes but the data has 24 bytes");
+  r = s.add_named_data("t", span(a), 1, Layout{ScalarType::Float, {2, 3}, {0, 0}});
+  CHECK(r.error() == Error::LayoutMismatch);
+  r = s.add_named_data("t", span(a), 1, Layout{static_cast<ScalarType>(9), {6}, {0}});
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(s.key_count() == 0);
+  REQUIRE(s.add_named_data("cl", span(a), 1, Layout::channels_last(ScalarType::Byte, {1, 2, 3, 4})).ok());
+  CHECK(s.keys()[0].layout->dim_order == std::vector<std::uint8_t>{0, 2, 3, 1});
+}
+
+TEST_CASE("an empty key is refused") {
+  NamedDataStore s;
+  const auto a = bytes(4, 1);
+  Expected<void> r = s.add_named_data("", span(a));
+  CHECK(r.error() == Error::InvalidName);
+  CHECK(r.message() == "empty key");
+}
+
+TEST_CASE("zero-size buffers are all the same buffer") {
+  NamedDataStore s;
+  const std::uint8_t x = 1, y = 2;
+  REQUIRE(s.add_named_data("e1", ByteSpan(&x, 0)).ok());
+  REQUIRE(s.add_named_data("e2", ByteSpan(&y, 0)).ok());
+  CHECK(s.buffer_count() == 1);
+  CHECK(s.key_count() == 2);
+}
+
+TEST_CASE("several same-size candidates: the right one is found and different bytes stay apart") {
+  NamedDataStore s;
+  std::vector<std::vector<std::uint8_t>> v;
+  for (int i = 0; i < 5; ++i) v.push_back(bytes(256, static_cast<std::uint8_t>(i)));
+  for (int i = 0; i < 5; ++i) REQUIRE(s.add_named_data("k" + std::to_string(i), span(v[i])).ok());
+  CHECK(s.buffer_count() == 5);
+  const auto copy3 = v[3];
+  REQUIRE(s.add_named_data("again3", span(copy3)).ok());
+  CHECK(s.buffer_count() == 5);
+  CHECK(s.find("again3")->buffer_index == 3);
+  CHECK(s.find("missing") == nullptr);
+}
+
+TEST_CASE("buffers and keys are reported in first-insertion order") {
+  NamedDataStore s;
+  const auto a = bytes(10, 1), b = bytes(11, 2), c = bytes(12, 3);
+  REQUIRE(s.add_named_data("c", span(c)).ok());
+  REQUIRE(s.add_named_data("a", span(a)).ok());
+  REQUIRE(s.add_named_data("c2", span(c)).ok());
+  REQUIRE(s.add_named_data("b", span(b)).ok());
+  REQUIRE(s.key_count() == 4);
+  CHECK(s.keys()[0].key == "c");
+  CHECK(s.keys()[1].key == "a");
+  CHECK(s.keys()[2].key == "c2");
+  CHECK(s.keys()[3].key == "b");
+  CHECK(s.keys()[2].buffer_index == 0);
+  CHECK(s.keys()[3].buffer_index == 2);
+  CHECK(s.buffers()[1].bytes.size() == 10);
+}
+
+TEST_CASE("merge follows the same rules") {
+  const auto a = bytes(32, 1), a2 = bytes(32, 1), b = bytes(40, 2), c = bytes(50, 3);
+  NamedDataStore s, t;
+  REQUIRE(s.add_named_data("a", span(a), 16).ok());
+  REQUIRE(s.add_named_data("b", span(b), 8).ok());
+  REQUIRE(t.add_named_data("a", span(a2), 16).ok());       // same key, same bytes
+  REQUIRE(t.add_named_data("a_alias", span(a2), 4096).ok());  // new key, same bytes
+  REQUIRE(t.add_named_data("c", span(c), 3).ok());           // new
+  REQUIRE(s.merge(t).ok());
+  CHECK(s.buffer_count() == 3);
+  REQUIRE(s.key_count() == 4);
+  CHECK(s.keys()[2].key == "a_alias");
+  CHECK(s.keys()[2].buffer_index == 0);
+  CHECK(s.keys()[2].alignment == 4096);
+  CHECK(s.buffers()[0].alignment == 4096);
+  CHECK(s.keys()[3].key == "c");
+  CHECK(s.keys()[3].buffer_index == 2);
+  CHECK(s.buffers()[2].alignment == 3);
+}
+
+TEST_CASE("merge is all-or-nothing on error") {
+  const auto a = bytes(32, 1), b = bytes(40, 2), other = bytes(33, 4), d = bytes(8, 9);
+  NamedDataStore s, t;
+  REQUIRE(s.add_named_data("a", span(a), 16).ok());
+  REQUIRE(s.add_named_data("b", span(b), 8).ok());
+  REQUIRE(t.add_named_data("new1", span(d), 2).ok());   // would be added first...
+  REQUIRE(t.add_named_data("a", span(other), 16).ok()); // ...then this conflicts
+  const std::string before = dump(s);
+  Expected<void> r = s.merge(t);
+  CHECK(r.error() == Error::KeyConflict);
+  CHECK(r.message() ==
+        "merge failed, store unchanged: key 'a' already holds 32 bytes that differ from the 33 bytes added now");
+  CHECK(dump(s) == before);
+  CHECK(s.find("new1") == nullptr);
+}
