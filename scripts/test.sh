@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian machine: installs what is missing,
+# then configures, builds and runs every test in each configuration:
+#   gcc-c++17           the reference build (also runs the demo and the examples)
+#   gcc-c++20-noexcept  C++20, everything built with -fno-exceptions -fno-rtti
+#   clang-c++17, clang-c++20
+#   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all)
+#   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
+# Usage: scripts/test.sh [config ...]   (default: all of them)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+
+declare -A CXX_OF=(
+  [gcc-c++17]=g++ [gcc-c++20-noexcept]=g++ [clang-c++17]=clang++ [clang-c++20]=clang++
+  [asan-ubsan]=clang++ [tsan]=clang++)
+declare -A OPTS_OF=(
+  [gcc-c++17]="-Dcpp_std=c++17"
+  [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false"
+  [clang-c++17]="-Dcpp_std=c++17"
+  [clang-c++20]="-Dcpp_std=c++20"
+  [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=1"
+  [tsan]="-Dcpp_std=c++17 -Db_sanitize=thread -Db_lundef=false")
+# The sanitizer builds run the tests that exercise what they check.
+declare -A SUITE_OF=(
+  [asan-ubsan]="malformed ptd_fixtures named_data_map ptd_writer allocations identity strategy deduplicate"
+  [tsan]="concurrency identity deduplicate")
+order=(gcc-c++17 gcc-c++20-noexcept clang-c++17 clang-c++20 asan-ubsan tsan)
+[ $# -gt 0 ] && order=("$@")
+
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export ASAN_OPTIONS=detect_leaks=1
+total_pass=0 total_fail=0
+for cfg in "${order[@]}"; do
+  [ -n "${CXX_OF[$cfg]:-}" ] || { echo "unknown config '$cfg' (one of: ${!CXX_OF[*]})" >&2; exit 2; }
+  dir=build/test-$cfg
+  echo "=== $cfg ==="
+  if [ ! -f "$dir/build.ninja" ]; then
+    # shellcheck disable=SC2086
+    CXX=${CXX_OF[$cfg]} meson setup "$dir" ${OPTS_OF[$cfg]} >/dev/null
+  fi
+  ninja -C "$dir" >/dev/null
+  # shellcheck disable=SC2086
+  if meson test -C "$dir" --print-errorlogs --num-processes 2 ${SUITE_OF[$cfg]:-}; then :; fi
+  log="$dir/meson-logs/testlog.json"
+  pass=$(grep -c '"result": "OK"' "$log" || true)
+  fail=$(grep -c '"result": "\(FAIL\|TIMEOUT\|ERROR\|UNEXPECTEDPASS\)"' "$log" || true)
+  total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
+  echo "$cfg: $pass passed, $fail failed"
+done
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ] && [ "$total_pass" -gt 0 ]

@@ -1,0 +1,230 @@
+// Tests for wdedup/deduplicate.hpp: input validation, exactness under forced
+// hash collisions, determinism across thread counts, alignment rules.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "wdedup/wdedup.hpp"
+
+using namespace wdedup;
+
+namespace {
+
+ByteSpan span(const std::vector<std::uint8_t>& v) { return ByteSpan(v.data(), v.size()); }
+
+// A full structural dump of a result: equal dumps mean equal outputs
+// (keys, buffers, which memory each buffer is, alignments, layouts, functions).
+std::string dump(const DedupResult& r) {
+  std::string d;
+  for (const StoreBuffer& b : r.store.buffers())
+    d += "buffer " + std::to_string(b.bytes.size()) + " @" +
+         std::to_string(reinterpret_cast<std::uintptr_t>(b.bytes.data())) + " align " + std::to_string(b.alignment) + "\n";
+  for (const StoreKey& k : r.store.keys())
+    d += "key " + k.key + " -> " + std::to_string(k.buffer_index) + " align " + std::to_string(k.alignment) + " " +
+         detail::describe_layout(k.layout) + "\n";
+  for (const FunctionMap& f : r.functions.functions) {
+    d += "function " + f.method + "#" + std::to_string(f.partition_index) + " " + f.blob_key + ":" + f.function_name + "\n";
+    for (const FunctionTensor& t : f.tensors) d += "  " + t.tensor_name + " = " + t.key + "\n";
+  }
+  const Report& p = r.report;
+  d += "report " + std::to_string(p.bytes_in) + " " + std::to_string(p.bytes_stored) + " " +
+       std::to_string(p.bytes_shared_across_blobs) + " " + std::to_string(p.alias_groups) + "\n";
+  const IdentityReport& i = p.identity;
+  d += "identity " + std::to_string(i.skipped_empty) + " " + std::to_string(i.skipped_unique_size) + " " +
+       std::to_string(i.skipped_same_pointer) + " " + std::to_string(i.compared_directly) + " " +
+       std::to_string(i.hashed) + " " + std::to_string(i.byte_comparisons) + " " + std::to_string(i.hash_collisions) + "\n";
+  return d;
+}
+
+// Many same-size tensors, a third of them duplicates, in three methods with
+// unequal partition counts.
+struct Mixed {
+  std::vector<std::vector<std::uint8_t>> data;
+  Program program;
+  explicit Mixed(std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    const std::size_t sizes[] = {64, 64, 64, 1000, 4096, 0, 7};
+    for (int i = 0; i < 120; ++i) {
+      const std::size_t n = sizes[rng() % 7];
+      if (i >= 3 && rng() % 3 == 0) {
+        data.push_back(data[rng() % data.size()]);  // a duplicate (maybe of another size class)
+      } else {
+        std::vector<std::uint8_t> v(n);
+        for (auto& b : v) b = static_cast<std::uint8_t>(rng());
+        data.push_back(std::move(v));
+      }
+    }
+    const char* methods[] = {"prefill", "decode", "verify"};
+    std::size_t next = 0;
+    for (int m = 0; m < 3; ++m) {
+      Method& method = program.add_method(methods[m]);
+      for (int p = 0; p < m + 1; ++p) {
+        Partition& part = method.add_partition();
+        for (int t = 0; t < 120 / 6; ++t, ++next) part.add("t" + std::to_string(t), span(data[next]));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("forced hash collisions never merge different bytes") {
+  Mixed m(7);
+  auto exact = deduplicate<Strategy<OneBlob>>(m.program, {}, Xxh3Hash{});
+  auto colliding = deduplicate<Strategy<OneBlob>>(m.program, {}, AlwaysCollideHash{});
+  REQUIRE(exact.ok());
+  REQUIRE(colliding.ok());
+  // Identical stores, keys and tables: the hash only nominates candidates.
+  std::string a = dump(*exact), b = dump(*colliding);
+  a = a.substr(0, a.find("identity "));
+  b = b.substr(0, b.find("identity "));
+  CHECK(a == b);
+  // Independent check: every key's bytes equal every tensor that uses it.
+  for (const FunctionMap& f : colliding->functions.functions) {
+    const Partition& part = m.program.find_method(f.method)->partitions[f.partition_index];
+    for (std::size_t i = 0; i < part.tensors.size(); ++i) {
+      const ByteSpan stored = colliding->store.bytes_of(f.tensors[i].key);
+      REQUIRE(stored.size() == part.tensors[i].bytes.size());
+      CHECK(std::equal(stored.begin(), stored.end(), part.tensors[i].bytes.begin()));
+    }
+  }
+  // The collisions were seen and resolved by comparing bytes.
+  CHECK(colliding->report.identity.hash_collisions > 0);
+  CHECK(colliding->report.identity.byte_comparisons > exact->report.identity.byte_comparisons);
+}
+
+TEST_CASE("forced collisions on distinct same-size tensors: zero merges, every collision counted") {
+  std::vector<std::vector<std::uint8_t>> data;
+  for (int i = 0; i < 10; ++i) data.push_back(std::vector<std::uint8_t>(512, static_cast<std::uint8_t>(i)));
+  Program program;
+  Partition& p = program.add_method("m").add_partition();
+  for (int i = 0; i < 10; ++i) p.add("t" + std::to_string(i), span(data[i]));
+  auto r = deduplicate<Strategy<OneBlob>>(program, {}, AlwaysCollideHash{});
+  REQUIRE(r.ok());
+  CHECK(r->store.buffer_count() == 10);
+  CHECK(r->report.bytes_saved == 0);
+  CHECK(r->report.identity.hash_collisions > 0);
+  CHECK(r->report.identity.hash_collisions == r->report.identity.byte_comparisons);  // every comparison failed
+}
+
+TEST_CASE("results are identical for 1, 2 and 8 threads") {
+  Mixed m(11);
+  std::string reference;
+  for (unsigned threads : {1u, 2u, 8u}) {
+    DedupOptions o;
+    o.threads = threads;
+    auto r = deduplicate<Strategy<OneBlob>>(m.program, o);
+    REQUIRE(r.ok());
+    CHECK(r->report.threads == threads);
+    if (reference.empty()) reference = dump(*r);
+    else CHECK(dump(*r) == reference);
+  }
+  auto w = LlamaWorkload::generate(LlamaConfig::tiny());
+  REQUIRE(w.ok());
+  reference.clear();
+  for (unsigned threads : {1u, 2u, 8u}) {
+    DedupOptions o;
+    o.threads = threads;
+    auto r = deduplicate<Strategy<Positional>>(w->program(), o);
+    REQUIRE(r.ok());
+    if (reference.empty()) reference = dump(*r);
+    else CHECK(dump(*r) == reference);
+  }
+}
+
+TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; nothing produced") {
+  std::vector<std::uint8_t> a(24, 1);
+  SUBCASE("empty method name") {
+    Program p;
+    p.add_method("").add_partition();
+    auto r = deduplicate<Strategy<OneBlob>>(p);
+    CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() == "method #0 has an empty name");
+  }
+  SUBCASE("duplicate method name") {
+    Program p;
+    p.add_method("decode");
+    p.add_method("decode");
+    auto r = deduplicate<Strategy<OneBlob>>(p);
+    CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() == "method name 'decode' is used twice");
+  }
+  SUBCASE("duplicate tensor name in a partition") {
+    Program p;
+    p.add_method("decode").add_partition().add("w", span(a)).add("w", span(a));
+    auto r = deduplicate<Strategy<OneBlob>>(p);
+    CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() == "method 'decode' partition 0: tensor name 'w' is used twice");
+  }
+  SUBCASE("bad alignment") {
+    Program p;
+    p.add_method("decode").add_partition();
+    p.methods[0].add_partition().add("w", span(a), -8);
+    auto r = deduplicate<Strategy<OneBlob>>(p);
+    CHECK(r.error() == Error::InvalidAlignment);
+    CHECK(r.message() == "method 'decode' partition 1: key 'w': alignment must be a positive integer, got -8");
+  }
+  SUBCASE("layout disagrees with the bytes") {
+    Program p;
+    p.add_method("prefill").add_partition().add("w", span(a), 1, Layout::contiguous(ScalarType::Float, {5}));
+    auto r = deduplicate<Strategy<OneBlob>>(p);
+    CHECK(r.error() == Error::LayoutMismatch);
+    CHECK(r.message() ==
+          "method 'prefill' partition 0: key 'w': layout FLOAT [5] dim_order [0] describes 20 bytes but the data has 24 bytes");
+  }
+}
+
+TEST_CASE("alignment: a key used with 16 and 4096 gets 4096; a buffer gets the lcm of its keys") {
+  std::vector<std::uint8_t> w(100, 3), w2 = w, w3 = w;
+  Program program;
+  program.add_method("prefill").add_partition().add("w", span(w), 16).add("alias", span(w3), 12);
+  program.add_method("decode").add_partition().add("w", span(w2), 4096);
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  REQUIRE(r->store.key_count() == 2);
+  CHECK(r->store.keys()[0].key == "w");
+  CHECK(r->store.keys()[0].alignment == 4096);
+  CHECK(r->store.keys()[1].key == "alias");
+  CHECK(r->store.keys()[1].alignment == 12);
+  CHECK(r->store.buffers()[0].alignment == 12288);  // lcm(4096, 12)
+}
+
+TEST_CASE("same bytes under one name but different layouts in two methods: separate keys, one buffer") {
+  std::vector<std::uint8_t> w(24, 3), w2 = w;
+  Program program;
+  program.add_method("prefill").add_partition().add("w", span(w), 1, Layout::contiguous(ScalarType::Float, {2, 3}));
+  program.add_method("decode").add_partition().add("w", span(w2), 1, Layout::contiguous(ScalarType::Float, {3, 2}));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  REQUIRE(r->store.key_count() == 2);
+  CHECK(r->store.keys()[0].key == "prefill/w");
+  CHECK(r->store.keys()[1].key == "decode/w");
+  CHECK(r->store.buffer_count() == 1);
+  CHECK(r->store.keys()[1].layout->sizes == std::vector<std::int32_t>{3, 2});
+}
+
+TEST_CASE("the report prints as a table and as JSON") {
+  std::vector<std::uint8_t> a(10, 1), b = a;
+  Program program;
+  program.add_method("prefill").add_partition().add("w", span(a));
+  program.add_method("decode").add_partition().add("w", span(b));
+  DedupOptions o;
+  o.threads = 1;
+  auto r = deduplicate<Strategy<OneBlob>>(program, o);
+  REQUIRE(r.ok());
+  const std::string json = r->report.to_json();
+  CHECK(json.rfind("{\"strategy\":\"ONE_BLOB\",\"threads\":1,\"methods\":2,\"functions\":2,\"blobs\":1,"
+                   "\"tensors\":2,\"keys\":1,\"buffers\":1,\"bytes_in\":20,\"bytes_stored\":10,\"bytes_saved\":10,"
+                   "\"bytes_shared_across_blobs\":0,\"alias_groups\":1,\"largest_alias_groups\":[{\"first_key\":\"w\","
+                   "\"tensors\":2,\"keys\":1,\"size\":10,\"bytes_saved\":10}],",
+                   0) == 0);
+  CHECK(json.find("\"per_blob\":[{\"blob_key\":\"combined_all\",\"functions\":2,\"tensors\":2,\"bytes_in\":20,"
+                  "\"bytes_distinct\":10,\"bytes_shared_inside\":10,\"bytes_shared_across\":0}]") != std::string::npos);
+  const std::string table = r->report.to_table();
+  CHECK(table.find("wdedup report — strategy ONE_BLOB, 1 thread(s)") == 0);
+  CHECK(table.find("  bytes saved               10  (10 B, 50.0%)") != std::string::npos);
+  CHECK(detail::json_string("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
+}

@@ -1,0 +1,337 @@
+// Tests for wdedup/strategy.hpp: each built-in policy, and a user policy,
+// on equal and unequal partitions, one method, an empty method, a name with
+// different bytes in two methods, and a tied embedding.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wdedup/wdedup.hpp"
+#include "../examples/pair_policy.hpp"
+
+using namespace wdedup;
+
+namespace {
+
+std::vector<std::uint8_t> fill(std::size_t n, std::uint8_t seed) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(seed * 31 + i * 7 + 1);
+  return v;
+}
+ByteSpan span(const std::vector<std::uint8_t>& v) { return ByteSpan(v.data(), v.size()); }
+
+// prefill: p0 {emb A64, w0 B32, mask M1 16}, p1 {w1 C32, out = emb's memory}
+// decode:  p0 {emb A'64, w0 B'32, mask M2 8}, p1 {w1 C'32, out = emb's memory}
+struct TwoMethods {
+  std::vector<std::uint8_t> A = fill(64, 1), B = fill(32, 2), C = fill(32, 3), M1 = fill(16, 4);
+  std::vector<std::uint8_t> A2 = A, B2 = B, C2 = C, M2 = fill(8, 5);
+  Program program;
+  TwoMethods() {
+    Method& p = program.add_method("prefill");
+    p.add_partition().add("emb", span(A), 16).add("w0", span(B), 16).add("mask", span(M1), 4);
+    p.add_partition().add("w1", span(C), 16).add("out", span(A), 16);
+    Method& d = program.add_method("decode");
+    d.add_partition().add("emb", span(A2), 16).add("w0", span(B2), 16).add("mask", span(M2), 4);
+    d.add_partition().add("w1", span(C2), 16).add("out", span(A2), 16);
+  }
+};
+
+std::vector<std::string> key_names(const NamedDataStore& s) {
+  std::vector<std::string> v;
+  for (const StoreKey& k : s.keys()) v.push_back(k.key);
+  return v;
+}
+std::vector<std::uint32_t> key_buffers(const NamedDataStore& s) {
+  std::vector<std::uint32_t> v;
+  for (const StoreKey& k : s.keys()) v.push_back(k.buffer_index);
+  return v;
+}
+std::vector<std::string> function_ids(const FunctionMaps& f) {
+  std::vector<std::string> v;
+  for (const FunctionMap& m : f.functions)
+    v.push_back(m.method + "#" + std::to_string(m.partition_index) + " " + m.blob_key + ":" + m.function_name);
+  return v;
+}
+std::vector<std::string> table(const FunctionMap& f) {
+  std::vector<std::string> v;
+  for (const FunctionTensor& t : f.tensors) v.push_back(t.tensor_name + "=" + t.key);
+  return v;
+}
+
+// The store is the same whatever the strategy: identical bytes held once.
+void check_two_method_store(const DedupResult& r) {
+  CHECK(key_names(r.store) == std::vector<std::string>{"emb", "w0", "prefill/mask", "w1", "out", "decode/mask"});
+  CHECK(key_buffers(r.store) == std::vector<std::uint32_t>{0, 1, 2, 3, 0, 4});
+  REQUIRE(r.store.buffer_count() == 5);
+  CHECK(r.store.bytes_stored() == 64 + 32 + 16 + 32 + 8);
+  CHECK(r.report.bytes_in == 208 + 200);
+  CHECK(r.report.bytes_stored == 152);
+  CHECK(r.report.bytes_saved == 256);
+  REQUIRE(r.report.per_method.size() == 2);
+  const MethodReport& p = r.report.per_method[0];
+  CHECK(p.method == "prefill");
+  CHECK(p.bytes_in == 208);
+  CHECK(p.bytes_distinct == 144);
+  CHECK(p.bytes_shared_with_other_methods == 128);
+  CHECK(p.bytes_attributed == 144);
+  CHECK(p.bytes_saved == 64);
+  const MethodReport& d = r.report.per_method[1];
+  CHECK(d.bytes_in == 200);
+  CHECK(d.bytes_distinct == 136);
+  CHECK(d.bytes_shared_with_other_methods == 128);
+  CHECK(d.bytes_attributed == 8);
+  CHECK(d.bytes_saved == 192);
+  CHECK(r.report.alias_groups == 3);
+  REQUIRE(r.report.largest_alias_groups.size() == 3);
+  CHECK(r.report.largest_alias_groups[0].first_key == "emb");
+  CHECK(r.report.largest_alias_groups[0].tensors == 4);
+  CHECK(r.report.largest_alias_groups[0].keys == 2);
+  CHECK(r.report.largest_alias_groups[0].bytes_saved == 192);
+  CHECK(r.report.largest_alias_groups[1].first_key == "w0");
+  CHECK(r.report.largest_alias_groups[2].first_key == "w1");
+  CHECK(r.report.identity.skipped_same_pointer == 2);
+  CHECK(r.report.identity.skipped_unique_size == 2);
+}
+
+}  // namespace
+
+TEST_CASE("Positional on equal partitions: one blob per partition index, functions named after methods") {
+  TwoMethods m;
+  auto r = deduplicate<Strategy<Positional>>(m.program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  check_two_method_store(*r);
+  CHECK(r->report.strategy == "POSITIONAL");
+  CHECK(function_ids(r->functions) ==
+        std::vector<std::string>{"prefill#0 combined_partition_0:prefill", "prefill#1 combined_partition_1:prefill",
+                                 "decode#0 combined_partition_0:decode", "decode#1 combined_partition_1:decode"});
+  CHECK(table(*r->functions.find("decode", 0)) == std::vector<std::string>{"emb=emb", "w0=w0", "mask=decode/mask"});
+  CHECK(table(*r->functions.find("prefill", 1)) == std::vector<std::string>{"w1=w1", "out=out"});
+  REQUIRE(r->report.per_blob.size() == 2);
+  const BlobReport& b0 = r->report.per_blob[0];
+  CHECK(b0.blob_key == "combined_partition_0");
+  CHECK(b0.functions == 2);
+  CHECK(b0.tensors == 6);
+  CHECK(b0.bytes_in == 216);
+  CHECK(b0.bytes_distinct == 120);
+  CHECK(b0.bytes_shared_inside == 96);
+  CHECK(b0.bytes_shared_across == 64);
+  const BlobReport& b1 = r->report.per_blob[1];
+  CHECK(b1.blob_key == "combined_partition_1");
+  CHECK(b1.bytes_in == 192);
+  CHECK(b1.bytes_distinct == 96);
+  CHECK(b1.bytes_shared_inside == 96);
+  CHECK(b1.bytes_shared_across == 64);
+  CHECK(r->report.bytes_shared_across_blobs == 64);  // the embedding, in both partition blobs
+}
+
+TEST_CASE("OneBlob on equal partitions: one blob, functions <method>__<idx>, nothing shared across blobs") {
+  TwoMethods m;
+  auto r = deduplicate<Strategy<OneBlob>>(m.program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  check_two_method_store(*r);
+  CHECK(function_ids(r->functions) ==
+        std::vector<std::string>{"prefill#0 combined_all:prefill__0", "prefill#1 combined_all:prefill__1",
+                                 "decode#0 combined_all:decode__0", "decode#1 combined_all:decode__1"});
+  REQUIRE(r->report.per_blob.size() == 1);
+  CHECK(r->report.per_blob[0].bytes_in == 408);
+  CHECK(r->report.per_blob[0].bytes_distinct == 152);
+  CHECK(r->report.per_blob[0].bytes_shared_inside == 256);
+  CHECK(r->report.per_blob[0].bytes_shared_across == 0);
+  CHECK(r->report.bytes_shared_across_blobs == 0);
+  CHECK(r->functions.find_by_name("decode__1")->partition_index == 1);
+}
+
+TEST_CASE("Disabled: one blob per method and partition; everything shared is shipped again") {
+  TwoMethods m;
+  auto r = deduplicate<Strategy<Disabled>>(m.program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  check_two_method_store(*r);
+  CHECK(function_ids(r->functions) ==
+        std::vector<std::string>{"prefill#0 prefill_partition_0:prefill", "prefill#1 prefill_partition_1:prefill",
+                                 "decode#0 decode_partition_0:decode", "decode#1 decode_partition_1:decode"});
+  REQUIRE(r->report.per_blob.size() == 4);
+  CHECK(r->report.per_blob[0].bytes_in == 112);
+  CHECK(r->report.per_blob[0].bytes_shared_inside == 0);
+  CHECK(r->report.per_blob[0].bytes_shared_across == 96);  // emb and w0 live in other blobs too
+  CHECK(r->report.bytes_shared_across_blobs == 64 * 3 + 32 + 32);
+}
+
+TEST_CASE("unequal partitions: Positional names both methods and counts; OneBlob and Disabled accept them") {
+  TwoMethods m;
+  // prefill gets a third partition: prefill 3, decode 2.
+  std::vector<std::uint8_t> extra = fill(40, 9);
+  m.program.methods[0].add_partition().add("w2", span(extra), 16);
+  auto pos = deduplicate<Strategy<Positional>>(m.program);
+  CHECK(pos.error() == Error::PartitionCountMismatch);
+  CHECK(pos.message() ==
+        "Strategy<Positional> requires every method to have the same number of partitions: method 'decode' has "
+        "2, but the first method 'prefill' has 3; Strategy<OneBlob> (or Strategy<Disabled>) accepts unequal "
+        "partition counts");
+
+  auto one = deduplicate<Strategy<OneBlob>>(m.program);
+  REQUIRE_MESSAGE(one.ok(), one.message());
+  CHECK(function_ids(one->functions) ==
+        std::vector<std::string>{"prefill#0 combined_all:prefill__0", "prefill#1 combined_all:prefill__1",
+                                 "prefill#2 combined_all:prefill__2", "decode#0 combined_all:decode__0",
+                                 "decode#1 combined_all:decode__1"});
+  CHECK(one->report.bytes_stored == 152 + 40);
+  // Per-method metadata keeps every partition of a method.
+  const auto parts = one->functions.of_method("prefill");
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[0]->function_name == "prefill__0");
+  CHECK(parts[1]->function_name == "prefill__1");
+  CHECK(parts[2]->function_name == "prefill__2");
+  CHECK(table(*parts[2]) == std::vector<std::string>{"w2=w2"});
+
+  auto dis = deduplicate<Strategy<Disabled>>(m.program);
+  REQUIRE(dis.ok());
+  CHECK(dis->report.blobs == 5);
+}
+
+TEST_CASE("one method: every strategy works and nothing is shared across methods") {
+  std::vector<std::uint8_t> a = fill(100, 1), b = fill(100, 1), c = fill(50, 2);
+  Program program;
+  Method& m = program.add_method("forward");
+  m.add_partition().add("a", span(a)).add("c", span(c));
+  m.add_partition().add("b", span(b));  // same bytes as a, other name
+  auto pos = deduplicate<Strategy<Positional>>(program);
+  REQUIRE(pos.ok());
+  CHECK(key_names(pos->store) == std::vector<std::string>{"a", "c", "b"});
+  CHECK(key_buffers(pos->store) == std::vector<std::uint32_t>{0, 1, 0});
+  CHECK(function_ids(pos->functions) ==
+        std::vector<std::string>{"forward#0 combined_partition_0:forward", "forward#1 combined_partition_1:forward"});
+  CHECK(pos->report.per_method[0].bytes_shared_with_other_methods == 0);
+  CHECK(pos->report.bytes_saved == 100);
+  CHECK(pos->report.bytes_shared_across_blobs == 100);
+  auto one = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(one.ok());
+  CHECK(one->report.bytes_shared_across_blobs == 0);
+  CHECK(function_ids(one->functions) ==
+        std::vector<std::string>{"forward#0 combined_all:forward__0", "forward#1 combined_all:forward__1"});
+}
+
+TEST_CASE("a method with zero tensors gets functions with empty tables") {
+  std::vector<std::uint8_t> a = fill(10, 1);
+  Program program;
+  program.add_method("init").add_partition();
+  program.add_method("run").add_partition().add("w", span(a));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  REQUIRE(r->functions.functions.size() == 2);
+  CHECK(r->functions.functions[0].function_name == "init__0");
+  CHECK(r->functions.functions[0].tensors.empty());
+  CHECK(r->report.per_method[0].tensors == 0);
+  CHECK(r->report.per_method[0].bytes_in == 0);
+  auto pos = deduplicate<Strategy<Positional>>(program);
+  REQUIRE(pos.ok());
+  CHECK(function_ids(pos->functions) ==
+        std::vector<std::string>{"init#0 combined_partition_0:init", "run#0 combined_partition_0:run"});
+  auto dis = deduplicate<Strategy<Disabled>>(program);
+  REQUIRE(dis.ok());
+  CHECK(dis->report.blobs == 2);
+  // An empty program is fine too.
+  auto none = deduplicate<Strategy<Positional>>(Program{});
+  REQUIRE(none.ok());
+  CHECK(none->store.key_count() == 0);
+  CHECK(none->functions.functions.empty());
+}
+
+TEST_CASE("same name with different bytes in two methods: method-qualified keys, one per content") {
+  std::vector<std::uint8_t> s1 = fill(4, 1), s2 = fill(4, 2), w = fill(64, 3), w2 = w;
+  Program program;
+  program.add_method("prefill").add_partition().add("kv_scale", span(s1)).add("w", span(w));
+  program.add_method("decode").add_partition().add("kv_scale", span(s2)).add("w", span(w2));
+  for (int strategy = 0; strategy < 3; ++strategy) {
+    Expected<DedupResult> r = strategy == 0   ? deduplicate<Strategy<Positional>>(program)
+                              : strategy == 1 ? deduplicate<Strategy<OneBlob>>(program)
+                                              : deduplicate<Strategy<Disabled>>(program);
+    REQUIRE(r.ok());
+    CHECK(key_names(r->store) == std::vector<std::string>{"prefill/kv_scale", "w", "decode/kv_scale"});
+    CHECK(key_buffers(r->store) == std::vector<std::uint32_t>{0, 1, 2});
+    CHECK(*r->functions.find("decode", 0)->key_of("kv_scale") == "decode/kv_scale");
+    CHECK(*r->functions.find("prefill", 0)->key_of("kv_scale") == "prefill/kv_scale");
+    CHECK(r->store.bytes_of("decode/kv_scale").data() == s2.data());
+  }
+}
+
+TEST_CASE("a name inconsistent inside one method is qualified by partition too") {
+  std::vector<std::uint8_t> x0 = fill(8, 1), x1 = fill(8, 2);
+  Program program;
+  Method& m = program.add_method("prefill");
+  m.add_partition().add("x", span(x0));
+  m.add_partition().add("x", span(x1));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(key_names(r->store) == std::vector<std::string>{"prefill/0/x", "prefill/1/x"});
+}
+
+TEST_CASE("a generated key that a real tensor name already took gets a suffix") {
+  std::vector<std::uint8_t> m1 = fill(16, 1), m2 = fill(16, 2), literal = fill(12, 3);
+  Program program;
+  program.add_method("prefill").add_partition().add("mask", span(m1)).add("decode/mask", span(literal));
+  program.add_method("decode").add_partition().add("mask", span(m2));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(key_names(r->store) == std::vector<std::string>{"prefill/mask", "decode/mask", "decode/mask~1"});
+  CHECK(*r->functions.find("decode", 0)->key_of("mask") == "decode/mask~1");
+  CHECK(r->store.bytes_of("decode/mask~1").data() == m2.data());
+  CHECK(r->store.bytes_of("decode/mask").data() == literal.data());
+}
+
+TEST_CASE("a tied embedding is one buffer under two keys with their own layouts") {
+  std::vector<std::uint8_t> emb = fill(48, 7), emb_copy = emb;
+  Program program;
+  Partition& p = program.add_method("forward").add_partition();
+  p.add("tok_embeddings.weight", span(emb), 16, Layout::contiguous(ScalarType::Half, {4, 6}));
+  p.add("output.weight", span(emb_copy), 64, Layout::contiguous(ScalarType::Half, {4, 6}));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(key_names(r->store) == std::vector<std::string>{"tok_embeddings.weight", "output.weight"});
+  CHECK(key_buffers(r->store) == std::vector<std::uint32_t>{0, 0});
+  CHECK(r->store.keys()[0].alignment == 16);
+  CHECK(r->store.keys()[1].alignment == 64);
+  CHECK(r->store.buffers()[0].alignment == 64);
+  CHECK(r->report.bytes_saved == 48);
+  CHECK(r->report.alias_groups == 1);
+  CHECK(r->report.largest_alias_groups[0].keys == 2);
+}
+
+TEST_CASE("a user policy (examples/pair_policy.hpp) groups methods in pairs") {
+  std::vector<std::uint8_t> w = fill(256, 1);
+  std::vector<std::vector<std::uint8_t>> copies(3, w);
+  Program program;
+  const char* names[] = {"prefill", "decode", "verify"};
+  for (int i = 0; i < 3; ++i) program.add_method(names[i]).add_partition().add("w", span(copies[i]));
+  program.methods[0].add_partition().add("w_extra", span(copies[0]));
+  auto r = deduplicate<Strategy<PairedMethods>>(program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->report.strategy == "PAIRED_METHODS");
+  CHECK(function_ids(r->functions) ==
+        std::vector<std::string>{"prefill#0 pair_0:prefill__0", "prefill#1 pair_0:prefill__1",
+                                 "decode#0 pair_0:decode__0", "verify#0 pair_1:verify__0"});
+  CHECK(r->report.blobs == 2);
+  CHECK(r->report.bytes_stored == 256);
+  CHECK(r->report.bytes_shared_across_blobs == 256);
+}
+
+namespace {
+// A policy that gives two partitions the same function name in one blob.
+struct CollidingNames {
+  static constexpr const char* name = "COLLIDING";
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "all"; }
+  static std::string function_name(const Program&, std::size_t, std::uint32_t) { return "f"; }
+};
+}  // namespace
+
+TEST_CASE("a policy that reuses a function name inside a blob is an error naming both") {
+  std::vector<std::uint8_t> w = fill(8, 1);
+  Program program;
+  program.add_method("a").add_partition().add("w", span(w));
+  program.add_method("b").add_partition().add("w", span(w));
+  auto r = deduplicate<Strategy<CollidingNames>>(program);
+  CHECK(r.error() == Error::InvalidName);
+  CHECK(r.message() == "policy COLLIDING gave function name 'f' in blob 'all' to two partitions (again for "
+                       "method 'b' partition 0)");
+}
