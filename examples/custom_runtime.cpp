@@ -1,0 +1,147 @@
+// examples/custom_runtime.cpp — the reader embedded in a tiny "custom
+// runtime": open a store by mmap, resolve decode__0's tensor table, and load
+// its weights into memory the runtime owns (a static arena: no heap).
+//
+//   example_custom_runtime [store.ptd]
+//
+// Without an argument it first exports a small two-method model with the
+// build-time half (the part that would run on a workstation), then runs the
+// runtime part on it. Built and run as a test.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <wdedup/runtime.hpp>  // all the runtime part below needs
+
+#include <wdedup/ptd_writer.hpp>  // only for export_demo_store()
+#include <wdedup/wdedup.hpp>
+
+namespace runtime {
+
+// The runtime's own memory: a fixed arena, as on a microcontroller or in a
+// delegate that plans its memory ahead of time.
+alignas(64) static std::uint8_t g_arena[1 << 20];
+static std::size_t g_used = 0;
+
+void* arena_alloc(std::size_t size, std::size_t alignment) {
+  std::size_t at = (g_used + alignment - 1) / alignment * alignment;
+  if (at + size > sizeof g_arena) return nullptr;
+  g_used = at + size;
+  return g_arena + at;
+}
+
+struct LoadedTensor {
+  char name[64];  // copied: the map's string_views die with the mapping
+  const void* data;
+  std::size_t size;
+};
+
+// Loads every tensor of one compiled function. Returns the count, or -1.
+int load_function(const char* path, std::string_view function_name, LoadedTensor* out, int capacity) {
+  wdedup::Result<wdedup::MmapSource> source = wdedup::MmapSource::open(path);
+  if (!source) {
+    std::printf("cannot map %s: %s\n", path, wdedup::error_name(source.error()));
+    return -1;
+  }
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(*source);
+  if (!map) {
+    std::printf("cannot open %s: %s (%s at %llu)\n", path, wdedup::error_name(map.error()), map.failure().what,
+                (unsigned long long)map.failure().at);
+    return -1;
+  }
+  wdedup::Result<wdedup::FunctionView> fn = map->find_function(function_name);
+  if (!fn) {
+    std::printf("no function %.*s in %s\n", (int)function_name.size(), function_name.data(), path);
+    return -1;
+  }
+  std::printf("function %.*s: method %.*s partition %u, blob %.*s, %zu tensors\n", (int)function_name.size(),
+              function_name.data(), (int)fn->method().size(), fn->method().data(), fn->partition_index(),
+              (int)fn->blob_key().size(), fn->blob_key().data(), fn->tensor_count());
+  int n = 0;
+  for (std::size_t i = 0; i < fn->tensor_count() && n < capacity; ++i) {
+    wdedup::Result<wdedup::FunctionTensorView> t = fn->tensor(i);
+    wdedup::Result<wdedup::KeyInfo> info = map->find(t->key);
+    if (!t || !info) return -1;
+    void* dst = arena_alloc(info->size, info->alignment);
+    if (dst == nullptr) {
+      std::printf("arena full\n");
+      return -1;
+    }
+    // A copy into runtime-owned memory; the map itself allocates nothing.
+    if (!map->load_data_into(t->key, dst, info->size)) return -1;
+    std::printf("  %-28.*s <- key %-28.*s %8llu bytes, align %llu\n", (int)t->tensor_name.size(),
+                t->tensor_name.data(), (int)t->key.size(), t->key.data(), (unsigned long long)info->size,
+                (unsigned long long)info->alignment);
+    LoadedTensor& lt = out[n++];
+    const std::size_t len = t->tensor_name.size() < sizeof lt.name - 1 ? t->tensor_name.size() : sizeof lt.name - 1;
+    std::memcpy(lt.name, t->tensor_name.data(), len);
+    lt.name[len] = '\0';
+    lt.data = dst;
+    lt.size = static_cast<std::size_t>(info->size);
+  }
+  // The loaded bytes outlive the map and the mapping: they are ours.
+  return n;
+}
+
+}  // namespace runtime
+
+// The export step, for the self-contained run: prefill and decode share
+// their weights; each has its own attention mask.
+static std::vector<std::vector<std::uint8_t>> g_weights;
+static bool export_demo_store(const std::string& path) {
+  for (int i = 0; i < 3; ++i) {
+    g_weights.emplace_back(4096 * (i + 1));
+    for (std::size_t j = 0; j < g_weights.back().size(); ++j) g_weights.back()[j] = static_cast<std::uint8_t>(j * (i + 3));
+  }
+  g_weights.emplace_back(256, 0x11);  // prefill mask
+  g_weights.emplace_back(64, 0x22);   // decode mask
+  std::vector<std::vector<std::uint8_t>> decode_copy(g_weights.begin(), g_weights.begin() + 3);
+  wdedup::Program program;
+  auto add_weights = [](wdedup::Partition& p, const std::vector<std::vector<std::uint8_t>>& w) {
+    for (int i = 0; i < 3; ++i)
+      p.add("layers." + std::to_string(i) + ".weight", wdedup::ByteSpan(w[i].data(), w[i].size()), 64);
+  };
+  wdedup::Partition& prefill = program.add_method("prefill").add_partition();
+  add_weights(prefill, g_weights);
+  prefill.add("mask", wdedup::ByteSpan(g_weights[3].data(), 256), 16);
+  wdedup::Partition& decode = program.add_method("decode").add_partition();
+  add_weights(decode, decode_copy);
+  decode.add("mask", wdedup::ByteSpan(g_weights[4].data(), 64), 16);
+  auto result = wdedup::deduplicate<wdedup::Strategy<wdedup::OneBlob>>(program);
+  if (!result) return false;
+  auto written = wdedup::write_ptd_file(result->store, result->functions, path);
+  if (!written) {
+    std::printf("%s\n", written.message().c_str());
+    return false;
+  }
+  std::printf("exported %s: %llu bytes in, %llu stored\n", path.c_str(), (unsigned long long)result->report.bytes_in,
+              (unsigned long long)result->report.bytes_stored);
+  return true;
+}
+
+int main(int argc, char** argv) {
+  std::string path;
+  if (argc > 1) {
+    path = argv[1];
+  } else {
+    path = "custom_runtime_example.ptd";
+    if (!export_demo_store(path)) return 1;
+  }
+  runtime::LoadedTensor tensors[16];
+  const int n = runtime::load_function(path.c_str(), "decode__0", tensors, 16);
+  if (n < 0) return 1;
+  if (argc > 1) return 0;
+  // Self-check for the self-contained run: decode__0 got the shared weights
+  // and its own mask, byte for byte.
+  bool ok = n == 4 && std::strcmp(tensors[3].name, "mask") == 0 && tensors[3].size == 64 &&
+            std::memcmp(tensors[3].data, g_weights[4].data(), 64) == 0;
+  for (int i = 0; i < 3 && ok; ++i)
+    ok = tensors[i].size == g_weights[i].size() &&
+         std::memcmp(tensors[i].data, g_weights[i].data(), g_weights[i].size()) == 0 &&
+         reinterpret_cast<std::uintptr_t>(tensors[i].data) % 64 == 0;
+  std::printf("%s\n", ok ? "custom runtime: OK" : "custom runtime: WRONG BYTES");
+  std::remove(path.c_str());
+  return ok ? 0 : 1;
+}
