@@ -1,0 +1,144 @@
+// benchmarks/build_cost_bench.cpp — what including wdedup costs a user's
+// build: `CXX -std=c++17 -fsyntax-only` of a TU that includes only one
+// header, minus the same for an empty TU, median of several compilations
+// (interleaved, rotating order). The figure is the compiler's CPU time
+// (user + system, from wait4): on a machine shared with other jobs the wall
+// time also counts waiting for a core. The wall-clock medians are in the JSON.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <wdedup/bench.hpp>
+
+#include "harness.hpp"
+
+extern char** environ;
+
+namespace wbench {
+namespace {
+
+namespace bench = wdedup::bench;
+
+struct RunTime {
+  double wall = -1, cpu = -1;  ///< seconds; -1 if the command failed
+};
+
+/// Runs argv, output to `log`, and times it.
+RunTime timed_run(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  const double t0 = bench::now_seconds();
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return {};
+  int status = 0;
+  struct rusage ru;
+  while (::wait4(pid, &status, 0, &ru) < 0)
+    if (errno != EINTR) return {};
+  RunTime t;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return t;
+  t.wall = bench::now_seconds() - t0;
+  t.cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  return t;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+}  // namespace
+
+void run_build_cost(const Config& c, Results& out) {
+  struct Tu {
+    const char* header;  ///< nullptr: the empty TU
+    double target;       ///< seconds over empty; 0: none
+    std::string path;
+    std::vector<double> samples, wall;
+  };
+  std::vector<Tu> tus = {{nullptr, 0, {}, {}, {}},
+                         {"wdedup/runtime.hpp", 0.15, {}, {}, {}},
+                         {"wdedup/wdedup.hpp", 1.0, {}, {}, {}},
+                         {"wdedup/ptd_writer.hpp", 0, {}, {}, {}},
+                         {"wdedup/bench.hpp", 0, {}, {}, {}}};
+  if (c.quick) tus.resize(3);  // CI: the two headers with targets, once each
+  const std::string log = temp_path(c, "compile.log");
+  for (Tu& t : tus) {
+    t.path = temp_path(c, std::string(t.header ? t.header + 7 : "empty.hpp") + ".cpp");
+    if (!write_file(t.path, t.header ? "#include <" + std::string(t.header) + ">\n" : "")) {
+      std::fprintf(stderr, "wdedup-bench: cannot write %s\n", t.path.c_str());
+      return;
+    }
+  }
+  auto compile = [&](const Tu& t) {
+    return timed_run({c.cxx, "-std=c++17", "-fsyntax-only", "-I", c.include_dir, t.path}, log);
+  };
+  bool failed = false;
+  // Warm (the compiler and the headers into the page cache), which also
+  // checks that every TU compiles. --quick times the warm-up run itself.
+  for (Tu& t : tus) {
+    const RunTime s = compile(t);
+    if (s.cpu >= 0 && c.quick) t.samples.push_back(s.cpu), t.wall.push_back(s.wall);
+    if (s.cpu < 0) {
+      report_failure("`" + c.cxx + " -std=c++17 -fsyntax-only -I " + c.include_dir + " " + t.path +
+                     "` failed (see " + log + "): no build-cost figures");
+      failed = true;
+      break;
+    }
+  }
+  if (!failed) {
+    for (unsigned r = 0; r < (c.quick ? c.compile_reps - 1 : c.compile_reps); ++r)
+      for (std::size_t k = 0; k < tus.size(); ++k) {
+        Tu& t = tus[(k + r) % tus.size()];
+        progress(c, "build cost: %s, compilation %u/%u", t.header ? t.header : "empty TU", r + 1, c.compile_reps);
+        const RunTime s = compile(t);
+        t.samples.push_back(s.cpu);
+        t.wall.push_back(s.wall);
+      }
+    const double empty = bench::median(tus[0].samples);
+    for (std::size_t i = 1; i < tus.size(); ++i) {
+      const Tu& t = tus[i];
+      Row w;
+      w.group = "build";
+      w.name = std::string("#include <") + t.header + "> over empty TU";
+      w.value = bench::median(t.samples) - empty;
+      w.unit = "s";
+      w.baseline = "empty TU";
+      w.baseline_value = empty;
+      w.baseline_unit = "s";
+      w.reps = static_cast<unsigned>(t.samples.size());
+      w.samples = t.samples;
+      w.baseline_samples = tus[0].samples;
+      if (t.target > 0) {
+        char text[32];
+        std::snprintf(text, sizeof text, "<= %.2g s", t.target);
+        w.target = Target::value_at_most(t.target, text);
+      }
+      w.extra = {{"wall_seconds_over_empty", bench::median(t.wall) - bench::median(tus[0].wall)},
+                 {"wall_seconds_empty", bench::median(tus[0].wall)}};
+      w.note = c.cxx + " -std=c++17 -fsyntax-only: median CPU time (user+sys) minus the empty TU's";
+      out.rows.push_back(std::move(w));
+    }
+  }
+  for (const Tu& t : tus) ::unlink(t.path.c_str());
+  if (!failed) ::unlink(log.c_str());
+}
+
+}  // namespace wbench

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""CI check of the benchmark harness: runs `wdedup-bench --quick` and checks
+that it completes and writes valid JSON with every group's rows. No timing
+is asserted: CI machines are shared and small sizes mean nothing."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+exe, outdir = sys.argv[1], sys.argv[2]
+path = os.path.join(outdir, "bench-quick.json")
+if os.path.exists(path):
+    os.remove(path)
+run = subprocess.run([exe, "--quick", "--no-progress", "--json", path, "--tmpdir", outdir],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+print(run.stdout)
+if run.returncode != 0:
+    sys.exit(f"wdedup-bench --quick exited with {run.returncode}")
+with open(path) as f:
+    doc = json.load(f)
+
+problems = []
+rows = doc.get("results")
+if not isinstance(rows, list) or not rows:
+    problems.append("no results")
+    rows = []
+groups = {r.get("group") for r in rows}
+for g in ("dedup", "runtime", "write", "build", "alloc"):
+    if g not in groups:
+        problems.append(f"no '{g}' rows")
+for r in rows:
+    for key, kind in (("group", str), ("name", str), ("value", (int, float)), ("unit", str), ("reps", int)):
+        if not isinstance(r.get(key), kind):
+            problems.append(f"row {r.get('name')!r}: '{key}' missing or not {kind}")
+    if isinstance(r.get("value"), float) and not math.isfinite(r["value"]):
+        problems.append(f"row {r.get('name')!r}: value is not finite")
+    if "target" in r and not isinstance(r.get("met"), bool):
+        problems.append(f"row {r.get('name')!r}: a target without 'met'")
+for key in ("command", "date", "targets", "targets_met"):
+    if key not in doc:
+        problems.append(f"no '{key}'")
+if problems:
+    sys.exit("invalid benchmark JSON:\n  " + "\n  ".join(problems))
+print(f"bench_quick: {len(rows)} rows, valid JSON at {path}")

@@ -1,0 +1,127 @@
+// benchmarks/harness.hpp — what every benchmark of wdedup-bench shares: the
+// run configuration, one result row (figure, same-run baseline, ratio,
+// target), progress output, and the heap-allocation counter. Not installed.
+#ifndef WDEDUP_BENCHMARKS_HARNESS_HPP
+#define WDEDUP_BENCHMARKS_HARNESS_HPP
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace wbench {
+
+struct Config {
+  bool quick = false;
+  unsigned reps = 7;
+  std::vector<unsigned> threads;  ///< thread counts for the dedup workloads
+  // Llama generator (0 = the preset's value).
+  std::string model = "small";
+  std::uint32_t layers = 0, dim = 0, hidden_dim = 0, vocab_size = 0, n_heads = 0, n_kv_heads = 0,
+                max_seq_len = 0;
+  // Synthetic workloads.
+  std::uint64_t small_tensors = 100000, small_tensor_size = 4096;
+  std::uint64_t adversarial_count = 2048, adversarial_size = 256 * 1024;
+  // Runtime.
+  std::vector<std::uint64_t> key_counts{16, 256, 4096, 65536};
+  std::uint64_t lookups = 1u << 20;         ///< lookups per timed pass (ours, unordered_map)
+  std::uint64_t scan_strcmps = 20000000;    ///< budget of strcmp calls per timed scan pass
+  std::uint64_t big_tensor = 1ull << 30;    ///< the "1 GiB" tensor of get_data / load_data_into
+  std::uint64_t write_bytes = 2000000000;   ///< the "2 GB" store
+  // Build cost.
+  std::string cxx = "g++";
+  std::string include_dir;
+  unsigned compile_reps = 7;
+  // Where files go.
+  std::string tmpdir = ".";
+  std::string json_path = "results.json";
+  std::vector<std::string> only;  ///< groups to run; empty = all
+  std::vector<std::string> workloads;  ///< dedup workloads to run; empty = all
+  bool progress = false;
+
+  bool wants(const std::string& group) const { return any_of(only, group); }
+  bool wants_workload(const std::string& w) const { return any_of(workloads, w); }
+
+ private:
+  static bool any_of(const std::vector<std::string>& list, const std::string& x) {
+    if (list.empty()) return true;
+    for (const std::string& g : list)
+      if (g == x) return true;
+    return false;
+  }
+};
+
+/// A pass/fail range on a row's ratio (or, for absolute targets such as
+/// compile time and allocation counts, on its value): met if
+/// lo <= x <= hi for the bounds that are set.
+struct Target {
+  bool on_value = false;  ///< false: on the ratio
+  std::optional<double> lo, hi;
+  std::string text;  ///< as the issue states it
+
+  static Target ratio_at_least(double v, std::string text) { return Target{false, v, std::nullopt, std::move(text)}; }
+  static Target value_at_most(double v, std::string text) { return Target{true, std::nullopt, v, std::move(text)}; }
+};
+
+/// One figure of the run.
+struct Row {
+  std::string group;  ///< dedup, runtime, write, build, alloc
+  std::string name;   ///< e.g. "llama 1+1 POSITIONAL"
+  unsigned threads = 0;  ///< 0: not threaded
+  double value = 0;
+  std::string unit;
+  std::string baseline;  ///< what it is compared with ("" = nothing)
+  double baseline_value = 0;
+  std::string baseline_unit;
+  std::optional<double> ratio;
+  std::string ratio_meaning;
+  std::optional<Target> target;
+  unsigned reps = 0;
+  std::vector<double> samples, baseline_samples;  ///< seconds (or the unit's raw samples)
+  std::vector<std::pair<std::string, double>> extra;
+  std::string note;
+
+  std::optional<bool> met() const {
+    if (!target) return std::nullopt;
+    if (!target->on_value && !ratio) return false;
+    const double x = target->on_value ? value : *ratio;
+    return (!target->lo || x >= *target->lo) && (!target->hi || x <= *target->hi);
+  }
+};
+
+struct Results {
+  std::vector<Row> rows;
+  std::vector<std::pair<std::string, std::string>> notes;  ///< run-level facts
+};
+
+/// Progress on stderr, only when it is a terminal (Config::progress).
+void progress(const Config& c, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/// Ends a progress line (if one is shown).
+void progress_done(const Config& c);
+
+/// Heap allocations (operator new, malloc and friends) since start-up, or -1
+/// where they are not counted (sanitizer builds, non-glibc systems).
+long long allocation_count();
+
+/// A unique path under c.tmpdir for a file named after `stem`.
+std::string temp_path(const Config& c, const std::string& stem);
+
+/// Records a correctness failure (wrong result, not a slow one): the run
+/// still finishes and writes its JSON, then exits non-zero.
+void report_failure(const std::string& what);
+bool any_failure();
+
+/// Keeps a value observable so no computation feeding it can be dropped.
+void consume(std::uint64_t v);
+std::uint64_t consumed();
+
+// The benchmark groups (one file each).
+void run_dedup(const Config& c, Results& out);
+void run_runtime(const Config& c, Results& out);
+void run_write(const Config& c, Results& out);
+void run_build_cost(const Config& c, Results& out);
+
+}  // namespace wbench
+
+#endif  // WDEDUP_BENCHMARKS_HARNESS_HPP

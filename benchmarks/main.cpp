@@ -1,0 +1,472 @@
+// benchmarks/main.cpp — wdedup-bench: every benchmark of issue 4 in one run.
+// Each figure is a median over repetitions, next to a baseline measured in
+// the same process on the same bytes, and reported as a ratio; the whole
+// run is printed as a table and written as JSON. `--quick` is what CI runs
+// (small sizes, few repetitions, no timing assertions).
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "harness.hpp"
+
+#ifndef WBENCH_INCLUDE_DIR
+#define WBENCH_INCLUDE_DIR ""
+#endif
+
+namespace wbench {
+
+namespace {
+std::atomic<std::uint64_t> g_sink{0};
+std::atomic<unsigned> g_temp_counter{0};
+bool g_progress_open = false;
+bool g_failed = false;
+}  // namespace
+
+void report_failure(const std::string& what) {
+  if (g_progress_open) {
+    std::fprintf(stderr, "\n");
+    g_progress_open = false;
+  }
+  std::fprintf(stderr, "wdedup-bench: FAILURE: %s\n", what.c_str());
+  g_failed = true;
+}
+bool any_failure() { return g_failed; }
+
+void consume(std::uint64_t v) { g_sink.fetch_add(v, std::memory_order_relaxed); }
+std::uint64_t consumed() { return g_sink.load(std::memory_order_relaxed); }
+
+void progress(const Config& c, const char* fmt, ...) {
+  if (!c.progress) return;
+  char line[200];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "\r\033[K%s", line);
+  std::fflush(stderr);
+  g_progress_open = true;
+}
+
+void progress_done(const Config& c) {
+  if (!c.progress || !g_progress_open) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  g_progress_open = false;
+}
+
+std::string temp_path(const Config& c, const std::string& stem) {
+  return c.tmpdir + "/wdedup-bench-" + std::to_string(::getpid()) + "-" +
+         std::to_string(g_temp_counter.fetch_add(1)) + "-" + stem;
+}
+
+}  // namespace wbench
+
+namespace {
+
+using wbench::Config;
+using wbench::Results;
+using wbench::Row;
+
+void usage(FILE* f) {
+  std::fputs(
+      "usage: wdedup-bench [options]\n"
+      "  --quick                 small sizes, few repetitions (what CI runs; no timing checks)\n"
+      "  --json FILE             where to write every figure (default results.json)\n"
+      "  --tmpdir DIR            where stores are written (default: the JSON file's directory)\n"
+      "  --only G[,G...]         run only these groups: dedup, runtime, write, build\n"
+      "  --reps N                repetitions per figure (default 7; --quick 3)\n"
+      "  --threads N[,N...]      thread counts for the dedup workloads (default 1,2,all cores)\n"
+      "  --workloads W[,W...]    dedup workloads to run (default all): llama-1+1, llama-3+3,\n"
+      "                          llama-3+2, small-tensors, adversarial\n"
+      "Llama workload (prefill + decode, fp16):\n"
+      "  --model tiny|small|1b   generator preset (default small: ~2x220 MB; 1b: ~2x2.5 GB;\n"
+      "                          --quick: tiny)\n"
+      "  --full                  Llama-1B shapes (= --model 1b)\n"
+      "  --layers N --dim N --hidden-dim N --vocab-size N --heads N --kv-heads N --max-seq-len N\n"
+      "Synthetic workloads:\n"
+      "  --small-tensors N       count of 4 KiB tensors, 50% duplicates (default 100000)\n"
+      "  --adversarial N,BYTES   distinct tensors sharing first/last KiB (default 2048,262144)\n"
+      "Runtime and writer:\n"
+      "  --keys N[,N...]         store sizes for the lookup benchmark (default 16,256,4096,65536)\n"
+      "  --lookups N             lookups per timed pass (default 1048576)\n"
+      "  --big-tensor BYTES      the large get_data / load_data_into tensor (default 1 GiB)\n"
+      "  --write-bytes BYTES     size of the written store (default 2000000000)\n"
+      "Build cost:\n"
+      "  --cxx COMPILER          compiler timed with -std=c++17 -fsyntax-only (default g++)\n"
+      "  --include-dir DIR       wdedup's include directory (default: this source tree's)\n"
+      "  --compile-reps N        compilations per header (default 7; --quick 1)\n"
+      "Output:\n"
+      "  --progress / --no-progress   progress on stderr (default: only if stderr is a terminal)\n",
+      f);
+}
+
+bool parse_u64(const char* s, std::uint64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || s[0] == '-') return false;
+  *out = v;
+  return true;
+}
+
+bool parse_list(const std::string& s, std::vector<std::uint64_t>* out) {
+  out->clear();
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const std::size_t comma = std::min(s.find(',', at), s.size());
+    std::uint64_t v = 0;
+    if (!parse_u64(s.substr(at, comma - at).c_str(), &v)) return false;
+    out->push_back(v);
+    at = comma + 1;
+  }
+  return !out->empty();
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const std::size_t comma = std::min(s.find(',', at), s.size());
+    if (comma > at) out.push_back(s.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
+int parse_args(int argc, char** argv, Config* c) {
+  // --quick changes the defaults; explicit options given anywhere win.
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      c->quick = true;
+      c->reps = 3;
+      c->compile_reps = 1;
+      c->model = "tiny";
+      c->small_tensors = 10000;
+      c->adversarial_count = 256, c->adversarial_size = 64 * 1024;
+      c->lookups = 1u << 15;
+      c->scan_strcmps = 1000000;
+      c->big_tensor = 16u << 20;
+      c->write_bytes = 32u << 20;
+    }
+  bool tmpdir_given = false;
+  c->progress = ::isatty(2) != 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string opt = argv[i];
+    const char* v = nullptr;
+    auto value = [&]() {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "wdedup-bench: %s needs a value\n", opt.c_str());
+        return false;
+      }
+      v = argv[++i];
+      return true;
+    };
+    auto number = [&](auto* out) {
+      std::uint64_t n = 0;
+      if (!value()) return false;
+      if (!parse_u64(v, &n) || n == 0 || n > std::uint64_t(~static_cast<std::remove_pointer_t<decltype(out)>>(0))) {
+        std::fprintf(stderr, "wdedup-bench: %s needs a positive integer, got '%s'\n", opt.c_str(), v);
+        return false;
+      }
+      *out = static_cast<std::remove_pointer_t<decltype(out)>>(n);
+      return true;
+    };
+    std::vector<std::uint64_t> list;
+    if (opt == "--help" || opt == "-h") {
+      usage(stdout);
+      std::exit(0);
+    } else if (opt == "--quick") {
+    } else if (opt == "--full") {
+      c->model = "1b";
+    } else if (opt == "--progress") {
+      c->progress = true;
+    } else if (opt == "--no-progress") {
+      c->progress = false;
+    } else if (opt == "--json") {
+      if (!value()) return 2;
+      c->json_path = v;
+    } else if (opt == "--tmpdir") {
+      if (!value()) return 2;
+      c->tmpdir = v;
+      tmpdir_given = true;
+    } else if (opt == "--only") {
+      if (!value()) return 2;
+      c->only = split(v);
+      for (const std::string& g : c->only)
+        if (g != "dedup" && g != "runtime" && g != "write" && g != "build") {
+          std::fprintf(stderr, "wdedup-bench: unknown group '%s' (dedup, runtime, write, build)\n", g.c_str());
+          return 2;
+        }
+    } else if (opt == "--workloads") {
+      if (!value()) return 2;
+      c->workloads = split(v);
+      for (const std::string& w : c->workloads)
+        if (w != "llama-1+1" && w != "llama-3+3" && w != "llama-3+2" && w != "small-tensors" && w != "adversarial") {
+          std::fprintf(stderr, "wdedup-bench: unknown workload '%s'\n", w.c_str());
+          return 2;
+        }
+    } else if (opt == "--model") {
+      if (!value()) return 2;
+      c->model = v;
+    } else if (opt == "--cxx") {
+      if (!value()) return 2;
+      c->cxx = v;
+    } else if (opt == "--include-dir") {
+      if (!value()) return 2;
+      c->include_dir = v;
+    } else if (opt == "--reps") {
+      if (!number(&c->reps)) return 2;
+    } else if (opt == "--compile-reps") {
+      if (!number(&c->compile_reps)) return 2;
+    } else if (opt == "--layers") {
+      if (!number(&c->layers)) return 2;
+    } else if (opt == "--dim") {
+      if (!number(&c->dim)) return 2;
+    } else if (opt == "--hidden-dim") {
+      if (!number(&c->hidden_dim)) return 2;
+    } else if (opt == "--vocab-size") {
+      if (!number(&c->vocab_size)) return 2;
+    } else if (opt == "--heads") {
+      if (!number(&c->n_heads)) return 2;
+    } else if (opt == "--kv-heads") {
+      if (!number(&c->n_kv_heads)) return 2;
+    } else if (opt == "--max-seq-len") {
+      if (!number(&c->max_seq_len)) return 2;
+    } else if (opt == "--small-tensors") {
+      if (!number(&c->small_tensors)) return 2;
+    } else if (opt == "--lookups") {
+      if (!number(&c->lookups)) return 2;
+    } else if (opt == "--big-tensor") {
+      if (!number(&c->big_tensor)) return 2;
+    } else if (opt == "--write-bytes") {
+      if (!number(&c->write_bytes)) return 2;
+    } else if (opt == "--threads" || opt == "--keys" || opt == "--adversarial") {
+      if (!value()) return 2;
+      if (!parse_list(v, &list) || std::count(list.begin(), list.end(), 0u) != 0) {
+        std::fprintf(stderr, "wdedup-bench: %s needs positive integers separated by commas, got '%s'\n",
+                     opt.c_str(), v);
+        return 2;
+      }
+      if (opt == "--threads") {
+        c->threads.clear();
+        for (std::uint64_t t : list) c->threads.push_back(static_cast<unsigned>(std::min<std::uint64_t>(t, 1024)));
+      } else if (opt == "--keys") {
+        c->key_counts = list;
+      } else {
+        if (list.size() != 2) {
+          std::fprintf(stderr, "wdedup-bench: --adversarial needs COUNT,BYTES\n");
+          return 2;
+        }
+        c->adversarial_count = list[0], c->adversarial_size = list[1];
+      }
+    } else {
+      std::fprintf(stderr, "wdedup-bench: unknown option '%s'\n", opt.c_str());
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (c->adversarial_size < 4096) {
+    std::fprintf(stderr, "wdedup-bench: adversarial tensors need at least 4096 bytes (two shared KiB and more)\n");
+    return 2;
+  }
+  if (c->threads.empty()) {
+    const unsigned all = std::max(1u, std::thread::hardware_concurrency());
+    for (unsigned t : {1u, 2u, all})
+      if (t <= all && std::find(c->threads.begin(), c->threads.end(), t) == c->threads.end())
+        c->threads.push_back(t);
+  }
+  if (!tmpdir_given) {
+    const std::size_t slash = c->json_path.rfind('/');
+    c->tmpdir = slash == std::string::npos ? "." : c->json_path.substr(0, slash == 0 ? 1 : slash);
+  }
+  if (c->include_dir.empty()) c->include_dir = WBENCH_INCLUDE_DIR;
+  return 0;
+}
+
+// ---- output ------------------------------------------------------------------
+
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      o += '\\';
+      o += static_cast<char>(ch);
+    } else if (ch < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+      o += buf;
+    } else {
+      o += static_cast<char>(ch);
+    }
+  }
+  return o + "\"";
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string json_array(const std::vector<double>& v) {
+  std::string o = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + json_number(v[i]);
+  return o + "]";
+}
+
+std::string to_json(const Config& c, const Results& r, const std::string& command, const std::string& date) {
+  std::string o = "{\n";
+  o += "  \"tool\": \"wdedup-bench\",\n";
+  o += "  \"command\": " + json_string(command) + ",\n";
+  o += "  \"date\": " + json_string(date) + ",\n";
+  o += "  \"quick\": " + std::string(c.quick ? "true" : "false") + ",\n";
+  o += "  \"reps\": " + std::to_string(c.reps) + ",\n";
+  o += "  \"facts\": {";
+  for (std::size_t i = 0; i < r.notes.size(); ++i)
+    o += (i ? ", " : "") + json_string(r.notes[i].first) + ": " + json_string(r.notes[i].second);
+  o += "},\n  \"results\": [";
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    const Row& w = r.rows[i];
+    o += i ? ",\n    {" : "\n    {";
+    o += "\"group\": " + json_string(w.group) + ", \"name\": " + json_string(w.name);
+    o += ", \"threads\": " + std::to_string(w.threads);
+    o += ", \"value\": " + json_number(w.value) + ", \"unit\": " + json_string(w.unit);
+    if (!w.baseline.empty())
+      o += ", \"baseline\": " + json_string(w.baseline) + ", \"baseline_value\": " + json_number(w.baseline_value) +
+           ", \"baseline_unit\": " + json_string(w.baseline_unit);
+    o += ", \"ratio\": " + (w.ratio ? json_number(*w.ratio) : std::string("null"));
+    if (!w.ratio_meaning.empty()) o += ", \"ratio_meaning\": " + json_string(w.ratio_meaning);
+    if (w.target) {
+      o += ", \"target\": {\"text\": " + json_string(w.target->text) + ", \"on\": " +
+           json_string(w.target->on_value ? "value" : "ratio");
+      if (w.target->lo) o += ", \"min\": " + json_number(*w.target->lo);
+      if (w.target->hi) o += ", \"max\": " + json_number(*w.target->hi);
+      o += std::string("}, \"met\": ") + (*w.met() ? "true" : "false");
+    }
+    o += ", \"reps\": " + std::to_string(w.reps);
+    if (!w.samples.empty()) o += ", \"samples\": " + json_array(w.samples);
+    if (!w.baseline_samples.empty()) o += ", \"baseline_samples\": " + json_array(w.baseline_samples);
+    if (!w.extra.empty()) {
+      o += ", \"extra\": {";
+      for (std::size_t k = 0; k < w.extra.size(); ++k)
+        o += (k ? ", " : "") + json_string(w.extra[k].first) + ": " + json_number(w.extra[k].second);
+      o += "}";
+    }
+    if (!w.note.empty()) o += ", \"note\": " + json_string(w.note);
+    o += "}";
+  }
+  o += "\n  ],\n";
+  std::size_t targets = 0, met = 0;
+  for (const Row& w : r.rows)
+    if (w.met()) {
+      ++targets;
+      met += *w.met() ? 1 : 0;
+    }
+  o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) + "\n}\n";
+  return o;
+}
+
+std::string fmt_value(double v, const std::string& unit) {
+  char buf[64];
+  if (unit.empty()) {
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+  } else if (unit == "allocs" || unit == "keys") {
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, unit.c_str());
+  } else {
+    const double a = std::fabs(v);
+    std::snprintf(buf, sizeof buf, a >= 100 ? "%.0f %s" : a >= 10 ? "%.1f %s" : a >= 1 ? "%.2f %s" : "%.3g %s", v,
+                  unit.c_str());
+  }
+  return buf;
+}
+
+void print_table(const Results& r) {
+  std::printf("%-8s %-44s %3s %13s  %-30s %9s  %-12s %s\n", "group", "benchmark", "thr", "figure", "baseline (same run)",
+              "ratio", "target", "met");
+  std::string last;
+  for (const Row& w : r.rows) {
+    if (w.group != last && !last.empty()) std::printf("\n");
+    last = w.group;
+    std::string base = w.baseline.empty() ? "-" : w.baseline + " " + fmt_value(w.baseline_value, w.baseline_unit);
+    char ratio[32] = "-";
+    if (w.ratio) std::snprintf(ratio, sizeof ratio, "%.3gx", *w.ratio);
+    const char* met = !w.met() ? "" : *w.met() ? "yes" : "NO";
+    char thr[16] = "-";
+    if (w.threads) std::snprintf(thr, sizeof thr, "%u", w.threads);
+    std::printf("%-8s %-44s %3s %13s  %-30s %9s  %-12s %s\n", w.group.c_str(), w.name.c_str(), thr,
+                fmt_value(w.value, w.unit).c_str(), base.c_str(), ratio, w.target ? w.target->text.c_str() : "",
+                met);
+  }
+  std::size_t targets = 0, met = 0;
+  for (const Row& w : r.rows)
+    if (w.met()) {
+      ++targets;
+      met += *w.met() ? 1 : 0;
+    }
+  std::printf("\n%zu of %zu targets met. ratio = baseline time / wdedup time (above 1: wdedup faster),\n"
+              "except where a row's JSON ratio_meaning says otherwise.\n",
+              met, targets);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config c;
+  if (int rc = parse_args(argc, argv, &c); rc != 0) return rc;
+
+  std::string command = "wdedup-bench";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+
+  Results r;
+  struct utsname u;
+  if (::uname(&u) == 0) r.notes.push_back({"machine", std::string(u.sysname) + " " + u.release + " " + u.machine});
+  r.notes.push_back({"cores", std::to_string(std::thread::hardware_concurrency())});
+  r.notes.push_back({"compiler", __VERSION__});
+#if defined(__OPTIMIZE__)
+  r.notes.push_back({"optimized", "yes"});
+#else
+  r.notes.push_back({"optimized", "NO (figures of an unoptimized build mean little)"});
+#endif
+  std::string threads;
+  for (unsigned t : c.threads) threads += (threads.empty() ? "" : ",") + std::to_string(t);
+  r.notes.push_back({"dedup_threads", threads});
+  r.notes.push_back({"llama_model", c.model});
+
+  std::printf("wdedup-bench: %s\n%s, %u cores%s\n\n", command.c_str(), date, std::thread::hardware_concurrency(),
+              c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
+  std::fflush(stdout);
+
+  if (c.wants("dedup")) wbench::run_dedup(c, r);
+  if (c.wants("runtime")) wbench::run_runtime(c, r);
+  if (c.wants("write")) wbench::run_write(c, r);
+  if (c.wants("build")) wbench::run_build_cost(c, r);
+  wbench::progress_done(c);
+
+  r.notes.push_back({"checksum", std::to_string(wbench::consumed())});
+  print_table(r);
+
+  const std::string json = to_json(c, r, command, date);
+  FILE* f = std::fopen(c.json_path.c_str(), "w");
+  if (f == nullptr || std::fwrite(json.data(), 1, json.size(), f) != json.size() || std::fclose(f) != 0) {
+    std::fprintf(stderr, "wdedup-bench: cannot write %s: %s\n", c.json_path.c_str(), std::strerror(errno));
+    return 1;
+  }
+  std::printf("wrote %s\n", c.json_path.c_str());
+  return wbench::any_failure() ? 1 : 0;
+}

@@ -1,0 +1,408 @@
+// benchmarks/runtime_bench.cpp — the runtime reader (NamedDataMap over an
+// mmap'd .ptd written by write_ptd_file):
+//   - lookup latency (get_tensor_layout, present keys in random order, and
+//     missing keys) at several store sizes, against the reference reader's
+//     algorithm (strcmp over the keys in file order) and against
+//     std::unordered_map<std::string, ...> over the same keys;
+//   - open time of a 65,536-key store, and heap allocations during open and
+//     during 1M lookups (counted by alloc_counter.cpp);
+//   - get_data of a 1 KiB and a 1 GiB tensor; load_data_into against memcpy
+//     of the same bytes.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
+
+#include <wdedup/bench.hpp>
+#include <wdedup/named_data_store.hpp>
+#include <wdedup/ptd_writer.hpp>
+#include <wdedup/runtime.hpp>
+
+#include "harness.hpp"
+
+namespace wbench {
+namespace {
+
+namespace bench = wdedup::bench;
+
+/// Keys shaped like a real model's: "layers.<n>.<part>" with long shared prefixes.
+std::string key_name(std::uint64_t i) {
+  static const char* const parts[8] = {"attention.wq.weight",    "attention.wk.weight",    "attention.wv.weight",
+                                       "attention.wo.weight",    "feed_forward.w1.weight", "feed_forward.w2.weight",
+                                       "feed_forward.w3.weight", "attention_norm.weight"};
+  return "layers." + std::to_string(i / 8) + "." + parts[i % 8];
+}
+
+/// The store a lookup benchmark reads: `keys` keys, each a distinct 16-byte
+/// float[4] tensor with a layout.
+struct KeyStore {
+  std::vector<std::string> names;
+  std::vector<std::uint32_t> data;  ///< 4 words per key
+  std::string path;
+};
+
+KeyStore write_key_store(const Config& c, std::uint64_t keys) {
+  KeyStore s;
+  s.data.resize(keys * 4);
+  wdedup::NamedDataStore store;
+  for (std::uint64_t i = 0; i < keys; ++i) {
+    s.names.push_back(key_name(i));
+    for (int k = 0; k < 4; ++k) s.data[i * 4 + k] = static_cast<std::uint32_t>(i * 4 + k);
+    auto r = store.add_named_data(
+        s.names.back(), wdedup::ByteSpan(reinterpret_cast<const std::uint8_t*>(&s.data[i * 4]), 16), 16,
+        wdedup::Layout::contiguous(wdedup::ScalarType::Float, {4}));
+    if (!r) {
+      std::fprintf(stderr, "wdedup-bench: building the key store: %s\n", r.message().c_str());
+      std::exit(1);
+    }
+  }
+  s.path = temp_path(c, std::to_string(keys) + "-keys.ptd");
+  wdedup::WriteOptions o;
+  o.fsync = false;  // read back at once; durability is not what is measured
+  auto w = wdedup::write_ptd_file(store, s.path, o);
+  if (!w) {
+    std::fprintf(stderr, "wdedup-bench: writing %s: %s\n", s.path.c_str(), w.message().c_str());
+    std::exit(1);
+  }
+  return s;
+}
+
+/// An open store; the source lives on the heap so the map's pointer to it
+/// stays valid.
+struct Opened {
+  std::unique_ptr<wdedup::MmapSource> source;
+  std::optional<wdedup::NamedDataMap> map;
+};
+
+Opened open_store(const std::string& path) {
+  auto src = wdedup::MmapSource::open(path.c_str());
+  if (!src) {
+    std::fprintf(stderr, "wdedup-bench: mapping %s: %s\n", path.c_str(), src.failure().what);
+    std::exit(1);
+  }
+  Opened o;
+  o.source = std::make_unique<wdedup::MmapSource>(std::move(*src));
+  auto m = wdedup::NamedDataMap::open(*o.source);
+  if (!m) {
+    std::fprintf(stderr, "wdedup-bench: opening %s: %s (%s at %llu)\n", path.c_str(), wdedup::error_name(m.error()),
+                 m.failure().what, (unsigned long long)m.failure().at);
+    std::exit(1);
+  }
+  o.map.emplace(*m);
+  return o;
+}
+
+/// Deterministic shuffle (Fisher-Yates with an LCG), the same every run.
+template <class T>
+void shuffle(std::vector<T>& v, std::uint64_t seed) {
+  for (std::size_t i = v.size(); i > 1; --i) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    std::swap(v[i - 1], v[(seed >> 33) % i]);
+  }
+}
+
+/// Runs each contender once per repetition, rotating who goes first; each
+/// returns seconds per operation for one pass. Returns samples per contender.
+std::vector<std::vector<double>> interleave(unsigned reps, const std::vector<std::function<double()>>& fns) {
+  std::vector<std::vector<double>> s(fns.size());
+  for (auto& f : fns) f();  // warm-up pass, not recorded
+  for (unsigned r = 0; r < reps; ++r)
+    for (std::size_t k = 0; k < fns.size(); ++k) {
+      const std::size_t i = (k + r) % fns.size();
+      s[i].push_back(fns[i]());
+    }
+  return s;
+}
+
+double paired_ratio(const std::vector<double>& base, const std::vector<double>& subject) {
+  std::vector<double> r;
+  for (std::size_t i = 0; i < base.size() && i < subject.size(); ++i)
+    r.push_back(subject[i] > 0 ? base[i] / subject[i] : 0);
+  return bench::median(r);
+}
+
+Row lookup_row(const Config& c, const std::string& name, const std::vector<double>& ours,
+               const std::string& base_name, const std::vector<double>& base) {
+  Row r;
+  r.group = "runtime";
+  r.name = name;
+  r.value = bench::median(ours) * 1e9;
+  r.unit = "ns";
+  r.baseline = base_name;
+  r.baseline_value = bench::median(base) * 1e9;
+  r.baseline_unit = "ns";
+  r.ratio = paired_ratio(base, ours);
+  r.ratio_meaning = base_name + " time per lookup / wdedup time per lookup";
+  r.reps = c.reps;
+  for (double v : ours) r.samples.push_back(v * 1e9);
+  for (double v : base) r.baseline_samples.push_back(v * 1e9);
+  return r;
+}
+
+void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
+  progress(c, "runtime: lookups, %llu keys: writing the store", (unsigned long long)keys);
+  KeyStore ks = write_key_store(c, keys);
+  Opened st = open_store(ks.path);
+  const wdedup::NamedDataMap& map = *st.map;
+
+  // The reference reader's view: the keys as C strings, in file order.
+  std::vector<const char*> file_keys;
+  for (std::size_t i = 0; i < *map.get_num_keys(); ++i) file_keys.push_back(map.get_key(i)->data());
+  // unordered_map over the same keys, mapping to the same layout.
+  std::vector<wdedup::TensorLayout> layouts;
+  std::unordered_map<std::string, std::uint32_t> umap;
+  for (std::size_t i = 0; i < file_keys.size(); ++i) {
+    layouts.push_back(*map.get_tensor_layout(file_keys[i]));
+    umap.emplace(file_keys[i], static_cast<std::uint32_t>(i));
+  }
+
+  // Queries: every key in random order, repeated up to c.lookups; prebuilt
+  // std::strings so no contender pays for building its key type.
+  std::vector<std::string> present, missing;
+  while (present.size() < c.lookups) {
+    std::vector<std::string> round = ks.names;
+    shuffle(round, 0x1234 + present.size());
+    for (std::string& s : round) {
+      if (present.size() == c.lookups) break;
+      present.push_back(std::move(s));
+    }
+  }
+  for (std::uint64_t i = 0; i < std::min<std::uint64_t>(c.lookups, std::max<std::uint64_t>(keys, 4096)); ++i)
+    missing.push_back(key_name(keys + i));  // same shape, never stored
+  shuffle(missing, 0x5678);
+  // The scan costs keys/2 strcmps per hit: fewer queries keep a pass short.
+  const std::size_t scan_n = static_cast<std::size_t>(
+      std::clamp<std::uint64_t>(c.scan_strcmps / std::max<std::uint64_t>(1, keys / 2), 16, c.lookups));
+
+  auto ours = [&](const std::vector<std::string>& q, std::size_t n) {
+    std::uint64_t acc = 0;
+    const double t0 = bench::now_seconds();
+    for (std::size_t i = 0; i < n; ++i) {
+      wdedup::Result<wdedup::TensorLayout> r = map.get_tensor_layout(q[i]);
+      acc += r ? static_cast<std::uint64_t>(r->sizes[0]) : 1;
+    }
+    const double t = bench::now_seconds() - t0;
+    consume(acc);
+    return t / static_cast<double>(n);
+  };
+  auto with_umap = [&](const std::vector<std::string>& q, std::size_t n) {
+    std::uint64_t acc = 0;
+    const double t0 = bench::now_seconds();
+    for (std::size_t i = 0; i < n; ++i) {
+      auto it = umap.find(q[i]);
+      acc += it != umap.end() ? static_cast<std::uint64_t>(layouts[it->second].sizes[0]) : 1;
+    }
+    const double t = bench::now_seconds() - t0;
+    consume(acc);
+    return t / static_cast<double>(n);
+  };
+  auto scan = [&](const std::vector<std::string>& q, std::size_t n) {
+    std::uint64_t acc = 0;
+    const double t0 = bench::now_seconds();
+    for (std::size_t i = 0; i < n; ++i) {
+      const char* k = q[i].c_str();
+      std::size_t j = 0;
+      while (j < file_keys.size() && std::strcmp(k, file_keys[j]) != 0) ++j;
+      acc += j < file_keys.size() ? static_cast<std::uint64_t>(layouts[j].sizes[0]) : 1;
+    }
+    const double t = bench::now_seconds() - t0;
+    consume(acc);
+    return t / static_cast<double>(n);
+  };
+
+  const std::string k = std::to_string(keys);
+  progress(c, "runtime: lookups, %llu keys: present keys", (unsigned long long)keys);
+  auto s = interleave(c.reps, {[&] { return ours(present, present.size()); },
+                               [&] { return with_umap(present, present.size()); },
+                               [&] { return scan(present, scan_n); }});
+  {
+    Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[0], "unordered_map", s[1]);
+    r.target = Target::ratio_at_least(1.0, ">= 1x");
+    r.note = "target: at most unordered_map's time per lookup";
+    r.extra = {{"keys", double(keys)}, {"lookups_per_pass", double(present.size())}};
+    out.rows.push_back(std::move(r));
+  }
+  {
+    Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[0], "strcmp scan", s[2]);
+    if (keys == 4096) r.target = Target::ratio_at_least(50.0, ">= 50x");
+    r.extra = {{"keys", double(keys)}, {"scan_lookups_per_pass", double(scan_n)}};
+    out.rows.push_back(std::move(r));
+  }
+  progress(c, "runtime: lookups, %llu keys: missing keys", (unsigned long long)keys);
+  const std::size_t scan_miss = std::max<std::size_t>(16, scan_n / 2);  // a miss scans every key
+  auto m = interleave(c.reps, {[&] { return ours(missing, missing.size()); },
+                               [&] { return with_umap(missing, missing.size()); },
+                               [&] { return scan(missing, std::min(scan_miss, missing.size())); }});
+  out.rows.push_back(lookup_row(c, "missing key, " + k + " keys", m[0], "unordered_map", m[1]));
+  out.rows.push_back(lookup_row(c, "missing key, " + k + " keys", m[0], "strcmp scan", m[2]));
+
+  if (keys == c.key_counts.back()) {
+    // ---- open time and allocations, on the largest store ----------------------
+    progress(c, "runtime: open, %llu keys", (unsigned long long)keys);
+    auto open_once = [&] {
+      const double t0 = bench::now_seconds();
+      auto src = wdedup::MmapSource::open(ks.path.c_str());
+      auto mm = wdedup::NamedDataMap::open(*src);
+      const double t = bench::now_seconds() - t0;
+      consume(mm ? *mm->get_num_keys() : 0);
+      return t;
+    };
+    auto umap_build = [&] {
+      const double t0 = bench::now_seconds();
+      std::unordered_map<std::string, std::uint32_t> u;
+      u.reserve(file_keys.size());
+      for (std::size_t i = 0; i < file_keys.size(); ++i) u.emplace(file_keys[i], static_cast<std::uint32_t>(i));
+      const double t = bench::now_seconds() - t0;
+      consume(u.size());
+      return t;
+    };
+    const unsigned open_reps = std::max(c.reps, 11u);
+    Config oc = c;
+    oc.reps = open_reps;
+    auto o = interleave(open_reps, {open_once, umap_build});
+    Row r = lookup_row(oc, "open (mmap + validate), " + k + " keys", o[0], "build unordered_map", o[1]);
+    r.value /= 1e3, r.baseline_value /= 1e3;
+    r.unit = r.baseline_unit = "us";
+    r.ratio_meaning = "time to build an unordered_map over the keys / MmapSource::open + NamedDataMap::open time";
+    r.note = "open maps the file anew each time: page faults on the metadata are included";
+    out.rows.push_back(std::move(r));
+
+    // Allocations: one open, then 1M lookups of present keys.
+    const long long a0 = allocation_count();
+    auto src = wdedup::MmapSource::open(ks.path.c_str());
+    if (!src) std::exit(1);
+    auto mm = wdedup::NamedDataMap::open(*src);
+    const long long a1 = allocation_count();
+    if (!mm) std::exit(1);
+    std::uint64_t acc = 0;
+    const std::size_t million = 1000000;
+    for (std::size_t i = 0; i < million; ++i) {
+      auto lr = mm->get_tensor_layout(present[i % present.size()]);
+      acc += lr ? static_cast<std::uint64_t>(lr->sizes[0]) : 1;
+    }
+    const long long a2 = allocation_count();
+    consume(acc);
+    for (int which = 0; which < 2; ++which) {
+      Row ar;
+      ar.group = "alloc";
+      ar.name = which == 0 ? "heap allocations: open, " + k + " keys" : "heap allocations: 1M get_tensor_layout";
+      ar.reps = 1;
+      ar.unit = "allocs";
+      if (a0 < 0) {
+        ar.value = -1;
+        ar.note = "not counted in this build (sanitizer or non-glibc)";
+      } else {
+        ar.value = static_cast<double>(which == 0 ? a1 - a0 : a2 - a1);
+        ar.target = Target::value_at_most(0, "0");
+      }
+      out.rows.push_back(std::move(ar));
+    }
+  }
+  ::unlink(ks.path.c_str());
+}
+
+void run_data(const Config& c, Results& out) {
+  progress(c, "runtime: get_data / load_data_into: writing a %llu-byte tensor", (unsigned long long)c.big_tensor);
+  std::unique_ptr<std::uint8_t[]> big(new std::uint8_t[c.big_tensor]());
+  std::uint8_t small[1024];
+  for (std::uint64_t i = 0; i < c.big_tensor; i += 4096) big[i] = static_cast<std::uint8_t>(i >> 12);
+  for (std::size_t i = 0; i < sizeof small; ++i) small[i] = static_cast<std::uint8_t>(i * 7);
+  wdedup::NamedDataStore store;
+  if (!store.add_named_data("small", wdedup::ByteSpan(small, sizeof small), 64) ||
+      !store.add_named_data("big", wdedup::ByteSpan(big.get(), c.big_tensor), 64)) {
+    std::fprintf(stderr, "wdedup-bench: building the data store failed\n");
+    std::exit(1);
+  }
+  const std::string path = temp_path(c, "data.ptd");
+  wdedup::WriteOptions wo;
+  wo.fsync = false;
+  if (auto w = wdedup::write_ptd_file(store, path, wo); !w) {
+    std::fprintf(stderr, "wdedup-bench: writing %s: %s\n", path.c_str(), w.message().c_str());
+    std::exit(1);
+  }
+  big.reset();
+  Opened st = open_store(path);
+  const wdedup::NamedDataMap& map = *st.map;
+  const auto big_view = map.get_data("big");
+  const auto* big_ptr = static_cast<const std::uint8_t*>(big_view->data());
+  const std::size_t big_n = big_view->size();
+  std::unique_ptr<std::uint8_t[]> dst(new std::uint8_t[big_n]);
+  // Warm: fault in the mapping and the destination once, for both contenders.
+  std::memcpy(dst.get(), big_ptr, big_n);
+
+  const std::string big_name = c.big_tensor == (1ull << 30) ? "1 GiB" : std::to_string(c.big_tensor) + " B";
+  const std::size_t calls = c.quick ? 100000 : 1000000;
+  auto get_data = [&](const char* key) {
+    std::uint64_t acc = 0;
+    const double t0 = bench::now_seconds();
+    for (std::size_t i = 0; i < calls; ++i) {
+      wdedup::Result<wdedup::DataBuffer> d = map.get_data(key);
+      acc += reinterpret_cast<std::uintptr_t>(d->data()) + d->size();
+    }
+    const double t = bench::now_seconds() - t0;
+    consume(acc);
+    return t / static_cast<double>(calls);
+  };
+  progress(c, "runtime: get_data");
+  auto g = interleave(c.reps, {[&] { return get_data("big"); }, [&] { return get_data("small"); }});
+  {
+    Row r = lookup_row(c, "get_data (mmap), " + big_name + " tensor", g[0], "get_data 1 KiB", g[1]);
+    r.ratio_meaning = "get_data time for 1 KiB / for the big tensor (0.5 to 2: within 2x of each other)";
+    r.target = Target{false, 0.5, 2.0, "within 2x"};
+    r.note = "zero-copy view: the call's cost, the bytes are not touched";
+    out.rows.push_back(std::move(r));
+  }
+
+  progress(c, "runtime: load_data_into vs memcpy");
+  auto load = [&] {
+    const double t0 = bench::now_seconds();
+    wdedup::Status s = map.load_data_into("big", dst.get(), big_n);
+    const double t = bench::now_seconds() - t0;
+    consume(s ? dst[big_n / 2] : 0);
+    return t;
+  };
+  auto copy = [&] {
+    const double t0 = bench::now_seconds();
+    std::memcpy(dst.get(), big_ptr, big_n);
+    const double t = bench::now_seconds() - t0;
+    consume(dst[big_n / 3]);
+    return t;
+  };
+  auto l = interleave(c.reps, {load, copy});
+  {
+    Row r;
+    r.group = "runtime";
+    r.name = "load_data_into (mmap), " + big_name + " tensor";
+    r.value = bench::gb_per_s(big_n, bench::median(l[0]));
+    r.unit = "GB/s";
+    r.baseline = "memcpy";
+    r.baseline_value = bench::gb_per_s(big_n, bench::median(l[1]));
+    r.baseline_unit = "GB/s";
+    r.ratio = paired_ratio(l[1], l[0]);
+    r.ratio_meaning = "memcpy time / load_data_into time, same bytes, same destination";
+    r.target = Target::ratio_at_least(0.8, ">= 0.8x");
+    r.reps = c.reps;
+    r.samples = l[0];
+    r.baseline_samples = l[1];
+    out.rows.push_back(std::move(r));
+  }
+  ::unlink(path.c_str());
+}
+
+}  // namespace
+
+void run_runtime(const Config& c, Results& out) {
+  for (std::uint64_t keys : c.key_counts) run_lookups(c, keys, out);
+  run_data(c, out);
+}
+
+}  // namespace wbench

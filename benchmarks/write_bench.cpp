@@ -1,0 +1,145 @@
+// benchmarks/write_bench.cpp — write_ptd_file throughput on a multi-GB store
+// against writing the same bytes with plain write() into the same directory.
+// The writer fsyncs (file, then directory after the rename), so the ratio
+// is taken against write() + fsync: like with like. write() without fsync
+// is measured too, to show what durability costs.
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <wdedup/bench.hpp>
+#include <wdedup/named_data_store.hpp>
+#include <wdedup/ptd_writer.hpp>
+
+#include "harness.hpp"
+
+namespace wbench {
+namespace {
+
+namespace bench = wdedup::bench;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "wdedup-bench: %s: %s\n", what.c_str(), std::strerror(errno));
+  std::exit(1);
+}
+
+/// Writes every buffer with write() (looping over short writes) to a new
+/// file; with `fsync`, fsyncs it inside the timed region, otherwise after.
+/// Returns the timed seconds.
+double plain_write(const std::vector<wdedup::ByteSpan>& bufs, const std::string& path, bool fsync) {
+  const double t0 = bench::now_seconds();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) die("open " + path);
+  for (const wdedup::ByteSpan& b : bufs) {
+    const std::uint8_t* p = b.data();
+    std::size_t left = b.size();
+    while (left > 0) {
+      const ssize_t n = ::write(fd, p, std::min<std::size_t>(left, std::size_t{1} << 30));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        die("write " + path);
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+  }
+  if (fsync && ::fsync(fd) != 0) die("fsync " + path);
+  const double t = bench::now_seconds() - t0;
+  // Untimed for the no-fsync variant: leave no dirty pages for the next
+  // contender's fsync to pay for.
+  if (!fsync && ::fsync(fd) != 0) die("fsync " + path);
+  ::close(fd);
+  ::unlink(path.c_str());
+  return t;
+}
+
+}  // namespace
+
+void run_write(const Config& c, Results& out) {
+  // Buffers of up to 64 MiB, each distinct (an index in its first 8 bytes),
+  // in one arena written by memset so every page is real memory.
+  const std::uint64_t chunk = std::min<std::uint64_t>(64u << 20, c.write_bytes);
+  progress(c, "write: preparing a %llu-byte store", (unsigned long long)c.write_bytes);
+  std::unique_ptr<std::uint8_t[]> arena(new std::uint8_t[c.write_bytes]());
+  std::vector<wdedup::ByteSpan> bufs;
+  wdedup::NamedDataStore store;
+  for (std::uint64_t at = 0, i = 0; at < c.write_bytes; at += chunk, ++i) {
+    const std::uint64_t n = std::min(chunk, c.write_bytes - at);
+    std::memcpy(arena.get() + at, &i, std::min<std::uint64_t>(8, n));
+    bufs.emplace_back(arena.get() + at, n);
+    if (!store.add_named_data("w." + std::to_string(i), bufs.back(), 64)) {
+      std::fprintf(stderr, "wdedup-bench: building the write store failed\n");
+      std::exit(1);
+    }
+  }
+  const std::uint64_t data_bytes = bench::total_bytes(bufs);
+  std::uint64_t file_size = 0;
+  auto writer = [&] {
+    const std::string path = temp_path(c, "store.ptd");
+    const double t0 = bench::now_seconds();
+    auto st = wdedup::write_ptd_file(store, path);  // default options: fsync on
+    const double t = bench::now_seconds() - t0;
+    if (!st) {
+      std::fprintf(stderr, "wdedup-bench: write_ptd_file %s: %s\n", path.c_str(), st.message().c_str());
+      std::exit(1);
+    }
+    file_size = st->file_size;
+    ::unlink(path.c_str());
+    return t;
+  };
+  auto with_fsync = [&] { return plain_write(bufs, temp_path(c, "plain.bin"), true); };
+  auto without_fsync = [&] { return plain_write(bufs, temp_path(c, "plain-nofsync.bin"), false); };
+
+  const unsigned reps = std::min(c.reps, 5u);  // each repetition writes 3x the store
+  writer();  // warm: page cache, allocator, file system
+  std::vector<double> tw, tf, tn;
+  for (unsigned r = 0; r < reps; ++r) {
+    progress(c, "write: repetition %u/%u", r + 1, reps);
+    for (unsigned k = 0; k < 3; ++k) {
+      const unsigned which = (k + r) % 3;
+      if (which == 0) tw.push_back(writer());
+      else if (which == 1) tf.push_back(with_fsync());
+      else tn.push_back(without_fsync());
+    }
+  }
+  auto row = [&](const std::string& base_name, const std::vector<double>& base) {
+    Row w;
+    w.group = "write";
+    char name[96];
+    std::snprintf(name, sizeof name, "write_ptd_file (fsync), %.3g GB store", double(file_size) / 1e9);
+    w.name = name;
+    w.value = bench::gb_per_s(file_size, bench::median(tw));
+    w.unit = "GB/s";
+    w.baseline = base_name;
+    w.baseline_value = bench::gb_per_s(data_bytes, bench::median(base));
+    w.baseline_unit = "GB/s";
+    std::vector<double> ratios;
+    for (std::size_t i = 0; i < tw.size() && i < base.size(); ++i)
+      ratios.push_back(tw[i] > 0 && base[i] > 0
+                           ? (double(file_size) / tw[i]) / (double(data_bytes) / base[i])
+                           : 0);
+    w.ratio = bench::median(ratios);
+    w.ratio_meaning = "write_ptd_file GB/s / " + base_name + " GB/s (median of per-repetition ratios)";
+    w.reps = reps;
+    w.samples = tw;
+    w.baseline_samples = base;
+    w.extra = {{"file_size", double(file_size)}, {"data_bytes", double(data_bytes)}};
+    return w;
+  };
+  Row a = row("write()+fsync", tf);
+  a.target = Target::ratio_at_least(0.7, ">= 0.7x");
+  a.note = "the ratio uses write()+fsync: the writer fsyncs the file and its directory";
+  out.rows.push_back(std::move(a));
+  Row b = row("write(), no fsync", tn);
+  b.note = "durability's cost: write_ptd_file fsyncs, this baseline does not";
+  out.rows.push_back(std::move(b));
+}
+
+}  // namespace wbench

@@ -1,0 +1,321 @@
+// wdedup/bench.hpp — measure deduplicate() on your own Program honestly: a
+// same-run baseline (one read pass over every input byte, the physical
+// limit of any exact deduplication), interleaved repetitions and medians.
+// Build-time half; not part of the umbrella header (include it on its own).
+//
+//   std::vector<wdedup::ByteSpan> in = wdedup::bench::input_spans(program);
+//   wdedup::bench::read_pass(in, threads);                 // warm both the same way
+//   wdedup::bench::Paired p = wdedup::bench::compare(7,
+//       [&] { (void)wdedup::deduplicate<S>(program, {threads}); },
+//       [&] { sink += wdedup::bench::read_pass(in, threads); });
+//   // p.ratio: read-pass time / dedup time (1.0 = as fast as reading the bytes)
+#ifndef WDEDUP_BENCH_HPP
+#define WDEDUP_BENCH_HPP
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "wdedup/program.hpp"
+#include "wdedup/runtime/span.hpp"
+
+namespace wdedup {
+namespace bench {
+
+/// Monotonic seconds from an arbitrary origin.
+inline double now_seconds() noexcept {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Median of `samples` (the mean of the middle two for an even count; 0 for
+/// none). Medians, not means: on a shared machine one descheduled run would
+/// drag a mean anywhere.
+inline double median(std::vector<double> samples) {
+  if (samples.empty()) return 0;
+  const std::size_t mid = samples.size() / 2;
+  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid), samples.end());
+  const double hi = samples[mid];
+  if (samples.size() % 2 == 1) return hi;
+  return (*std::max_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid)) + hi) / 2;
+}
+
+/// Every tensor's bytes in program order, each memory range once: a tensor
+/// whose (pointer, size) repeats an earlier one (a tied weight) is left out.
+/// deduplicate() never reads such an alias, so a baseline that read it again
+/// would flatter deduplicate. Empty tensors are left out too.
+inline std::vector<ByteSpan> input_spans(const Program& program) {
+  std::vector<ByteSpan> all;
+  for (const Method& m : program.methods)
+    for (const Partition& part : m.partitions)
+      for (const Tensor& t : part.tensors)
+        if (!t.bytes.empty()) all.push_back(t.bytes);
+  // Sort positions by (pointer, size, position) and keep the first of each
+  // run: the first occurrence in program order.
+  std::vector<std::size_t> order(all.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const auto pa = reinterpret_cast<std::uintptr_t>(all[a].data()), pb = reinterpret_cast<std::uintptr_t>(all[b].data());
+    if (pa != pb) return pa < pb;
+    if (all[a].size() != all[b].size()) return all[a].size() < all[b].size();
+    return a < b;
+  });
+  std::vector<char> keep(all.size(), 0);
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::size_t i = order[k];
+    keep[i] = k == 0 || all[order[k - 1]].data() != all[i].data() || all[order[k - 1]].size() != all[i].size();
+  }
+  std::vector<ByteSpan> out;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (keep[i]) out.push_back(all[i]);
+  return out;
+}
+
+/// Sum of the spans' sizes.
+inline std::uint64_t total_bytes(const std::vector<ByteSpan>& spans) noexcept {
+  std::uint64_t n = 0;
+  for (const ByteSpan& s : spans) n += s.size();
+  return n;
+}
+
+namespace detail {
+
+/// Sums the 64-bit words of [p, p + n) (the last < 8 bytes one by one).
+/// Four independent accumulators let the compiler vectorize the loop and
+/// keep the loads, not the adds, on the critical path.
+inline std::uint64_t sum_words_portable(const std::uint8_t* p, std::size_t n) noexcept {
+  std::uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    std::uint64_t w[4];
+    std::memcpy(w, p + i, 32);  // unaligned-safe; compiles to plain loads
+    a0 += w[0];
+    a1 += w[1];
+    a2 += w[2];
+    a3 += w[3];
+  }
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    a0 += w;
+  }
+  for (; i < n; ++i) a1 += p[i];
+  return a0 + a1 + a2 + a3;
+}
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define WDEDUP_BENCH_AVX2 1
+/// The same sum with 32-byte AVX2 loads, chosen at run time where the CPU
+/// has them. A baseline must be the fastest honest read: glibc's memcmp and
+/// XXH3 use AVX2 whatever the build flags say, so on data that sits in cache
+/// a 16-byte SSE2 loop would make deduplication look faster than reading.
+__attribute__((target("avx2"))) inline std::uint64_t sum_words_avx2(const std::uint8_t* p, std::size_t n) noexcept {
+  typedef long long v4 __attribute__((vector_size(32), aligned(1)));
+  v4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+  std::size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    a0 += *reinterpret_cast<const v4*>(p + i);
+    a1 += *reinterpret_cast<const v4*>(p + i + 32);
+    a2 += *reinterpret_cast<const v4*>(p + i + 64);
+    a3 += *reinterpret_cast<const v4*>(p + i + 96);
+  }
+  const v4 a = a0 + a1 + a2 + a3;
+  std::uint64_t sum = static_cast<std::uint64_t>(a[0]) + static_cast<std::uint64_t>(a[1]) +
+                      static_cast<std::uint64_t>(a[2]) + static_cast<std::uint64_t>(a[3]);
+  return sum + sum_words_portable(p + i, n - i);
+}
+#endif
+
+#if defined(WDEDUP_BENCH_AVX2)
+__attribute__((target("avx2"))) inline std::uint64_t sum_words2_avx2(const std::uint8_t* p, const std::uint8_t* q,
+                                                                    std::size_t n) noexcept {
+  typedef long long v4 __attribute__((vector_size(32), aligned(1)));
+  v4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+  std::size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    a0 += *reinterpret_cast<const v4*>(p + i);
+    b0 += *reinterpret_cast<const v4*>(q + i);
+    a1 += *reinterpret_cast<const v4*>(p + i + 32);
+    b1 += *reinterpret_cast<const v4*>(q + i + 32);
+    a2 += *reinterpret_cast<const v4*>(p + i + 64);
+    b2 += *reinterpret_cast<const v4*>(q + i + 64);
+    a3 += *reinterpret_cast<const v4*>(p + i + 96);
+    b3 += *reinterpret_cast<const v4*>(q + i + 96);
+  }
+  const v4 a = a0 + a1 + a2 + a3 + b0 + b1 + b2 + b3;
+  std::uint64_t sum = static_cast<std::uint64_t>(a[0]) + static_cast<std::uint64_t>(a[1]) +
+                      static_cast<std::uint64_t>(a[2]) + static_cast<std::uint64_t>(a[3]);
+  return sum + sum_words_portable(p + i, n - i) + sum_words_portable(q + i, n - i);
+}
+#endif
+
+/// Sums the 64-bit words of [p, p + n) (the last < 8 bytes one by one).
+inline std::uint64_t sum_words(const std::uint8_t* p, std::size_t n) noexcept {
+#if defined(WDEDUP_BENCH_AVX2)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return sum_words_avx2(p, n);
+#endif
+  return sum_words_portable(p, n);
+}
+
+/// Sums n bytes at p and n bytes at q, the two read together (interleaved).
+inline std::uint64_t sum_words2(const std::uint8_t* p, const std::uint8_t* q, std::size_t n) noexcept {
+#if defined(WDEDUP_BENCH_AVX2)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return sum_words2_avx2(p, q, n);
+#endif
+  std::uint64_t a = 0;
+  for (std::size_t i = 0; i < n; i += 4096) {
+    const std::size_t k = n - i < 4096 ? n - i : 4096;
+    a += sum_words_portable(p + i, k) + sum_words_portable(q + i, k);
+  }
+  return a;
+}
+
+/// Walks bytes [begin, end) of the concatenation of spans piece by piece.
+struct SpanCursor {
+  const std::vector<ByteSpan>* spans;
+  std::size_t index = 0;     ///< current span
+  std::uint64_t offset = 0;  ///< within it
+  std::uint64_t left = 0;    ///< bytes still to walk
+
+  SpanCursor(const std::vector<ByteSpan>& s, std::uint64_t begin, std::uint64_t end) : spans(&s), left(end - begin) {
+    while (index < s.size() && begin >= s[index].size()) begin -= s[index++].size();
+    offset = begin;
+  }
+  /// Contiguous bytes available at the cursor.
+  std::uint64_t run() const noexcept {
+    return left == 0 ? 0 : std::min<std::uint64_t>(left, (*spans)[index].size() - offset);
+  }
+  const std::uint8_t* ptr() const noexcept { return (*spans)[index].data() + offset; }
+  void advance(std::uint64_t n) noexcept {
+    offset += n;
+    left -= n;
+    while (left > 0 && offset == (*spans)[index].size()) ++index, offset = 0;
+  }
+};
+
+/// Sums bytes [begin, end) as two streams, its halves, read together.
+inline std::uint64_t sum_range2(const std::vector<ByteSpan>& spans, std::uint64_t begin, std::uint64_t end) noexcept {
+  const std::uint64_t mid = begin + ((end - begin) / 2 & ~std::uint64_t{63});
+  SpanCursor a(spans, begin, mid), b(spans, mid, end);
+  std::uint64_t sum = 0;
+  while (a.run() > 0 && b.run() > 0) {
+    const std::uint64_t n = std::min(a.run(), b.run());
+    sum += sum_words2(a.ptr(), b.ptr(), static_cast<std::size_t>(n));
+    a.advance(n);
+    b.advance(n);
+  }
+  for (SpanCursor* c : {&a, &b})
+    for (std::uint64_t n; (n = c->run()) > 0; c->advance(n)) sum += sum_words(c->ptr(), static_cast<std::size_t>(n));
+  return sum;
+}
+
+/// Sums bytes [begin, end) of the concatenation of `spans`.
+inline std::uint64_t sum_range(const std::vector<ByteSpan>& spans, std::uint64_t begin, std::uint64_t end) noexcept {
+  std::uint64_t sum = 0, at = 0;
+  for (const ByteSpan& s : spans) {
+    const std::uint64_t lo = std::max(begin, at), hi = std::min(end, at + s.size());
+    if (lo < hi) sum += sum_words(s.data() + (lo - at), static_cast<std::size_t>(hi - lo));
+    at += s.size();
+    if (at >= end) break;
+  }
+  return sum;
+}
+
+}  // namespace detail
+
+/// The physical limit: one sequential pass over every byte of `spans`,
+/// summing 64-bit words, cut into `threads` contiguous equal shares (0 =
+/// every core), one thread each, the calling thread included. Returns the
+/// sum: use it (accumulate it into something you print) so the compiler
+/// cannot drop the pass. Threads are started per call, as deduplicate()
+/// starts its own, so both pay the same start-up cost.
+///
+/// `streams` = 2 reads each thread's share as its two halves at once. One
+/// core's hardware prefetcher follows one stream only so far; two streams
+/// (as memcmp reads) get noticeably more bandwidth from memory on many
+/// machines, so deduplication can beat a one-stream pass. The two-stream
+/// pass is the stricter baseline.
+inline std::uint64_t read_pass(const std::vector<ByteSpan>& spans, unsigned threads = 0, unsigned streams = 1) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const std::uint64_t total = total_bytes(spans);
+  auto sum = [&](std::uint64_t b, std::uint64_t e) {
+    return streams >= 2 ? detail::sum_range2(spans, b, e) : detail::sum_range(spans, b, e);
+  };
+  if (threads == 1 || total < (std::uint64_t{1} << 16)) return sum(0, total);
+  std::vector<std::uint64_t> sums(threads, 0);
+  auto share = [&](unsigned t) {
+    // Shares end on 64-byte boundaries so no two threads touch one cache line.
+    auto cut = [&](unsigned k) { return k == threads ? total : (total / threads * k) & ~std::uint64_t{63}; };
+    sums[t] = sum(cut(t), cut(t + 1));
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(share, t);
+  share(0);
+  for (std::thread& th : pool) th.join();
+  std::uint64_t out = 0;
+  for (std::uint64_t v : sums) out += v;
+  return out;
+}
+
+/// What compare() measured. `ratio` > 1 means the subject was faster.
+struct Paired {
+  double seconds = 0;           ///< median subject time
+  double baseline_seconds = 0;  ///< median baseline time
+  /// Median over repetitions of baseline time / subject time, each pair
+  /// measured back to back: drift in machine load cancels within a pair.
+  double ratio = 0;
+  std::vector<double> samples, baseline_samples;
+};
+
+/// Runs `subject` and `baseline` `reps` times each, interleaved: even
+/// repetitions run the subject first, odd ones the baseline first, so
+/// neither always inherits the other's cache or frequency state. Warm up
+/// before calling (run each once): compare() measures every call it makes.
+template <class Subject, class Baseline>
+Paired compare(unsigned reps, Subject&& subject, Baseline&& baseline) {
+  Paired p;
+  std::vector<double> ratios;
+  for (unsigned r = 0; r < std::max(1u, reps); ++r) {
+    double ts = 0, tb = 0;
+    auto time_subject = [&] {
+      const double t0 = now_seconds();
+      subject();
+      ts = now_seconds() - t0;
+    };
+    auto time_baseline = [&] {
+      const double t0 = now_seconds();
+      baseline();
+      tb = now_seconds() - t0;
+    };
+    if (r % 2 == 0) {
+      time_subject();
+      time_baseline();
+    } else {
+      time_baseline();
+      time_subject();
+    }
+    p.samples.push_back(ts);
+    p.baseline_samples.push_back(tb);
+    ratios.push_back(ts > 0 ? tb / ts : 0);
+  }
+  p.seconds = median(p.samples);
+  p.baseline_seconds = median(p.baseline_samples);
+  p.ratio = median(ratios);
+  return p;
+}
+
+/// Gigabytes (1e9 bytes) per second.
+inline double gb_per_s(std::uint64_t bytes, double seconds) noexcept {
+  return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+}
+
+}  // namespace bench
+}  // namespace wdedup
+
+#endif  // WDEDUP_BENCH_HPP

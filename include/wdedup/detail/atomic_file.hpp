@@ -1,0 +1,285 @@
+// wdedup/detail/atomic_file.hpp — replace a file so that every reader, and
+// the file system after a crash, sees either the old file or the complete
+// new one. Build-time half; internal (namespace detail). POSIX.
+//
+// The recipe: a uniquely named temporary file in the destination's own
+// directory (rename is only atomic within one file system), written in
+// full, fsync'd, closed (close can report a deferred write error), renamed
+// over the destination, then the directory fsync'd so the rename itself is
+// durable. Any failure before the rename unlinks the temporary file and
+// leaves the destination untouched. Only a process killed mid-write leaves
+// a temporary behind (named ".<name>.tmp-XXXXXX").
+//
+// Every system call goes through FileOps, a seam tests use to make any step
+// fail (ENOSPC in the middle of a write, EIO on fsync, a failed rename).
+#ifndef WDEDUP_DETAIL_ATOMIC_FILE_HPP
+#define WDEDUP_DETAIL_ATOMIC_FILE_HPP
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "wdedup/expected.hpp"
+
+namespace wdedup {
+namespace detail {
+
+/// The system calls the atomic writer makes. Each returns what the POSIX
+/// call returns and sets errno the same way.
+class FileOps {
+ public:
+  virtual ~FileOps() = default;
+  virtual int make_temp(char* path_template) { return ::mkostemp(path_template, O_CLOEXEC); }
+  virtual ssize_t writev(int fd, const struct iovec* iov, int count) { return ::writev(fd, iov, count); }
+  virtual ssize_t pwrite(int fd, const void* data, std::size_t size, off_t offset) {
+    return ::pwrite(fd, data, size, offset);
+  }
+  /// Reserves the file's final size up front, so a full disk fails fast and
+  /// the file is laid out contiguously. Returns 0 where unsupported.
+  virtual int reserve(int fd, off_t size) {
+#if defined(__linux__)
+    if (::fallocate(fd, 0, 0, size) == 0) return 0;
+    if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) return 0;
+    return -1;
+#else
+    (void)fd;
+    (void)size;
+    return 0;
+#endif
+  }
+  virtual int fchmod(int fd, mode_t mode) { return ::fchmod(fd, mode); }
+  virtual int fsync(int fd) { return ::fsync(fd); }
+  virtual int close(int fd) { return ::close(fd); }
+  virtual int rename(const char* from, const char* to) { return ::rename(from, to); }
+  virtual int unlink(const char* path) { return ::unlink(path); }
+  /// fsync of a directory (to make a rename in it durable).
+  virtual int fsync_directory(const char* dir) {
+    const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    const int rc = ::fsync(fd);
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return rc;
+  }
+};
+
+inline FileOps& default_file_ops() {
+  static FileOps ops;
+  return ops;
+}
+
+/// strerror, thread-safe, whichever strerror_r the C library declares.
+inline std::string errno_text_pick(int rc, const char* buf, int e) {
+  return rc == 0 ? std::string(buf) : "errno " + std::to_string(e);
+}
+inline std::string errno_text_pick(const char* msg, const char*, int) { return msg; }
+inline std::string errno_text(int e) {
+  char buf[256] = {};
+  return errno_text_pick(::strerror_r(e, buf, sizeof buf), buf, e);
+}
+
+/// The process umask, read without changing it (umask(2) can only be read
+/// by setting it, which races with other threads creating files).
+inline mode_t current_umask() {
+#if defined(__linux__)
+  if (std::FILE* f = std::fopen("/proc/self/status", "re")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::strncmp(line, "Umask:", 6) == 0) {
+        std::fclose(f);
+        return static_cast<mode_t>(std::strtoul(line + 6, nullptr, 8) & 0777);
+      }
+    }
+    std::fclose(f);
+  }
+#endif
+  return 022;
+}
+
+/// One in-progress replacement of a file. Not copyable; the destructor
+/// removes the temporary file unless commit() succeeded.
+class AtomicFile {
+ public:
+  explicit AtomicFile(FileOps& ops = default_file_ops()) : ops_(ops) {}
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile() { discard(); }
+
+  /// Creates the temporary file next to `path` and reserves `size` bytes.
+  Expected<void> open(const std::string& path, std::uint64_t size) {
+    path_ = path;
+    if (path.empty()) return fail_msg("the path is empty");
+    target_ = path;
+    struct stat st {};
+    bool exists = false;
+    if (::lstat(path.c_str(), &st) == 0) {
+      if (S_ISLNK(st.st_mode)) {
+        // Replace what the link points at and keep the link itself.
+        char* real = ::realpath(path.c_str(), nullptr);
+        if (!real) {
+          const int e = errno;
+          return fail_errno("resolve symbolic link", e);
+        }
+        target_ = real;
+        std::free(real);
+        if (const int e = errno_of(::stat(target_.c_str(), &st))) return fail_errno("stat " + quoted(target_), e);
+      }
+      if (!S_ISREG(st.st_mode))
+        return fail_msg("it exists and is not a regular file (a directory, device or socket is never replaced)");
+      exists = true;
+    } else if (errno != ENOENT) {
+      const int e = errno;
+      return fail_errno("stat", e);
+    }
+
+    const std::size_t slash = target_.rfind('/');
+    dir_ = slash == std::string::npos ? "." : (slash == 0 ? "/" : target_.substr(0, slash));
+    std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
+    if (base.empty() || base == "." || base == "..") return fail_msg("the path names a directory, not a file");
+    // Stay under NAME_MAX (255) with the ".tmp-XXXXXX" suffix.
+    if (base.size() > 200) base.resize(200);
+    std::string tmpl = dir_ + "/." + base + ".tmp-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    const int fd = ops_.make_temp(buf.data());
+    if (fd < 0) {
+      const int e = errno;
+      return fail_errno("create a temporary file in directory " + quoted(dir_), e);
+    }
+    fd_ = fd;
+    temp_ = buf.data();
+
+    // mkstemp creates 0600; give the file the mode the destination has, or
+    // the mode a fresh file would get.
+    const mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~current_umask());
+    if (const int e = errno_of(ops_.fchmod(fd_, mode))) return fail_errno("chmod temporary file " + quoted(temp_), e);
+    if (size > static_cast<std::uint64_t>(INT64_MAX)) return fail_msg("the file size exceeds 2^63 bytes");
+    if (size > 0)
+      if (const int e = errno_of(ops_.reserve(fd_, static_cast<off_t>(size))))
+        return fail_errno(cat("reserve ", size, " bytes for temporary file ", quoted(temp_)), e);
+    return {};
+  }
+
+  /// Writes the pieces in order at the current offset. Consumes `iov`.
+  Expected<void> write(std::vector<struct iovec>& iov) {
+    std::size_t first = 0;
+    while (first < iov.size()) {
+      if (iov[first].iov_len == 0) {
+        ++first;
+        continue;
+      }
+      const int count = static_cast<int>(std::min<std::size_t>(iov.size() - first, kMaxIov));
+      const ssize_t w = ops_.writev(fd_, iov.data() + first, count);
+      if (w < 0) {
+        const int e = errno;
+        if (e == EINTR) continue;
+        return fail_errno(cat("write to temporary file ", quoted(temp_), " at offset ", offset_), e);
+      }
+      if (w == 0)
+        return fail_errno(cat("write to temporary file ", quoted(temp_), " at offset ", offset_), EIO);
+      offset_ += static_cast<std::uint64_t>(w);
+      auto left = static_cast<std::size_t>(w);
+      while (left > 0) {
+        if (left >= iov[first].iov_len) {
+          left -= iov[first].iov_len;
+          ++first;
+        } else {
+          iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+          iov[first].iov_len -= left;
+          left = 0;
+        }
+      }
+    }
+    iov.clear();
+    return {};
+  }
+
+  /// Overwrites bytes already written (the metadata's content hashes).
+  Expected<void> write_at(const void* data, std::size_t size, std::uint64_t offset) {
+    const auto* p = static_cast<const std::uint8_t*>(data);
+    while (size > 0) {
+      const ssize_t w = ops_.pwrite(fd_, p, size, static_cast<off_t>(offset));
+      const int e = w < 0 ? errno : EIO;
+      if (w < 0 && e == EINTR) continue;
+      if (w <= 0) return fail_errno(cat("write to temporary file ", quoted(temp_), " at offset ", offset), e);
+      p += w;
+      size -= static_cast<std::size_t>(w);
+      offset += static_cast<std::uint64_t>(w);
+    }
+    return {};
+  }
+
+  /// Makes the temporary file the destination. `durable`: fsync the file
+  /// before and the directory after the rename.
+  Expected<void> commit(bool durable) {
+    if (durable)
+      if (const int e = errno_of(ops_.fsync(fd_))) return fail_errno("fsync temporary file " + quoted(temp_), e);
+    const int fd = fd_;
+    fd_ = -1;
+    if (const int e = errno_of(ops_.close(fd))) return fail_errno("close temporary file " + quoted(temp_), e);
+    if (const int e = errno_of(ops_.rename(temp_.c_str(), target_.c_str())))
+      return fail_errno("rename " + quoted(temp_) + " to " + quoted(target_), e);
+    committed_ = true;
+    if (durable)
+      if (const int e = errno_of(ops_.fsync_directory(dir_.c_str())))
+        return fail_errno("fsync directory " + quoted(dir_) +
+                              " (the new file is in place but its rename may not survive a power loss)",
+                          e);
+    return {};
+  }
+
+  /// Closes and removes the temporary file (no-op after commit()).
+  void discard() noexcept {
+    if (fd_ >= 0) {
+      ops_.close(fd_);
+      fd_ = -1;
+    }
+    if (!committed_ && !temp_.empty()) {
+      ops_.unlink(temp_.c_str());
+      temp_.clear();
+    }
+  }
+
+  std::uint64_t offset() const noexcept { return offset_; }
+  const std::string& temp_path() const noexcept { return temp_; }
+  /// Error for a failure the caller detected (not a system call).
+  Expected<void> fail_msg(const std::string& what) const {
+    return Expected<void>(Error::IoError, "cannot write " + quoted(path_) + ": " + what);
+  }
+
+ private:
+  static constexpr std::size_t kMaxIov = 1024;  // IOV_MAX on Linux and the BSDs
+
+  /// 0 if a call succeeded (returned 0), else its errno (never 0). Read
+  /// before building a message: allocating may clobber errno.
+  static int errno_of(int rc) noexcept { return rc == 0 ? 0 : (errno != 0 ? errno : EIO); }
+
+  Expected<void> fail_errno(const std::string& operation, int e) const {
+    return Expected<void>(Error::IoError,
+                          "cannot write " + quoted(path_) + ": " + operation + " failed: " + errno_text(e));
+  }
+
+  FileOps& ops_;
+  std::string path_, target_, dir_, temp_;
+  int fd_ = -1;
+  std::uint64_t offset_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace detail
+}  // namespace wdedup
+
+#endif  // WDEDUP_DETAIL_ATOMIC_FILE_HPP

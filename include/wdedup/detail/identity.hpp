@@ -1,0 +1,1011 @@
+// wdedup/detail/identity.hpp — the content-identity engine: which of N byte
+// ranges hold identical bytes. Build-time half. Exact whatever the hash: a
+// hash only nominates candidates, every merge is confirmed with memcmp.
+//
+// Budget: about one read of the input. So nothing is read twice from memory
+// when it can be avoided — inputs are grouped by size and a 256-byte prefix
+// fingerprint, then every candidate group is walked block by block, checking
+// each member against the group's first member by memcmp while that block
+// is hot in cache, and hashing only members that disagree with it. Members
+// proven unique stop being read.
+#ifndef WDEDUP_DETAIL_IDENTITY_HPP
+#define WDEDUP_DETAIL_IDENTITY_HPP
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <system_error>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+#endif
+
+#include "wdedup/hash.hpp"
+#include "wdedup/runtime/span.hpp"
+
+#ifdef WDEDUP_IDENTITY_PROFILE
+#include <cstdio>
+#include <ctime>
+#define WDEDUP_PROF(name) do { timespec _ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &_ts); double _n = _ts.tv_sec * 1e3 + _ts.tv_nsec * 1e-6; std::fprintf(stderr, "  [%s %.2fms]", name, _n - prof_t); prof_t = _n; } while (0)
+#else
+#define WDEDUP_PROF(name) do {} while (0)
+#endif
+#ifndef WDEDUP_MINBODY
+#define WDEDUP_MINBODY 16384
+#endif
+#ifndef WDEDUP_LANEMAX
+#define WDEDUP_LANEMAX 65536
+#endif
+#ifndef WDEDUP_FPB
+#define WDEDUP_FPB 64
+#endif
+#ifndef WDEDUP_FP_AHEAD
+#define WDEDUP_FP_AHEAD 16
+#endif
+namespace wdedup {
+namespace detail {
+
+struct IdentityOptions {
+  /// Worker threads; 0 = std::thread::hardware_concurrency(). Changes speed
+  /// only: results and every count in IdentityStats are the same for any value.
+  unsigned threads = 0;
+  /// Refinement block (0 = the default). Sets how much of a unique member is
+  /// read before it is proven unique, and how work is split: one work item
+  /// covers about 256 blocks. 64 KiB keeps a member's block and its group
+  /// leader's block in L2 together; measured against 16 KiB and 256 KiB it
+  /// is as fast or faster on every workload.
+  std::size_t block_size = 64 * 1024;
+};
+
+/// What find_identical did. Every count is the same for any thread count;
+/// only the two timings vary from run to run.
+struct IdentityStats {
+  std::uint64_t inputs = 0, bytes_in = 0;
+  /// Size 0: equal to each other, never read.
+  std::uint64_t skipped_empty = 0;
+  /// The only input of its size (same-pointer copies aside): never read.
+  std::uint64_t skipped_unique_size = 0;
+  /// Same pointer and size as an earlier input: equal to it, not read.
+  std::uint64_t skipped_same_pointer = 0;
+  /// Inputs of candidate groups (same size and prefix fingerprint) that were
+  /// resolved by memcmp alone, with no block hashed — e.g. every pair. Such an
+  /// input may also count in `hashed` through its prefix fingerprint.
+  std::uint64_t compared_directly = 0;
+  /// Inputs whose bytes were hashed at least partly (prefix fingerprint or block).
+  std::uint64_t hashed = 0;
+  std::uint64_t bytes_hashed = 0;
+  /// memcmp calls, and the lengths passed to them (memcmp may stop earlier).
+  std::uint64_t byte_comparisons = 0;
+  std::uint64_t bytes_compared = 0;
+  /// Equal block hash, different bytes, seen by a comparison.
+  std::uint64_t hash_collisions = 0;
+  /// Wall time spent hashing / comparing, summed over threads (varies by run).
+  double hash_seconds = 0, compare_seconds = 0;
+};
+
+namespace identity {
+
+constexpr std::uint32_t kNone = 0xffffffffu;
+/// Bytes of the prefix fingerprint. Enough to split unrelated tensors of a
+/// size class into their duplicate groups, small enough to cost nothing.
+constexpr std::size_t kPrefixBytes = WDEDUP_FPB;
+/// Blocks read by one work item, over all its members: big enough that the
+/// per-item bookkeeping vanishes, small enough to balance two or more threads.
+constexpr std::size_t kItemBlocks = 256;
+/// A big candidate group is split into member chunks of about this many
+/// blocks for its first block; chunks are then merged by (hash, memcmp).
+constexpr std::size_t kHeadChunkBlocks = 64;
+constexpr std::size_t kMinChunkMembers = 8;
+/// Smallest block a big class is refined in (see the body items).
+constexpr std::size_t kMinBodyBlock = WDEDUP_MINBODY;
+/// Seeds keep the prefix and block hashes independent of each other.
+constexpr std::uint64_t kPrefixSeed = 0x9e3779b97f4a7c15ull;
+constexpr std::uint64_t kBlockSeed = 0xc2b2ae3d27d4eb4full;
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_between(Clock::time_point a, Clock::time_point b) noexcept {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+inline void prefetch_read(const void* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 3);
+#else
+  (void)p;
+#endif
+}
+
+inline std::uint64_t mix64(std::uint64_t x) noexcept {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+/// Open-addressing map from a pair of 64-bit words to a 32-bit index. The
+/// engine's only associative container: grouping 100k inputs through
+/// node-based maps would cost more than reading them.
+class FlatIndex {
+ public:
+  /// Empties the map, sized so `expected` inserts never rehash.
+  void reset(std::size_t expected) {
+    std::size_t cap = 16;
+    while (cap < expected * 2) cap <<= 1;
+    slots_.assign(cap, Slot{});
+    mask_ = cap - 1;
+    count_ = 0;
+  }
+  /// The value stored under (a, b); inserts `value` first if there is none.
+  std::uint32_t find_or_insert(std::uint64_t a, std::uint64_t b, std::uint32_t value, bool& inserted) {
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+    for (std::size_t i = slot_of(a, b);; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.value == kNone) {
+        s = Slot{a, b, value};
+        ++count_;
+        inserted = true;
+        return value;
+      }
+      if (s.a == a && s.b == b) {
+        inserted = false;
+        return s.value;
+      }
+    }
+  }
+  /// Starts loading the home slot of (a, b): lookups in a big map are cache
+  /// misses, and a loop that knows its next keys can overlap them.
+  void prefetch(std::uint64_t a, std::uint64_t b) const noexcept {
+    if (!slots_.empty()) prefetch_read(&slots_[slot_of(a, b)]);
+  }
+
+ private:
+  struct Slot {
+    std::uint64_t a = 0, b = 0;
+    std::uint32_t value = kNone;
+  };
+  std::size_t slot_of(std::uint64_t a, std::uint64_t b) const noexcept {
+    return static_cast<std::size_t>(mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull))) & mask_;
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    reset(std::max<std::size_t>(old.size(), 8));
+    for (const Slot& s : old) {
+      if (s.value == kNone) continue;
+      std::size_t i = slot_of(s.a, s.b);
+      while (slots_[i].value != kNone) i = (i + 1) & mask_;
+      slots_[i] = s;
+      ++count_;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0;
+  std::size_t count_ = 0;
+};
+
+/// Per-thread counters, summed after each parallel stage. Summing integers is
+/// order-independent, so the totals are the same for any schedule.
+struct Counters {
+  std::uint64_t bytes_hashed = 0, byte_comparisons = 0, bytes_compared = 0, hash_collisions = 0;
+  double hash_seconds = 0, compare_seconds = 0;
+
+  void add_to(IdentityStats& s) const noexcept {
+    s.bytes_hashed += bytes_hashed;
+    s.byte_comparisons += byte_comparisons;
+    s.bytes_compared += bytes_compared;
+    s.hash_collisions += hash_collisions;
+    s.hash_seconds += hash_seconds;
+    s.compare_seconds += compare_seconds;
+  }
+};
+
+inline bool equal_bytes(const std::uint8_t* a, const std::uint8_t* b, std::size_t n, Counters& c) noexcept {
+  ++c.byte_comparisons;
+  c.bytes_compared += n;
+  return a == b || std::memcmp(a, b, n) == 0;
+}
+
+/// Lanes of equal_lanes(): more independent streams stop paying off there.
+constexpr std::size_t kLanes = 4;
+/// Ranges up to this long go through equal_lanes(); longer ones stream well
+/// through memcmp alone.
+constexpr std::size_t kLaneMaxBytes = WDEDUP_LANEMAX;
+
+/// equal_bytes() for `count` <= kLanes pairs of `n` bytes each, walked in
+/// lockstep. Small inputs sit on scattered pages, and one memcmp at a time
+/// leaves the memory system idle at each start; four independent streams
+/// keep it busy (measured on 4 KiB pairs at random places: 15% less time
+/// than one memcmp after another). Counts as `count` comparisons.
+inline void equal_lanes(const std::uint8_t* const* a, const std::uint8_t* const* b, std::size_t count, std::size_t n,
+                        bool* eq, Counters& c) noexcept {
+  c.byte_comparisons += count;
+  c.bytes_compared += static_cast<std::uint64_t>(count) * n;
+#if defined(__SSE2__) || defined(_M_X64)
+  __m128i acc[kLanes];
+  unsigned live = 0;
+  for (std::size_t g = 0; g < count; ++g) {
+    acc[g] = _mm_setzero_si128();
+    live |= 1u << g;
+  }
+  // 64 bytes per lane per step; lanes that differ drop out every 512 bytes.
+  const std::size_t whole = n & ~std::size_t{63};
+  for (std::size_t o = 0; o < whole && live != 0; o += 512) {
+    const std::size_t end = std::min(whole, o + 512);
+    for (std::size_t q = o; q < end; q += 64) {
+      for (std::size_t g = 0; g < count; ++g) {
+        if (!(live >> g & 1u)) continue;
+        const __m128i* x = reinterpret_cast<const __m128i*>(a[g] + q);
+        const __m128i* y = reinterpret_cast<const __m128i*>(b[g] + q);
+        const __m128i d0 = _mm_xor_si128(_mm_loadu_si128(x), _mm_loadu_si128(y));
+        const __m128i d1 = _mm_xor_si128(_mm_loadu_si128(x + 1), _mm_loadu_si128(y + 1));
+        const __m128i d2 = _mm_xor_si128(_mm_loadu_si128(x + 2), _mm_loadu_si128(y + 2));
+        const __m128i d3 = _mm_xor_si128(_mm_loadu_si128(x + 3), _mm_loadu_si128(y + 3));
+        acc[g] = _mm_or_si128(acc[g], _mm_or_si128(_mm_or_si128(d0, d1), _mm_or_si128(d2, d3)));
+      }
+    }
+    for (std::size_t g = 0; g < count; ++g)
+      if ((live >> g & 1u) && _mm_movemask_epi8(_mm_cmpeq_epi8(acc[g], _mm_setzero_si128())) != 0xffff)
+        live &= ~(1u << g);
+  }
+  for (std::size_t g = 0; g < count; ++g)
+    eq[g] = (live >> g & 1u) && (whole == n || std::memcmp(a[g] + whole, b[g] + whole, n - whole) == 0);
+#else
+  for (std::size_t g = 0; g < count; ++g) eq[g] = a[g] == b[g] || std::memcmp(a[g], b[g], n) == 0;
+#endif
+}
+
+/// Classes of member positions, flattened: class i is items[ends[i-1], ends[i]).
+struct ClassList {
+  std::vector<std::uint32_t> items;
+  std::vector<std::uint32_t> ends;
+
+  void clear() noexcept {
+    items.clear();
+    ends.clear();
+  }
+  bool empty() const noexcept { return ends.empty(); }
+  std::size_t size() const noexcept { return ends.size(); }
+  std::uint32_t begin_of(std::size_t i) const noexcept { return i == 0 ? 0 : ends[i - 1]; }
+  void close() { ends.push_back(static_cast<std::uint32_t>(items.size())); }
+};
+
+/// Scratch of one worker thread, reused across items to avoid allocation.
+struct alignas(64) Worker {
+  Counters counters;
+  std::vector<std::uint32_t> same, resid, rep, next, count, labels, positions;
+  std::vector<std::uint64_t> resid_hash;
+  std::vector<const std::uint8_t*> base;
+  ClassList active, refined;
+  FlatIndex index;
+};
+
+/// Runs fn(task, worker) for every task on up to workers.size() threads that
+/// pull tasks from an atomic counter. Results must go to per-task slots, so
+/// they do not depend on which thread ran what.
+template <class Fn>
+void run_tasks(std::size_t n_tasks, std::vector<Worker>& workers, const Fn& fn) {
+  if (n_tasks == 0) return;
+  const std::size_t n_threads = std::min(workers.size(), n_tasks);
+  std::atomic<std::size_t> next{0};
+  auto work = [&](std::size_t w) {
+    for (;;) {
+      const std::size_t t = next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= n_tasks) return;
+      fn(t, workers[w]);
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(n_threads);
+  for (std::size_t w = 1; w < n_threads; ++w) {
+    // A thread that cannot start only costs speed: the others take its share.
+    try {
+      pool.emplace_back(work, w);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  work(0);
+  for (std::thread& t : pool) t.join();
+}
+
+/// Cuts units (with byte weights) into tasks of about `target` bytes: the
+/// scheduling grain. Units, not tasks, decide what is computed.
+inline std::vector<std::size_t> cut_tasks(const std::vector<std::uint64_t>& weight, std::uint64_t target) {
+  std::vector<std::size_t> ends;
+  std::uint64_t acc = 0;
+  for (std::size_t u = 0; u < weight.size(); ++u) {
+    acc += weight[u];
+    if (acc >= target) {
+      ends.push_back(u + 1);
+      acc = 0;
+    }
+  }
+  if (ends.empty() ? !weight.empty() : ends.back() != weight.size()) ends.push_back(weight.size());
+  return ends;
+}
+
+/// Splits one class of members (positions cls[0..n), in input order, all
+/// labelled cls[0]) by the bytes [off, off + len) of each.
+///
+/// Members are first compared with the class leader cls[0]: duplicates are
+/// the common case, and memcmp against a block already in L1/L2 costs less
+/// than hashing. Only members that differ from the leader are hashed, then
+/// bucketed by hash and confirmed against each earlier representative with
+/// that hash (a mismatch is a collision: the next one is tried), so any hash
+/// — even a constant — gives exact classes.
+///
+/// On return lab[m] is the first member of m's new class. Classes of two or
+/// more members go to `out` (if given). If `rep_hash` is given, every class
+/// representative's block hash is stored there (for merging chunks).
+/// Returns whether anything was hashed.
+template <class Hash>
+bool refine_block(const std::uint8_t* const* base, const std::uint32_t* cls, std::size_t n, std::size_t off,
+                  std::size_t len, const Hash& hash, std::uint32_t* lab, std::uint64_t* rep_hash,
+                  ClassList* out, Worker& w) {
+  Counters& c = w.counters;
+  const Clock::time_point t0 = Clock::now();
+  double hash_time = 0;
+  const std::uint32_t leader = cls[0];
+  const std::uint8_t* lead = base[leader] + off;
+  if (rep_hash != nullptr) {
+    rep_hash[leader] = hash(lead, len, kBlockSeed);
+    c.bytes_hashed += len;
+    const Clock::time_point t1 = Clock::now();
+    hash_time += seconds_between(t0, t1);
+  }
+  w.same.clear();
+  w.resid.clear();
+  w.same.push_back(leader);
+  if (len <= kLaneMaxBytes) {
+    const std::uint8_t* x[kLanes];
+    const std::uint8_t* y[kLanes];
+    bool eq[kLanes];
+    for (const std::uint8_t*& p : y) p = lead;
+    for (std::size_t i = 1; i < n; i += kLanes) {
+      const std::size_t cnt = std::min(kLanes, n - i);
+      for (std::size_t g = 0; g < cnt; ++g) x[g] = base[cls[i + g]] + off;
+      equal_lanes(x, y, cnt, len, eq, c);
+      for (std::size_t g = 0; g < cnt; ++g) (eq[g] ? w.same : w.resid).push_back(cls[i + g]);
+    }
+  } else {
+    for (std::size_t i = 1; i < n; ++i) {
+      const std::uint32_t m = cls[i];
+      (equal_bytes(base[m] + off, lead, len, c) ? w.same : w.resid).push_back(m);
+    }
+  }
+  if (out != nullptr && w.same.size() >= 2) {
+    out->items.insert(out->items.end(), w.same.begin(), w.same.end());
+    out->close();
+  }
+  const std::size_t r = w.resid.size();
+  if (r == 0) {
+    c.compare_seconds += seconds_between(t0, Clock::now()) - hash_time;
+    c.hash_seconds += hash_time;
+    return rep_hash != nullptr;
+  }
+
+  // Hash the members that left the leader, in one pass (one timer pair).
+  const Clock::time_point th = Clock::now();
+  w.resid_hash.resize(r);
+  for (std::size_t j = 0; j < r; ++j) w.resid_hash[j] = hash(base[w.resid[j]] + off, len, kBlockSeed);
+  c.bytes_hashed += static_cast<std::uint64_t>(r) * len;
+  hash_time += seconds_between(th, Clock::now());
+
+  // Bucket by hash; confirm against the representatives in order.
+  w.index.reset(r);
+  w.next.assign(r, kNone);  // next representative with the same hash
+  w.rep.resize(r);
+  for (std::size_t j = 0; j < r; ++j) {
+    bool inserted = false;
+    std::uint32_t q = w.index.find_or_insert(w.resid_hash[j], 0, static_cast<std::uint32_t>(j), inserted);
+    w.rep[j] = static_cast<std::uint32_t>(j);
+    if (inserted) continue;
+    const std::uint8_t* p = base[w.resid[j]] + off;
+    for (;;) {
+      if (equal_bytes(p, base[w.resid[q]] + off, len, c)) {
+        w.rep[j] = q;
+        break;
+      }
+      ++c.hash_collisions;
+      if (w.next[q] == kNone) {
+        w.next[q] = static_cast<std::uint32_t>(j);
+        break;
+      }
+      q = w.next[q];
+    }
+  }
+
+  w.count.assign(r, 0);
+  for (std::size_t j = 0; j < r; ++j) {
+    lab[w.resid[j]] = w.resid[w.rep[j]];
+    ++w.count[w.rep[j]];
+    if (rep_hash != nullptr && w.rep[j] == j) rep_hash[w.resid[j]] = w.resid_hash[j];
+  }
+  if (out != nullptr) {
+    // Emit classes of two or more, members in order; next[] (free now) holds
+    // each emitted representative's write cursor.
+    std::size_t cursor = out->items.size();
+    for (std::size_t j = 0; j < r; ++j) {
+      w.next[j] = kNone;
+      if (w.rep[j] != j || w.count[j] < 2) continue;
+      w.next[j] = static_cast<std::uint32_t>(cursor);
+      cursor += w.count[j];
+      out->ends.push_back(static_cast<std::uint32_t>(cursor));
+    }
+    out->items.resize(cursor);
+    for (std::size_t j = 0; j < r; ++j) {
+      const std::uint32_t q = w.rep[j];
+      if (w.next[q] != kNone) out->items[w.next[q]++] = w.resid[j];
+    }
+  }
+  c.compare_seconds += seconds_between(t0, Clock::now()) - hash_time;
+  c.hash_seconds += hash_time;
+  return true;
+}
+
+}  // namespace identity
+
+/// Which inputs hold identical bytes: result[i] is the smallest j with
+/// bytes(inputs[j]) == bytes(inputs[i]), so result[i] == i for the first
+/// occurrence of each content. Exact for any `hash` (it only proposes
+/// candidates), and the result and all counts in `*stats` (if non-null) are
+/// the same for any thread count. Inputs must stay readable during the call;
+/// they may overlap or repeat. Requires inputs.size() < 2^32 - 1.
+///
+/// Stages: (1) group by size; empty, unique-size and same-pointer inputs are
+/// settled without reading. (2) Size classes of three or more distinct
+/// buffers are split by a fingerprint of their first 256 bytes, so duplicates
+/// meet in small candidate groups. (3) The first block of every candidate
+/// group is refined (refine_block), big groups in member chunks merged
+/// afterwards. (4) What is still together is refined over the rest of its
+/// bytes in ranges of about kItemBlocks blocks, one work item per (class,
+/// range); a class's ranges are independent and their partitions are
+/// intersected at the end. Every split depends on sizes and block_size only,
+/// never on the thread count.
+template <class Hash>
+std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, const Hash& hash,
+                                          const IdentityOptions& opts, IdentityStats* stats) {
+  static_assert(std::is_invocable_r_v<std::uint64_t, const Hash&, const void*, std::size_t, std::uint64_t>,
+                "find_identical(inputs, hash, opts, stats) requires 'hash' to be callable as "
+                "std::uint64_t(const void* data, std::size_t size, std::uint64_t seed) const — "
+                "see wdedup::Xxh3Hash in wdedup/hash.hpp");
+  using namespace identity;
+  const std::size_t n = inputs.size();
+  assert(n < kNone && "find_identical: at most 2^32 - 2 inputs");
+#ifdef WDEDUP_IDENTITY_PROFILE
+  double prof_t = 0;
+  WDEDUP_PROF("start");
+#endif
+  IdentityStats st;
+  st.inputs = n;
+  std::vector<std::uint32_t> result(n);
+  for (std::size_t i = 0; i < n; ++i) result[i] = static_cast<std::uint32_t>(i);
+
+  const std::size_t block = opts.block_size != 0 ? opts.block_size : IdentityOptions{}.block_size;
+  std::size_t n_threads = opts.threads != 0 ? opts.threads : std::thread::hardware_concurrency();
+  if (n_threads == 0) n_threads = 1;
+  std::vector<Worker> workers(n_threads);
+  Counters serial;  // work done outside parallel stages
+  auto ptr = [&](std::uint32_t i) { return inputs[i].data(); };
+  auto task_target = [&](std::uint64_t total) {
+    return std::clamp<std::uint64_t>(total / (n_threads * 16), 256u << 10, 64u << 20);
+  };
+
+  WDEDUP_PROF("init");
+  // -- 1. Size classes (stable). ---------------------------------------------
+  // cls[i]: the size class of input i; kNone once i is settled unread
+  // (empty, or the same buffer as an earlier input).
+  std::vector<std::uint32_t> cls(n, kNone);
+  std::vector<std::uint32_t> class_count;
+  std::vector<std::uint64_t> class_size;
+  // Pointers that rise through the inputs (one mapped file, allocations in
+  // order) cannot repeat: the same-pointer check then needs no map.
+  bool rising = true;
+  FlatIndex index;
+  {
+    std::uint32_t first_empty = kNone, last_class = kNone;
+    std::uint64_t last_size = 0;
+    std::uintptr_t last_ptr = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t size = inputs[i].size();
+      st.bytes_in += size;
+      if (size == 0) {
+        ++st.skipped_empty;
+        if (first_empty == kNone) first_empty = static_cast<std::uint32_t>(i);
+        result[i] = first_empty;
+        continue;
+      }
+      const std::uintptr_t p = reinterpret_cast<std::uintptr_t>(inputs[i].data());
+      rising = rising && p > last_ptr;
+      last_ptr = p;
+      if (last_class == kNone || size != last_size) {  // runs of one size are common
+        bool inserted = false;
+        last_class = index.find_or_insert(size, 0, static_cast<std::uint32_t>(class_size.size()), inserted);
+        if (inserted) {
+          class_size.push_back(size);
+          class_count.push_back(0);
+        }
+        last_size = size;
+      }
+      cls[i] = last_class;
+      ++class_count[last_class];
+    }
+  }
+  const std::size_t n_classes = class_size.size();
+
+  WDEDUP_PROF("sizes");
+  // -- 2. Same pointers; what each class needs. -----------------------------
+  enum : std::uint8_t { kUnique = 0, kPairClass = 1, kFingerprint = 2 };
+  std::vector<std::uint8_t> class_role(n_classes);
+  std::vector<std::uint32_t> aliases;  // result[i] holds the earlier input with i's pointer
+  if (!rising) {
+    // Members of each class in input order; repeats of a pointer (or of a
+    // pointer seen before within the class) become aliases.
+    std::vector<std::uint32_t> begin(n_classes + 1, 0), members(n - st.skipped_empty);
+    for (std::size_t c = 0; c < n_classes; ++c) begin[c + 1] = begin[c] + class_count[c];
+    {
+      std::vector<std::uint32_t> cursor(begin.begin(), begin.end() - 1);
+      for (std::size_t i = 0; i < n; ++i)
+        if (cls[i] != kNone) members[cursor[cls[i]]++] = static_cast<std::uint32_t>(i);
+    }
+    for (std::size_t c = 0; c < n_classes; ++c) {
+      const std::uint32_t* m = members.data() + begin[c];
+      const std::size_t cnt = class_count[c];
+      bool monotonic = true;
+      for (std::size_t j = 1; j < cnt && monotonic; ++j) monotonic = ptr(m[j - 1]) < ptr(m[j]);
+      if (!monotonic) {
+        monotonic = true;
+        for (std::size_t j = 1; j < cnt && monotonic; ++j) monotonic = ptr(m[j - 1]) > ptr(m[j]);
+      }
+      if (monotonic) continue;
+      index.reset(cnt);
+      for (std::size_t j = 0; j < cnt; ++j) {
+        bool inserted = false;
+        const std::uint32_t first =
+            index.find_or_insert(reinterpret_cast<std::uintptr_t>(ptr(m[j])), 0, m[j], inserted);
+        if (inserted) continue;
+        result[m[j]] = first;
+        cls[m[j]] = kNone;
+        aliases.push_back(m[j]);
+        --class_count[c];  // from here on: distinct buffers of the class
+      }
+    }
+    st.skipped_same_pointer = aliases.size();
+  }
+  std::size_t n_cand = 0;
+  for (std::size_t c = 0; c < n_classes; ++c) {
+    const std::uint32_t cnt = class_count[c];
+    class_role[c] = cnt == 1 ? kUnique : cnt == 2 ? kPairClass : kFingerprint;
+    if (cnt == 1) ++st.skipped_unique_size;
+    if (cnt >= 2) n_cand += cnt;
+    if (cnt >= 3) st.hashed += cnt;
+  }
+
+  WDEDUP_PROF("ptrs");
+  // -- 3. Candidate groups. --------------------------------------------------
+  // A candidate shares its size with another buffer. Its key: the size class
+  // mixed with, for classes of three or more, a hash of its first
+  // kPrefixBytes (a pair needs no fingerprint: it is a group already). For a
+  // fixed class the key is a bijection of the hash, so equal (class, key)
+  // means equal (class, fingerprint).
+  auto is_cand = [&](std::size_t i) { return cls[i] != kNone && class_role[cls[i]] != kUnique; };
+  std::vector<std::uint64_t> key(n);
+  {
+    constexpr std::size_t kChunk = 4096;
+    // A small input's prefix is one cache line on a page of its own: start
+    // loading a few candidates ahead, or each one costs a memory latency.
+    constexpr std::size_t kAhead = WDEDUP_FP_AHEAD;
+    run_tasks((n + kChunk - 1) / kChunk, workers, [&](std::size_t t, Worker& w) {
+      const Clock::time_point t0 = Clock::now();
+      const std::size_t lo = t * kChunk, hi = std::min(n, lo + kChunk);
+      for (std::size_t i = lo; i < hi; ++i) {
+        if (i + kAhead < hi && is_cand(i + kAhead)) prefetch_read(ptr(static_cast<std::uint32_t>(i + kAhead)));
+        if (!is_cand(i)) continue;
+        std::uint64_t fp = 0;
+        if (class_role[cls[i]] == kFingerprint) {
+          const std::size_t len = std::min<std::size_t>(inputs[i].size(), kPrefixBytes);
+          fp = hash(ptr(static_cast<std::uint32_t>(i)), len, kPrefixSeed);
+          w.counters.bytes_hashed += len;
+        }
+        key[i] = mix64(fp ^ mix64(cls[i] + 0x9e3779b97f4a7c15ull));
+      }
+      w.counters.hash_seconds += seconds_between(t0, Clock::now());
+    });
+  }
+  WDEDUP_PROF("fp");
+  // Group candidates by (class, key): bucket by the top bits of the key
+  // (about four candidates per bucket), then match exactly within each
+  // bucket. Every step runs over `parts` contiguous ranges (of inputs, then
+  // of buckets) in parallel; the ranges decide only who does what, so the
+  // groups are the same for any thread count.
+  //   lead[i]: the first candidate of i's group; rank[i]: i's place in it;
+  //   size_at[l] for a lead l: the group's size, then its first slot.
+  const std::size_t parts = n >= (std::size_t{1} << 15) ? n_threads : 1;
+  auto range_of = [](std::size_t total, std::size_t p, std::size_t of) { return total * p / of; };
+  std::vector<std::uint32_t> lead(n, kNone), rank(n), size_at(n);
+  std::vector<std::uint32_t> group_begin{0}, group_members;
+  std::vector<const std::uint8_t*> group_ptr;
+  std::vector<std::size_t> group_len;
+  if (n_cand != 0) {
+    unsigned bits = 0;
+    while ((std::size_t{4} << bits) < n_cand) ++bits;
+    const std::size_t n_buckets = std::size_t{1} << bits;
+    auto bucket = [&](std::uint64_t k) -> std::size_t {
+      return bits == 0 ? 0 : static_cast<std::size_t>(k >> (64 - bits));
+    };
+    // Counts per (part, bucket), turned into write cursors in (bucket, part)
+    // order: each bucket then holds its candidates in input order.
+    std::vector<std::uint32_t> cursor(parts * n_buckets, 0), bucket_end(n_buckets);
+    run_tasks(parts, workers, [&](std::size_t p, Worker&) {
+      std::uint32_t* c = cursor.data() + p * n_buckets;
+      for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i)
+        if (is_cand(i)) ++c[bucket(key[i])];
+    });
+    std::uint32_t run = 0;
+    for (std::size_t b = 0; b < n_buckets; ++b) {
+      for (std::size_t p = 0; p < parts; ++p) {
+        const std::uint32_t c = cursor[p * n_buckets + b];
+        cursor[p * n_buckets + b] = run;
+        run += c;
+      }
+      bucket_end[b] = run;
+    }
+    // Records are scattered whole, so the walk reads them in order.
+    struct Rec {
+      std::uint64_t key;
+      std::uint32_t i, cls;
+    };
+    std::vector<Rec> order(n_cand);
+    run_tasks(parts, workers, [&](std::size_t p, Worker&) {
+      std::uint32_t* c = cursor.data() + p * n_buckets;
+      for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i)
+        if (is_cand(i)) order[c[bucket(key[i])]++] = Rec{key[i], static_cast<std::uint32_t>(i), cls[i]};
+    });
+    WDEDUP_PROF("g-scatter");
+    run_tasks(parts, workers, [&](std::size_t p, Worker&) {
+      for (std::size_t b = range_of(n_buckets, p, parts), e = range_of(n_buckets, p + 1, parts); b < e; ++b) {
+        const std::size_t s0 = b == 0 ? 0 : bucket_end[b - 1];
+        for (std::size_t t = s0; t < bucket_end[b]; ++t) {
+          const Rec& r = order[t];
+          std::uint32_t l = r.i;
+          for (std::size_t q = s0; q < t; ++q) {
+            const Rec& o = order[q];
+            if (o.key == r.key && o.cls == r.cls && lead[o.i] == o.i) {
+              l = o.i;
+              break;
+            }
+          }
+          lead[r.i] = l;
+          rank[r.i] = l == r.i ? 0 : size_at[l];
+          size_at[l] = l == r.i ? 1 : size_at[l] + 1;
+        }
+      }
+    });
+    WDEDUP_PROF("g-walk");
+    // Groups of two or more, numbered in order of first member (a lone
+    // fingerprint is a unique content); group_ptr keeps the members' data
+    // pointers in group order for the loops that walk them.
+    std::vector<std::uint32_t> first_group(parts + 1, 0), first_slot(parts + 1, 0);
+    run_tasks(parts, workers, [&](std::size_t p, Worker&) {
+      for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i) {
+        if (lead[i] != i || size_at[i] < 2) continue;
+        ++first_group[p + 1];
+        first_slot[p + 1] += size_at[i];
+      }
+    });
+    for (std::size_t p = 0; p < parts; ++p) {
+      first_group[p + 1] += first_group[p];
+      first_slot[p + 1] += first_slot[p];
+    }
+    const std::size_t n_grp = first_group[parts];
+    group_begin.resize(n_grp + 1);
+    group_len.resize(n_grp);
+    group_members.resize(first_slot[parts]);
+    group_ptr.resize(first_slot[parts]);
+    run_tasks(parts, workers, [&](std::size_t p, Worker&) {
+      std::uint32_t g = first_group[p], slot = first_slot[p];
+      for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i) {
+        if (lead[i] != i) continue;
+        if (size_at[i] < 2) {
+          size_at[i] = kNone;
+          continue;
+        }
+        const std::uint32_t size = size_at[i];
+        size_at[i] = slot;
+        slot += size;
+        group_begin[g + 1] = slot;
+        group_len[g++] = inputs[i].size();
+      }
+    });
+    run_tasks(parts, workers, [&](std::size_t p, Worker&) {
+      for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i) {
+        if (lead[i] == kNone || size_at[lead[i]] == kNone) continue;
+        const std::uint32_t slot = size_at[lead[i]] + rank[i];
+        group_members[slot] = static_cast<std::uint32_t>(i);
+        group_ptr[slot] = ptr(static_cast<std::uint32_t>(i));
+      }
+    });
+  }
+  const std::size_t n_groups = group_begin.size() - 1;
+  auto group_size = [&](std::size_t g) -> std::size_t { return group_begin[g + 1] - group_begin[g]; };
+  auto group_bytes = [&](std::size_t g) -> std::size_t { return group_len[g]; };
+  std::vector<std::uint8_t> group_hashed(n_groups, 0);
+  WDEDUP_PROF("fp+group");
+  // -- 4. First block of every candidate group (parallel). ------------------
+  struct HeadUnit {
+    std::uint32_t group, lo, hi;
+  };
+  std::vector<HeadUnit> head_units;
+  std::vector<std::uint64_t> head_weight;
+  std::vector<std::uint8_t> multi_chunk(n_groups, 0);
+  for (std::size_t g = 0; g < n_groups; ++g) {
+    const std::size_t k = group_size(g), h = std::min(group_bytes(g), block);
+    const std::size_t per = std::max(kMinChunkMembers, kHeadChunkBlocks * block / h);
+    const std::size_t chunks = k == 2 ? 1 : (k + per - 1) / per;
+    multi_chunk[g] = chunks > 1;
+    for (std::size_t j = 0; j < chunks; ++j) {
+      head_units.push_back(HeadUnit{static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(j * k / chunks),
+                                    static_cast<std::uint32_t>((j + 1) * k / chunks)});
+      head_weight.push_back(static_cast<std::uint64_t>(head_units.back().hi - head_units.back().lo) * h);
+    }
+  }
+  // head_lab[slot]: position (in its group) of the slot's first equal member.
+  std::vector<std::uint32_t> head_lab(group_members.size());
+  std::vector<std::uint64_t> rep_hash;
+  if (std::find(multi_chunk.begin(), multi_chunk.end(), 1) != multi_chunk.end()) rep_hash.resize(group_members.size());
+  std::vector<std::uint8_t> head_hashed(head_units.size(), 0);
+  {
+    std::uint64_t total = 0;
+    for (std::uint64_t x : head_weight) total += x;
+    const std::vector<std::size_t> tasks = cut_tasks(head_weight, task_target(total));
+    run_tasks(tasks.size(), workers, [&](std::size_t t, Worker& w) {
+      Clock::time_point pairs_t0{};
+      bool in_pairs = false;
+      auto is_pair = [&](const HeadUnit& x) { return x.hi - x.lo == 2 && group_size(x.group) == 2; };
+      for (std::size_t u = t == 0 ? 0 : tasks[t - 1], end = tasks[t]; u < end;) {
+        const HeadUnit hu = head_units[u];
+        const std::uint8_t* const* gp = group_ptr.data() + group_begin[hu.group];
+        std::uint32_t* lab = head_lab.data() + group_begin[hu.group];
+        const std::size_t h = std::min(group_bytes(hu.group), block);
+        if (is_pair(hu)) {
+          // Pairs: no hashing. Small ones go kLanes at a time through
+          // equal_lanes; pairs are often small, so runs of them are timed.
+          if (!in_pairs) pairs_t0 = Clock::now();
+          in_pairs = true;
+          const std::uint8_t* x[kLanes];
+          const std::uint8_t* y[kLanes];
+          bool eq[kLanes];
+          std::size_t cnt = 0;
+          if (h <= kLaneMaxBytes) {
+            for (; cnt < kLanes && u + cnt < end; ++cnt) {
+              const HeadUnit& v = head_units[u + cnt];
+              if (!is_pair(v) || std::min(group_bytes(v.group), block) != h) break;
+              x[cnt] = group_ptr[group_begin[v.group]];
+              y[cnt] = group_ptr[group_begin[v.group] + 1];
+            }
+            equal_lanes(x, y, cnt, h, eq, w.counters);
+          } else {
+            cnt = 1;
+            eq[0] = equal_bytes(gp[0], gp[1], h, w.counters);
+          }
+          for (std::size_t g = 0; g < cnt; ++g) {
+            std::uint32_t* l = head_lab.data() + group_begin[head_units[u + g].group];
+            l[0] = 0;
+            l[1] = eq[g] ? 0 : 1;
+          }
+          u += cnt;
+          continue;
+        }
+        if (in_pairs) w.counters.compare_seconds += seconds_between(pairs_t0, Clock::now());
+        in_pairs = false;
+        const std::size_t cnt = hu.hi - hu.lo;
+        w.positions.resize(cnt);
+        for (std::size_t j = 0; j < cnt; ++j) {
+          w.positions[j] = static_cast<std::uint32_t>(j);
+          lab[hu.lo + j] = 0;
+        }
+        head_hashed[u] = refine_block(gp + hu.lo, w.positions.data(), cnt, 0, h, hash, lab + hu.lo,
+                                      multi_chunk[hu.group] ? rep_hash.data() + group_begin[hu.group] + hu.lo : nullptr,
+                                      nullptr, w);
+        for (std::size_t j = 0; j < cnt; ++j) lab[hu.lo + j] += hu.lo;  // chunk position -> group position
+        ++u;
+      }
+      if (in_pairs) w.counters.compare_seconds += seconds_between(pairs_t0, Clock::now());
+    });
+    for (std::size_t u = 0; u < head_units.size(); ++u) group_hashed[head_units[u].group] |= head_hashed[u];
+  }
+  WDEDUP_PROF("head");
+  // Merge the chunks of big groups: each chunk's representatives against the
+  // earlier chunks' ones with the same hash. Sequential, but it touches one
+  // block per distinct content per chunk.
+  {
+    std::vector<std::uint32_t> next, remap;
+    const Clock::time_point t0 = Clock::now();
+    for (std::size_t g = 0; g < n_groups; ++g) {
+      if (!multi_chunk[g]) continue;
+      const std::size_t k = group_size(g), h = std::min(group_bytes(g), block);
+      const std::uint8_t* const* gp = group_ptr.data() + group_begin[g];
+      std::uint32_t* lab = head_lab.data() + group_begin[g];
+      const std::uint64_t* rh = rep_hash.data() + group_begin[g];
+      index.reset(k);
+      next.assign(k, kNone);
+      remap.resize(k);
+      for (std::size_t j = 0; j < k; ++j) {
+        if (lab[j] != j) {  // not a chunk representative: follow its representative
+          lab[j] = remap[lab[j]];
+          continue;
+        }
+        bool inserted = false;
+        std::uint32_t q = index.find_or_insert(rh[j], 0, static_cast<std::uint32_t>(j), inserted);
+        remap[j] = static_cast<std::uint32_t>(j);
+        if (!inserted) {
+          for (;;) {
+            if (equal_bytes(gp[j], gp[q], h, serial)) {
+              remap[j] = q;
+              break;
+            }
+            ++serial.hash_collisions;
+            if (next[q] == kNone) {
+              next[q] = static_cast<std::uint32_t>(j);
+              break;
+            }
+            q = next[q];
+          }
+        }
+        lab[j] = remap[j];
+      }
+    }
+    serial.compare_seconds += seconds_between(t0, Clock::now());
+  }
+
+  WDEDUP_PROF("merge");
+  // -- 5. The rest of the bytes, by (class, range) items (parallel). --------
+  std::vector<std::uint32_t> body_begin{0}, body_members, body_group;
+  {
+    std::vector<std::uint32_t> count, cursor;
+    for (std::size_t g = 0; g < n_groups; ++g) {
+      const std::size_t k = group_size(g);
+      const std::uint32_t* m = group_members.data() + group_begin[g];
+      const std::uint32_t* lab = head_lab.data() + group_begin[g];
+      for (std::size_t j = 0; j < k; ++j) result[m[j]] = m[lab[j]];
+      if (group_bytes(g) <= block) continue;
+      count.assign(k, 0);
+      for (std::size_t j = 0; j < k; ++j) ++count[lab[j]];
+      cursor.assign(k, kNone);
+      for (std::size_t j = 0; j < k; ++j) {
+        if (lab[j] != j || count[j] < 2) continue;
+        cursor[j] = static_cast<std::uint32_t>(body_members.size());
+        body_members.resize(body_members.size() + count[j]);
+        body_begin.push_back(static_cast<std::uint32_t>(body_members.size()));
+        body_group.push_back(static_cast<std::uint32_t>(g));
+      }
+      for (std::size_t j = 0; j < k; ++j)
+        if (cursor[lab[j]] != kNone) body_members[cursor[lab[j]]++] = m[j];
+    }
+  }
+  const std::size_t n_body = body_group.size();
+  struct BodyUnit {
+    std::uint32_t cls;
+    std::size_t lo, hi, block;
+  };
+  std::vector<BodyUnit> body_units;
+  std::vector<std::uint64_t> body_weight;
+  std::vector<std::uint32_t> body_unit_begin{0};
+  for (std::size_t c = 0; c < n_body; ++c) {
+    const std::size_t k = body_begin[c + 1] - body_begin[c];
+    const std::size_t size = inputs[body_members[body_begin[c]]].size();
+    // An item reads about kItemBlocks blocks over all its members. A class
+    // too big for even one block per item gets smaller blocks instead, so
+    // its work still spreads over the threads.
+    std::size_t blk = block, range = (kItemBlocks / k) * block;
+    if (k > kItemBlocks) {
+      blk = std::max(std::min(block, kMinBodyBlock), (kItemBlocks * block / k) & ~std::size_t{63});
+      range = blk;
+    }
+    for (std::size_t lo = block; lo < size; lo += std::min(range, size - lo)) {
+      const std::size_t hi = lo + std::min(range, size - lo);
+      body_units.push_back(BodyUnit{static_cast<std::uint32_t>(c), lo, hi, blk});
+      body_weight.push_back(static_cast<std::uint64_t>(k) * (hi - lo));
+    }
+    body_unit_begin.push_back(static_cast<std::uint32_t>(body_units.size()));
+  }
+  // Labels of a (class, range) item, left empty when the range splits nothing.
+  std::vector<std::vector<std::uint32_t>> body_lab(body_units.size());
+  std::vector<std::uint8_t> body_hashed(body_units.size(), 0);
+  {
+    std::uint64_t total = 0;
+    for (std::uint64_t x : body_weight) total += x;
+    const std::vector<std::size_t> tasks = cut_tasks(body_weight, task_target(total));
+    run_tasks(tasks.size(), workers, [&](std::size_t t, Worker& w) {
+      for (std::size_t u = t == 0 ? 0 : tasks[t - 1]; u < tasks[t]; ++u) {
+        const BodyUnit bu = body_units[u];
+        const std::uint32_t* m = body_members.data() + body_begin[bu.cls];
+        const std::size_t k = body_begin[bu.cls + 1] - body_begin[bu.cls];
+        w.base.resize(k);
+        for (std::size_t j = 0; j < k; ++j) w.base[j] = ptr(m[j]);
+        w.labels.assign(k, 0);
+        w.active.clear();
+        for (std::size_t j = 0; j < k; ++j) w.active.items.push_back(static_cast<std::uint32_t>(j));
+        w.active.close();
+        bool hashed = false;
+        for (std::size_t off = bu.lo; off < bu.hi && !w.active.empty(); off += bu.block) {
+          const std::size_t len = std::min(bu.block, bu.hi - off);
+          w.refined.clear();
+          for (std::size_t a = 0; a < w.active.size(); ++a) {
+            const std::uint32_t* cl = w.active.items.data() + w.active.begin_of(a);
+            const std::size_t cn = w.active.ends[a] - w.active.begin_of(a);
+            if (cn == 2) {
+              // Two members: the rest of the range in one memcmp, no hashing.
+              const Clock::time_point t0 = Clock::now();
+              if (!equal_bytes(w.base[cl[0]] + off, w.base[cl[1]] + off, bu.hi - off, w.counters)) w.labels[cl[1]] = cl[1];
+              w.counters.compare_seconds += seconds_between(t0, Clock::now());
+              continue;
+            }
+            hashed |= refine_block(w.base.data(), cl, cn, off, len, hash, w.labels.data(), nullptr, &w.refined, w);
+          }
+          std::swap(w.active, w.refined);
+        }
+        body_hashed[u] = hashed;
+        for (std::size_t j = 0; j < k; ++j) {
+          if (w.labels[j] != 0) {
+            body_lab[u] = w.labels;
+            break;
+          }
+        }
+      }
+    });
+  }
+  WDEDUP_PROF("body");
+  // A class's members are equal iff equal in every range: intersect the
+  // range partitions, keeping each class labelled by its first member.
+  {
+    std::vector<std::uint32_t> lab;
+    for (std::size_t c = 0; c < n_body; ++c) {
+      const std::uint32_t* m = body_members.data() + body_begin[c];
+      const std::size_t k = body_begin[c + 1] - body_begin[c];
+      lab.assign(k, 0);
+      bool split = false;
+      for (std::size_t u = body_unit_begin[c]; u < body_unit_begin[c + 1]; ++u) {
+        group_hashed[body_group[c]] |= body_hashed[u];
+        const std::vector<std::uint32_t>& lr = body_lab[u];
+        if (lr.empty()) continue;
+        split = true;
+        index.reset(k);
+        for (std::size_t j = 0; j < k; ++j) {
+          bool inserted = false;
+          lab[j] = index.find_or_insert(lab[j], lr[j], static_cast<std::uint32_t>(j), inserted);
+        }
+      }
+      if (split)
+        for (std::size_t j = 0; j < k; ++j) result[m[j]] = m[lab[j]];
+    }
+  }
+
+  WDEDUP_PROF("combine");
+  for (std::size_t g = 0; g < n_groups; ++g)
+    if (!group_hashed[g]) st.compared_directly += group_size(g);
+  for (std::uint32_t i : aliases) result[i] = result[result[i]];
+  if (stats != nullptr) {
+    serial.add_to(st);
+    for (const Worker& w : workers) w.counters.add_to(st);
+    *stats = st;
+  }
+  return result;
+}
+
+}  // namespace detail
+}  // namespace wdedup
+
+#endif  // WDEDUP_DETAIL_IDENTITY_HPP

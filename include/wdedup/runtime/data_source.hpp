@@ -1,0 +1,240 @@
+// wdedup/runtime/data_source.hpp — where a NamedDataMap gets its bytes: a
+// small interface a custom runtime can implement (flash, a ROM section, an
+// archive member), plus three ready sources: caller memory, a read-only
+// mmap and pread on a file descriptor. Runtime half: POSIX only, no heap.
+#ifndef WDEDUP_RUNTIME_DATA_SOURCE_HPP
+#define WDEDUP_RUNTIME_DATA_SOURCE_HPP
+
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "wdedup/runtime/error.hpp"
+
+namespace wdedup {
+
+/// The bytes of one .ptd file.
+///
+/// Contract for implementers:
+///  - size() is constant for the source's lifetime.
+///  - view(offset, size) returns a pointer to bytes [offset, offset + size)
+///    if the source is memory-backed, else nullptr. Callers bounds-check
+///    first; a source returns either a pointer for every in-bounds range or
+///    for none (NamedDataMap asks once, for the whole file). Memory-backed
+///    sources should start 8-byte aligned (NamedDataMap::open checks).
+///  - read(offset, dst, size) copies the range into dst. It must be safe to
+///    call from several threads at once (NamedDataMap's const queries call
+///    it concurrently) and must not allocate.
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual std::uint64_t size() const noexcept = 0;
+  virtual const std::uint8_t* view(std::uint64_t offset, std::uint64_t size) const noexcept = 0;
+  virtual Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept = 0;
+
+ protected:
+  DataSource() = default;
+  DataSource(const DataSource&) = default;
+  DataSource& operator=(const DataSource&) = default;
+};
+
+namespace detail {
+/// [offset, offset + size) fits in a source of `total` bytes, without overflow.
+constexpr bool range_ok(std::uint64_t offset, std::uint64_t size, std::uint64_t total) noexcept {
+  return offset <= total && size <= total - offset;
+}
+}  // namespace detail
+
+/// Caller memory (an embedded flash image, a file the caller loaded). The
+/// memory must outlive the source and every map and view made from it.
+class BufferSource final : public DataSource {
+ public:
+  BufferSource() noexcept = default;
+  BufferSource(const void* data, std::size_t size) noexcept
+      : data_(static_cast<const std::uint8_t*>(data)), size_(size) {}
+
+  std::uint64_t size() const noexcept override { return size_; }
+  const std::uint8_t* view(std::uint64_t offset, std::uint64_t size) const noexcept override {
+    if (data_ == nullptr || !detail::range_ok(offset, size, size_)) return nullptr;
+    return data_ + offset;
+  }
+  Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
+    if (!detail::range_ok(offset, size, size_))
+      return Status(Error::Truncated, "read past the end of the buffer", offset);
+    if (size != 0) std::memcpy(dst, data_ + offset, static_cast<std::size_t>(size));
+    return detail::ok_status();
+  }
+  const std::uint8_t* data() const noexcept { return data_; }
+
+ private:
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// A whole file mapped read-only and private. The mapping is page-aligned,
+/// so data at a file offset that is a multiple of A is at an address that
+/// is a multiple of A for every power of two A up to the page size. Move-only;
+/// unmaps in the destructor. As with any mapping, a file truncated by
+/// another process while mapped raises SIGBUS on access.
+class MmapSource final : public DataSource {
+ public:
+  static Result<MmapSource> open(const char* path) noexcept {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Result<MmapSource>(Error::IoError, "open failed (at = errno)", errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      const int e = errno;
+      ::close(fd);
+      return Result<MmapSource>(Error::IoError, "fstat failed (at = errno)", e);
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size < 0) {
+      ::close(fd);
+      return Result<MmapSource>(Error::IoError, "not a regular file", 0);
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (size > SIZE_MAX) {
+      ::close(fd);
+      return Result<MmapSource>(Error::IoError, "file too large to map", size);
+    }
+    void* p = nullptr;
+    if (size != 0) {  // mmap rejects length 0; an empty file maps to nothing
+      p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        const int e = errno;
+        ::close(fd);
+        return Result<MmapSource>(Error::IoError, "mmap failed (at = errno)", e);
+      }
+    }
+    ::close(fd);  // the mapping keeps the file alive
+    return MmapSource(static_cast<const std::uint8_t*>(p), size);
+  }
+
+  MmapSource(MmapSource&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  MmapSource& operator=(MmapSource&& o) noexcept {
+    if (this != &o) {
+      unmap();
+      data_ = o.data_;
+      size_ = o.size_;
+      o.data_ = nullptr;
+      o.size_ = 0;
+    }
+    return *this;
+  }
+  MmapSource(const MmapSource&) = delete;
+  MmapSource& operator=(const MmapSource&) = delete;
+  ~MmapSource() override { unmap(); }
+
+  std::uint64_t size() const noexcept override { return size_; }
+  const std::uint8_t* view(std::uint64_t offset, std::uint64_t size) const noexcept override {
+    if (data_ == nullptr || !detail::range_ok(offset, size, size_)) return nullptr;
+    return data_ + offset;
+  }
+  Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
+    if (!detail::range_ok(offset, size, size_))
+      return Status(Error::Truncated, "read past the end of the mapping", offset);
+    if (size != 0) std::memcpy(dst, data_ + offset, static_cast<std::size_t>(size));
+    return detail::ok_status();
+  }
+  /// The mapping (nullptr for an empty file).
+  const std::uint8_t* data() const noexcept { return data_; }
+
+ private:
+  MmapSource(const std::uint8_t* data, std::uint64_t size) noexcept : data_(data), size_(size) {}
+  void unmap() noexcept {
+    if (data_ != nullptr)
+      ::munmap(const_cast<std::uint8_t*>(data_), static_cast<std::size_t>(size_));
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  const std::uint8_t* data_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+/// A file read with pread: for runtimes that cannot or will not map the
+/// file. Not memory-backed, so NamedDataMap needs lent metadata memory and
+/// get_data copies. Move-only; closes the descriptor in the destructor.
+class FileSource final : public DataSource {
+ public:
+  static Result<FileSource> open(const char* path) noexcept {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Result<FileSource>(Error::IoError, "open failed (at = errno)", errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      const int e = errno;
+      ::close(fd);
+      return Result<FileSource>(Error::IoError, "fstat failed (at = errno)", e);
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size < 0) {
+      ::close(fd);
+      return Result<FileSource>(Error::IoError, "not a regular file", 0);
+    }
+    return FileSource(fd, static_cast<std::uint64_t>(st.st_size));
+  }
+
+  FileSource(FileSource&& o) noexcept : fd_(o.fd_), size_(o.size_) {
+    o.fd_ = -1;
+    o.size_ = 0;
+  }
+  FileSource& operator=(FileSource&& o) noexcept {
+    if (this != &o) {
+      close_fd();
+      fd_ = o.fd_;
+      size_ = o.size_;
+      o.fd_ = -1;
+      o.size_ = 0;
+    }
+    return *this;
+  }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+  ~FileSource() override { close_fd(); }
+
+  std::uint64_t size() const noexcept override { return size_; }
+  const std::uint8_t* view(std::uint64_t, std::uint64_t) const noexcept override { return nullptr; }
+  Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
+    if (!detail::range_ok(offset, size, size_))
+      return Status(Error::Truncated, "read past the end of the file", offset);
+    auto* out = static_cast<std::uint8_t*>(dst);
+    while (size > 0) {
+      // pread's count is capped well below SSIZE_MAX; loop for the rest.
+      const std::size_t chunk = size > (std::uint64_t{1} << 30) ? (std::size_t{1} << 30)
+                                                                : static_cast<std::size_t>(size);
+      const ssize_t n = ::pread(fd_, out, chunk, static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status(Error::IoError, "pread failed", offset);
+      }
+      if (n == 0) return Status(Error::Truncated, "file shrank while open", offset);
+      out += n;
+      offset += static_cast<std::uint64_t>(n);
+      size -= static_cast<std::uint64_t>(n);
+    }
+    return detail::ok_status();
+  }
+  int fd() const noexcept { return fd_; }
+
+ private:
+  FileSource(int fd, std::uint64_t size) noexcept : fd_(fd), size_(size) {}
+  void close_fd() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    size_ = 0;
+  }
+
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+};
+
+}  // namespace wdedup
+
+#endif  // WDEDUP_RUNTIME_DATA_SOURCE_HPP

@@ -1,0 +1,1049 @@
+// wdedup/runtime/named_data_map.hpp — the runtime reader: ExecuTorch's
+// NamedDataMap over a .ptd file (plain FlatTensor, or wdedup's with the WDX1
+// index and function maps). Runtime half: no heap, no exceptions, no RTTI.
+//
+// open() validates everything once, with overflow-safe arithmetic, and never
+// reads outside the file; queries then trust the validated state, so they
+// are cheap, allocate nothing and hold no mutable state (any number of
+// threads may query one map at once).
+#ifndef WDEDUP_RUNTIME_NAMED_DATA_MAP_HPP
+#define WDEDUP_RUNTIME_NAMED_DATA_MAP_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "wdedup/runtime/data_source.hpp"
+#include "wdedup/runtime/detail/flatbuffer.hpp"
+#include "wdedup/runtime/detail/format.hpp"
+#include "wdedup/runtime/detail/key_hash.hpp"
+#include "wdedup/runtime/error.hpp"
+#include "wdedup/runtime/span.hpp"
+#include "wdedup/runtime/tensor_layout.hpp"
+
+// TensorLayout::sizes views the file's int32 vector in place.
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "wdedup's NamedDataMap views tensor sizes in place and needs a little-endian host"
+#endif
+
+namespace wdedup {
+
+/// Bytes handed out by NamedDataMap::get_data (ExecuTorch's FreeableBuffer):
+/// either a view into the source (nothing to free) or a malloc'd copy that
+/// the destructor frees. Move-only.
+class DataBuffer {
+ public:
+  DataBuffer() noexcept = default;
+  /// A view of memory owned by someone else.
+  static DataBuffer view(const void* data, std::size_t size) noexcept {
+    return DataBuffer(data, size, nullptr);
+  }
+  /// Takes ownership of `allocation` (from std::malloc or posix_memalign);
+  /// `data` points inside it.
+  static DataBuffer adopt(void* allocation, const void* data, std::size_t size) noexcept {
+    return DataBuffer(data, size, allocation);
+  }
+
+  DataBuffer(DataBuffer&& o) noexcept : data_(o.data_), size_(o.size_), owned_(o.owned_) {
+    o.data_ = nullptr;
+    o.size_ = 0;
+    o.owned_ = nullptr;
+  }
+  DataBuffer& operator=(DataBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      data_ = o.data_;
+      size_ = o.size_;
+      owned_ = o.owned_;
+      o.data_ = nullptr;
+      o.size_ = 0;
+      o.owned_ = nullptr;
+    }
+    return *this;
+  }
+  DataBuffer(const DataBuffer&) = delete;
+  DataBuffer& operator=(const DataBuffer&) = delete;
+  ~DataBuffer() { reset(); }
+
+  const void* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  ByteSpan bytes() const noexcept { return ByteSpan(static_cast<const std::uint8_t*>(data_), size_); }
+  /// True for a copy this buffer frees; false for a zero-copy view.
+  bool owns_memory() const noexcept { return owned_ != nullptr; }
+  /// Frees a copy now (ExecuTorch's FreeableBuffer::Free) and empties the buffer.
+  void reset() noexcept {
+    if (owned_ != nullptr) std::free(owned_);
+    data_ = nullptr;
+    size_ = 0;
+    owned_ = nullptr;
+  }
+
+ private:
+  DataBuffer(const void* data, std::size_t size, void* owned) noexcept
+      : data_(data), size_(size), owned_(owned) {}
+
+  const void* data_ = nullptr;
+  std::size_t size_ = 0;
+  void* owned_ = nullptr;
+};
+
+/// The FH01 extended header, as read from the file.
+struct FileHeader {
+  std::uint32_t length = 0;  ///< >= 40
+  std::uint64_t flatbuffer_offset = 0;
+  std::uint64_t flatbuffer_size = 0;  ///< the flatbuffer spans [0, offset + size)
+  std::uint64_t segment_base_offset = 0;
+  std::uint64_t segment_data_size = 0;
+};
+
+/// Where a key's bytes are, without loading them.
+struct KeyInfo {
+  std::string_view key;
+  std::uint32_t key_index = 0;      ///< position in named_data (get_key order)
+  std::uint32_t segment_index = 0;
+  std::uint64_t offset = 0;         ///< absolute file offset of the data
+  std::uint64_t size = 0;           ///< bytes (the segment's size)
+  std::uint64_t alignment = 1;      ///< requested alignment; 1 if the file does not say
+  bool has_layout = false;
+};
+
+/// One data segment.
+struct SegmentInfo {
+  std::uint64_t offset = 0;     ///< absolute file offset
+  std::uint64_t size = 0;
+  std::uint64_t alignment = 1;  ///< lcm of its keys' alignments; 1 if the file does not say
+  std::uint64_t content_hash = 0;  ///< XXH3_64bits(data, seed 0), if has_content_hash
+  bool has_content_hash = false;
+};
+
+/// One row of a function's tensor table.
+struct FunctionTensorView {
+  std::string_view tensor_name;  ///< the tensor's own name inside the partition
+  std::string_view key;          ///< the store key holding its bytes
+  std::uint32_t key_index = 0;   ///< that key's index (get_key order)
+};
+
+/// One (method, partition) function of a wdedup file: the blob it is
+/// compiled into, its name there, and its tensor table. A view into the
+/// map's metadata; valid while the metadata memory is (not tied to the
+/// NamedDataMap object, which may be moved or copied freely).
+class FunctionView {
+ public:
+  std::string_view method() const noexcept { return method_; }
+  std::uint32_t partition_index() const noexcept { return partition_; }
+  std::string_view blob_key() const noexcept { return blob_; }
+  std::string_view function_name() const noexcept { return name_; }
+  std::size_t tensor_count() const noexcept { return count_; }
+
+  /// Row i (rows are sorted by tensor name, bytewise).
+  Result<FunctionTensorView> tensor(std::size_t i) const noexcept {
+    if (i >= count_) return Result<FunctionTensorView>(Error::InvalidArgument, "tensor index out of range", i);
+    return row(i);
+  }
+  /// The row for `tensor_name` (binary search), or NotFound.
+  Result<FunctionTensorView> find_tensor(std::string_view tensor_name) const noexcept {
+    std::size_t lo = 0, hi = count_;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      const FunctionTensorView r = row(mid);
+      const int c = r.tensor_name.compare(tensor_name);
+      if (c == 0) return r;
+      if (c < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return Result<FunctionTensorView>(Error::NotFound, "no such tensor in this function", 0);
+  }
+  /// The store key of `tensor_name`, or NotFound.
+  Result<std::string_view> key_of(std::string_view tensor_name) const noexcept {
+    Result<FunctionTensorView> r = find_tensor(tensor_name);
+    if (!r) return r.failure();
+    return r->key;
+  }
+
+ private:
+  friend class NamedDataMap;
+
+  FunctionTensorView row(std::size_t i) const noexcept {
+    namespace ft = format::function_tensor;
+    namespace ke = format::key_entry;
+    const std::uint8_t* r = rows_ + i * ft::kSize;
+    const std::uint32_t key_index = format::load_u32(r + ft::kKeyIndex);
+    const std::uint8_t* e = entries_ + static_cast<std::size_t>(key_index) * ke::kSize;
+    FunctionTensorView v;
+    v.tensor_name = std::string_view(strings_ + format::load_u32(r + ft::kNameOffset),
+                                     format::load_u32(r + ft::kNameSize));
+    v.key = std::string_view(reinterpret_cast<const char*>(meta_) + format::load_u32(e + ke::kKeyOffset),
+                             format::load_u32(e + ke::kKeySize));
+    v.key_index = key_index;
+    return v;
+  }
+
+  std::string_view method_, blob_, name_;
+  std::uint32_t partition_ = 0;
+  std::size_t count_ = 0;
+  const std::uint8_t* rows_ = nullptr;
+  const char* strings_ = nullptr;
+  const std::uint8_t* entries_ = nullptr;
+  const std::uint8_t* meta_ = nullptr;
+};
+
+namespace detail {
+
+/// Validates the FT01 identifier and FH01 header (the first 48 bytes of the
+/// file, `head`) against the file size. Shared by open and metadata_size,
+/// so both fail the same way on the same file.
+inline Result<FileHeader> parse_header(const std::uint8_t* head, std::uint64_t file_size) noexcept {
+  using R = Result<FileHeader>;
+  namespace f = format;
+  if (std::memcmp(head + f::kFileIdentifierOffset, f::kFileIdentifier, 4) != 0)
+    return R(Error::MalformedHeader, "flatbuffer identifier is not FT01", f::kFileIdentifierOffset);
+  if (std::memcmp(head + f::kHeaderOffset, f::kHeaderMagic, 4) != 0)
+    return R(Error::MalformedHeader, "extended header magic is not FH01", f::kHeaderOffset);
+  FileHeader h;
+  h.length = f::load_u32(head + f::kHeaderLengthPos);
+  h.flatbuffer_offset = f::load_u64(head + f::kHeaderFlatbufferOffsetPos);
+  h.flatbuffer_size = f::load_u64(head + f::kHeaderFlatbufferSizePos);
+  h.segment_base_offset = f::load_u64(head + f::kHeaderSegmentBasePos);
+  h.segment_data_size = f::load_u64(head + f::kHeaderSegmentDataSizePos);
+  if (h.length < f::kMinHeaderLength)
+    return R(Error::MalformedHeader, "extended header length is below 40", f::kHeaderLengthPos);
+  if (h.flatbuffer_offset < f::kHeaderOffset + std::uint64_t{h.length})
+    return R(Error::MalformedHeader, "flatbuffer_offset lies inside the extended header",
+             f::kHeaderFlatbufferOffsetPos);
+  if (h.flatbuffer_size > UINT64_MAX - h.flatbuffer_offset)
+    return R(Error::MalformedHeader, "flatbuffer_offset + flatbuffer_size overflows",
+             f::kHeaderFlatbufferSizePos);
+  const std::uint64_t fb_end = h.flatbuffer_offset + h.flatbuffer_size;
+  if (fb_end > file_size)
+    return R(Error::Truncated, "file ends inside the flatbuffer", f::kHeaderFlatbufferSizePos);
+  if (h.segment_base_offset < fb_end)
+    return R(Error::MalformedHeader, "segment_base_offset lies inside the flatbuffer",
+             f::kHeaderSegmentBasePos);
+  if (h.segment_data_size > UINT64_MAX - h.segment_base_offset)
+    return R(Error::MalformedHeader, "segment_base_offset + segment_data_size overflows",
+             f::kHeaderSegmentDataSizePos);
+  if (h.segment_base_offset + h.segment_data_size > file_size)
+    return R(Error::Truncated, "file ends inside the segment data", f::kHeaderSegmentDataSizePos);
+  return h;
+}
+
+/// Largest alignment a wdedup file may record (the build-time kMaxAlignment).
+constexpr std::uint64_t kMaxFileAlignment = std::uint64_t{1} << 32;
+
+/// Slots of an index over `key_count` keys: a power of two >= 2 * key_count, >= 1.
+constexpr std::uint64_t index_slot_count(std::uint64_t key_count) noexcept {
+  std::uint64_t n = 1;
+  while (n < 2 * key_count) n <<= 1;
+  return n;
+}
+
+/// Largest power of two dividing a (a > 0).
+constexpr std::uint64_t pow2_part(std::uint64_t a) noexcept { return a & (~a + 1); }
+
+/// Where the WDX1 block starts, if one fits before the segment data.
+inline bool ext_position(const FileHeader& h, std::uint64_t* pos) noexcept {
+  std::uint64_t p = 0;
+  if (!format::align_up(h.flatbuffer_offset + h.flatbuffer_size, format::kExtAlignment, &p))
+    return false;
+  if (p > h.segment_base_offset || h.segment_base_offset - p < 4) return false;
+  *pos = p;
+  return true;
+}
+
+/// Checks the WDX1 version and block size (`head16` = the block's first 16
+/// bytes) and returns the block size.
+inline Result<std::uint64_t> ext_block_size(const std::uint8_t* head16, std::uint64_t pos,
+                                            const FileHeader& h) noexcept {
+  using R = Result<std::uint64_t>;
+  namespace eh = format::ext_header;
+  if (format::load_u32(head16 + eh::kVersion) != format::kExtVersion)
+    return R(Error::UnsupportedVersion, "WDX1 version is not 1", pos + eh::kVersion);
+  const std::uint64_t size = format::load_u64(head16 + eh::kBlockSize);
+  const std::uint64_t room = h.segment_base_offset - pos;
+  if (size < eh::kSize || size > room)
+    return R(Error::MalformedIndex, "WDX1 block size is below 80 or runs into the segment data",
+             pos + eh::kBlockSize);
+  return size;
+}
+
+}  // namespace detail
+
+/// ExecuTorch's NamedDataMap over one .ptd file, plus wdedup's extras.
+///
+/// Lifetimes: the DataSource (and lent metadata memory, if any) must outlive
+/// the map and every view it returns (keys, layouts, DataBuffer views,
+/// FunctionViews). The map itself is a small copyable handle.
+class NamedDataMap {
+ public:
+  // ---- opening ---------------------------------------------------------------
+
+  /// Opens a memory-backed source (MmapSource, BufferSource): the metadata
+  /// is read in place. The source's memory must be 8-byte aligned
+  /// (Error::Misaligned otherwise); a source that is not memory-backed gets
+  /// Error::InvalidArgument (use metadata_size and the lending overload).
+  static Result<NamedDataMap> open(const DataSource& src) noexcept {
+    using R = Result<NamedDataMap>;
+    const std::uint64_t size = src.size();
+    if (size < format::kMinFileSize)
+      return R(Error::Truncated, "file is smaller than the FT01 identifier and FH01 header", size);
+    const std::uint8_t* file = src.view(0, size);
+    if (file == nullptr)
+      return R(Error::InvalidArgument, "source is not memory-backed: lend metadata memory", 0);
+    if (reinterpret_cast<std::uintptr_t>(file) % 8 != 0)
+      return R(Error::Misaligned, "source memory is not 8-byte aligned",
+               reinterpret_cast<std::uintptr_t>(file) % 8);
+    return parse(src, file, size, file);
+  }
+
+  /// Bytes of metadata (flatbuffer and WDX1 block: the head of the file) the
+  /// lending overload of open() copies. Reads the header through src.read.
+  static Result<std::uint64_t> metadata_size(const DataSource& src) noexcept {
+    using R = Result<std::uint64_t>;
+    const std::uint64_t size = src.size();
+    if (size < format::kMinFileSize)
+      return R(Error::Truncated, "file is smaller than the FT01 identifier and FH01 header", size);
+    std::uint8_t head[format::kMinFileSize];
+    Status st = src.read(0, head, sizeof head);
+    if (!st) return st.failure();
+    Result<FileHeader> h = detail::parse_header(head, size);
+    if (!h) return h.failure();
+    std::uint64_t ext = 0;
+    if (detail::ext_position(*h, &ext)) {
+      std::uint8_t eh[16];
+      // ext_position guarantees 4 bytes; read the rest only for a WDX1 block.
+      st = src.read(ext, eh, 4);
+      if (!st) return st.failure();
+      if (std::memcmp(eh, format::kExtMagic, 4) == 0) {
+        if (h->segment_base_offset - ext < format::ext_header::kSize)
+          return R(Error::MalformedIndex, "WDX1 header runs into the segment data", ext);
+        st = src.read(ext, eh, 16);
+        if (!st) return st.failure();
+        Result<std::uint64_t> bs = detail::ext_block_size(eh, ext, *h);
+        if (!bs) return bs;
+        return ext + *bs;
+      }
+    }
+    return h->flatbuffer_offset + h->flatbuffer_size;
+  }
+
+  /// Opens any source (FileSource, or a custom one) by copying the metadata
+  /// head into `metadata_memory` (at least metadata_size(src) bytes, 8-byte
+  /// aligned; it must outlive the map). Data then comes through src.view
+  /// when the source is memory-backed, else through src.read.
+  static Result<NamedDataMap> open(const DataSource& src, Span<std::uint8_t> metadata_memory) noexcept {
+    using R = Result<NamedDataMap>;
+    if (reinterpret_cast<std::uintptr_t>(metadata_memory.data()) % 8 != 0)
+      return R(Error::Misaligned, "metadata memory is not 8-byte aligned",
+               reinterpret_cast<std::uintptr_t>(metadata_memory.data()) % 8);
+    Result<std::uint64_t> need = metadata_size(src);
+    if (!need) return need.failure();
+    if (metadata_memory.size() < *need)
+      return R(Error::BufferTooSmall, "metadata memory is smaller than metadata_size()", *need);
+    Status st = src.read(0, metadata_memory.data(), *need);
+    if (!st) return st.failure();
+    return parse(src, metadata_memory.data(), *need, nullptr);
+  }
+
+  // ---- ExecuTorch's NamedDataMap --------------------------------------------
+
+  /// The layout stored with `key`. NotFound if the key is absent or was
+  /// stored without a layout.
+  Result<TensorLayout> get_tensor_layout(std::string_view key) const noexcept {
+    std::uint32_t i = 0;
+    if (!lookup(key, &i)) return Result<TensorLayout>(Error::NotFound, "no such key", 0);
+    const std::uint64_t lt = layout_pos(i);
+    if (lt == 0) return Result<TensorLayout>(Error::NotFound, "key has no tensor layout", i);
+    return layout_at(lt);
+  }
+
+  /// The bytes of `key`: a zero-copy view for memory-backed sources (cost
+  /// independent of the size; the pointer is aligned to the key's alignment
+  /// up to the source's own alignment, the page size for MmapSource), else
+  /// a malloc'd copy aligned to the key's alignment (its power-of-two part).
+  Result<DataBuffer> get_data(std::string_view key) const noexcept {
+    using R = Result<DataBuffer>;
+    std::uint32_t i = 0;
+    if (!lookup(key, &i)) return R(Error::NotFound, "no such key", 0);
+    const KeyInfo k = info_at(i);
+    if (file_ != nullptr) return DataBuffer::view(file_ + k.offset, static_cast<std::size_t>(k.size));
+    if (const std::uint8_t* p = src_->view(k.offset, k.size))
+      return DataBuffer::view(p, static_cast<std::size_t>(k.size));
+    if (k.size > SIZE_MAX - 64) return R(Error::OutOfMemory, "data does not fit in memory", k.size);
+    if (k.size == 0) return DataBuffer::view(&kEmptyByte, 0);
+    const std::uint64_t align = detail::pow2_part(k.alignment);
+    void* mem = nullptr;
+    if (align <= alignof(std::max_align_t)) {
+      mem = std::malloc(static_cast<std::size_t>(k.size));
+    } else if (posix_memalign(&mem, static_cast<std::size_t>(align), static_cast<std::size_t>(k.size)) != 0) {
+      mem = nullptr;
+    }
+    if (mem == nullptr) return R(Error::OutOfMemory, "allocating the copy failed", k.size);
+    Status st = src_->read(k.offset, mem, k.size);
+    if (!st) {
+      std::free(mem);
+      return st.failure();
+    }
+    return DataBuffer::adopt(mem, mem, static_cast<std::size_t>(k.size));
+  }
+
+  /// Copies the bytes of `key` into `buffer`. BufferTooSmall (and nothing
+  /// written) if `size` is below the data size; `at` is the data size.
+  /// `buffer` may be null only for a zero-size tensor.
+  Status load_data_into(std::string_view key, void* buffer, std::size_t size) const noexcept {
+    std::uint32_t i = 0;
+    if (!lookup(key, &i)) return Status(Error::NotFound, "no such key", 0);
+    const KeyInfo k = info_at(i);
+    if (static_cast<std::uint64_t>(size) < k.size)
+      return Status(Error::BufferTooSmall, "buffer is smaller than the data", k.size);
+    if (k.size == 0) return detail::ok_status();  // a zero-size tensor needs no buffer
+    if (buffer == nullptr) return Status(Error::InvalidArgument, "buffer is null", 0);
+    if (file_ != nullptr) {
+      std::memcpy(buffer, file_ + k.offset, static_cast<std::size_t>(k.size));
+      return detail::ok_status();
+    }
+    return src_->read(k.offset, buffer, k.size);
+  }
+
+  /// Number of keys.
+  Result<std::size_t> get_num_keys() const noexcept { return static_cast<std::size_t>(key_count_); }
+
+  /// Key `index`, in file order. The view is NUL-terminated in the file
+  /// (data()[size()] == 0), so it also serves as a C string.
+  Result<std::string_view> get_key(std::size_t index) const noexcept {
+    if (index >= key_count_)
+      return Result<std::string_view>(Error::InvalidArgument, "key index out of range", index);
+    return key_at(static_cast<std::uint32_t>(index));
+  }
+
+  // ---- wdedup extras ---------------------------------------------------------
+
+  /// Where `key`'s bytes are, or NotFound.
+  Result<KeyInfo> find(std::string_view key) const noexcept {
+    std::uint32_t i = 0;
+    if (!lookup(key, &i)) return Result<KeyInfo>(Error::NotFound, "no such key", 0);
+    return info_at(i);
+  }
+  /// KeyInfo of key `index`.
+  Result<KeyInfo> key_info(std::size_t index) const noexcept {
+    if (index >= key_count_) return Result<KeyInfo>(Error::InvalidArgument, "key index out of range", index);
+    return info_at(static_cast<std::uint32_t>(index));
+  }
+
+  /// O(1) lookups available: a wdedup file (index stored in the file) or
+  /// build_index succeeded. Otherwise lookups scan the keys (no allocation).
+  bool has_index() const noexcept { return ext_ != 0 || built_slots_ != nullptr; }
+  /// True for a file with the WDX1 extension block.
+  bool has_extension() const noexcept { return ext_ != 0; }
+
+  /// Bytes build_index needs for `key_count` keys (get_num_keys()).
+  static std::uint64_t index_memory_size(std::size_t key_count) noexcept {
+    return 8 * detail::index_slot_count(key_count);
+  }
+  /// Builds a hash index over the keys in lent memory (8-byte aligned, at
+  /// least index_memory_size(keys) bytes, outliving the map): O(1) lookups
+  /// for plain ExecuTorch files, no heap. Does nothing if has_index().
+  /// MalformedKey if two keys are equal (a scan would silently pick the
+  /// first). Not thread-safe: call before sharing the map.
+  Status build_index(Span<std::uint8_t> memory) noexcept {
+    if (has_index()) return detail::ok_status();
+    if (reinterpret_cast<std::uintptr_t>(memory.data()) % 8 != 0)
+      return Status(Error::Misaligned, "index memory is not 8-byte aligned",
+                    reinterpret_cast<std::uintptr_t>(memory.data()) % 8);
+    const std::uint64_t slots = detail::index_slot_count(key_count_);
+    if (memory.size() / 8 < slots)
+      return Status(Error::BufferTooSmall, "index memory is smaller than index_memory_size()", 8 * slots);
+    std::uint8_t* s = memory.data();
+    std::memset(s, 0, static_cast<std::size_t>(8 * slots));
+    const std::uint64_t mask = slots - 1;
+    for (std::uint32_t i = 0; i < key_count_; ++i) {
+      const std::string_view k = key_at(i);
+      const std::uint64_t h = detail::key_hash(k.data(), k.size(), kBuiltSeed);
+      std::uint64_t at = h & mask;
+      for (;;) {
+        const std::uint64_t v = format::load_u64(s + 8 * at);
+        if (v == 0) break;
+        if ((v >> 32) == (h >> 32) && key_at(static_cast<std::uint32_t>(v) - 1) == k)
+          return Status(Error::MalformedKey, "duplicate key", key_pos(i));
+        at = (at + 1) & mask;
+      }
+      format::store_u64(s + 8 * at, format::slot_value(h, i));
+    }
+    built_slots_ = s;
+    built_slot_count_ = slots;
+    return detail::ok_status();
+  }
+
+  std::uint32_t segment_count() const noexcept { return segment_count_; }
+  Result<SegmentInfo> segment(std::uint32_t i) const noexcept {
+    if (i >= segment_count_) return Result<SegmentInfo>(Error::InvalidArgument, "segment index out of range", i);
+    SegmentInfo s;
+    seg_range(i, &s.offset, &s.size);
+    s.offset += header_.segment_base_offset;
+    if (ext_ != 0) {
+      const std::uint8_t* si = meta_ + seginfo_ + std::uint64_t{i} * format::segment_info::kSize;
+      s.content_hash = format::load_u64(si + format::segment_info::kContentHash);
+      s.alignment = format::load_u64(si + format::segment_info::kAlignment);
+      s.has_content_hash = true;
+    }
+    return s;
+  }
+
+  std::size_t function_count() const noexcept { return function_count_; }
+  Result<FunctionView> function(std::size_t i) const noexcept {
+    if (i >= function_count_) return Result<FunctionView>(Error::InvalidArgument, "function index out of range", i);
+    return function_at(static_cast<std::uint32_t>(i));
+  }
+  /// The function compiled for (method, partition), or NotFound.
+  Result<FunctionView> find_function(std::string_view method, std::uint32_t partition) const noexcept {
+    for (std::uint32_t i = 0; i < function_count_; ++i) {
+      const FunctionView f = function_at(i);
+      if (f.partition_ == partition && f.method_ == method) return f;
+    }
+    return Result<FunctionView>(Error::NotFound, "no function for this method and partition", partition);
+  }
+  /// The first function with this name (a name repeats across blobs under
+  /// a positional policy), or NotFound.
+  Result<FunctionView> find_function(std::string_view function_name) const noexcept {
+    for (std::uint32_t i = 0; i < function_count_; ++i) {
+      const FunctionView f = function_at(i);
+      if (f.name_ == function_name) return f;
+    }
+    return Result<FunctionView>(Error::NotFound, "no function with this name", 0);
+  }
+  /// The function named `function_name` inside blob `blob_key`, or NotFound.
+  Result<FunctionView> find_function(std::string_view blob_key, std::string_view function_name) const noexcept {
+    for (std::uint32_t i = 0; i < function_count_; ++i) {
+      const FunctionView f = function_at(i);
+      if (f.name_ == function_name && f.blob_ == blob_key) return f;
+    }
+    return Result<FunctionView>(Error::NotFound, "no function with this name in this blob", 0);
+  }
+
+  const FileHeader& header() const noexcept { return header_; }
+  /// FlatTensor schema version (always format::kFlatTensorVersion after open).
+  std::uint32_t version() const noexcept { return format::kFlatTensorVersion; }
+  std::uint64_t file_size() const noexcept { return file_size_; }
+  /// Every get_data is a zero-copy view (the map was opened in place).
+  bool is_memory_backed() const noexcept { return file_ != nullptr; }
+  const DataSource& source() const noexcept { return *src_; }
+
+ private:
+  static constexpr std::uint64_t kBuiltSeed = 0;
+  // What a zero-size copy points at: not null, and aligned like a mapping.
+  alignas(4096) static constexpr std::uint8_t kEmptyByte = 0;
+
+  NamedDataMap() noexcept = default;
+
+  // ---- queries over validated state ------------------------------------------
+
+  std::uint64_t named_table(std::uint32_t i) const noexcept {
+    return detail::fb::trusted_element(meta_, named_pos_, i);
+  }
+  /// Absolute offset of key i's characters.
+  std::uint64_t key_pos(std::uint32_t i) const noexcept {
+    if (ext_ != 0)
+      return format::load_u32(meta_ + entries_ + std::uint64_t{i} * format::key_entry::kSize +
+                              format::key_entry::kKeyOffset);
+    return detail::fb::trusted_ref(meta_, named_table(i), format::named_data_field::kKey) + 4;
+  }
+  std::string_view key_at(std::uint32_t i) const noexcept {
+    const char* base = reinterpret_cast<const char*>(meta_);
+    if (ext_ != 0) {
+      const std::uint8_t* e = meta_ + entries_ + std::uint64_t{i} * format::key_entry::kSize;
+      return std::string_view(base + format::load_u32(e + format::key_entry::kKeyOffset),
+                              format::load_u32(e + format::key_entry::kKeySize));
+    }
+    const std::uint64_t s = detail::fb::trusted_ref(meta_, named_table(i), format::named_data_field::kKey);
+    return std::string_view(base + s + 4, format::load_u32(meta_ + s));
+  }
+  /// Absolute position of key i's TensorLayout table, 0 if none.
+  std::uint64_t layout_pos(std::uint32_t i) const noexcept {
+    if (ext_ != 0)
+      return format::load_u32(meta_ + entries_ + std::uint64_t{i} * format::key_entry::kSize +
+                              format::key_entry::kLayoutOffset);
+    return detail::fb::trusted_ref(meta_, named_table(i), format::named_data_field::kTensorLayout);
+  }
+  std::uint32_t segment_index_fb(std::uint32_t i) const noexcept {
+    const std::uint64_t p =
+        detail::fb::trusted_field(meta_, named_table(i), format::named_data_field::kSegmentIndex);
+    return p == 0 ? 0 : format::load_u32(meta_ + p);
+  }
+  /// Segment i's offset (relative to the base) and size.
+  void seg_range(std::uint32_t i, std::uint64_t* offset, std::uint64_t* size) const noexcept {
+    const std::uint64_t t = detail::fb::trusted_element(meta_, segments_pos_, i);
+    const std::uint64_t po = detail::fb::trusted_field(meta_, t, format::data_segment_field::kOffset);
+    const std::uint64_t ps = detail::fb::trusted_field(meta_, t, format::data_segment_field::kSize);
+    *offset = po == 0 ? 0 : format::load_u64(meta_ + po);
+    *size = ps == 0 ? 0 : format::load_u64(meta_ + ps);
+  }
+  KeyInfo info_at(std::uint32_t i) const noexcept {
+    KeyInfo k;
+    k.key = key_at(i);
+    k.key_index = i;
+    if (ext_ != 0) {
+      namespace ke = format::key_entry;
+      const std::uint8_t* e = meta_ + entries_ + std::uint64_t{i} * ke::kSize;
+      k.offset = format::load_u64(e + ke::kDataOffset);
+      k.size = format::load_u64(e + ke::kDataSize);
+      k.alignment = format::load_u64(e + ke::kAlignment);
+      k.segment_index = format::load_u32(e + ke::kSegmentIndex);
+      k.has_layout = format::load_u32(e + ke::kLayoutOffset) != 0;
+      return k;
+    }
+    k.segment_index = segment_index_fb(i);
+    seg_range(k.segment_index, &k.offset, &k.size);
+    k.offset += header_.segment_base_offset;
+    k.has_layout = layout_pos(i) != 0;
+    return k;
+  }
+  TensorLayout layout_at(std::uint64_t t) const noexcept {
+    namespace tl = format::tensor_layout_field;
+    TensorLayout l;
+    const std::uint64_t st = detail::fb::trusted_field(meta_, t, tl::kScalarType);
+    l.scalar_type = static_cast<ScalarType>(st == 0 ? 0 : static_cast<std::int8_t>(meta_[st]));
+    if (const std::uint64_t v = detail::fb::trusted_ref(meta_, t, tl::kSizes))
+      l.sizes = Span<const std::int32_t>(reinterpret_cast<const std::int32_t*>(meta_ + v + 4),
+                                         format::load_u32(meta_ + v));
+    if (const std::uint64_t v = detail::fb::trusted_ref(meta_, t, tl::kDimOrder))
+      l.dim_order = Span<const std::uint8_t>(meta_ + v + 4, format::load_u32(meta_ + v));
+    return l;
+  }
+
+  /// Index lookup: home slot, linear probing, tag then key compared.
+  bool probe(const std::uint8_t* slots, std::uint64_t slot_count, std::uint64_t seed,
+             std::string_view key, std::uint32_t* out) const noexcept {
+    const std::uint64_t h = detail::key_hash(key.data(), key.size(), seed);
+    const std::uint64_t mask = slot_count - 1;
+    std::uint64_t at = h & mask;
+    for (std::uint64_t n = 0; n < slot_count; ++n, at = (at + 1) & mask) {
+      const std::uint64_t v = format::load_u64(slots + 8 * at);
+      if (v == 0) return false;
+      if ((v >> 32) == (h >> 32)) {
+        const auto e = static_cast<std::uint32_t>(v) - 1;
+        if (key_at(e) == key) {
+          *out = e;
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+  bool lookup(std::string_view key, std::uint32_t* out) const noexcept {
+    if (ext_ != 0) return probe(meta_ + slots_, slot_count_, seed_, key, out);
+    if (built_slots_ != nullptr) return probe(built_slots_, built_slot_count_, kBuiltSeed, key, out);
+    for (std::uint32_t i = 0; i < key_count_; ++i) {
+      if (key_at(i) == key) {
+        *out = i;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  FunctionView function_at(std::uint32_t i) const noexcept {
+    namespace fr = format::function_record;
+    const std::uint8_t* r = meta_ + functions_ + std::uint64_t{i} * fr::kSize;
+    const char* s = reinterpret_cast<const char*>(meta_ + strings_);
+    FunctionView f;
+    f.method_ = std::string_view(s + format::load_u32(r + fr::kMethodOffset), format::load_u32(r + fr::kMethodSize));
+    f.partition_ = format::load_u32(r + fr::kPartitionIndex);
+    f.blob_ = std::string_view(s + format::load_u32(r + fr::kBlobOffset), format::load_u32(r + fr::kBlobSize));
+    f.name_ = std::string_view(s + format::load_u32(r + fr::kNameOffset), format::load_u32(r + fr::kNameSize));
+    f.count_ = format::load_u32(r + fr::kTensorsCount);
+    f.rows_ = meta_ + ftensors_ +
+              std::uint64_t{format::load_u32(r + fr::kTensorsBegin)} * format::function_tensor::kSize;
+    f.strings_ = s;
+    f.entries_ = meta_ + entries_;
+    f.meta_ = meta_;
+    return f;
+  }
+
+  // ---- validation (open) -----------------------------------------------------
+
+  static Result<NamedDataMap> parse(const DataSource& src, const std::uint8_t* meta,
+                                    std::uint64_t meta_size, const std::uint8_t* file) noexcept;
+  Status validate_segments(const detail::fb::Region& r, const detail::fb::Vector& segs) const noexcept;
+  Status validate_keys(const detail::fb::Region& r, const detail::fb::Vector& named) const noexcept;
+  Status validate_ext(std::uint64_t meta_size) noexcept;
+  Status validate_ext_entries() const noexcept;
+  Status validate_ext_slots() const noexcept;
+  Status validate_ext_functions() const noexcept;
+
+  const DataSource* src_ = nullptr;
+  const std::uint8_t* meta_ = nullptr;  ///< file offset 0 of the metadata head
+  const std::uint8_t* file_ = nullptr;  ///< the whole file, if opened in place
+  std::uint64_t file_size_ = 0;
+  FileHeader header_;
+  std::uint64_t segments_pos_ = 0;  ///< first element of FlatTensor.segments
+  std::uint64_t named_pos_ = 0;     ///< first element of FlatTensor.named_data
+  std::uint32_t segment_count_ = 0;
+  std::uint32_t key_count_ = 0;
+  // WDX1 block (absolute positions; ext_ == 0: none)
+  std::uint64_t ext_ = 0;
+  std::uint64_t seed_ = 0;
+  std::uint64_t slot_count_ = 0;
+  std::uint64_t entries_ = 0, slots_ = 0, seginfo_ = 0, functions_ = 0, ftensors_ = 0, strings_ = 0;
+  std::uint32_t function_count_ = 0, ftensor_count_ = 0, strings_size_ = 0;
+  // build_index
+  const std::uint8_t* built_slots_ = nullptr;
+  std::uint64_t built_slot_count_ = 0;
+};
+
+// ---- validation --------------------------------------------------------------
+
+inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std::uint8_t* meta,
+                                                std::uint64_t meta_size,
+                                                const std::uint8_t* file) noexcept {
+  using R = Result<NamedDataMap>;
+  namespace fb = detail::fb;
+  namespace ftf = format::flat_tensor_field;
+  NamedDataMap m;
+  m.src_ = &src;
+  m.meta_ = meta;
+  m.file_ = file;
+  m.file_size_ = src.size();
+  if (m.file_size_ < format::kMinFileSize || meta_size < format::kMinFileSize)
+    return R(Error::Truncated, "file is smaller than the FT01 identifier and FH01 header", m.file_size_);
+  Result<FileHeader> h = detail::parse_header(meta, m.file_size_);
+  if (!h) return h.failure();
+  m.header_ = *h;
+  const std::uint64_t fb_end = h->flatbuffer_offset + h->flatbuffer_size;
+  if (fb_end > meta_size)  // only if the file changed since metadata_size()
+    return R(Error::Truncated, "metadata memory ends inside the flatbuffer", meta_size);
+
+  // Objects live after the header; the root offset and identifier precede it.
+  const fb::Region r{meta, h->flatbuffer_offset, fb_end};
+  const std::uint64_t root_pos = format::load_u32(meta);
+  if (!r.contains(root_pos, 4))
+    return R(Error::MalformedFlatbuffer, "root offset points outside the flatbuffer", 0);
+  Result<fb::Table> root = fb::table_at(r, root_pos);
+  if (!root) return root.failure();
+  Result<std::uint64_t> version = fb::scalar(r, *root, ftf::kVersion, 4);
+  if (!version) return version.failure();
+  if (*version != format::kFlatTensorVersion)
+    return R(Error::UnsupportedVersion, "FlatTensor version is not 0", root_pos);
+
+  Result<fb::Vector> segs = fb::vector_field(r, *root, ftf::kSegments, 4, Error::MalformedFlatbuffer);
+  if (!segs) return segs.failure();
+  m.segments_pos_ = segs->data_pos;
+  m.segment_count_ = segs->count;
+  Status st = m.validate_segments(r, *segs);
+  if (!st) return st.failure();
+
+  Result<fb::Vector> named = fb::vector_field(r, *root, ftf::kNamedData, 4, Error::MalformedFlatbuffer);
+  if (!named) return named.failure();
+  m.named_pos_ = named->data_pos;
+  m.key_count_ = named->count;
+  st = m.validate_keys(r, *named);
+  if (!st) return st.failure();
+
+  st = m.validate_ext(meta_size);
+  if (!st) return st.failure();
+  return m;
+}
+
+inline Status NamedDataMap::validate_segments(const detail::fb::Region& r,
+                                              const detail::fb::Vector& segs) const noexcept {
+  namespace fb = detail::fb;
+  namespace dsf = format::data_segment_field;
+  // Pass 1: every segment's table and range; note whether the non-empty
+  // segments come in ascending order (every writer we know emits them so).
+  bool sorted = true;
+  std::uint64_t prev_start = 0;
+  for (std::uint32_t i = 0; i < segs.count; ++i) {
+    Result<fb::Table> t = fb::table_element(r, segs, i);
+    if (!t) return t.failure();
+    Result<std::uint64_t> off = fb::scalar(r, *t, dsf::kOffset, 8);
+    if (!off) return off.failure();
+    Result<std::uint64_t> size = fb::scalar(r, *t, dsf::kSize, 8);
+    if (!size) return size.failure();
+    if (*size > UINT64_MAX - *off)
+      return Status(Error::MalformedSegment, "segment offset + size overflows", t->pos);
+    if (*off + *size > header_.segment_data_size)
+      return Status(Error::MalformedSegment, "segment runs past segment_data_size", t->pos);
+    if (*size != 0) {
+      if (*off < prev_start) sorted = false;
+      prev_start = *off;
+    }
+  }
+  // Pass 2: segments are disjoint or identical, never partly overlapping.
+  // Sorted: one linear sweep. Otherwise a quadratic check (no heap to sort).
+  if (sorted) {
+    std::uint64_t cur_start = 0, cur_end = 0;
+    for (std::uint32_t i = 0; i < segs.count; ++i) {
+      std::uint64_t off = 0, size = 0;
+      seg_range(i, &off, &size);
+      if (size == 0) continue;
+      if (off >= cur_end) {
+        cur_start = off;
+        cur_end = off + size;
+      } else if (off != cur_start || off + size != cur_end) {
+        return Status(Error::MalformedSegment, "segments overlap partially (at = segment index)", i);
+      }
+    }
+    return detail::ok_status();
+  }
+  for (std::uint32_t i = 0; i < segs.count; ++i) {
+    std::uint64_t ao = 0, as = 0;
+    seg_range(i, &ao, &as);
+    if (as == 0) continue;
+    for (std::uint32_t j = i + 1; j < segs.count; ++j) {
+      std::uint64_t bo = 0, bs = 0;
+      seg_range(j, &bo, &bs);
+      if (bs == 0) continue;
+      const bool overlap = ao < bo + bs && bo < ao + as;
+      if (overlap && (ao != bo || as != bs))
+        return Status(Error::MalformedSegment, "segments overlap partially (at = segment index)", j);
+    }
+  }
+  return detail::ok_status();
+}
+
+inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
+                                          const detail::fb::Vector& named) const noexcept {
+  namespace fb = detail::fb;
+  namespace ndf = format::named_data_field;
+  namespace tlf = format::tensor_layout_field;
+  for (std::uint32_t i = 0; i < named.count; ++i) {
+    Result<fb::Table> t = fb::table_element(r, named, i);
+    if (!t) return t.failure();
+    Result<fb::String> key = fb::string_field(r, *t, ndf::kKey, Error::MalformedKey);
+    if (!key) return key.failure();
+    if (!key->present) return Status(Error::MalformedKey, "named data has no key", t->pos);
+    Result<std::uint64_t> seg = fb::scalar(r, *t, ndf::kSegmentIndex, 4);
+    if (!seg) return seg.failure();
+    if (*seg >= segment_count_)
+      return Status(Error::MalformedKey, "segment_index out of range", t->pos);
+    bool has_layout = false;
+    Result<fb::Table> lt = fb::table_field(r, *t, ndf::kTensorLayout, &has_layout);
+    if (!lt) return lt.failure();
+    if (!has_layout) continue;
+    Result<std::uint64_t> type = fb::scalar(r, *lt, tlf::kScalarType, 1);
+    if (!type) return type.failure();
+    Result<fb::Vector> sizes = fb::vector_field(r, *lt, tlf::kSizes, 4, Error::MalformedLayout);
+    if (!sizes) return sizes.failure();
+    Result<fb::Vector> dims = fb::vector_field(r, *lt, tlf::kDimOrder, 1, Error::MalformedLayout);
+    if (!dims) return dims.failure();
+    // Sizes are read in place as int32 (alignment checked by vector_field);
+    // copy out to stay strict-aliasing clean during validation.
+    std::int32_t sz[256];
+    if (sizes->count > 255)
+      return Status(Error::MalformedLayout, "layout rank exceeds 255", lt->pos);
+    for (std::uint32_t d = 0; d < sizes->count; ++d)
+      sz[d] = static_cast<std::int32_t>(format::load_u32(r.data + sizes->data_pos + 4 * std::uint64_t{d}));
+    std::uint64_t nbytes = 0;
+    const auto st = static_cast<ScalarType>(static_cast<std::int8_t>(*type));
+    if (!detail::layout_byte_size(st, sz, sizes->count, r.data + dims->data_pos, dims->count, &nbytes))
+      return Status(Error::MalformedLayout,
+                    "layout has an unknown scalar type, a negative size, a dim_order that is not a "
+                    "permutation, or a byte count over 64 bits",
+                    lt->pos);
+    std::uint64_t seg_off = 0, seg_size = 0;
+    seg_range(static_cast<std::uint32_t>(*seg), &seg_off, &seg_size);
+    if (nbytes > seg_size)
+      return Status(Error::MalformedLayout, "layout describes more bytes than its segment holds", lt->pos);
+  }
+  return detail::ok_status();
+}
+
+inline Status NamedDataMap::validate_ext(std::uint64_t meta_size) noexcept {
+  namespace eh = format::ext_header;
+  std::uint64_t x = 0;
+  if (!detail::ext_position(header_, &x) || x + 4 > meta_size) return detail::ok_status();
+  if (std::memcmp(meta_ + x, format::kExtMagic, 4) != 0) return detail::ok_status();  // ExecuTorch file
+  if (header_.segment_base_offset - x < eh::kSize)
+    return Status(Error::MalformedIndex, "WDX1 header runs into the segment data", x);
+  if (x + eh::kSize > meta_size)
+    return Status(Error::Truncated, "metadata memory ends inside the WDX1 header", meta_size);
+  Result<std::uint64_t> bs = detail::ext_block_size(meta_ + x, x, header_);
+  if (!bs) return bs.failure();
+  const std::uint64_t block = *bs;
+  if (x + block > meta_size)
+    return Status(Error::Truncated, "metadata memory ends inside the WDX1 block", meta_size);
+  const std::uint8_t* b = meta_ + x;
+  const auto u32 = [b](std::size_t f) { return format::load_u32(b + f); };
+  if (u32(eh::kKeyCount) != key_count_)
+    return Status(Error::MalformedIndex, "WDX1 key_count differs from named_data", x + eh::kKeyCount);
+  if (u32(eh::kSegmentCount) != segment_count_)
+    return Status(Error::MalformedIndex, "WDX1 segment_count differs from segments", x + eh::kSegmentCount);
+  const std::uint64_t slots = u32(eh::kSlotCount);
+  if (slots == 0 || (slots & (slots - 1)) != 0 || slots < 2 * std::uint64_t{key_count_})
+    return Status(Error::MalformedIndex, "WDX1 slot_count is not a power of two >= 2 * key_count",
+                  x + eh::kSlotCount);
+  if (format::load_u64(b + eh::kReserved) != 0)
+    return Status(Error::MalformedIndex, "WDX1 reserved field is not 0", x + eh::kReserved);
+
+  // A table: 8-aligned, inside the block, after the header when non-empty.
+  const auto table_ok = [&](std::size_t field, std::uint64_t count, std::uint64_t elem,
+                            std::uint64_t align, std::uint64_t* pos) {
+    const std::uint64_t off = u32(field);
+    const std::uint64_t bytes = count * elem;  // < 2^38: no overflow
+    if (off % align != 0 || off > block || bytes > block - off) return false;
+    if (bytes != 0 && off < eh::kSize) return false;
+    *pos = x + off;
+    return true;
+  };
+  if (!table_ok(eh::kEntriesOffset, key_count_, format::key_entry::kSize, 8, &entries_))
+    return Status(Error::MalformedIndex, "WDX1 key entries lie outside the block", x + eh::kEntriesOffset);
+  if (!table_ok(eh::kSlotsOffset, slots, 8, 8, &slots_))
+    return Status(Error::MalformedIndex, "WDX1 slots lie outside the block", x + eh::kSlotsOffset);
+  if (!table_ok(eh::kSegmentInfoOffset, segment_count_, format::segment_info::kSize, 8, &seginfo_))
+    return Status(Error::MalformedIndex, "WDX1 segment infos lie outside the block", x + eh::kSegmentInfoOffset);
+  const std::uint32_t nfunc = u32(eh::kFunctionCount), nrows = u32(eh::kFunctionTensorCount);
+  const std::uint32_t nstr = u32(eh::kStringsSize);
+  if (!table_ok(eh::kFunctionsOffset, nfunc, format::function_record::kSize, 8, &functions_))
+    return Status(Error::MalformedFunctionMap, "WDX1 function records lie outside the block",
+                  x + eh::kFunctionsOffset);
+  if (!table_ok(eh::kFunctionTensorsOffset, nrows, format::function_tensor::kSize, 8, &ftensors_))
+    return Status(Error::MalformedFunctionMap, "WDX1 function tensors lie outside the block",
+                  x + eh::kFunctionTensorsOffset);
+  if (!table_ok(eh::kStringsOffset, nstr, 1, 1, &strings_))
+    return Status(Error::MalformedFunctionMap, "WDX1 strings lie outside the block", x + eh::kStringsOffset);
+
+  seed_ = format::load_u64(b + eh::kHashSeed);
+  slot_count_ = slots;
+  function_count_ = nfunc;
+  ftensor_count_ = nrows;
+  strings_size_ = nstr;
+  // Entries are checked against the flatbuffer first: the slot and function
+  // checks read keys through them (key_at reads entries once ext_ is set).
+  ext_ = x;
+  Status st = validate_ext_entries();
+  if (st) st = validate_ext_slots();
+  if (st) st = validate_ext_functions();
+  return st;
+}
+
+inline Status NamedDataMap::validate_ext_entries() const noexcept {
+  namespace ke = format::key_entry;
+  namespace si = format::segment_info;
+  // Segment infos first: entries are checked against them.
+  for (std::uint32_t s = 0; s < segment_count_; ++s) {
+    const std::uint64_t p = seginfo_ + std::uint64_t{s} * si::kSize;
+    const std::uint64_t align = format::load_u64(meta_ + p + si::kAlignment);
+    std::uint64_t off = 0, size = 0;
+    seg_range(s, &off, &size);
+    if (align == 0 || align > detail::kMaxFileAlignment ||
+        (header_.segment_base_offset + off) % align != 0)
+      return Status(Error::MalformedIndex, "segment alignment is 0, too large, or not met by its offset",
+                    p + si::kAlignment);
+  }
+  for (std::uint32_t i = 0; i < key_count_; ++i) {
+    const std::uint64_t p = entries_ + std::uint64_t{i} * ke::kSize;
+    const std::uint8_t* e = meta_ + p;
+    const std::uint64_t t = named_table(i);
+    const std::uint64_t ks = detail::fb::trusted_ref(meta_, t, format::named_data_field::kKey);
+    if (format::load_u32(e + ke::kKeyOffset) != ks + 4 || format::load_u32(e + ke::kKeySize) != format::load_u32(meta_ + ks))
+      return Status(Error::MalformedIndex, "key entry's key differs from named_data", p + ke::kKeyOffset);
+    const std::uint32_t seg = segment_index_fb(i);
+    if (format::load_u32(e + ke::kSegmentIndex) != seg)
+      return Status(Error::MalformedIndex, "key entry's segment_index differs from named_data", p + ke::kSegmentIndex);
+    std::uint64_t off = 0, size = 0;
+    seg_range(seg, &off, &size);
+    if (format::load_u64(e + ke::kDataOffset) != header_.segment_base_offset + off)
+      return Status(Error::MalformedIndex, "key entry's data offset differs from its segment", p + ke::kDataOffset);
+    if (format::load_u64(e + ke::kDataSize) != size)
+      return Status(Error::MalformedIndex, "key entry's data size differs from its segment", p + ke::kDataSize);
+    const std::uint64_t lt = detail::fb::trusted_ref(meta_, t, format::named_data_field::kTensorLayout);
+    if (format::load_u32(e + ke::kLayoutOffset) != lt)
+      return Status(Error::MalformedIndex, "key entry's layout differs from named_data", p + ke::kLayoutOffset);
+    const std::uint64_t align = format::load_u64(e + ke::kAlignment);
+    const std::uint64_t seg_align =
+        format::load_u64(meta_ + seginfo_ + std::uint64_t{seg} * si::kSize + si::kAlignment);
+    if (align == 0 || seg_align % align != 0)
+      return Status(Error::MalformedIndex, "key alignment is 0 or does not divide its segment's",
+                    p + ke::kAlignment);
+  }
+  return detail::ok_status();
+}
+
+inline Status NamedDataMap::validate_ext_slots() const noexcept {
+  const std::uint8_t* s = meta_ + slots_;
+  std::uint64_t used = 0;
+  for (std::uint64_t j = 0; j < slot_count_; ++j) {
+    const std::uint64_t v = format::load_u64(s + 8 * j);
+    if (v == 0) continue;
+    const std::uint64_t e = v & 0xFFFFFFFFu;
+    if (e == 0 || e > key_count_)
+      return Status(Error::MalformedIndex, "slot names a key entry out of range", slots_ + 8 * j);
+    ++used;
+  }
+  if (used != key_count_)
+    return Status(Error::MalformedIndex, "slot table holds a different number of keys than key_count", slots_);
+  // Every key must be found, at its own entry, by the lookup queries use.
+  // With exactly key_count used slots, this also proves each used slot names
+  // a distinct key with the right tag. Probing is bounded: a valid table at
+  // load factor <= 1/2 probes ~1.5 slots per key; an adversarial one must not
+  // turn open() quadratic.
+  std::uint64_t budget = 64 * slot_count_ + 1024;
+  const std::uint64_t mask = slot_count_ - 1;
+  for (std::uint32_t i = 0; i < key_count_; ++i) {
+    const std::string_view k = key_at(i);
+    const std::uint64_t h = detail::key_hash(k.data(), k.size(), seed_);
+    std::uint64_t at = h & mask;
+    for (;;) {
+      if (budget-- == 0)
+        return Status(Error::MalformedIndex, "slot table probe sequences are too long", slots_);
+      const std::uint64_t v = format::load_u64(s + 8 * at);
+      if (v == 0)
+        return Status(Error::MalformedIndex, "key cannot be found through the slot table", key_pos(i));
+      if ((v >> 32) == (h >> 32)) {
+        const auto e = static_cast<std::uint32_t>(v) - 1;
+        if (e == i) break;
+        if (key_at(e) == k) return Status(Error::MalformedKey, "duplicate key", key_pos(i));
+      }
+      at = (at + 1) & mask;
+    }
+  }
+  return detail::ok_status();
+}
+
+inline Status NamedDataMap::validate_ext_functions() const noexcept {
+  namespace fr = format::function_record;
+  namespace ft = format::function_tensor;
+  const auto str_ok = [this](const std::uint8_t* p) {
+    const std::uint64_t off = format::load_u32(p), size = format::load_u32(p + 4);
+    return off <= strings_size_ && size <= strings_size_ - off;
+  };
+  for (std::uint32_t j = 0; j < ftensor_count_; ++j) {
+    const std::uint64_t p = ftensors_ + std::uint64_t{j} * ft::kSize;
+    if (!str_ok(meta_ + p + ft::kNameOffset))
+      return Status(Error::MalformedFunctionMap, "tensor name lies outside the strings", p + ft::kNameOffset);
+    if (format::load_u32(meta_ + p + ft::kKeyIndex) >= key_count_)
+      return Status(Error::MalformedFunctionMap, "tensor key_index out of range", p + ft::kKeyIndex);
+    if (format::load_u32(meta_ + p + ft::kReserved) != 0)
+      return Status(Error::MalformedFunctionMap, "tensor reserved field is not 0", p + ft::kReserved);
+  }
+  for (std::uint32_t i = 0; i < function_count_; ++i) {
+    const std::uint64_t p = functions_ + std::uint64_t{i} * fr::kSize;
+    const std::uint8_t* r = meta_ + p;
+    if (!str_ok(r + fr::kMethodOffset))
+      return Status(Error::MalformedFunctionMap, "method name lies outside the strings", p + fr::kMethodOffset);
+    if (!str_ok(r + fr::kBlobOffset))
+      return Status(Error::MalformedFunctionMap, "blob key lies outside the strings", p + fr::kBlobOffset);
+    if (!str_ok(r + fr::kNameOffset))
+      return Status(Error::MalformedFunctionMap, "function name lies outside the strings", p + fr::kNameOffset);
+    const std::uint64_t begin = format::load_u32(r + fr::kTensorsBegin);
+    const std::uint64_t count = format::load_u32(r + fr::kTensorsCount);
+    if (begin > ftensor_count_ || count > ftensor_count_ - begin)
+      return Status(Error::MalformedFunctionMap, "function's tensor rows lie outside the table",
+                    p + fr::kTensorsBegin);
+    if (format::load_u32(r + fr::kReserved) != 0)
+      return Status(Error::MalformedFunctionMap, "function reserved field is not 0", p + fr::kReserved);
+    // Rows sorted strictly by name: binary search needs it, and a repeated
+    // name would make key_of ambiguous.
+    const FunctionView f = function_at(i);
+    for (std::uint64_t k = 1; k < count; ++k) {
+      if (!(f.row(k - 1).tensor_name < f.row(k).tensor_name))
+        return Status(Error::MalformedFunctionMap, "function's tensor rows are not sorted by unique name",
+                      ftensors_ + (begin + k) * ft::kSize);
+    }
+  }
+  return detail::ok_status();
+}
+
+}  // namespace wdedup
+
+#endif  // WDEDUP_RUNTIME_NAMED_DATA_MAP_HPP

@@ -1,0 +1,80 @@
+// wdedup/write_options.hpp — the vocabulary of the .ptd writer: its options,
+// the statistics it reports and the ByteSink it can write to. Build-time
+// half. The writer itself is wdedup/ptd_writer.hpp.
+#ifndef WDEDUP_WRITE_OPTIONS_HPP
+#define WDEDUP_WRITE_OPTIONS_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "wdedup/expected.hpp"
+#include "wdedup/runtime/detail/format.hpp"
+
+namespace wdedup {
+
+/// How write_ptd lays a file out.
+struct WriteOptions {
+  /// segment_base_offset is a multiple of this, and every segment starts at
+  /// a file offset that is a multiple of lcm(segment_alignment, the
+  /// alignments its keys asked for). 128 is what ExecuTorch's export
+  /// pipeline uses. Any value in [1, kMaxAlignment], not only powers of two.
+  std::uint64_t segment_alignment = format::kDefaultSegmentAlignment;
+  /// Write the WDX1 block (hash index, per-segment hashes and alignments,
+  /// function maps). ExecuTorch ignores it. Without it the file is a plain
+  /// FlatTensor file, byte-identical to ExecuTorch's for the same store
+  /// whenever ExecuTorch's base-relative alignment is also absolute.
+  bool wdedup_extensions = true;
+  /// Seed of the key index hash (detail::key_hash), stored in the file.
+  std::uint64_t hash_seed = 0;
+  /// write_ptd_file only: fsync the file before the rename and the directory
+  /// after it, so the new file survives a power loss. Without it the
+  /// replacement is still atomic for every reader and survives a crash of
+  /// the writing process, but not of the machine.
+  bool fsync = true;
+};
+
+/// What a write produced.
+struct WriteStats {
+  std::uint64_t file_size = 0;
+  /// Bytes carrying metadata: root offset, identifier, the padded FH01
+  /// header and the rest of the flatbuffer (48 + flatbuffer_size), plus the
+  /// WDX1 block.
+  std::uint64_t metadata_size = 0;
+  std::uint64_t flatbuffer_size = 0;  ///< the header's flatbuffer_size field
+  std::uint64_t extension_size = 0;   ///< WDX1 block, 0 if not written
+  std::uint64_t segment_base_offset = 0;
+  std::uint64_t data_bytes = 0;  ///< sum of segment sizes
+  /// Zero bytes: file_size - metadata_size - data_bytes (alignment padding
+  /// after the metadata and between segments).
+  std::uint64_t padding_bytes = 0;
+  std::uint32_t key_count = 0;
+  std::uint32_t segment_count = 0;
+  std::uint32_t function_count = 0;
+};
+
+/// Where write_ptd sends the file, front to back, in one pass. A failed
+/// write stops the writer, which returns the sink's error.
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual Expected<void> write(const void* data, std::size_t size) = 0;
+};
+
+/// A sink that appends to a byte vector (what serialize_ptd uses).
+class VectorSink final : public ByteSink {
+ public:
+  explicit VectorSink(std::vector<std::uint8_t>& out) : out_(out) {}
+  Expected<void> write(const void* data, std::size_t size) override {
+    const auto* p = static_cast<const std::uint8_t*>(data);
+    out_.insert(out_.end(), p, p + size);
+    return {};
+  }
+
+ private:
+  std::vector<std::uint8_t>& out_;
+};
+
+}  // namespace wdedup
+
+#endif  // WDEDUP_WRITE_OPTIONS_HPP

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The benchmark harness in one command, on a fresh Debian machine: installs
+# what is missing, configures a release build in build/bench, builds
+# wdedup-bench and runs every benchmark. Prints a table; writes every figure
+# (medians, same-run baselines, ratios, targets) to build/bench/results.json.
+# Extra arguments go to wdedup-bench, e.g.:
+#   bash scripts/bench.sh --quick            # small sizes, few repetitions (CI)
+#   bash scripts/bench.sh --model 1b         # the Llama workload at Llama-3.2-1B size (~5 GB RAM)
+#   bash scripts/bench.sh --threads 1,2 --reps 9 --only dedup
+#   bash scripts/bench.sh --help
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+build=build/bench
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" --buildtype=release -Dtests=false -Dexamples=false -Dbenchmarks=true >/dev/null
+fi
+ninja -C "$build" benchmarks/wdedup-bench >/dev/null
+exec "$build/benchmarks/wdedup-bench" --json "$build/results.json" --tmpdir "$build" "$@"

@@ -1,0 +1,327 @@
+// Zero allocations: opening a map (and its source) and every query —
+// lookups, layouts, keys, segments, functions, get_data from mmap/buffer,
+// load_data_into, build_index, even failures — allocate nothing. Only
+// get_data from a FileSource allocates: one block per non-empty copy,
+// freed by the DataBuffer.
+//
+// Counting: global operator new/delete and malloc/calloc/realloc/free (and
+// the aligned variants) are replaced by versions that forward to glibc's
+// __libc_* entry points and count while a window is open. Under ASan/TSan,
+// which own malloc, the sanitizer's malloc/free hooks count instead.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
+#define DOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
+#include "support/wdedup_file.hpp"  // first: see the note there
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "support/ptd_files.hpp"
+#include "wdedup/runtime.hpp"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define WDEDUP_TEST_SANITIZER_MALLOC 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define WDEDUP_TEST_SANITIZER_MALLOC 1
+#endif
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<std::uint64_t> g_allocs{0};
+std::atomic<std::uint64_t> g_frees{0};
+inline void count_alloc(const void* p) {
+  if (p != nullptr && g_counting.load(std::memory_order_relaxed)) g_allocs.fetch_add(1, std::memory_order_relaxed);
+}
+inline void count_free(const void* p) {
+  if (p != nullptr && g_counting.load(std::memory_order_relaxed)) g_frees.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+#if defined(WDEDUP_TEST_SANITIZER_MALLOC)
+// Declared here rather than through <sanitizer/allocator_interface.h>,
+// which GCC does not install; both sanitizer runtimes export it.
+extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, std::size_t),
+                                                         void (*free_hook)(const volatile void*));
+namespace {
+void malloc_hook(const volatile void* p, std::size_t) { count_alloc(const_cast<const void*>(p)); }
+void free_hook(const volatile void* p) { count_free(const_cast<const void*>(p)); }
+const int g_hooks_installed = __sanitizer_install_malloc_and_free_hooks(malloc_hook, free_hook);
+}  // namespace
+constexpr bool kCountsMalloc = true;
+#elif defined(__GLIBC__)
+extern "C" {
+void* __libc_malloc(std::size_t);
+void* __libc_calloc(std::size_t, std::size_t);
+void* __libc_realloc(void*, std::size_t);
+void* __libc_memalign(std::size_t, std::size_t);
+void __libc_free(void*);
+
+void* malloc(std::size_t n) {
+  void* p = __libc_malloc(n);
+  count_alloc(p);
+  return p;
+}
+void* calloc(std::size_t n, std::size_t s) {
+  void* p = __libc_calloc(n, s);
+  count_alloc(p);
+  return p;
+}
+void* realloc(void* old, std::size_t n) {
+  void* p = __libc_realloc(old, n);
+  count_alloc(p);  // any realloc is an allocation event
+  return p;
+}
+void free(void* p) {
+  count_free(p);
+  __libc_free(p);
+}
+void* memalign(std::size_t a, std::size_t n) {
+  void* p = __libc_memalign(a, n);
+  count_alloc(p);
+  return p;
+}
+void* aligned_alloc(std::size_t a, std::size_t n) { return memalign(a, n); }
+int posix_memalign(void** out, std::size_t a, std::size_t n) {
+  if (a < sizeof(void*) || (a & (a - 1)) != 0) return 22;  // EINVAL
+  void* p = memalign(a, n);
+  if (p == nullptr) return 12;  // ENOMEM
+  *out = p;
+  return 0;
+}
+}  // extern "C"
+constexpr bool kCountsMalloc = true;
+#else
+constexpr bool kCountsMalloc = false;
+#endif
+
+#if !defined(WDEDUP_TEST_SANITIZER_MALLOC)
+// operator new/delete, counted (they also reach malloc; counting both only
+// makes the test stricter). Not replaced under sanitizers: their hooks see
+// every allocation already.
+void* operator new(std::size_t n) {
+  void* p = std::malloc(n ? n : 1);
+  if (!p) std::abort();
+  return p;
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n ? n : 1); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n ? n : 1); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  void* p = nullptr;
+  if (posix_memalign(&p, static_cast<std::size_t>(a) < sizeof(void*) ? sizeof(void*) : static_cast<std::size_t>(a),
+                     n ? n : 1) != 0)
+    std::abort();
+  return p;
+}
+void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#endif
+
+using namespace wdedup;
+using namespace wdedup_test;
+
+namespace {
+
+/// Counts allocations and frees between construction and stop().
+struct Window {
+  std::uint64_t allocs = 0, frees = 0;
+  Window() {
+    g_allocs = 0;
+    g_frees = 0;
+    g_counting = true;
+  }
+  void stop() {
+    g_counting = false;
+    allocs = g_allocs;
+    frees = g_frees;
+  }
+  ~Window() { g_counting = false; }
+};
+
+// Everything the queries need lives in static storage, so that nothing in
+// the window (not even the test) has to allocate.
+alignas(4096) std::uint8_t g_metadata[1 << 20];   // lent metadata (many_keys needs ~400 KiB)
+alignas(8) std::uint8_t g_index[1 << 17];         // build_index memory
+alignas(64) std::uint8_t g_sink[(4 << 20) + 64];  // load_data_into target (large_segment: 4 MiB)
+
+/// Runs every query on every key; returns a checksum so nothing is optimised
+/// away, and counts failures that should not happen.
+struct QueryStats {
+  std::uint64_t checksum = 0;
+  std::uint64_t unexpected = 0;
+  std::uint64_t copies = 0;  // non-empty get_data results that own memory
+};
+
+void query_everything(NamedDataMap& map, QueryStats& q, bool index_it) {
+  const std::size_t n = map.get_num_keys().ok() ? *map.get_num_keys() : 0;
+  if (index_it && !map.has_index()) {
+    if (NamedDataMap::index_memory_size(n) > sizeof g_index) ++q.unexpected;
+    else if (!map.build_index(Span<std::uint8_t>(g_index, sizeof g_index)).ok()) ++q.unexpected;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    Result<std::string_view> key = map.get_key(i);
+    if (!key) { ++q.unexpected; continue; }
+    Result<KeyInfo> info = map.find(*key);
+    if (!info) { ++q.unexpected; continue; }
+    q.checksum += info->offset + info->size + info->alignment;
+    Result<TensorLayout> l = map.get_tensor_layout(*key);
+    if (l.ok() != info->has_layout) ++q.unexpected;
+    if (l.ok()) q.checksum += l->nbytes() + l->sizes.size();
+    {
+      Result<DataBuffer> d = map.get_data(*key);
+      if (!d) { ++q.unexpected; continue; }
+      if (d->owns_memory()) ++q.copies;
+      if (d->size()) q.checksum += static_cast<const std::uint8_t*>(d->data())[0];
+    }  // a copy is freed here, inside the window
+    if (!map.load_data_into(*key, g_sink, sizeof g_sink).ok()) ++q.unexpected;
+    if (map.load_data_into(*key, g_sink, 0).ok() != (info->size == 0)) ++q.unexpected;
+  }
+  // Misses and failures allocate nothing either.
+  if (map.find("no such key").ok()) ++q.unexpected;
+  if (map.get_data("no such key").ok()) ++q.unexpected;
+  if (map.get_tensor_layout("no such key").ok()) ++q.unexpected;
+  if (map.get_key(n).ok()) ++q.unexpected;
+  for (std::uint32_t s = 0; s < map.segment_count(); ++s) {
+    Result<SegmentInfo> si = map.segment(s);
+    if (!si) ++q.unexpected;
+    else q.checksum += si->content_hash + si->offset;
+  }
+  for (std::size_t f = 0; f < map.function_count(); ++f) {
+    Result<FunctionView> fv = map.function(f);
+    if (!fv) { ++q.unexpected; continue; }
+    if (!map.find_function(fv->method(), fv->partition_index()).ok()) ++q.unexpected;
+    if (!map.find_function(fv->function_name()).ok()) ++q.unexpected;
+    if (!map.find_function(fv->blob_key(), fv->function_name()).ok()) ++q.unexpected;
+    for (std::size_t t = 0; t < fv->tensor_count(); ++t) {
+      Result<FunctionTensorView> row = fv->tensor(t);
+      if (!row) { ++q.unexpected; continue; }
+      Result<std::string_view> k = fv->key_of(row->tensor_name);
+      if (!k || *k != row->key) ++q.unexpected;
+    }
+    if (fv->key_of("no such tensor").ok()) ++q.unexpected;
+  }
+}
+
+std::vector<std::string> all_files() {
+  std::vector<std::string> files = fixture_paths();
+  files.push_back(wdedup_file_path());
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("the counting allocator sees allocations") {
+  REQUIRE(kCountsMalloc);  // glibc or a sanitizer: this test must be able to count
+  Window w;
+  void* p = std::malloc(16);
+  std::free(p);
+  std::string* s = new std::string(100, 'x');
+  delete s;
+  w.stop();
+  CHECK(w.allocs >= 2);
+  CHECK(w.frees >= 2);
+}
+
+TEST_CASE("opening and querying a map from mmap or caller memory allocates nothing") {
+  const std::vector<std::string> files = all_files();
+  for (const std::string& path : files) {
+    CAPTURE(path);
+    AlignedBytes bytes(read_file(path), 4096);  // Via::Buffer, prepared outside the window
+    for (int pass = 0; pass < 2; ++pass) {      // pass 1 also builds a lent index
+      QueryStats q;
+      Window w;
+      {
+        Result<MmapSource> src = MmapSource::open(path.c_str());
+        if (!src) { ++q.unexpected; }
+        else {
+          Result<NamedDataMap> map = NamedDataMap::open(*src);
+          if (!map) ++q.unexpected;
+          else query_everything(*map, q, pass == 1);
+        }
+        BufferSource buf(bytes.data(), bytes.size());
+        Result<NamedDataMap> map = NamedDataMap::open(buf);
+        if (!map) ++q.unexpected;
+        else query_everything(*map, q, pass == 1);
+      }  // munmap here, inside the window
+      w.stop();
+      CHECK(q.unexpected == 0);
+      CHECK(q.copies == 0);
+      CHECK(w.allocs == 0);
+      CHECK(w.frees == 0);
+    }
+  }
+}
+
+TEST_CASE("a FileSource map allocates only the copies get_data returns") {
+  for (const std::string& path : all_files()) {
+    CAPTURE(path);
+    QueryStats q;
+    std::uint64_t nonempty = 0;
+    Window w;
+    {
+      Result<FileSource> src = FileSource::open(path.c_str());
+      if (!src) { ++q.unexpected; }
+      else {
+        Result<std::uint64_t> need = NamedDataMap::metadata_size(*src);
+        if (!need || *need > sizeof g_metadata) { ++q.unexpected; }
+        else {
+          Result<NamedDataMap> map = NamedDataMap::open(*src, Span<std::uint8_t>(g_metadata, sizeof g_metadata));
+          if (!map) ++q.unexpected;
+          else {
+            for (std::size_t i = 0; i < *map->get_num_keys(); ++i)
+              if (map->key_info(i)->size != 0) ++nonempty;
+            query_everything(*map, q, true);
+          }
+        }
+      }
+    }
+    w.stop();
+    CHECK(q.unexpected == 0);
+    CHECK(q.copies == nonempty);
+    CHECK(w.allocs == nonempty);  // exactly one block per non-empty copy...
+    CHECK(w.frees == nonempty);   // ...and each freed by its DataBuffer
+  }
+}
+
+TEST_CASE("rejecting malformed files allocates nothing") {
+  const std::vector<std::uint8_t> good = read_file(fixture("layouts.ptd"));
+  const std::vector<std::uint8_t>& wd = wdedup_file_bytes();
+  std::vector<std::uint8_t> bad_header = good, bad_index = wd, truncated(good.begin(), good.begin() + 100);
+  bad_header[5] ^= 0xFF;  // FT01 identifier
+  const std::uint64_t ext = (48 + format::load_u64(wd.data() + format::kHeaderFlatbufferSizePos) + 15) / 16 * 16;
+  bad_index[ext + format::ext_header::kKeyCount] ^= 1;  // WDX1 key_count
+  AlignedBytes a(bad_header, 8), b(bad_index, 8), c(truncated, 8);
+  Error codes[6] = {};
+  int i = 0;
+  Window w;
+  for (const AlignedBytes* x : {&a, &b, &c}) {
+    BufferSource src(x->data(), x->size());
+    codes[i++] = NamedDataMap::open(src).error();
+    ReadOnlySource ro(x->data(), x->size());
+    codes[i++] = NamedDataMap::open(ro, Span<std::uint8_t>(g_metadata, sizeof g_metadata)).error();
+  }
+  w.stop();
+  CHECK(w.allocs == 0);
+  CHECK(codes[0] == Error::MalformedHeader);
+  CHECK(codes[1] == Error::MalformedHeader);
+  CHECK(codes[2] == Error::MalformedIndex);
+  CHECK(codes[3] == Error::MalformedIndex);
+  CHECK(codes[4] == Error::Truncated);
+  CHECK(codes[5] == Error::Truncated);
+}

@@ -1,0 +1,94 @@
+// tests/bench.cpp — wdedup/bench.hpp: the read-pass baseline reads every
+// byte exactly once (its sum is exact, for any thread count and either
+// stream count), input_spans leaves out aliases and empty tensors, and the
+// median/compare helpers count what they should. No timing is asserted.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <wdedup/bench.hpp>
+
+namespace {
+
+/// The sum read_pass must return for spans whose sizes are multiples of 8
+/// (then every 64-bit word lies wholly inside one span whatever the cuts).
+std::uint64_t reference_sum(const std::vector<wdedup::ByteSpan>& spans) {
+  std::uint64_t s = 0;
+  for (const wdedup::ByteSpan& b : spans)
+    for (std::size_t i = 0; i + 8 <= b.size(); i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, b.data() + i, 8);
+      s += w;
+    }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("median: odd, even, empty") {
+  CHECK(wdedup::bench::median({3.0, 1.0, 2.0}) == 2.0);
+  CHECK(wdedup::bench::median({4.0, 1.0, 3.0, 2.0}) == 2.5);
+  CHECK(wdedup::bench::median({}) == 0.0);
+  CHECK(wdedup::bench::median({7.0}) == 7.0);
+}
+
+TEST_CASE("read_pass sums every 64-bit word once, for any threads and streams") {
+  std::vector<std::uint8_t> mem(3 << 20);
+  for (std::size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<std::uint8_t>(i * 131 + 7);
+  // Sizes that are multiples of 64 (cuts fall on word boundaries) but not
+  // of the threads' shares, one span tiny, one empty.
+  const std::vector<wdedup::ByteSpan> spans = {
+      wdedup::ByteSpan(mem.data(), 1 << 20), wdedup::ByteSpan(mem.data() + (1 << 20), 64 * 777),
+      wdedup::ByteSpan(mem.data() + (1 << 20) + 64 * 777, 0), wdedup::ByteSpan(mem.data() + (2 << 20), 64 * 15001),
+      wdedup::ByteSpan(mem.data() + (3 << 20) - 64, 64)};
+  const std::uint64_t expect = reference_sum(spans);
+  CHECK(wdedup::bench::total_bytes(spans) == (1u << 20) + 64 * 777 + 64 * 15001 + 64);
+  for (unsigned threads : {1u, 2u, 3u, 7u})
+    for (unsigned streams : {1u, 2u}) {
+      CAPTURE(threads);
+      CAPTURE(streams);
+      CHECK(wdedup::bench::read_pass(spans, threads, streams) == expect);
+    }
+}
+
+TEST_CASE("read_pass: the tail bytes of an odd-sized span are added one by one") {
+  const std::uint8_t bytes[11] = {1, 0, 0, 0, 0, 0, 0, 0, 5, 6, 7};
+  const std::vector<wdedup::ByteSpan> spans = {wdedup::ByteSpan(bytes, 11)};
+  CHECK(wdedup::bench::read_pass(spans, 1) == 1 + 5 + 6 + 7);
+  CHECK(wdedup::bench::read_pass(spans, 1, 2) == 1 + 5 + 6 + 7);
+  CHECK(wdedup::bench::read_pass({}, 2) == 0);
+}
+
+TEST_CASE("input_spans: program order, aliases (same pointer and size) and empty tensors left out") {
+  std::vector<std::uint8_t> a(100, 1), b(100, 1);
+  wdedup::Program p;
+  wdedup::Partition& x = p.add_method("prefill").add_partition();
+  x.add("emb", a);
+  x.add("out", a);  // tied: same memory
+  x.add("empty", wdedup::ByteSpan(a.data(), 0));
+  x.add("head", wdedup::ByteSpan(a.data(), 50));  // same pointer, other size: read again
+  p.add_method("decode").add_partition().add("emb", b);  // same bytes, other memory: read
+  const std::vector<wdedup::ByteSpan> in = wdedup::bench::input_spans(p);
+  REQUIRE(in.size() == 3);
+  CHECK(in[0].data() == a.data());
+  CHECK(in[0].size() == 100);
+  CHECK(in[1].data() == a.data());
+  CHECK(in[1].size() == 50);
+  CHECK(in[2].data() == b.data());
+  CHECK(wdedup::bench::total_bytes(in) == 250);
+}
+
+TEST_CASE("compare: runs each side reps times, alternating which goes first") {
+  std::vector<char> order;
+  const wdedup::bench::Paired p =
+      wdedup::bench::compare(4, [&] { order.push_back('s'); }, [&] { order.push_back('b'); });
+  CHECK(std::string(order.begin(), order.end()) == "sbbssbbs");
+  CHECK(p.samples.size() == 4);
+  CHECK(p.baseline_samples.size() == 4);
+  CHECK(p.ratio >= 0);
+  CHECK(wdedup::bench::gb_per_s(2000000000, 2.0) == 1.0);
+  CHECK(wdedup::bench::gb_per_s(1, 0.0) == 0.0);
+}

@@ -1,0 +1,474 @@
+// tests/executorch_compat.cpp — proof that ExecuTorch's reader accepts the
+// files wdedup writes, without ExecuTorch's code: our own FlatTensor schema
+// (tests/data/flat_tensor.fbs) compiled by flatc at build time, the
+// flatbuffers Verifier with identifier "FT01", and a re-implementation of
+// what ExecuTorch's FlatTensorDataMap does (header checks, named_data and
+// segments non-null, linear strcmp key scan, data at base + offset).
+// The same checks run over ExecuTorch's own fixtures first, to prove the
+// harness; then our writer must reproduce those fixtures byte for byte, and
+// its flatbuffer must equal flatc's for the JSON ExecuTorch would produce.
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flat_tensor_generated.h"
+#include "support/json.hpp"
+#include "wdedup/ptd_writer.hpp"
+
+namespace fts = wdedup_test::flat_tensor;
+using wdedup::ByteSpan;
+using wdedup::Layout;
+using wdedup::NamedDataStore;
+using wdedup::ScalarType;
+using wdedup::WriteOptions;
+
+namespace {
+
+std::vector<std::uint8_t> read_all(const std::string& path) {
+  std::vector<std::uint8_t> out;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  REQUIRE_MESSAGE(f != nullptr, "cannot open ", path);
+  std::uint8_t buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return out;
+}
+
+std::string fixture(const std::string& name) { return std::string(WDEDUP_FIXTURES_DIR) + "/" + name; }
+
+std::uint32_t le32(const std::uint8_t* p) { return wdedup::format::load_u32(p); }
+std::uint64_t le64(const std::uint8_t* p) { return wdedup::format::load_u64(p); }
+
+/// What ExecuTorch's FlatTensorDataMap::load keeps: the parsed header and
+/// the flatbuffer region [0, flatbuffer_offset + flatbuffer_size), loaded
+/// into max_align_t-aligned memory (ExecuTorch checks that alignment).
+struct EtMap {
+  std::uint64_t flatbuffer_offset = 0, flatbuffer_size = 0, segment_base_offset = 0, segment_data_size = 0;
+  std::vector<std::max_align_t> storage;
+  const fts::FlatTensor* root = nullptr;
+  const std::vector<std::uint8_t>* file = nullptr;
+};
+
+/// ExecuTorch's load, check by check; returns "" or the check that failed.
+std::string et_load(const std::vector<std::uint8_t>& file, EtMap& m) {
+  m.file = &file;
+  // FlatTensorHeader::Parse on the first kNumHeadBytes (64) bytes.
+  if (file.size() < 64) return "file shorter than the 64 head bytes";
+  if (std::memcmp(file.data() + 8, "FH01", 4) != 0) return "no FH01 header at offset 8";
+  if (le32(file.data() + 12) < 40) return "header length < 40";
+  m.flatbuffer_offset = le64(file.data() + 16);
+  m.flatbuffer_size = le64(file.data() + 24);
+  m.segment_base_offset = le64(file.data() + 32);
+  m.segment_data_size = le64(file.data() + 40);
+  const std::uint64_t fb_end = m.flatbuffer_offset + m.flatbuffer_size;
+  if (fb_end > file.size()) return "flatbuffer region beyond the end of the file";
+  m.storage.assign((fb_end + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t), std::max_align_t{});
+  auto* buf = reinterpret_cast<std::uint8_t*>(m.storage.data());
+  std::memcpy(buf, file.data(), fb_end);
+  if (!fts::FlatTensorBufferHasIdentifier(buf)) return "identifier is not FT01";
+  // Stricter than ExecuTorch (which trusts the buffer): the full verifier.
+  flatbuffers::Verifier verifier(buf, fb_end);
+  if (!fts::VerifyFlatTensorBuffer(verifier)) return "flatbuffers::Verifier rejects the flatbuffer";
+  m.root = fts::GetFlatTensor(buf);
+  if (m.root->named_data() == nullptr) return "named_data is null";
+  if (m.root->segments() == nullptr) return "segments is null";
+  return "";
+}
+
+/// ExecuTorch's get_named_data + get_data: linear strcmp scan, segment
+/// index and offset checks, bytes at segment_base_offset + offset.
+struct EtData {
+  std::string error;
+  const fts::NamedData* named = nullptr;
+  std::uint64_t offset = 0;  ///< absolute
+  ByteSpan bytes;
+};
+EtData et_get_data(const EtMap& m, const char* key) {
+  EtData d;
+  const auto* named = m.root->named_data();
+  for (flatbuffers::uoffset_t i = 0; i < named->size(); ++i) {
+    if (std::strcmp(named->Get(i)->key()->c_str(), key) != 0) continue;
+    d.named = named->Get(i);
+    const std::uint32_t si = d.named->segment_index();
+    if (si >= m.root->segments()->size()) return d.error = "segment index out of bounds", d;
+    const fts::DataSegment* seg = m.root->segments()->Get(si);
+    if (!(seg->offset() < m.segment_base_offset + m.segment_data_size))
+      return d.error = "segment offset beyond segment_base_offset + segment_data_size", d;
+    d.offset = m.segment_base_offset + seg->offset();
+    // The DataLoader's own bounds check.
+    if (d.offset > m.file->size() || seg->size() > m.file->size() - d.offset)
+      return d.error = "segment beyond the end of the file", d;
+    d.bytes = ByteSpan(m.file->data() + d.offset, seg->size());
+    return d;
+  }
+  d.error = "key not found";
+  return d;
+}
+
+std::optional<wdedup_test::Json> manifest(const std::string& name) {
+  const std::vector<std::uint8_t> text = read_all(fixture(name + ".json"));
+  return wdedup_test::parse_json(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
+}
+
+const char* const kFixtures[] = {"empty", "simple", "aliases", "layouts", "alignment", "many_keys", "large_segment"};
+
+/// Rebuilds the store ExecuTorch serialized into a fixture: keys in file
+/// order, bytes viewed in the fixture, layouts from the flatbuffer and the
+/// alignments the generator asked for (from the manifest: not in the file).
+NamedDataStore store_from_fixture(const std::vector<std::uint8_t>& file, const EtMap& m,
+                                  const wdedup_test::Json& man) {
+  NamedDataStore store;
+  const auto* named = m.root->named_data();
+  REQUIRE(named->size() == man["keys"].size());
+  for (flatbuffers::uoffset_t i = 0; i < named->size(); ++i) {
+    const fts::NamedData* nd = named->Get(i);
+    const fts::DataSegment* seg = m.root->segments()->Get(nd->segment_index());
+    const ByteSpan bytes(file.data() + m.segment_base_offset + seg->offset(), seg->size());
+    std::optional<Layout> layout;
+    if (const fts::TensorLayout* tl = nd->tensor_layout()) {
+      Layout l;
+      l.scalar_type = static_cast<ScalarType>(tl->scalar_type());
+      l.sizes.assign(tl->sizes()->begin(), tl->sizes()->end());
+      l.dim_order.assign(tl->dim_order()->begin(), tl->dim_order()->end());
+      layout = l;
+    }
+    const std::int64_t align = man["keys"][i]["requested_alignment"].as_int();
+    wdedup::Expected<void> r = store.add_named_data(nd->key()->str(), bytes, align, layout);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+  }
+  return store;
+}
+
+std::vector<std::uint8_t> serialize(const NamedDataStore& store, const WriteOptions& o = {},
+                                    const wdedup::FunctionMaps& maps = {}) {
+  wdedup::Expected<std::vector<std::uint8_t>> r = wdedup::serialize_ptd(store, maps, o);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  return std::move(r).value();
+}
+
+/// Checks one of our files the ExecuTorch way against the store it came from.
+void check_like_executorch(const std::vector<std::uint8_t>& file, const NamedDataStore& store) {
+  EtMap m;
+  const std::string err = et_load(file, m);
+  REQUIRE_MESSAGE(err.empty(), err);
+  CHECK(m.flatbuffer_offset == 48);
+  CHECK(m.root->version() == 0);
+  REQUIRE(m.root->named_data()->size() == store.key_count());
+  REQUIRE(m.root->segments()->size() == store.buffer_count());
+  CHECK(m.segment_base_offset + m.segment_data_size == file.size());
+  for (std::size_t i = 0; i < store.key_count(); ++i) {
+    const wdedup::StoreKey& k = store.keys()[i];
+    CAPTURE(k.key);
+    // get_key(i) returns keys in store order.
+    CHECK(m.root->named_data()->Get(static_cast<flatbuffers::uoffset_t>(i))->key()->str() == k.key);
+    const EtData d = et_get_data(m, k.key.c_str());
+    REQUIRE_MESSAGE(d.error.empty(), d.error);
+    CHECK(d.named->segment_index() == k.buffer_index);
+    const ByteSpan want = store.buffers()[k.buffer_index].bytes;
+    REQUIRE(d.bytes.size() == want.size());
+    CHECK((want.size() == 0 || std::memcmp(d.bytes.data(), want.data(), want.size()) == 0));
+    // The alignment the key asked for holds in the file, absolutely.
+    CHECK(d.offset % k.alignment == 0);
+    const fts::TensorLayout* tl = d.named->tensor_layout();
+    REQUIRE((tl != nullptr) == k.layout.has_value());
+    if (tl) {
+      CHECK(static_cast<int>(tl->scalar_type()) == static_cast<int>(k.layout->scalar_type));
+      // ExecuTorch reads sizes() and dim_order() without a null check.
+      REQUIRE(tl->sizes() != nullptr);
+      REQUIRE(tl->dim_order() != nullptr);
+      CHECK(std::vector<std::int32_t>(tl->sizes()->begin(), tl->sizes()->end()) == k.layout->sizes);
+      CHECK(std::vector<std::uint8_t>(tl->dim_order()->begin(), tl->dim_order()->end()) == k.layout->dim_order);
+    }
+  }
+}
+
+/// Deterministic bytes.
+std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
+  std::vector<std::uint8_t> v(n);
+  std::uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<std::uint8_t>(x);
+  }
+  return v;
+}
+
+ByteSpan span(const std::vector<std::uint8_t>& v) { return ByteSpan(v.data(), v.size()); }
+
+void add(NamedDataStore& s, const std::string& key, const std::vector<std::uint8_t>& bytes, std::int64_t align = 1,
+         std::optional<Layout> layout = std::nullopt) {
+  wdedup::Expected<void> r = s.add_named_data(key, span(bytes), align, std::move(layout));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+}
+
+std::vector<std::uint8_t> raw_flatbuffer(const std::vector<std::uint8_t>& file) {
+  // Undo ExecuTorch's header insertion: bytes 0..8, then 56..48+size; the
+  // root offset moves back by 48.
+  const std::uint64_t size = le64(file.data() + 24);
+  std::vector<std::uint8_t> fb(file.begin(), file.begin() + 8);
+  fb.insert(fb.end(), file.begin() + 56, file.begin() + static_cast<std::ptrdiff_t>(48 + size));
+  wdedup::format::store_u32(fb.data(), le32(fb.data()) - 48);
+  return fb;
+}
+
+}  // namespace
+
+TEST_CASE("ExecuTorch's fixtures pass the verifier and the ExecuTorch-style reader (harness check)") {
+  for (const char* name : kFixtures) {
+    CAPTURE(name);
+    const std::vector<std::uint8_t> file = read_all(fixture(std::string(name) + ".ptd"));
+    const std::optional<wdedup_test::Json> man = manifest(name);
+    REQUIRE(man.has_value());
+    EtMap m;
+    const std::string err = et_load(file, m);
+    REQUIRE_MESSAGE(err.empty(), err);
+    CHECK(m.flatbuffer_size == (*man)["header"]["flatbuffer_size"].as_uint());
+    CHECK(m.segment_base_offset == (*man)["header"]["segment_base_offset"].as_uint());
+    CHECK(m.segment_data_size == (*man)["header"]["segment_data_size"].as_uint());
+    const wdedup_test::Json& keys = (*man)["keys"];
+    REQUIRE(m.root->named_data()->size() == keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const std::string key = keys[i]["key"].as_string();
+      const EtData d = et_get_data(m, key.c_str());
+      REQUIRE_MESSAGE(d.error.empty(), key, ": ", d.error);
+      CHECK(d.offset == keys[i]["offset"].as_uint());
+      CHECK(d.bytes.size() == keys[i]["size"].as_uint());
+    }
+    // A corrupted identifier or header is rejected (the harness can fail).
+    std::vector<std::uint8_t> bad = file;
+    bad[5] = 'X';
+    EtMap m2;
+    CHECK(et_load(bad, m2) == "identifier is not FT01");
+    bad = file;
+    bad[12] = 39;
+    CHECK(et_load(bad, m2) == "header length < 40");
+  }
+}
+
+TEST_CASE("without WDX1 our writer reproduces ExecuTorch's fixtures byte for byte") {
+  for (const char* name : kFixtures) {
+    if (std::string(name) == "alignment") continue;  // differs on purpose: next test
+    CAPTURE(name);
+    const std::vector<std::uint8_t> file = read_all(fixture(std::string(name) + ".ptd"));
+    EtMap m;
+    REQUIRE(et_load(file, m).empty());
+    const NamedDataStore store = store_from_fixture(file, m, *manifest(name));
+    WriteOptions o;
+    o.wdedup_extensions = false;
+    o.segment_alignment = 128;
+    const std::vector<std::uint8_t> ours = serialize(store, o);
+    REQUIRE(ours.size() == file.size());
+    CHECK(ours == file);
+    // With WDX1 the ExecuTorch reader still gets every key right.
+    check_like_executorch(serialize(store), store);
+  }
+}
+
+TEST_CASE("alignment fixture: where ExecuTorch aligns relative to the base, we align absolutely") {
+  const std::vector<std::uint8_t> file = read_all(fixture("alignment.ptd"));
+  EtMap m;
+  REQUIRE(et_load(file, m).empty());
+  const NamedDataStore store = store_from_fixture(file, m, *manifest("alignment"));
+  // The alias asking 4096 raised its buffer's alignment (ExecuTorch's store loses it).
+  REQUIRE(store.buffer_count() == 4);
+  CHECK(store.buffers()[1].alignment == 4096);
+  WriteOptions o;
+  o.wdedup_extensions = false;
+  const std::vector<std::uint8_t> ours = serialize(store, o);
+  EtMap mine;
+  REQUIRE(et_load(ours, mine).empty());
+  CHECK(mine.segment_base_offset == 512);  // same flatbuffer size as ExecuTorch's
+  // ExecuTorch: 512, 640, 896 (not a multiple of 3), 4608 (not of 4096).
+  CHECK(et_get_data(mine, "align1").offset == 512);
+  CHECK(et_get_data(mine, "align64").offset == 4096);                        // lcm(128, 64, 4096)
+  CHECK(et_get_data(mine, "align64.alias_requesting_4096").offset == 4096);
+  CHECK(et_get_data(mine, "align3").offset == 4224);                         // 11 * 384 = lcm(128, 3) multiple
+  CHECK(et_get_data(mine, "align4096").offset == 8192);
+  CHECK(et_get_data(mine, "align4096.alias_requesting_1").offset == 8192);
+  CHECK(ours.size() == 8192 + 100);
+  check_like_executorch(ours, store);
+}
+
+TEST_CASE("our files pass the verifier and the ExecuTorch-style reader") {
+  const auto a = pattern(37, 1), b = pattern(100, 2), c = pattern(256, 3), z = std::vector<std::uint8_t>{};
+  const auto f6 = pattern(24, 4), h4 = pattern(8, 5), l1 = pattern(8, 6), cl = pattern(48, 7), odd = pattern(10, 8);
+  const auto big = pattern(5000, 9);
+
+  std::vector<std::pair<std::string, NamedDataStore>> stores;
+  stores.emplace_back("empty", NamedDataStore{});
+  {
+    NamedDataStore s;
+    add(s, "prefill/w", a, 16);
+    add(s, "decode/w", a, 16);
+    add(s, "prefill/only", b, 16);
+    add(s, "decode/only", c, 1);
+    stores.emplace_back("aliases", std::move(s));
+  }
+  {
+    NamedDataStore s;
+    add(s, "f32.2x3", f6, 4, Layout::contiguous(ScalarType::Float, {2, 3}));
+    add(s, "f16.4", h4, 2, Layout::contiguous(ScalarType::Half, {4}));
+    add(s, "i64.scalar", l1, 8, Layout::contiguous(ScalarType::Long, {}));
+    add(s, "u8.zero", z, 1, Layout::contiguous(ScalarType::Byte, {2, 0}));
+    add(s, "f32.channels_last", cl, 16, Layout::channels_last(ScalarType::Float, {1, 2, 3, 2}));
+    add(s, "bool.10", odd, 1, Layout::contiguous(ScalarType::Bool, {10}));
+    add(s, "raw", b);
+    stores.emplace_back("layouts", std::move(s));
+  }
+  {
+    NamedDataStore s;
+    add(s, "first", a, 16);
+    add(s, "first.alias_4096", a, 4096);
+    add(s, "three", odd, 3);
+    add(s, "four", b, 4);
+    add(s, "empty", z, 4096);
+    add(s, "big", big, 4096);
+    stores.emplace_back("alignment", std::move(s));
+  }
+  std::vector<std::vector<std::uint8_t>> many;  // the many_keys store views these
+  for (int i = 0; i < 300; ++i) many.push_back(pattern(1 + (i * 7) % 97, 100 + i % 150));
+  {
+    NamedDataStore s;
+    for (int i = 0; i < 300; ++i) add(s, "model.layers." + std::to_string(i) + ".weight", many[i], 1 << (i % 6));
+    stores.emplace_back("many_keys", std::move(s));
+  }
+
+  for (const auto& entry : stores) {
+    const std::string& name = entry.first;  // not a structured binding: doctest's CAPTURE is a lambda
+    const NamedDataStore& store = entry.second;
+    for (bool ext : {false, true}) {
+      for (std::uint64_t sa : {128ull, 1ull, 48ull, 4096ull}) {
+        CAPTURE(name);
+        CAPTURE(ext);
+        CAPTURE(sa);
+        WriteOptions o;
+        o.wdedup_extensions = ext;
+        o.segment_alignment = sa;
+        const std::vector<std::uint8_t> file = serialize(store, o);
+        check_like_executorch(file, store);
+        EtMap m;
+        REQUIRE(et_load(file, m).empty());
+        CHECK(m.segment_base_offset % sa == 0);
+        for (const wdedup::StoreKey& k : store.keys())
+          CHECK(et_get_data(m, k.key.c_str()).offset % sa == 0);
+      }
+    }
+  }
+}
+
+#if defined(WDEDUP_FLATC) && defined(WDEDUP_FLAT_TENSOR_FBS)
+namespace {
+
+const char* scalar_name(ScalarType t) { return wdedup::scalar_type_name(t); }
+
+/// The JSON ExecuTorch's serializer hands flatc for this file: its
+/// dataclasses in declaration order (version, segments, named_data; key,
+/// segment_index, tensor_layout; scalar_type, sizes, dim_order).
+std::string executorch_json(const NamedDataStore& store, const EtMap& m) {
+  std::string j = "{\"version\": 0, \"segments\": [";
+  for (flatbuffers::uoffset_t i = 0; i < m.root->segments()->size(); ++i) {
+    const fts::DataSegment* s = m.root->segments()->Get(i);
+    j += (i ? ", " : "") + std::string("{\"offset\": ") + std::to_string(s->offset()) +
+         ", \"size\": " + std::to_string(s->size()) + "}";
+  }
+  j += "], \"named_data\": [";
+  for (std::size_t i = 0; i < store.key_count(); ++i) {
+    const wdedup::StoreKey& k = store.keys()[i];
+    j += (i ? ", " : "") + std::string("{\"key\": \"") + k.key + "\", \"segment_index\": " +
+         std::to_string(k.buffer_index) + ", \"tensor_layout\": ";
+    if (!k.layout) {
+      j += "null}";
+      continue;
+    }
+    j += "{\"scalar_type\": \"" + std::string(scalar_name(k.layout->scalar_type)) + "\", \"sizes\": [";
+    for (std::size_t d = 0; d < k.layout->sizes.size(); ++d)
+      j += (d ? ", " : "") + std::to_string(k.layout->sizes[d]);
+    j += "], \"dim_order\": [";
+    for (std::size_t d = 0; d < k.layout->dim_order.size(); ++d)
+      j += (d ? ", " : "") + std::to_string(k.layout->dim_order[d]);
+    j += "]}}";
+  }
+  return j + "]}";
+}
+
+}  // namespace
+
+TEST_CASE("our flatbuffer is byte-identical to flatc's for the JSON ExecuTorch would write (random stores)") {
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/executorch_compat_flatc";
+  ::mkdir(dir.c_str(), 0755);
+  const ScalarType types[] = {ScalarType::Byte, ScalarType::Char,  ScalarType::Short,    ScalarType::Int,
+                              ScalarType::Long, ScalarType::Half,  ScalarType::Float,    ScalarType::Double,
+                              ScalarType::Bool, ScalarType::QInt8, ScalarType::BFloat16, ScalarType::Bits16};
+  const std::int64_t aligns[] = {1, 2, 3, 4, 16, 64, 128, 256, 4096};
+  for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    const auto pick = [&rng](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+    NamedDataStore store;
+    std::vector<std::vector<std::uint8_t>> owned;
+    owned.reserve(64);
+    const std::size_t key_count = seed == 1 ? 0 : pick(40) + 1;
+    for (std::size_t i = 0; i < key_count; ++i) {
+      std::string key = "k" + std::to_string(i);
+      const std::size_t extra = pick(40);
+      for (std::size_t c = 0; c < extra; ++c) key += "abcdefghijklmnopqrstuvwxyz0123456789._/"[pick(39)];
+      std::optional<Layout> layout;
+      std::vector<std::uint8_t> bytes;
+      if (!owned.empty() && pick(4) == 0) {
+        bytes = owned[pick(owned.size())];  // an alias of earlier bytes
+        if (pick(2)) layout = Layout::contiguous(ScalarType::Byte, {static_cast<std::int32_t>(bytes.size())});
+      } else if (pick(3) == 0) {
+        bytes = pattern(pick(300), seed * 1000 + static_cast<std::uint32_t>(i));
+      } else {
+        const ScalarType t = types[pick(std::size(types))];
+        std::vector<std::int32_t> sizes(pick(5));
+        for (auto& s : sizes) s = static_cast<std::int32_t>(pick(4));
+        if (pick(2) && sizes.size() == 4) layout = Layout::channels_last(t, sizes);
+        else layout = Layout::contiguous(t, sizes);
+        bytes = pattern(static_cast<std::size_t>(*layout->nbytes()), seed * 1000 + static_cast<std::uint32_t>(i));
+      }
+      owned.push_back(std::move(bytes));
+      add(store, key, owned.back(), aligns[pick(std::size(aligns))], layout);
+    }
+    WriteOptions o;
+    o.wdedup_extensions = pick(2) == 0;
+    const std::vector<std::uint8_t> ours = serialize(store, o);
+    EtMap m;
+    REQUIRE(et_load(ours, m).empty());
+    check_like_executorch(ours, store);
+
+    const std::string json_path = dir + "/seed" + std::to_string(seed) + ".json";
+    std::FILE* f = std::fopen(json_path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    const std::string json = executorch_json(store, m);
+    std::fwrite(json.data(), 1, json.size(), f);
+    std::fclose(f);
+    const std::string cmd = std::string("'") + WDEDUP_FLATC + "' --binary -o '" + dir + "' '" +
+                            WDEDUP_FLAT_TENSOR_FBS + "' '" + json_path + "'";
+    REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
+    const std::vector<std::uint8_t> theirs = read_all(dir + "/seed" + std::to_string(seed) + ".bin");
+    const std::vector<std::uint8_t> mine = raw_flatbuffer(ours);
+    CHECK(mine == theirs);
+    if (mine != theirs) {  // left for `xxd` next to flatc's output
+      std::FILE* o2 = std::fopen((dir + "/seed" + std::to_string(seed) + ".ours.bin").c_str(), "wb");
+      if (o2) {
+        std::fwrite(mine.data(), 1, mine.size(), o2);
+        std::fclose(o2);
+      }
+    }
+  }
+}
+#endif

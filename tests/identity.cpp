@@ -1,0 +1,502 @@
+// Tests for wdedup/detail/identity.hpp: the content-identity engine.
+// Every case runs with 1, 2 and 8 threads and checks that the result and
+// every count are the same; counts are asserted exactly where they follow
+// from the algorithm (see find_identical's stage list).
+#include "wdedup/detail/identity.hpp"
+
+#include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace {
+
+using wdedup::AlwaysCollideHash;
+using wdedup::ByteSpan;
+using wdedup::Xxh3Hash;
+using wdedup::detail::find_identical;
+using wdedup::detail::IdentityOptions;
+using wdedup::detail::IdentityStats;
+using Bytes = std::vector<std::uint8_t>;
+/// Bytes of the prefix fingerprint, hashed for every input of a size class
+/// with three or more distinct buffers.
+constexpr std::size_t kPrefix = wdedup::detail::identity::kPrefixBytes;
+
+struct Run {
+  std::vector<std::uint32_t> result;
+  IdentityStats stats;
+};
+
+void check_same_counts(const IdentityStats& a, const IdentityStats& b) {
+  CHECK(a.inputs == b.inputs);
+  CHECK(a.bytes_in == b.bytes_in);
+  CHECK(a.skipped_empty == b.skipped_empty);
+  CHECK(a.skipped_unique_size == b.skipped_unique_size);
+  CHECK(a.skipped_same_pointer == b.skipped_same_pointer);
+  CHECK(a.compared_directly == b.compared_directly);
+  CHECK(a.hashed == b.hashed);
+  CHECK(a.bytes_hashed == b.bytes_hashed);
+  CHECK(a.byte_comparisons == b.byte_comparisons);
+  CHECK(a.bytes_compared == b.bytes_compared);
+  CHECK(a.hash_collisions == b.hash_collisions);
+}
+
+/// Runs with 1, 2 and 8 threads; all must agree. Returns the 1-thread run.
+template <class Hash = Xxh3Hash>
+Run run(const std::vector<ByteSpan>& in, std::size_t block_size = 0, const Hash& hash = Hash{}) {
+  Run first;
+  for (unsigned threads : {1u, 2u, 8u}) {
+    IdentityOptions opts;
+    opts.threads = threads;
+    opts.block_size = block_size;
+    Run r;
+    r.result = find_identical(in, hash, opts, &r.stats);
+    if (threads == 1) {
+      first = r;
+      continue;
+    }
+    INFO("threads = " << threads);
+    CHECK(r.result == first.result);
+    check_same_counts(r.stats, first.stats);
+  }
+  return first;
+}
+
+std::vector<ByteSpan> spans(const std::vector<Bytes>& bufs) {
+  std::vector<ByteSpan> s;
+  for (const Bytes& b : bufs) s.emplace_back(b.data(), b.size());
+  return s;
+}
+
+/// Deterministic pseudo-random bytes.
+Bytes pattern(std::size_t n, std::uint64_t seed) {
+  Bytes b(n);
+  std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    b[i] = static_cast<std::uint8_t>(x >> 24);
+  }
+  return b;
+}
+
+/// Pages that fault on any access: inputs placed here prove "never read".
+struct NoAccess {
+  std::size_t size;
+  std::uint8_t* p;
+  explicit NoAccess(std::size_t n)
+      : size(n), p(static_cast<std::uint8_t*>(mmap(nullptr, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))) {
+    REQUIRE(p != MAP_FAILED);
+  }
+  ~NoAccess() { munmap(p, size); }
+};
+
+/// The reference: smallest j with equal bytes, by memcmp of all pairs.
+std::vector<std::uint32_t> brute_force(const std::vector<ByteSpan>& in) {
+  std::vector<std::uint32_t> r(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    r[i] = static_cast<std::uint32_t>(i);
+    for (std::size_t j = 0; j < i; ++j) {
+      if (in[j].size() == in[i].size() &&
+          (in[i].size() == 0 || std::memcmp(in[j].data(), in[i].data(), in[i].size()) == 0)) {
+        r[i] = static_cast<std::uint32_t>(j);
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("identity: no inputs") {
+  const Run r = run({});
+  CHECK(r.result.empty());
+  CHECK(r.stats.inputs == 0);
+  CHECK(r.stats.bytes_in == 0);
+  CHECK(r.stats.byte_comparisons == 0);
+  CHECK(r.stats.bytes_hashed == 0);
+}
+
+TEST_CASE("identity: unique sizes are never read") {
+  NoAccess mem(1 << 16);
+  const std::vector<ByteSpan> in{{mem.p, 10}, {mem.p + 100, 20}, {mem.p + 200, 30}, {mem.p, 40}, {mem.p, 11}};
+  const Run r = run(in);
+  CHECK(r.result == std::vector<std::uint32_t>{0, 1, 2, 3, 4});
+  CHECK(r.stats.inputs == 5);
+  CHECK(r.stats.bytes_in == 111);
+  CHECK(r.stats.skipped_unique_size == 5);
+  CHECK(r.stats.skipped_empty == 0);
+  CHECK(r.stats.skipped_same_pointer == 0);
+  CHECK(r.stats.hashed == 0);
+  CHECK(r.stats.bytes_hashed == 0);
+  CHECK(r.stats.byte_comparisons == 0);
+  CHECK(r.stats.compared_directly == 0);
+}
+
+TEST_CASE("identity: same pointer and size is equal without reading") {
+  NoAccess mem(1 << 16);
+  // Size 4096: three inputs, one distinct pointer; size 100: one input.
+  const std::vector<ByteSpan> in{{mem.p, 4096}, {mem.p, 4096}, {mem.p, 100}, {mem.p, 4096}};
+  const Run r = run(in);
+  CHECK(r.result == std::vector<std::uint32_t>{0, 0, 2, 0});
+  CHECK(r.stats.skipped_same_pointer == 2);
+  CHECK(r.stats.skipped_unique_size == 2);
+  CHECK(r.stats.byte_comparisons == 0);
+  CHECK(r.stats.bytes_hashed == 0);
+}
+
+TEST_CASE("identity: same pointers among distinct buffers") {
+  const std::vector<Bytes> bufs{pattern(50, 1), pattern(50, 2), pattern(50, 1)};
+  SUBCASE("different bytes, pointers out of order") {
+    // Addresses B, A, B, A: not monotonic, so the pointer map is used.
+    const std::vector<ByteSpan> in{{bufs[1].data(), 50}, {bufs[0].data(), 50}, {bufs[1].data(), 50},
+                                   {bufs[0].data(), 50}};
+    const Run r = run(in);
+    CHECK(r.result == std::vector<std::uint32_t>{0, 1, 0, 1});
+    CHECK(r.stats.skipped_same_pointer == 2);
+    CHECK(r.stats.compared_directly == 2);
+    CHECK(r.stats.byte_comparisons == 1);
+    CHECK(r.stats.bytes_compared == 50);
+    CHECK(r.stats.hashed == 0);
+  }
+  SUBCASE("equal bytes") {
+    const std::vector<ByteSpan> in{{bufs[0].data(), 50}, {bufs[2].data(), 50}, {bufs[0].data(), 50}};
+    const Run r = run(in);
+    CHECK(r.result == std::vector<std::uint32_t>{0, 0, 0});
+    CHECK(r.stats.skipped_same_pointer == 1);
+    CHECK(r.stats.compared_directly == 2);
+    CHECK(r.stats.byte_comparisons == 1);
+  }
+}
+
+TEST_CASE("identity: zero-size inputs are equal to each other, never read") {
+  NoAccess mem(1 << 16);
+  const std::vector<ByteSpan> in{{mem.p, 0}, {mem.p + 64, 3}, {nullptr, 0}, {mem.p + 128, 0}};
+  const Run r = run(in);
+  CHECK(r.result == std::vector<std::uint32_t>{0, 1, 0, 0});
+  CHECK(r.stats.skipped_empty == 3);
+  CHECK(r.stats.skipped_unique_size == 1);
+  CHECK(r.stats.bytes_in == 3);
+  CHECK(r.stats.byte_comparisons == 0);
+}
+
+TEST_CASE("identity: pairs are compared directly") {
+  const Bytes a = pattern(1000, 7);
+  for (std::size_t at : {std::size_t{999}, std::size_t{0}, std::size_t{500}}) {
+    INFO("difference at byte " << at);
+    Bytes b = a;
+    b[at] ^= 0x40;
+    const Bytes same = a;
+    const Run r = run({ByteSpan(a.data(), a.size()), ByteSpan(b.data(), b.size()), ByteSpan(same.data(), same.size())});
+    // Three of one size are fingerprinted (kPrefix bytes each). A difference
+    // in the prefix leaves a pair {a, same}; otherwise the three form a group:
+    // b is compared with the leader a, fails, and is hashed.
+    CHECK(r.result == std::vector<std::uint32_t>{0, 1, 0});
+    CHECK(r.stats.hashed == 3);
+    if (at < kPrefix) {
+      CHECK(r.stats.bytes_hashed == 3 * kPrefix);
+      CHECK(r.stats.byte_comparisons == 1);
+      CHECK(r.stats.compared_directly == 2);
+    } else {
+      CHECK(r.stats.bytes_hashed == 3 * kPrefix + 1000);
+      CHECK(r.stats.byte_comparisons == 2);
+      CHECK(r.stats.bytes_compared == 2000);
+      CHECK(r.stats.compared_directly == 0);
+    }
+    CHECK(r.stats.hash_collisions == 0);
+    const Run p = run({ByteSpan(a.data(), a.size()), ByteSpan(b.data(), b.size())});
+    CHECK(p.result == std::vector<std::uint32_t>{0, 1});
+    CHECK(p.stats.compared_directly == 2);
+    CHECK(p.stats.hashed == 0);
+    CHECK(p.stats.bytes_hashed == 0);
+    CHECK(p.stats.byte_comparisons == 1);
+    CHECK(p.stats.bytes_compared == 1000);
+  }
+  const Bytes c = a;
+  const Run e = run({ByteSpan(a.data(), a.size()), ByteSpan(c.data(), c.size())});
+  CHECK(e.result == std::vector<std::uint32_t>{0, 0});
+  CHECK(e.stats.compared_directly == 2);
+  CHECK(e.stats.byte_comparisons == 1);
+  CHECK(e.stats.bytes_compared == 1000);
+}
+
+TEST_CASE("identity: groups of three or more") {
+  SUBCASE("distinct prefixes: the fingerprint splits the class") {
+    const Bytes a = pattern(512, 1), b = pattern(512, 2), c = pattern(512, 3), d = pattern(512, 4);
+    const Bytes a2 = a, a3 = a, b2 = b;
+    const std::vector<ByteSpan> in{{a.data(), 512}, {b.data(), 512},  {a2.data(), 512}, {c.data(), 512},
+                                   {b2.data(), 512}, {a3.data(), 512}, {d.data(), 512}};
+    const Run r = run(in);
+    CHECK(r.result == std::vector<std::uint32_t>{0, 1, 0, 3, 1, 0, 6});
+    CHECK(r.stats.hashed == 7);
+    CHECK(r.stats.bytes_hashed == 7 * kPrefix);
+    CHECK(r.stats.byte_comparisons == 3);  // a vs a2, a vs a3; b vs b2
+    CHECK(r.stats.bytes_compared == 3 * 512);
+    CHECK(r.stats.compared_directly == 5);
+    CHECK(r.stats.hash_collisions == 0);
+  }
+  SUBCASE("shared prefix: members that leave the leader are hashed") {
+    const Bytes base = pattern(1024, 9);
+    std::vector<Bytes> v(3, base);
+    v[1][600] ^= 1;
+    v[2][600] ^= 2;
+    const std::vector<Bytes> bufs{v[0], v[1], v[0], v[2], v[1], v[0]};  // A B A C B A
+    const std::vector<ByteSpan> in = spans(bufs);
+    const Run r = run(in);
+    CHECK(r.result == std::vector<std::uint32_t>{0, 1, 0, 3, 1, 0});
+    // Leader A meets the 5 others; B, C, B are hashed; the second B is
+    // confirmed against the first.
+    CHECK(r.stats.byte_comparisons == 6);
+    CHECK(r.stats.bytes_compared == 6 * 1024);
+    CHECK(r.stats.bytes_hashed == 6 * kPrefix + 3 * 1024);
+    CHECK(r.stats.hash_collisions == 0);
+    CHECK(r.stats.compared_directly == 0);
+    CHECK(r.stats.hashed == 6);
+
+    const Run c = run(in, 0, AlwaysCollideHash{});
+    CHECK(c.result == r.result);
+    CHECK(c.stats.byte_comparisons == 7);  // C also tried against B
+    CHECK(c.stats.hash_collisions == 1);
+    CHECK(c.stats.bytes_hashed == 6 * kPrefix + 3 * 1024);
+  }
+}
+
+TEST_CASE("identity: a constant hash never merges different bytes") {
+  SUBCASE("all distinct") {
+    std::vector<Bytes> bufs;
+    for (int i = 0; i < 20; ++i) bufs.push_back(pattern(300, 100 + i));
+    const Run r = run(spans(bufs), 0, AlwaysCollideHash{});
+    std::vector<std::uint32_t> identity(20);
+    for (std::uint32_t i = 0; i < 20; ++i) identity[i] = i;
+    CHECK(r.result == identity);
+    // 19 comparisons with the leader, then member j of the other 19 is tried
+    // against the j distinct contents before it: 19 * 18 / 2.
+    CHECK(r.stats.byte_comparisons == 19 + 171);
+    CHECK(r.stats.hash_collisions == 171);
+    CHECK(r.stats.bytes_compared == 190 * 300);
+    CHECK(r.stats.bytes_hashed == 20 * kPrefix + 19 * 300);
+    CHECK(r.stats.compared_directly == 0);
+  }
+  SUBCASE("with duplicates") {
+    const Bytes a = pattern(300, 1), b = pattern(300, 2), c = pattern(300, 3), d = pattern(300, 4);
+    const std::vector<Bytes> bufs{a, b, a, c, b, a, d, c, a, b};
+    const std::vector<std::uint32_t> want{0, 1, 0, 3, 1, 0, 6, 3, 0, 1};
+    const Run r = run(spans(bufs), 0, AlwaysCollideHash{});
+    CHECK(r.result == want);
+    // Leader: 9. Then B: 0, C: 1, B: 1, D: 2, C: 2, B: 1 -> 7, of which
+    // C~B, D~B, D~C, C~B are collisions.
+    CHECK(r.stats.byte_comparisons == 16);
+    CHECK(r.stats.hash_collisions == 4);
+    CHECK(r.stats.bytes_hashed == 10 * kPrefix + 6 * 300);
+    // A real hash: the prefix splits A{4} B{3} C{2} D{1}; 3 + 2 + 1 memcmp.
+    const Run x = run(spans(bufs));
+    CHECK(x.result == want);
+    CHECK(x.stats.byte_comparisons == 6);
+    CHECK(x.stats.hash_collisions == 0);
+    CHECK(x.stats.compared_directly == 9);
+    CHECK(x.stats.bytes_hashed == 10 * kPrefix);
+  }
+}
+
+TEST_CASE("identity: members proven unique stop being read") {
+  // Two pages per input; the second is unreadable. The first block (one
+  // page) tells the inputs apart, so the second is never touched.
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::uint8_t* p = static_cast<std::uint8_t*>(
+      mmap(nullptr, 6 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(p != MAP_FAILED);
+  std::vector<ByteSpan> in;
+  for (int i = 0; i < 3; ++i) {
+    std::uint8_t* q = p + 2 * i * page;
+    const Bytes b = pattern(page, 50 + i);
+    std::memcpy(q, b.data(), page);
+    std::memset(q, 0xab, 1024);  // same first KiB: same fingerprint
+    REQUIRE(mprotect(q + page, page, PROT_NONE) == 0);
+    in.emplace_back(q, 2 * page);
+  }
+  const Run r = run(in, page);
+  CHECK(r.result == std::vector<std::uint32_t>{0, 1, 2});
+  CHECK(r.stats.byte_comparisons == 2);
+  CHECK(r.stats.bytes_hashed == 3 * kPrefix + 2 * page);
+  const Run c = run(in, page, AlwaysCollideHash{});
+  CHECK(c.result == std::vector<std::uint32_t>{0, 1, 2});
+  CHECK(c.stats.byte_comparisons == 3);
+  CHECK(c.stats.hash_collisions == 1);
+  munmap(p, 6 * page);
+}
+
+TEST_CASE("identity: inputs split into ranges") {
+  // block 4096: a pair's ranges are 128 blocks (512 KiB), a triple's 85.
+  constexpr std::size_t kBlock = 4096;
+  constexpr std::size_t kSize = (3u << 20) + 5;  // head 4096 + 6 pair ranges
+  const Bytes a = pattern(kSize, 11);
+  SUBCASE("pair") {
+    const Bytes same = a;
+    const Run e = run({ByteSpan(a.data(), kSize), ByteSpan(same.data(), kSize)}, kBlock);
+    CHECK(e.result == std::vector<std::uint32_t>{0, 0});
+    CHECK(e.stats.byte_comparisons == 7);
+    CHECK(e.stats.bytes_compared == kSize);
+    for (std::size_t at : {kSize - 1, std::size_t{5000}}) {
+      INFO("difference at " << at);
+      Bytes b = a;
+      b[at] ^= 1;
+      const Run r = run({ByteSpan(a.data(), kSize), ByteSpan(b.data(), kSize)}, kBlock);
+      CHECK(r.result == std::vector<std::uint32_t>{0, 1});
+      CHECK(r.stats.byte_comparisons == 7);  // ranges are independent work items
+      CHECK(r.stats.bytes_compared == kSize);
+      CHECK(r.stats.compared_directly == 2);
+    }
+    Bytes b = a;
+    b[10] ^= 1;
+    const Run r = run({ByteSpan(a.data(), kSize), ByteSpan(b.data(), kSize)}, kBlock);
+    CHECK(r.result == std::vector<std::uint32_t>{0, 1});
+    CHECK(r.stats.byte_comparisons == 1);  // settled by the first block
+    CHECK(r.stats.bytes_compared == kBlock);
+  }
+  SUBCASE("triple, difference only in the last range") {
+    const Bytes a2 = a;
+    Bytes c = a;
+    c[kSize - 1] ^= 1;
+    const Run r = run({ByteSpan(a.data(), kSize), ByteSpan(a2.data(), kSize), ByteSpan(c.data(), kSize)}, kBlock);
+    CHECK(r.result == std::vector<std::uint32_t>{0, 0, 2});
+    // Head: 2. Body: 9 ranges of 85 blocks and one of 3 (4096, 4096, 5),
+    // two comparisons per block with the leader.
+    CHECK(r.stats.byte_comparisons == 2 + 9 * 85 * 2 + 3 * 2);
+    CHECK(r.stats.bytes_hashed == 3 * kPrefix + 5);  // only c's last 5-byte block
+    CHECK(r.stats.hash_collisions == 0);
+  }
+  SUBCASE("triple, difference only in the first block") {
+    const Bytes a2 = a;
+    Bytes c = a;
+    c[300] ^= 1;
+    const Run r = run({ByteSpan(a.data(), kSize), ByteSpan(a2.data(), kSize), ByteSpan(c.data(), kSize)}, kBlock);
+    CHECK(r.result == std::vector<std::uint32_t>{0, 0, 2});
+    CHECK(r.stats.byte_comparisons == 2 + 6);  // then a, a2 are a pair
+    CHECK(r.stats.bytes_hashed == 3 * kPrefix + kBlock);
+  }
+  SUBCASE("default options: ranges of 8 MiB") {
+    constexpr std::size_t kBig = (64u << 10) + (8u << 20) + 100;
+    const Bytes x = pattern(kBig, 12);
+    const Bytes y = x;
+    Bytes z = x;
+    z[kBig - 1] ^= 1;
+    const Run e = run({ByteSpan(x.data(), kBig), ByteSpan(y.data(), kBig)});
+    CHECK(e.result == std::vector<std::uint32_t>{0, 0});
+    CHECK(e.stats.byte_comparisons == 3);
+    const Run d = run({ByteSpan(x.data(), kBig), ByteSpan(z.data(), kBig)});
+    CHECK(d.result == std::vector<std::uint32_t>{0, 1});
+    CHECK(d.stats.byte_comparisons == 3);
+  }
+}
+
+TEST_CASE("identity: big groups are split into member chunks and merged") {
+  // 200 inputs of 512 bytes sharing their first 300 bytes: one candidate
+  // group; with block 512 its first block is done in 4 chunks of 50.
+  std::vector<Bytes> templates;
+  for (int t = 0; t < 5; ++t) {
+    Bytes b = pattern(512, 1);
+    b[300] = static_cast<std::uint8_t>(t);
+    b[511] = static_cast<std::uint8_t>(t * 7);
+    templates.push_back(b);
+  }
+  std::mt19937 rng(3);
+  std::vector<Bytes> bufs;
+  for (int i = 0; i < 200; ++i) bufs.push_back(templates[rng() % 5]);
+  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<std::uint32_t> want = brute_force(in);
+  const Run r = run(in, 512);
+  CHECK(r.result == want);
+  CHECK(r.stats.hash_collisions == 0);
+  const Run c = run(in, 512, AlwaysCollideHash{});
+  CHECK(c.result == want);
+  CHECK(c.stats.hash_collisions > 0);
+}
+
+/// The reference for many inputs: first index of each distinct content.
+std::vector<std::uint32_t> by_map(const std::vector<ByteSpan>& in) {
+  std::map<Bytes, std::uint32_t> first;
+  std::vector<std::uint32_t> r(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i)
+    r[i] = first.emplace(Bytes(in[i].begin(), in[i].end()), static_cast<std::uint32_t>(i)).first->second;
+  return r;
+}
+
+TEST_CASE("identity: many small inputs, compared several pairs at a time") {
+  // Enough inputs for the grouping to run in parallel parts; pairs of one
+  // size go through the lockstep comparison four at a time, with planted
+  // differences at both ends, at a 64-byte step and in the unaligned tail.
+  std::mt19937_64 rng(7);
+  const std::size_t sizes[] = {96, 100, 4096};
+  const std::size_t flips[] = {0, 63, 64, 95, 99, 511, 512, 4095};
+  std::vector<Bytes> bufs;
+  for (int i = 0; i < 40000; ++i) {
+    const std::size_t size = sizes[rng() % 3];
+    if (i % 2 == 1 && bufs.back().size() == size) {  // a copy, sometimes altered
+      Bytes b = bufs.back();
+      const std::size_t at = flips[rng() % std::size(flips)];
+      if (rng() % 4 == 0 && at < size) b[at] ^= 0x10;
+      bufs.push_back(std::move(b));
+    } else {
+      bufs.push_back(pattern(size, rng()));
+    }
+  }
+  // Move the copies far from their originals, as methods' buffers are.
+  std::shuffle(bufs.begin() + 20000, bufs.end(), rng);
+  const std::vector<ByteSpan> in = spans(bufs);
+  const Run r = run(in);
+  CHECK(r.result == by_map(in));
+  CHECK(r.stats.hash_collisions == 0);
+}
+
+TEST_CASE("identity: randomized against brute force") {
+  std::mt19937_64 rng(20240611);
+  const std::size_t sizes[] = {0, 1, 5, 63, 64, 65, 255, 256, 257, 600, 4096, 9000};
+  for (int round = 0; round < 12; ++round) {
+    INFO("round " << round);
+    std::vector<Bytes> bufs;
+    std::vector<ByteSpan> in;
+    std::vector<Bytes> family;  // one template per size: shared prefixes
+    for (std::size_t s : sizes) family.push_back(pattern(s, 1000 + round));
+    const int n = 200 + static_cast<int>(rng() % 200);
+    bufs.reserve(n);
+    for (int i = 0; i < n; ++i) {
+      const unsigned what = rng() % 8;
+      if (what == 0 && !in.empty()) {  // the same span again
+        in.push_back(in[rng() % in.size()]);
+        continue;
+      }
+      if (what <= 2 && !bufs.empty()) {  // a planted duplicate in new memory
+        bufs.push_back(bufs[rng() % bufs.size()]);
+      } else {
+        const std::size_t si = rng() % std::size(sizes);
+        Bytes b = what == 3 ? pattern(sizes[si], rng()) : family[si];
+        // Flip a byte or two near the start, the middle or the end.
+        for (unsigned flips = rng() % 3; flips > 0 && !b.empty(); --flips) {
+          const std::size_t at = rng() % 3 == 0 ? rng() % std::min<std::size_t>(b.size(), 300)
+                                 : rng() % 2 ? b.size() - 1 - rng() % std::min<std::size_t>(b.size(), 70)
+                                             : rng() % b.size();
+          b[at] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+        }
+        bufs.push_back(std::move(b));
+      }
+      in.emplace_back(bufs.back().data(), bufs.back().size());
+    }
+    const std::vector<std::uint32_t> want = brute_force(in);
+    for (std::size_t block : {std::size_t{64}, std::size_t{100}, std::size_t{4096}, std::size_t{0}}) {
+      INFO("block " << block);
+      const Run r = run(in, block);
+      CHECK(r.result == want);
+      CHECK(r.stats.inputs == in.size());
+      const Run c = run(in, block, AlwaysCollideHash{});
+      CHECK(c.result == want);
+    }
+  }
+}

@@ -1,0 +1,581 @@
+// NamedDataMap::open never trusts the file: every truncation and every
+// corrupted header, flatbuffer, segment, key, layout and WDX1 field gets the
+// expected typed error (never a crash, never a read outside the file: this
+// test runs under ASan+UBSan in CI, and every buffer handed to the reader is
+// an exact-size heap allocation so any overread is caught).
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
+#define DOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
+#include <doctest/doctest.h>
+
+#include "support/wdedup_file.hpp"  // first: see the note there
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/ptd_files.hpp"
+#include "wdedup/runtime.hpp"
+#include "wdedup/runtime/verify.hpp"
+
+using namespace wdedup;
+using namespace wdedup_test;
+using Bytes = std::vector<std::uint8_t>;
+
+namespace {
+
+/// Test-side flatbuffer navigation (deliberately independent of the
+/// reader's code) over a file image that the cases then corrupt.
+struct Nav {
+  Bytes& b;
+
+  std::uint16_t u16(std::uint64_t p) const { return format::load_u16(b.data() + p); }
+  std::uint32_t u32(std::uint64_t p) const { return format::load_u32(b.data() + p); }
+  std::uint64_t u64(std::uint64_t p) const { return format::load_u64(b.data() + p); }
+  void set_u8(std::uint64_t p, std::uint8_t v) { b.at(p) = v; }
+  void set_u16(std::uint64_t p, std::uint16_t v) { format::store_u16(&b.at(p + 1) - 1, v); }
+  void set_u32(std::uint64_t p, std::uint32_t v) { format::store_u32(&b.at(p + 3) - 3, v); }
+  void set_u64(std::uint64_t p, std::uint64_t v) { format::store_u64(&b.at(p + 7) - 7, v); }
+
+  std::uint64_t root() const { return u32(0); }
+  std::uint64_t vtable(std::uint64_t t) const {
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(t) - static_cast<std::int32_t>(u32(t)));
+  }
+  /// Position of the vtable slot of field `id` of table t.
+  std::uint64_t slot(std::uint64_t t, int id) const { return vtable(t) + 4 + 2 * static_cast<std::uint64_t>(id); }
+  /// Position of field `id` of table t (0 if absent).
+  std::uint64_t field(std::uint64_t t, int id) const {
+    const std::uint64_t vt = vtable(t);
+    const std::uint64_t s = 4 + 2 * static_cast<std::uint64_t>(id);
+    if (s + 2 > u16(vt)) return 0;
+    const std::uint16_t off = u16(vt + s);
+    return off ? t + off : 0;
+  }
+  std::uint64_t ref(std::uint64_t t, int id) const {
+    const std::uint64_t p = field(t, id);
+    return p ? p + u32(p) : 0;
+  }
+  std::uint64_t segments() const { return ref(root(), format::flat_tensor_field::kSegments); }
+  std::uint64_t named_data() const { return ref(root(), format::flat_tensor_field::kNamedData); }
+  std::uint64_t element(std::uint64_t vec, std::uint32_t i) const {
+    const std::uint64_t e = vec + 4 + 4 * std::uint64_t{i};
+    return e + u32(e);
+  }
+  std::uint64_t segment(std::uint32_t i) const { return element(segments(), i); }
+  std::uint64_t named(std::uint32_t i) const { return element(named_data(), i); }
+  std::uint64_t key(std::uint32_t i) const { return ref(named(i), format::named_data_field::kKey); }
+  std::uint64_t layout(std::uint32_t i) const { return ref(named(i), format::named_data_field::kTensorLayout); }
+  std::uint64_t sizes(std::uint32_t i) const { return ref(layout(i), format::tensor_layout_field::kSizes); }
+  std::uint64_t dim_order(std::uint32_t i) const { return ref(layout(i), format::tensor_layout_field::kDimOrder); }
+
+  // WDX1 block
+  std::uint64_t ext() const {
+    std::uint64_t p = 0;
+    format::align_up(format::kFlatbufferOffset + u64(format::kHeaderFlatbufferSizePos), 16, &p);
+    return p;
+  }
+  std::uint64_t ext_table(std::size_t offset_field) const { return ext() + u32(ext() + offset_field); }
+  std::uint64_t entry(std::uint32_t i) const {
+    return ext_table(format::ext_header::kEntriesOffset) + std::uint64_t{i} * format::key_entry::kSize;
+  }
+  std::uint64_t slots() const { return ext_table(format::ext_header::kSlotsOffset); }
+  std::uint64_t seg_info(std::uint32_t i) const {
+    return ext_table(format::ext_header::kSegmentInfoOffset) + std::uint64_t{i} * format::segment_info::kSize;
+  }
+  std::uint64_t function(std::uint32_t i) const {
+    return ext_table(format::ext_header::kFunctionsOffset) + std::uint64_t{i} * format::function_record::kSize;
+  }
+  std::uint64_t function_tensor(std::uint32_t i) const {
+    return ext_table(format::ext_header::kFunctionTensorsOffset) + std::uint64_t{i} * format::function_tensor::kSize;
+  }
+};
+
+/// Opens `bytes` in place (exact-size heap copy) and through the lent
+/// metadata path; both must agree on the error code. Returns the failure
+/// (code Ok on success) and runs every query on a successful open.
+Failure open_and_exercise(const Bytes& bytes);
+
+void exercise(const NamedDataMap& map, const Bytes& bytes) {
+  // A successfully opened map answers every query within the file.
+  const std::size_t n = *map.get_num_keys();
+  for (std::size_t i = 0; i < n; ++i) {
+    Result<std::string_view> key = map.get_key(i);
+    REQUIRE(key.ok());
+    Result<KeyInfo> info = map.find(*key);
+    REQUIRE(info.ok());  // the first key with this name
+    CHECK(info->offset <= bytes.size());
+    CHECK(info->size <= bytes.size() - info->offset);
+    Result<DataBuffer> data = map.get_data(*key);
+    REQUIRE(data.ok());
+    CHECK(data->size() == info->size);
+    std::vector<std::uint8_t> buf(static_cast<std::size_t>(info->size) + 1);
+    REQUIRE(map.load_data_into(*key, buf.data(), buf.size()).ok());
+    if (info->size) CHECK(std::memcmp(buf.data(), data->data(), data->size()) == 0);
+    Result<TensorLayout> l = map.get_tensor_layout(*key);
+    CHECK(l.ok() == info->has_layout);
+    if (l.ok()) CHECK(l->nbytes() <= info->size);
+  }
+  for (std::uint32_t s = 0; s < map.segment_count(); ++s) {
+    Result<SegmentInfo> si = map.segment(s);
+    REQUIRE(si.ok());
+    CHECK(si->size <= bytes.size() - si->offset);
+  }
+  for (std::size_t f = 0; f < map.function_count(); ++f) {
+    Result<FunctionView> fv = map.function(f);
+    REQUIRE(fv.ok());
+    for (std::size_t t = 0; t < fv->tensor_count(); ++t) {
+      Result<FunctionTensorView> row = fv->tensor(t);
+      REQUIRE(row.ok());
+      Result<std::string_view> k = fv->key_of(row->tensor_name);
+      REQUIRE(k.ok());
+      CHECK(*k == row->key);
+    }
+  }
+}
+
+Failure open_and_exercise(const Bytes& bytes) {
+  // Exact-size heap copy: any read past the end is an ASan error.
+  std::vector<std::uint8_t> copy(bytes);
+  BufferSource src(copy.data(), copy.size());
+  Result<NamedDataMap> in_place = NamedDataMap::open(src);
+
+  ReadOnlySource ro(copy.data(), copy.size());
+  Result<std::uint64_t> need = NamedDataMap::metadata_size(ro);
+  Failure lent_failure{};
+  if (!need) {
+    lent_failure = need.failure();
+  } else {
+    REQUIRE(*need <= copy.size());
+    std::vector<std::uint64_t> meta((static_cast<std::size_t>(*need) + 7) / 8);  // 8-aligned
+    Result<NamedDataMap> lent =
+        NamedDataMap::open(ro, Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(meta.data()),
+                                                  static_cast<std::size_t>(*need)));
+    if (lent) exercise(*lent, bytes);
+    else lent_failure = lent.failure();
+  }
+  if (in_place) {
+    CHECK(lent_failure.code == Error::Ok);
+    exercise(*in_place, bytes);
+    return Failure{};
+  }
+  CHECK(lent_failure.code == in_place.error());  // both paths reject the same way
+  CHECK(std::strlen(in_place.failure().what) > 0);
+  return in_place.failure();
+}
+
+struct Case {
+  const char* name;
+  std::function<void(Nav&)> mutate;
+  Error expected;
+  std::int64_t at = -1;  ///< expected Failure.at, -1 = not checked
+};
+
+void run_cases(const Bytes& good, const std::vector<Case>& cases) {
+  REQUIRE(open_and_exercise(good).code == Error::Ok);
+  for (const Case& c : cases) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    Bytes bad = good;
+    Nav nav{bad};
+    c.mutate(nav);
+    REQUIRE(bad.size() == good.size());
+    const Failure f = open_and_exercise(bad);
+    const std::string what = f.what ? f.what : "";
+    CAPTURE(what);
+    CHECK(std::string(error_name(f.code)) == error_name(c.expected));
+    if (c.at >= 0) CHECK(f.at == static_cast<std::uint64_t>(c.at));
+  }
+}
+
+/// Every strict prefix of a valid file fails with Truncated, in place and
+/// through the lent-metadata path.
+void check_every_truncation(const Bytes& good) {
+  // Small files: an exact-size copy per length (ASan sees any overread).
+  // Large ones: prefixes of one buffer (their checks stop at the header).
+  const bool exact = good.size() <= (64u << 10);
+  std::size_t failures = 0;
+  for (std::size_t n = 0; n < good.size(); ++n) {
+    Bytes prefix;
+    const std::uint8_t* data = good.data();
+    if (exact) {
+      prefix.assign(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n));
+      data = prefix.data();
+    }
+    BufferSource src(data, n);
+    Result<NamedDataMap> m = NamedDataMap::open(src);
+    ReadOnlySource ro(data, n);
+    Result<std::uint64_t> need = NamedDataMap::metadata_size(ro);
+    if (m.ok() || m.error() != Error::Truncated || need.ok() || need.error() != Error::Truncated) {
+      ++failures;
+      CAPTURE(n);
+      CHECK(error_name(m.error()) == std::string("Truncated"));
+      CHECK(error_name(need.error()) == std::string("Truncated"));
+    }
+  }
+  CHECK(failures == 0);
+}
+
+/// Flips, clears and saturates every metadata byte in turn: each result
+/// either opens (and then answers every query inside the file) or fails
+/// with a typed error; nothing reads outside the file.
+void check_every_byte_mutation(const Bytes& good, std::uint64_t metadata_end) {
+  const std::uint8_t patterns[] = {0x00, 0xFF, 0x01, 0x80};
+  for (std::uint64_t p = 0; p < metadata_end; ++p) {
+    for (std::uint8_t pat : patterns) {
+      Bytes bad = good;
+      bad[p] = pat == 0x01 || pat == 0x80 ? static_cast<std::uint8_t>(bad[p] ^ pat) : pat;
+      if (bad == good) continue;
+      const Failure f = open_and_exercise(bad);
+      if (f.code != Error::Ok) {
+        CAPTURE(p);
+        CHECK(static_cast<std::uint32_t>(f.code) >= 0x30);  // a file error, not a caller one
+      }
+    }
+  }
+}
+
+Bytes fixture_bytes(const char* name) {
+  Bytes b = read_file(fixture(name));
+  REQUIRE(!b.empty());
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("every truncation of every fixture is reported as Truncated") {
+  for (const std::string& path : fixture_paths()) {
+    CAPTURE(path);
+    check_every_truncation(read_file(path));
+  }
+}
+
+TEST_CASE("header fields: each corruption gets its typed error") {
+  const Bytes good = fixture_bytes("simple.ptd");
+  std::vector<Case> cases = {
+      {"identifier flipped", [](Nav& n) { n.b[5] ^= 0xFF; }, Error::MalformedHeader, 4},
+      {"identifier is FT02", [](Nav& n) { n.b[7] = '2'; }, Error::MalformedHeader, 4},
+      {"FH01 magic flipped", [](Nav& n) { n.b[9] = 'X'; }, Error::MalformedHeader, 8},
+      {"header length 39", [](Nav& n) { n.set_u32(12, 39); }, Error::MalformedHeader, 12},
+      {"header length 41 runs into the flatbuffer", [](Nav& n) { n.set_u32(12, 41); }, Error::MalformedHeader, 16},
+      {"header length 2^32-1", [](Nav& n) { n.set_u32(12, 0xFFFFFFFFu); }, Error::MalformedHeader, 16},
+      {"flatbuffer_offset 0", [](Nav& n) { n.set_u64(16, 0); }, Error::MalformedHeader, 16},
+      {"flatbuffer_offset + size overflows", [](Nav& n) { n.set_u64(16, UINT64_MAX - 8); }, Error::MalformedHeader, 24},
+      {"flatbuffer_size overflows", [](Nav& n) { n.set_u64(24, UINT64_MAX); }, Error::MalformedHeader, 24},
+      {"flatbuffer_size past the end of the file", [](Nav& n) { n.set_u64(24, 896); }, Error::Truncated, 24},
+      {"flatbuffer_size cuts the root table", [](Nav& n) { n.set_u64(24, 20); }, Error::MalformedFlatbuffer, 0},
+      {"segment_base_offset inside the flatbuffer", [](Nav& n) { n.set_u64(32, 200); }, Error::MalformedHeader, 32},
+      {"segment_base_offset 0", [](Nav& n) { n.set_u64(32, 0); }, Error::MalformedHeader, 32},
+      {"segment_base_offset + data size overflows", [](Nav& n) { n.set_u64(32, UINT64_MAX - 100); },
+       Error::MalformedHeader, 40},
+      {"segment data past the end of the file", [](Nav& n) { n.set_u64(32, 385); }, Error::Truncated, 40},
+      {"segment_data_size past the end of the file", [](Nav& n) { n.set_u64(40, 513); }, Error::Truncated, 40},
+      {"segment_data_size overflows", [](Nav& n) { n.set_u64(40, UINT64_MAX); }, Error::MalformedHeader, 40},
+      {"segment_data_size too small for a segment", [](Nav& n) { n.set_u64(40, 300); }, Error::MalformedSegment},
+  };
+  run_cases(good, cases);
+}
+
+TEST_CASE("flatbuffer structure: each corruption gets its typed error") {
+  const Bytes good = fixture_bytes("simple.ptd");
+  namespace ftf = format::flat_tensor_field;
+  std::vector<Case> cases = {
+      {"root offset past the file", [](Nav& n) { n.set_u32(0, 0xFFFFFFF0u); }, Error::MalformedFlatbuffer, 0},
+      {"root offset into the FH01 header", [](Nav& n) { n.set_u32(0, 12); }, Error::MalformedFlatbuffer, 0},
+      {"root offset misaligned", [](Nav& n) { n.set_u32(0, n.u32(0) + 2); }, Error::MalformedFlatbuffer},
+      {"root vtable offset points before the buffer", [](Nav& n) { n.set_u32(n.root(), 100000); },
+       Error::MalformedFlatbuffer},
+      {"root vtable offset points past the buffer",
+       [](Nav& n) { n.set_u32(n.root(), static_cast<std::uint32_t>(-100000)); }, Error::MalformedFlatbuffer},
+      {"vtable misaligned", [](Nav& n) { n.set_u32(n.root(), n.u32(n.root()) + 1); }, Error::MalformedFlatbuffer},
+      {"vtable size odd", [](Nav& n) { n.set_u16(n.vtable(n.root()), 7); }, Error::MalformedFlatbuffer},
+      {"vtable size below 4", [](Nav& n) { n.set_u16(n.vtable(n.root()), 2); }, Error::MalformedFlatbuffer},
+      {"vtable runs past the flatbuffer", [](Nav& n) { n.set_u16(n.vtable(n.root()), 0xFFFE); },
+       Error::MalformedFlatbuffer},
+      {"table inline size past the flatbuffer", [](Nav& n) { n.set_u16(n.vtable(n.root()) + 2, 0xFFFF); },
+       Error::MalformedFlatbuffer},
+      {"table inline size below 4", [](Nav& n) { n.set_u16(n.vtable(n.root()) + 2, 2); }, Error::MalformedFlatbuffer},
+      {"field offset outside its table", [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kSegments), 200); },
+       Error::MalformedFlatbuffer},
+      {"field offset misaligned", [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kSegments), 6); },
+       Error::MalformedFlatbuffer},
+      {"FlatTensor version is not 0",
+       [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kVersion), n.u16(n.slot(n.root(), ftf::kNamedData))); },
+       Error::UnsupportedVersion},
+      {"segments vector offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.root(), ftf::kSegments), 0x7FFFFF00u); },
+       Error::MalformedFlatbuffer},
+      {"segments vector misaligned", [](Nav& n) { n.set_u32(n.field(n.root(), ftf::kSegments), n.u32(n.field(n.root(), ftf::kSegments)) + 2); },
+       Error::MalformedFlatbuffer},
+      {"segments count lies", [](Nav& n) { n.set_u32(n.segments(), 0x10000000u); }, Error::MalformedFlatbuffer},
+      {"named_data count lies", [](Nav& n) { n.set_u32(n.named_data(), 1000); }, Error::MalformedFlatbuffer},
+      {"segment element offset past the buffer", [](Nav& n) { n.set_u32(n.segments() + 4, 0xFFFFFF00u); },
+       Error::MalformedFlatbuffer},
+      {"named_data element misaligned", [](Nav& n) { n.set_u32(n.named_data() + 4, n.u32(n.named_data() + 4) + 2); },
+       Error::MalformedFlatbuffer},
+  };
+  run_cases(good, cases);
+}
+
+TEST_CASE("segments: out of range, overflowing or partly overlapping segments are rejected") {
+  const Bytes good = fixture_bytes("simple.ptd");  // segments [0,37) [128,228) [256,512), data size 512
+  namespace dsf = format::data_segment_field;
+  const auto off = [](Nav& n, std::uint32_t i) { return n.field(n.segment(i), dsf::kOffset); };
+  const auto size = [](Nav& n, std::uint32_t i) { return n.field(n.segment(i), dsf::kSize); };
+  std::vector<Case> cases = {
+      {"offset + size overflows", [&](Nav& n) { n.set_u64(off(n, 1), UINT64_MAX - 50); }, Error::MalformedSegment},
+      {"segment runs past segment_data_size", [&](Nav& n) { n.set_u64(size(n, 2), 257); }, Error::MalformedSegment},
+      {"segment starts past segment_data_size", [&](Nav& n) { n.set_u64(off(n, 2), 513); }, Error::MalformedSegment},
+      {"partial overlap (sorted)", [&](Nav& n) { n.set_u64(off(n, 1), 10); }, Error::MalformedSegment, 1},
+      {"containment is not identity", [&](Nav& n) { n.set_u64(off(n, 1), 300); n.set_u64(size(n, 1), 10); },
+       Error::MalformedSegment, 2},
+      {"partial overlap (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 100); }, Error::MalformedSegment, 2},
+      {"disjoint but unsorted is fine", [&](Nav& n) { n.set_u64(off(n, 2), 40); n.set_u64(size(n, 2), 80); },
+       Error::Ok},
+      {"identical ranges are fine", [&](Nav& n) { n.set_u64(off(n, 1), 256); n.set_u64(size(n, 1), 256); },
+       Error::Ok},
+      {"a segment ending exactly at segment_data_size is fine", [&](Nav& n) { n.set_u64(off(n, 1), 300); n.set_u64(size(n, 1), 212); n.set_u64(off(n, 2), 230); n.set_u64(size(n, 2), 70); },
+       Error::Ok},
+  };
+  run_cases(good, cases);
+}
+
+TEST_CASE("keys: bad strings and segment indices are MalformedKey") {
+  const Bytes good = fixture_bytes("simple.ptd");
+  namespace ndf = format::named_data_field;
+  std::vector<Case> cases = {
+      {"segment_index out of range", [](Nav& n) { n.set_u32(n.field(n.named(1), ndf::kSegmentIndex), 3); },
+       Error::MalformedKey, 132},
+      {"segment_index 2^32-1", [](Nav& n) { n.set_u32(n.field(n.named(2), ndf::kSegmentIndex), 0xFFFFFFFFu); },
+       Error::MalformedKey},
+      {"key runs past the flatbuffer", [](Nav& n) { n.set_u32(n.key(0), 0xFFFF); }, Error::MalformedKey},
+      {"key length 2^32-1", [](Nav& n) { n.set_u32(n.key(1), 0xFFFFFFFFu); }, Error::MalformedKey},
+      {"key not NUL-terminated", [](Nav& n) { n.set_u8(n.key(0) + 4 + n.u32(n.key(0)), 'x'); }, Error::MalformedKey},
+      {"key missing", [](Nav& n) { n.set_u16(n.slot(n.named(0), ndf::kKey), 0); }, Error::MalformedKey},
+      {"key offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.named(0), ndf::kKey), 0x7FFFFF00u); },
+       Error::MalformedKey},
+      {"key string misaligned", [](Nav& n) { n.set_u32(n.field(n.named(0), ndf::kKey), n.u32(n.field(n.named(0), ndf::kKey)) + 1); },
+       Error::MalformedKey},
+      {"an empty key is accepted", [](Nav& n) { n.set_u32(n.key(2), 0); n.set_u8(n.key(2) + 4, 0); }, Error::Ok},
+  };
+  run_cases(good, cases);
+}
+
+TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
+  const Bytes good = fixture_bytes("layouts.ptd");
+  // key 0: float32 [2, 3] dim_order [0, 1], 24 bytes; key 5: int32 [2, 2, 2].
+  namespace tlf = format::tensor_layout_field;
+  namespace ndf = format::named_data_field;
+  std::vector<Case> cases = {
+      {"unknown scalar type", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 99); },
+       Error::MalformedLayout},
+      {"negative scalar type", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 0x80); },
+       Error::MalformedLayout},
+      {"scalar type 8 (a gap in the enum)", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 8); },
+       Error::MalformedLayout},
+      {"negative size", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 0xFFFFFFFFu); }, Error::MalformedLayout},
+      {"dim_order not a permutation", [](Nav& n) { n.set_u8(n.dim_order(0) + 5, 0); }, Error::MalformedLayout},
+      {"dim_order entry out of range", [](Nav& n) { n.set_u8(n.dim_order(0) + 5, 2); }, Error::MalformedLayout},
+      {"dim_order shorter than sizes", [](Nav& n) { n.set_u32(n.dim_order(0), 1); }, Error::MalformedLayout},
+      {"layout larger than its segment", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 3); }, Error::MalformedLayout},
+      {"byte count over 64 bits", [](Nav& n) {
+         for (int d = 0; d < 3; ++d) n.set_u32(n.sizes(5) + 4 + 4 * d, 0x7FFFFFFFu);
+       }, Error::MalformedLayout},
+      {"sizes vector runs past the flatbuffer", [](Nav& n) { n.set_u32(n.sizes(0), 0x40000000u); },
+       Error::MalformedLayout},
+      {"dim_order vector offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.layout(0), tlf::kDimOrder), 0x7FFFFF00u); },
+       Error::MalformedLayout},
+      {"layout table offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.named(0), ndf::kTensorLayout), 0x7FFFFF00u); },
+       Error::MalformedFlatbuffer},
+      {"a layout smaller than its segment is fine", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 1); }, Error::Ok},
+  };
+  run_cases(good, cases);
+}
+
+TEST_CASE("every single-byte corruption of a fixture's metadata is either valid or a typed error") {
+  for (const std::string& path : fixture_paths()) {
+    const Bytes good = read_file(path);
+    const std::uint64_t fb_end = format::kFlatbufferOffset + format::load_u64(good.data() + format::kHeaderFlatbufferSizePos);
+    // many_keys and large_segment: the same structures, only longer (or
+    // with more data to copy per mutation); the small fixtures cover them.
+    if (fb_end > 8192 || good.size() > (64u << 10)) continue;
+    CAPTURE(path);
+    check_every_byte_mutation(good, fb_end);
+  }
+}
+
+// ---- wdedup files (WDX1 block) ------------------------------------------------
+
+TEST_CASE("wdedup file: every truncation is Truncated and every metadata byte is checked") {
+  const Bytes good = wdedup_file_bytes();
+  REQUIRE(open_and_exercise(good).code == Error::Ok);
+  check_every_truncation(good);
+  Nav nav{const_cast<Bytes&>(good)};
+  const std::uint64_t ext_end = nav.ext() + nav.u64(nav.ext() + format::ext_header::kBlockSize);
+  check_every_byte_mutation(good, ext_end);
+}
+
+TEST_CASE("WDX1 header: each field corrupted in turn") {
+  const Bytes good = wdedup_file_bytes();
+  namespace eh = format::ext_header;
+  const auto x = [](Nav& n) { return n.ext(); };
+  std::vector<Case> cases = {
+      {"magic flipped: a plain FlatTensor file", [&](Nav& n) { n.b[x(n) + 3] = '2'; }, Error::Ok},
+      {"version 2", [&](Nav& n) { n.set_u32(x(n) + eh::kVersion, 2); }, Error::UnsupportedVersion},
+      {"block size below 80", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, 79); }, Error::MalformedIndex},
+      {"block size runs into the segment data",
+       [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, n.u64(32) - x(n) + 1); }, Error::MalformedIndex},
+      {"block size 2^64-1", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, UINT64_MAX); }, Error::MalformedIndex},
+      {"hash seed changed", [&](Nav& n) { n.set_u64(x(n) + eh::kHashSeed, n.u64(x(n) + eh::kHashSeed) ^ 1); },
+       Error::MalformedIndex},
+      {"key_count + 1", [&](Nav& n) { n.set_u32(x(n) + eh::kKeyCount, n.u32(x(n) + eh::kKeyCount) + 1); },
+       Error::MalformedIndex},
+      {"key_count - 1", [&](Nav& n) { n.set_u32(x(n) + eh::kKeyCount, n.u32(x(n) + eh::kKeyCount) - 1); },
+       Error::MalformedIndex},
+      {"slot_count not a power of two", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotCount, n.u32(x(n) + eh::kSlotCount) - 1); },
+       Error::MalformedIndex},
+      {"slot_count below 2 * key_count", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotCount, n.u32(x(n) + eh::kSlotCount) / 2); },
+       Error::MalformedIndex},
+      {"slot_count 0", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotCount, 0); }, Error::MalformedIndex},
+      {"slot_count 2^31 (past the block)", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotCount, 0x80000000u); },
+       Error::MalformedIndex},
+      {"segment_count + 1", [&](Nav& n) { n.set_u32(x(n) + eh::kSegmentCount, n.u32(x(n) + eh::kSegmentCount) + 1); },
+       Error::MalformedIndex},
+      {"function_count lies", [&](Nav& n) { n.set_u32(x(n) + eh::kFunctionCount, 100000); }, Error::MalformedFunctionMap},
+      {"function_tensor_count lies", [&](Nav& n) { n.set_u32(x(n) + eh::kFunctionTensorCount, 100000); },
+       Error::MalformedFunctionMap},
+      {"strings_size lies", [&](Nav& n) { n.set_u32(x(n) + eh::kStringsSize, 0xFFFFFFFFu); }, Error::MalformedFunctionMap},
+      {"entries offset misaligned", [&](Nav& n) { n.set_u32(x(n) + eh::kEntriesOffset, n.u32(x(n) + eh::kEntriesOffset) + 4); },
+       Error::MalformedIndex},
+      {"entries offset inside the header", [&](Nav& n) { n.set_u32(x(n) + eh::kEntriesOffset, 8); }, Error::MalformedIndex},
+      {"entries offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kEntriesOffset, 0xFFFFFFF8u); },
+       Error::MalformedIndex},
+      {"slots offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotsOffset, 0xFFFFFFF8u); },
+       Error::MalformedIndex},
+      {"slots offset misaligned", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotsOffset, n.u32(x(n) + eh::kSlotsOffset) + 1); },
+       Error::MalformedIndex},
+      {"segment info offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kSegmentInfoOffset, 0xFFFFFFF8u); },
+       Error::MalformedIndex},
+      {"functions offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kFunctionsOffset, 0xFFFFFFF8u); },
+       Error::MalformedFunctionMap},
+      {"function tensors offset misaligned",
+       [&](Nav& n) { n.set_u32(x(n) + eh::kFunctionTensorsOffset, n.u32(x(n) + eh::kFunctionTensorsOffset) + 4); },
+       Error::MalformedFunctionMap},
+      {"strings offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kStringsOffset, 0xFFFFFFF0u); },
+       Error::MalformedFunctionMap},
+      {"reserved not 0", [&](Nav& n) { n.set_u64(x(n) + eh::kReserved, 1); }, Error::MalformedIndex},
+  };
+  run_cases(good, cases);
+}
+
+TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is MalformedIndex") {
+  const Bytes good = wdedup_file_bytes();
+  namespace ke = format::key_entry;
+  namespace si = format::segment_info;
+  std::vector<Case> cases = {
+      {"data offset off by one", [](Nav& n) { n.set_u64(n.entry(1) + ke::kDataOffset, n.u64(n.entry(1) + ke::kDataOffset) + 1); },
+       Error::MalformedIndex},
+      {"data size off by one", [](Nav& n) { n.set_u64(n.entry(1) + ke::kDataSize, n.u64(n.entry(1) + ke::kDataSize) + 1); },
+       Error::MalformedIndex},
+      {"alignment 0", [](Nav& n) { n.set_u64(n.entry(0) + ke::kAlignment, 0); }, Error::MalformedIndex},
+      {"alignment not dividing the segment's", [](Nav& n) { n.set_u64(n.entry(0) + ke::kAlignment, 7919); },
+       Error::MalformedIndex},
+      {"key offset moved", [](Nav& n) { n.set_u32(n.entry(0) + ke::kKeyOffset, n.u32(n.entry(0) + ke::kKeyOffset) + 1); },
+       Error::MalformedIndex},
+      {"key offset past the file", [](Nav& n) { n.set_u32(n.entry(0) + ke::kKeyOffset, 0xFFFFFFF0u); },
+       Error::MalformedIndex},
+      {"key size lies", [](Nav& n) { n.set_u32(n.entry(0) + ke::kKeySize, 0xFFFFFFFFu); }, Error::MalformedIndex},
+      {"segment index differs", [](Nav& n) { n.set_u32(n.entry(0) + ke::kSegmentIndex, n.u32(n.entry(0) + ke::kSegmentIndex) + 1); },
+       Error::MalformedIndex},
+      {"segment index out of range", [](Nav& n) { n.set_u32(n.entry(0) + ke::kSegmentIndex, 0xFFFFFFFFu); },
+       Error::MalformedIndex},
+      {"layout offset differs", [](Nav& n) { n.set_u32(n.entry(0) + ke::kLayoutOffset, n.u32(n.entry(0) + ke::kLayoutOffset) ^ 4); },
+       Error::MalformedIndex},
+      {"segment alignment 0", [](Nav& n) { n.set_u64(n.seg_info(0) + si::kAlignment, 0); }, Error::MalformedIndex},
+      {"segment alignment not met by its offset",
+       [](Nav& n) { n.set_u64(n.seg_info(1) + si::kAlignment, n.u64(n.seg_info(1) + si::kAlignment) * 1024 * 1024); },
+       Error::MalformedIndex},
+      {"segment alignment over 2^32", [](Nav& n) { n.set_u64(n.seg_info(0) + si::kAlignment, std::uint64_t{1} << 33); },
+       Error::MalformedIndex},
+      {"a used slot cleared", [](Nav& n) {
+         for (std::uint64_t s = n.slots();; s += 8)
+           if (n.u64(s)) { n.set_u64(s, 0); break; }
+       }, Error::MalformedIndex},
+      {"a used slot's tag flipped", [](Nav& n) {
+         for (std::uint64_t s = n.slots();; s += 8)
+           if (n.u64(s)) { n.set_u64(s, n.u64(s) ^ (std::uint64_t{1} << 40)); break; }
+       }, Error::MalformedIndex},
+      {"a slot names entry key_count", [](Nav& n) {
+         const std::uint32_t keys = n.u32(n.ext() + format::ext_header::kKeyCount);
+         for (std::uint64_t s = n.slots();; s += 8)
+           if (n.u64(s)) { n.set_u64(s, (n.u64(s) & ~0xFFFFFFFFull) | (std::uint64_t{keys} + 1)); break; }
+       }, Error::MalformedIndex},
+      {"an empty slot names an entry too", [](Nav& n) {
+         std::uint64_t used = 0, empty = 0;
+         for (std::uint64_t s = n.slots(); !used || !empty; s += 8) (n.u64(s) ? used : empty) = s;
+         n.set_u64(empty, n.u64(used));
+       }, Error::MalformedIndex},
+      {"two keys with the same name", [](Nav& n) {
+         // Key 1 becomes a copy of key 0 (same length in this file): the
+         // index finds key 0 for it, which open reports as a duplicate.
+         const std::uint64_t k0 = n.key(0), k1 = n.key(1);
+         REQUIRE(n.u32(k0) == n.u32(k1));
+         std::memcpy(n.b.data() + k1 + 4, n.b.data() + k0 + 4, n.u32(k0));
+       }, Error::MalformedKey},
+  };
+  run_cases(good, cases);
+}
+
+TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
+  const Bytes good = wdedup_file_bytes();
+  namespace fr = format::function_record;
+  namespace ft = format::function_tensor;
+  std::vector<Case> cases = {
+      {"method name past the strings", [](Nav& n) { n.set_u32(n.function(0) + fr::kMethodOffset, 0xFFFFFF00u); },
+       Error::MalformedFunctionMap},
+      {"method size past the strings", [](Nav& n) { n.set_u32(n.function(0) + fr::kMethodSize, 0xFFFFFFFFu); },
+       Error::MalformedFunctionMap},
+      {"blob key past the strings", [](Nav& n) { n.set_u32(n.function(1) + fr::kBlobSize, 0x10000000u); },
+       Error::MalformedFunctionMap},
+      {"function name past the strings", [](Nav& n) { n.set_u32(n.function(1) + fr::kNameOffset, 0x10000000u); },
+       Error::MalformedFunctionMap},
+      {"tensor rows past the table", [](Nav& n) { n.set_u32(n.function(0) + fr::kTensorsCount, 100000); },
+       Error::MalformedFunctionMap},
+      {"tensor rows begin + count overflows", [](Nav& n) { n.set_u32(n.function(0) + fr::kTensorsBegin, 0xFFFFFFFFu); },
+       Error::MalformedFunctionMap},
+      {"record reserved not 0", [](Nav& n) { n.set_u32(n.function(0) + fr::kReserved, 1); }, Error::MalformedFunctionMap},
+      {"tensor key_index out of range", [](Nav& n) { n.set_u32(n.function_tensor(0) + ft::kKeyIndex, 0xFFFFFFFFu); },
+       Error::MalformedFunctionMap},
+      {"tensor key_index = key_count", [](Nav& n) {
+         n.set_u32(n.function_tensor(0) + ft::kKeyIndex, n.u32(n.ext() + format::ext_header::kKeyCount));
+       }, Error::MalformedFunctionMap},
+      {"tensor name past the strings", [](Nav& n) { n.set_u32(n.function_tensor(0) + ft::kNameOffset, 0x7FFFFFFFu); },
+       Error::MalformedFunctionMap},
+      {"tensor reserved not 0", [](Nav& n) { n.set_u32(n.function_tensor(0) + ft::kReserved, 7); },
+       Error::MalformedFunctionMap},
+      {"tensor rows not sorted", [](Nav& n) {
+         // Swap the names of a function's first two rows.
+         const std::uint64_t a = n.function_tensor(0), b = n.function_tensor(1);
+         for (int k = 0; k < 8; ++k) std::swap(n.b[a + k], n.b[b + k]);
+       }, Error::MalformedFunctionMap},
+      {"a tensor name repeated", [](Nav& n) {
+         const std::uint64_t a = n.function_tensor(0), b = n.function_tensor(1);
+         for (int k = 0; k < 8; ++k) n.b[b + k] = n.b[a + k];
+       }, Error::MalformedFunctionMap},
+  };
+  run_cases(good, cases);
+}
+
+TEST_CASE("a corrupted segment opens but fails content-hash verification") {
+  Bytes bad = wdedup_file_bytes();
+  Nav nav{bad};
+  const std::uint64_t seg1 = nav.u64(nav.entry(1) + format::key_entry::kDataOffset);
+  bad[seg1] ^= 0x5A;
+  std::unique_ptr<Opened> o = open_bytes(bad);
+  REQUIRE(o->ok());  // content hashes are not checked at open (that would read every byte)
+  const KeyInfo k1 = *o->map().key_info(1);
+  Status st = verify_segment(o->map(), k1.segment_index);
+  CHECK(st.error() == Error::MalformedSegment);
+  CHECK(st.failure().at == seg1);
+  CHECK(std::string(st.failure().what) == "segment content hash mismatch");
+  CHECK(verify_segments(o->map()).error() == Error::MalformedSegment);
+}

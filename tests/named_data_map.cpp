@@ -1,0 +1,511 @@
+// NamedDataMap's API: the three sources, ExecuTorch's five methods with the
+// reference reader's bugs fixed (BufferTooSmall writes nothing; a key
+// without layout is NotFound), zero-copy views and their alignment, the
+// WDX1 index, lent-memory indexes for plain files, segments, function maps
+// and content-hash verification — on fixtures and on real writer output.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
+#define DOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
+#include "support/wdedup_file.hpp"  // first: see the note there
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "support/ptd_files.hpp"
+#include "wdedup/runtime.hpp"
+#include "wdedup/runtime/verify.hpp"
+
+using namespace wdedup;
+using namespace wdedup_test;
+using Bytes = std::vector<std::uint8_t>;
+
+namespace {
+
+std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+std::uint64_t pow2_part(std::uint64_t a) { return a & (~a + 1); }
+std::string str(std::string_view s) { return std::string(s); }
+
+}  // namespace
+
+TEST_CASE("sources: open errors, sizes and move-only ownership") {
+  const std::string simple = fixture("simple.ptd");
+  SUBCASE("missing files are IoError with errno in at") {
+    Result<MmapSource> m = MmapSource::open("/nonexistent/wdedup.ptd");
+    CHECK(m.error() == Error::IoError);
+    CHECK(m.failure().at == ENOENT);
+    CHECK(FileSource::open("/nonexistent/wdedup.ptd").error() == Error::IoError);
+  }
+  SUBCASE("a directory is not a regular file") {
+    CHECK(MmapSource::open(WDEDUP_FIXTURES_DIR).error() == Error::IoError);
+    CHECK(FileSource::open(WDEDUP_FIXTURES_DIR).error() == Error::IoError);
+  }
+  SUBCASE("an empty file maps to nothing and is Truncated for the reader") {
+    const std::string path = write_temp("runtime_empty_file.ptd", {});
+    Result<MmapSource> m = MmapSource::open(path.c_str());
+    REQUIRE(m.ok());
+    CHECK(m->size() == 0);
+    CHECK(m->data() == nullptr);
+    Result<NamedDataMap> map = NamedDataMap::open(*m);
+    CHECK(map.error() == Error::Truncated);
+    CHECK(map.failure().at == 0);
+  }
+  SUBCASE("MmapSource and FileSource move their resource") {
+    Result<MmapSource> m = MmapSource::open(simple.c_str());
+    REQUIRE(m.ok());
+    const std::uint8_t* data = m->data();
+    MmapSource a(std::move(*m));
+    CHECK(a.data() == data);
+    CHECK(a.size() == 896);
+    CHECK(m->data() == nullptr);
+    CHECK(m->size() == 0);
+    MmapSource b = std::move(a);
+    CHECK(b.view(0, 896) == data);
+    CHECK(b.view(1, 896) == nullptr);  // out of range
+    std::uint8_t tail[7] = {};
+    CHECK(b.read(890, tail, 7).error() == Error::Truncated);
+
+    Result<FileSource> f = FileSource::open(simple.c_str());
+    REQUIRE(f.ok());
+    const int fd = f->fd();
+    FileSource g(std::move(*f));
+    CHECK(g.fd() == fd);
+    CHECK(f->fd() == -1);
+    CHECK(g.size() == 896);
+    CHECK(g.view(0, 8) == nullptr);  // never memory-backed
+    std::uint8_t head[8];
+    REQUIRE(g.read(0, head, 8).ok());
+    CHECK(std::memcmp(head + 4, "FT01", 4) == 0);
+    CHECK(g.read(896, head, 1).error() == Error::Truncated);
+  }
+}
+
+TEST_CASE("open: in place for memory, lent metadata otherwise") {
+  const std::string simple = fixture("simple.ptd");
+  Result<FileSource> file = FileSource::open(simple.c_str());
+  REQUIRE(file.ok());
+
+  SUBCASE("a FileSource cannot be opened in place") {
+    Result<NamedDataMap> m = NamedDataMap::open(*file);
+    CHECK(m.error() == Error::InvalidArgument);
+  }
+  SUBCASE("metadata_size is the flatbuffer for plain files, through the WDX1 block for wdedup files") {
+    Result<std::uint64_t> n = NamedDataMap::metadata_size(*file);
+    REQUIRE(n.ok());
+    CHECK(*n == 48 + 232);
+    const Bytes& w = wdedup_file_bytes();
+    ReadOnlySource ro(w.data(), w.size());
+    Result<std::uint64_t> wn = NamedDataMap::metadata_size(ro);
+    REQUIRE(wn.ok());
+    const std::uint64_t fb_end = 48 + format::load_u64(w.data() + format::kHeaderFlatbufferSizePos);
+    const std::uint64_t ext = (fb_end + 15) / 16 * 16;
+    CHECK(std::memcmp(w.data() + ext, "WDX1", 4) == 0);
+    CHECK(*wn == ext + format::load_u64(w.data() + ext + format::ext_header::kBlockSize));
+  }
+  SUBCASE("lent memory must be large enough and 8-byte aligned") {
+    AlignedBytes small(279, 8);
+    Result<NamedDataMap> m = NamedDataMap::open(*file, small.span());
+    CHECK(m.error() == Error::BufferTooSmall);
+    CHECK(m.failure().at == 280);
+    AlignedBytes skewed(280, 8, 4);
+    CHECK(NamedDataMap::open(*file, skewed.span()).error() == Error::Misaligned);
+    AlignedBytes exact(280, 8);
+    Result<NamedDataMap> ok = NamedDataMap::open(*file, exact.span());
+    REQUIRE(ok.ok());
+    CHECK_FALSE(ok->is_memory_backed());
+    // Keys and layouts are views into the lent memory.
+    Result<std::string_view> k = ok->get_key(0);
+    REQUIRE(k.ok());
+    CHECK(addr(k->data()) >= addr(exact.data()));
+    CHECK(addr(k->data()) < addr(exact.data()) + 280);
+  }
+  SUBCASE("in-place memory must be 8-byte aligned") {
+    const Bytes bytes = read_file(simple);
+    AlignedBytes skewed(bytes, 8, 4);
+    BufferSource src(skewed.data(), skewed.size());
+    Result<NamedDataMap> m = NamedDataMap::open(src);
+    CHECK(m.error() == Error::Misaligned);
+    CHECK(m.failure().at == 4);
+    // The lent path accepts any source alignment: it copies the metadata.
+    AlignedBytes meta(280, 8);
+    CHECK(NamedDataMap::open(src, meta.span()).ok());
+  }
+  SUBCASE("a source smaller than the header is Truncated") {
+    const std::uint8_t tiny[47] = {};
+    BufferSource src(tiny, sizeof tiny);
+    CHECK(NamedDataMap::open(src).error() == Error::Truncated);
+    CHECK(NamedDataMap::metadata_size(src).error() == Error::Truncated);
+    BufferSource none(nullptr, 0);
+    CHECK(NamedDataMap::open(none).error() == Error::Truncated);
+  }
+}
+
+TEST_CASE("get_tensor_layout: exact layouts; NotFound without a layout or a key") {
+  for (Via via : kAllVias) {
+    CAPTURE(via_name(via));
+    std::unique_ptr<Opened> o = open_via(via, fixture("layouts.ptd"));
+    REQUIRE(o->ok());
+    const NamedDataMap& m = o->map();
+    Result<TensorLayout> cl = m.get_tensor_layout("float32.channels_last.1x2x3x2");
+    REQUIRE(cl.ok());
+    CHECK(cl->scalar_type == ScalarType::Float);
+    REQUIRE(cl->sizes.size() == 4);
+    CHECK(cl->sizes[0] == 1);
+    CHECK(cl->sizes[1] == 2);
+    CHECK(cl->sizes[2] == 3);
+    CHECK(cl->sizes[3] == 2);
+    REQUIRE(cl->dim_order.size() == 4);
+    CHECK(cl->dim_order[1] == 2);
+    CHECK(cl->dim_order[3] == 1);
+    CHECK(cl->nbytes() == 48);
+    CHECK(addr(cl->sizes.data()) % 4 == 0);  // an in-place int32 view
+
+    Result<TensorLayout> scalar = m.get_tensor_layout("int64.scalar");
+    REQUIRE(scalar.ok());
+    CHECK(scalar->scalar_type == ScalarType::Long);
+    CHECK(scalar->sizes.size() == 0);
+    CHECK(scalar->nbytes() == 8);
+
+    Result<TensorLayout> none = m.get_tensor_layout("raw.no_layout");
+    CHECK(none.error() == Error::NotFound);  // the reference reader crashed here
+    CHECK(std::string(none.failure().what) == "key has no tensor layout");
+    CHECK(none.failure().at == 10);  // the key's index
+    Result<TensorLayout> absent = m.get_tensor_layout("float32.2x3.missing");
+    CHECK(absent.error() == Error::NotFound);
+    CHECK(std::string(absent.failure().what) == "no such key");
+    CHECK(m.get_tensor_layout("").error() == Error::NotFound);
+  }
+}
+
+TEST_CASE("load_data_into: a too-small buffer is BufferTooSmall and nothing is written") {
+  for (Via via : kAllVias) {
+    CAPTURE(via_name(via));
+    std::unique_ptr<Opened> o = open_via(via, fixture("simple.ptd"));
+    REQUIRE(o->ok());
+    const NamedDataMap& m = o->map();
+    Bytes buf(200, 0xCD);
+    Status st = m.load_data_into("simple.b", buf.data(), 99);  // simple.b holds 100 bytes
+    CHECK(st.error() == Error::BufferTooSmall);
+    CHECK(st.failure().at == 100);
+    CHECK(buf == Bytes(200, 0xCD));
+    CHECK(m.load_data_into("simple.b", buf.data(), 0).error() == Error::BufferTooSmall);
+    CHECK(m.load_data_into("simple.b", nullptr, 0).error() == Error::BufferTooSmall);
+    CHECK(buf == Bytes(200, 0xCD));
+
+    // Exactly the data size, or more: the data is written, nothing past it.
+    REQUIRE(m.load_data_into("simple.b", buf.data(), 200).ok());
+    const Bytes file = read_file(fixture("simple.ptd"));
+    CHECK(std::memcmp(buf.data(), file.data() + 512, 100) == 0);
+    CHECK(buf[100] == 0xCD);
+    CHECK(buf.back() == 0xCD);
+    CHECK(m.load_data_into("nope", buf.data(), 200).error() == Error::NotFound);
+  }
+  // A zero-size tensor needs no buffer at all.
+  std::unique_ptr<Opened> o = open_via(Via::File, fixture("layouts.ptd"));
+  REQUIRE(o->ok());
+  CHECK(o->map().load_data_into("float32.zero_sized.2x0x3", nullptr, 0).ok());
+}
+
+TEST_CASE("get_data: a zero-copy view for memory sources, an owned copy for files") {
+  const std::string path = fixture("large_segment.ptd");
+  Result<MmapSource> src = MmapSource::open(path.c_str());
+  REQUIRE(src.ok());
+  Result<NamedDataMap> m = NamedDataMap::open(*src);
+  REQUIRE(m.ok());
+  Result<DataBuffer> a = m->get_data("large.weight");
+  Result<DataBuffer> b = m->get_data("large.weight.alias2");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  // 4 MiB, no copy: both aliases are the same bytes of the mapping.
+  CHECK(a->size() == 4194304);
+  CHECK(a->data() == src->data() + 384);
+  CHECK(b->data() == a->data());
+  CHECK_FALSE(a->owns_memory());
+  CHECK(addr(a->data()) % 128 == 0);  // page-aligned mapping + absolute file offset 384
+
+  // DataBuffer is move-only; a moved-from buffer is empty.
+  DataBuffer moved = std::move(a).value();
+  CHECK(moved.size() == 4194304);
+  CHECK(a->size() == 0);
+  CHECK(a->data() == nullptr);
+  moved.reset();
+  CHECK(moved.size() == 0);
+
+  // FileSource: a malloc'd copy with the same bytes, freed by the buffer.
+  std::unique_ptr<Opened> f = open_via(Via::File, path);
+  REQUIRE(f->ok());
+  Result<DataBuffer> c = f->map().get_data("large.weight.alias1");
+  REQUIRE(c.ok());
+  CHECK(c->owns_memory());
+  CHECK(c->size() == 4194304);
+  CHECK(std::memcmp(c->data(), src->data() + 384, 4194304) == 0);
+  CHECK(f->map().get_data("missing").error() == Error::NotFound);
+}
+
+TEST_CASE("get_num_keys and get_key follow file order; keys are C strings") {
+  std::unique_ptr<Opened> o = open_via(Via::Mmap, fixture("aliases.ptd"));
+  REQUIRE(o->ok());
+  const NamedDataMap& m = o->map();
+  REQUIRE(*m.get_num_keys() == 6);
+  CHECK(str(*m.get_key(0)) == "prefill/layers.0.wq");
+  CHECK(str(*m.get_key(5)) == "decode/only");
+  CHECK(std::strcmp(m.get_key(3)->data(), "decode/layers.0.wq") == 0);
+  Result<std::string_view> bad = m.get_key(6);
+  CHECK(bad.error() == Error::InvalidArgument);
+  CHECK(bad.failure().at == 6);
+  CHECK(m.key_info(6).error() == Error::InvalidArgument);
+  // Aliases share a segment and therefore an offset.
+  CHECK(m.find("decode/layers.0.wq")->offset == m.find("prefill/layers.0.wq")->offset);
+  CHECK(m.find("decode/layers.0.wq")->segment_index == 0);
+
+  std::unique_ptr<Opened> e = open_via(Via::Buffer, fixture("empty.ptd"));
+  REQUIRE(e->ok());
+  CHECK(*e->map().get_num_keys() == 0);
+  CHECK(e->map().segment_count() == 0);
+  CHECK(e->map().get_key(0).error() == Error::InvalidArgument);
+  CHECK(e->map().find("x").error() == Error::NotFound);
+}
+
+TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
+  CHECK(NamedDataMap::index_memory_size(0) == 8);
+  CHECK(NamedDataMap::index_memory_size(1) == 16);
+  CHECK(NamedDataMap::index_memory_size(3) == 64);
+  CHECK(NamedDataMap::index_memory_size(4) == 64);
+  CHECK(NamedDataMap::index_memory_size(5) == 128);
+  CHECK(NamedDataMap::index_memory_size(4096) == 65536);
+
+  std::unique_ptr<Opened> o = open_via(Via::Mmap, fixture("many_keys.ptd"));
+  REQUIRE(o->ok());
+  NamedDataMap& m = o->map();
+  CHECK_FALSE(m.has_index());
+  CHECK_FALSE(m.has_extension());
+  const std::size_t n = *m.get_num_keys();
+  REQUIRE(n == 4096);
+  const std::size_t need = static_cast<std::size_t>(NamedDataMap::index_memory_size(n));
+
+  AlignedBytes small(need - 8, 8);
+  Status st = m.build_index(small.span());
+  CHECK(st.error() == Error::BufferTooSmall);
+  CHECK(st.failure().at == need);
+  AlignedBytes skewed(need, 8, 4);
+  CHECK(m.build_index(skewed.span()).error() == Error::Misaligned);
+  CHECK_FALSE(m.has_index());
+
+  // Answers before and after are identical.
+  std::vector<KeyInfo> before;
+  for (std::size_t i = 0; i < n; ++i) before.push_back(*m.find(*m.get_key(i)));
+  AlignedBytes index(need, 8);
+  REQUIRE(m.build_index(index.span()).ok());
+  CHECK(m.has_index());
+  for (std::size_t i = 0; i < n; ++i) {
+    const KeyInfo k = *m.find(before[i].key);
+    CHECK(k.key_index == i);
+    CHECK(k.offset == before[i].offset);
+    CHECK(k.size == before[i].size);
+  }
+  CHECK(m.find("model.layers.0.self_attn.q_proj.weightX").error() == Error::NotFound);
+  // Already indexed: a second call does nothing.
+  CHECK(m.build_index(Span<std::uint8_t>()).ok());
+}
+
+TEST_CASE("build_index: duplicate keys are MalformedKey; scans still return the first") {
+  Bytes bytes = read_file(fixture("simple.ptd"));
+  // Rename "simple.b" to "simple.a" in place (same length).
+  const std::string needle = "simple.b";
+  auto it = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
+  REQUIRE(it != bytes.end());
+  *(it + 7) = 'a';
+  std::unique_ptr<Opened> o = open_bytes(bytes);
+  REQUIRE(o->ok());  // a plain file is not checked for duplicates at open (that needs memory)
+  NamedDataMap& m = o->map();
+  CHECK(m.find("simple.a")->key_index == 0);
+  AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(3)), 8);
+  Status st = m.build_index(index.span());
+  CHECK(st.error() == Error::MalformedKey);
+  CHECK(st.failure().at == static_cast<std::uint64_t>(it - bytes.begin()));
+  CHECK_FALSE(m.has_index());
+  CHECK(m.find("simple.a")->key_index == 0);
+}
+
+TEST_CASE("wdedup file: stored index, absolute alignment, layouts, segments and hashes") {
+  const std::vector<ExpectedKey>& keys = small_file_keys();
+  for (Via via : kAllVias) {
+    CAPTURE(via_name(via));
+    std::unique_ptr<Opened> o = open_via(via, wdedup_file_path());
+    REQUIRE_MESSAGE(o->ok(), error_name(o->error()), ": ", o->result->failure().what);
+    const NamedDataMap& m = o->map();
+    CHECK(m.has_extension());
+    CHECK(m.has_index());
+    REQUIRE(*m.get_num_keys() == keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const ExpectedKey& e = keys[i];
+      CAPTURE(e.key);
+      CHECK(str(*m.get_key(i)) == e.key);
+      Result<KeyInfo> k = m.find(e.key);
+      REQUIRE(k.ok());
+      CHECK(k->key_index == i);
+      CHECK(k->alignment == e.alignment);
+      CHECK(k->size == e.bytes.size());
+      CHECK(k->has_layout == e.has_layout);
+      CHECK(k->offset % e.alignment == 0);  // absolute file alignment, even for 3
+      CHECK(k->offset % 128 == 0);          // the writer's default segment alignment
+      Result<DataBuffer> d = m.get_data(e.key);
+      REQUIRE(d.ok());
+      REQUIRE(d->size() == e.bytes.size());
+      if (!e.bytes.empty()) CHECK(std::memcmp(d->data(), e.bytes.data(), e.bytes.size()) == 0);
+      // The pointer honours the alignment's power-of-two part: up to the page
+      // for a mapping, fully for a copy (8 for the 8-aligned buffer source).
+      const std::uint64_t p2 = pow2_part(e.alignment);
+      const std::uint64_t guaranteed = via == Via::Mmap ? std::min<std::uint64_t>(p2, 4096)
+                                       : via == Via::File ? p2 : std::min<std::uint64_t>(p2, 8);
+      CHECK(addr(d->data()) % guaranteed == 0);
+      Result<TensorLayout> l = m.get_tensor_layout(e.key);
+      CHECK(l.ok() == e.has_layout);
+    }
+    // Aliases: one segment, each key keeps its own alignment and layout;
+    // the segment's alignment is the lcm of them.
+    const KeyInfo q = *m.find("w.q"), v = *m.find("w.v");
+    CHECK(q.segment_index == v.segment_index);
+    CHECK(q.offset == v.offset);
+    CHECK(q.offset % 4096 == 0);
+    CHECK(m.segment(q.segment_index)->alignment == 4096);
+    Result<TensorLayout> lv = m.get_tensor_layout("w.v");
+    REQUIRE(lv.ok());
+    CHECK(lv->dim_order.size() == 4);
+    CHECK(lv->dim_order[1] == 2);
+    Result<TensorLayout> lq = m.get_tensor_layout("w.q");
+    REQUIRE(lq.ok());
+    CHECK(lq->sizes.size() == 2);
+    CHECK(lq->sizes[0] == 4);
+    CHECK(m.get_tensor_layout("w.k").error() == Error::NotFound);
+    Result<TensorLayout> le = m.get_tensor_layout("empty");
+    REQUIRE(le.ok());
+    CHECK(le->nbytes() == 0);
+    CHECK(m.find("w.x").error() == Error::NotFound);
+    CHECK(m.find("").error() == Error::NotFound);
+
+    // Segments carry XXH3 content hashes that verify.
+    REQUIRE(m.segment_count() == 6);  // w.q and w.v share one
+    for (std::uint32_t s = 0; s < m.segment_count(); ++s) {
+      Result<SegmentInfo> si = m.segment(s);
+      REQUIRE(si.ok());
+      CHECK(si->has_content_hash);
+      CHECK(si->offset % si->alignment == 0);
+      CHECK(si->content_hash == *segment_content_hash(m, s));
+      CHECK(verify_segment(m, s).ok());
+    }
+    CHECK(verify_segments(m).ok());
+    CHECK(m.segment(6).error() == Error::InvalidArgument);
+  }
+}
+
+TEST_CASE("wdedup file: function maps") {
+  std::unique_ptr<Opened> o = open_via(Via::Mmap, wdedup_file_path());
+  REQUIRE(o->ok());
+  const NamedDataMap& m = o->map();
+  REQUIRE(m.function_count() == 3);
+
+  Result<FunctionView> f0 = m.function(0);
+  REQUIRE(f0.ok());
+  CHECK(str(f0->method()) == "prefill");
+  CHECK(f0->partition_index() == 0);
+  CHECK(str(f0->blob_key()) == "combined_all");
+  CHECK(str(f0->function_name()) == "prefill__0");
+  REQUIRE(f0->tensor_count() == 3);
+  // Rows are sorted by tensor name.
+  CHECK(str(f0->tensor(0)->tensor_name) == "norm");
+  CHECK(str(f0->tensor(0)->key) == "norm");
+  CHECK(f0->tensor(0)->key_index == 3);
+  CHECK(str(f0->tensor(1)->tensor_name) == "wk");
+  CHECK(str(f0->tensor(2)->tensor_name) == "wq");
+  CHECK(str(f0->tensor(2)->key) == "w.q");
+  CHECK(f0->tensor(3).error() == Error::InvalidArgument);
+  CHECK(str(*f0->key_of("wk")) == "w.k");
+  CHECK(f0->key_of("wv").error() == Error::NotFound);
+  CHECK(f0->key_of("").error() == Error::NotFound);
+  CHECK(f0->find_tensor("wq")->key_index == 0);
+
+  Result<FunctionView> d1 = m.find_function("decode", 1);
+  REQUIRE(d1.ok());
+  CHECK(str(d1->function_name()) == "decode");
+  CHECK(str(d1->blob_key()) == "combined_partition_1");
+  CHECK(str(*d1->key_of("odd")) == "odd3");
+  CHECK(str(*d1->key_of("e")) == "empty");
+  CHECK(str(*d1->key_of("raw")) == "raw");
+  CHECK(m.find_function("decode", 2).error() == Error::NotFound);
+  CHECK(m.find_function("prefill", 1).error() == Error::NotFound);
+
+  CHECK(m.find_function("decode__0")->partition_index() == 0);
+  CHECK(str(m.find_function("decode__0")->method()) == "decode");
+  CHECK(m.find_function("decode")->partition_index() == 1);  // the first function named "decode"
+  CHECK(m.find_function("nope").error() == Error::NotFound);
+  CHECK(str(m.find_function("combined_all", "decode__0")->method()) == "decode");
+  CHECK(m.find_function("combined_partition_1", "decode__0").error() == Error::NotFound);
+  CHECK(m.function(3).error() == Error::InvalidArgument);
+
+  // A FunctionView is tied to the metadata, not to the map object.
+  Result<FunctionView> kept = m.function(1);
+  NamedDataMap copy = m;
+  NamedDataMap moved = std::move(copy);
+  CHECK(str(*kept->key_of("wv")) == "w.v");
+  CHECK(str(*moved.function(1)->key_of("wk")) == "w.k");
+
+  // Plain files have no functions and no hashes.
+  std::unique_ptr<Opened> plain = open_via(Via::Mmap, fixture("simple.ptd"));
+  REQUIRE(plain->ok());
+  CHECK(plain->map().function_count() == 0);
+  CHECK(plain->map().find_function("decode", 0).error() == Error::NotFound);
+  CHECK(plain->map().function(0).error() == Error::InvalidArgument);
+  CHECK_FALSE(plain->map().segment(0)->has_content_hash);
+  CHECK(plain->map().segment(0)->alignment == 1);
+  CHECK(verify_segments(plain->map()).error() == Error::NotFound);
+  CHECK(verify_segment(plain->map(), 0).error() == Error::NotFound);
+}
+
+TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignment") {
+  std::vector<std::vector<std::uint8_t>> data;
+  const Bytes big = many_keys_wdedup_bytes(5000, &data);
+  std::unique_ptr<Opened> o = open_bytes(big);
+  REQUIRE_MESSAGE(o->ok(), error_name(o->error()), ": ", o->result->failure().what);
+  const NamedDataMap& m = o->map();
+  REQUIRE(*m.get_num_keys() == 5000);
+  CHECK(m.function_count() == 50);
+  for (std::size_t i = 0; i < 5000; ++i) {
+    const std::string key = "layer." + std::to_string(i / 8) + ".tensor_" + std::to_string(i);
+    Result<KeyInfo> k = m.find(key);
+    REQUIRE(k.ok());
+    CHECK(k->key_index == i);
+    CHECK(k->size == data[i / 2].size());
+    Result<DataBuffer> d = m.get_data(key);
+    REQUIRE(d.ok());
+    CHECK(std::memcmp(d->data(), data[i / 2].data(), d->size()) == 0);
+    Result<FunctionView> f = m.function(i / 100);
+    CHECK(str(*f->key_of("t" + std::to_string(i))) == key);
+  }
+  CHECK(verify_segments(m).ok());
+
+  // The same store without the extension block: a plain FlatTensor file
+  // that needs scans (or build_index) and records no alignment.
+  NamedDataStore store;
+  const Bytes bytes = pattern(40, 9);
+  REQUIRE(store.add_named_data("a", ByteSpan(bytes.data(), bytes.size()), 64).ok());
+  REQUIRE(store.add_named_data("b", ByteSpan(bytes.data(), bytes.size()), 3).ok());
+  WriteOptions plain;
+  plain.wdedup_extensions = false;
+  std::unique_ptr<Opened> p = open_bytes(write_or_die(store, FunctionMaps{}, plain));
+  REQUIRE(p->ok());
+  CHECK_FALSE(p->map().has_extension());
+  CHECK_FALSE(p->map().has_index());
+  CHECK(p->map().find("b")->alignment == 1);
+  CHECK(p->map().find("b")->offset == p->map().find("a")->offset);
+
+  // A base alignment that is not a power of two.
+  WriteOptions odd;
+  odd.segment_alignment = 3;
+  std::unique_ptr<Opened> q = open_bytes(write_or_die(store, FunctionMaps{}, odd));
+  REQUIRE_MESSAGE(q->ok(), error_name(q->error()), ": ", q->result->failure().what);
+  CHECK(q->map().find("a")->offset % 192 == 0);  // lcm(3, 64, 3)
+  CHECK(q->map().segment(0)->alignment == 192);
+}

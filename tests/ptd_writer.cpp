@@ -1,0 +1,825 @@
+// tests/ptd_writer.cpp — the .ptd writer (wdedup/ptd_writer.hpp): golden
+// bytes of small files, segment placement and alignment, the WDX1 block,
+// identical output through every entry point, validation, and a round trip
+// through the runtime reader (NamedDataMap).
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "wdedup/hash.hpp"
+#include "wdedup/ptd_writer.hpp"
+#include "wdedup/runtime/named_data_map.hpp"
+
+using namespace wdedup;
+
+namespace {
+
+namespace eh = format::ext_header;
+namespace ke = format::key_entry;
+namespace fr = format::function_record;
+namespace ftr = format::function_tensor;
+
+std::uint16_t u16(const std::vector<std::uint8_t>& f, std::uint64_t at) { return format::load_u16(f.data() + at); }
+std::uint32_t u32(const std::vector<std::uint8_t>& f, std::uint64_t at) { return format::load_u32(f.data() + at); }
+std::uint64_t u64(const std::vector<std::uint8_t>& f, std::uint64_t at) { return format::load_u64(f.data() + at); }
+
+std::string hex(const std::vector<std::uint8_t>& f, std::uint64_t from, std::uint64_t to) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (std::uint64_t i = from; i < to; ++i) {
+    s += digits[f[i] >> 4];
+    s += digits[f[i] & 15];
+  }
+  return s;
+}
+
+bool all_zero(const std::vector<std::uint8_t>& f, std::uint64_t from, std::uint64_t to) {
+  for (std::uint64_t i = from; i < to; ++i)
+    if (f[i] != 0) return false;
+  return true;
+}
+
+/// A minimal flatbuffer walker over a whole file (positions are absolute),
+/// independent of wdedup's reader.
+struct Walk {
+  const std::vector<std::uint8_t>& f;
+  std::uint64_t root() const { return u32(f, 0); }
+  /// Position of field `id` of the table at `table`, or 0 if absent.
+  std::uint64_t field(std::uint64_t table, int id) const {
+    const auto soff = static_cast<std::int32_t>(u32(f, table));
+    const std::uint64_t vt = static_cast<std::uint64_t>(static_cast<std::int64_t>(table) - soff);
+    const std::uint16_t vsize = u16(f, vt);
+    const auto slot = static_cast<std::uint16_t>(4 + 2 * id);
+    if (slot >= vsize) return 0;
+    const std::uint16_t o = u16(f, vt + slot);
+    return o ? table + o : 0;
+  }
+  std::uint64_t deref(std::uint64_t pos) const { return pos + u32(f, pos); }
+  /// Target of offset field `id` (0 if absent).
+  std::uint64_t object(std::uint64_t table, int id) const {
+    const std::uint64_t p = field(table, id);
+    return p ? deref(p) : 0;
+  }
+  std::uint32_t count(std::uint64_t vec) const { return u32(f, vec); }
+  std::uint64_t element(std::uint64_t vec, std::uint32_t i) const { return deref(vec + 4 + 4 * std::uint64_t{i}); }
+  std::string string(std::uint64_t s) const {
+    return std::string(reinterpret_cast<const char*>(f.data() + s + 4), u32(f, s));
+  }
+  std::uint64_t segments() const { return object(root(), format::flat_tensor_field::kSegments); }
+  std::uint64_t named_data() const { return object(root(), format::flat_tensor_field::kNamedData); }
+  std::uint64_t u64_field(std::uint64_t table, int id) const {
+    const std::uint64_t p = field(table, id);
+    return p ? u64(f, p) : 0;
+  }
+  std::uint64_t segment_offset(std::uint32_t i) const {
+    return u64_field(element(segments(), i), format::data_segment_field::kOffset);
+  }
+  std::uint64_t segment_size(std::uint32_t i) const {
+    return u64_field(element(segments(), i), format::data_segment_field::kSize);
+  }
+};
+
+struct Header {
+  std::uint64_t fb_offset, fb_size, base, data_size;
+};
+Header header(const std::vector<std::uint8_t>& f) {
+  return Header{u64(f, format::kHeaderFlatbufferOffsetPos), u64(f, format::kHeaderFlatbufferSizePos),
+                u64(f, format::kHeaderSegmentBasePos), u64(f, format::kHeaderSegmentDataSizePos)};
+}
+
+std::vector<std::uint8_t> serialize(const NamedDataStore& s, const WriteOptions& o = {},
+                                    const FunctionMaps& maps = {}) {
+  Expected<std::vector<std::uint8_t>> r = serialize_ptd(s, maps, o);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  return std::move(r).value();
+}
+
+WriteOptions no_ext(std::uint64_t segment_alignment = 128) {
+  WriteOptions o;
+  o.wdedup_extensions = false;
+  o.segment_alignment = segment_alignment;
+  return o;
+}
+
+void add(NamedDataStore& s, std::string_view key, ByteSpan bytes, std::int64_t align = 1,
+         std::optional<Layout> layout = std::nullopt) {
+  Expected<void> r = s.add_named_data(key, bytes, align, std::move(layout));
+  REQUIRE_MESSAGE(r.ok(), r.message());
+}
+
+std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
+  std::vector<std::uint8_t> v(n);
+  std::uint32_t x = seed * 2654435761u + 7;
+  for (auto& b : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<std::uint8_t>(x);
+  }
+  return v;
+}
+
+std::vector<std::uint8_t> read_file(const std::string& path) {
+  std::vector<std::uint8_t> out;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return out;
+  std::uint8_t buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return out;
+}
+
+std::string tmp_path(const std::string& name) { return std::string(WDEDUP_TEST_TMPDIR) + "/ptd_writer_" + name; }
+
+// The small store of the golden tests: an alias asking 4096 after its first
+// key asked 16, two keys asking 3 and 4 of the same bytes (lcm 12), a
+// channels-last Half tensor and a zero-size buffer.
+const std::uint8_t kA[5] = {1, 2, 3, 4, 5};
+const std::uint8_t kC[6] = {0x10, 0x11, 0x12, 0x13, 0x14, 0x15};
+const std::uint8_t kE[8] = {0xE0, 0xE1, 0xE2, 0xE3, 0xE4, 0xE5, 0xE6, 0xE7};
+
+NamedDataStore small_store() {
+  NamedDataStore s;
+  add(s, "w.a", ByteSpan(kA, 5), 16);
+  add(s, "w.b", ByteSpan(kA, 5), 4096);
+  add(s, "w.c", ByteSpan(kC, 6), 3, Layout::contiguous(ScalarType::Short, {3}));
+  add(s, "w.d", ByteSpan(kC, 6), 4, Layout::contiguous(ScalarType::Short, {3}));
+  add(s, "w.e", ByteSpan(kE, 8), 1, Layout::channels_last(ScalarType::Half, {1, 2, 2, 1}));
+  add(s, "w.z", ByteSpan(kE, 0), 1);
+  return s;
+}
+
+FunctionMaps small_maps() {
+  FunctionMaps m;
+  m.functions.push_back(FunctionMap{"decode", 0, "combined_all", "decode__0", {{"wq", "w.a"}, {"bias", "w.c"}, {"ln", "w.e"}}});
+  m.functions.push_back(FunctionMap{"prefill", 0, "combined_all", "prefill__0", {{"wq", "w.b"}, {"bias", "w.d"}}});
+  m.functions.push_back(FunctionMap{"decode", 1, "combined_all", "decode__1", {}});
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("empty store: ExecuTorch's bytes without WDX1; a minimal WDX1 block with it") {
+  const NamedDataStore empty;
+  const std::vector<std::uint8_t> plain = serialize(empty, no_ext());
+  // Identical to ExecuTorch's empty.ptd: root table with both vectors, empty.
+  CHECK(hex(plain, 0, plain.size()) ==
+        "44000000465430314648303128000000"
+        "30000000000000002800000000000000"
+        "80000000000000000000000000000000"
+        "000000000000000000000a000c000000"
+        "040008000a0000000c00000004000000"
+        "00000000000000000000000000000000"
+        "00000000000000000000000000000000"
+        "00000000000000000000000000000000");
+
+  const std::vector<std::uint8_t> f = serialize(empty);
+  REQUIRE(f.size() == 256);
+  CHECK(hex(f, 0, 32) == hex(plain, 0, 32));    // same root offset, identifier, header up to the base
+  CHECK(hex(f, 48, 88) == hex(plain, 48, 88));  // same flatbuffer
+  const Header h = header(f);
+  CHECK(h.fb_offset == 48);
+  CHECK(h.fb_size == 40);
+  CHECK(h.base == 256);  // align_up(96 + 88, 128)
+  CHECK(h.data_size == 0);
+  const std::uint64_t x = 96;  // align_up(48 + 40, 16)
+  CHECK(std::memcmp(f.data() + x, "WDX1", 4) == 0);
+  CHECK(u32(f, x + eh::kVersion) == 1);
+  CHECK(u64(f, x + eh::kBlockSize) == 88);
+  CHECK(u64(f, x + eh::kHashSeed) == 0);
+  CHECK(u32(f, x + eh::kKeyCount) == 0);
+  CHECK(u32(f, x + eh::kSlotCount) == 1);
+  CHECK(u32(f, x + eh::kSegmentCount) == 0);
+  CHECK(u32(f, x + eh::kFunctionCount) == 0);
+  CHECK(u32(f, x + eh::kFunctionTensorCount) == 0);
+  CHECK(u32(f, x + eh::kStringsSize) == 0);
+  CHECK(u32(f, x + eh::kEntriesOffset) == 80);
+  CHECK(u32(f, x + eh::kSlotsOffset) == 80);
+  CHECK(u32(f, x + eh::kSegmentInfoOffset) == 88);
+  CHECK(u32(f, x + eh::kFunctionsOffset) == 88);
+  CHECK(u32(f, x + eh::kFunctionTensorsOffset) == 88);
+  CHECK(u32(f, x + eh::kStringsOffset) == 88);
+  CHECK(u64(f, x + eh::kReserved) == 0);
+  CHECK(u64(f, x + 80) == 0);  // the one empty slot
+  CHECK(all_zero(f, 88, 96));
+  CHECK(all_zero(f, x + 88, 256));
+}
+
+TEST_CASE("small store without WDX1: golden bytes, header, root offset, segment offsets") {
+  const NamedDataStore s = small_store();
+  REQUIRE(s.buffer_count() == 4);
+  CHECK(s.buffers()[0].alignment == 4096);  // lcm(16, 4096)
+  CHECK(s.buffers()[1].alignment == 12);    // lcm(3, 4)
+  const std::vector<std::uint8_t> f = serialize(s, no_ext());
+  const Header h = header(f);
+  CHECK(h.fb_offset == 48);
+  CHECK(h.fb_size == 464);
+  // Segment 0 asks for 4096, so the base is 4096-aligned and segment 0 sits
+  // at offset 0, where ExecuTorch puts it.
+  CHECK(h.base == 4096);
+  CHECK(h.data_size == 384);
+  CHECK(f.size() == 4480);
+  CHECK(u32(f, 0) == 0x44);  // root table right after the header and vtable
+  // The whole flatbuffer, byte for byte (flatc's layout: see
+  // tests/executorch_compat.cpp, which compares with flatc itself).
+  CHECK(hex(f, 0, 512) ==
+        "44000000465430314648303128000000"
+        "3000000000000000d001000000000000"
+        "00100000000000008001000000000000"
+        "000000000000000000000a000c000000"
+        "040008000a0000004001000004000000"
+        "060000002401000008010000c0000000"
+        "78000000240000000c00000008000c00"
+        "04000800080000000800000003000000"
+        "03000000772e7a00baffffff38000000"
+        "02000000040000006affffff00000005"
+        "10000000040000000400000000020301"
+        "04000000010000000200000002000000"
+        "0100000003000000772e650000000a00"
+        "1000040008000c000a0000002c000000"
+        "0100000004000000baffffff00000002"
+        "10000000040000000100000000000000"
+        "010000000300000003000000772e6400"
+        "00000a001200040008000c000a000000"
+        "38000000010000001000000000000a00"
+        "1000070008000c000a00000000000002"
+        "10000000040000000100000000000000"
+        "010000000300000003000000772e6300"
+        "eeffffff0400000003000000772e6200"
+        "00000600080004000600000004000000"
+        "03000000772e61000400000068000000"
+        "44000000200000000c00000000000600"
+        "10000400060000008001000000000000"
+        "00000000e8ffffff0001000000000000"
+        "08000000000000000000000008001800"
+        "04000c00080000008000000000000000"
+        "06000000000000000000000008000c00"
+        "00000400080000000500000000000000");
+  CHECK(all_zero(f, 512, 4096));
+
+  const Walk w{f};
+  REQUIRE(w.count(w.segments()) == 4);
+  // Relative offsets, and absolute positions that honour every request.
+  CHECK(w.segment_offset(0) == 0);
+  CHECK(w.segment_offset(1) == 128);  // 4224 = 11 * 384 = lcm(128, 12) multiple
+  CHECK(w.segment_offset(2) == 256);
+  CHECK(w.segment_offset(3) == 384);  // zero-size buffer: size field omitted
+  CHECK(w.segment_size(0) == 5);
+  CHECK(w.segment_size(1) == 6);
+  CHECK(w.segment_size(2) == 8);
+  CHECK(w.segment_size(3) == 0);
+  CHECK(w.field(w.element(w.segments(), 3), format::data_segment_field::kSize) == 0);
+  CHECK((4096 + w.segment_offset(1)) % 12 == 0);
+  CHECK(std::memcmp(f.data() + 4096, kA, 5) == 0);
+  CHECK(std::memcmp(f.data() + 4224, kC, 6) == 0);
+  CHECK(std::memcmp(f.data() + 4352, kE, 8) == 0);
+  CHECK(all_zero(f, 4101, 4224));
+  CHECK(all_zero(f, 4230, 4352));
+  CHECK(all_zero(f, 4360, 4480));
+
+  // named_data in store key order, segment indices in buffer order.
+  REQUIRE(w.count(w.named_data()) == 6);
+  const char* keys[] = {"w.a", "w.b", "w.c", "w.d", "w.e", "w.z"};
+  const std::uint32_t segs[] = {0, 0, 1, 1, 2, 3};
+  for (std::uint32_t i = 0; i < 6; ++i) {
+    const std::uint64_t nd = w.element(w.named_data(), i);
+    CHECK(w.string(w.object(nd, format::named_data_field::kKey)) == keys[i]);
+    const std::uint64_t si = w.field(nd, format::named_data_field::kSegmentIndex);
+    CHECK((si ? u32(f, si) : 0u) == segs[i]);
+    // Every string is NUL-terminated.
+    const std::uint64_t str = w.object(nd, format::named_data_field::kKey);
+    CHECK(f[str + 4 + u32(f, str)] == 0);
+  }
+}
+
+TEST_CASE("absolute alignment: a 4096 request lands on a 4096 multiple whatever precedes it") {
+  const auto small = pattern(33, 1), big = pattern(100, 2), mid = pattern(65, 3);
+  NamedDataStore s;
+  add(s, "first", ByteSpan(small.data(), small.size()), 16);
+  add(s, "mid", ByteSpan(mid.data(), mid.size()), 16);
+  add(s, "mid.alias", ByteSpan(mid.data(), mid.size()), 4096);  // raises a later segment to 4096
+  add(s, "big", ByteSpan(big.data(), big.size()), 64);
+  for (bool ext : {false, true}) {
+    for (std::uint64_t sa : {1ull, 16ull, 128ull, 48ull}) {
+      CAPTURE(ext);
+      CAPTURE(sa);
+      WriteOptions o;
+      o.wdedup_extensions = ext;
+      o.segment_alignment = sa;
+      const std::vector<std::uint8_t> f = serialize(s, o);
+      const Header h = header(f);
+      const Walk w{f};
+      CHECK(h.base % sa == 0);
+      const std::uint64_t p0 = h.base + w.segment_offset(0), p1 = h.base + w.segment_offset(1),
+                          p2 = h.base + w.segment_offset(2);
+      CHECK(w.segment_offset(0) == 0);
+      CHECK(p0 % 16 == 0);
+      CHECK(p1 % 4096 == 0);
+      CHECK(p1 % sa == 0);
+      CHECK(p2 % 64 == 0);
+      CHECK(p2 % sa == 0);
+      // Each segment at the first position that satisfies it (no waste).
+      std::uint64_t expect1 = 0, expect2 = 0;
+      REQUIRE(format::align_up(p0 + 33, *detail::lcm64(sa, 4096), &expect1));
+      REQUIRE(format::align_up(p1 + 65, *detail::lcm64(sa, 64), &expect2));
+      CHECK(p1 == expect1);
+      CHECK(p2 == expect2);
+      CHECK(f.size() == p2 + 100);
+      CHECK(h.data_size == f.size() - h.base);
+    }
+  }
+}
+
+TEST_CASE("non-power-of-two alignments: lcm(3, 4) = 12, with and without a segment alignment") {
+  const std::uint8_t one[1] = {0xAA};
+  NamedDataStore s;
+  add(s, "one", ByteSpan(one, 1), 1);
+  add(s, "c3", ByteSpan(kC, 6), 3);
+  add(s, "c4", ByteSpan(kC, 6), 4);
+  add(s, "e5", ByteSpan(kE, 8), 5);
+  const std::vector<std::uint8_t> f = serialize(s, no_ext(1));
+  const Header h = header(f);
+  const Walk w{f};
+  CHECK(h.base == 48 + h.fb_size + (16 - (48 + h.fb_size) % 16) % 16);  // only 16-aligned, like ExecuTorch
+  const std::uint64_t p1 = h.base + w.segment_offset(1), p2 = h.base + w.segment_offset(2);
+  CHECK(p1 % 12 == 0);
+  CHECK(p1 - (h.base + 1) < 12);
+  CHECK(p2 % 5 == 0);
+  CHECK(p2 - (p1 + 6) < 5);
+  CHECK(std::memcmp(f.data() + p1, kC, 6) == 0);
+  CHECK(std::memcmp(f.data() + p2, kE, 8) == 0);
+
+  // With segment_alignment 128: lcm(128, 12) = 384, lcm(128, 5) = 640.
+  const std::vector<std::uint8_t> g = serialize(s, no_ext(128));
+  const Header hg = header(g);
+  const Walk wg{g};
+  CHECK((hg.base + wg.segment_offset(1)) % 384 == 0);
+  CHECK((hg.base + wg.segment_offset(2)) % 640 == 0);
+
+  WriteOptions seven = no_ext(7);  // any positive segment alignment works
+  const std::vector<std::uint8_t> k = serialize(s, seven);
+  const Header hk = header(k);
+  const Walk wk{k};
+  CHECK(hk.base % 7 == 0);
+  CHECK((hk.base + wk.segment_offset(1)) % 84 == 0);
+  CHECK((hk.base + wk.segment_offset(2)) % 35 == 0);
+}
+
+TEST_CASE("a first segment that is empty sits at the base together with the next one") {
+  const auto d = pattern(10, 5);
+  NamedDataStore s;
+  add(s, "empty", ByteSpan(d.data(), 0), 256);
+  add(s, "data", ByteSpan(d.data(), d.size()), 3);
+  const std::vector<std::uint8_t> f = serialize(s, no_ext());
+  const Header h = header(f);
+  const Walk w{f};
+  CHECK(h.base % 768 == 0);  // lcm(128, 256, 3)
+  CHECK(w.segment_offset(0) == 0);
+  CHECK(w.segment_offset(1) == 0);
+  CHECK(w.field(w.element(w.segments(), 1), format::data_segment_field::kOffset) == 0);  // omitted, as flatc does
+  CHECK(f.size() == h.base + 10);
+}
+
+TEST_CASE("tensor layouts: scalar types, rank 0, zero sizes, channels-last") {
+  const auto b24 = pattern(24, 1), b8 = pattern(8, 2), b5 = pattern(5, 3), b16 = pattern(16, 4), b48 = pattern(48, 5);
+  NamedDataStore s;
+  add(s, "f32", ByteSpan(b24.data(), 24), 4, Layout::contiguous(ScalarType::Float, {2, 3}));
+  add(s, "f16", ByteSpan(b8.data(), 8), 2, Layout::contiguous(ScalarType::Half, {4}));
+  add(s, "bf16", ByteSpan(b8.data(), 8), 2, Layout::contiguous(ScalarType::BFloat16, {2, 2}));
+  add(s, "i8", ByteSpan(b5.data(), 5), 1, Layout::contiguous(ScalarType::Char, {5}));
+  add(s, "u8", ByteSpan(b5.data(), 5), 1, Layout::contiguous(ScalarType::Byte, {5, 1}));
+  add(s, "i64.scalar", ByteSpan(b8.data(), 8), 8, Layout::contiguous(ScalarType::Long, {}));
+  add(s, "f64", ByteSpan(b16.data(), 16), 8, Layout::contiguous(ScalarType::Double, {2}));
+  add(s, "zero", ByteSpan(b8.data(), 0), 4, Layout::contiguous(ScalarType::Float, {2, 0, 3}));
+  add(s, "nhwc", ByteSpan(b48.data(), 48), 16, Layout::channels_last(ScalarType::Float, {1, 2, 3, 2}));
+  add(s, "raw", ByteSpan(b48.data(), 48), 1);
+
+  for (bool ext : {false, true}) {
+    CAPTURE(ext);
+    WriteOptions o;
+    o.wdedup_extensions = ext;
+    const std::vector<std::uint8_t> f = serialize(s, o);
+    const Walk w{f};
+    REQUIRE(w.count(w.named_data()) == s.key_count());
+    for (std::uint32_t i = 0; i < s.key_count(); ++i) {
+      const StoreKey& k = s.keys()[i];
+      CAPTURE(k.key);
+      const std::uint64_t nd = w.element(w.named_data(), i);
+      const std::uint64_t tl = w.object(nd, format::named_data_field::kTensorLayout);
+      REQUIRE((tl != 0) == k.layout.has_value());
+      if (!tl) continue;
+      const std::uint64_t st = w.field(tl, format::tensor_layout_field::kScalarType);
+      CHECK((st ? static_cast<int>(static_cast<std::int8_t>(f[st])) : 0) == static_cast<int>(k.layout->scalar_type));
+      CHECK((k.layout->scalar_type != ScalarType::Byte || st == 0));  // default omitted, as flatc does
+      // Both vectors are present even for rank 0 (ExecuTorch dereferences them).
+      const std::uint64_t sizes = w.object(tl, format::tensor_layout_field::kSizes);
+      const std::uint64_t dims = w.object(tl, format::tensor_layout_field::kDimOrder);
+      REQUIRE(sizes != 0);
+      REQUIRE(dims != 0);
+      REQUIRE(w.count(sizes) == k.layout->sizes.size());
+      REQUIRE(w.count(dims) == k.layout->dim_order.size());
+      CHECK(sizes % 4 == 0);
+      for (std::uint32_t d = 0; d < w.count(sizes); ++d) {
+        CHECK(static_cast<std::int32_t>(u32(f, sizes + 4 + 4 * d)) == k.layout->sizes[d]);
+        CHECK(f[dims + 4 + d] == k.layout->dim_order[d]);
+      }
+      if (ext) {  // the WDX1 entry points at this very table
+        const std::uint64_t x = 48 + header(f).fb_size + (16 - (48 + header(f).fb_size) % 16) % 16;
+        CHECK(u32(f, x + u32(f, x + eh::kEntriesOffset) + i * ke::kSize + ke::kLayoutOffset) == tl);
+      }
+    }
+  }
+}
+
+TEST_CASE("WDX1 block: entries, hash slots, segment info, function records, strings") {
+  const NamedDataStore s = small_store();
+  const FunctionMaps maps = small_maps();
+  WriteOptions o;
+  o.hash_seed = 0x1234;
+  const std::vector<std::uint8_t> f = serialize(s, o, maps);
+  const Header h = header(f);
+  const std::uint64_t x = 512;  // align_up(48 + 464, 16): the flatbuffer is the one of the golden test
+  REQUIRE(h.fb_size == 464);
+  REQUIRE(std::memcmp(f.data() + x, "WDX1", 4) == 0);
+  CHECK(u32(f, x + eh::kVersion) == format::kExtVersion);
+  CHECK(u64(f, x + eh::kHashSeed) == 0x1234);
+  CHECK(u32(f, x + eh::kKeyCount) == 6);
+  CHECK(u32(f, x + eh::kSlotCount) == 16);
+  CHECK(u32(f, x + eh::kSegmentCount) == 4);
+  CHECK(u32(f, x + eh::kFunctionCount) == 3);
+  CHECK(u32(f, x + eh::kFunctionTensorCount) == 5);
+  // Strings, each once: decode, combined_all, decode__0, bias, ln, wq,
+  // prefill, prefill__0, decode__1 (with NULs).
+  static const char kPool[] = "decode\0combined_all\0decode__0\0bias\0ln\0wq\0prefill\0prefill__0\0decode__1";
+  const std::string pool_text(kPool, sizeof kPool);  // the array's own final NUL included
+  CHECK(u32(f, x + eh::kStringsSize) == pool_text.size());
+  const std::uint32_t entries = u32(f, x + eh::kEntriesOffset), slots = u32(f, x + eh::kSlotsOffset),
+                      seginfo = u32(f, x + eh::kSegmentInfoOffset), functions = u32(f, x + eh::kFunctionsOffset),
+                      rows = u32(f, x + eh::kFunctionTensorsOffset), strings = u32(f, x + eh::kStringsOffset);
+  CHECK(entries == 80);
+  CHECK(slots == 80 + 6 * 40);
+  CHECK(seginfo == slots + 16 * 8);
+  CHECK(functions == seginfo + 4 * 16);
+  CHECK(rows == functions + 3 * 40);
+  CHECK(strings == rows + 5 * 16);
+  const std::uint64_t block = (strings + pool_text.size() + 7) / 8 * 8;
+  CHECK(u64(f, x + eh::kBlockSize) == block);
+  CHECK(u64(f, x + eh::kReserved) == 0);
+  CHECK(std::string(reinterpret_cast<const char*>(f.data() + x + strings), pool_text.size()) == pool_text);
+  CHECK(h.base == 4096);
+  CHECK(all_zero(f, x + strings + pool_text.size(), h.base));
+
+  // Key entries.
+  const std::uint64_t data_at[] = {4096, 4096, 4224, 4224, 4352, 4480};
+  const std::uint64_t sizes[] = {5, 5, 6, 6, 8, 0};
+  const std::uint64_t aligns[] = {16, 4096, 3, 4, 1, 1};
+  const std::uint32_t segs[] = {0, 0, 1, 1, 2, 3};
+  const Walk w{f};
+  for (std::uint32_t i = 0; i < 6; ++i) {
+    const std::uint64_t e = x + entries + i * ke::kSize;
+    const std::string& key = s.keys()[i].key;
+    CAPTURE(key);
+    CHECK(u64(f, e + ke::kDataOffset) == data_at[i]);
+    CHECK(u64(f, e + ke::kDataSize) == sizes[i]);
+    CHECK(u64(f, e + ke::kAlignment) == aligns[i]);
+    CHECK(u32(f, e + ke::kKeySize) == key.size());
+    CHECK(std::string(reinterpret_cast<const char*>(f.data() + u32(f, e + ke::kKeyOffset)), key.size()) == key);
+    CHECK(u32(f, e + ke::kKeyOffset) == w.object(w.element(w.named_data(), i), format::named_data_field::kKey) + 4);
+    CHECK(u32(f, e + ke::kSegmentIndex) == segs[i]);
+    CHECK(u32(f, e + ke::kLayoutOffset) == w.object(w.element(w.named_data(), i), format::named_data_field::kTensorLayout));
+  }
+  // Hash slots: each key is found from its home slot by linear probing, and
+  // exactly key_count slots are used.
+  int used = 0;
+  for (std::uint32_t sl = 0; sl < 16; ++sl) used += u64(f, x + slots + 8 * sl) != 0;
+  CHECK(used == 6);
+  for (std::uint32_t i = 0; i < 6; ++i) {
+    const std::string& key = s.keys()[i].key;
+    const std::uint64_t hk = detail::key_hash(key.data(), key.size(), 0x1234);
+    std::uint32_t at = static_cast<std::uint32_t>(hk & 15);
+    int probes = 0;
+    while (u64(f, x + slots + 8 * at) != format::slot_value(hk, i) && probes < 16) {
+      CHECK(u64(f, x + slots + 8 * at) != 0);  // no empty slot before the key's own
+      at = (at + 1) & 15;
+      ++probes;
+    }
+    CHECK(probes < 16);
+  }
+  // Segment info: XXH3-64 of the bytes (seed 0) and the lcm of the keys' alignments.
+  const ByteSpan seg_bytes[] = {ByteSpan(kA, 5), ByteSpan(kC, 6), ByteSpan(kE, 8), ByteSpan(kE, 0)};
+  const std::uint64_t seg_aligns[] = {4096, 12, 1, 1};
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    const std::uint64_t si = x + seginfo + i * 16;
+    CHECK(u64(f, si + format::segment_info::kContentHash) == XXH3_64bits(seg_bytes[i].data(), seg_bytes[i].size()));
+    CHECK(u64(f, si + format::segment_info::kAlignment) == seg_aligns[i]);
+  }
+  // Function records in map order; rows sorted by tensor name.
+  const auto str = [&](std::uint32_t off, std::uint32_t size) {
+    return std::string(reinterpret_cast<const char*>(f.data() + x + strings + off), size);
+  };
+  struct Want {
+    const char* method;
+    std::uint32_t partition;
+    const char* name;
+    std::uint32_t begin, count;
+  } want[] = {{"decode", 0, "decode__0", 0, 3}, {"prefill", 0, "prefill__0", 3, 2}, {"decode", 1, "decode__1", 5, 0}};
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    const std::uint64_t r = x + functions + i * fr::kSize;
+    CHECK(str(u32(f, r + fr::kMethodOffset), u32(f, r + fr::kMethodSize)) == want[i].method);
+    CHECK(u32(f, r + fr::kPartitionIndex) == want[i].partition);
+    CHECK(str(u32(f, r + fr::kBlobOffset), u32(f, r + fr::kBlobSize)) == "combined_all");
+    CHECK(str(u32(f, r + fr::kNameOffset), u32(f, r + fr::kNameSize)) == want[i].name);
+    CHECK(u32(f, r + fr::kTensorsBegin) == want[i].begin);
+    CHECK(u32(f, r + fr::kTensorsCount) == want[i].count);
+    CHECK(u32(f, r + fr::kReserved) == 0);
+  }
+  CHECK(u32(f, x + functions + 2 * fr::kSize + fr::kMethodOffset) == 0);  // "decode" stored once
+  const char* row_names[] = {"bias", "ln", "wq", "bias", "wq"};
+  const std::uint32_t row_keys[] = {2, 4, 0, 3, 1};  // w.c, w.e, w.a; w.d, w.b
+  for (std::uint32_t i = 0; i < 5; ++i) {
+    const std::uint64_t r = x + rows + i * ftr::kSize;
+    CHECK(str(u32(f, r + ftr::kNameOffset), u32(f, r + ftr::kNameSize)) == row_names[i]);
+    CHECK(u32(f, r + ftr::kKeyIndex) == row_keys[i]);
+    CHECK(u32(f, r + ftr::kReserved) == 0);
+  }
+  // The flatbuffer is the same with or without the block; only the header's
+  // segment_base_offset and what follows the flatbuffer differ.
+  const std::vector<std::uint8_t> plain = serialize(s, no_ext(), maps);
+  CHECK(hex(f, 48, 512) == hex(plain, 48, 512));
+  CHECK(hex(f, 0, 32) == hex(plain, 0, 32));
+}
+
+TEST_CASE("the hash seed changes the slots and the seed field, nothing else") {
+  const NamedDataStore s = small_store();
+  WriteOptions a, b;
+  b.hash_seed = 99;
+  const std::vector<std::uint8_t> fa = serialize(s, a), fb = serialize(s, b);
+  REQUIRE(fa.size() == fb.size());
+  const std::uint64_t x = 512, slots = x + u32(fa, x + eh::kSlotsOffset);
+  CHECK(u64(fb, x + eh::kHashSeed) == 99);
+  for (std::size_t i = 0; i < fa.size(); ++i)
+    if (fa[i] != fb[i]) CHECK(((i >= x + eh::kHashSeed && i < x + eh::kHashSeed + 8) || (i >= slots && i < slots + 128)));
+}
+
+TEST_CASE("stats") {
+  const NamedDataStore s = small_store();
+  std::vector<std::uint8_t> bytes;
+  VectorSink sink(bytes);
+  WriteOptions o = no_ext();
+  Expected<WriteStats> st = write_ptd(s, sink, o);
+  REQUIRE(st.ok());
+  CHECK(st->file_size == 4480);
+  CHECK(st->flatbuffer_size == 464);
+  CHECK(st->extension_size == 0);
+  CHECK(st->metadata_size == 512);
+  CHECK(st->segment_base_offset == 4096);
+  CHECK(st->data_bytes == 19);
+  CHECK(st->padding_bytes == 4480 - 512 - 19);
+  CHECK(st->key_count == 6);
+  CHECK(st->segment_count == 4);
+  CHECK(st->function_count == 0);
+  CHECK(bytes.size() == st->file_size);
+}
+
+namespace {
+/// Records how the writer calls a sink.
+class RecordingSink final : public ByteSink {
+ public:
+  std::vector<std::uint8_t> bytes;
+  std::vector<std::size_t> calls;
+  Expected<void> write(const void* data, std::size_t size) override {
+    calls.push_back(size);
+    const auto* p = static_cast<const std::uint8_t*>(data);
+    bytes.insert(bytes.end(), p, p + size);
+    return {};
+  }
+};
+}  // namespace
+
+TEST_CASE("serialize_ptd, write_ptd into a sink and write_ptd_file write identical bytes") {
+  // A large segment (hashed and written in chunks), small ones, padding.
+  const auto big = pattern(3 * 1024 * 1024 + 17, 11), small = pattern(100, 12);
+  NamedDataStore s = small_store();
+  add(s, "big", ByteSpan(big.data(), big.size()), 4096);
+  add(s, "small", ByteSpan(small.data(), small.size()), 64, Layout::contiguous(ScalarType::Float, {25}));
+  const FunctionMaps maps = small_maps();
+  for (bool ext : {false, true}) {
+    CAPTURE(ext);
+    WriteOptions o;
+    o.wdedup_extensions = ext;
+    const std::vector<std::uint8_t> mem = serialize(s, o, maps);
+    RecordingSink sink;
+    Expected<WriteStats> st = write_ptd(s, maps, sink, o);
+    REQUIRE(st.ok());
+    CHECK(sink.bytes == mem);
+    CHECK(st->file_size == mem.size());
+    const std::string path = tmp_path(ext ? "identical_ext.ptd" : "identical.ptd");
+    Expected<WriteStats> fs = write_ptd_file(s, maps, path, o);
+    REQUIRE_MESSAGE(fs.ok(), fs.message());
+    CHECK(read_file(path) == mem);
+    CHECK(fs->file_size == st->file_size);
+    CHECK(fs->padding_bytes == st->padding_bytes);
+    if (ext) {  // the big segment's hash, computed chunk by chunk in the file path
+      Expected<std::vector<std::uint8_t>> again = serialize_ptd(s, maps, o);
+      REQUIRE(again.ok());
+      CHECK(*again == mem);
+    }
+    ::unlink(path.c_str());
+  }
+}
+
+TEST_CASE("validation: every error names what is wrong, and nothing is written") {
+  const NamedDataStore s = small_store();
+  const std::string path = tmp_path("never_written.ptd");
+  ::unlink(path.c_str());
+  const auto expect = [&](const FunctionMaps& maps, const WriteOptions& o, Error code, const std::string& message) {
+    Expected<std::vector<std::uint8_t>> r = serialize_ptd(s, maps, o);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error() == code);
+    CHECK(r.message() == message);
+    RecordingSink sink;
+    Expected<WriteStats> w = write_ptd(s, maps, sink, o);
+    CHECK(w.error() == code);
+    CHECK(sink.calls.empty());
+    Expected<WriteStats> fw = write_ptd_file(s, maps, path, o);
+    CHECK(fw.error() == code);
+    CHECK(fw.message() == message);
+    struct stat st {};
+    CHECK(::stat(path.c_str(), &st) != 0);
+  };
+
+  SUBCASE("a tensor mapped to a key that is not in the store") {
+    FunctionMaps m = small_maps();
+    m.functions[1].tensors.push_back({"wk", "w.missing"});
+    expect(m, {}, Error::NotFound,
+           "function 'prefill' partition 0 ('prefill__0' in blob 'combined_all'): tensor 'wk' maps to key "
+           "'w.missing', which is not in the store");
+  }
+  SUBCASE("a tensor name twice in one function") {
+    FunctionMaps m = small_maps();
+    m.functions[0].tensors.push_back({"ln", "w.a"});
+    expect(m, {}, Error::InvalidName,
+           "function 'decode' partition 0 ('decode__0' in blob 'combined_all'): tensor 'ln' appears twice in its "
+           "tensor table");
+  }
+  SUBCASE("the same (method, partition) twice") {
+    FunctionMaps m = small_maps();
+    m.functions.push_back(FunctionMap{"decode", 1, "other_blob", "decode__1b", {}});
+    expect(m, {}, Error::InvalidArgument,
+           "function 'decode' partition 1 ('decode__1b' in blob 'other_blob'): method 'decode' partition 1 appears "
+           "twice in the function maps");
+  }
+  SUBCASE("segment alignment 0 or too large") {
+    WriteOptions o;
+    o.segment_alignment = 0;
+    expect({}, o, Error::InvalidAlignment, "segment_alignment must be in [1, 4294967296], got 0");
+    o.segment_alignment = kMaxAlignment + 1;
+    expect({}, o, Error::InvalidAlignment, "segment_alignment must be in [1, 4294967296], got 4294967297");
+  }
+  SUBCASE("function maps are checked even without the WDX1 block") {
+    FunctionMaps m;
+    m.functions.push_back(FunctionMap{"m", 0, "b", "f", {{"t", "nope"}}});
+    expect(m, no_ext(), Error::NotFound,
+           "function 'm' partition 0 ('f' in blob 'b'): tensor 't' maps to key 'nope', which is not in the store");
+  }
+}
+
+TEST_CASE("validation of stores filled through the bulk path") {
+  const auto bytes = pattern(8, 1);
+  SUBCASE("a key pointing past the buffers") {
+    NamedDataStore s;
+    detail::StoreAccess::add_key(s, "k", 3, 1, std::nullopt);
+    Expected<std::vector<std::uint8_t>> r = serialize_ptd(s);
+    CHECK(r.error() == Error::InvalidArgument);
+    CHECK(r.message() == "key 'k' points at buffer 3 but the store has 0 buffers");
+  }
+  SUBCASE("a layout that does not match the bytes") {
+    NamedDataStore s;
+    const std::uint32_t b = detail::StoreAccess::add_buffer(s, ByteSpan(bytes.data(), 8), 1);
+    detail::StoreAccess::add_key(s, "k", b, 1, Layout::contiguous(ScalarType::Float, {3}));
+    Expected<std::vector<std::uint8_t>> r = serialize_ptd(s);
+    CHECK(r.error() == Error::LayoutMismatch);
+    CHECK(r.message() == "key 'k': layout FLOAT [3] dim_order [0] describes 12 bytes but its buffer has 8 bytes");
+  }
+  SUBCASE("a key containing NUL (ExecuTorch's strcmp could never find it)") {
+    NamedDataStore s;
+    add(s, std::string_view("a\0b", 3), ByteSpan(bytes.data(), 8));
+    Expected<std::vector<std::uint8_t>> r = serialize_ptd(s);
+    CHECK(r.error() == Error::InvalidName);
+  }
+  SUBCASE("a key alignment the buffer does not carry is still honoured") {
+    NamedDataStore s;
+    const std::uint32_t b = detail::StoreAccess::add_buffer(s, ByteSpan(bytes.data(), 8), 1);
+    detail::StoreAccess::add_key(s, "k", b, 1024, std::nullopt);
+    const std::vector<std::uint8_t> f = serialize(s, no_ext(1));
+    CHECK((header(f).base + Walk{f}.segment_offset(0)) % 1024 == 0);
+  }
+}
+
+TEST_CASE("a failing sink stops the writer and its error is passed on") {
+  class FailingSink final : public ByteSink {
+   public:
+    std::size_t calls = 0;
+    Expected<void> write(const void*, std::size_t) override {
+      if (++calls == 2) return Expected<void>(Error::IoError, "disk on fire");
+      return {};
+    }
+  } sink;
+  Expected<WriteStats> r = write_ptd(small_store(), sink);
+  CHECK(r.error() == Error::IoError);
+  CHECK(r.message() == "writing .ptd bytes [4096, 4101) to the sink failed: disk on fire");
+  CHECK(sink.calls == 2);
+}
+
+TEST_CASE("round trip through NamedDataMap: bytes, layouts, alignment, segments, function maps") {
+  const auto big = pattern(200000, 21), w = pattern(4096, 22);
+  NamedDataStore s = small_store();
+  add(s, "big", ByteSpan(big.data(), big.size()), 4096, Layout::contiguous(ScalarType::Float, {50000}));
+  add(s, "w.page", ByteSpan(w.data(), w.size()), 64);
+  add(s, "w.page.alias", ByteSpan(w.data(), w.size()), 4096);
+  const FunctionMaps maps = small_maps();
+
+  for (bool ext : {true, false}) {
+    for (std::uint64_t sa : {128ull, 1ull, 3ull}) {
+      CAPTURE(ext);
+      CAPTURE(sa);
+      WriteOptions o;
+      o.wdedup_extensions = ext;
+      o.segment_alignment = sa;
+      const std::string path = tmp_path("roundtrip.ptd");
+      Expected<WriteStats> st = write_ptd_file(s, ext ? maps : FunctionMaps{}, path, o);
+      REQUIRE_MESSAGE(st.ok(), st.message());
+      Result<MmapSource> src = MmapSource::open(path.c_str());
+      REQUIRE(src.ok());
+      Result<NamedDataMap> opened = NamedDataMap::open(*src);
+      REQUIRE_MESSAGE(opened.ok(), opened.failure().what);
+      const NamedDataMap& m = *opened;
+      CHECK(m.has_extension() == ext);
+      REQUIRE(*m.get_num_keys() == s.key_count());
+      REQUIRE(m.segment_count() == s.buffer_count());
+      for (std::size_t i = 0; i < s.key_count(); ++i) {
+        const StoreKey& k = s.keys()[i];
+        CAPTURE(k.key);
+        CHECK(*m.get_key(i) == k.key);
+        Result<DataBuffer> d = m.get_data(k.key);
+        REQUIRE(d.ok());
+        const ByteSpan want = s.buffers()[k.buffer_index].bytes;
+        REQUIRE(d->size() == want.size());
+        CHECK((want.size() == 0 || std::memcmp(d->data(), want.data(), want.size()) == 0));
+        // mmap is page-aligned, so the pointer honours the request's
+        // power-of-two part (up to the page size); the file offset honours
+        // all of it (a pointer can be a multiple of 3 only by chance).
+        const std::uint64_t pow2 = k.alignment & (~k.alignment + 1);
+        CHECK(reinterpret_cast<std::uintptr_t>(d->data()) % (pow2 < 4096 ? pow2 : 4096) == 0);
+        Result<KeyInfo> info = m.find(k.key);
+        REQUIRE(info.ok());
+        CHECK(info->segment_index == k.buffer_index);
+        CHECK(info->offset % k.alignment == 0);
+        if (ext) CHECK(info->alignment == k.alignment);
+        Result<TensorLayout> l = m.get_tensor_layout(k.key);
+        CHECK(l.ok() == k.layout.has_value());
+        if (l.ok()) {
+          CHECK(l->scalar_type == k.layout->scalar_type);
+          CHECK(std::vector<std::int32_t>(l->sizes.begin(), l->sizes.end()) == k.layout->sizes);
+          CHECK(std::vector<std::uint8_t>(l->dim_order.begin(), l->dim_order.end()) == k.layout->dim_order);
+        }
+      }
+      for (std::uint32_t i = 0; i < m.segment_count(); ++i) {
+        Result<SegmentInfo> seg = m.segment(i);
+        REQUIRE(seg.ok());
+        CHECK(seg->offset % sa == 0);
+        CHECK(seg->has_content_hash == ext);
+        if (ext) {
+          const ByteSpan b = s.buffers()[i].bytes;
+          CHECK(seg->content_hash == XXH3_64bits(b.data(), b.size()));
+          CHECK(seg->offset % seg->alignment == 0);
+        }
+      }
+      if (ext) {
+        REQUIRE(m.function_count() == maps.functions.size());
+        for (const FunctionMap& fm : maps.functions) {
+          Result<FunctionView> fv = m.find_function(fm.method, fm.partition_index);
+          REQUIRE(fv.ok());
+          CHECK(fv->blob_key() == fm.blob_key);
+          CHECK(fv->function_name() == fm.function_name);
+          REQUIRE(fv->tensor_count() == fm.tensors.size());
+          for (const FunctionTensor& t : fm.tensors) {
+            Result<std::string_view> key = fv->key_of(t.tensor_name);
+            REQUIRE(key.ok());
+            CHECK(*key == t.key);
+          }
+        }
+      }
+      ::unlink(path.c_str());
+    }
+  }
+}

@@ -1,0 +1,184 @@
+// tests/support/ptd_files.hpp — test-only helpers for the runtime tests:
+// fixture discovery, reading and writing whole files, aligned byte buffers
+// and opening one NamedDataMap through each kind of DataSource.
+#ifndef WDEDUP_TESTS_SUPPORT_PTD_FILES_HPP
+#define WDEDUP_TESTS_SUPPORT_PTD_FILES_HPP
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "wdedup/runtime.hpp"
+
+namespace wdedup_test {
+
+/// Every *.ptd in the fixtures directory, sorted by name (the directory is
+/// iterated, so a new fixture is covered without touching the tests).
+inline std::vector<std::string> fixture_paths() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(WDEDUP_FIXTURES_DIR, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".ptd") out.push_back(it->path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+inline std::string fixture(const char* name) { return std::string(WDEDUP_FIXTURES_DIR) + "/" + name; }
+
+inline std::vector<std::uint8_t> read_file(const std::string& path) {
+  std::vector<std::uint8_t> out;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return out;
+  std::uint8_t buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return out;
+}
+
+inline std::string read_text(const std::string& path) {
+  const std::vector<std::uint8_t> b = read_file(path);
+  return std::string(b.begin(), b.end());
+}
+
+/// Writes `bytes` to WDEDUP_TEST_TMPDIR/name and returns the path.
+inline std::string write_temp(const std::string& name, const std::vector<std::uint8_t>& bytes) {
+  const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/" + name;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f) {
+    if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  return path;
+}
+
+/// Bytes at an address aligned to `alignment` (plus an optional offset, to
+/// make deliberately misaligned buffers).
+class AlignedBytes {
+ public:
+  AlignedBytes() = default;
+  explicit AlignedBytes(std::size_t size, std::size_t alignment = 4096, std::size_t misalign = 0)
+      : size_(size), misalign_(misalign) {
+    const std::size_t total = ((size + misalign + alignment - 1) / alignment + 1) * alignment;
+    mem_.reset(static_cast<std::uint8_t*>(std::aligned_alloc(alignment, total)));
+    std::memset(mem_.get(), 0, total);
+  }
+  AlignedBytes(const std::vector<std::uint8_t>& bytes, std::size_t alignment = 4096, std::size_t misalign = 0)
+      : AlignedBytes(bytes.size(), alignment, misalign) {
+    if (!bytes.empty()) std::memcpy(data(), bytes.data(), bytes.size());
+  }
+  std::uint8_t* data() const { return mem_.get() + misalign_; }
+  std::size_t size() const { return size_; }
+  wdedup::Span<std::uint8_t> span() const { return wdedup::Span<std::uint8_t>(data(), size_); }
+
+ private:
+  struct Free {
+    void operator()(std::uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::uint8_t, Free> mem_;
+  std::size_t size_ = 0;
+  std::size_t misalign_ = 0;
+};
+
+/// How a test reaches a file: mmap (in place), pread with lent metadata
+/// memory, or caller memory (in place).
+enum class Via { Mmap, File, Buffer };
+inline const char* via_name(Via v) {
+  return v == Via::Mmap ? "mmap" : v == Via::File ? "file" : "buffer";
+}
+constexpr Via kAllVias[] = {Via::Mmap, Via::File, Via::Buffer};
+
+/// A source and the map opened over it, kept at a stable address (the map
+/// points at the source and the lent memory).
+struct Opened {
+  std::optional<wdedup::MmapSource> mmap;
+  std::optional<wdedup::FileSource> file;
+  AlignedBytes bytes;  // Via::Buffer: the file's contents
+  wdedup::BufferSource buffer;
+  AlignedBytes metadata;  // Via::File: lent metadata memory
+  const wdedup::DataSource* source = nullptr;
+  std::optional<wdedup::Result<wdedup::NamedDataMap>> result;
+
+  bool ok() const { return result && result->ok(); }
+  const wdedup::NamedDataMap& map() const { return result->value(); }
+  wdedup::NamedDataMap& map() { return result->value(); }
+  wdedup::Error error() const { return result ? result->error() : wdedup::Error::IoError; }
+};
+
+inline std::unique_ptr<Opened> open_via(Via via, const std::string& path) {
+  auto o = std::make_unique<Opened>();
+  switch (via) {
+    case Via::Mmap: {
+      wdedup::Result<wdedup::MmapSource> s = wdedup::MmapSource::open(path.c_str());
+      if (!s) return o;
+      o->mmap.emplace(std::move(s).value());
+      o->source = &*o->mmap;
+      o->result.emplace(wdedup::NamedDataMap::open(*o->source));
+      break;
+    }
+    case Via::File: {
+      wdedup::Result<wdedup::FileSource> s = wdedup::FileSource::open(path.c_str());
+      if (!s) return o;
+      o->file.emplace(std::move(s).value());
+      o->source = &*o->file;
+      wdedup::Result<std::uint64_t> need = wdedup::NamedDataMap::metadata_size(*o->source);
+      if (!need) {
+        o->result.emplace(need.failure());
+        break;
+      }
+      o->metadata = AlignedBytes(static_cast<std::size_t>(*need), 8);
+      o->result.emplace(wdedup::NamedDataMap::open(*o->source, o->metadata.span()));
+      break;
+    }
+    case Via::Buffer: {
+      o->bytes = AlignedBytes(read_file(path), 8);
+      o->buffer = wdedup::BufferSource(o->bytes.data(), o->bytes.size());
+      o->source = &o->buffer;
+      o->result.emplace(wdedup::NamedDataMap::open(*o->source));
+      break;
+    }
+  }
+  return o;
+}
+
+/// A source that is not memory-backed (like FileSource) over the first
+/// `size` bytes of caller memory: exercises the lent-metadata path without
+/// touching the file system.
+class ReadOnlySource final : public wdedup::DataSource {
+ public:
+  ReadOnlySource(const std::uint8_t* data, std::uint64_t size) : data_(data), size_(size) {}
+  std::uint64_t size() const noexcept override { return size_; }
+  const std::uint8_t* view(std::uint64_t, std::uint64_t) const noexcept override { return nullptr; }
+  wdedup::Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
+    if (offset > size_ || size > size_ - offset)
+      return wdedup::Status(wdedup::Error::Truncated, "read past the end", offset);
+    if (size) std::memcpy(dst, data_ + offset, static_cast<std::size_t>(size));
+    return wdedup::detail::ok_status();
+  }
+
+ private:
+  const std::uint8_t* data_;
+  std::uint64_t size_;
+};
+
+/// Opens in-memory bytes as a BufferSource map (8-aligned copy).
+inline std::unique_ptr<Opened> open_bytes(const std::vector<std::uint8_t>& bytes) {
+  auto o = std::make_unique<Opened>();
+  o->bytes = AlignedBytes(bytes, 8);
+  o->buffer = wdedup::BufferSource(o->bytes.data(), o->bytes.size());
+  o->source = &o->buffer;
+  o->result.emplace(wdedup::NamedDataMap::open(*o->source));
+  return o;
+}
+
+}  // namespace wdedup_test
+
+#endif  // WDEDUP_TESTS_SUPPORT_PTD_FILES_HPP
