@@ -317,7 +317,9 @@ std::string json_string(const std::string& s) {
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
+  // Counts (bytes, tensors) exactly; measurements to 6 significant digits.
+  if (v == std::floor(v) && std::fabs(v) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
 }
 

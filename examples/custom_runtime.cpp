@@ -62,8 +62,9 @@ int load_function(const char* path, std::string_view function_name, LoadedTensor
   int n = 0;
   for (std::size_t i = 0; i < fn->tensor_count() && n < capacity; ++i) {
     wdedup::Result<wdedup::FunctionTensorView> t = fn->tensor(i);
+    if (!t) return -1;
     wdedup::Result<wdedup::KeyInfo> info = map->find(t->key);
-    if (!t || !info) return -1;
+    if (!info) return -1;
     void* dst = arena_alloc(info->size, info->alignment);
     if (dst == nullptr) {
       std::printf("arena full\n");

@@ -9,7 +9,6 @@
 // __libc_* entry points and count while a window is open. Under ASan/TSan,
 // which own malloc, the sanitizer's malloc/free hooks count instead.
 // REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
-#define DOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
 #include "support/wdedup_file.hpp"  // first: see the note there
 
 #include <doctest/doctest.h>
@@ -32,6 +31,20 @@
 #endif
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define WDEDUP_TEST_SANITIZER_MALLOC 1
+#endif
+// ThreadSanitizer's malloc hook does not fire for posix_memalign (its free
+// hook does): under TSan, frees are the exact count and allocs a lower bound.
+#if defined(__SANITIZE_THREAD__)
+#define WDEDUP_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WDEDUP_TEST_TSAN 1
+#endif
+#endif
+#if defined(WDEDUP_TEST_TSAN)
+constexpr bool kAllocHookSeesMemalign = false;
+#else
+constexpr bool kAllocHookSeesMemalign = true;
 #endif
 
 namespace {
@@ -244,6 +257,10 @@ TEST_CASE("opening and querying a map from mmap or caller memory allocates nothi
     CAPTURE(path);
     AlignedBytes bytes(read_file(path), 4096);  // Via::Buffer, prepared outside the window
     for (int pass = 0; pass < 2; ++pass) {      // pass 1 also builds a lent index
+      // Scanning lookups cost the same per key at any size; a file with
+      // thousands of keys (n^2 scans, slow under sanitizers) is indexed in
+      // both passes.
+      const bool index_it = pass == 1 || bytes.size() > (512u << 10);
       QueryStats q;
       Window w;
       {
@@ -252,12 +269,12 @@ TEST_CASE("opening and querying a map from mmap or caller memory allocates nothi
         else {
           Result<NamedDataMap> map = NamedDataMap::open(*src);
           if (!map) ++q.unexpected;
-          else query_everything(*map, q, pass == 1);
+          else query_everything(*map, q, index_it);
         }
         BufferSource buf(bytes.data(), bytes.size());
         Result<NamedDataMap> map = NamedDataMap::open(buf);
         if (!map) ++q.unexpected;
-        else query_everything(*map, q, pass == 1);
+        else query_everything(*map, q, index_it);
       }  // munmap here, inside the window
       w.stop();
       CHECK(q.unexpected == 0);
@@ -294,8 +311,10 @@ TEST_CASE("a FileSource map allocates only the copies get_data returns") {
     w.stop();
     CHECK(q.unexpected == 0);
     CHECK(q.copies == nonempty);
-    CHECK(w.allocs == nonempty);  // exactly one block per non-empty copy...
-    CHECK(w.frees == nonempty);   // ...and each freed by its DataBuffer
+    // Exactly one block per non-empty copy, each freed by its DataBuffer.
+    if (kAllocHookSeesMemalign) CHECK(w.allocs == nonempty);
+    else CHECK(w.allocs <= nonempty);
+    CHECK(w.frees == nonempty);
   }
 }
 

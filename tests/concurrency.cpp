@@ -5,7 +5,6 @@
 // index) and compare with answers computed single-threaded beforehand.
 // CI runs this under ThreadSanitizer (-Db_sanitize=thread).
 // REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
-#define DOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
 #include "support/wdedup_file.hpp"  // first: see the note there
 
 #include <doctest/doctest.h>

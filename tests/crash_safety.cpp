@@ -304,7 +304,9 @@ TEST_CASE("a real write error mid-file (file size limit): destination untouched,
     REQUIRE(WIFEXITED(status));
     INFO(msg);
     CHECK(msg.rfind(std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + dest + "': ", 0) == 0);
-    CHECK(contains(msg, reserve ? "reserve " : "write to temporary file"));
+    // With reserve, fallocate meets the limit first (on a file system without
+    // fallocate the write does).
+    CHECK((contains(msg, "write to temporary file") || (reserve && contains(msg, "reserve "))));
     CHECK(contains(msg, std::strerror(EFBIG)));
     CHECK(read_file(dest) == old_bytes);
     CHECK(others(dir, {"model.ptd"}).empty());
@@ -451,25 +453,34 @@ TEST_CASE("killed at random points (SIGKILL): the destination is absent, the pre
     return pid;
   };
 
-  // One uninterrupted write to learn how long a write takes here, so the
-  // kill points spread over the whole write (no timing is asserted).
-  const auto t0 = std::chrono::steady_clock::now();
-  pid_t pid = spawn(store_a);
+  // Uninterrupted writes to learn how long a write takes here (the faster
+  // of two: the first is cold), so the kill points spread over the whole
+  // write, from before the first byte to after the rename. No timing is
+  // asserted.
+  long long full_us = 0;
+  pid_t pid = 0;
   int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  const auto full_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
-  REQUIRE(read_file(dest) == bytes_a);
-  ::unlink(dest.c_str());
+  for (int warm = 0; warm < 2; ++warm) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pid = spawn(store_a);
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    const long long us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    full_us = warm == 0 ? us : std::min(full_us, us);
+    REQUIRE(read_file(dest) == bytes_a);
+    ::unlink(dest.c_str());
+  }
 
   std::mt19937 rng(20240601);
   const std::vector<std::uint8_t>* previous = nullptr;  // no destination at first
   int killed = 0, completed = 0, kept_previous = 0;
-  for (int iteration = 0; iteration < 12; ++iteration) {
+  constexpr int kIterations = 16;
+  for (int iteration = 0; iteration < kIterations; ++iteration) {
     CAPTURE(iteration);
     const bool write_a = iteration % 2 == 0;
     const std::vector<std::uint8_t>& next = write_a ? bytes_a : bytes_b;
-    const long delay_us = static_cast<long>(rng() % static_cast<std::uint32_t>(full_us * 13 / 10 + 1));
+    const long delay_us = static_cast<long>(rng() % static_cast<std::uint32_t>(full_us * 11 / 10 + 1));
     pid = spawn(write_a ? store_a : store_b);
     struct timespec ts {delay_us / 1000000, (delay_us % 1000000) * 1000};
     ::nanosleep(&ts, nullptr);
@@ -500,5 +511,5 @@ TEST_CASE("killed at random points (SIGKILL): the destination is absent, the pre
     killed += was_killed;
   }
   MESSAGE("kill test: ", killed, " killed, ", completed, " completed, ", kept_previous, " kept the previous state");
-  CHECK(completed + kept_previous == 12);
+  CHECK(completed + kept_previous == kIterations);
 }

@@ -456,6 +456,43 @@ TEST_CASE("identity: many small inputs, compared several pairs at a time") {
   CHECK(r.stats.hash_collisions == 0);
 }
 
+TEST_CASE("identity: distinct inputs that differ only near their end") {
+  // 300 inputs of 4 KiB, equal but for 8 bytes just before the last KiB:
+  // every byte up to there must be compared. block 256: the first block is
+  // done in 5 chunks of 60, merged; the class of 300 is too big for whole
+  // ranges, so each of the 15 later blocks is an item of its own.
+  constexpr std::size_t kSize = 4096, kBlock = 256, kN = 300;
+  const Bytes base = pattern(kSize, 77);
+  std::vector<Bytes> bufs(kN, base);
+  for (std::size_t i = 0; i < kN; ++i) {
+    const std::uint64_t tag = ~std::uint64_t{i};
+    std::memcpy(bufs[i].data() + kSize - 1024 - 8, &tag, 8);
+  }
+  const Run r = run(spans(bufs), kBlock);
+  std::vector<std::uint32_t> identity(kN);
+  for (std::uint32_t i = 0; i < kN; ++i) identity[i] = i;
+  CHECK(r.result == identity);
+  // Chunks: 5 x 59 with their leaders, then 4 merges; later blocks: 15 x 299.
+  CHECK(r.stats.byte_comparisons == 5 * 59 + 4 + 15 * 299);
+  // Fingerprints, the 5 chunk leaders' first blocks (for the merge), and
+  // the block with the tag of everyone but the first.
+  CHECK(r.stats.bytes_hashed == kN * kPrefix + 5 * kBlock + (kN - 1) * kBlock);
+  CHECK(r.stats.hash_collisions == 0);
+  CHECK(r.stats.compared_directly == 0);
+  const Run c = run(spans(bufs), kBlock, AlwaysCollideHash{});
+  CHECK(c.result == identity);
+  CHECK(c.stats.hash_collisions == 298 * 299 / 2);
+}
+
+TEST_CASE("identity: block_size below a cache line is raised to 64") {
+  std::vector<Bytes> bufs{pattern(1000, 1), pattern(1000, 1), pattern(1000, 2)};
+  bufs[1][999] ^= 1;
+  const Run tiny = run(spans(bufs), 1);
+  const Run line = run(spans(bufs), 64);
+  CHECK(tiny.result == line.result);
+  check_same_counts(tiny.stats, line.stats);
+}
+
 TEST_CASE("identity: randomized against brute force") {
   std::mt19937_64 rng(20240611);
   const std::size_t sizes[] = {0, 1, 5, 63, 64, 65, 255, 256, 257, 600, 4096, 9000};

@@ -4,7 +4,6 @@
 // test runs under ASan+UBSan in CI, and every buffer handed to the reader is
 // an exact-size heap allocation so any overread is caught).
 // REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
-#define DOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
 #include <doctest/doctest.h>
 
 #include "support/wdedup_file.hpp"  // first: see the note there

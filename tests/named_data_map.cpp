@@ -4,7 +4,6 @@
 // WDX1 index, lent-memory indexes for plain files, segments, function maps
 // and content-hash verification — on fixtures and on real writer output.
 // REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
-#define DOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
 #include "support/wdedup_file.hpp"  // first: see the note there
 
 #include <doctest/doctest.h>

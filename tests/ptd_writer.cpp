@@ -730,14 +730,15 @@ TEST_CASE("a failing sink stops the writer and its error is passed on") {
    public:
     std::size_t calls = 0;
     Expected<void> write(const void*, std::size_t) override {
-      if (++calls == 2) return Expected<void>(Error::IoError, "disk on fire");
+      if (++calls == 3) return Expected<void>(Error::IoError, "disk on fire");
       return {};
     }
   } sink;
   Expected<WriteStats> r = write_ptd(small_store(), sink);
   CHECK(r.error() == Error::IoError);
+  // Calls: metadata [0, 1024), zeros up to the 4096-aligned base, segment 0.
   CHECK(r.message() == "writing .ptd bytes [4096, 4101) to the sink failed: disk on fire");
-  CHECK(sink.calls == 2);
+  CHECK(sink.calls == 3);
 }
 
 TEST_CASE("round trip through NamedDataMap: bytes, layouts, alignment, segments, function maps") {
@@ -822,4 +823,18 @@ TEST_CASE("round trip through NamedDataMap: bytes, layouts, alignment, segments,
       ::unlink(path.c_str());
     }
   }
+}
+
+TEST_CASE("a 4 GiB alignment is planned without holding 4 GiB of padding in memory") {
+  NamedDataStore s;
+  add(s, "huge.align", ByteSpan(kA, 5), static_cast<std::int64_t>(kMaxAlignment));
+  add(s, "next", ByteSpan(kC, 6), 1);
+  Expected<detail::PtdPlan> p = detail::plan_ptd(s, FunctionMaps{}, WriteOptions{});
+  REQUIRE(p.ok());
+  CHECK(p->segment_base_offset == kMaxAlignment);
+  CHECK(p->segment_offsets[0] == kMaxAlignment);
+  CHECK(p->segment_offsets[1] == kMaxAlignment + 128);
+  CHECK(p->file_size == kMaxAlignment + 128 + 6);
+  CHECK(p->metadata.size() < 4096);  // the zeros up to the base are not in memory
+  CHECK(p->metadata.size() == p->extension_offset + p->extension_size);
 }

@@ -42,7 +42,6 @@ constexpr bool kUmbrellaIsLight = true;
 }
 
 // REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
-#define DOCTEST_CONFIG_NO_EXCEPTIONS_BUT_WITH_ALL_ASSERTS
 #include <doctest/doctest.h>
 
 #include <algorithm>

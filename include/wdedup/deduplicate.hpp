@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "wdedup/detail/identity.hpp"
+#include "wdedup/detail/name_index.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/function_map.hpp"
 #include "wdedup/hash.hpp"
@@ -59,33 +61,45 @@ struct TensorSite {
 };
 
 inline std::string site_prefix(const Program& p, const TensorSite& s) {
-  return cat("method ", quoted(p.methods[s.method].name), " partition ", s.partition, " tensor ",
-             quoted(p.methods[s.method].partitions[s.partition].tensors[s.index].name), ": ");
+  return cat("method ", quote_name(p.methods[s.method].name), " partition ", s.partition, " tensor ",
+             quote_name(p.methods[s.method].partitions[s.partition].tensors[s.index].name), ": ");
 }
 
 /// Names, alignments and layouts are checked before any byte is read.
-inline Expected<void> validate_program(const Program& program, std::vector<TensorSite>* sites) {
-  std::unordered_set<std::string> method_names;
+/// Fills `sites` (program order) and `name_of` (a dense id per distinct
+/// tensor name, from `names`). The common path builds no strings: a message
+/// is only made for the input that fails.
+inline Expected<void> validate_program(const Program& program, std::vector<TensorSite>* sites, NameIndex* names,
+                                       std::vector<std::uint32_t>* name_of) {
+  NameIndex method_names(program.methods.size());
+  std::vector<std::uint32_t> stamp;  // name id -> serial of the partition that last used it
+  std::uint32_t serial = 0;
   for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
     const Method& method = program.methods[m];
     if (method.name.empty())
       return Expected<void>(Error::InvalidName, cat("method #", m, " has an empty name"));
-    if (!method_names.insert(method.name).second)
-      return Expected<void>(Error::InvalidName, cat("method name ", quoted(method.name), " is used twice"));
-    for (std::uint32_t p = 0; p < method.partitions.size(); ++p) {
-      std::unordered_set<std::string> names;
+    bool fresh = false;
+    method_names.find_or_add(method.name, &fresh);
+    if (!fresh)
+      return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name), " is used twice"));
+    for (std::uint32_t p = 0; p < method.partitions.size(); ++p, ++serial) {
       const Partition& part = method.partitions[p];
+      auto where = [&] { return cat("method ", quote_name(method.name), " partition ", p, ": "); };
       for (std::uint32_t t = 0; t < part.tensors.size(); ++t) {
         const Tensor& tensor = part.tensors[t];
-        const std::string where = cat("method ", quoted(method.name), " partition ", p, ": ");
         if (tensor.name.empty())
-          return Expected<void>(Error::InvalidName, cat(where, "tensor #", t, " has an empty name"));
-        if (!names.insert(tensor.name).second)
+          return Expected<void>(Error::InvalidName, cat(where(), "tensor #", t, " has an empty name"));
+        const std::uint32_t id = names->find_or_add(tensor.name);
+        if (id >= stamp.size()) stamp.resize(id + 1, UINT32_MAX);
+        if (stamp[id] == serial)
           return Expected<void>(Error::InvalidName,
-                                cat(where, "tensor name ", quoted(tensor.name), " is used twice"));
-        if (Expected<void> c = check_entry(where, tensor.name, tensor.bytes, tensor.alignment, tensor.layout); !c)
-          return c;
+                                cat(where(), "tensor name ", quote_name(tensor.name), " is used twice"));
+        stamp[id] = serial;
+        const bool fine = tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
+                          (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));
+        if (!fine) return check_entry(where(), tensor.name, tensor.bytes, tensor.alignment, tensor.layout);
         sites->push_back(TensorSite{m, p, t});
+        name_of->push_back(id);
       }
     }
   }
@@ -105,7 +119,9 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   const auto t0 = clock::now();
 
   std::vector<TensorSite> sites;
-  if (Expected<void> v = validate_program(program, &sites); !v) return v.build_error();
+  NameIndex names;
+  std::vector<std::uint32_t> name_of;  // site -> name id
+  if (Expected<void> v = validate_program(program, &sites, &names, &name_of); !v) return v.build_error();
   if (Expected<void> v = Policy::validate(program); !v) return v.build_error();
 
   auto tensor_of = [&](const TensorSite& s) -> const Tensor& {
@@ -136,93 +152,112 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   }
 
   // ---- 2. keys ---------------------------------------------------------------
-  // Consistency of each name globally and within each method.
-  struct NameState {
-    KeyIdentity first;
-    bool consistent = true;
+  // Is each name consistent (one content, one layout) everywhere, and within
+  // each method? Flat arrays indexed by name id; sites are in method order.
+  const std::size_t nsites = sites.size(), nnames = names.size();
+  auto same_identity = [&](std::uint32_t a, std::uint32_t b) {
+    return content[a] == content[b] && tensor_of(sites[a]).layout == tensor_of(sites[b]).layout;
   };
-  std::unordered_map<std::string, NameState> global;
-  std::unordered_map<std::string, NameState> per_method;  // "<method>\0<name>"
-  auto note = [](std::unordered_map<std::string, NameState>& map, const std::string& k, KeyIdentity id) {
-    auto [it, fresh] = map.try_emplace(k, NameState{id, true});
-    if (!fresh && !(it->second.first == id)) it->second.consistent = false;
+  std::vector<std::uint32_t> global_first(nnames, UINT32_MAX);
+  std::vector<char> global_consistent(nnames, 1);
+  std::vector<char> method_consistent_at(nsites, 1);  // site -> its name is consistent within its method
+  {
+    std::vector<std::uint32_t> method_first(nnames, UINT32_MAX), method_stamp(nnames, UINT32_MAX);
+    std::vector<char> consistent(nnames, 1);
+    std::size_t begin = 0;
+    while (begin < nsites) {
+      const std::uint32_t m = sites[begin].method;
+      std::size_t end = begin;
+      for (; end < nsites && sites[end].method == m; ++end) {
+        const std::uint32_t n = name_of[end], i = static_cast<std::uint32_t>(end);
+        if (global_first[n] == UINT32_MAX) global_first[n] = i;
+        else if (global_consistent[n] && !same_identity(global_first[n], i)) global_consistent[n] = 0;
+        if (method_stamp[n] != m) {
+          method_stamp[n] = m;
+          method_first[n] = i;
+          consistent[n] = 1;
+        } else if (consistent[n] && !same_identity(method_first[n], i)) {
+          consistent[n] = 0;
+        }
+      }
+      for (std::size_t i = begin; i < end; ++i) method_consistent_at[i] = consistent[name_of[i]];
+      begin = end;
+    }
+  }
+  // Key ids in order of first use. A consistent name is its own key; other
+  // names get a generated key, which never takes a consistent name (those are
+  // reserved up front through `names`) nor another generated key with other
+  // contents: it gets "~1", "~2", ... instead.
+  struct KeySlot {
+    std::string_view key;
+    std::uint32_t first_site;
+    std::uint64_t alignment;
   };
-  for (std::uint32_t i = 0; i < sites.size(); ++i) {
-    const Tensor& t = tensor_of(sites[i]);
-    const KeyIdentity id{content[i], &t.layout};
-    note(global, t.name, id);
-    note(per_method, program.methods[sites[i].method].name + '\0' + t.name, id);
-  }
-  // Plain names are reserved first, so a generated key never takes one.
-  std::unordered_map<std::string, KeyIdentity> taken;
-  for (std::uint32_t i = 0; i < sites.size(); ++i) {
-    const Tensor& t = tensor_of(sites[i]);
-    if (global.at(t.name).consistent) taken.try_emplace(t.name, KeyIdentity{content[i], &t.layout});
-  }
-  std::vector<std::string> key_of_site(sites.size());
-  std::unordered_map<std::string, std::string> generated;  // candidate + identity tag -> final key
-  for (std::uint32_t i = 0; i < sites.size(); ++i) {
+  std::vector<KeySlot> slots;
+  NameIndex key_index(nsites);
+  std::deque<std::string> generated;  // storage for generated key strings (stable addresses)
+  std::vector<std::uint32_t> key_of_site(nsites);
+  auto key_taken_by_other = [&](std::string_view key, std::uint32_t site) {
+    const std::uint32_t n = names.find(key);
+    if (n != NameIndex::kNone && global_consistent[n] && !same_identity(global_first[n], site)) return true;
+    const std::uint32_t k = key_index.find(key);
+    return k != NameIndex::kNone && !same_identity(slots[k].first_site, site);
+  };
+  for (std::uint32_t i = 0; i < nsites; ++i) {
     const TensorSite& s = sites[i];
     const Tensor& t = tensor_of(s);
-    const std::string& mname = program.methods[s.method].name;
-    if (global.at(t.name).consistent) {
-      key_of_site[i] = t.name;
+    std::string_view key = t.name;
+    if (!global_consistent[name_of[i]]) {
+      const std::string& mname = program.methods[s.method].name;
+      std::string candidate = method_consistent_at[i] ? cat(mname, "/", t.name) : cat(mname, "/", s.partition, "/", t.name);
+      std::string k = candidate;
+      for (unsigned n = 1; key_taken_by_other(k, i); ++n) k = cat(candidate, "~", n);
+      const std::uint32_t existing = key_index.find(k);
+      if (existing != NameIndex::kNone) {
+        key = slots[existing].key;
+      } else {
+        generated.push_back(std::move(k));
+        key = generated.back();
+      }
+    }
+    bool fresh = false;
+    const std::uint32_t id = key_index.find_or_add(key, &fresh);
+    const auto align = static_cast<std::uint64_t>(t.alignment);
+    key_of_site[i] = id;
+    if (fresh) {
+      slots.push_back(KeySlot{key, i, align});
       continue;
     }
-    const std::string candidate = per_method.at(mname + '\0' + t.name).consistent
-                                      ? mname + "/" + t.name
-                                      : cat(mname, "/", s.partition, "/", t.name);
-    const KeyIdentity id{content[i], &t.layout};
-    std::string key = candidate;
-    for (unsigned n = 1;; ++n) {
-      auto [it, fresh] = taken.try_emplace(key, id);
-      if (fresh || it->second == id) break;
-      key = cat(candidate, "~", n);
-    }
-    key_of_site[i] = std::move(key);
+    KeySlot& slot = slots[id];
+    const std::optional<std::uint64_t> l = lcm_alignment(slot.alignment, align);
+    if (!l)
+      return BuildError{Error::InvalidAlignment,
+                        cat(site_prefix(program, s), "lcm of alignments ", slot.alignment, " and ", align,
+                            " for key ", quote_name(key), " exceeds ", kMaxAlignment)};
+    slot.alignment = *l;
   }
 
   // ---- 3. the store ------------------------------------------------------------
   // Keys in order of first use, each with the lcm of its occurrences'
   // alignments; buffers in order of first use (content ids already are), each
   // with the lcm of its keys' alignments.
-  struct KeySlot {
-    std::uint32_t content;
-    std::uint32_t first_site;
-    std::uint64_t alignment;
-  };
-  std::vector<KeySlot> slots;
-  std::unordered_map<std::string, std::uint32_t> slot_of_key;
-  for (std::uint32_t i = 0; i < sites.size(); ++i) {
-    const auto align = static_cast<std::uint64_t>(tensor_of(sites[i]).alignment);
-    auto [it, fresh] = slot_of_key.try_emplace(key_of_site[i], static_cast<std::uint32_t>(slots.size()));
-    if (fresh) {
-      slots.push_back(KeySlot{content[i], i, align});
-      continue;
-    }
-    KeySlot& slot = slots[it->second];
-    const std::optional<std::uint64_t> l = lcm_alignment(slot.alignment, align);
-    if (!l)
-      return BuildError{Error::InvalidAlignment,
-                        cat(site_prefix(program, sites[i]), "lcm of alignments ", slot.alignment, " and ", align,
-                            " for key ", quoted(key_of_site[i]), " exceeds ", kMaxAlignment)};
-    slot.alignment = *l;
-  }
   std::vector<std::uint64_t> buffer_align(content_first.size(), 1);
   for (const KeySlot& slot : slots) {
-    const std::optional<std::uint64_t> l = lcm_alignment(buffer_align[slot.content], slot.alignment);
+    const std::uint32_t c = content[slot.first_site];
+    const std::optional<std::uint64_t> l = lcm_alignment(buffer_align[c], slot.alignment);
     if (!l)
       return BuildError{Error::InvalidAlignment,
-                        cat("key ", quoted(key_of_site[slot.first_site]), ": lcm of alignments ",
-                            buffer_align[slot.content], " and ", slot.alignment,
+                        cat("key ", quote_name(slot.key), ": lcm of alignments ", buffer_align[c], " and ",
+                            slot.alignment,
                             " of the keys sharing its bytes exceeds ", kMaxAlignment)};
-    buffer_align[slot.content] = *l;
+    buffer_align[c] = *l;
   }
   DedupResult out;
+  StoreAccess::reserve(out.store, content_first.size(), slots.size());
   for (std::uint32_t c = 0; c < content_first.size(); ++c)
     StoreAccess::add_buffer(out.store, inputs[content_first[c]], buffer_align[c]);
   for (const KeySlot& slot : slots)
-    StoreAccess::add_key(out.store, key_of_site[slot.first_site], slot.content, slot.alignment,
+    StoreAccess::add_key(out.store, std::string(slot.key), content[slot.first_site], slot.alignment,
                          tensor_of(sites[slot.first_site]).layout);
 
   // ---- 4. blobs and function maps --------------------------------------------------
@@ -239,13 +274,13 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       f.blob_key = Policy::blob_key(program, m, p);
       f.function_name = Policy::function_name(program, m, p);
       if (f.blob_key.empty() || f.function_name.empty())
-        return BuildError{Error::InvalidName, cat("policy ", Policy::name, " gave method ", quoted(method.name),
+        return BuildError{Error::InvalidName, cat("policy ", Policy::name, " gave method ", quote_name(method.name),
                                                   " partition ", p, " an empty blob key or function name")};
       if (!function_ids.insert(f.blob_key + '\0' + f.function_name).second)
         return BuildError{Error::InvalidName,
-                          cat("policy ", Policy::name, " gave function name ", quoted(f.function_name),
-                              " in blob ", quoted(f.blob_key), " to two partitions (again for method ",
-                              quoted(method.name), " partition ", p, ")")};
+                          cat("policy ", Policy::name, " gave function name ", quote_name(f.function_name),
+                              " in blob ", quote_name(f.blob_key), " to two partitions (again for method ",
+                              quote_name(method.name), " partition ", p, ")")};
       auto [bit, fresh] = blob_index.try_emplace(f.blob_key, static_cast<std::uint32_t>(blob_order.size()));
       if (fresh) blob_order.push_back(f.blob_key);
       function_blob.push_back(bit->second);
@@ -257,7 +292,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     for (FunctionMap& f : out.functions.functions) {
       const std::size_t n = program.find_method(f.method)->partitions[f.partition_index].tensors.size();
       for (std::size_t k = 0; k < n; ++k, ++site)
-        f.tensors.push_back(FunctionTensor{tensor_of(sites[site]).name, key_of_site[site]});
+        f.tensors.push_back(FunctionTensor{tensor_of(sites[site]).name, std::string(slots[key_of_site[site]].key)});
     }
   }
 
@@ -308,22 +343,25 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // Alias groups.
   std::vector<std::uint32_t> keys_per_buffer(out.store.buffer_count(), 0);
   for (const StoreKey& k : out.store.keys()) ++keys_per_buffer[k.buffer_index];  // buffer == content id
-  std::vector<AliasGroup> groups;
-  for (std::uint32_t c = 0; c < ncontent; ++c) {
-    if (uses[c] < 2) continue;
+  // Count every group, but name only the largest five.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> groups;  // (bytes saved, content)
+  for (std::uint32_t c = 0; c < ncontent; ++c)
+    if (uses[c] >= 2) groups.emplace_back(size_of(c) * (uses[c] - 1), c);
+  r.alias_groups = groups.size();
+  const std::size_t top = std::min<std::size_t>(5, groups.size());
+  // Largest saving first; ties in order of first use.
+  std::partial_sort(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(top), groups.end(),
+                    [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  for (std::size_t k = 0; k < top; ++k) {
+    const std::uint32_t c = groups[k].second;
     AliasGroup g;
-    g.first_key = key_of_site[content_first[c]];
+    g.first_key = std::string(slots[key_of_site[content_first[c]]].key);
     g.tensors = uses[c];
     g.keys = keys_per_buffer[c];
     g.size = size_of(c);
-    g.bytes_saved = g.size * (uses[c] - 1);
-    groups.push_back(std::move(g));
+    g.bytes_saved = groups[k].first;
+    r.largest_alias_groups.push_back(std::move(g));
   }
-  r.alias_groups = groups.size();
-  std::stable_sort(groups.begin(), groups.end(),
-                   [](const AliasGroup& a, const AliasGroup& b) { return a.bytes_saved > b.bytes_saved; });
-  if (groups.size() > 5) groups.resize(5);
-  r.largest_alias_groups = std::move(groups);
   // Per method.
   std::vector<char> seen(ncontent, 0);
   for (std::uint32_t m = 0; m < program.methods.size(); ++m) {

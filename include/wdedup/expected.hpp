@@ -84,7 +84,7 @@ std::string cat(const P&... pieces) {
   return s;
 }
 /// Quotes a name for a message: 'name'.
-inline std::string quoted(std::string_view v) {
+inline std::string quote_name(std::string_view v) {
   std::string s = "'";
   s.append(v.data(), v.size());
   return s + "'";

@@ -90,23 +90,23 @@ inline Expected<void> check_entry(std::string_view where, std::string_view key, 
   if (key.empty()) return Expected<void>(Error::InvalidName, cat(where, "empty key"));
   if (alignment <= 0)
     return Expected<void>(Error::InvalidAlignment,
-                          cat(where, "key ", quoted(key), ": alignment must be a positive integer, got ",
+                          cat(where, "key ", quote_name(key), ": alignment must be a positive integer, got ",
                               alignment));
   if (static_cast<std::uint64_t>(alignment) > kMaxAlignment)
     return Expected<void>(Error::InvalidAlignment,
-                          cat(where, "key ", quoted(key), ": alignment ", alignment,
+                          cat(where, "key ", quote_name(key), ": alignment ", alignment,
                               " exceeds the maximum of ", kMaxAlignment));
   if (layout) {
     const std::optional<std::uint64_t> n = layout->nbytes();
     if (!n)
       return Expected<void>(Error::LayoutMismatch,
-                            cat(where, "key ", quoted(key), ": layout is inconsistent (",
+                            cat(where, "key ", quote_name(key), ": layout is inconsistent (",
                                 describe_layout(layout),
                                 "): unknown type, negative size, dim_order not a permutation of "
                                 "0..rank-1, or a byte count over 64 bits"));
     if (*n != bytes.size())
       return Expected<void>(Error::LayoutMismatch,
-                            cat(where, "key ", quoted(key), ": layout ", describe_layout(layout),
+                            cat(where, "key ", quote_name(key), ": layout ", describe_layout(layout),
                                 " describes ", *n, " bytes but the data has ", bytes.size(), " bytes"));
   }
   return {};
@@ -143,13 +143,13 @@ class NamedDataStore {
       if (!detail::same_bytes(b.bytes, bytes)) {
         return Expected<void>(
             Error::KeyConflict,
-            detail::cat("key ", detail::quoted(key), " already holds ", b.bytes.size(),
+            detail::cat("key ", detail::quote_name(key), " already holds ", b.bytes.size(),
                         " bytes that differ from the ", bytes.size(), " bytes added now"));
       }
       if (k.layout != layout) {
         return Expected<void>(
             Error::LayoutMismatch,
-            detail::cat("key ", detail::quoted(key), " already has layout ",
+            detail::cat("key ", detail::quote_name(key), " already has layout ",
                         detail::describe_layout(k.layout), ", not ", detail::describe_layout(layout)));
       }
       const std::optional<std::uint64_t> key_align = detail::lcm_alignment(k.alignment, align);
@@ -231,7 +231,7 @@ class NamedDataStore {
 
   static Expected<void> lcm_overflow(std::string_view key, std::uint64_t a, std::uint64_t b) {
     return Expected<void>(Error::InvalidAlignment,
-                          detail::cat("key ", detail::quoted(key), ": lcm of alignments ", a, " and ", b,
+                          detail::cat("key ", detail::quote_name(key), ": lcm of alignments ", a, " and ", b,
                                       " exceeds the maximum of ", kMaxAlignment));
   }
 
@@ -279,6 +279,12 @@ namespace detail {
 /// deduplicate() already knows which bytes are identical (it confirmed them
 /// in parallel); this lets it fill a store without hashing again.
 struct StoreAccess {
+  static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys) {
+    s.buffers_.reserve(buffers);
+    s.hashes_.reserve(buffers);
+    s.keys_.reserve(keys);
+    s.key_index_.reserve(keys);
+  }
   static std::uint32_t add_buffer(NamedDataStore& s, ByteSpan bytes, std::uint64_t alignment) {
     return s.append_buffer(bytes, alignment);
   }

@@ -75,6 +75,11 @@ Expected<void> emit_file(const PtdPlan& plan, Out&& out, std::vector<std::uint64
     }
     at = plan.segment_offsets[i] + size;
   }
+  for (std::uint64_t pad = plan.file_size - at; pad > 0;) {  // a file without segments ends at the base
+    const std::size_t n = pad < kZeroBlockSize ? static_cast<std::size_t>(pad) : kZeroBlockSize;
+    if (Expected<void> r = out(zero_block(), n); !r) return r;
+    pad -= n;
+  }
   return {};
 }
 

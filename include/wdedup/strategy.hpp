@@ -37,8 +37,8 @@ struct Positional {
             Error::PartitionCountMismatch,
             detail::cat("Strategy<Positional> requires every method to have the same number of "
                         "partitions: method ",
-                        detail::quoted(m.name), " has ", m.partitions.size(), ", but the first method ",
-                        detail::quoted(first.name), " has ", first.partitions.size(),
+                        detail::quote_name(m.name), " has ", m.partitions.size(), ", but the first method ",
+                        detail::quote_name(first.name), " has ", first.partitions.size(),
                         "; Strategy<OneBlob> (or Strategy<Disabled>) accepts unequal partition counts"));
       }
     }

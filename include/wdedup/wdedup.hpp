@@ -11,8 +11,11 @@
 #include "wdedup/hash.hpp"
 #include "wdedup/named_data_store.hpp"
 #include "wdedup/program.hpp"
+#include "wdedup/ptd_writer.hpp"
 #include "wdedup/report.hpp"
+#include "wdedup/runtime.hpp"
 #include "wdedup/strategy.hpp"
+#include "wdedup/write_options.hpp"
 #include "wdedup/workload/llama.hpp"
 
 #endif  // WDEDUP_WDEDUP_HPP

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-// The writer first: its unqualified quoted(...) calls become ambiguous with
+// The writer first: its unqualified quote_name(...) calls become ambiguous with
 // std::quoted once <iomanip> (which <filesystem> includes) is visible.
 #include "wdedup/ptd_writer.hpp"
 #include "support/ptd_files.hpp"

@@ -135,7 +135,7 @@ class AtomicFile {
         }
         target_ = real;
         std::free(real);
-        if (const int e = errno_of(::stat(target_.c_str(), &st))) return fail_errno("stat " + quoted(target_), e);
+        if (const int e = errno_of(::stat(target_.c_str(), &st))) return fail_errno("stat " + quote_name(target_), e);
       }
       if (!S_ISREG(st.st_mode))
         return fail_msg("it exists and is not a regular file (a directory, device or socket is never replaced)");
@@ -157,7 +157,7 @@ class AtomicFile {
     const int fd = ops_.make_temp(buf.data());
     if (fd < 0) {
       const int e = errno;
-      return fail_errno("create a temporary file in directory " + quoted(dir_), e);
+      return fail_errno("create a temporary file in directory " + quote_name(dir_), e);
     }
     fd_ = fd;
     temp_ = buf.data();
@@ -165,11 +165,11 @@ class AtomicFile {
     // mkstemp creates 0600; give the file the mode the destination has, or
     // the mode a fresh file would get.
     const mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~current_umask());
-    if (const int e = errno_of(ops_.fchmod(fd_, mode))) return fail_errno("chmod temporary file " + quoted(temp_), e);
+    if (const int e = errno_of(ops_.fchmod(fd_, mode))) return fail_errno("chmod temporary file " + quote_name(temp_), e);
     if (size > static_cast<std::uint64_t>(INT64_MAX)) return fail_msg("the file size exceeds 2^63 bytes");
     if (size > 0)
       if (const int e = errno_of(ops_.reserve(fd_, static_cast<off_t>(size))))
-        return fail_errno(cat("reserve ", size, " bytes for temporary file ", quoted(temp_)), e);
+        return fail_errno(cat("reserve ", size, " bytes for temporary file ", quote_name(temp_)), e);
     return {};
   }
 
@@ -186,10 +186,10 @@ class AtomicFile {
       if (w < 0) {
         const int e = errno;
         if (e == EINTR) continue;
-        return fail_errno(cat("write to temporary file ", quoted(temp_), " at offset ", offset_), e);
+        return fail_errno(cat("write to temporary file ", quote_name(temp_), " at offset ", offset_), e);
       }
       if (w == 0)
-        return fail_errno(cat("write to temporary file ", quoted(temp_), " at offset ", offset_), EIO);
+        return fail_errno(cat("write to temporary file ", quote_name(temp_), " at offset ", offset_), EIO);
       offset_ += static_cast<std::uint64_t>(w);
       auto left = static_cast<std::size_t>(w);
       while (left > 0) {
@@ -214,7 +214,7 @@ class AtomicFile {
       const ssize_t w = ops_.pwrite(fd_, p, size, static_cast<off_t>(offset));
       const int e = w < 0 ? errno : EIO;
       if (w < 0 && e == EINTR) continue;
-      if (w <= 0) return fail_errno(cat("write to temporary file ", quoted(temp_), " at offset ", offset), e);
+      if (w <= 0) return fail_errno(cat("write to temporary file ", quote_name(temp_), " at offset ", offset), e);
       p += w;
       size -= static_cast<std::size_t>(w);
       offset += static_cast<std::uint64_t>(w);
@@ -226,16 +226,16 @@ class AtomicFile {
   /// before and the directory after the rename.
   Expected<void> commit(bool durable) {
     if (durable)
-      if (const int e = errno_of(ops_.fsync(fd_))) return fail_errno("fsync temporary file " + quoted(temp_), e);
+      if (const int e = errno_of(ops_.fsync(fd_))) return fail_errno("fsync temporary file " + quote_name(temp_), e);
     const int fd = fd_;
     fd_ = -1;
-    if (const int e = errno_of(ops_.close(fd))) return fail_errno("close temporary file " + quoted(temp_), e);
+    if (const int e = errno_of(ops_.close(fd))) return fail_errno("close temporary file " + quote_name(temp_), e);
     if (const int e = errno_of(ops_.rename(temp_.c_str(), target_.c_str())))
-      return fail_errno("rename " + quoted(temp_) + " to " + quoted(target_), e);
+      return fail_errno("rename " + quote_name(temp_) + " to " + quote_name(target_), e);
     committed_ = true;
     if (durable)
       if (const int e = errno_of(ops_.fsync_directory(dir_.c_str())))
-        return fail_errno("fsync directory " + quoted(dir_) +
+        return fail_errno("fsync directory " + quote_name(dir_) +
                               " (the new file is in place but its rename may not survive a power loss)",
                           e);
     return {};
@@ -257,7 +257,7 @@ class AtomicFile {
   const std::string& temp_path() const noexcept { return temp_; }
   /// Error for a failure the caller detected (not a system call).
   Expected<void> fail_msg(const std::string& what) const {
-    return Expected<void>(Error::IoError, "cannot write " + quoted(path_) + ": " + what);
+    return Expected<void>(Error::IoError, "cannot write " + quote_name(path_) + ": " + what);
   }
 
  private:
@@ -269,7 +269,7 @@ class AtomicFile {
 
   Expected<void> fail_errno(const std::string& operation, int e) const {
     return Expected<void>(Error::IoError,
-                          "cannot write " + quoted(path_) + ": " + operation + " failed: " + errno_text(e));
+                          "cannot write " + quote_name(path_) + ": " + operation + " failed: " + errno_text(e));
   }
 
   FileOps& ops_;

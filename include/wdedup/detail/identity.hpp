@@ -1,13 +1,13 @@
 // wdedup/detail/identity.hpp — the content-identity engine: which of N byte
 // ranges hold identical bytes. Build-time half. Exact whatever the hash: a
-// hash only nominates candidates, every merge is confirmed with memcmp.
+// hash only nominates candidates, every merge is confirmed byte for byte.
 //
-// Budget: about one read of the input. So nothing is read twice from memory
-// when it can be avoided — inputs are grouped by size and a 256-byte prefix
-// fingerprint, then every candidate group is walked block by block, checking
-// each member against the group's first member by memcmp while that block
-// is hot in cache, and hashing only members that disagree with it. Members
-// proven unique stop being read.
+// Budget: about one read of the input, so no byte is read twice from memory
+// when that can be avoided. Inputs are grouped by size and a one-cache-line
+// prefix fingerprint; then every candidate group is walked block by block,
+// each member compared with the group's first member (the leader) while the
+// leader's block is hot in cache, and only members that disagree with it are
+// hashed. Members proven unique stop being read.
 #ifndef WDEDUP_DETAIL_IDENTITY_HPP
 #define WDEDUP_DETAIL_IDENTITY_HPP
 
@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <system_error>
 #include <thread>
 #include <type_traits>
@@ -31,25 +32,6 @@
 #include "wdedup/hash.hpp"
 #include "wdedup/runtime/span.hpp"
 
-#ifdef WDEDUP_IDENTITY_PROFILE
-#include <cstdio>
-#include <ctime>
-#define WDEDUP_PROF(name) do { timespec _ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &_ts); double _n = _ts.tv_sec * 1e3 + _ts.tv_nsec * 1e-6; std::fprintf(stderr, "  [%s %.2fms]", name, _n - prof_t); prof_t = _n; } while (0)
-#else
-#define WDEDUP_PROF(name) do {} while (0)
-#endif
-#ifndef WDEDUP_MINBODY
-#define WDEDUP_MINBODY 16384
-#endif
-#ifndef WDEDUP_LANEMAX
-#define WDEDUP_LANEMAX 65536
-#endif
-#ifndef WDEDUP_FPB
-#define WDEDUP_FPB 64
-#endif
-#ifndef WDEDUP_FP_AHEAD
-#define WDEDUP_FP_AHEAD 16
-#endif
 namespace wdedup {
 namespace detail {
 
@@ -57,11 +39,12 @@ struct IdentityOptions {
   /// Worker threads; 0 = std::thread::hardware_concurrency(). Changes speed
   /// only: results and every count in IdentityStats are the same for any value.
   unsigned threads = 0;
-  /// Refinement block (0 = the default). Sets how much of a unique member is
-  /// read before it is proven unique, and how work is split: one work item
-  /// covers about 256 blocks. 64 KiB keeps a member's block and its group
-  /// leader's block in L2 together; measured against 16 KiB and 256 KiB it
-  /// is as fast or faster on every workload.
+  /// Refinement block (0 = the default; at least 64 bytes are used). Sets
+  /// how much of a unique member is read before it is proven unique, and how
+  /// work is split: one work item reads about 256 blocks. 64 KiB keeps a
+  /// member's block and its leader's block in L2 together; against 16 KiB it
+  /// measured as fast or faster, against 256 KiB twice as fast on distinct
+  /// tensors that differ only near their end.
   std::size_t block_size = 64 * 1024;
 };
 
@@ -75,14 +58,17 @@ struct IdentityStats {
   std::uint64_t skipped_unique_size = 0;
   /// Same pointer and size as an earlier input: equal to it, not read.
   std::uint64_t skipped_same_pointer = 0;
-  /// Inputs of candidate groups (same size and prefix fingerprint) that were
-  /// resolved by memcmp alone, with no block hashed — e.g. every pair. Such an
-  /// input may also count in `hashed` through its prefix fingerprint.
+  /// Inputs of candidate groups (same size and, for sizes shared by three or
+  /// more buffers, same prefix fingerprint) resolved by byte comparison alone,
+  /// no block hashed: every pair, and groups whose members all equal their
+  /// first. Such an input also counts in `hashed` if it was fingerprinted.
   std::uint64_t compared_directly = 0;
-  /// Inputs whose bytes were hashed at least partly (prefix fingerprint or block).
+  /// Inputs whose bytes were hashed at least partly: every distinct buffer of
+  /// a size shared by three or more (the fingerprint), and no other.
   std::uint64_t hashed = 0;
   std::uint64_t bytes_hashed = 0;
-  /// memcmp calls, and the lengths passed to them (memcmp may stop earlier).
+  /// Byte comparisons (memcmp or its lockstep equivalent) and the lengths
+  /// they were given (a comparison may stop at the first difference).
   std::uint64_t byte_comparisons = 0;
   std::uint64_t bytes_compared = 0;
   /// Equal block hash, different bytes, seen by a comparison.
@@ -94,9 +80,12 @@ struct IdentityStats {
 namespace identity {
 
 constexpr std::uint32_t kNone = 0xffffffffu;
-/// Bytes of the prefix fingerprint. Enough to split unrelated tensors of a
-/// size class into their duplicate groups, small enough to cost nothing.
-constexpr std::size_t kPrefixBytes = WDEDUP_FPB;
+/// Bytes of the prefix fingerprint: one cache line. Enough to split unrelated
+/// tensors of a size class into their duplicate groups; more costs far more
+/// than it reads, as soon as a few lines of a page are touched the hardware
+/// prefetcher streams the rest (measured on 100k tensors of 4 KiB: 256
+/// bytes took 5-8x the time of 64).
+constexpr std::size_t kPrefixBytes = 64;
 /// Blocks read by one work item, over all its members: big enough that the
 /// per-item bookkeeping vanishes, small enough to balance two or more threads.
 constexpr std::size_t kItemBlocks = 256;
@@ -104,8 +93,11 @@ constexpr std::size_t kItemBlocks = 256;
 /// blocks for its first block; chunks are then merged by (hash, memcmp).
 constexpr std::size_t kHeadChunkBlocks = 64;
 constexpr std::size_t kMinChunkMembers = 8;
-/// Smallest block a big class is refined in (see the body items).
-constexpr std::size_t kMinBodyBlock = WDEDUP_MINBODY;
+/// Smallest block a big class is refined in (see the body items): 2048
+/// tensors of 256 KiB ran 10-20% faster than with 4 KiB or 64 KiB.
+constexpr std::size_t kMinBodyBlock = 16 * 1024;
+/// Smallest block_size used: below a cache line, blocks only add overhead.
+constexpr std::size_t kMinBlock = 64;
 /// Seeds keep the prefix and block hashes independent of each other.
 constexpr std::uint64_t kPrefixSeed = 0x9e3779b97f4a7c15ull;
 constexpr std::uint64_t kBlockSeed = 0xc2b2ae3d27d4eb4full;
@@ -124,6 +116,14 @@ inline void prefetch_read(const void* p) noexcept {
 #endif
 }
 
+/// An array left uninitialized: every slot is written before it is read,
+/// and zeroing megabytes per call would cost more than the work on them.
+template <class T>
+std::unique_ptr<T[]> scratch(std::size_t n) {
+  static_assert(std::is_trivially_default_constructible_v<T>, "scratch<T> is for plain data");
+  return std::unique_ptr<T[]>(new T[n]);
+}
+
 inline std::uint64_t mix64(std::uint64_t x) noexcept {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
@@ -133,9 +133,9 @@ inline std::uint64_t mix64(std::uint64_t x) noexcept {
   return x;
 }
 
-/// Open-addressing map from a pair of 64-bit words to a 32-bit index. The
-/// engine's only associative container: grouping 100k inputs through
-/// node-based maps would cost more than reading them.
+/// Open-addressing map from a pair of 64-bit words to a 32-bit index, for
+/// the small lookups (size classes, pointers, hash buckets): node-based maps
+/// would allocate per entry.
 class FlatIndex {
  public:
   /// Empties the map, sized so `expected` inserts never rehash.
@@ -162,11 +162,6 @@ class FlatIndex {
         return s.value;
       }
     }
-  }
-  /// Starts loading the home slot of (a, b): lookups in a big map are cache
-  /// misses, and a loop that knows its next keys can overlap them.
-  void prefetch(std::uint64_t a, std::uint64_t b) const noexcept {
-    if (!slots_.empty()) prefetch_read(&slots_[slot_of(a, b)]);
   }
 
  private:
@@ -217,34 +212,26 @@ inline bool equal_bytes(const std::uint8_t* a, const std::uint8_t* b, std::size_
   return a == b || std::memcmp(a, b, n) == 0;
 }
 
-/// Lanes of equal_lanes(): more independent streams stop paying off there.
+/// Lanes of equal_lanes(): eight measured slower than four.
 constexpr std::size_t kLanes = 4;
-/// Ranges up to this long go through equal_lanes(); longer ones stream well
-/// through memcmp alone.
-constexpr std::size_t kLaneMaxBytes = WDEDUP_LANEMAX;
+/// Blocks up to this long go through equal_lanes(); longer ranges stream
+/// well enough through memcmp alone.
+constexpr std::size_t kLaneMaxBytes = 64 * 1024;
 
-/// equal_bytes() for `count` <= kLanes pairs of `n` bytes each, walked in
-/// lockstep. Small inputs sit on scattered pages, and one memcmp at a time
-/// leaves the memory system idle at each start; four independent streams
-/// keep it busy (measured on 4 KiB pairs at random places: 15% less time
-/// than one memcmp after another). Counts as `count` comparisons.
-inline void equal_lanes(const std::uint8_t* const* a, const std::uint8_t* const* b, std::size_t count, std::size_t n,
-                        bool* eq, Counters& c) noexcept {
-  c.byte_comparisons += count;
-  c.bytes_compared += static_cast<std::uint64_t>(count) * n;
 #if defined(__SSE2__) || defined(_M_X64)
-  __m128i acc[kLanes];
-  unsigned live = 0;
-  for (std::size_t g = 0; g < count; ++g) {
-    acc[g] = _mm_setzero_si128();
-    live |= 1u << g;
-  }
+/// equal_lanes() for exactly G lanes: with G fixed the accumulators stay in
+/// registers.
+template <std::size_t G>
+void equal_lanes_sse2(const std::uint8_t* const* a, const std::uint8_t* const* b, std::size_t n, bool* eq) noexcept {
+  __m128i acc[G];
+  for (std::size_t g = 0; g < G; ++g) acc[g] = _mm_setzero_si128();
+  unsigned live = (1u << G) - 1;
   // 64 bytes per lane per step; lanes that differ drop out every 512 bytes.
   const std::size_t whole = n & ~std::size_t{63};
   for (std::size_t o = 0; o < whole && live != 0; o += 512) {
     const std::size_t end = std::min(whole, o + 512);
     for (std::size_t q = o; q < end; q += 64) {
-      for (std::size_t g = 0; g < count; ++g) {
+      for (std::size_t g = 0; g < G; ++g) {
         if (!(live >> g & 1u)) continue;
         const __m128i* x = reinterpret_cast<const __m128i*>(a[g] + q);
         const __m128i* y = reinterpret_cast<const __m128i*>(b[g] + q);
@@ -255,12 +242,32 @@ inline void equal_lanes(const std::uint8_t* const* a, const std::uint8_t* const*
         acc[g] = _mm_or_si128(acc[g], _mm_or_si128(_mm_or_si128(d0, d1), _mm_or_si128(d2, d3)));
       }
     }
-    for (std::size_t g = 0; g < count; ++g)
-      if ((live >> g & 1u) && _mm_movemask_epi8(_mm_cmpeq_epi8(acc[g], _mm_setzero_si128())) != 0xffff)
-        live &= ~(1u << g);
+    for (std::size_t g = 0; g < G; ++g)
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(acc[g], _mm_setzero_si128())) != 0xffff) live &= ~(1u << g);
   }
-  for (std::size_t g = 0; g < count; ++g)
+  for (std::size_t g = 0; g < G; ++g)
     eq[g] = (live >> g & 1u) && (whole == n || std::memcmp(a[g] + whole, b[g] + whole, n - whole) == 0);
+}
+#endif
+
+/// equal_bytes() for `count` <= kLanes pairs of `n` bytes each, walked in
+/// lockstep. Small inputs sit on scattered pages, and one memcmp at a time
+/// leaves the memory system idle at each start; four independent streams
+/// keep it busy (measured on 50k pairs of 4 KiB at random places: 15-25%
+/// less time than one memcmp after another). Counts `count` comparisons.
+inline void equal_lanes(const std::uint8_t* const* a, const std::uint8_t* const* b, std::size_t count, std::size_t n,
+                        bool* eq, Counters& c) noexcept {
+  static_assert(kLanes == 4, "equal_lanes dispatches on 1..4 lanes");
+  c.byte_comparisons += count;
+  c.bytes_compared += static_cast<std::uint64_t>(count) * n;
+#if defined(__SSE2__) || defined(_M_X64)
+  switch (count) {
+    case 4: return equal_lanes_sse2<4>(a, b, n, eq);
+    case 3: return equal_lanes_sse2<3>(a, b, n, eq);
+    case 2: return equal_lanes_sse2<2>(a, b, n, eq);
+    case 1: return equal_lanes_sse2<1>(a, b, n, eq);
+    default: return;
+  }
 #else
   for (std::size_t g = 0; g < count; ++g) eq[g] = a[g] == b[g] || std::memcmp(a[g], b[g], n) == 0;
 #endif
@@ -339,9 +346,10 @@ inline std::vector<std::size_t> cut_tasks(const std::vector<std::uint64_t>& weig
 /// Splits one class of members (positions cls[0..n), in input order, all
 /// labelled cls[0]) by the bytes [off, off + len) of each.
 ///
-/// Members are first compared with the class leader cls[0]: duplicates are
-/// the common case, and memcmp against a block already in L1/L2 costs less
-/// than hashing. Only members that differ from the leader are hashed, then
+/// Members are first compared with the class leader cls[0] (kLanes at a
+/// time): duplicates are the common case, and comparing with a block already
+/// in L1/L2 costs less than hashing (XXH3 runs at about half of memcmp's
+/// speed without AVX2). Only members that differ from the leader are hashed, then
 /// bucketed by hash and confirmed against each earlier representative with
 /// that hash (a mismatch is a collision: the next one is tried), so any hash
 /// — even a constant — gives exact classes.
@@ -466,14 +474,21 @@ bool refine_block(const std::uint8_t* const* base, const std::uint32_t* cls, std
 ///
 /// Stages: (1) group by size; empty, unique-size and same-pointer inputs are
 /// settled without reading. (2) Size classes of three or more distinct
-/// buffers are split by a fingerprint of their first 256 bytes, so duplicates
-/// meet in small candidate groups. (3) The first block of every candidate
-/// group is refined (refine_block), big groups in member chunks merged
-/// afterwards. (4) What is still together is refined over the rest of its
-/// bytes in ranges of about kItemBlocks blocks, one work item per (class,
-/// range); a class's ranges are independent and their partitions are
-/// intersected at the end. Every split depends on sizes and block_size only,
-/// never on the thread count.
+/// buffers are split by a fingerprint of their first kPrefixBytes, so
+/// duplicates meet in small candidate groups (a two-buffer class is a group
+/// as it is). (3) The first block of every group is refined: pairs by
+/// comparison (kLanes pairs at a time when small), bigger groups by
+/// refine_block, very big ones in member chunks merged afterwards. (4) What
+/// is still together is refined over the rest of its bytes in ranges of
+/// about kItemBlocks blocks, one work item per (class, range); a class's
+/// ranges are independent and their partitions are intersected at the end.
+/// Work is split by sizes, counts and block_size only, never by the thread
+/// count; threads take items from an atomic counter and write to per-item
+/// slots, so the counts are the same for any thread count.
+///
+/// Runs on opts.threads threads started per stage (std::thread; if one
+/// cannot start, the others do its share). Allocation failure throws
+/// std::bad_alloc, as any std::vector would.
 template <class Hash>
 std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, const Hash& hash,
                                           const IdentityOptions& opts, IdentityStats* stats) {
@@ -484,16 +499,12 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   using namespace identity;
   const std::size_t n = inputs.size();
   assert(n < kNone && "find_identical: at most 2^32 - 2 inputs");
-#ifdef WDEDUP_IDENTITY_PROFILE
-  double prof_t = 0;
-  WDEDUP_PROF("start");
-#endif
   IdentityStats st;
   st.inputs = n;
   std::vector<std::uint32_t> result(n);
   for (std::size_t i = 0; i < n; ++i) result[i] = static_cast<std::uint32_t>(i);
 
-  const std::size_t block = opts.block_size != 0 ? opts.block_size : IdentityOptions{}.block_size;
+  const std::size_t block = std::max(kMinBlock, opts.block_size != 0 ? opts.block_size : IdentityOptions{}.block_size);
   std::size_t n_threads = opts.threads != 0 ? opts.threads : std::thread::hardware_concurrency();
   if (n_threads == 0) n_threads = 1;
   std::vector<Worker> workers(n_threads);
@@ -503,7 +514,6 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     return std::clamp<std::uint64_t>(total / (n_threads * 16), 256u << 10, 64u << 20);
   };
 
-  WDEDUP_PROF("init");
   // -- 1. Size classes (stable). ---------------------------------------------
   // cls[i]: the size class of input i; kNone once i is settled unread
   // (empty, or the same buffer as an earlier input).
@@ -545,7 +555,6 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   }
   const std::size_t n_classes = class_size.size();
 
-  WDEDUP_PROF("sizes");
   // -- 2. Same pointers; what each class needs. -----------------------------
   enum : std::uint8_t { kUnique = 0, kPairClass = 1, kFingerprint = 2 };
   std::vector<std::uint8_t> class_role(n_classes);
@@ -564,17 +573,17 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       const std::uint32_t* m = members.data() + begin[c];
       const std::size_t cnt = class_count[c];
       bool monotonic = true;
-      for (std::size_t j = 1; j < cnt && monotonic; ++j) monotonic = ptr(m[j - 1]) < ptr(m[j]);
+      auto at = [&](std::size_t j) { return reinterpret_cast<std::uintptr_t>(ptr(m[j])); };
+      for (std::size_t j = 1; j < cnt && monotonic; ++j) monotonic = at(j - 1) < at(j);
       if (!monotonic) {
         monotonic = true;
-        for (std::size_t j = 1; j < cnt && monotonic; ++j) monotonic = ptr(m[j - 1]) > ptr(m[j]);
+        for (std::size_t j = 1; j < cnt && monotonic; ++j) monotonic = at(j - 1) > at(j);
       }
       if (monotonic) continue;
       index.reset(cnt);
       for (std::size_t j = 0; j < cnt; ++j) {
         bool inserted = false;
-        const std::uint32_t first =
-            index.find_or_insert(reinterpret_cast<std::uintptr_t>(ptr(m[j])), 0, m[j], inserted);
+        const std::uint32_t first = index.find_or_insert(at(j), 0, m[j], inserted);
         if (inserted) continue;
         result[m[j]] = first;
         cls[m[j]] = kNone;
@@ -593,7 +602,6 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     if (cnt >= 3) st.hashed += cnt;
   }
 
-  WDEDUP_PROF("ptrs");
   // -- 3. Candidate groups. --------------------------------------------------
   // A candidate shares its size with another buffer. Its key: the size class
   // mixed with, for classes of three or more, a hash of its first
@@ -601,12 +609,12 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   // fixed class the key is a bijection of the hash, so equal (class, key)
   // means equal (class, fingerprint).
   auto is_cand = [&](std::size_t i) { return cls[i] != kNone && class_role[cls[i]] != kUnique; };
-  std::vector<std::uint64_t> key(n);
+  const std::unique_ptr<std::uint64_t[]> key = scratch<std::uint64_t>(n);
   {
     constexpr std::size_t kChunk = 4096;
     // A small input's prefix is one cache line on a page of its own: start
     // loading a few candidates ahead, or each one costs a memory latency.
-    constexpr std::size_t kAhead = WDEDUP_FP_AHEAD;
+    constexpr std::size_t kAhead = 16;
     run_tasks((n + kChunk - 1) / kChunk, workers, [&](std::size_t t, Worker& w) {
       const Clock::time_point t0 = Clock::now();
       const std::size_t lo = t * kChunk, hi = std::min(n, lo + kChunk);
@@ -624,7 +632,6 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       w.counters.hash_seconds += seconds_between(t0, Clock::now());
     });
   }
-  WDEDUP_PROF("fp");
   // Group candidates by (class, key): bucket by the top bits of the key
   // (about four candidates per bucket), then match exactly within each
   // bucket. Every step runs over `parts` contiguous ranges (of inputs, then
@@ -632,9 +639,12 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   // groups are the same for any thread count.
   //   lead[i]: the first candidate of i's group; rank[i]: i's place in it;
   //   size_at[l] for a lead l: the group's size, then its first slot.
-  const std::size_t parts = n >= (std::size_t{1} << 15) ? n_threads : 1;
+  // Below 32k inputs one part is quicker than starting threads; the cap
+  // bounds the per-part count arrays.
+  const std::size_t parts = n >= (std::size_t{1} << 15) ? std::min<std::size_t>(n_threads, 64) : 1;
   auto range_of = [](std::size_t total, std::size_t p, std::size_t of) { return total * p / of; };
-  std::vector<std::uint32_t> lead(n, kNone), rank(n), size_at(n);
+  const std::unique_ptr<std::uint32_t[]> lead = scratch<std::uint32_t>(n), rank = scratch<std::uint32_t>(n),
+                                         size_at = scratch<std::uint32_t>(n);
   std::vector<std::uint32_t> group_begin{0}, group_members;
   std::vector<const std::uint8_t*> group_ptr;
   std::vector<std::size_t> group_len;
@@ -667,14 +677,25 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       std::uint64_t key;
       std::uint32_t i, cls;
     };
-    std::vector<Rec> order(n_cand);
+    const std::unique_ptr<Rec[]> order = scratch<Rec>(n_cand);
     run_tasks(parts, workers, [&](std::size_t p, Worker&) {
       std::uint32_t* c = cursor.data() + p * n_buckets;
       for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i)
         if (is_cand(i)) order[c[bucket(key[i])]++] = Rec{key[i], static_cast<std::uint32_t>(i), cls[i]};
     });
-    WDEDUP_PROF("g-scatter");
+    // The walk also counts, per part of the input, the groups of two or
+    // more that start there and their members: the numbering below needs
+    // them per part, and counting here saves it a pass.
+    auto part_of = [&](std::size_t i) {
+      std::size_t q = i * parts / n;
+      while (q + 1 < parts && range_of(n, q + 1, parts) <= i) ++q;
+      while (range_of(n, q, parts) > i) --q;
+      return q;
+    };
+    std::vector<std::uint32_t> walk_groups(parts * parts, 0), walk_slots(parts * parts, 0);
     run_tasks(parts, workers, [&](std::size_t p, Worker&) {
+      std::uint32_t* groups = walk_groups.data() + p * parts;
+      std::uint32_t* slots = walk_slots.data() + p * parts;
       for (std::size_t b = range_of(n_buckets, p, parts), e = range_of(n_buckets, p + 1, parts); b < e; ++b) {
         const std::size_t s0 = b == 0 ? 0 : bucket_end[b - 1];
         for (std::size_t t = s0; t < bucket_end[b]; ++t) {
@@ -688,61 +709,77 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
             }
           }
           lead[r.i] = l;
-          rank[r.i] = l == r.i ? 0 : size_at[l];
-          size_at[l] = l == r.i ? 1 : size_at[l] + 1;
+          if (l == r.i) {
+            rank[r.i] = 0;
+            size_at[l] = 1;
+            continue;
+          }
+          rank[r.i] = size_at[l]++;
+          const std::size_t q = part_of(l);
+          if (size_at[l] == 2) ++groups[q];
+          slots[q] += size_at[l] == 2 ? 2 : 1;
         }
       }
     });
-    WDEDUP_PROF("g-walk");
     // Groups of two or more, numbered in order of first member (a lone
     // fingerprint is a unique content); group_ptr keeps the members' data
     // pointers in group order for the loops that walk them.
     std::vector<std::uint32_t> first_group(parts + 1, 0), first_slot(parts + 1, 0);
-    run_tasks(parts, workers, [&](std::size_t p, Worker&) {
-      for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i) {
-        if (lead[i] != i || size_at[i] < 2) continue;
-        ++first_group[p + 1];
-        first_slot[p + 1] += size_at[i];
+    for (std::size_t q = 0; q < parts; ++q) {
+      first_group[q + 1] = first_group[q];
+      first_slot[q + 1] = first_slot[q];
+      for (std::size_t p = 0; p < parts; ++p) {
+        first_group[q + 1] += walk_groups[p * parts + q];
+        first_slot[q + 1] += walk_slots[p * parts + q];
       }
-    });
-    for (std::size_t p = 0; p < parts; ++p) {
-      first_group[p + 1] += first_group[p];
-      first_slot[p + 1] += first_slot[p];
     }
     const std::size_t n_grp = first_group[parts];
     group_begin.resize(n_grp + 1);
     group_len.resize(n_grp);
     group_members.resize(first_slot[parts]);
     group_ptr.resize(first_slot[parts]);
-    run_tasks(parts, workers, [&](std::size_t p, Worker&) {
-      std::uint32_t g = first_group[p], slot = first_slot[p];
-      for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i) {
-        if (lead[i] != i) continue;
-        if (size_at[i] < 2) {
-          size_at[i] = kNone;
-          continue;
-        }
-        const std::uint32_t size = size_at[i];
-        size_at[i] = slot;
-        slot += size;
-        group_begin[g + 1] = slot;
-        group_len[g++] = inputs[i].size();
+    // size_at[l] of a lead becomes its group's first slot (kNone: alone).
+    auto number = [&](std::size_t i, std::uint32_t& g, std::uint32_t& slot) {
+      if (size_at[i] < 2) {
+        size_at[i] = kNone;
+        return;
       }
-    });
-    run_tasks(parts, workers, [&](std::size_t p, Worker&) {
-      for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i) {
-        if (lead[i] == kNone || size_at[lead[i]] == kNone) continue;
-        const std::uint32_t slot = size_at[lead[i]] + rank[i];
-        group_members[slot] = static_cast<std::uint32_t>(i);
-        group_ptr[slot] = ptr(static_cast<std::uint32_t>(i));
+      const std::uint32_t size = size_at[i];
+      size_at[i] = slot;
+      slot += size;
+      group_begin[g + 1] = slot;
+      group_len[g++] = inputs[i].size();
+    };
+    auto place = [&](std::size_t i) {
+      if (size_at[lead[i]] == kNone) return;
+      const std::uint32_t at = size_at[lead[i]] + rank[i];
+      group_members[at] = static_cast<std::uint32_t>(i);
+      group_ptr[at] = ptr(static_cast<std::uint32_t>(i));
+    };
+    if (parts == 1) {
+      // A lead comes before its members: one pass numbers and places.
+      std::uint32_t g = 0, slot = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!is_cand(i)) continue;
+        if (lead[i] == i) number(i, g, slot);
+        place(i);
       }
-    });
+    } else {
+      run_tasks(parts, workers, [&](std::size_t p, Worker&) {
+        std::uint32_t g = first_group[p], slot = first_slot[p];
+        for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i)
+          if (is_cand(i) && lead[i] == i) number(i, g, slot);
+      });
+      run_tasks(parts, workers, [&](std::size_t p, Worker&) {
+        for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i)
+          if (is_cand(i)) place(i);
+      });
+    }
   }
   const std::size_t n_groups = group_begin.size() - 1;
   auto group_size = [&](std::size_t g) -> std::size_t { return group_begin[g + 1] - group_begin[g]; };
   auto group_bytes = [&](std::size_t g) -> std::size_t { return group_len[g]; };
   std::vector<std::uint8_t> group_hashed(n_groups, 0);
-  WDEDUP_PROF("fp+group");
   // -- 4. First block of every candidate group (parallel). ------------------
   struct HeadUnit {
     std::uint32_t group, lo, hi;
@@ -762,7 +799,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     }
   }
   // head_lab[slot]: position (in its group) of the slot's first equal member.
-  std::vector<std::uint32_t> head_lab(group_members.size());
+  const std::unique_ptr<std::uint32_t[]> head_lab = scratch<std::uint32_t>(group_members.size());
   std::vector<std::uint64_t> rep_hash;
   if (std::find(multi_chunk.begin(), multi_chunk.end(), 1) != multi_chunk.end()) rep_hash.resize(group_members.size());
   std::vector<std::uint8_t> head_hashed(head_units.size(), 0);
@@ -777,7 +814,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       for (std::size_t u = t == 0 ? 0 : tasks[t - 1], end = tasks[t]; u < end;) {
         const HeadUnit hu = head_units[u];
         const std::uint8_t* const* gp = group_ptr.data() + group_begin[hu.group];
-        std::uint32_t* lab = head_lab.data() + group_begin[hu.group];
+        std::uint32_t* lab = head_lab.get() + group_begin[hu.group];
         const std::size_t h = std::min(group_bytes(hu.group), block);
         if (is_pair(hu)) {
           // Pairs: no hashing. Small ones go kLanes at a time through
@@ -801,7 +838,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
             eq[0] = equal_bytes(gp[0], gp[1], h, w.counters);
           }
           for (std::size_t g = 0; g < cnt; ++g) {
-            std::uint32_t* l = head_lab.data() + group_begin[head_units[u + g].group];
+            std::uint32_t* l = head_lab.get() + group_begin[head_units[u + g].group];
             l[0] = 0;
             l[1] = eq[g] ? 0 : 1;
           }
@@ -826,7 +863,6 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     });
     for (std::size_t u = 0; u < head_units.size(); ++u) group_hashed[head_units[u].group] |= head_hashed[u];
   }
-  WDEDUP_PROF("head");
   // Merge the chunks of big groups: each chunk's representatives against the
   // earlier chunks' ones with the same hash. Sequential, but it touches one
   // block per distinct content per chunk.
@@ -837,7 +873,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       if (!multi_chunk[g]) continue;
       const std::size_t k = group_size(g), h = std::min(group_bytes(g), block);
       const std::uint8_t* const* gp = group_ptr.data() + group_begin[g];
-      std::uint32_t* lab = head_lab.data() + group_begin[g];
+      std::uint32_t* lab = head_lab.get() + group_begin[g];
       const std::uint64_t* rh = rep_hash.data() + group_begin[g];
       index.reset(k);
       next.assign(k, kNone);
@@ -870,7 +906,6 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     serial.compare_seconds += seconds_between(t0, Clock::now());
   }
 
-  WDEDUP_PROF("merge");
   // -- 5. The rest of the bytes, by (class, range) items (parallel). --------
   std::vector<std::uint32_t> body_begin{0}, body_members, body_group;
   {
@@ -878,7 +913,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     for (std::size_t g = 0; g < n_groups; ++g) {
       const std::size_t k = group_size(g);
       const std::uint32_t* m = group_members.data() + group_begin[g];
-      const std::uint32_t* lab = head_lab.data() + group_begin[g];
+      const std::uint32_t* lab = head_lab.get() + group_begin[g];
       for (std::size_t j = 0; j < k; ++j) result[m[j]] = m[lab[j]];
       if (group_bytes(g) <= block) continue;
       count.assign(k, 0);
@@ -967,7 +1002,6 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       }
     });
   }
-  WDEDUP_PROF("body");
   // A class's members are equal iff equal in every range: intersect the
   // range partitions, keeping each class labelled by its first member.
   {
@@ -993,7 +1027,6 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     }
   }
 
-  WDEDUP_PROF("combine");
   for (std::size_t g = 0; g < n_groups; ++g)
     if (!group_hashed[g]) st.compared_directly += group_size(g);
   for (std::uint32_t i : aliases) result[i] = result[result[i]];

@@ -30,8 +30,8 @@ namespace detail {
 
 /// Everything about a file except the segment bytes and their hashes.
 struct PtdPlan {
-  /// Bytes [0, segment_base_offset): flatbuffer with the FH01 header, the
-  /// WDX1 block (content hashes still zero), zero padding.
+  /// The head of the file: flatbuffer with the FH01 header and the WDX1
+  /// block (content hashes still zero). Zeros follow up to the base.
   std::vector<std::uint8_t> metadata;
   std::vector<ByteSpan> segments;            ///< store buffer order
   std::vector<std::uint64_t> segment_offsets;  ///< absolute file offsets
@@ -71,8 +71,8 @@ inline bool add_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t* out) 
 /// Names a function for messages: "function 'decode' partition 1
 /// ('decode__1' in blob 'combined_all')".
 inline std::string describe_function(const FunctionMap& f) {
-  return cat("function ", quoted(f.method), " partition ", f.partition_index, " (", quoted(f.function_name),
-             " in blob ", quoted(f.blob_key), ")");
+  return cat("function ", quote_name(f.method), " partition ", f.partition_index, " (", quote_name(f.function_name),
+             " in blob ", quote_name(f.blob_key), ")");
 }
 
 inline bool bytes_less(std::string_view a, std::string_view b) noexcept {
@@ -126,30 +126,30 @@ inline Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, 
   for (const StoreKey& k : keys) {
     if (k.key.empty()) return R(Error::InvalidName, "the store holds an empty key");
     if (k.key.find('\0') != std::string::npos)
-      return R(Error::InvalidName, cat("key ", quoted(k.key),
+      return R(Error::InvalidName, cat("key ", quote_name(k.key),
                                        " contains a NUL byte; ExecuTorch looks keys up with strcmp, "
                                        "so it could never find it"));
     if (k.buffer_index >= buffers.size())
-      return R(Error::InvalidArgument, cat("key ", quoted(k.key), " points at buffer ", k.buffer_index,
+      return R(Error::InvalidArgument, cat("key ", quote_name(k.key), " points at buffer ", k.buffer_index,
                                            " but the store has ", buffers.size(), " buffers"));
     if (k.alignment == 0 || k.alignment > kMaxAlignment)
-      return R(Error::InvalidAlignment, cat("key ", quoted(k.key), " has alignment ", k.alignment,
+      return R(Error::InvalidAlignment, cat("key ", quote_name(k.key), " has alignment ", k.alignment,
                                             "; it must be in [1, ", kMaxAlignment, "]"));
     const ByteSpan bytes = buffers[k.buffer_index].bytes;
     if (k.layout) {
       const std::optional<std::uint64_t> n = k.layout->nbytes();
       if (!n)
-        return R(Error::LayoutMismatch, cat("key ", quoted(k.key), ": layout is inconsistent (",
+        return R(Error::LayoutMismatch, cat("key ", quote_name(k.key), ": layout is inconsistent (",
                                             describe_layout(k.layout), ")"));
       if (*n != bytes.size())
-        return R(Error::LayoutMismatch, cat("key ", quoted(k.key), ": layout ", describe_layout(k.layout),
+        return R(Error::LayoutMismatch, cat("key ", quote_name(k.key), ": layout ", describe_layout(k.layout),
                                             " describes ", *n, " bytes but its buffer has ", bytes.size(),
                                             " bytes"));
     }
     std::uint64_t& seg = out.segment_alignments[k.buffer_index];
     const std::optional<std::uint64_t> l = lcm_alignment(seg, k.alignment);
     if (!l)
-      return R(Error::InvalidAlignment, cat("key ", quoted(k.key), ": lcm of alignments ", seg, " and ",
+      return R(Error::InvalidAlignment, cat("key ", quote_name(k.key), ": lcm of alignments ", seg, " and ",
                                             k.alignment, " exceeds the maximum of ", kMaxAlignment));
     seg = *l;
   }
@@ -171,7 +171,7 @@ inline Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, 
     id += std::to_string(f.partition_index);
     if (!seen_functions.emplace(std::move(id), fi).second)
       return R(Error::InvalidArgument,
-               cat(describe_function(f), ": method ", quoted(f.method), " partition ", f.partition_index,
+               cat(describe_function(f), ": method ", quote_name(f.method), " partition ", f.partition_index,
                    " appears twice in the function maps"));
     for (const std::string* s : {&f.method, &f.blob_key, &f.function_name})
       if (s->size() > UINT32_MAX)
@@ -183,8 +183,8 @@ inline Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, 
     for (const FunctionTensor& t : f.tensors) {
       auto it = key_index.find(t.key);
       if (it == key_index.end())
-        return R(Error::NotFound, cat(describe_function(f), ": tensor ", quoted(t.tensor_name), " maps to key ",
-                                      quoted(t.key), ", which is not in the store"));
+        return R(Error::NotFound, cat(describe_function(f), ": tensor ", quote_name(t.tensor_name), " maps to key ",
+                                      quote_name(t.key), ", which is not in the store"));
       if (t.tensor_name.size() > UINT32_MAX)
         return R(Error::InvalidArgument, cat(describe_function(f), ": a tensor name is longer than ",
                                              UINT32_MAX, " bytes"));
@@ -194,7 +194,7 @@ inline Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, 
                      [](const auto& a, const auto& b) { return bytes_less(a.first, b.first); });
     for (std::size_t r = 1; r < rf.rows.size(); ++r)
       if (rf.rows[r].first == rf.rows[r - 1].first)
-        return R(Error::InvalidName, cat(describe_function(f), ": tensor ", quoted(rf.rows[r].first),
+        return R(Error::InvalidName, cat(describe_function(f), ": tensor ", quote_name(rf.rows[r].first),
                                          " appears twice in its tensor table"));
     total_rows += rf.rows.size();
     out.functions.push_back(std::move(rf));
@@ -455,8 +455,11 @@ inline Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMap
   plan.file_size = end;
 
   // ---- metadata bytes --------------------------------------------------------
+  // Only the bytes that carry something are held in memory: the padding up
+  // to segment_base_offset (as large as the first segment's alignment,
+  // up to 4 GiB) is written from a shared block of zeros.
   std::vector<std::uint8_t>& m = plan.metadata;
-  m.assign(plan.segment_base_offset, 0);
+  m.assign(options.wdedup_extensions ? plan.extension_offset + plan.extension_size : fb_end, 0);
   const std::uint8_t* fbd = fb->data();
   // ExecuTorch's layout: the flatbuffer's first 8 bytes (root offset and
   // identifier), the padded FH01 header, then the rest of the flatbuffer.

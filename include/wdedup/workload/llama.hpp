@@ -63,7 +63,7 @@ struct LlamaConfig {
     if (name == "small") return small();
     if (name == "1b") return llama_1b();
     return Expected<LlamaConfig>(Error::InvalidArgument,
-                                 detail::cat("unknown model preset ", detail::quoted(name),
+                                 detail::cat("unknown model preset ", detail::quote_name(name),
                                              "; expected tiny, small or 1b"));
   }
 

@@ -76,7 +76,11 @@ inline std::uint64_t key_hash(const void* data, std::size_t len, std::uint64_t s
   } else if (n > 0) {
     a = (std::uint64_t{p[0]} << 16) | (std::uint64_t{p[n >> 1]} << 8) | p[n - 1];
   }
-  return key_mix(a ^ k1 ^ static_cast<std::uint64_t>(len), key_mix(b ^ k2, h ^ k0));
+  // The length goes in through the multiplier (xoring it into `a` let "ab"
+  // and "abc" cancel out); k2 ^ len * k1 is never zero for any length below
+  // 2^60, so no key loses the seed or the tail to a zero product.
+  const std::uint64_t inner = key_mix(b ^ h, k2 ^ (static_cast<std::uint64_t>(len) * k1));
+  return key_mix(a ^ k0, inner ^ k1);
 }
 
 }  // namespace detail
