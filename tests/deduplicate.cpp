@@ -231,3 +231,15 @@ TEST_CASE("the report prints as a table and as JSON") {
   CHECK(table.find("  bytes saved               10  (10 B, 50.0%)") != std::string::npos);
   CHECK(detail::json_string("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
 }
+
+TEST_CASE("a store filled by deduplicate() still deduplicates later adds") {
+  std::vector<std::uint8_t> a(64, 1), b(64, 2), c(64, 3), b_copy = b;
+  Program program;
+  program.add_method("m").add_partition().add("a", span(a)).add("b", span(b)).add("c", span(c));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  REQUIRE(r->store.add_named_data("b_again", span(b_copy), 8).ok());
+  CHECK(r->store.buffer_count() == 3);
+  CHECK(r->store.find("b_again")->buffer_index == 1);
+  CHECK(r->store.add_named_data("b", span(c)).error() == Error::KeyConflict);
+}

@@ -266,3 +266,19 @@ TEST_CASE("merge is all-or-nothing on error") {
   CHECK(dump(s) == before);
   CHECK(s.find("new1") == nullptr);
 }
+
+TEST_CASE("many same-size buffers: copies are found through the content index, not a scan") {
+  NamedDataStore s;
+  std::vector<std::vector<std::uint8_t>> v, copies;
+  for (int i = 0; i < 3000; ++i) {
+    v.push_back(bytes(16, 0));
+    v.back()[0] = static_cast<std::uint8_t>(i);
+    v.back()[1] = static_cast<std::uint8_t>(i >> 8);
+  }
+  copies = v;
+  for (int i = 0; i < 3000; ++i) REQUIRE(s.add_named_data("k" + std::to_string(i), span(v[i])).ok());
+  for (int i = 0; i < 3000; ++i) REQUIRE(s.add_named_data("c" + std::to_string(i), span(copies[i])).ok());
+  CHECK(s.buffer_count() == 3000);
+  CHECK(s.find("c2999")->buffer_index == 2999);
+  CHECK(s.find("c0")->buffer_index == 0);
+}

@@ -160,6 +160,7 @@ class NamedDataStore {
       return {};
     }
 
+    refresh_content_index();
     const std::optional<std::uint32_t> existing = find_buffer(bytes);
     std::uint64_t buf_align = align;
     if (existing) {
@@ -235,44 +236,75 @@ class NamedDataStore {
                                       " exceeds the maximum of ", kMaxAlignment));
   }
 
-  std::uint32_t append_buffer(ByteSpan bytes, std::uint64_t alignment) {
+  /// `index_now = false` (the bulk path) leaves hashing for later: a store
+  /// filled by deduplicate() must not read its bytes again unless someone
+  /// adds to it afterwards.
+  std::uint32_t append_buffer(ByteSpan bytes, std::uint64_t alignment, bool index_now = true) {
     const auto index = static_cast<std::uint32_t>(buffers_.size());
     buffers_.push_back(StoreBuffer{bytes, alignment});
-    hashes_.push_back(std::nullopt);
-    by_size_[bytes.size()].push_back(index);
+    by_pointer_.emplace(pointer_key(bytes), index);
+    SizeClass& c = by_size_[bytes.size()];
+    if (c.count == 0) c.first = index;
+    if (!index_now) content_stale_ = true;
+    else if (c.count >= 1) index_content(index);  // the class now has two or more buffers
+    if (index_now && c.count == 1) index_content(c.first);
+    ++c.count;
     return index;
   }
 
-  std::uint64_t hash_of(std::uint32_t buffer) const {
-    if (!hashes_[buffer]) {
-      const ByteSpan b = buffers_[buffer].bytes;
-      hashes_[buffer] = Xxh3Hash{}(b.data(), b.size(), 0);
-    }
-    return *hashes_[buffer];
+  /// Hashes what the bulk path left unhashed: every buffer of a size that
+  /// several buffers share.
+  void refresh_content_index() {
+    if (!content_stale_) return;
+    by_content_.clear();
+    for (std::uint32_t i = 0; i < buffers_.size(); ++i)
+      if (by_size_.at(buffers_[i].bytes.size()).count >= 2) index_content(i);
+    content_stale_ = false;
   }
 
-  /// Cheap first: only same-size buffers are candidates; with one candidate
-  /// the bytes are compared directly, with several they are hashed first.
+  /// Buffers are located by (pointer, size) first: bytes already in the
+  /// store under the same memory are equal without reading them.
+  static std::uint64_t pointer_key(ByteSpan b) noexcept {
+    return reinterpret_cast<std::uintptr_t>(b.data()) * 0x9E3779B97F4A7C15ull ^ b.size();
+  }
+  static std::uint64_t content_key(std::uint64_t size, std::uint64_t hash) noexcept {
+    return hash ^ (size * 0xC2B2AE3D27D4EB4Full);
+  }
+  void index_content(std::uint32_t buffer) {
+    const ByteSpan b = buffers_[buffer].bytes;
+    by_content_.emplace(content_key(b.size(), Xxh3Hash{}(b.data(), b.size(), 0)), buffer);
+  }
+
+  /// Cheap first: the same memory is found without reading it; a size seen
+  /// once is compared directly (no hash); only sizes shared by several
+  /// buffers are hashed, and then looked up in O(1), never scanned.
   std::optional<std::uint32_t> find_buffer(ByteSpan bytes) const {
     auto it = by_size_.find(bytes.size());
     if (it == by_size_.end()) return std::nullopt;
-    const std::vector<std::uint32_t>& cands = it->second;
-    for (std::uint32_t c : cands)
-      if (buffers_[c].bytes.data() == bytes.data()) return c;
-    if (cands.size() == 1)
-      return detail::same_bytes(buffers_[cands[0]].bytes, bytes) ? std::optional<std::uint32_t>(cands[0])
-                                                                 : std::nullopt;
-    const std::uint64_t h = Xxh3Hash{}(bytes.data(), bytes.size(), 0);
-    for (std::uint32_t c : cands)
-      if (hash_of(c) == h && detail::same_bytes(buffers_[c].bytes, bytes)) return c;
+    for (auto [p, end] = by_pointer_.equal_range(pointer_key(bytes)); p != end; ++p)
+      if (buffers_[p->second].bytes.data() == bytes.data() && buffers_[p->second].bytes.size() == bytes.size())
+        return p->second;
+    if (it->second.count == 1)
+      return detail::same_bytes(buffers_[it->second.first].bytes, bytes) ? std::optional<std::uint32_t>(it->second.first)
+                                                                        : std::nullopt;
+    const std::uint64_t key = content_key(bytes.size(), Xxh3Hash{}(bytes.data(), bytes.size(), 0));
+    for (auto [c, end] = by_content_.equal_range(key); c != end; ++c)
+      if (detail::same_bytes(buffers_[c->second].bytes, bytes)) return c->second;
     return std::nullopt;
   }
+
+  struct SizeClass {
+    std::uint32_t first = 0;
+    std::uint32_t count = 0;
+  };
 
   std::vector<StoreBuffer> buffers_;
   std::vector<StoreKey> keys_;
   std::unordered_map<std::string, std::uint32_t> key_index_;
-  std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> by_size_;
-  mutable std::vector<std::optional<std::uint64_t>> hashes_;
+  std::unordered_map<std::uint64_t, SizeClass> by_size_;
+  std::unordered_multimap<std::uint64_t, std::uint32_t> by_pointer_;  // pointer_key -> buffer
+  std::unordered_multimap<std::uint64_t, std::uint32_t> by_content_;  // content_key -> buffer (shared sizes only)
+  bool content_stale_ = false;
 };
 
 namespace detail {
@@ -281,12 +313,12 @@ namespace detail {
 struct StoreAccess {
   static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys) {
     s.buffers_.reserve(buffers);
-    s.hashes_.reserve(buffers);
+    s.by_pointer_.reserve(buffers);
     s.keys_.reserve(keys);
     s.key_index_.reserve(keys);
   }
   static std::uint32_t add_buffer(NamedDataStore& s, ByteSpan bytes, std::uint64_t alignment) {
-    return s.append_buffer(bytes, alignment);
+    return s.append_buffer(bytes, alignment, /*index_now=*/false);
   }
   static void add_key(NamedDataStore& s, std::string key, std::uint32_t buffer, std::uint64_t alignment,
                       std::optional<Layout> layout) {

@@ -317,11 +317,17 @@ void run_tasks(std::size_t n_tasks, std::vector<Worker>& workers, const Fn& fn) 
   pool.reserve(n_threads);
   for (std::size_t w = 1; w < n_threads; ++w) {
     // A thread that cannot start only costs speed: the others take its share.
+    // (Without exceptions, std::thread's failure to start aborts, as every
+    // failed allocation does in such a build.)
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
     try {
       pool.emplace_back(work, w);
     } catch (const std::system_error&) {
       break;
     }
+#else
+    pool.emplace_back(work, w);
+#endif
   }
   work(0);
   for (std::thread& t : pool) t.join();

@@ -49,32 +49,60 @@ namespace detail {
 constexpr bool range_ok(std::uint64_t offset, std::uint64_t size, std::uint64_t total) noexcept {
   return offset <= total && size <= total - offset;
 }
+
+/// view() and read() over bytes already in memory: shared by BufferSource
+/// and MmapSource, which differ only in who owns the memory.
+class MemorySource : public DataSource {
+ public:
+  std::uint64_t size() const noexcept override { return size_; }
+  const std::uint8_t* view(std::uint64_t offset, std::uint64_t size) const noexcept override {
+    if (data_ == nullptr || !range_ok(offset, size, size_)) return nullptr;
+    return data_ + offset;
+  }
+  Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
+    if (!range_ok(offset, size, size_)) return Status(Error::Truncated, "read past the end of the source", offset);
+    if (size != 0) std::memcpy(dst, data_ + offset, static_cast<std::size_t>(size));
+    return ok_status();
+  }
+  /// The bytes (nullptr for an empty source).
+  const std::uint8_t* data() const noexcept { return data_; }
+
+ protected:
+  MemorySource() noexcept = default;
+  MemorySource(const std::uint8_t* data, std::uint64_t size) noexcept : data_(data), size_(size) {}
+
+  const std::uint8_t* data_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+/// Opens `path` read-only and checks that it is a regular file. On success
+/// the caller owns *fd; on failure nothing is left open.
+inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) noexcept {
+  const int f = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (f < 0) return Status(Error::IoError, "open failed (at = errno)", errno);
+  struct stat st;
+  if (::fstat(f, &st) != 0) {
+    const int e = errno;
+    ::close(f);
+    return Status(Error::IoError, "fstat failed (at = errno)", e);
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size < 0) {
+    ::close(f);
+    return Status(Error::IoError, "not a regular file", 0);
+  }
+  *fd = f;
+  *size = static_cast<std::uint64_t>(st.st_size);
+  return ok_status();
+}
 }  // namespace detail
 
 /// Caller memory (an embedded flash image, a file the caller loaded). The
 /// memory must outlive the source and every map and view made from it.
-class BufferSource final : public DataSource {
+class BufferSource final : public detail::MemorySource {
  public:
   BufferSource() noexcept = default;
   BufferSource(const void* data, std::size_t size) noexcept
-      : data_(static_cast<const std::uint8_t*>(data)), size_(size) {}
-
-  std::uint64_t size() const noexcept override { return size_; }
-  const std::uint8_t* view(std::uint64_t offset, std::uint64_t size) const noexcept override {
-    if (data_ == nullptr || !detail::range_ok(offset, size, size_)) return nullptr;
-    return data_ + offset;
-  }
-  Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
-    if (!detail::range_ok(offset, size, size_))
-      return Status(Error::Truncated, "read past the end of the buffer", offset);
-    if (size != 0) std::memcpy(dst, data_ + offset, static_cast<std::size_t>(size));
-    return detail::ok_status();
-  }
-  const std::uint8_t* data() const noexcept { return data_; }
-
- private:
-  const std::uint8_t* data_ = nullptr;
-  std::size_t size_ = 0;
+      : MemorySource(static_cast<const std::uint8_t*>(data), size) {}
 };
 
 /// A whole file mapped read-only and private. The mapping is page-aligned,
@@ -82,22 +110,12 @@ class BufferSource final : public DataSource {
 /// is a multiple of A for every power of two A up to the page size. Move-only;
 /// unmaps in the destructor. As with any mapping, a file truncated by
 /// another process while mapped raises SIGBUS on access.
-class MmapSource final : public DataSource {
+class MmapSource final : public detail::MemorySource {
  public:
   static Result<MmapSource> open(const char* path) noexcept {
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Result<MmapSource>(Error::IoError, "open failed (at = errno)", errno);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int e = errno;
-      ::close(fd);
-      return Result<MmapSource>(Error::IoError, "fstat failed (at = errno)", e);
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size < 0) {
-      ::close(fd);
-      return Result<MmapSource>(Error::IoError, "not a regular file", 0);
-    }
-    const auto size = static_cast<std::uint64_t>(st.st_size);
+    int fd = -1;
+    std::uint64_t size = 0;
+    if (Status st = detail::open_regular_file(path, &fd, &size); !st) return st.failure();
     if (size > SIZE_MAX) {
       ::close(fd);
       return Result<MmapSource>(Error::IoError, "file too large to map", size);
@@ -115,7 +133,7 @@ class MmapSource final : public DataSource {
     return MmapSource(static_cast<const std::uint8_t*>(p), size);
   }
 
-  MmapSource(MmapSource&& o) noexcept : data_(o.data_), size_(o.size_) {
+  MmapSource(MmapSource&& o) noexcept : MemorySource(o.data_, o.size_) {
     o.data_ = nullptr;
     o.size_ = 0;
   }
@@ -133,31 +151,13 @@ class MmapSource final : public DataSource {
   MmapSource& operator=(const MmapSource&) = delete;
   ~MmapSource() override { unmap(); }
 
-  std::uint64_t size() const noexcept override { return size_; }
-  const std::uint8_t* view(std::uint64_t offset, std::uint64_t size) const noexcept override {
-    if (data_ == nullptr || !detail::range_ok(offset, size, size_)) return nullptr;
-    return data_ + offset;
-  }
-  Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
-    if (!detail::range_ok(offset, size, size_))
-      return Status(Error::Truncated, "read past the end of the mapping", offset);
-    if (size != 0) std::memcpy(dst, data_ + offset, static_cast<std::size_t>(size));
-    return detail::ok_status();
-  }
-  /// The mapping (nullptr for an empty file).
-  const std::uint8_t* data() const noexcept { return data_; }
-
  private:
-  MmapSource(const std::uint8_t* data, std::uint64_t size) noexcept : data_(data), size_(size) {}
+  MmapSource(const std::uint8_t* data, std::uint64_t size) noexcept : MemorySource(data, size) {}
   void unmap() noexcept {
-    if (data_ != nullptr)
-      ::munmap(const_cast<std::uint8_t*>(data_), static_cast<std::size_t>(size_));
+    if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), static_cast<std::size_t>(size_));
     data_ = nullptr;
     size_ = 0;
   }
-
-  const std::uint8_t* data_ = nullptr;
-  std::uint64_t size_ = 0;
 };
 
 /// A file read with pread: for runtimes that cannot or will not map the
@@ -166,19 +166,10 @@ class MmapSource final : public DataSource {
 class FileSource final : public DataSource {
  public:
   static Result<FileSource> open(const char* path) noexcept {
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Result<FileSource>(Error::IoError, "open failed (at = errno)", errno);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      const int e = errno;
-      ::close(fd);
-      return Result<FileSource>(Error::IoError, "fstat failed (at = errno)", e);
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size < 0) {
-      ::close(fd);
-      return Result<FileSource>(Error::IoError, "not a regular file", 0);
-    }
-    return FileSource(fd, static_cast<std::uint64_t>(st.st_size));
+    int fd = -1;
+    std::uint64_t size = 0;
+    if (Status st = detail::open_regular_file(path, &fd, &size); !st) return st.failure();
+    return FileSource(fd, size);
   }
 
   FileSource(FileSource&& o) noexcept : fd_(o.fd_), size_(o.size_) {

@@ -13,26 +13,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "wdedup/runtime/detail/format.hpp"
+
 namespace wdedup {
 namespace detail {
-
-inline std::uint64_t key_read64(const unsigned char* p) noexcept {
-  std::uint64_t v;
-  std::memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64(v);
-#endif
-  return v;
-}
-
-inline std::uint64_t key_read32(const unsigned char* p) noexcept {
-  std::uint32_t v;
-  std::memcpy(&v, p, 4);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap32(v);
-#endif
-  return v;
-}
 
 /// 64x64 -> 128 multiply, folded to 64 bits.
 inline std::uint64_t key_mix(std::uint64_t a, std::uint64_t b) noexcept {
@@ -62,17 +46,17 @@ inline std::uint64_t key_hash(const void* data, std::size_t len, std::uint64_t s
   std::size_t n = len;
   std::uint64_t h = seed ^ k0;
   while (n > 16) {
-    h = key_mix(key_read64(p) ^ k1, key_read64(p + 8) ^ h);
+    h = key_mix(format::load_u64(p) ^ k1, format::load_u64(p + 8) ^ h);
     p += 16;
     n -= 16;
   }
   std::uint64_t a = 0, b = 0;
   if (n > 8) {
-    a = key_read64(p);
-    b = key_read64(p + n - 8);
+    a = format::load_u64(p);
+    b = format::load_u64(p + n - 8);
   } else if (n >= 4) {
-    a = key_read32(p);
-    b = key_read32(p + n - 4);
+    a = format::load_u32(p);
+    b = format::load_u32(p + n - 4);
   } else if (n > 0) {
     a = (std::uint64_t{p[0]} << 16) | (std::uint64_t{p[n >> 1]} << 8) | p[n - 1];
   }
