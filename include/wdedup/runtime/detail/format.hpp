@@ -79,7 +79,11 @@ constexpr std::uint64_t kDefaultSegmentAlignment = 128;
 //
 // Placed at align_up(kFlatbufferOffset + flatbuffer_size, 16), before
 // segment_base_offset. All offsets inside it are relative to the block start
-// unless marked "absolute". All tables are 8-byte aligned inside the block.
+// unless marked "absolute". All tables are 8-byte aligned inside the block;
+// block_size includes the padding to a multiple of 8. Strings in the pool
+// are NUL-terminated and may be shared by several records. Readers must not
+// assume segment 0 starts right after the metadata: the base is aligned to
+// the first segment's alignment.
 
 constexpr char kExtMagic[4] = {'W', 'D', 'X', '1'};
 constexpr std::uint32_t kExtVersion = 1;
