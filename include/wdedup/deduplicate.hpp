@@ -405,19 +405,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     br.bytes_shared_inside = br.bytes_in - br.bytes_distinct;
     r.per_blob.push_back(std::move(br));
   }
-  IdentityReport& ir = r.identity;
-  ir.tensors = istats.inputs;
-  ir.skipped_empty = istats.skipped_empty;
-  ir.skipped_unique_size = istats.skipped_unique_size;
-  ir.skipped_same_pointer = istats.skipped_same_pointer;
-  ir.compared_directly = istats.compared_directly;
-  ir.hashed = istats.hashed;
-  ir.bytes_hashed = istats.bytes_hashed;
-  ir.byte_comparisons = istats.byte_comparisons;
-  ir.bytes_compared = istats.bytes_compared;
-  ir.hash_collisions = istats.hash_collisions;
-  ir.hash_seconds = istats.hash_seconds;
-  ir.compare_seconds = istats.compare_seconds;
+  r.identity = istats;
   r.seconds_identity = identity_seconds;
   r.seconds_total = std::chrono::duration<double>(clock::now() - t0).count();
   return out;

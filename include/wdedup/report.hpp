@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "wdedup/detail/identity_stats.hpp"
+
 namespace wdedup {
 
 /// Per method. Stored bytes are attributed to the first method (in program
@@ -44,21 +46,9 @@ struct AliasGroup {
   std::uint64_t bytes_saved = 0;  ///< size * (tensors - 1)
 };
 
-/// Counts from the identity pass (see detail::IdentityStats).
-struct IdentityReport {
-  std::uint64_t tensors = 0;
-  std::uint64_t skipped_empty = 0;
-  std::uint64_t skipped_unique_size = 0;
-  std::uint64_t skipped_same_pointer = 0;
-  std::uint64_t compared_directly = 0;
-  std::uint64_t hashed = 0;
-  std::uint64_t bytes_hashed = 0;
-  std::uint64_t byte_comparisons = 0;
-  std::uint64_t bytes_compared = 0;
-  std::uint64_t hash_collisions = 0;
-  double hash_seconds = 0;     ///< CPU seconds summed over threads
-  double compare_seconds = 0;  ///< CPU seconds summed over threads
-};
+/// Counts from the identity pass: what was skipped by the cheap checks,
+/// hashed and compared (see detail/identity_stats.hpp).
+using IdentityReport = detail::IdentityStats;
 
 struct Report {
   std::string strategy;
@@ -164,7 +154,7 @@ inline std::string Report::to_table() const {
   const IdentityReport& i = identity;
   s += format("\n  identity: %llu tensors; skipped by cheap checks: %llu unique size, %llu same pointer, "
               "%llu empty; %llu compared directly; %llu hashed (%s)\n",
-              (unsigned long long)i.tensors, (unsigned long long)i.skipped_unique_size,
+              (unsigned long long)i.inputs, (unsigned long long)i.skipped_unique_size,
               (unsigned long long)i.skipped_same_pointer, (unsigned long long)i.skipped_empty,
               (unsigned long long)i.compared_directly, (unsigned long long)i.hashed,
               human_bytes(i.bytes_hashed).c_str());
@@ -212,7 +202,7 @@ inline std::string Report::to_json() const {
          ",\"bytes_shared_across\":" + u(b.bytes_shared_across) + "}";
   }
   const IdentityReport& i = identity;
-  s += "],\"identity\":{\"tensors\":" + u(i.tensors) + ",\"skipped_empty\":" + u(i.skipped_empty) +
+  s += "],\"identity\":{\"tensors\":" + u(i.inputs) + ",\"bytes_in\":" + u(i.bytes_in) + ",\"skipped_empty\":" + u(i.skipped_empty) +
        ",\"skipped_unique_size\":" + u(i.skipped_unique_size) +
        ",\"skipped_same_pointer\":" + u(i.skipped_same_pointer) +
        ",\"compared_directly\":" + u(i.compared_directly) + ",\"hashed\":" + u(i.hashed) +
