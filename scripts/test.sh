@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian machine: installs what is missing,
 # then configures, builds and runs every test in each configuration:
-#   gcc-c++17           the reference build (also runs the demo and the examples)
+#   gcc-c++17           the reference build: every test, the demo, the examples,
+#                       the must-not-compile and header checks, the benchmark smoke run
 #   gcc-c++20-noexcept  C++20, everything built with -fno-exceptions -fno-rtti
-#   clang-c++17, clang-c++20
+#   clang-c++20         clang, C++20 (with the header and must-not-compile checks)
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all)
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
+# (clang-c++17 is available too; it is left out of the default run to keep
+# CI within 20 minutes on 2 cores: C++17 is covered by gcc, clang by C++20.)
 # Usage: scripts/test.sh [config ...]   (default: all of them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,11 +17,12 @@ bash scripts/deps.sh
 declare -A CXX_OF=(
   [gcc-c++17]=g++ [gcc-c++20-noexcept]=g++ [clang-c++17]=clang++ [clang-c++20]=clang++
   [asan-ubsan]=clang++ [tsan]=clang++)
+# -Ddebug=false: no debug info where no sanitizer needs it (compiles much faster).
 declare -A OPTS_OF=(
-  [gcc-c++17]="-Dcpp_std=c++17"
-  [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false"
-  [clang-c++17]="-Dcpp_std=c++17"
-  [clang-c++20]="-Dcpp_std=c++20"
+  [gcc-c++17]="-Dcpp_std=c++17 -Ddebug=false"
+  [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Dbenchmarks=false"
+  [clang-c++17]="-Dcpp_std=c++17 -Ddebug=false -Dbenchmarks=false"
+  [clang-c++20]="-Dcpp_std=c++20 -Ddebug=false -Dbenchmarks=false"
   [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=1 -Dexamples=false -Dbenchmarks=false"
   [tsan]="-Dcpp_std=c++17 -Db_sanitize=thread -Db_lundef=false -Dexamples=false -Dbenchmarks=false")
 # The sanitizer builds build and run only the tests that exercise what they
@@ -28,10 +32,9 @@ declare -A TESTS_OF=(
   [asan-ubsan]="malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity strategy deduplicate key_hash round_trip"
   [tsan]="concurrency identity deduplicate allocations")
 declare -A SKIP_OF=(
-  [gcc-c++20-noexcept]="--no-suite headers --no-suite compile_fail --no-suite benchmarks"
-  [clang-c++17]="--no-suite headers --no-suite compile_fail --no-suite benchmarks"
-  [clang-c++20]="--no-suite benchmarks")
-order=(gcc-c++17 gcc-c++20-noexcept clang-c++17 clang-c++20 asan-ubsan tsan)
+  [gcc-c++20-noexcept]="--no-suite headers --no-suite compile_fail"
+  [clang-c++17]="--no-suite headers --no-suite compile_fail")
+order=(gcc-c++17 gcc-c++20-noexcept clang-c++20 asan-ubsan tsan)
 [ $# -gt 0 ] && order=("$@")
 
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
