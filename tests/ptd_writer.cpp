@@ -17,6 +17,7 @@
 #include "wdedup/hash.hpp"
 #include "wdedup/ptd_writer.hpp"
 #include "wdedup/runtime/named_data_map.hpp"
+#include "support/ptd_files.hpp"
 
 using namespace wdedup;
 
@@ -127,16 +128,7 @@ std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
-std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::vector<std::uint8_t> out;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return out;
-  std::uint8_t buf[65536];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
-  std::fclose(f);
-  return out;
-}
+using wdedup_test::read_file;  // tests/support/ptd_files.hpp
 
 std::string tmp_path(const std::string& name) { return std::string(WDEDUP_TEST_TMPDIR) + "/ptd_writer_" + name; }
 
