@@ -243,3 +243,34 @@ TEST_CASE("a store filled by deduplicate() still deduplicates later adds") {
   CHECK(r->store.find("b_again")->buffer_index == 1);
   CHECK(r->store.add_named_data("b", span(c)).error() == Error::KeyConflict);
 }
+
+TEST_CASE("a store filled by deduplicate() indexes its buffers on the first later add") {
+  // The bulk path builds no buffer index; the first add_named_data builds it:
+  // by pointer (same memory, never read), by size (a size held once is
+  // compared directly) and by content (sizes several buffers share).
+  std::vector<std::uint8_t> a(64, 1), b(64, 2), u(10, 7), a_copy = a, u_copy = u, d(64, 9);
+  Program program;
+  program.add_method("m").add_partition().add("a", span(a)).add("b", span(b)).add("u", span(u));
+  auto r = deduplicate<Strategy<Positional>>(program);
+  REQUIRE(r.ok());
+  REQUIRE(r->store.buffer_count() == 3);
+  NamedDataStore& s = r->store;
+  REQUIRE(s.add_named_data("b_same_memory", span(b)).ok());
+  REQUIRE(s.add_named_data("a_copy", span(a_copy), 4).ok());
+  REQUIRE(s.add_named_data("u_copy", span(u_copy)).ok());
+  REQUIRE(s.add_named_data("d", span(d)).ok());
+  CHECK(s.buffer_count() == 4);
+  CHECK(s.find("b_same_memory")->buffer_index == 1);
+  CHECK(s.find("a_copy")->buffer_index == 0);
+  CHECK(s.buffers()[0].alignment == 4);
+  CHECK(s.find("u_copy")->buffer_index == 2);
+  CHECK(s.find("d")->buffer_index == 3);
+  CHECK(s.find("a")->key == "a");
+  CHECK(s.find("zz") == nullptr);
+  // ...and keeps them current for every add after that.
+  std::vector<std::uint8_t> d_copy = d;
+  REQUIRE(s.add_named_data("d_copy", span(d_copy)).ok());
+  CHECK(s.find("d_copy")->buffer_index == 3);
+  CHECK(s.buffer_count() == 4);
+  CHECK(s.key_count() == 8);
+}

@@ -16,13 +16,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <thread>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -58,11 +55,19 @@ struct TensorSite {
   std::uint32_t method;
   std::uint32_t partition;
   std::uint32_t index;  ///< within the partition
+  const Tensor* tensor;
 };
 
 inline std::string site_prefix(const Program& p, const TensorSite& s) {
   return cat("method ", quote_name(p.methods[s.method].name), " partition ", s.partition, " tensor ",
-             quote_name(p.methods[s.method].partitions[s.partition].tensors[s.index].name), ": ");
+             quote_name(s.tensor->name), ": ");
+}
+
+inline std::size_t tensor_count(const Program& program) noexcept {
+  std::size_t n = 0;
+  for (const Method& m : program.methods)
+    for (const Partition& p : m.partitions) n += p.tensors.size();
+  return n;
 }
 
 /// Names, alignments and layouts are checked before any byte is read.
@@ -72,7 +77,11 @@ inline std::string site_prefix(const Program& p, const TensorSite& s) {
 inline Expected<void> validate_program(const Program& program, std::vector<TensorSite>* sites, NameIndex* names,
                                        std::vector<std::uint32_t>* name_of) {
   NameIndex method_names(program.methods.size());
+  const std::size_t total = tensor_count(program);
+  sites->reserve(total);
+  name_of->reserve(total);
   std::vector<std::uint32_t> stamp;  // name id -> serial of the partition that last used it
+  stamp.reserve(total);
   std::uint32_t serial = 0;
   for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
     const Method& method = program.methods[m];
@@ -85,11 +94,25 @@ inline Expected<void> validate_program(const Program& program, std::vector<Tenso
     for (std::uint32_t p = 0; p < method.partitions.size(); ++p, ++serial) {
       const Partition& part = method.partitions[p];
       auto where = [&] { return cat("method ", quote_name(method.name), " partition ", p, ": "); };
-      for (std::uint32_t t = 0; t < part.tensors.size(); ++t) {
+      // Names are hashed kAhead tensors early and their slots prefetched:
+      // on big programs each probe is otherwise a cache miss.
+      constexpr std::uint32_t kAhead = 8;
+      std::uint64_t ahead[kAhead];
+      const auto count = static_cast<std::uint32_t>(part.tensors.size());
+      for (std::uint32_t t = 0; t < kAhead && t < count; ++t) {
+        ahead[t] = IdIndex::hash(part.tensors[t].name);
+        names->prefetch(ahead[t]);
+      }
+      for (std::uint32_t t = 0; t < count; ++t) {
         const Tensor& tensor = part.tensors[t];
         if (tensor.name.empty())
           return Expected<void>(Error::InvalidName, cat(where(), "tensor #", t, " has an empty name"));
-        const std::uint32_t id = names->find_or_add(tensor.name);
+        const std::uint64_t h = ahead[t % kAhead];
+        if (t + kAhead < count) {
+          ahead[t % kAhead] = IdIndex::hash(part.tensors[t + kAhead].name);
+          names->prefetch(ahead[t % kAhead]);
+        }
+        const std::uint32_t id = names->find_or_add(tensor.name, h);
         if (id >= stamp.size()) stamp.resize(id + 1, UINT32_MAX);
         if (stamp[id] == serial)
           return Expected<void>(Error::InvalidName,
@@ -98,7 +121,7 @@ inline Expected<void> validate_program(const Program& program, std::vector<Tenso
         const bool fine = tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
                           (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));
         if (!fine) return check_entry(where(), tensor.name, tensor.bytes, tensor.alignment, tensor.layout);
-        sites->push_back(TensorSite{m, p, t});
+        sites->push_back(TensorSite{m, p, t, &tensor});
         name_of->push_back(id);
       }
     }
@@ -106,32 +129,28 @@ inline Expected<void> validate_program(const Program& program, std::vector<Tenso
   return {};
 }
 
-/// Identity of a store key: one content and one layout.
-struct KeyIdentity {
-  std::uint32_t content;
-  const std::optional<Layout>* layout;
-  bool operator==(const KeyIdentity& o) const { return content == o.content && *layout == *o.layout; }
-};
-
 template <class Policy, class Hash>
 Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOptions& options, const Hash& hash) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
 
   std::vector<TensorSite> sites;
-  NameIndex names;
+  NameIndex names(tensor_count(program));
   std::vector<std::uint32_t> name_of;  // site -> name id
   if (Expected<void> v = validate_program(program, &sites, &names, &name_of); !v) return v.build_error();
   if (Expected<void> v = Policy::validate(program); !v) return v.build_error();
 
-  auto tensor_of = [&](const TensorSite& s) -> const Tensor& {
-    return program.methods[s.method].partitions[s.partition].tensors[s.index];
-  };
+  auto tensor_of = [](const TensorSite& s) -> const Tensor& { return *s.tensor; };
 
   // ---- 1. which bytes are identical (parallel, exact) ----------------------
   std::vector<ByteSpan> inputs;
+  std::vector<char> has_layout;  // site -> its tensor has a layout (read here, in order)
   inputs.reserve(sites.size());
-  for (const TensorSite& s : sites) inputs.push_back(tensor_of(s).bytes);
+  has_layout.reserve(sites.size());
+  for (const TensorSite& s : sites) {
+    inputs.push_back(s.tensor->bytes);
+    has_layout.push_back(s.tensor->layout.has_value());
+  }
   IdentityOptions iopts;
   iopts.threads = options.threads;
   IdentityStats istats;
@@ -155,8 +174,11 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // Is each name consistent (one content, one layout) everywhere, and within
   // each method? Flat arrays indexed by name id; sites are in method order.
   const std::size_t nsites = sites.size(), nnames = names.size();
+  // Two sites without layouts are settled without touching their Tensors:
+  // on big programs an earlier site's Tensor is a cache miss.
   auto same_identity = [&](std::uint32_t a, std::uint32_t b) {
-    return content[a] == content[b] && tensor_of(sites[a]).layout == tensor_of(sites[b]).layout;
+    if (content[a] != content[b] || has_layout[a] != has_layout[b]) return false;
+    return !has_layout[a] || sites[a].tensor->layout == sites[b].tensor->layout;
   };
   std::vector<std::uint32_t> global_first(nnames, UINT32_MAX);
   std::vector<char> global_consistent(nnames, 1);
@@ -184,56 +206,78 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       begin = end;
     }
   }
-  // Key ids in order of first use. A consistent name is its own key; other
-  // names get a generated key, which never takes a consistent name (those are
-  // reserved up front through `names`) nor another generated key with other
-  // contents: it gets "~1", "~2", ... instead.
+  // Key ids in order of first use. A consistent name is its own key, found
+  // by name id (no string is built or hashed again). Other names get a
+  // generated key, which never takes a consistent name with other contents
+  // nor another generated key with other contents: it gets "~1", "~2", ...
   struct KeySlot {
-    std::string_view key;
+    std::uint32_t text;  ///< name id, or index in `generated`
+    bool is_generated;
     std::uint32_t first_site;
     std::uint64_t alignment;
   };
   std::vector<KeySlot> slots;
-  NameIndex key_index(nsites);
-  std::deque<std::string> generated;  // storage for generated key strings (stable addresses)
+  std::vector<std::string> generated;
+  auto key_text = [&](const KeySlot& k) -> std::string_view {
+    return k.is_generated ? std::string_view(generated[k.text]) : names.name(k.text);
+  };
+  auto key_text_of = [&](std::uint32_t key) { return key_text(slots[key]); };
+  IdIndex generated_index;  // generated key -> key id
+  std::vector<std::uint32_t> key_of_name(nnames, IdIndex::kNone);
   std::vector<std::uint32_t> key_of_site(nsites);
-  auto key_taken_by_other = [&](std::string_view key, std::uint32_t site) {
+  auto key_of_consistent = [&](std::uint32_t n, std::uint32_t site) {
+    if (key_of_name[n] == IdIndex::kNone) {
+      key_of_name[n] = static_cast<std::uint32_t>(slots.size());
+      slots.push_back(KeySlot{n, false, site, 1});
+    }
+    return key_of_name[n];
+  };
+  // The key a generated candidate resolves to, or kNone if it is free.
+  // `*taken` is set when it belongs to other contents.
+  auto owner_of = [&](std::string_view key, std::uint64_t h, std::uint32_t site, bool* taken) {
     const std::uint32_t n = names.find(key);
-    if (n != NameIndex::kNone && global_consistent[n] && !same_identity(global_first[n], site)) return true;
-    const std::uint32_t k = key_index.find(key);
-    return k != NameIndex::kNone && !same_identity(slots[k].first_site, site);
+    if (n != NameIndex::kNone && global_consistent[n]) {
+      *taken = !same_identity(global_first[n], site);
+      return *taken ? IdIndex::kNone : key_of_consistent(n, site);
+    }
+    const std::uint32_t k = generated_index.find(key, h, key_text_of);
+    *taken = k != IdIndex::kNone && !same_identity(slots[k].first_site, site);
+    return *taken ? IdIndex::kNone : k;
   };
   for (std::uint32_t i = 0; i < nsites; ++i) {
     const TensorSite& s = sites[i];
     const Tensor& t = tensor_of(s);
-    std::string_view key = t.name;
-    if (!global_consistent[name_of[i]]) {
+    std::uint32_t id;
+    if (global_consistent[name_of[i]]) {
+      id = key_of_consistent(name_of[i], i);
+    } else {
       const std::string& mname = program.methods[s.method].name;
-      std::string candidate = method_consistent_at[i] ? cat(mname, "/", t.name) : cat(mname, "/", s.partition, "/", t.name);
+      const std::string candidate =
+          method_consistent_at[i] ? cat(mname, "/", t.name) : cat(mname, "/", s.partition, "/", t.name);
       std::string k = candidate;
-      for (unsigned n = 1; key_taken_by_other(k, i); ++n) k = cat(candidate, "~", n);
-      const std::uint32_t existing = key_index.find(k);
-      if (existing != NameIndex::kNone) {
-        key = slots[existing].key;
-      } else {
+      std::uint64_t h = IdIndex::hash(k);
+      bool taken = false;
+      id = owner_of(k, h, i, &taken);
+      for (unsigned n = 1; taken; ++n) {
+        k = cat(candidate, "~", n);
+        h = IdIndex::hash(k);
+        id = owner_of(k, h, i, &taken);
+      }
+      if (id == IdIndex::kNone) {
+        id = static_cast<std::uint32_t>(slots.size());
         generated.push_back(std::move(k));
-        key = generated.back();
+        slots.push_back(KeySlot{static_cast<std::uint32_t>(generated.size() - 1), true, i, 1});
+        generated_index.insert(generated.back(), h, id, key_text_of);
       }
     }
-    bool fresh = false;
-    const std::uint32_t id = key_index.find_or_add(key, &fresh);
-    const auto align = static_cast<std::uint64_t>(t.alignment);
     key_of_site[i] = id;
-    if (fresh) {
-      slots.push_back(KeySlot{key, i, align});
-      continue;
-    }
     KeySlot& slot = slots[id];
+    const auto align = static_cast<std::uint64_t>(t.alignment);
     const std::optional<std::uint64_t> l = lcm_alignment(slot.alignment, align);
     if (!l)
       return BuildError{Error::InvalidAlignment,
                         cat(site_prefix(program, s), "lcm of alignments ", slot.alignment, " and ", align,
-                            " for key ", quote_name(key), " exceeds ", kMaxAlignment)};
+                            " for key ", quote_name(key_text(slot)), " exceeds ", kMaxAlignment)};
     slot.alignment = *l;
   }
 
@@ -247,7 +291,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     const std::optional<std::uint64_t> l = lcm_alignment(buffer_align[c], slot.alignment);
     if (!l)
       return BuildError{Error::InvalidAlignment,
-                        cat("key ", quote_name(slot.key), ": lcm of alignments ", buffer_align[c], " and ",
+                        cat("key ", quote_name(key_text(slot)), ": lcm of alignments ", buffer_align[c], " and ",
                             slot.alignment,
                             " of the keys sharing its bytes exceeds ", kMaxAlignment)};
     buffer_align[c] = *l;
@@ -256,14 +300,34 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   StoreAccess::reserve(out.store, content_first.size(), slots.size());
   for (std::uint32_t c = 0; c < content_first.size(); ++c)
     StoreAccess::add_buffer(out.store, inputs[content_first[c]], buffer_align[c]);
-  for (const KeySlot& slot : slots)
-    StoreAccess::add_key(out.store, std::string(slot.key), content[slot.first_site], slot.alignment,
-                         tensor_of(sites[slot.first_site]).layout);
+  {
+    // Keys are hashed kAhead early and their index slots prefetched.
+    constexpr std::size_t kAhead = 8;
+    std::uint64_t ahead[kAhead];
+    const std::size_t nkeys = slots.size();
+    for (std::size_t k = 0; k < kAhead && k < nkeys; ++k) {
+      ahead[k] = IdIndex::hash(key_text(slots[k]));
+      StoreAccess::prefetch_key(out.store, ahead[k]);
+    }
+    for (std::size_t k = 0; k < nkeys; ++k) {
+      const KeySlot& slot = slots[k];
+      const std::uint64_t h = ahead[k % kAhead];
+      if (k + kAhead < nkeys) {
+        ahead[k % kAhead] = IdIndex::hash(key_text(slots[k + kAhead]));
+        StoreAccess::prefetch_key(out.store, ahead[k % kAhead]);
+      }
+      StoreAccess::add_key(out.store, std::string(key_text(slot)), h, content[slot.first_site], slot.alignment,
+                           has_layout[slot.first_site] ? sites[slot.first_site].tensor->layout : std::nullopt);
+    }
+  }
 
   // ---- 4. blobs and function maps --------------------------------------------------
   std::vector<std::string> blob_order;
-  std::unordered_map<std::string, std::uint32_t> blob_index;
-  std::unordered_set<std::string> function_ids;  // blob + '\0' + function name
+  IdIndex blob_index;  // blob key -> index in blob_order
+  auto blob_of = [&](std::uint32_t b) -> std::string_view { return blob_order[b]; };
+  std::vector<std::string> function_ids;  // blob + '\0' + function name
+  IdIndex function_index;
+  auto function_id_of = [&](std::uint32_t f) -> std::string_view { return function_ids[f]; };
   std::vector<std::uint32_t> function_blob;
   for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
     const Method& method = program.methods[m];
@@ -276,14 +340,24 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       if (f.blob_key.empty() || f.function_name.empty())
         return BuildError{Error::InvalidName, cat("policy ", Policy::name, " gave method ", quote_name(method.name),
                                                   " partition ", p, " an empty blob key or function name")};
-      if (!function_ids.insert(f.blob_key + '\0' + f.function_name).second)
+      std::string fid = f.blob_key + '\0' + f.function_name;
+      const std::uint64_t fh = IdIndex::hash(fid);
+      if (function_index.find(fid, fh, function_id_of) != IdIndex::kNone)
         return BuildError{Error::InvalidName,
                           cat("policy ", Policy::name, " gave function name ", quote_name(f.function_name),
                               " in blob ", quote_name(f.blob_key), " to two partitions (again for method ",
                               quote_name(method.name), " partition ", p, ")")};
-      auto [bit, fresh] = blob_index.try_emplace(f.blob_key, static_cast<std::uint32_t>(blob_order.size()));
-      if (fresh) blob_order.push_back(f.blob_key);
-      function_blob.push_back(bit->second);
+      function_ids.push_back(std::move(fid));
+      function_index.insert(function_ids.back(), fh, static_cast<std::uint32_t>(function_ids.size() - 1),
+                            function_id_of);
+      const std::uint64_t bh = IdIndex::hash(f.blob_key);
+      std::uint32_t b = blob_index.find(f.blob_key, bh, blob_of);
+      if (b == IdIndex::kNone) {
+        b = static_cast<std::uint32_t>(blob_order.size());
+        blob_order.push_back(f.blob_key);
+        blob_index.insert(blob_order.back(), bh, b, blob_of);
+      }
+      function_blob.push_back(b);
       out.functions.functions.push_back(std::move(f));
     }
   }
@@ -291,8 +365,15 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     std::size_t site = 0;  // sites are in program order, like functions
     for (FunctionMap& f : out.functions.functions) {
       const std::size_t n = program.find_method(f.method)->partitions[f.partition_index].tensors.size();
-      for (std::size_t k = 0; k < n; ++k, ++site)
-        f.tensors.push_back(FunctionTensor{tensor_of(sites[site]).name, std::string(slots[key_of_site[site]].key)});
+      f.tensors.reserve(n);
+      for (std::size_t k = 0; k < n; ++k, ++site) {
+        // A consistent name is its own key: copy it from here, not from the
+        // key's first site (a cache miss per tensor on big programs).
+        const std::string& name = tensor_of(sites[site]).name;
+        f.tensors.push_back(global_consistent[name_of[site]]
+                                ? FunctionTensor{name, name}
+                                : FunctionTensor{name, std::string(key_text_of(key_of_site[site]))});
+      }
     }
   }
 
@@ -309,32 +390,38 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   r.bytes_stored = out.store.bytes_stored();
   const std::size_t ncontent = content_first.size();
   auto size_of = [&](std::uint32_t c) -> std::uint64_t { return inputs[content_first[c]].size(); };
-  // Per content: how many tensors, methods, blobs use it.
+  // Per content: how many tensors, methods, blobs use it. Sites are in
+  // program order, so a method's sites and a function's sites are ranges.
   std::vector<std::uint32_t> uses(ncontent, 0), method_uses(ncontent, 0), blob_uses(ncontent, 0);
-  std::vector<std::uint32_t> last_method(ncontent, UINT32_MAX), last_blob_mark(ncontent, UINT32_MAX);
-  std::vector<std::uint32_t> site_function(sites.size());
-  {
-    std::size_t site = 0;
-    for (std::uint32_t fi = 0; fi < out.functions.functions.size(); ++fi)
-      for (std::size_t k = 0; k < out.functions.functions[fi].tensors.size(); ++k) site_function[site++] = fi;
-  }
-  std::vector<std::vector<std::uint32_t>> blob_contents(blob_order.size());
+  std::vector<std::uint32_t> last_method(ncontent, UINT32_MAX);
   for (std::uint32_t i = 0; i < sites.size(); ++i) {
     const std::uint32_t c = content[i];
     ++uses[c];
     r.bytes_in += inputs[i].size();
     if (last_method[c] != sites[i].method) {
-      // Sites are in method order, so a method's uses are contiguous.
       last_method[c] = sites[i].method;
       ++method_uses[c];
     }
-    const std::uint32_t b = function_blob[site_function[i]];
-    blob_contents[b].push_back(c);
   }
-  for (auto& v : blob_contents) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-    for (std::uint32_t c : v) ++blob_uses[c];
+  const std::size_t nfunctions = out.functions.functions.size();
+  std::vector<std::size_t> function_begin(nfunctions + 1, 0);
+  for (std::size_t fi = 0; fi < nfunctions; ++fi)
+    function_begin[fi + 1] = function_begin[fi] + out.functions.functions[fi].tensors.size();
+  // Functions of each blob, then each blob's distinct contents (a content
+  // is counted once per blob by stamping it with the blob's number).
+  std::vector<std::vector<std::uint32_t>> blob_functions(blob_order.size()), blob_contents(blob_order.size());
+  for (std::uint32_t fi = 0; fi < nfunctions; ++fi) blob_functions[function_blob[fi]].push_back(fi);
+  {
+    std::vector<std::uint32_t> stamp(ncontent, UINT32_MAX);
+    for (std::uint32_t b = 0; b < blob_order.size(); ++b)
+      for (std::uint32_t fi : blob_functions[b])
+        for (std::size_t i = function_begin[fi]; i < function_begin[fi + 1]; ++i) {
+          const std::uint32_t c = content[i];
+          if (stamp[c] == b) continue;
+          stamp[c] = b;
+          ++blob_uses[c];
+          blob_contents[b].push_back(c);
+        }
   }
   r.bytes_saved = r.bytes_in - r.bytes_stored;
   for (std::uint32_t c = 0; c < ncontent; ++c) {
@@ -355,49 +442,49 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   for (std::size_t k = 0; k < top; ++k) {
     const std::uint32_t c = groups[k].second;
     AliasGroup g;
-    g.first_key = std::string(slots[key_of_site[content_first[c]]].key);
+    g.first_key = std::string(key_text_of(key_of_site[content_first[c]]));
     g.tensors = uses[c];
     g.keys = keys_per_buffer[c];
     g.size = size_of(c);
     g.bytes_saved = groups[k].first;
     r.largest_alias_groups.push_back(std::move(g));
   }
-  // Per method.
-  std::vector<char> seen(ncontent, 0);
-  for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
-    MethodReport mr;
-    mr.method = program.methods[m].name;
-    mr.partitions = static_cast<std::uint32_t>(program.methods[m].partitions.size());
-    std::vector<char> local(ncontent, 0);
-    for (std::uint32_t i = 0; i < sites.size(); ++i) {
-      if (sites[i].method != m) continue;
-      const std::uint32_t c = content[i];
-      ++mr.tensors;
-      mr.bytes_in += inputs[i].size();
-      if (!local[c]) {
-        local[c] = 1;
-        mr.bytes_distinct += size_of(c);
-        if (method_uses[c] > 1) mr.bytes_shared_with_other_methods += size_of(c);
+  // Per method (its sites are one range) and per blob (its functions').
+  {
+    std::vector<std::uint32_t> stamp(ncontent, UINT32_MAX);
+    std::vector<char> seen(ncontent, 0);
+    std::size_t i = 0;
+    for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
+      MethodReport mr;
+      mr.method = program.methods[m].name;
+      mr.partitions = static_cast<std::uint32_t>(program.methods[m].partitions.size());
+      for (; i < sites.size() && sites[i].method == m; ++i) {
+        const std::uint32_t c = content[i];
+        ++mr.tensors;
+        mr.bytes_in += inputs[i].size();
+        if (stamp[c] != m) {
+          stamp[c] = m;
+          mr.bytes_distinct += size_of(c);
+          if (method_uses[c] > 1) mr.bytes_shared_with_other_methods += size_of(c);
+        }
+        if (!seen[c]) {
+          seen[c] = 1;
+          mr.bytes_attributed += size_of(c);
+        }
       }
-      if (!seen[c]) {
-        seen[c] = 1;
-        mr.bytes_attributed += size_of(c);
-      }
+      mr.bytes_saved = mr.bytes_in - mr.bytes_attributed;
+      r.per_method.push_back(std::move(mr));
     }
-    mr.bytes_saved = mr.bytes_in - mr.bytes_attributed;
-    r.per_method.push_back(std::move(mr));
   }
-  // Per blob.
   for (std::uint32_t b = 0; b < blob_order.size(); ++b) {
     BlobReport br;
     br.blob_key = blob_order[b];
-    for (std::uint32_t fi = 0; fi < out.functions.functions.size(); ++fi)
-      if (function_blob[fi] == b) ++br.functions;
-    for (std::uint32_t i = 0; i < sites.size(); ++i) {
-      if (function_blob[site_function[i]] != b) continue;
-      ++br.tensors;
-      br.bytes_in += inputs[i].size();
-    }
+    br.functions = static_cast<std::uint32_t>(blob_functions[b].size());
+    for (std::uint32_t fi : blob_functions[b])
+      for (std::size_t i = function_begin[fi]; i < function_begin[fi + 1]; ++i) {
+        ++br.tensors;
+        br.bytes_in += inputs[i].size();
+      }
     for (std::uint32_t c : blob_contents[b]) {
       br.bytes_distinct += size_of(c);
       if (blob_uses[c] > 1) br.bytes_shared_across += size_of(c);

@@ -13,10 +13,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "wdedup/detail/flat_index.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/hash.hpp"
 #include "wdedup/program.hpp"
@@ -130,15 +130,21 @@ struct StoreAccess;  // the bulk path used by deduplicate()
 ///    non-powers of two are fine.
 /// Keys and buffers are reported in first-insertion order.
 class NamedDataStore {
+  /// The key-index's view of the keys (they move when keys_ grows).
+  struct KeyOf {
+    const std::vector<StoreKey>* keys;
+    std::string_view operator()(std::uint32_t id) const { return (*keys)[id].key; }
+  };
+
  public:
   Expected<void> add_named_data(std::string_view key, ByteSpan bytes, std::int64_t alignment = 1,
                                 std::optional<Layout> layout = std::nullopt) {
     if (Expected<void> c = detail::check_entry("", key, bytes, alignment, layout); !c) return c;
     const auto align = static_cast<std::uint64_t>(alignment);
-    const std::string key_str(key);
+    const std::uint64_t key_h = detail::IdIndex::hash(key);
 
-    if (auto it = key_index_.find(key_str); it != key_index_.end()) {
-      StoreKey& k = keys_[it->second];
+    if (const std::uint32_t found = key_index_.find(key, key_h, key_of()); found != detail::IdIndex::kNone) {
+      StoreKey& k = keys_[found];
       StoreBuffer& b = buffers_[k.buffer_index];
       if (!detail::same_bytes(b.bytes, bytes)) {
         return Expected<void>(
@@ -160,7 +166,7 @@ class NamedDataStore {
       return {};
     }
 
-    refresh_content_index();
+    refresh_buffer_index();
     const std::optional<std::uint32_t> existing = find_buffer(bytes);
     std::uint64_t buf_align = align;
     if (existing) {
@@ -177,8 +183,7 @@ class NamedDataStore {
     } else {
       index = append_buffer(bytes, align);
     }
-    key_index_.emplace(key_str, static_cast<std::uint32_t>(keys_.size()));
-    keys_.push_back(StoreKey{key_str, index, align, std::move(layout)});
+    append_key(std::string(key), key_h, index, align, std::move(layout));
     return {};
   }
 
@@ -195,7 +200,7 @@ class NamedDataStore {
         return Expected<void>(r.error(), "merge failed, store unchanged: " + r.message());
       // A buffer's alignment in `other` may exceed its keys' own (it is the
       // lcm over keys); carry it over so merging never loses a request.
-      StoreBuffer& nb = next.buffers_[next.keys_[next.key_index_.at(k.key)].buffer_index];
+      StoreBuffer& nb = next.buffers_[next.find(k.key)->buffer_index];
       const std::optional<std::uint64_t> l =
           detail::lcm_alignment(nb.alignment, other.buffers_[k.buffer_index].alignment);
       if (!l) return lcm_overflow(k.key, nb.alignment, other.buffers_[k.buffer_index].alignment);
@@ -212,8 +217,8 @@ class NamedDataStore {
 
   /// The key's entry, or nullptr.
   const StoreKey* find(std::string_view key) const {
-    auto it = key_index_.find(std::string(key));
-    return it == key_index_.end() ? nullptr : &keys_[it->second];
+    const std::uint32_t k = key_index_.find(key, detail::IdIndex::hash(key), key_of());
+    return k == detail::IdIndex::kNone ? nullptr : &keys_[k];
   }
   /// The bytes a key names (empty span if absent).
   ByteSpan bytes_of(std::string_view key) const {
@@ -236,63 +241,84 @@ class NamedDataStore {
                                       " exceeds the maximum of ", kMaxAlignment));
   }
 
-  /// `index_now = false` (the bulk path) leaves hashing for later: a store
-  /// filled by deduplicate() must not read its bytes again unless someone
-  /// adds to it afterwards.
+  KeyOf key_of() const { return KeyOf{&keys_}; }
+  void append_key(std::string key, std::uint64_t key_h, std::uint32_t buffer, std::uint64_t alignment,
+                  std::optional<Layout> layout) {
+    const auto id = static_cast<std::uint32_t>(keys_.size());
+    keys_.push_back(StoreKey{std::move(key), buffer, alignment, std::move(layout)});
+    key_index_.insert(keys_.back().key, key_h, id, key_of());
+  }
+
+  /// `index_now = false` (the bulk path) leaves the buffer indexes for
+  /// later: a store filled by deduplicate() must not hash its bytes, nor
+  /// build indexes nobody may use, unless someone adds to it afterwards.
   std::uint32_t append_buffer(ByteSpan bytes, std::uint64_t alignment, bool index_now = true) {
     const auto index = static_cast<std::uint32_t>(buffers_.size());
     buffers_.push_back(StoreBuffer{bytes, alignment});
-    by_pointer_.emplace(pointer_key(bytes), index);
-    SizeClass& c = by_size_[bytes.size()];
-    if (c.count == 0) c.first = index;
-    if (!index_now) content_stale_ = true;
-    else if (c.count >= 1) index_content(index);  // the class now has two or more buffers
-    if (index_now && c.count == 1) index_content(c.first);
-    ++c.count;
+    content_next_.push_back(kNone);
+    if (index_now) index_buffer(index);
+    else index_stale_ = true;
     return index;
   }
 
-  /// Hashes what the bulk path left unhashed: every buffer of a size that
-  /// several buffers share.
-  void refresh_content_index() {
-    if (!content_stale_) return;
-    by_content_.clear();
-    for (std::uint32_t i = 0; i < buffers_.size(); ++i)
-      if (by_size_.at(buffers_[i].bytes.size()).count >= 2) index_content(i);
-    content_stale_ = false;
+  /// Indexes buffer `index` by (pointer, size) and size; a size class that
+  /// now holds two or more buffers gets its contents hashed.
+  void index_buffer(std::uint32_t index) {
+    const ByteSpan bytes = buffers_[index].bytes;
+    bool fresh = false;
+    by_pointer_.find_or_insert(pointer_word(bytes), bytes.size(), index, fresh);
+    const std::uint32_t c =
+        by_size_.find_or_insert(bytes.size(), 0, static_cast<std::uint32_t>(size_classes_.size()), fresh);
+    if (fresh) size_classes_.push_back(SizeClass{index, 0});
+    SizeClass& sc = size_classes_[c];
+    if (sc.count == 1) index_content(sc.first);
+    if (sc.count >= 1) index_content(index);
+    ++sc.count;
   }
 
-  /// Buffers are located by (pointer, size) first: bytes already in the
-  /// store under the same memory are equal without reading them.
-  static std::uint64_t pointer_key(ByteSpan b) noexcept {
-    return reinterpret_cast<std::uintptr_t>(b.data()) * 0x9E3779B97F4A7C15ull ^ b.size();
+  /// Builds what the bulk path left out: every buffer's (pointer, size) and
+  /// size entries, and the content hash of every size that several share.
+  void refresh_buffer_index() {
+    if (!index_stale_) return;
+    by_pointer_.reset(buffers_.size());
+    by_size_.reset(16);
+    size_classes_.clear();
+    by_content_.reset(16);
+    content_next_.assign(buffers_.size(), kNone);
+    for (std::uint32_t i = 0; i < buffers_.size(); ++i) index_buffer(i);
+    index_stale_ = false;
   }
-  static std::uint64_t content_key(std::uint64_t size, std::uint64_t hash) noexcept {
-    return hash ^ (size * 0xC2B2AE3D27D4EB4Full);
-  }
+
+  static std::uint64_t pointer_word(ByteSpan b) noexcept { return reinterpret_cast<std::uintptr_t>(b.data()); }
+  /// Buffers with the same content hash are chained through content_next_
+  /// (a hash collision only lengthens the chain; bytes decide).
   void index_content(std::uint32_t buffer) {
     const ByteSpan b = buffers_[buffer].bytes;
-    by_content_.emplace(content_key(b.size(), Xxh3Hash{}(b.data(), b.size(), 0)), buffer);
+    bool fresh = false;
+    std::uint32_t q = by_content_.find_or_insert(b.size(), Xxh3Hash{}(b.data(), b.size(), 0), buffer, fresh);
+    if (fresh) return;
+    while (content_next_[q] != kNone) q = content_next_[q];
+    content_next_[q] = buffer;
   }
 
   /// Cheap first: the same memory is found without reading it; a size seen
   /// once is compared directly (no hash); only sizes shared by several
   /// buffers are hashed, and then looked up in O(1), never scanned.
   std::optional<std::uint32_t> find_buffer(ByteSpan bytes) const {
-    auto it = by_size_.find(bytes.size());
-    if (it == by_size_.end()) return std::nullopt;
-    for (auto [p, end] = by_pointer_.equal_range(pointer_key(bytes)); p != end; ++p)
-      if (buffers_[p->second].bytes.data() == bytes.data() && buffers_[p->second].bytes.size() == bytes.size())
-        return p->second;
-    if (it->second.count == 1)
-      return detail::same_bytes(buffers_[it->second.first].bytes, bytes) ? std::optional<std::uint32_t>(it->second.first)
-                                                                        : std::nullopt;
-    const std::uint64_t key = content_key(bytes.size(), Xxh3Hash{}(bytes.data(), bytes.size(), 0));
-    for (auto [c, end] = by_content_.equal_range(key); c != end; ++c)
-      if (detail::same_bytes(buffers_[c->second].bytes, bytes)) return c->second;
+    const std::uint32_t c = by_size_.find(bytes.size(), 0);
+    if (c == kNone) return std::nullopt;
+    if (const std::uint32_t p = by_pointer_.find(pointer_word(bytes), bytes.size()); p != kNone) return p;
+    const SizeClass& sc = size_classes_[c];
+    if (sc.count == 1)
+      return detail::same_bytes(buffers_[sc.first].bytes, bytes) ? std::optional<std::uint32_t>(sc.first)
+                                                                 : std::nullopt;
+    for (std::uint32_t q = by_content_.find(bytes.size(), Xxh3Hash{}(bytes.data(), bytes.size(), 0)); q != kNone;
+         q = content_next_[q])
+      if (detail::same_bytes(buffers_[q].bytes, bytes)) return q;
     return std::nullopt;
   }
 
+  static constexpr std::uint32_t kNone = detail::FlatIndex::kNone;
   struct SizeClass {
     std::uint32_t first = 0;
     std::uint32_t count = 0;
@@ -300,11 +326,14 @@ class NamedDataStore {
 
   std::vector<StoreBuffer> buffers_;
   std::vector<StoreKey> keys_;
-  std::unordered_map<std::string, std::uint32_t> key_index_;
-  std::unordered_map<std::uint64_t, SizeClass> by_size_;
-  std::unordered_multimap<std::uint64_t, std::uint32_t> by_pointer_;  // pointer_key -> buffer
-  std::unordered_multimap<std::uint64_t, std::uint32_t> by_content_;  // content_key -> buffer (shared sizes only)
-  bool content_stale_ = false;
+  detail::IdIndex key_index_;  // key -> index in keys_
+  // Buffer indexes (stale after the bulk path until refresh_buffer_index()).
+  detail::FlatIndex by_pointer_;            // (data, size) -> buffer
+  detail::FlatIndex by_size_;               // size -> index in size_classes_
+  std::vector<SizeClass> size_classes_;
+  detail::FlatIndex by_content_;            // (size, content hash) -> first buffer
+  std::vector<std::uint32_t> content_next_; // buffer -> next buffer with that content hash
+  bool index_stale_ = false;
 };
 
 namespace detail {
@@ -313,18 +342,26 @@ namespace detail {
 struct StoreAccess {
   static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys) {
     s.buffers_.reserve(buffers);
-    s.by_pointer_.reserve(buffers);
+    s.content_next_.reserve(buffers);
     s.keys_.reserve(keys);
-    s.key_index_.reserve(keys);
+    s.key_index_ = IdIndex(keys);
   }
   static std::uint32_t add_buffer(NamedDataStore& s, ByteSpan bytes, std::uint64_t alignment) {
     return s.append_buffer(bytes, alignment, /*index_now=*/false);
   }
+  /// `key` must not be in the store yet.
   static void add_key(NamedDataStore& s, std::string key, std::uint32_t buffer, std::uint64_t alignment,
                       std::optional<Layout> layout) {
-    s.key_index_.emplace(key, static_cast<std::uint32_t>(s.keys_.size()));
-    s.keys_.push_back(StoreKey{std::move(key), buffer, alignment, std::move(layout)});
+    const std::uint64_t h = IdIndex::hash(key);
+    s.append_key(std::move(key), h, buffer, alignment, std::move(layout));
   }
+  /// The same, with `key_hash` = IdIndex::hash(key) computed by the caller
+  /// (who may have prefetched its slot with prefetch_key).
+  static void add_key(NamedDataStore& s, std::string key, std::uint64_t key_hash, std::uint32_t buffer,
+                      std::uint64_t alignment, std::optional<Layout> layout) {
+    s.append_key(std::move(key), key_hash, buffer, alignment, std::move(layout));
+  }
+  static void prefetch_key(const NamedDataStore& s, std::uint64_t key_hash) { s.key_index_.prefetch(key_hash); }
   static void set_buffer_alignment(NamedDataStore& s, std::uint32_t buffer, std::uint64_t alignment) {
     s.buffers_[buffer].alignment = alignment;
   }

@@ -29,6 +29,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "wdedup/detail/flat_index.hpp"
 #include "wdedup/detail/identity_stats.hpp"
 #include "wdedup/hash.hpp"
 #include "wdedup/runtime/span.hpp"
@@ -95,72 +96,6 @@ std::unique_ptr<T[]> scratch(std::size_t n) {
   static_assert(std::is_trivially_default_constructible_v<T>, "scratch<T> is for plain data");
   return std::unique_ptr<T[]>(new T[n]);
 }
-
-inline std::uint64_t mix64(std::uint64_t x) noexcept {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
-}
-
-/// Open-addressing map from a pair of 64-bit words to a 32-bit index, for
-/// the small lookups (size classes, pointers, hash buckets): node-based maps
-/// would allocate per entry.
-class FlatIndex {
- public:
-  /// Empties the map, sized so `expected` inserts never rehash.
-  void reset(std::size_t expected) {
-    std::size_t cap = 16;
-    while (cap < expected * 2) cap <<= 1;
-    slots_.assign(cap, Slot{});
-    mask_ = cap - 1;
-    count_ = 0;
-  }
-  /// The value stored under (a, b); inserts `value` first if there is none.
-  std::uint32_t find_or_insert(std::uint64_t a, std::uint64_t b, std::uint32_t value, bool& inserted) {
-    if ((count_ + 1) * 2 > slots_.size()) grow();
-    for (std::size_t i = slot_of(a, b);; i = (i + 1) & mask_) {
-      Slot& s = slots_[i];
-      if (s.value == kNone) {
-        s = Slot{a, b, value};
-        ++count_;
-        inserted = true;
-        return value;
-      }
-      if (s.a == a && s.b == b) {
-        inserted = false;
-        return s.value;
-      }
-    }
-  }
-
- private:
-  struct Slot {
-    std::uint64_t a = 0, b = 0;
-    std::uint32_t value = kNone;
-  };
-  std::size_t slot_of(std::uint64_t a, std::uint64_t b) const noexcept {
-    return static_cast<std::size_t>(mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull))) & mask_;
-  }
-  void grow() {
-    std::vector<Slot> old;
-    old.swap(slots_);
-    reset(std::max<std::size_t>(old.size(), 8));
-    for (const Slot& s : old) {
-      if (s.value == kNone) continue;
-      std::size_t i = slot_of(s.a, s.b);
-      while (slots_[i].value != kNone) i = (i + 1) & mask_;
-      slots_[i] = s;
-      ++count_;
-    }
-  }
-
-  std::vector<Slot> slots_;
-  std::size_t mask_ = 0;
-  std::size_t count_ = 0;
-};
 
 /// Per-thread counters, summed after each parallel stage. Summing integers is
 /// order-independent, so the totals are the same for any schedule.

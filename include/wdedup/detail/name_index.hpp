@@ -13,79 +13,50 @@
 #include <string_view>
 #include <vector>
 
-#include "wdedup/runtime/detail/key_hash.hpp"
+#include "wdedup/detail/flat_index.hpp"
 
 namespace wdedup {
 namespace detail {
 
 class NameIndex {
- public:
-  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+  struct NameOf {
+    const std::vector<std::string_view>* names;
+    std::string_view operator()(std::uint32_t id) const { return (*names)[id]; }
+  };
 
-  explicit NameIndex(std::size_t expected = 16) { rehash(capacity_for(expected)); }
+ public:
+  static constexpr std::uint32_t kNone = IdIndex::kNone;
+
+  /// Sized so that `expected` names never rehash.
+  explicit NameIndex(std::size_t expected = 16) : index_(expected) { names_.reserve(expected); }
 
   /// The id of `name`, adding it (with the next id) if it is new. The
   /// viewed characters must outlive the index.
   std::uint32_t find_or_add(std::string_view name, bool* added = nullptr) {
-    const std::uint64_t h = key_hash(name.data(), name.size(), 0);
-    std::size_t slot = probe(name, h);
-    if (slots_[slot] != 0) {
-      if (added) *added = false;
-      return static_cast<std::uint32_t>(slots_[slot] & 0xFFFFFFFFu) - 1;
-    }
-    if ((names_.size() + 1) * 2 > slots_.size()) {
-      rehash(slots_.size() * 2);
-      slot = probe(name, h);
-    }
-    const auto id = static_cast<std::uint32_t>(names_.size());
+    return find_or_add(name, IdIndex::hash(name), added);
+  }
+  /// The same, with `h` = IdIndex::hash(name) computed by the caller.
+  std::uint32_t find_or_add(std::string_view name, std::uint64_t h, bool* added = nullptr) {
+    const std::uint32_t id = index_.find(name, h, name_of());
+    if (added) *added = id == kNone;
+    if (id != kNone) return id;
+    const auto fresh = static_cast<std::uint32_t>(names_.size());
     names_.push_back(name);
-    slots_[slot] = (h & 0xFFFFFFFF00000000ull) | (static_cast<std::uint64_t>(id) + 1);
-    if (added) *added = true;
-    return id;
+    index_.insert(name, h, fresh, name_of());
+    return fresh;
   }
 
   /// The id of `name`, or kNone.
-  std::uint32_t find(std::string_view name) const {
-    const std::uint64_t s = slots_[probe(name, key_hash(name.data(), name.size(), 0))];
-    return s == 0 ? kNone : static_cast<std::uint32_t>(s & 0xFFFFFFFFu) - 1;
-  }
+  std::uint32_t find(std::string_view name) const { return index_.find(name, IdIndex::hash(name), name_of()); }
 
   std::string_view name(std::uint32_t id) const { return names_[id]; }
+  void prefetch(std::uint64_t h) const noexcept { index_.prefetch(h); }
   std::size_t size() const noexcept { return names_.size(); }
 
  private:
-  static std::size_t capacity_for(std::size_t n) {
-    std::size_t c = 16;
-    while (c < n * 2) c *= 2;
-    return c;
-  }
+  NameOf name_of() const { return NameOf{&names_}; }
 
-  /// The slot holding `name`, or the empty slot where it would go.
-  std::size_t probe(std::string_view name, std::uint64_t h) const {
-    const std::size_t mask = slots_.size() - 1;
-    const std::uint64_t tag = h & 0xFFFFFFFF00000000ull;
-    for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
-      const std::uint64_t s = slots_[i];
-      if (s == 0) return i;
-      if ((s & 0xFFFFFFFF00000000ull) == tag && names_[(s & 0xFFFFFFFFu) - 1] == name) return i;
-    }
-  }
-
-  void rehash(std::size_t capacity) {
-    std::vector<std::uint64_t> old;
-    old.swap(slots_);
-    slots_.assign(capacity, 0);
-    const std::size_t mask = capacity - 1;
-    for (std::uint64_t s : old) {
-      if (s == 0) continue;
-      const std::string_view n = names_[(s & 0xFFFFFFFFu) - 1];
-      std::size_t i = static_cast<std::size_t>(key_hash(n.data(), n.size(), 0)) & mask;
-      while (slots_[i] != 0) i = (i + 1) & mask;
-      slots_[i] = s;
-    }
-  }
-
-  std::vector<std::uint64_t> slots_;
+  IdIndex index_;
   std::vector<std::string_view> names_;
 };
 

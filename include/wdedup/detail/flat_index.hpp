@@ -1,0 +1,183 @@
+// wdedup/detail/flat_index.hpp — the two open-addressing tables the
+// build-time half uses instead of node-based maps. Build-time half.
+//
+// Why not std::unordered_map: deduplicate() and the store touch one entry
+// per tensor; with 100,000 tensors a node allocation, a std::string copy
+// and a pointer chase per entry cost more than reading every tensor. These
+// tables are flat arrays sized once, with no allocation per entry.
+#ifndef WDEDUP_DETAIL_FLAT_INDEX_HPP
+#define WDEDUP_DETAIL_FLAT_INDEX_HPP
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "wdedup/runtime/detail/key_hash.hpp"
+
+namespace wdedup {
+namespace detail {
+
+inline std::uint64_t mix64(std::uint64_t x) noexcept {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+/// A map from a pair of 64-bit words to a 32-bit value (size classes,
+/// pointers, hash buckets).
+class FlatIndex {
+ public:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+
+  /// Empties the map, sized so `expected` inserts never rehash.
+  void reset(std::size_t expected) {
+    std::size_t cap = 16;
+    while (cap < expected * 2) cap <<= 1;
+    slots_.assign(cap, Slot{});
+    mask_ = cap - 1;
+    count_ = 0;
+  }
+  /// The value stored under (a, b); inserts `value` first if there is none.
+  std::uint32_t find_or_insert(std::uint64_t a, std::uint64_t b, std::uint32_t value, bool& inserted) {
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+    for (std::size_t i = slot_of(a, b);; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.value == kNone) {
+        s = Slot{a, b, value};
+        ++count_;
+        inserted = true;
+        return value;
+      }
+      if (s.a == a && s.b == b) {
+        inserted = false;
+        return s.value;
+      }
+    }
+  }
+  /// The value stored under (a, b), or kNone.
+  std::uint32_t find(std::uint64_t a, std::uint64_t b) const noexcept {
+    if (slots_.empty()) return kNone;
+    for (std::size_t i = slot_of(a, b);; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.value == kNone) return kNone;
+      if (s.a == a && s.b == b) return s.value;
+    }
+  }
+  /// Replaces the value of an existing (a, b).
+  void set(std::uint64_t a, std::uint64_t b, std::uint32_t value) noexcept {
+    for (std::size_t i = slot_of(a, b);; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.value != kNone && s.a == a && s.b == b) {
+        s.value = value;
+        return;
+      }
+    }
+  }
+  std::size_t size() const noexcept { return count_; }
+
+ private:
+  struct Slot {
+    std::uint64_t a = 0, b = 0;
+    std::uint32_t value = kNone;
+  };
+  std::size_t slot_of(std::uint64_t a, std::uint64_t b) const noexcept {
+    return static_cast<std::size_t>(mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull))) & mask_;
+  }
+  void grow() {
+    std::vector<Slot> old;
+    old.swap(slots_);
+    reset(old.size() < 8 ? 8 : old.size());
+    for (const Slot& s : old) {
+      if (s.value == kNone) continue;
+      std::size_t i = slot_of(s.a, s.b);
+      while (slots_[i].value != kNone) i = (i + 1) & mask_;
+      slots_[i] = s;
+      ++count_;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0;
+  std::size_t count_ = 0;
+};
+
+/// A set of names handing out dense ids, where the names live with the
+/// caller: every call takes `name_of(id)`, so they may sit in a vector that
+/// grows (and moves its strings) between calls. A slot keeps 32 bits of the
+/// name's hash next to the id, so a probe compares names only on a likely hit.
+class IdIndex {
+ public:
+  static constexpr std::uint32_t kNone = 0xffffffffu;
+
+  explicit IdIndex(std::size_t expected = 0) { slots_.assign(capacity_for(expected), 0); }
+
+  static std::uint64_t hash(std::string_view name) noexcept { return key_hash(name.data(), name.size(), 0); }
+
+  /// The id of `name` (hash `h`), or kNone.
+  template <class NameOf>
+  std::uint32_t find(std::string_view name, std::uint64_t h, const NameOf& name_of) const {
+    const std::uint64_t s = slots_[probe(name, h, name_of)];
+    return s == 0 ? kNone : static_cast<std::uint32_t>(s) - 1;
+  }
+  /// Adds `id` under `name` (hash `h`), which must not be present.
+  template <class NameOf>
+  void insert(std::string_view name, std::uint64_t h, std::uint32_t id, const NameOf& name_of) {
+    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2, name_of);
+    slots_[probe(name, h, name_of)] = (h & kTagMask) | (static_cast<std::uint64_t>(id) + 1);
+    ++count_;
+  }
+  std::size_t size() const noexcept { return count_; }
+  /// Starts loading the slot where a probe for hash `h` begins: callers
+  /// that know the next names hash them ahead and hide the cache miss.
+  void prefetch(std::uint64_t h) const noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch(slots_.data() + (static_cast<std::size_t>(h) & (slots_.size() - 1)));
+#else
+    (void)h;
+#endif
+  }
+
+ private:
+  static constexpr std::uint64_t kTagMask = 0xFFFFFFFF00000000ull;
+
+  static std::size_t capacity_for(std::size_t n) {
+    std::size_t c = 16;
+    while (c < n * 2) c *= 2;
+    return c;
+  }
+  /// The slot holding `name`, or the empty slot where it would go.
+  template <class NameOf>
+  std::size_t probe(std::string_view name, std::uint64_t h, const NameOf& name_of) const {
+    const std::size_t mask = slots_.size() - 1;
+    const std::uint64_t tag = h & kTagMask;
+    for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
+      const std::uint64_t s = slots_[i];
+      if (s == 0) return i;
+      if ((s & kTagMask) == tag && std::string_view(name_of(static_cast<std::uint32_t>(s) - 1)) == name) return i;
+    }
+  }
+  template <class NameOf>
+  void rehash(std::size_t capacity, const NameOf& name_of) {
+    std::vector<std::uint64_t> old(capacity, 0);
+    old.swap(slots_);
+    const std::size_t mask = capacity - 1;
+    for (std::uint64_t s : old) {
+      if (s == 0) continue;
+      const std::string_view n = name_of(static_cast<std::uint32_t>(s) - 1);
+      std::size_t i = static_cast<std::size_t>(hash(n)) & mask;
+      while (slots_[i] != 0) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+
+  std::vector<std::uint64_t> slots_;
+  std::size_t count_ = 0;
+};
+
+}  // namespace detail
+}  // namespace wdedup
+
+#endif  // WDEDUP_DETAIL_FLAT_INDEX_HPP
