@@ -15,16 +15,15 @@
 #define WDEDUP_DEDUPLICATE_HPP
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "wdedup/detail/identity.hpp"
 #include "wdedup/detail/name_index.hpp"
+#include "wdedup/detail/threads.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/function_map.hpp"
 #include "wdedup/hash.hpp"
@@ -131,8 +130,7 @@ inline Expected<void> validate_program(const Program& program, std::vector<Tenso
 
 template <class Policy, class Hash>
 Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOptions& options, const Hash& hash) {
-  using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
+  const double t0 = monotonic_seconds();
 
   std::vector<TensorSite> sites;
   NameIndex names(tensor_count(program));
@@ -154,9 +152,9 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   IdentityOptions iopts;
   iopts.threads = options.threads;
   IdentityStats istats;
-  const auto t_id = clock::now();
+  const double t_id = monotonic_seconds();
   const std::vector<std::uint32_t> rep = find_identical(inputs, hash, iopts, &istats);
-  const double identity_seconds = std::chrono::duration<double>(clock::now() - t_id).count();
+  const double identity_seconds = monotonic_seconds() - t_id;
 
   // Content ids in order of first occurrence.
   std::vector<std::uint32_t> content(sites.size());
@@ -380,7 +378,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // ---- 5. report -------------------------------------------------------------------
   Report& r = out.report;
   r.strategy = Policy::name;
-  r.threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  r.threads = options.threads != 0 ? options.threads : hardware_threads();
   r.methods = program.methods.size();
   r.functions = out.functions.functions.size();
   r.blobs = blob_order.size();
@@ -494,7 +492,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   }
   r.identity = istats;
   r.seconds_identity = identity_seconds;
-  r.seconds_total = std::chrono::duration<double>(clock::now() - t0).count();
+  r.seconds_total = monotonic_seconds() - t0;
   return out;
 }
 

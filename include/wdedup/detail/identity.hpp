@@ -14,13 +14,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
-#include <system_error>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -31,6 +27,7 @@
 
 #include "wdedup/detail/flat_index.hpp"
 #include "wdedup/detail/identity_stats.hpp"
+#include "wdedup/detail/threads.hpp"
 #include "wdedup/hash.hpp"
 #include "wdedup/runtime/span.hpp"
 
@@ -38,7 +35,7 @@ namespace wdedup {
 namespace detail {
 
 struct IdentityOptions {
-  /// Worker threads; 0 = std::thread::hardware_concurrency(). Changes speed
+  /// Worker threads; 0 = every online core. Changes speed
   /// only: results and every count in IdentityStats are the same for any value.
   unsigned threads = 0;
   /// Refinement block (0 = the default; at least 64 bytes are used). Sets
@@ -75,11 +72,13 @@ constexpr std::size_t kMinBlock = 64;
 constexpr std::uint64_t kPrefixSeed = 0x9e3779b97f4a7c15ull;
 constexpr std::uint64_t kBlockSeed = 0xc2b2ae3d27d4eb4full;
 
-using Clock = std::chrono::steady_clock;
+/// Stage timings (IdentityStats) on a monotonic clock, in seconds.
+struct Clock {
+  using time_point = double;
+  static double now() noexcept { return monotonic_seconds(); }
+};
 
-inline double seconds_between(Clock::time_point a, Clock::time_point b) noexcept {
-  return std::chrono::duration<double>(b - a).count();
-}
+inline double seconds_between(double a, double b) noexcept { return b - a; }
 
 inline void prefetch_read(const void* p) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
@@ -89,13 +88,6 @@ inline void prefetch_read(const void* p) noexcept {
 #endif
 }
 
-/// An array left uninitialized: every slot is written before it is read,
-/// and zeroing megabytes per call would cost more than the work on them.
-template <class T>
-std::unique_ptr<T[]> scratch(std::size_t n) {
-  static_assert(std::is_trivially_default_constructible_v<T>, "scratch<T> is for plain data");
-  return std::unique_ptr<T[]>(new T[n]);
-}
 
 /// Per-thread counters, summed after each parallel stage. Summing integers is
 /// order-independent, so the totals are the same for any schedule.
@@ -213,31 +205,14 @@ void run_tasks(std::size_t n_tasks, std::vector<Worker>& workers, const Fn& fn) 
   if (n_tasks == 0) return;
   const std::size_t n_threads = std::min(workers.size(), n_tasks);
   std::atomic<std::size_t> next{0};
-  auto work = [&](std::size_t w) {
+  // Workers pull tasks, so a thread that could not start only costs speed.
+  run_workers(n_threads, [&](std::size_t w) {
     for (;;) {
       const std::size_t t = next.fetch_add(1, std::memory_order_relaxed);
       if (t >= n_tasks) return;
       fn(t, workers[w]);
     }
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(n_threads);
-  for (std::size_t w = 1; w < n_threads; ++w) {
-    // A thread that cannot start only costs speed: the others take its share.
-    // (Without exceptions, std::thread's failure to start aborts, as every
-    // failed allocation does in such a build.)
-#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
-    try {
-      pool.emplace_back(work, w);
-    } catch (const std::system_error&) {
-      break;
-    }
-#else
-    pool.emplace_back(work, w);
-#endif
-  }
-  work(0);
-  for (std::thread& t : pool) t.join();
+  });
 }
 
 /// Cuts units (with byte weights) into tasks of about `target` bytes: the
@@ -399,7 +374,7 @@ bool refine_block(const std::uint8_t* const* base, const std::uint32_t* cls, std
 /// count; threads take items from an atomic counter and write to per-item
 /// slots, so the counts are the same for any thread count.
 ///
-/// Runs on opts.threads threads started per stage (std::thread; if one
+/// Runs on opts.threads threads started per stage (POSIX threads; if one
 /// cannot start, the others do its share). Allocation failure throws
 /// std::bad_alloc, as any std::vector would.
 template <class Hash>
@@ -418,7 +393,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   for (std::size_t i = 0; i < n; ++i) result[i] = static_cast<std::uint32_t>(i);
 
   const std::size_t block = std::max(kMinBlock, opts.block_size != 0 ? opts.block_size : IdentityOptions{}.block_size);
-  std::size_t n_threads = opts.threads != 0 ? opts.threads : std::thread::hardware_concurrency();
+  std::size_t n_threads = opts.threads != 0 ? opts.threads : hardware_threads();
   if (n_threads == 0) n_threads = 1;
   std::vector<Worker> workers(n_threads);
   Counters serial;  // work done outside parallel stages
@@ -522,7 +497,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   // fixed class the key is a bijection of the hash, so equal (class, key)
   // means equal (class, fingerprint).
   auto is_cand = [&](std::size_t i) { return cls[i] != kNone && class_role[cls[i]] != kUnique; };
-  const std::unique_ptr<std::uint64_t[]> key = scratch<std::uint64_t>(n);
+  const Scratch<std::uint64_t> key(n);
   {
     constexpr std::size_t kChunk = 4096;
     // A small input's prefix is one cache line on a page of its own: start
@@ -556,8 +531,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   // bounds the per-part count arrays.
   const std::size_t parts = n >= (std::size_t{1} << 15) ? std::min<std::size_t>(n_threads, 64) : 1;
   auto range_of = [](std::size_t total, std::size_t p, std::size_t of) { return total * p / of; };
-  const std::unique_ptr<std::uint32_t[]> lead = scratch<std::uint32_t>(n), rank = scratch<std::uint32_t>(n),
-                                         size_at = scratch<std::uint32_t>(n);
+  const Scratch<std::uint32_t> lead(n), rank(n), size_at(n);
   std::vector<std::uint32_t> group_begin{0}, group_members;
   std::vector<const std::uint8_t*> group_ptr;
   std::vector<std::size_t> group_len;
@@ -590,7 +564,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       std::uint64_t key;
       std::uint32_t i, cls;
     };
-    const std::unique_ptr<Rec[]> order = scratch<Rec>(n_cand);
+    const Scratch<Rec> order(n_cand);
     run_tasks(parts, workers, [&](std::size_t p, Worker&) {
       std::uint32_t* c = cursor.data() + p * n_buckets;
       for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i)
@@ -712,7 +686,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     }
   }
   // head_lab[slot]: position (in its group) of the slot's first equal member.
-  const std::unique_ptr<std::uint32_t[]> head_lab = scratch<std::uint32_t>(group_members.size());
+  const Scratch<std::uint32_t> head_lab(group_members.size());
   std::vector<std::uint64_t> rep_hash;
   if (std::find(multi_chunk.begin(), multi_chunk.end(), 1) != multi_chunk.end()) rep_hash.resize(group_members.size());
   std::vector<std::uint8_t> head_hashed(head_units.size(), 0);
