@@ -4,6 +4,7 @@
 #ifndef WDEDUP_EXPECTED_HPP
 #define WDEDUP_EXPECTED_HPP
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,21 +68,66 @@ class [[nodiscard]] Expected<void> {
 };
 
 namespace detail {
-/// Concatenates pieces into a message; numbers are printed in decimal.
-/// (Why not <sstream>: it would add ~0.3 s to every including TU.)
-inline void append_piece(std::string& s, const std::string& v) { s += v; }
-inline void append_piece(std::string& s, const char* v) { s += v; }
-inline void append_piece(std::string& s, std::string_view v) { s.append(v.data(), v.size()); }
-inline void append_piece(std::string& s, char v) { s += v; }
-template <class N, class = std::enable_if_t<std::is_integral<N>::value>>
-void append_piece(std::string& s, N v) {
-  s += std::to_string(v);
+
+/// One piece of a message, held as text, a character or a number until it
+/// is appended. (Why not <sstream>: it would add ~0.3 s to every including
+/// TU. Why a Piece rather than one append overload per type inside a
+/// variadic template: each call site's cat<...> then only builds an array of
+/// Pieces, so the many argument-type combinations instantiate almost nothing.)
+class Piece {
+ public:
+  Piece(const std::string& s) noexcept : text_(s.data()), size_(s.size()) {}
+  Piece(std::string_view s) noexcept : text_(s.data()), size_(s.size()) {}
+  Piece(const char* s) noexcept : text_(s), size_(std::char_traits<char>::length(s)) {}
+  Piece(char c) noexcept : kind_(Kind::Char), char_(c) {}
+  /// Any integer, printed in decimal (as std::to_string prints it).
+  template <class N, std::enable_if_t<std::is_integral<N>::value, int> = 0>
+  Piece(N v) noexcept
+      : kind_(std::is_signed<N>::value ? Kind::Signed : Kind::Unsigned),
+        number_(static_cast<std::uint64_t>(v)) {}
+
+  void append_to(std::string& s) const {
+    switch (kind_) {
+      case Kind::Text: s.append(text_, size_); return;
+      case Kind::Char: s += char_; return;
+      case Kind::Signed:
+      case Kind::Unsigned: break;
+    }
+    // Sign-extended above for signed types, so the two's-complement
+    // negation gives the magnitude, INT64_MIN included.
+    const bool negative = kind_ == Kind::Signed && static_cast<std::int64_t>(number_) < 0;
+    std::uint64_t v = negative ? ~number_ + 1 : number_;
+    char buf[21];
+    char* p = buf + sizeof buf;
+    do {
+      *--p = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    if (negative) *--p = '-';
+    s.append(p, static_cast<std::size_t>(buf + sizeof buf - p));
+  }
+
+ private:
+  enum class Kind : unsigned char { Text, Char, Signed, Unsigned };
+  Kind kind_ = Kind::Text;
+  char char_ = 0;
+  const char* text_ = nullptr;
+  std::size_t size_ = 0;
+  std::uint64_t number_ = 0;
+};
+
+inline std::string cat_pieces(const Piece* pieces, std::size_t count) {
+  std::string s;
+  for (std::size_t i = 0; i < count; ++i) pieces[i].append_to(s);
+  return s;
 }
+
+/// Concatenates pieces (strings, string views, C strings, characters and
+/// integers, the latter in decimal) into a message.
 template <class... P>
 std::string cat(const P&... pieces) {
-  std::string s;
-  (append_piece(s, pieces), ...);
-  return s;
+  const Piece list[] = {Piece(pieces)..., Piece(std::string_view())};
+  return cat_pieces(list, sizeof...(P));
 }
 /// Quotes a name for a message: 'name'.
 inline std::string quote_name(std::string_view v) {

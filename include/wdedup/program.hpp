@@ -2,6 +2,10 @@
 // Methods, each split into indexed Partitions holding named tensors.
 // Tensors do not own their bytes: they point at caller memory (often an
 // mmap'd file) that must outlive every store and result built from them.
+//
+// Compile time: the functions that grow vectors are templates on an unused
+// `int` parameter (call them as plain functions), so a TU that includes this
+// header compiles them only if it calls them.
 #ifndef WDEDUP_PROGRAM_HPP
 #define WDEDUP_PROGRAM_HPP
 
@@ -25,12 +29,14 @@ struct Layout {
   std::vector<std::uint8_t> dim_order;
 
   /// Row-major ("contiguous") layout: dim_order = 0, 1, ..., rank-1.
+  template <int = 0>
   static Layout contiguous(ScalarType type, std::vector<std::int32_t> sizes) {
     Layout l{type, std::move(sizes), {}};
     for (std::size_t i = 0; i < l.sizes.size(); ++i) l.dim_order.push_back(static_cast<std::uint8_t>(i));
     return l;
   }
   /// Channels-last for a rank-4 NCHW tensor: dim_order = 0, 2, 3, 1.
+  template <int = 0>
   static Layout channels_last(ScalarType type, std::vector<std::int32_t> sizes) {
     return Layout{type, std::move(sizes), {0, 2, 3, 1}};
   }
@@ -50,8 +56,15 @@ struct Layout {
     return n;
   }
 
-  friend bool operator==(const Layout& a, const Layout& b) {
-    return a.scalar_type == b.scalar_type && a.sizes == b.sizes && a.dim_order == b.dim_order;
+  friend bool operator==(const Layout& a, const Layout& b) noexcept {
+    if (a.scalar_type != b.scalar_type || a.sizes.size() != b.sizes.size() ||
+        a.dim_order.size() != b.dim_order.size())
+      return false;
+    for (std::size_t i = 0; i < a.sizes.size(); ++i)
+      if (a.sizes[i] != b.sizes[i]) return false;
+    for (std::size_t i = 0; i < a.dim_order.size(); ++i)
+      if (a.dim_order[i] != b.dim_order[i]) return false;
+    return true;
   }
   friend bool operator!=(const Layout& a, const Layout& b) { return !(a == b); }
 };
@@ -69,6 +82,7 @@ struct Tensor {
 struct Partition {
   std::vector<Tensor> tensors;
 
+  template <int = 0>
   Partition& add(std::string name, ByteSpan bytes, std::int64_t alignment = 1,
                  std::optional<Layout> layout = std::nullopt) {
     tensors.push_back(Tensor{std::move(name), bytes, alignment, std::move(layout)});
@@ -81,6 +95,7 @@ struct Method {
   std::string name;
   std::vector<Partition> partitions;
 
+  template <int = 0>
   Partition& add_partition() {
     partitions.emplace_back();
     return partitions.back();
@@ -91,6 +106,7 @@ struct Method {
 struct Program {
   std::vector<Method> methods;
 
+  template <int = 0>
   Method& add_method(std::string name) {
     methods.push_back(Method{std::move(name), {}});
     return methods.back();

@@ -10,6 +10,10 @@
 // input has been validated; the data bytes are written straight from the
 // store's (caller's) memory, never copied. Layout: see
 // wdedup/runtime/detail/format.hpp.
+//
+// The functions are templates on an unused `int` parameter (call them as
+// plain functions) so that a TU including this header without calling them
+// does not compile them, nor what they instantiate.
 #ifndef WDEDUP_PTD_WRITER_HPP
 #define WDEDUP_PTD_WRITER_HPP
 
@@ -83,18 +87,21 @@ Expected<void> emit_file(const PtdPlan& plan, Out&& out, std::vector<std::uint64
   return {};
 }
 
-inline void hash_segments(PtdPlan& plan) {
+template <int = 0>
+void hash_segments(PtdPlan& plan) {
   for (std::size_t i = 0; i < plan.segments.size(); ++i)
     plan.set_content_hash(i, XXH3_64bits(plan.segments[i].data(), plan.segments[i].size()));
 }
 
 /// Gathers pieces into one writev of about kBatchBytes (or kMaxPieces).
+/// (A template only so that its members compile where it is used.)
+template <class File = AtomicFile>
 class WriteBatch {
  public:
   static constexpr std::size_t kBatchBytes = kHashChunk;
   static constexpr std::size_t kMaxPieces = 256;
 
-  explicit WriteBatch(AtomicFile& file) : file_(file) { iov_.reserve(kMaxPieces); }
+  explicit WriteBatch(File& file) : file_(file) { iov_.reserve(kMaxPieces); }
   Expected<void> add(const void* data, std::size_t size) {
     iov_.push_back(iovec{const_cast<void*>(data), size});
     pending_ += size;
@@ -107,14 +114,15 @@ class WriteBatch {
   }
 
  private:
-  AtomicFile& file_;
+  File& file_;
   std::vector<iovec> iov_;
   std::size_t pending_ = 0;
 };
 
 /// Sends a planned file into a sink: hashes first (they precede the data),
 /// then every piece in order.
-inline Expected<void> write_plan(PtdPlan& plan, ByteSink& sink) {
+template <int = 0>
+Expected<void> write_plan(PtdPlan& plan, ByteSink& sink) {
   if (plan.has_extension()) hash_segments(plan);
   std::uint64_t at = 0;
   return emit_file(
@@ -130,16 +138,17 @@ inline Expected<void> write_plan(PtdPlan& plan, ByteSink& sink) {
       nullptr);
 }
 
-inline Expected<WriteStats> write_ptd_file_with(const NamedDataStore& store, const FunctionMaps& maps,
-                                                const std::string& path, const WriteOptions& options,
-                                                FileOps& ops) {
+template <int = 0>
+Expected<WriteStats> write_ptd_file_with(const NamedDataStore& store, const FunctionMaps& maps,
+                                         const std::string& path, const WriteOptions& options,
+                                         FileOps& ops) {
   Expected<PtdPlan> planned = plan_ptd(store, maps, options);
   if (!planned) return Expected<WriteStats>(planned.build_error());
   PtdPlan& plan = *planned;
 
   AtomicFile file(ops);
   if (Expected<void> r = file.open(path, plan.file_size); !r) return Expected<WriteStats>(r.build_error());
-  WriteBatch batch(file);
+  WriteBatch<> batch(file);
   std::vector<std::uint64_t> hashes(plan.segments.size());
   Expected<void> r = emit_file(
       plan, [&batch](const void* p, std::size_t n) { return batch.add(p, n); },
@@ -164,8 +173,9 @@ inline Expected<WriteStats> write_ptd_file_with(const NamedDataStore& store, con
 /// Writes the file front to back into `sink`. With the WDX1 block, segment
 /// data is read twice (hashed first, since the hashes precede the data);
 /// write_ptd_file reads it once.
-inline Expected<WriteStats> write_ptd(const NamedDataStore& store, const FunctionMaps& maps, ByteSink& sink,
-                                      const WriteOptions& options = {}) {
+template <int = 0>
+Expected<WriteStats> write_ptd(const NamedDataStore& store, const FunctionMaps& maps, ByteSink& sink,
+                               const WriteOptions& options = {}) {
   Expected<detail::PtdPlan> planned = detail::plan_ptd(store, maps, options);
   if (!planned) return Expected<WriteStats>(planned.build_error());
   if (Expected<void> r = detail::write_plan(*planned, sink); !r) return Expected<WriteStats>(r.build_error());
@@ -173,7 +183,8 @@ inline Expected<WriteStats> write_ptd(const NamedDataStore& store, const Functio
 }
 
 /// write_ptd for a store without function maps.
-inline Expected<WriteStats> write_ptd(const NamedDataStore& store, ByteSink& sink, const WriteOptions& options = {}) {
+template <int = 0>
+Expected<WriteStats> write_ptd(const NamedDataStore& store, ByteSink& sink, const WriteOptions& options = {}) {
   return write_ptd(store, FunctionMaps{}, sink, options);
 }
 
@@ -184,20 +195,23 @@ inline Expected<WriteStats> write_ptd(const NamedDataStore& store, ByteSink& sin
 /// operation and the system's reason. If `path` is a symbolic link, the file
 /// it points at is replaced and the link kept; a path naming anything but a
 /// regular file is refused.
-inline Expected<WriteStats> write_ptd_file(const NamedDataStore& store, const FunctionMaps& maps,
-                                           const std::string& path, const WriteOptions& options = {}) {
+template <int = 0>
+Expected<WriteStats> write_ptd_file(const NamedDataStore& store, const FunctionMaps& maps,
+                                    const std::string& path, const WriteOptions& options = {}) {
   return detail::write_ptd_file_with(store, maps, path, options, detail::default_file_ops());
 }
 
 /// write_ptd_file for a store without function maps.
-inline Expected<WriteStats> write_ptd_file(const NamedDataStore& store, const std::string& path,
-                                           const WriteOptions& options = {}) {
+template <int = 0>
+Expected<WriteStats> write_ptd_file(const NamedDataStore& store, const std::string& path,
+                                    const WriteOptions& options = {}) {
   return write_ptd_file(store, FunctionMaps{}, path, options);
 }
 
 /// The whole file in memory.
-inline Expected<std::vector<std::uint8_t>> serialize_ptd(const NamedDataStore& store, const FunctionMaps& maps,
-                                                         const WriteOptions& options = {}) {
+template <int = 0>
+Expected<std::vector<std::uint8_t>> serialize_ptd(const NamedDataStore& store, const FunctionMaps& maps,
+                                                  const WriteOptions& options = {}) {
   Expected<detail::PtdPlan> planned = detail::plan_ptd(store, maps, options);
   if (!planned) return Expected<std::vector<std::uint8_t>>(planned.build_error());
   std::vector<std::uint8_t> bytes;
@@ -209,8 +223,9 @@ inline Expected<std::vector<std::uint8_t>> serialize_ptd(const NamedDataStore& s
 }
 
 /// serialize_ptd for a store without function maps.
-inline Expected<std::vector<std::uint8_t>> serialize_ptd(const NamedDataStore& store,
-                                                         const WriteOptions& options = {}) {
+template <int = 0>
+Expected<std::vector<std::uint8_t>> serialize_ptd(const NamedDataStore& store,
+                                                  const WriteOptions& options = {}) {
   return serialize_ptd(store, FunctionMaps{}, options);
 }
 

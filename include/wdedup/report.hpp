@@ -1,5 +1,7 @@
 // wdedup/report.hpp — what a deduplicate() call found and what it cost,
 // printable as a table (for people) and as JSON (for scripts). Build-time half.
+// The printers are templates on an unused `int` (call them as plain member
+// functions): a TU that never prints a report does not compile them.
 #ifndef WDEDUP_REPORT_HPP
 #define WDEDUP_REPORT_HPP
 
@@ -70,7 +72,11 @@ struct Report {
   double seconds_total = 0;     ///< wall time of deduplicate()
   double seconds_identity = 0;  ///< wall time of the identity pass
 
+  // Templates on an unused `int` (call them as plain functions): a TU
+  // compiles the formatting only if it prints a report.
+  template <int = 0>
   std::string to_table() const;
+  template <int = 0>
   std::string to_json() const;
 };
 
@@ -120,7 +126,8 @@ inline double percent(std::uint64_t part, std::uint64_t whole) {
 
 }  // namespace detail
 
-inline std::string Report::to_table() const {
+template <int>
+std::string Report::to_table() const {
   using detail::format;
   using detail::human_bytes;
   std::string s;
@@ -165,7 +172,8 @@ inline std::string Report::to_table() const {
   return s;
 }
 
-inline std::string Report::to_json() const {
+template <int>
+std::string Report::to_json() const {
   using detail::format;
   using detail::json_string;
   auto u = [](std::uint64_t v) { return std::to_string(v); };

@@ -15,7 +15,6 @@
 #ifndef WDEDUP_DETAIL_ATOMIC_FILE_HPP
 #define WDEDUP_DETAIL_ATOMIC_FILE_HPP
 
-#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -110,13 +109,15 @@ inline mode_t current_umask() {
 }
 
 /// One in-progress replacement of a file. Not copyable; the destructor
-/// removes the temporary file unless commit() succeeded.
-class AtomicFile {
+/// removes the temporary file unless commit() succeeded. (A template only
+/// so that its members compile in the TUs that use them: AtomicFile.)
+template <class = void>
+class BasicAtomicFile {
  public:
-  explicit AtomicFile(FileOps& ops = default_file_ops()) : ops_(ops) {}
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  ~AtomicFile() { discard(); }
+  explicit BasicAtomicFile(FileOps& ops = default_file_ops()) : ops_(ops) {}
+  BasicAtomicFile(const BasicAtomicFile&) = delete;
+  BasicAtomicFile& operator=(const BasicAtomicFile&) = delete;
+  ~BasicAtomicFile() { discard(); }
 
   /// Creates the temporary file next to `path` and reserves `size` bytes.
   Expected<void> open(const std::string& path, std::uint64_t size) {
@@ -181,7 +182,8 @@ class AtomicFile {
         ++first;
         continue;
       }
-      const int count = static_cast<int>(std::min<std::size_t>(iov.size() - first, kMaxIov));
+      const std::size_t pieces = iov.size() - first;
+      const int count = static_cast<int>(pieces < kMaxIov ? pieces : kMaxIov);
       const ssize_t w = ops_.writev(fd_, iov.data() + first, count);
       if (w < 0) {
         const int e = errno;
@@ -278,6 +280,7 @@ class AtomicFile {
   std::uint64_t offset_ = 0;
   bool committed_ = false;
 };
+using AtomicFile = BasicAtomicFile<>;
 
 }  // namespace detail
 }  // namespace wdedup

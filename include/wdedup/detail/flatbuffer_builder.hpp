@@ -39,7 +39,9 @@ namespace detail {
 /// Builds one flatbuffer back to front. A `Ref` is an object's distance from
 /// the end of the buffer (what flatbuffers calls an Offset before Finish);
 /// after finish(), position(ref) turns it into an offset from the start.
-class FlatbufferBuilder {
+/// (A template only so that its members compile in the TUs that use them.)
+template <class = void>
+class BasicFlatbufferBuilder {
  public:
   using Ref = std::uint32_t;
 
@@ -47,7 +49,7 @@ class FlatbufferBuilder {
   /// 32-bit on read in some implementations).
   static constexpr std::size_t kMaxSize = 0x7FFFFFFF;
 
-  explicit FlatbufferBuilder(std::size_t initial_capacity = 1024)
+  explicit BasicFlatbufferBuilder(std::size_t initial_capacity = 1024)
       : storage_(initial_capacity ? initial_capacity : 1), head_(storage_.size()) {}
 
   /// Bytes written so far (after finish(): the whole buffer).
@@ -239,6 +241,7 @@ class FlatbufferBuilder {
   std::vector<Ref> vtables_;
   bool overflow_ = false;
 };
+using FlatbufferBuilder = BasicFlatbufferBuilder<>;
 
 }  // namespace detail
 }  // namespace wdedup

@@ -3,20 +3,24 @@
 // flatbuffer, the WDX1 extension block and the position of every segment.
 // Build-time half; internal (namespace detail). The format is specified in
 // wdedup/runtime/detail/format.hpp.
+//
+// Compile time: the functions here are templates (on an unused parameter)
+// so that a TU that includes the writer without calling it does not compile
+// them; name lookups use the flat detail::NameIndex, not std::unordered_map.
 #ifndef WDEDUP_DETAIL_PTD_PLAN_HPP
 #define WDEDUP_DETAIL_PTD_PLAN_HPP
 
-#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "wdedup/detail/flatbuffer_builder.hpp"
+#include "wdedup/detail/name_index.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/function_map.hpp"
 #include "wdedup/named_data_store.hpp"
@@ -70,22 +74,35 @@ inline bool add_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t* out) 
 
 /// Names a function for messages: "function 'decode' partition 1
 /// ('decode__1' in blob 'combined_all')".
-inline std::string describe_function(const FunctionMap& f) {
+template <int = 0>
+std::string describe_function(const FunctionMap& f) {
   return cat("function ", quote_name(f.method), " partition ", f.partition_index, " (", quote_name(f.function_name),
              " in blob ", quote_name(f.blob_key), ")");
 }
 
-inline bool bytes_less(std::string_view a, std::string_view b) noexcept {
-  const std::size_t n = std::min(a.size(), b.size());
-  const int c = n ? std::memcmp(a.data(), b.data(), n) : 0;
-  return c < 0 || (c == 0 && a.size() < b.size());
+/// One row of a function's tensor table, as the file stores it.
+struct ResolvedRow {
+  std::string_view name;        ///< the tensor name
+  std::uint32_t key_index = 0;  ///< its store key's index
+};
+
+/// Bytewise order of names (qsort's comparator: a few lines of C instead of
+/// instantiating std::stable_sort, whose stability the rows do not need, as
+/// a repeated name is an error).
+inline int compare_rows(const void* a, const void* b) noexcept {
+  const std::string_view x = static_cast<const ResolvedRow*>(a)->name;
+  const std::string_view y = static_cast<const ResolvedRow*>(b)->name;
+  const std::size_t n = x.size() < y.size() ? x.size() : y.size();
+  const int c = n ? std::memcmp(x.data(), y.data(), n) : 0;
+  if (c != 0) return c;
+  return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
 }
 
 /// One function's tensor rows, resolved and sorted for the file.
 struct ResolvedFunction {
   const FunctionMap* function = nullptr;
   /// (tensor name, store key index), sorted bytewise by name.
-  std::vector<std::pair<std::string_view, std::uint32_t>> rows;
+  std::vector<ResolvedRow> rows;
 };
 
 /// Per-buffer facts computed once: the lcm of its keys' alignments.
@@ -98,8 +115,9 @@ struct ValidatedInput {
 /// single byte is produced. The store normally guarantees most of this; the
 /// writer checks again because deduplicate() fills stores through a bulk
 /// path that skips add_named_data's checks.
-inline Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const FunctionMaps& maps,
-                                                   const WriteOptions& options) {
+template <int = 0>
+Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const FunctionMaps& maps,
+                                            const WriteOptions& options) {
   using R = Expected<ValidatedInput>;
   const std::vector<StoreKey>& keys = store.keys();
   const std::vector<StoreBuffer>& buffers = store.buffers();
@@ -158,18 +176,28 @@ inline Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, 
   // name appears twice where a reader would have to pick one.
   if (maps.functions.size() > UINT32_MAX)
     return R(Error::InvalidArgument, cat(maps.functions.size(), " functions; at most ", UINT32_MAX));
-  std::unordered_map<std::string_view, std::uint32_t> key_index;
-  key_index.reserve(keys.size());
-  for (std::size_t i = 0; i < keys.size(); ++i) key_index.emplace(keys[i].key, static_cast<std::uint32_t>(i));
-  std::unordered_map<std::string, std::size_t> seen_functions;
+  // A key's id is its first index (a repeated key resolves to the first).
+  NameIndex key_index(keys.size());
+  std::vector<std::uint32_t> key_of_id;
+  key_of_id.reserve(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    bool added = false;
+    key_index.find_or_add(keys[i].key, &added);
+    if (added) key_of_id.push_back(static_cast<std::uint32_t>(i));
+  }
+  // (method, partition) ids, "<method>\0<partition>"; reserved up front,
+  // as the index views them.
+  std::vector<std::string> function_ids;
+  function_ids.reserve(maps.functions.size());
+  NameIndex seen_functions(maps.functions.size());
   std::uint64_t total_rows = 0;
   out.functions.reserve(maps.functions.size());
   for (std::size_t fi = 0; fi < maps.functions.size(); ++fi) {
     const FunctionMap& f = maps.functions[fi];
-    std::string id = f.method;
-    id += '\0';
-    id += std::to_string(f.partition_index);
-    if (!seen_functions.emplace(std::move(id), fi).second)
+    function_ids.push_back(cat(f.method, '\0', f.partition_index));
+    bool added = false;
+    seen_functions.find_or_add(function_ids.back(), &added);
+    if (!added)
       return R(Error::InvalidArgument,
                cat(describe_function(f), ": method ", quote_name(f.method), " partition ", f.partition_index,
                    " appears twice in the function maps"));
@@ -181,20 +209,19 @@ inline Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, 
     rf.function = &f;
     rf.rows.reserve(f.tensors.size());
     for (const FunctionTensor& t : f.tensors) {
-      auto it = key_index.find(t.key);
-      if (it == key_index.end())
+      const std::uint32_t id = key_index.find(t.key);
+      if (id == NameIndex::kNone)
         return R(Error::NotFound, cat(describe_function(f), ": tensor ", quote_name(t.tensor_name), " maps to key ",
                                       quote_name(t.key), ", which is not in the store"));
       if (t.tensor_name.size() > UINT32_MAX)
         return R(Error::InvalidArgument, cat(describe_function(f), ": a tensor name is longer than ",
                                              UINT32_MAX, " bytes"));
-      rf.rows.emplace_back(t.tensor_name, it->second);
+      rf.rows.push_back(ResolvedRow{t.tensor_name, key_of_id[id]});
     }
-    std::stable_sort(rf.rows.begin(), rf.rows.end(),
-                     [](const auto& a, const auto& b) { return bytes_less(a.first, b.first); });
+    if (rf.rows.size() > 1) std::qsort(rf.rows.data(), rf.rows.size(), sizeof(ResolvedRow), compare_rows);
     for (std::size_t r = 1; r < rf.rows.size(); ++r)
-      if (rf.rows[r].first == rf.rows[r - 1].first)
-        return R(Error::InvalidName, cat(describe_function(f), ": tensor ", quote_name(rf.rows[r].first),
+      if (rf.rows[r].name == rf.rows[r - 1].name)
+        return R(Error::InvalidName, cat(describe_function(f), ": tensor ", quote_name(rf.rows[r].name),
                                          " appears twice in its tensor table"));
     total_rows += rf.rows.size();
     out.functions.push_back(std::move(rf));
@@ -216,8 +243,9 @@ struct FlatTensorRefs {
 /// DataSegment.offset is omitted (it is 0) for the first `base_segments`
 /// segments and written for all others, so the flatbuffer's size does not
 /// depend on the offsets' values (see plan_ptd).
-inline void build_flat_tensor(const NamedDataStore& store, const std::vector<std::uint64_t>& rel_offsets,
-                              std::size_t base_segments, FlatbufferBuilder& fb, FlatTensorRefs& refs) {
+template <int = 0>
+void build_flat_tensor(const NamedDataStore& store, const std::vector<std::uint64_t>& rel_offsets,
+                       std::size_t base_segments, FlatbufferBuilder& fb, FlatTensorRefs& refs) {
   using Ref = FlatbufferBuilder::Ref;
   namespace ds = format::data_segment_field;
   namespace nd = format::named_data_field;
@@ -274,7 +302,8 @@ inline void build_flat_tensor(const NamedDataStore& store, const std::vector<std
 
 /// An upper bound of the flatbuffer's size, to refuse a store that cannot
 /// fit in a flatbuffer before building one.
-inline std::uint64_t flat_tensor_size_bound(const NamedDataStore& store) {
+template <int = 0>
+std::uint64_t flat_tensor_size_bound(const NamedDataStore& store) {
   std::uint64_t n = 256 + 48 * std::uint64_t{store.buffer_count()};
   for (const StoreKey& k : store.keys()) {
     n += k.key.size() + 64;
@@ -285,23 +314,28 @@ inline std::uint64_t flat_tensor_size_bound(const NamedDataStore& store) {
 
 /// Strings of the WDX1 pool, each stored once, NUL-terminated (the NUL is
 /// not counted in the sizes stored beside offsets; it only helps debugging).
-class StringPool {
+/// (A template only so that its members compile where it is used.)
+template <class = void>
+class BasicStringPool {
  public:
   std::uint32_t add(std::string_view s) {
-    auto it = index_.find(s);
-    if (it != index_.end()) return it->second;
+    bool added = false;
+    const std::uint32_t id = index_.find_or_add(s, &added);  // views into the caller's strings
+    if (!added) return offsets_[id];
     const auto off = static_cast<std::uint32_t>(bytes_.size());
     bytes_.append(s.data(), s.size());
     bytes_ += '\0';
-    index_.emplace(s, off);
+    offsets_.push_back(off);
     return off;
   }
   const std::string& bytes() const noexcept { return bytes_; }
 
  private:
   std::string bytes_;
-  std::unordered_map<std::string_view, std::uint32_t> index_;  // views into the caller's strings
+  NameIndex index_;
+  std::vector<std::uint32_t> offsets_;  ///< by index id
 };
+using StringPool = BasicStringPool<>;
 
 inline std::uint32_t slot_count_for(std::uint64_t key_count) noexcept {
   std::uint64_t s = 1;
@@ -317,8 +351,9 @@ struct ExtensionShape {
   std::uint64_t block_size = 0;
 };
 
-inline Expected<ExtensionShape> extension_shape(const NamedDataStore& store, const ValidatedInput& in,
-                                                std::uint64_t strings_size) {
+template <int = 0>
+Expected<ExtensionShape> extension_shape(const NamedDataStore& store, const ValidatedInput& in,
+                                         std::uint64_t strings_size) {
   ExtensionShape s;
   s.key_count = static_cast<std::uint32_t>(store.key_count());
   s.slot_count = slot_count_for(s.key_count);
@@ -360,8 +395,9 @@ inline Expected<ExtensionShape> extension_shape(const NamedDataStore& store, con
 
 /// Decides the whole file layout. On success the plan's metadata is final
 /// except for the WDX1 content hashes (set_content_hash).
-inline Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps,
-                                  const WriteOptions& options) {
+template <int = 0>
+Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps,
+                           const WriteOptions& options) {
   using R = Expected<PtdPlan>;
   Expected<ValidatedInput> validated = validate_for_write(store, maps, options);
   if (!validated) return R(validated.build_error());
@@ -385,7 +421,7 @@ inline Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMap
       pool.add(f.function->method);
       pool.add(f.function->blob_key);
       pool.add(f.function->function_name);
-      for (const auto& row : f.rows) pool.add(row.first);
+      for (const auto& row : f.rows) pool.add(row.name);
     }
   }
   ExtensionShape shape;
@@ -420,13 +456,12 @@ inline Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMap
   FlatTensorRefs refs;
   std::vector<std::uint64_t> rel(buffers.size(), 0);
   std::vector<std::uint64_t> abs(buffers.size(), 0);
-  std::optional<FlatbufferBuilder> fb;
-  fb.emplace(flat_tensor_size_bound(store));
-  build_flat_tensor(store, rel, base_segments, *fb, refs);  // values do not change the size
-  if (fb->overflowed())
+  FlatbufferBuilder fb(flat_tensor_size_bound(store));
+  build_flat_tensor(store, rel, base_segments, fb, refs);  // values do not change the size
+  if (fb.overflowed())
     return R(Error::InvalidArgument, cat("the store's metadata does not fit in a flatbuffer (at most ",
                                          FlatbufferBuilder::kMaxSize, " bytes)"));
-  const std::uint64_t fb_end = format::kFlatbufferOffset + fb->size();
+  const std::uint64_t fb_end = format::kFlatbufferOffset + fb.size();
   std::uint64_t meta_end = (fb_end + format::kExtAlignment - 1) & ~(format::kExtAlignment - 1);
   plan.extension_offset = options.wdedup_extensions ? meta_end : 0;
   if (options.wdedup_extensions) meta_end += shape.block_size;
@@ -445,10 +480,10 @@ inline Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMap
     rel[i] = at - base;
   }
   if (buffers.size() > 0) {
-    fb.emplace(flat_tensor_size_bound(store));
-    build_flat_tensor(store, rel, base_segments, *fb, refs);
+    fb = FlatbufferBuilder(flat_tensor_size_bound(store));
+    build_flat_tensor(store, rel, base_segments, fb, refs);
   }
-  plan.flatbuffer_size = fb->size();
+  plan.flatbuffer_size = fb.size();
   plan.extension_size = options.wdedup_extensions ? shape.block_size : 0;
   plan.segment_base_offset = base;
   plan.segment_data_size = end - base;
@@ -460,7 +495,7 @@ inline Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMap
   // up to 4 GiB) is written from a shared block of zeros.
   std::vector<std::uint8_t>& m = plan.metadata;
   m.assign(options.wdedup_extensions ? plan.extension_offset + plan.extension_size : fb_end, 0);
-  const std::uint8_t* fbd = fb->data();
+  const std::uint8_t* fbd = fb.data();
   // ExecuTorch's layout: the flatbuffer's first 8 bytes (root offset and
   // identifier), the padded FH01 header, then the rest of the flatbuffer.
   // Only the root offset crosses the insertion point, so only it moves.
@@ -472,10 +507,10 @@ inline Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMap
   format::store_u64(m.data() + format::kHeaderFlatbufferSizePos, plan.flatbuffer_size);
   format::store_u64(m.data() + format::kHeaderSegmentBasePos, plan.segment_base_offset);
   format::store_u64(m.data() + format::kHeaderSegmentDataSizePos, plan.segment_data_size);
-  std::memcpy(m.data() + format::kHeaderOffset + format::kFlatbufferOffset, fbd + 8, fb->size() - 8);
+  std::memcpy(m.data() + format::kHeaderOffset + format::kFlatbufferOffset, fbd + 8, fb.size() - 8);
   // Absolute file position of a flatbuffer object.
   const auto file_pos = [&](FlatbufferBuilder::Ref r) -> std::uint64_t {
-    return fb->position(r) + format::kFlatbufferOffset;
+    return fb.position(r) + format::kFlatbufferOffset;
   };
 
   plan.segments.reserve(buffers.size());
@@ -546,9 +581,9 @@ inline Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMap
       format::store_u32(r + fr::kTensorsCount, static_cast<std::uint32_t>(f.rows.size()));
       for (const auto& t : f.rows) {
         std::uint8_t* tr = x + shape.function_tensors + std::uint64_t{row} * ftr::kSize;
-        format::store_u32(tr + ftr::kNameOffset, pool.add(t.first));
-        format::store_u32(tr + ftr::kNameSize, static_cast<std::uint32_t>(t.first.size()));
-        format::store_u32(tr + ftr::kKeyIndex, t.second);
+        format::store_u32(tr + ftr::kNameOffset, pool.add(t.name));
+        format::store_u32(tr + ftr::kNameSize, static_cast<std::uint32_t>(t.name.size()));
+        format::store_u32(tr + ftr::kKeyIndex, t.key_index);
         ++row;
       }
     }

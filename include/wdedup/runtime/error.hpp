@@ -8,7 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
-#include <type_traits>
+
+#include "wdedup/runtime/detail/traits.hpp"
 
 namespace wdedup {
 
@@ -85,7 +86,7 @@ struct Failure {
 /// contract as ExecuTorch's Result.
 template <class T>
 class [[nodiscard]] Result {
-  static_assert(!std::is_reference<T>::value,
+  static_assert(!detail::traits::is_reference<T>::value,
                 "Result<T> holds values; use a pointer for references");
 
  public:
@@ -94,6 +95,16 @@ class [[nodiscard]] Result {
   Result(Failure f) : failure_(f), ok_(false) {}
   Result(Error e, const char* what = "", std::uint64_t at = 0)
       : failure_{e, what, at}, ok_(false) {}
+  /// From a Result of a type that converts to T: a Result<KeyView> is
+  /// accepted where a Result<std::string_view> is expected. (The storage is
+  /// zeroed first only to keep GCC's -Wmaybe-uninitialized quiet.)
+  template <class U,
+            detail::traits::enable_if_t<!detail::traits::is_same<U, T>::value && detail::traits::is_class<T>::value &&
+                                            detail::traits::is_convertible<const U&, T>::value,
+                                        int> = 0>
+  Result(const Result<U>& o) : storage_(), failure_(o.failure()), ok_(o.ok()) {
+    if (ok_) new (&storage_) T(*o);
+  }
 
   Result(Result&& o) noexcept : failure_(o.failure_), ok_(o.ok_) {
     if (ok_) new (&storage_) T(static_cast<T&&>(*o.ptr()));
@@ -142,7 +153,7 @@ class [[nodiscard]] Result {
     ok_ = false;
   }
 
-  typename std::aligned_storage<sizeof(T), alignof(T)>::type storage_;
+  alignas(T) unsigned char storage_[sizeof(T)];
   Failure failure_{};
   bool ok_;
 };

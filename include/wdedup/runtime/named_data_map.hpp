@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 
 #include "wdedup/runtime/data_source.hpp"
 #include "wdedup/runtime/detail/flatbuffer.hpp"
 #include "wdedup/runtime/detail/format.hpp"
 #include "wdedup/runtime/detail/key_hash.hpp"
 #include "wdedup/runtime/error.hpp"
+#include "wdedup/runtime/key_view.hpp"
 #include "wdedup/runtime/span.hpp"
 #include "wdedup/runtime/tensor_layout.hpp"
 
@@ -100,7 +100,7 @@ struct FileHeader {
 
 /// Where a key's bytes are, without loading them.
 struct KeyInfo {
-  std::string_view key;
+  KeyView key;
   std::uint32_t key_index = 0;      ///< position in named_data (get_key order)
   std::uint32_t segment_index = 0;
   std::uint64_t offset = 0;         ///< absolute file offset of the data
@@ -120,9 +120,9 @@ struct SegmentInfo {
 
 /// One row of a function's tensor table.
 struct FunctionTensorView {
-  std::string_view tensor_name;  ///< the tensor's own name inside the partition
-  std::string_view key;          ///< the store key holding its bytes
-  std::uint32_t key_index = 0;   ///< that key's index (get_key order)
+  KeyView tensor_name;          ///< the tensor's own name inside the partition
+  KeyView key;                  ///< the store key holding its bytes
+  std::uint32_t key_index = 0;  ///< that key's index (get_key order)
 };
 
 /// One (method, partition) function of a wdedup file: the blob it is
@@ -131,10 +131,10 @@ struct FunctionTensorView {
 /// NamedDataMap object, which may be moved or copied freely).
 class FunctionView {
  public:
-  std::string_view method() const noexcept { return method_; }
+  KeyView method() const noexcept { return method_; }
   std::uint32_t partition_index() const noexcept { return partition_; }
-  std::string_view blob_key() const noexcept { return blob_; }
-  std::string_view function_name() const noexcept { return name_; }
+  KeyView blob_key() const noexcept { return blob_; }
+  KeyView function_name() const noexcept { return name_; }
   std::size_t tensor_count() const noexcept { return count_; }
 
   /// Row i (rows are sorted by tensor name, bytewise).
@@ -143,7 +143,7 @@ class FunctionView {
     return row(i);
   }
   /// The row for `tensor_name` (binary search), or NotFound.
-  Result<FunctionTensorView> find_tensor(std::string_view tensor_name) const noexcept {
+  Result<FunctionTensorView> find_tensor(KeyView tensor_name) const noexcept {
     std::size_t lo = 0, hi = count_;
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
@@ -156,7 +156,7 @@ class FunctionView {
     return Result<FunctionTensorView>(Error::NotFound, "no such tensor in this function", 0);
   }
   /// The store key of `tensor_name`, or NotFound.
-  Result<std::string_view> key_of(std::string_view tensor_name) const noexcept {
+  Result<KeyView> key_of(KeyView tensor_name) const noexcept {
     Result<FunctionTensorView> r = find_tensor(tensor_name);
     if (!r) return r.failure();
     return r->key;
@@ -172,15 +172,15 @@ class FunctionView {
     const std::uint32_t key_index = format::load_u32(r + ft::kKeyIndex);
     const std::uint8_t* e = entries_ + static_cast<std::size_t>(key_index) * ke::kSize;
     FunctionTensorView v;
-    v.tensor_name = std::string_view(strings_ + format::load_u32(r + ft::kNameOffset),
+    v.tensor_name = KeyView(strings_ + format::load_u32(r + ft::kNameOffset),
                                      format::load_u32(r + ft::kNameSize));
-    v.key = std::string_view(reinterpret_cast<const char*>(meta_) + format::load_u32(e + ke::kKeyOffset),
+    v.key = KeyView(reinterpret_cast<const char*>(meta_) + format::load_u32(e + ke::kKeyOffset),
                              format::load_u32(e + ke::kKeySize));
     v.key_index = key_index;
     return v;
   }
 
-  std::string_view method_, blob_, name_;
+  KeyView method_, blob_, name_;
   std::uint32_t partition_ = 0;
   std::size_t count_ = 0;
   const std::uint8_t* rows_ = nullptr;
@@ -350,7 +350,7 @@ class NamedDataMap {
 
   /// The layout stored with `key`. NotFound if the key is absent or was
   /// stored without a layout.
-  Result<TensorLayout> get_tensor_layout(std::string_view key) const noexcept {
+  Result<TensorLayout> get_tensor_layout(KeyView key) const noexcept {
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return Result<TensorLayout>(Error::NotFound, "no such key", 0);
     const std::uint64_t lt = layout_pos(i);
@@ -362,7 +362,7 @@ class NamedDataMap {
   /// independent of the size; the pointer is aligned to the key's alignment
   /// up to the source's own alignment, the page size for MmapSource), else
   /// a malloc'd copy aligned to the key's alignment (its power-of-two part).
-  Result<DataBuffer> get_data(std::string_view key) const noexcept {
+  Result<DataBuffer> get_data(KeyView key) const noexcept {
     using R = Result<DataBuffer>;
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return R(Error::NotFound, "no such key", 0);
@@ -391,7 +391,7 @@ class NamedDataMap {
   /// Copies the bytes of `key` into `buffer`. BufferTooSmall (and nothing
   /// written) if `size` is below the data size; `at` is the data size.
   /// `buffer` may be null only for a zero-size tensor.
-  Status load_data_into(std::string_view key, void* buffer, std::size_t size) const noexcept {
+  Status load_data_into(KeyView key, void* buffer, std::size_t size) const noexcept {
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return Status(Error::NotFound, "no such key", 0);
     const KeyInfo k = info_at(i);
@@ -411,16 +411,16 @@ class NamedDataMap {
 
   /// Key `index`, in file order. The view is NUL-terminated in the file
   /// (data()[size()] == 0), so it also serves as a C string.
-  Result<std::string_view> get_key(std::size_t index) const noexcept {
+  Result<KeyView> get_key(std::size_t index) const noexcept {
     if (index >= key_count_)
-      return Result<std::string_view>(Error::InvalidArgument, "key index out of range", index);
+      return Result<KeyView>(Error::InvalidArgument, "key index out of range", index);
     return key_at(static_cast<std::uint32_t>(index));
   }
 
   // ---- wdedup extras ---------------------------------------------------------
 
   /// Where `key`'s bytes are, or NotFound.
-  Result<KeyInfo> find(std::string_view key) const noexcept {
+  Result<KeyInfo> find(KeyView key) const noexcept {
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return Result<KeyInfo>(Error::NotFound, "no such key", 0);
     return info_at(i);
@@ -458,7 +458,7 @@ class NamedDataMap {
     std::memset(s, 0, static_cast<std::size_t>(8 * slots));
     const std::uint64_t mask = slots - 1;
     for (std::uint32_t i = 0; i < key_count_; ++i) {
-      const std::string_view k = key_at(i);
+      const KeyView k = key_at(i);
       const std::uint64_t h = detail::key_hash(k.data(), k.size(), kBuiltSeed);
       std::uint64_t at = h & mask;
       for (;;) {
@@ -496,7 +496,7 @@ class NamedDataMap {
     return function_at(static_cast<std::uint32_t>(i));
   }
   /// The function compiled for (method, partition), or NotFound.
-  Result<FunctionView> find_function(std::string_view method, std::uint32_t partition) const noexcept {
+  Result<FunctionView> find_function(KeyView method, std::uint32_t partition) const noexcept {
     for (std::uint32_t i = 0; i < function_count_; ++i) {
       const FunctionView f = function_at(i);
       if (f.partition_ == partition && f.method_ == method) return f;
@@ -505,7 +505,7 @@ class NamedDataMap {
   }
   /// The first function with this name (a name repeats across blobs under
   /// a positional policy), or NotFound.
-  Result<FunctionView> find_function(std::string_view function_name) const noexcept {
+  Result<FunctionView> find_function(KeyView function_name) const noexcept {
     for (std::uint32_t i = 0; i < function_count_; ++i) {
       const FunctionView f = function_at(i);
       if (f.name_ == function_name) return f;
@@ -513,7 +513,7 @@ class NamedDataMap {
     return Result<FunctionView>(Error::NotFound, "no function with this name", 0);
   }
   /// The function named `function_name` inside blob `blob_key`, or NotFound.
-  Result<FunctionView> find_function(std::string_view blob_key, std::string_view function_name) const noexcept {
+  Result<FunctionView> find_function(KeyView blob_key, KeyView function_name) const noexcept {
     for (std::uint32_t i = 0; i < function_count_; ++i) {
       const FunctionView f = function_at(i);
       if (f.name_ == function_name && f.blob_ == blob_key) return f;
@@ -548,15 +548,15 @@ class NamedDataMap {
                               format::key_entry::kKeyOffset);
     return detail::fb::trusted_ref(meta_, named_table(i), format::named_data_field::kKey) + 4;
   }
-  std::string_view key_at(std::uint32_t i) const noexcept {
+  KeyView key_at(std::uint32_t i) const noexcept {
     const char* base = reinterpret_cast<const char*>(meta_);
     if (ext_ != 0) {
       const std::uint8_t* e = meta_ + entries_ + std::uint64_t{i} * format::key_entry::kSize;
-      return std::string_view(base + format::load_u32(e + format::key_entry::kKeyOffset),
+      return KeyView(base + format::load_u32(e + format::key_entry::kKeyOffset),
                               format::load_u32(e + format::key_entry::kKeySize));
     }
     const std::uint64_t s = detail::fb::trusted_ref(meta_, named_table(i), format::named_data_field::kKey);
-    return std::string_view(base + s + 4, format::load_u32(meta_ + s));
+    return KeyView(base + s + 4, format::load_u32(meta_ + s));
   }
   /// Absolute position of key i's TensorLayout table, 0 if none.
   std::uint64_t layout_pos(std::uint32_t i) const noexcept {
@@ -613,7 +613,7 @@ class NamedDataMap {
 
   /// Index lookup: home slot, linear probing, tag then key compared.
   bool probe(const std::uint8_t* slots, std::uint64_t slot_count, std::uint64_t seed,
-             std::string_view key, std::uint32_t* out) const noexcept {
+             KeyView key, std::uint32_t* out) const noexcept {
     const std::uint64_t h = detail::key_hash(key.data(), key.size(), seed);
     const std::uint64_t mask = slot_count - 1;
     std::uint64_t at = h & mask;
@@ -630,7 +630,7 @@ class NamedDataMap {
     }
     return false;
   }
-  bool lookup(std::string_view key, std::uint32_t* out) const noexcept {
+  bool lookup(KeyView key, std::uint32_t* out) const noexcept {
     if (ext_ != 0) return probe(meta_ + slots_, slot_count_, seed_, key, out);
     if (built_slots_ != nullptr) return probe(built_slots_, built_slot_count_, kBuiltSeed, key, out);
     for (std::uint32_t i = 0; i < key_count_; ++i) {
@@ -647,10 +647,10 @@ class NamedDataMap {
     const std::uint8_t* r = meta_ + functions_ + std::uint64_t{i} * fr::kSize;
     const char* s = reinterpret_cast<const char*>(meta_ + strings_);
     FunctionView f;
-    f.method_ = std::string_view(s + format::load_u32(r + fr::kMethodOffset), format::load_u32(r + fr::kMethodSize));
+    f.method_ = KeyView(s + format::load_u32(r + fr::kMethodOffset), format::load_u32(r + fr::kMethodSize));
     f.partition_ = format::load_u32(r + fr::kPartitionIndex);
-    f.blob_ = std::string_view(s + format::load_u32(r + fr::kBlobOffset), format::load_u32(r + fr::kBlobSize));
-    f.name_ = std::string_view(s + format::load_u32(r + fr::kNameOffset), format::load_u32(r + fr::kNameSize));
+    f.blob_ = KeyView(s + format::load_u32(r + fr::kBlobOffset), format::load_u32(r + fr::kBlobSize));
+    f.name_ = KeyView(s + format::load_u32(r + fr::kNameOffset), format::load_u32(r + fr::kNameSize));
     f.count_ = format::load_u32(r + fr::kTensorsCount);
     f.rows_ = meta_ + ftensors_ +
               std::uint64_t{format::load_u32(r + fr::kTensorsBegin)} * format::function_tensor::kSize;
@@ -980,7 +980,7 @@ inline Status NamedDataMap::validate_ext_slots() const noexcept {
   std::uint64_t budget = 64 * slot_count_ + 1024;
   const std::uint64_t mask = slot_count_ - 1;
   for (std::uint32_t i = 0; i < key_count_; ++i) {
-    const std::string_view k = key_at(i);
+    const KeyView k = key_at(i);
     const std::uint64_t h = detail::key_hash(k.data(), k.size(), seed_);
     std::uint64_t at = h & mask;
     for (;;) {

@@ -11,12 +11,15 @@
 // `attention_mask`, whose shape depends on the sequence length (prefill:
 // [prefill_len, max_seq_len]; decode: [1, max_seq_len]) — same name,
 // different bytes. Layers are split evenly over each method's partitions.
+//
+// Compile time: the generating functions are templates on an unused `int`
+// parameter (call them as plain functions), so a TU that includes this
+// header compiles them only if it calls them.
 #ifndef WDEDUP_WORKLOAD_LLAMA_HPP
 #define WDEDUP_WORKLOAD_LLAMA_HPP
 
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +61,7 @@ struct LlamaConfig {
     return c;
   }
   /// Looks a preset up by name: "tiny", "small", "1b".
+  template <int = 0>
   static Expected<LlamaConfig> preset(std::string_view name) {
     if (name == "tiny") return tiny();
     if (name == "small") return small();
@@ -74,6 +78,7 @@ struct LlamaConfig {
 /// A generated Program plus the memory its tensors point into.
 class LlamaWorkload {
  public:
+  template <int = 0>
   static Expected<LlamaWorkload> generate(const LlamaConfig& c) {
     if (c.dim == 0 || c.n_layers == 0 || c.n_heads == 0 || c.dim % c.n_heads != 0 || c.n_kv_heads == 0 ||
         c.n_heads % c.n_kv_heads != 0 || c.head_dim() % 2 != 0 || c.vocab_size == 0 || c.hidden_dim == 0 ||
@@ -103,8 +108,28 @@ class LlamaWorkload {
     enum Kind { kWeight, kRope, kMask } kind;
   };
 
+  /// One allocation, uninitialised (every byte is written once): what
+  /// std::unique_ptr<std::uint8_t[]> would do, without <memory>.
+  class Block {
+   public:
+    explicit Block(std::uint64_t n) : p_(new std::uint8_t[n ? n : 1]) {}
+    Block(Block&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+    Block& operator=(Block&& o) noexcept {
+      std::uint8_t* const mine = p_;
+      p_ = o.p_;
+      o.p_ = mine;
+      return *this;
+    }
+    ~Block() { delete[] p_; }
+    std::uint8_t* get() const noexcept { return p_; }
+
+   private:
+    std::uint8_t* p_;
+  };
+
+  template <int = 0>
   ByteSpan allocate(std::uint64_t n) {
-    blocks_.push_back(std::unique_ptr<std::uint8_t[]>(new std::uint8_t[n ? n : 1]));
+    blocks_.emplace_back(n);
     memory_bytes_ += n;
     return ByteSpan(blocks_.back().get(), n);
   }
@@ -124,6 +149,7 @@ class LlamaWorkload {
     for (; i < n; ++i) p[i] = static_cast<std::uint8_t>(seed >> (8 * (i % 8)));
   }
 
+  template <int = 0>
   static std::vector<Spec> specs(const LlamaConfig& c) {
     const auto i32 = [](std::uint32_t v) { return static_cast<std::int32_t>(v); };
     std::vector<Spec> s;
@@ -154,6 +180,7 @@ class LlamaWorkload {
     return s;
   }
 
+  template <int = 0>
   void build(const LlamaConfig& c) {
     config_ = c;
     const std::vector<Spec> all = specs(c);
@@ -190,6 +217,7 @@ class LlamaWorkload {
     add_method(c, "decode", c.decode_partitions, all, decode_bytes, 1);
   }
 
+  template <int = 0>
   void add_method(const LlamaConfig& c, const std::string& name, std::uint32_t partitions,
                   const std::vector<Spec>& all, const std::vector<ByteSpan>& bytes, std::uint32_t seq) {
     Method& m = program_.add_method(name);
@@ -219,7 +247,7 @@ class LlamaWorkload {
   }
 
   LlamaConfig config_;
-  std::vector<std::unique_ptr<std::uint8_t[]>> blocks_;
+  std::vector<Block> blocks_;
   std::uint64_t memory_bytes_ = 0;
   Program program_;
 };

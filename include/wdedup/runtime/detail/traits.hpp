@@ -1,0 +1,80 @@
+// wdedup/runtime/detail/traits.hpp — the handful of type traits the runtime
+// half needs (Result, KeyView), without <type_traits>: that header costs a
+// TU about 0.02 s to parse, a sixth of the whole runtime umbrella. Runtime
+// half; internal (namespace detail::traits). Three are compiler built-ins
+// that GCC, Clang and MSVC all provide.
+#ifndef WDEDUP_RUNTIME_DETAIL_TRAITS_HPP
+#define WDEDUP_RUNTIME_DETAIL_TRAITS_HPP
+
+namespace wdedup {
+namespace detail {
+namespace traits {
+
+template <bool B, class T = void>
+struct enable_if {};
+template <class T>
+struct enable_if<true, T> {
+  using type = T;
+};
+template <bool B, class T = void>
+using enable_if_t = typename enable_if<B, T>::type;
+
+template <class A, class B>
+struct is_same {
+  static constexpr bool value = false;
+};
+template <class A>
+struct is_same<A, A> {
+  static constexpr bool value = true;
+};
+
+template <class T>
+struct is_reference {
+  static constexpr bool value = false;
+};
+template <class T>
+struct is_reference<T&> {
+  static constexpr bool value = true;
+};
+template <class T>
+struct is_reference<T&&> {
+  static constexpr bool value = true;
+};
+
+/// std::declval: only ever named in unevaluated operands.
+template <class T>
+T&& declval() noexcept;
+
+/// std::is_convertible for the object and pointer types the runtime asks
+/// about: whether `To t = from;` (copy-initialisation) compiles.
+template <class From, class To>
+struct is_convertible {
+ private:
+  static void accept(To) noexcept;
+  template <class F, class = decltype(accept(declval<F>()))>
+  static char test(int);
+  template <class>
+  static long test(...);
+
+ public:
+  static constexpr bool value = sizeof(test<From>(0)) == 1;
+};
+
+template <class T>
+struct is_class {
+  static constexpr bool value = __is_class(T);
+};
+template <class T>
+struct is_trivially_copyable {
+  static constexpr bool value = __is_trivially_copyable(T);
+};
+template <class T, class... Args>
+struct is_constructible {
+  static constexpr bool value = __is_constructible(T, Args...);
+};
+
+}  // namespace traits
+}  // namespace detail
+}  // namespace wdedup
+
+#endif  // WDEDUP_RUNTIME_DETAIL_TRAITS_HPP

@@ -1,0 +1,143 @@
+// KeyView (wdedup/runtime/key_view.hpp): the runtime's character view,
+// which stands in for std::string_view without including it. Checks the
+// constructors, bytewise comparisons in every mix with std::string,
+// std::string_view and C strings, the conversions (implicit to
+// std::string_view, explicit to std::string), Result<KeyView> to
+// Result<std::string_view>, and streaming.
+#include "wdedup/runtime/key_view.hpp"
+
+// The point of KeyView: the header does not pull in <string_view>.
+#if defined(_GLIBCXX_STRING_VIEW) || defined(_LIBCPP_STRING_VIEW)
+#error "wdedup/runtime/key_view.hpp pulled in <string_view>"
+#endif
+
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "wdedup/runtime/error.hpp"
+
+using wdedup::KeyView;
+
+namespace {
+std::string_view take_sv(std::string_view v) { return v; }
+std::size_t take_kv(KeyView v) { return v.size(); }
+}  // namespace
+
+TEST_CASE("KeyView: constructors view the caller's characters") {
+  const char text[] = "abc\0def";
+  CHECK(KeyView().data() == nullptr);
+  CHECK(KeyView().size() == 0);
+  CHECK(KeyView().empty());
+  const KeyView c = text;  // NUL-terminated: stops at the first NUL
+  CHECK(c.data() == text);
+  CHECK(c.size() == 3);
+  const KeyView n(text, 7);  // (pointer, size): NULs inside are kept
+  CHECK(n.size() == 7);
+  CHECK(n.length() == 7);
+  CHECK(n[4] == 'd');
+  const std::string s = "hello";
+  const KeyView fs = s;
+  CHECK(fs.data() == s.data());
+  CHECK(fs.size() == 5);
+  const std::string_view sv = "world!";
+  const KeyView fsv = sv;
+  CHECK(fsv.data() == sv.data());
+  CHECK(fsv.size() == 6);
+  const std::vector<char> v = {'x', 'y'};
+  CHECK(KeyView(v).size() == 2);
+  CHECK(std::string(fs.begin(), fs.end()) == "hello");
+  // Arguments of every kind reach a KeyView parameter.
+  CHECK(take_kv("four") == 4);
+  CHECK(take_kv(s) == 5);
+  CHECK(take_kv(sv) == 6);
+  CHECK(take_kv(s + "!") == 6);
+  static_assert(std::is_trivially_copyable<KeyView>::value, "KeyView is a plain view");
+  static_assert(!std::is_convertible<int, KeyView>::value, "no KeyView from an integer");
+}
+
+TEST_CASE("KeyView: substr clamps instead of failing") {
+  const KeyView k = "abcdef";
+  CHECK(k.substr(2) == "cdef");
+  CHECK(k.substr(2, 3) == "cde");
+  CHECK(k.substr(4, 100) == "ef");
+  CHECK(k.substr(6).empty());
+  CHECK(k.substr(100).empty());
+  CHECK(k.substr(100).data() == k.data() + 6);
+}
+
+TEST_CASE("KeyView: comparisons are bytewise, then by length, in every mix") {
+  const KeyView a = "abc";
+  CHECK(a.compare("abc") == 0);
+  CHECK(a.compare("abd") < 0);
+  CHECK(a.compare("abb") > 0);
+  CHECK(a.compare("ab") > 0);
+  CHECK(a.compare("abcd") < 0);
+  CHECK(KeyView().compare(KeyView("", 0)) == 0);
+  // Bytes compare unsigned, as std::string_view's char_traits<char> does.
+  const char hi[] = {'\x80'}, lo[] = {'\x01'};
+  CHECK(KeyView(hi, 1) > KeyView(lo, 1));
+  // A NUL inside a key is a byte like any other.
+  CHECK(KeyView("a\0b", 3) != KeyView("a\0c", 3));
+  CHECK(KeyView("a\0b", 3) != "a");
+
+  const std::string s = "abc";
+  const std::string_view sv = "abd";
+  CHECK(a == s);
+  CHECK(s == a);
+  CHECK(a != sv);
+  CHECK(sv != a);
+  CHECK(a < sv);
+  CHECK(sv > a);
+  CHECK(a <= s);
+  CHECK(s >= a);
+  CHECK_FALSE(s < a);
+  CHECK_FALSE(a > s);
+  CHECK(a == "abc");
+  CHECK("abc" == a);
+  CHECK(a != "ab");
+  CHECK("abd" > a);
+  CHECK(a == KeyView("abcdef", 3));
+}
+
+TEST_CASE("KeyView: converts to std::string_view implicitly, std::string explicitly") {
+  const KeyView k("key\0tail", 8);
+  const std::string_view sv = k;
+  CHECK(sv.size() == 8);
+  CHECK(sv.data() == k.data());
+  CHECK(take_sv(k) == std::string_view("key\0tail", 8));
+  const std::string s(k);
+  CHECK(s == std::string("key\0tail", 8));
+  CHECK(static_cast<std::string>(KeyView("x")) == "x");
+  std::string t = "<";
+  t += KeyView("a");
+  t.append(KeyView("b"));
+  CHECK(t == "<ab");
+  t = KeyView("c");
+  CHECK(t == "c");
+  static_assert(std::is_convertible<KeyView, std::string_view>::value, "views convert implicitly");
+  static_assert(!std::is_convertible<KeyView, std::string>::value, "copies are explicit");
+  static_assert(std::is_constructible<std::string, KeyView>::value, "std::string(key) works");
+}
+
+TEST_CASE("KeyView: Result<KeyView> converts to Result<std::string_view>") {
+  const wdedup::Result<KeyView> ok(KeyView("abc"));
+  const wdedup::Result<std::string_view> sv = ok;
+  REQUIRE(sv.ok());
+  CHECK(*sv == "abc");
+  const wdedup::Result<KeyView> bad(wdedup::Error::NotFound, "no such key", 7);
+  const wdedup::Result<std::string_view> bsv = bad;
+  CHECK(bsv.error() == wdedup::Error::NotFound);
+  CHECK(std::string(bsv.failure().what) == "no such key");
+  CHECK(bsv.failure().at == 7);
+}
+
+TEST_CASE("KeyView: streams its characters") {
+  std::ostringstream os;
+  os << KeyView("ab\0c", 4) << '|' << KeyView();
+  CHECK(os.str() == std::string("ab\0c|", 5));
+}
