@@ -57,12 +57,14 @@ struct TensorSite {
   const Tensor* tensor;
 };
 
-inline std::string site_prefix(const Program& p, const TensorSite& s) {
+template <int = 0>
+std::string site_prefix(const Program& p, const TensorSite& s) {
   return cat("method ", quote_name(p.methods[s.method].name), " partition ", s.partition, " tensor ",
              quote_name(s.tensor->name), ": ");
 }
 
-inline std::size_t tensor_count(const Program& program) noexcept {
+template <int = 0>
+std::size_t tensor_count(const Program& program) noexcept {
   std::size_t n = 0;
   for (const Method& m : program.methods)
     for (const Partition& p : m.partitions) n += p.tensors.size();
@@ -73,7 +75,8 @@ inline std::size_t tensor_count(const Program& program) noexcept {
 /// Fills `sites` (program order) and `name_of` (a dense id per distinct
 /// tensor name, from `names`). The common path builds no strings: a message
 /// is only made for the input that fails.
-inline Expected<void> validate_program(const Program& program, std::vector<TensorSite>* sites, NameIndex* names,
+template <int = 0>
+Expected<void> validate_program(const Program& program, std::vector<TensorSite>* sites, NameIndex* names,
                                        std::vector<std::uint32_t>* name_of) {
   NameIndex method_names(program.methods.size());
   const std::size_t total = tensor_count(program);

@@ -5,6 +5,10 @@
 //
 // The store does not copy bytes: it keeps ByteSpans into caller memory,
 // which must outlive the store and anything written from it.
+//
+// Compile time: functions that not every includer calls are templates on an
+// unused `int` (call them as plain functions), so a TU compiles them only if
+// it calls them.
 #ifndef WDEDUP_NAMED_DATA_STORE_HPP
 #define WDEDUP_NAMED_DATA_STORE_HPP
 
@@ -70,7 +74,8 @@ inline bool same_bytes(ByteSpan a, ByteSpan b) noexcept {
   return std::memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-inline std::string describe_layout(const std::optional<Layout>& l) {
+template <int = 0>
+std::string describe_layout(const std::optional<Layout>& l) {
   if (!l) return "no layout";
   std::string s = scalar_type_name(l->scalar_type);
   if (s.empty()) s = "type " + std::to_string(static_cast<int>(l->scalar_type));
@@ -85,7 +90,8 @@ inline std::string describe_layout(const std::optional<Layout>& l) {
 /// Checks an (alignment, layout, bytes) triple for key `key`: the rules every
 /// entry point shares. `where` prefixes the message (e.g. "method 'decode'
 /// partition 0: ").
-inline Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpan bytes,
+template <int = 0>
+Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpan bytes,
                                   std::int64_t alignment, const std::optional<Layout>& layout) {
   if (key.empty()) return Expected<void>(Error::InvalidName, cat(where, "empty key"));
   if (alignment <= 0)
@@ -137,6 +143,7 @@ class NamedDataStore {
   };
 
  public:
+  template <int = 0>
   Expected<void> add_named_data(std::string_view key, ByteSpan bytes, std::int64_t alignment = 1,
                                 std::optional<Layout> layout = std::nullopt) {
     if (Expected<void> c = detail::check_entry("", key, bytes, alignment, layout); !c) return c;
@@ -190,6 +197,7 @@ class NamedDataStore {
   /// Adds every key of `other` (in its order) under the same rules. All or
   /// nothing: on the first failure the store is left exactly as it was and
   /// the error names the offending key.
+  template <int = 0>
   Expected<void> merge(const NamedDataStore& other) {
     NamedDataStore next = *this;
     for (const StoreKey& k : other.keys_) {
@@ -216,11 +224,13 @@ class NamedDataStore {
   std::size_t buffer_count() const noexcept { return buffers_.size(); }
 
   /// The key's entry, or nullptr.
+  template <int = 0>
   const StoreKey* find(std::string_view key) const {
     const std::uint32_t k = key_index_.find(key, detail::IdIndex::hash(key), key_of());
     return k == detail::IdIndex::kNone ? nullptr : &keys_[k];
   }
   /// The bytes a key names (empty span if absent).
+  template <int = 0>
   ByteSpan bytes_of(std::string_view key) const {
     const StoreKey* k = find(key);
     return k ? buffers_[k->buffer_index].bytes : ByteSpan();
@@ -235,6 +245,7 @@ class NamedDataStore {
  private:
   friend struct detail::StoreAccess;
 
+  template <int = 0>
   static Expected<void> lcm_overflow(std::string_view key, std::uint64_t a, std::uint64_t b) {
     return Expected<void>(Error::InvalidAlignment,
                           detail::cat("key ", detail::quote_name(key), ": lcm of alignments ", a, " and ", b,
@@ -242,6 +253,7 @@ class NamedDataStore {
   }
 
   KeyOf key_of() const { return KeyOf{&keys_}; }
+  template <int = 0>
   void append_key(std::string key, std::uint64_t key_h, std::uint32_t buffer, std::uint64_t alignment,
                   std::optional<Layout> layout) {
     const auto id = static_cast<std::uint32_t>(keys_.size());
@@ -252,6 +264,7 @@ class NamedDataStore {
   /// `index_now = false` (the bulk path) leaves the buffer indexes for
   /// later: a store filled by deduplicate() must not hash its bytes, nor
   /// build indexes nobody may use, unless someone adds to it afterwards.
+  template <int = 0>
   std::uint32_t append_buffer(ByteSpan bytes, std::uint64_t alignment, bool index_now = true) {
     const auto index = static_cast<std::uint32_t>(buffers_.size());
     buffers_.push_back(StoreBuffer{bytes, alignment});
@@ -263,6 +276,7 @@ class NamedDataStore {
 
   /// Indexes buffer `index` by (pointer, size) and size; a size class that
   /// now holds two or more buffers gets its contents hashed.
+  template <int = 0>
   void index_buffer(std::uint32_t index) {
     const ByteSpan bytes = buffers_[index].bytes;
     bool fresh = false;
@@ -278,6 +292,7 @@ class NamedDataStore {
 
   /// Builds what the bulk path left out: every buffer's (pointer, size) and
   /// size entries, and the content hash of every size that several share.
+  template <int = 0>
   void refresh_buffer_index() {
     if (!index_stale_) return;
     by_pointer_.reset(buffers_.size());
@@ -292,6 +307,7 @@ class NamedDataStore {
   static std::uint64_t pointer_word(ByteSpan b) noexcept { return reinterpret_cast<std::uintptr_t>(b.data()); }
   /// Buffers with the same content hash are chained through content_next_
   /// (a hash collision only lengthens the chain; bytes decide).
+  template <int = 0>
   void index_content(std::uint32_t buffer) {
     const ByteSpan b = buffers_[buffer].bytes;
     bool fresh = false;
@@ -304,6 +320,7 @@ class NamedDataStore {
   /// Cheap first: the same memory is found without reading it; a size seen
   /// once is compared directly (no hash); only sizes shared by several
   /// buffers are hashed, and then looked up in O(1), never scanned.
+  template <int = 0>
   std::optional<std::uint32_t> find_buffer(ByteSpan bytes) const {
     const std::uint32_t c = by_size_.find(bytes.size(), 0);
     if (c == kNone) return std::nullopt;
@@ -346,10 +363,12 @@ struct StoreAccess {
     s.keys_.reserve(keys);
     s.key_index_ = IdIndex(keys);
   }
+  template <int = 0>
   static std::uint32_t add_buffer(NamedDataStore& s, ByteSpan bytes, std::uint64_t alignment) {
     return s.append_buffer(bytes, alignment, /*index_now=*/false);
   }
   /// `key` must not be in the store yet.
+  template <int = 0>
   static void add_key(NamedDataStore& s, std::string key, std::uint32_t buffer, std::uint64_t alignment,
                       std::optional<Layout> layout) {
     const std::uint64_t h = IdIndex::hash(key);
@@ -357,6 +376,7 @@ struct StoreAccess {
   }
   /// The same, with `key_hash` = IdIndex::hash(key) computed by the caller
   /// (who may have prefetched its slot with prefetch_key).
+  template <int = 0>
   static void add_key(NamedDataStore& s, std::string key, std::uint64_t key_hash, std::uint32_t buffer,
                       std::uint64_t alignment, std::optional<Layout> layout) {
     s.append_key(std::move(key), key_hash, buffer, alignment, std::move(layout));
