@@ -53,7 +53,6 @@ namespace detail {
 struct TensorSite {
   std::uint32_t method;
   std::uint32_t partition;
-  std::uint32_t index;  ///< within the partition
   const Tensor* tensor;
 };
 
@@ -96,25 +95,15 @@ Expected<void> validate_program(const Program& program, std::vector<TensorSite>*
     for (std::uint32_t p = 0; p < method.partitions.size(); ++p, ++serial) {
       const Partition& part = method.partitions[p];
       auto where = [&] { return cat("method ", quote_name(method.name), " partition ", p, ": "); };
-      // Names are hashed kAhead tensors early and their slots prefetched:
-      // on big programs each probe is otherwise a cache miss.
-      constexpr std::uint32_t kAhead = 8;
-      std::uint64_t ahead[kAhead];
       const auto count = static_cast<std::uint32_t>(part.tensors.size());
-      for (std::uint32_t t = 0; t < kAhead && t < count; ++t) {
-        ahead[t] = IdIndex::hash(part.tensors[t].name);
-        names->prefetch(ahead[t]);
-      }
+      auto name_at = [&](std::size_t j) -> std::string_view { return part.tensors[j].name; };
+      auto prefetch = [&](std::uint64_t h) { names->prefetch(h); };
+      HashAhead<decltype(name_at), decltype(prefetch)> ahead(count, name_at, prefetch);
       for (std::uint32_t t = 0; t < count; ++t) {
         const Tensor& tensor = part.tensors[t];
         if (tensor.name.empty())
           return Expected<void>(Error::InvalidName, cat(where(), "tensor #", t, " has an empty name"));
-        const std::uint64_t h = ahead[t % kAhead];
-        if (t + kAhead < count) {
-          ahead[t % kAhead] = IdIndex::hash(part.tensors[t + kAhead].name);
-          names->prefetch(ahead[t % kAhead]);
-        }
-        const std::uint32_t id = names->find_or_add(tensor.name, h);
+        const std::uint32_t id = names->find_or_add(tensor.name, ahead.take(t));
         if (id >= stamp.size()) stamp.resize(id + 1, UINT32_MAX);
         if (stamp[id] == serial)
           return Expected<void>(Error::InvalidName,
@@ -123,7 +112,7 @@ Expected<void> validate_program(const Program& program, std::vector<TensorSite>*
         const bool fine = tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
                           (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));
         if (!fine) return check_entry(where(), tensor.name, tensor.bytes, tensor.alignment, tensor.layout);
-        sites->push_back(TensorSite{m, p, t, &tensor});
+        sites->push_back(TensorSite{m, p, &tensor});
         name_of->push_back(id);
       }
     }
@@ -141,7 +130,6 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   if (Expected<void> v = validate_program(program, &sites, &names, &name_of); !v) return v.build_error();
   if (Expected<void> v = Policy::validate(program); !v) return v.build_error();
 
-  auto tensor_of = [](const TensorSite& s) -> const Tensor& { return *s.tensor; };
 
   // ---- 1. which bytes are identical (parallel, exact) ----------------------
   std::vector<ByteSpan> inputs;
@@ -247,7 +235,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   };
   for (std::uint32_t i = 0; i < nsites; ++i) {
     const TensorSite& s = sites[i];
-    const Tensor& t = tensor_of(s);
+    const Tensor& t = *s.tensor;
     std::uint32_t id;
     if (global_consistent[name_of[i]]) {
       id = key_of_consistent(name_of[i], i);
@@ -302,22 +290,12 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   for (std::uint32_t c = 0; c < content_first.size(); ++c)
     StoreAccess::add_buffer(out.store, inputs[content_first[c]], buffer_align[c]);
   {
-    // Keys are hashed kAhead early and their index slots prefetched.
-    constexpr std::size_t kAhead = 8;
-    std::uint64_t ahead[kAhead];
-    const std::size_t nkeys = slots.size();
-    for (std::size_t k = 0; k < kAhead && k < nkeys; ++k) {
-      ahead[k] = IdIndex::hash(key_text(slots[k]));
-      StoreAccess::prefetch_key(out.store, ahead[k]);
-    }
-    for (std::size_t k = 0; k < nkeys; ++k) {
+    auto prefetch = [&](std::uint64_t h) { StoreAccess::prefetch_key(out.store, h); };
+    HashAhead<decltype(key_text_of), decltype(prefetch)> ahead(slots.size(), key_text_of, prefetch);
+    for (std::size_t k = 0; k < slots.size(); ++k) {
       const KeySlot& slot = slots[k];
-      const std::uint64_t h = ahead[k % kAhead];
-      if (k + kAhead < nkeys) {
-        ahead[k % kAhead] = IdIndex::hash(key_text(slots[k + kAhead]));
-        StoreAccess::prefetch_key(out.store, ahead[k % kAhead]);
-      }
-      StoreAccess::add_key(out.store, std::string(key_text(slot)), h, content[slot.first_site], slot.alignment,
+      StoreAccess::add_key(out.store, std::string(key_text(slot)), ahead.take(k), content[slot.first_site],
+                           slot.alignment,
                            has_layout[slot.first_site] ? sites[slot.first_site].tensor->layout : std::nullopt);
     }
   }
@@ -370,7 +348,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       for (std::size_t k = 0; k < n; ++k, ++site) {
         // A consistent name is its own key: copy it from here, not from the
         // key's first site (a cache miss per tensor on big programs).
-        const std::string& name = tensor_of(sites[site]).name;
+        const std::string& name = sites[site].tensor->name;
         f.tensors.push_back(global_consistent[name_of[site]]
                                 ? FunctionTensor{name, name}
                                 : FunctionTensor{name, std::string(key_text_of(key_of_site[site]))});

@@ -177,6 +177,37 @@ class IdIndex {
   std::size_t count_ = 0;
 };
 
+/// Hashes the names of a run of items a few items ahead of their probes and
+/// starts loading each one's slot: on big tables every probe is otherwise a
+/// cache miss. name_at(j) gives item j's name; prefetch(h) starts the load.
+template <class NameAt, class Prefetch>
+class HashAhead {
+ public:
+  static constexpr std::size_t kAhead = 8;
+
+  HashAhead(std::size_t count, const NameAt& name_at, const Prefetch& prefetch)
+      : count_(count), name_at_(name_at), prefetch_(prefetch) {
+    for (std::size_t j = 0; j < kAhead && j < count; ++j) fill(j);
+  }
+  /// IdIndex::hash of item i's name; call for i = 0, 1, 2, ... in order.
+  std::uint64_t take(std::size_t i) {
+    const std::uint64_t h = ring_[i % kAhead];
+    if (i + kAhead < count_) fill(i + kAhead);
+    return h;
+  }
+
+ private:
+  void fill(std::size_t j) {
+    ring_[j % kAhead] = IdIndex::hash(name_at_(j));
+    prefetch_(ring_[j % kAhead]);
+  }
+
+  std::size_t count_;
+  const NameAt& name_at_;
+  const Prefetch& prefetch_;
+  std::uint64_t ring_[kAhead] = {};
+};
+
 }  // namespace detail
 }  // namespace wdedup
 
