@@ -382,9 +382,6 @@ struct StoreAccess {
     s.append_key(std::move(key), key_hash, buffer, alignment, std::move(layout));
   }
   static void prefetch_key(const NamedDataStore& s, std::uint64_t key_hash) { s.key_index_.prefetch(key_hash); }
-  static void set_buffer_alignment(NamedDataStore& s, std::uint32_t buffer, std::uint64_t alignment) {
-    s.buffers_[buffer].alignment = alignment;
-  }
 };
 }  // namespace detail
 

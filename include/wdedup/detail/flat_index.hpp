@@ -66,17 +66,6 @@ class FlatIndex {
       if (s.a == a && s.b == b) return s.value;
     }
   }
-  /// Replaces the value of an existing (a, b).
-  void set(std::uint64_t a, std::uint64_t b, std::uint32_t value) noexcept {
-    for (std::size_t i = slot_of(a, b);; i = (i + 1) & mask_) {
-      Slot& s = slots_[i];
-      if (s.value != kNone && s.a == a && s.b == b) {
-        s.value = value;
-        return;
-      }
-    }
-  }
-  std::size_t size() const noexcept { return count_; }
 
  private:
   struct Slot {
@@ -129,7 +118,6 @@ class IdIndex {
     slots_[probe(name, h, name_of)] = (h & kTagMask) | (static_cast<std::uint64_t>(id) + 1);
     ++count_;
   }
-  std::size_t size() const noexcept { return count_; }
   /// Starts loading the slot where a probe for hash `h` begins: callers
   /// that know the next names hash them ahead and hide the cache miss.
   void prefetch(std::uint64_t h) const noexcept {
