@@ -21,10 +21,7 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SSE2__) || defined(_M_X64)
-#include <emmintrin.h>
-#endif
-
+#include "wdedup/detail/equal_run.hpp"
 #include "wdedup/detail/flat_index.hpp"
 #include "wdedup/detail/identity_stats.hpp"
 #include "wdedup/detail/threads.hpp"
@@ -111,65 +108,28 @@ inline bool equal_bytes(const std::uint8_t* a, const std::uint8_t* b, std::size_
   return a == b || std::memcmp(a, b, n) == 0;
 }
 
-/// Lanes of equal_lanes(): eight measured slower than four.
-constexpr std::size_t kLanes = 4;
-/// Blocks up to this long go through equal_lanes(); longer ranges stream
-/// well enough through memcmp alone.
-constexpr std::size_t kLaneMaxBytes = 64 * 1024;
+/// Pairs (or members) compared in one equal_pairs()/equal_to_one() run:
+/// each prefetches the next, so a run keeps memory busy from its second
+/// pair on; 64 makes the unprefetched first one rare.
+constexpr std::size_t kRun = 64;
+/// Blocks up to this long go through those runs; longer ranges stream
+/// well enough through memcmp alone (the prefetcher has time to ramp up).
+constexpr std::size_t kRunMaxBytes = 64 * 1024;
+/// Bytes of member blocks compared before the ones that differ from their
+/// leader are hashed: half of a 1 MiB L2, so they are hashed from cache.
+constexpr std::size_t kHotBytes = 512 * 1024;
 
-#if defined(__SSE2__) || defined(_M_X64)
-/// equal_lanes() for exactly G lanes: with G fixed the accumulators stay in
-/// registers.
-template <std::size_t G>
-void equal_lanes_sse2(const std::uint8_t* const* a, const std::uint8_t* const* b, std::size_t n, bool* eq) noexcept {
-  __m128i acc[G];
-  for (std::size_t g = 0; g < G; ++g) acc[g] = _mm_setzero_si128();
-  unsigned live = (1u << G) - 1;
-  // 64 bytes per lane per step; lanes that differ drop out every 512 bytes.
-  const std::size_t whole = n & ~std::size_t{63};
-  for (std::size_t o = 0; o < whole && live != 0; o += 512) {
-    const std::size_t end = std::min(whole, o + 512);
-    for (std::size_t q = o; q < end; q += 64) {
-      for (std::size_t g = 0; g < G; ++g) {
-        if (!(live >> g & 1u)) continue;
-        const __m128i* x = reinterpret_cast<const __m128i*>(a[g] + q);
-        const __m128i* y = reinterpret_cast<const __m128i*>(b[g] + q);
-        const __m128i d0 = _mm_xor_si128(_mm_loadu_si128(x), _mm_loadu_si128(y));
-        const __m128i d1 = _mm_xor_si128(_mm_loadu_si128(x + 1), _mm_loadu_si128(y + 1));
-        const __m128i d2 = _mm_xor_si128(_mm_loadu_si128(x + 2), _mm_loadu_si128(y + 2));
-        const __m128i d3 = _mm_xor_si128(_mm_loadu_si128(x + 3), _mm_loadu_si128(y + 3));
-        acc[g] = _mm_or_si128(acc[g], _mm_or_si128(_mm_or_si128(d0, d1), _mm_or_si128(d2, d3)));
-      }
-    }
-    for (std::size_t g = 0; g < G; ++g)
-      if (_mm_movemask_epi8(_mm_cmpeq_epi8(acc[g], _mm_setzero_si128())) != 0xffff) live &= ~(1u << g);
-  }
-  for (std::size_t g = 0; g < G; ++g)
-    eq[g] = (live >> g & 1u) && (whole == n || std::memcmp(a[g] + whole, b[g] + whole, n - whole) == 0);
-}
-#endif
-
-/// equal_bytes() for `count` <= kLanes pairs of `n` bytes each, walked in
-/// lockstep. Small inputs sit on scattered pages, and one memcmp at a time
-/// leaves the memory system idle at each start; four independent streams
-/// keep it busy (measured on 50k pairs of 4 KiB at random places: 15-25%
-/// less time than one memcmp after another). Counts `count` comparisons.
-inline void equal_lanes(const std::uint8_t* const* a, const std::uint8_t* const* b, std::size_t count, std::size_t n,
-                        bool* eq, Counters& c) noexcept {
-  static_assert(kLanes == 4, "equal_lanes dispatches on 1..4 lanes");
+/// equal_bytes() for `count` <= kRun pairs of `n` bytes (y == nullptr: each
+/// x against `one`). Counts `count` comparisons of n bytes, whether or not
+/// a pair stopped early, so counts do not depend on the kernel.
+inline void equal_run(const std::uint8_t* const* x, const std::uint8_t* const* y, const std::uint8_t* one,
+                      std::size_t count, std::size_t n, bool* eq, Counters& c) noexcept {
   c.byte_comparisons += count;
   c.bytes_compared += static_cast<std::uint64_t>(count) * n;
-#if defined(__SSE2__) || defined(_M_X64)
-  switch (count) {
-    case 4: return equal_lanes_sse2<4>(a, b, n, eq);
-    case 3: return equal_lanes_sse2<3>(a, b, n, eq);
-    case 2: return equal_lanes_sse2<2>(a, b, n, eq);
-    case 1: return equal_lanes_sse2<1>(a, b, n, eq);
-    default: return;
-  }
-#else
-  for (std::size_t g = 0; g < count; ++g) eq[g] = a[g] == b[g] || std::memcmp(a[g], b[g], n) == 0;
-#endif
+  if (y != nullptr)
+    equal_pairs(x, y, count, n, eq);
+  else
+    equal_to_one(x, one, count, n, eq);
 }
 
 /// Classes of member positions, flattened: class i is items[ends[i-1], ends[i]).
@@ -234,7 +194,7 @@ inline std::vector<std::size_t> cut_tasks(const std::vector<std::uint64_t>& weig
 /// Splits one class of members (positions cls[0..n), in input order, all
 /// labelled cls[0]) by the bytes [off, off + len) of each.
 ///
-/// Members are first compared with the class leader cls[0] (kLanes at a
+/// Members are first compared with the class leader cls[0] (kRun at a
 /// time): duplicates are the common case, and comparing with a block already
 /// in L1/L2 costs less than hashing (XXH3 runs at about half of memcmp's
 /// speed without AVX2). Only members that differ from the leader are hashed, then
@@ -263,23 +223,37 @@ bool refine_block(const std::uint8_t* const* base, const std::uint32_t* cls, std
   }
   w.same.clear();
   w.resid.clear();
+  w.resid_hash.clear();
   w.same.push_back(leader);
-  if (len <= kLaneMaxBytes) {
-    const std::uint8_t* x[kLanes];
-    const std::uint8_t* y[kLanes];
-    bool eq[kLanes];
-    for (const std::uint8_t*& p : y) p = lead;
-    for (std::size_t i = 1; i < n; i += kLanes) {
-      const std::size_t cnt = std::min(kLanes, n - i);
-      for (std::size_t g = 0; g < cnt; ++g) x[g] = base[cls[i + g]] + off;
-      equal_lanes(x, y, cnt, len, eq, c);
-      for (std::size_t g = 0; g < cnt; ++g) (eq[g] ? w.same : w.resid).push_back(cls[i + g]);
+  // A member that left the leader is hashed right after its comparison,
+  // while its block is still in L1/L2: hashing all of them afterwards read
+  // every such block from memory a second time (on 2048 tensors that all
+  // differ from their leader in one block, a tenth of the whole pass).
+  auto hash_left = [&](const std::uint8_t* const* x, const bool* eq, std::size_t cnt) {
+    const Clock::time_point th = Clock::now();
+    for (std::size_t g = 0; g < cnt; ++g)
+      if (!eq[g]) w.resid_hash.push_back(hash(x[g], len, kBlockSeed));
+    hash_time += seconds_between(th, Clock::now());
+  };
+  const std::uint8_t* x[kRun];
+  bool eq[kRun];
+  // Members per run: at most kRun, and no more than half of L2 holds, so
+  // the blocks of a run are still cached when the ones that differ are hashed.
+  const std::size_t run = len <= kRunMaxBytes ? std::max<std::size_t>(1, std::min(kRun, kHotBytes / len)) : 1;
+  for (std::size_t i = 1; i < n; i += run) {
+    const std::size_t cnt = std::min(run, n - i);
+    bool any_left = false;
+    for (std::size_t g = 0; g < cnt; ++g) x[g] = base[cls[i + g]] + off;
+    if (len <= kRunMaxBytes) {
+      equal_run(x, nullptr, lead, cnt, len, eq, c);
+    } else {
+      eq[0] = equal_bytes(x[0], lead, len, c);
     }
-  } else {
-    for (std::size_t i = 1; i < n; ++i) {
-      const std::uint32_t m = cls[i];
-      (equal_bytes(base[m] + off, lead, len, c) ? w.same : w.resid).push_back(m);
+    for (std::size_t g = 0; g < cnt; ++g) {
+      (eq[g] ? w.same : w.resid).push_back(cls[i + g]);
+      any_left |= !eq[g];
     }
+    if (any_left) hash_left(x, eq, cnt);
   }
   if (out != nullptr && w.same.size() >= 2) {
     out->items.insert(out->items.end(), w.same.begin(), w.same.end());
@@ -291,13 +265,7 @@ bool refine_block(const std::uint8_t* const* base, const std::uint32_t* cls, std
     c.hash_seconds += hash_time;
     return rep_hash != nullptr;
   }
-
-  // Hash the members that left the leader, in one pass (one timer pair).
-  const Clock::time_point th = Clock::now();
-  w.resid_hash.resize(r);
-  for (std::size_t j = 0; j < r; ++j) w.resid_hash[j] = hash(base[w.resid[j]] + off, len, kBlockSeed);
   c.bytes_hashed += static_cast<std::uint64_t>(r) * len;
-  hash_time += seconds_between(th, Clock::now());
 
   // Bucket by hash; confirm against the representatives in order.
   w.index.reset(r);
@@ -365,7 +333,7 @@ bool refine_block(const std::uint8_t* const* base, const std::uint32_t* cls, std
 /// buffers are split by a fingerprint of their first kPrefixBytes, so
 /// duplicates meet in small candidate groups (a two-buffer class is a group
 /// as it is). (3) The first block of every group is refined: pairs by
-/// comparison (kLanes pairs at a time when small), bigger groups by
+/// comparison (runs of kRun pairs, each prefetching the next, when small), bigger groups by
 /// refine_block, very big ones in member chunks merged afterwards. (4) What
 /// is still together is refined over the rest of its bytes in ranges of
 /// about kItemBlocks blocks, one work item per (class, range); a class's
@@ -704,22 +672,23 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
         std::uint32_t* lab = head_lab.get() + group_begin[hu.group];
         const std::size_t h = std::min(group_bytes(hu.group), block);
         if (is_pair(hu)) {
-          // Pairs: no hashing. Small ones go kLanes at a time through
-          // equal_lanes; pairs are often small, so runs of them are timed.
+          // Pairs: no hashing. Runs of small ones of one size go through
+          // equal_run, each pair prefetching the next; pairs are often
+          // small, so runs of them are timed, not each pair.
           if (!in_pairs) pairs_t0 = Clock::now();
           in_pairs = true;
-          const std::uint8_t* x[kLanes];
-          const std::uint8_t* y[kLanes];
-          bool eq[kLanes];
+          const std::uint8_t* x[kRun];
+          const std::uint8_t* y[kRun];
+          bool eq[kRun];
           std::size_t cnt = 0;
-          if (h <= kLaneMaxBytes) {
-            for (; cnt < kLanes && u + cnt < end; ++cnt) {
+          if (h <= kRunMaxBytes) {
+            for (; cnt < kRun && u + cnt < end; ++cnt) {
               const HeadUnit& v = head_units[u + cnt];
               if (!is_pair(v) || std::min(group_bytes(v.group), block) != h) break;
               x[cnt] = group_ptr[group_begin[v.group]];
               y[cnt] = group_ptr[group_begin[v.group] + 1];
             }
-            equal_lanes(x, y, cnt, h, eq, w.counters);
+            equal_run(x, y, nullptr, cnt, h, eq, w.counters);
           } else {
             cnt = 1;
             eq[0] = equal_bytes(gp[0], gp[1], h, w.counters);

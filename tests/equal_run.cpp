@@ -1,0 +1,152 @@
+// Tests for wdedup/detail/equal_run.hpp: the prefetching comparison of runs
+// of pairs. Every kernel (AVX2 where the CPU has it, SSE2, the dispatcher)
+// must give exactly memcmp's answer for every length, alignment and
+// position of a difference, including the tail past the last whole line.
+#include "wdedup/detail/equal_run.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using Kernel = void (*)(const std::uint8_t* const*, const std::uint8_t* const*, const std::uint8_t*, std::size_t,
+                        std::size_t, bool*);
+
+struct NamedKernel {
+  const char* name;
+  Kernel fn;
+};
+
+std::vector<NamedKernel> kernels() {
+  namespace impl = wdedup::detail::equal_run_impl;
+  std::vector<NamedKernel> k{{"dispatch", &impl::dispatch}};
+#if defined(WDEDUP_EQUAL_RUN_VECTORS)
+  k.push_back({"sse2", &impl::run_sse2});
+  if (impl::has_avx2()) k.push_back({"avx2", &impl::run_avx2});
+#endif
+  return k;
+}
+
+/// Deterministic bytes (splitmix64), so a failure is reproducible.
+void fill(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t z = (seed += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    p[i] = static_cast<std::uint8_t>(z ^ (z >> 31));
+  }
+}
+
+// Lengths around every boundary of the kernel: a cache line (64), the
+// early-exit stride, the tail handed to memcmp.
+constexpr std::size_t kStride = wdedup::detail::equal_run_impl::kExitStride;
+const std::size_t kLengths[] = {0, 1, 7, 63, 64, 65, 127, 128, 511, 512, 1000, kStride - 1, kStride, kStride + 1,
+                                kStride + 64, 3 * kStride + 17, 4096, 4097, 16384 + 13};
+
+}  // namespace
+
+TEST_CASE("equal_pairs: every kernel agrees with memcmp on every length, alignment and difference") {
+  for (const NamedKernel& k : kernels()) {
+    CAPTURE(k.name);
+    for (std::size_t n : kLengths) {
+      CAPTURE(n);
+      for (std::size_t align : {0u, 1u, 16u, 33u, 63u}) {
+        CAPTURE(align);
+        // Pair 0: equal. Pair 1: differs in its first byte. Pair 2: in its
+        // last byte. Pair 3: in the byte at n / 2. Pair 4: equal (after
+        // three unequal ones, so state does not leak from pair to pair).
+        constexpr std::size_t kPairs = 5;
+        const std::size_t pitch = n + 128;
+        std::vector<std::uint8_t> a(kPairs * pitch + 64), b(kPairs * pitch + 64);
+        const std::uint8_t* x[kPairs];
+        const std::uint8_t* y[kPairs];
+        bool expect[kPairs];
+        for (std::size_t i = 0; i < kPairs; ++i) {
+          std::uint8_t* pa = a.data() + i * pitch + align;
+          std::uint8_t* pb = b.data() + i * pitch + (align * 7 + i) % 64;  // y misaligned differently
+          fill(pa, n, 1000 + i);
+          std::memcpy(pb, pa, n);
+          if (n > 0 && i == 1) pb[0] ^= 0x01;
+          if (n > 0 && i == 2) pb[n - 1] ^= 0x80;
+          if (n > 0 && i == 3) pb[n / 2] ^= 0x10;
+          x[i] = pa;
+          y[i] = pb;
+          expect[i] = std::memcmp(pa, pb, n) == 0;
+        }
+        REQUIRE(expect[0]);
+        REQUIRE(expect[4]);
+        bool eq[kPairs] = {};
+        k.fn(x, y, nullptr, kPairs, n, eq);
+        for (std::size_t i = 0; i < kPairs; ++i) {
+          CAPTURE(i);
+          CHECK(eq[i] == expect[i]);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("equal_to_one: members against one block, a difference at every line of it") {
+  const std::size_t n = 2 * kStride + 100;  // two whole strides and a tail
+  std::vector<std::uint8_t> one(n);
+  fill(one.data(), n, 7);
+  // One member per position class: each line start, each line end, the
+  // tail; plus equal members in between.
+  std::vector<std::size_t> where;
+  for (std::size_t o = 0; o < n; o += 64) {
+    where.push_back(o);
+    where.push_back(std::min(n - 1, o + 63));
+  }
+  where.push_back(n - 1);
+  for (const NamedKernel& k : kernels()) {
+    CAPTURE(k.name);
+    std::vector<std::vector<std::uint8_t>> members;
+    std::vector<bool> expect;
+    for (std::size_t pos : where) {
+      members.push_back(one);
+      members.back()[pos] ^= 0xff;
+      expect.push_back(false);
+      members.push_back(one);
+      expect.push_back(true);
+    }
+    std::vector<const std::uint8_t*> x;
+    for (const auto& m : members) x.push_back(m.data());
+    std::vector<char> eq(x.size(), 2);
+    // In runs of up to 64, as the engine calls it.
+    for (std::size_t i = 0; i < x.size(); i += 64) {
+      const std::size_t cnt = std::min<std::size_t>(64, x.size() - i);
+      bool out[64];
+      k.fn(x.data() + i, nullptr, one.data(), cnt, n, out);
+      for (std::size_t g = 0; g < cnt; ++g) eq[i + g] = out[g];
+    }
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      CAPTURE(i);
+      CHECK(static_cast<bool>(eq[i]) == expect[i]);
+    }
+  }
+}
+
+TEST_CASE("equal_pairs: a single pair, aliasing pointers and the public entry points") {
+  std::vector<std::uint8_t> buf(10000);
+  fill(buf.data(), buf.size(), 99);
+  const std::uint8_t* p = buf.data() + 3;
+  bool eq[2] = {false, false};
+  // The same pointer on both sides, and a run of one (it prefetches itself).
+  wdedup::detail::equal_pairs(&p, &p, 1, 9000, eq);
+  CHECK(eq[0]);
+  // Overlapping ranges shifted by one byte differ (the bytes are random).
+  const std::uint8_t* q = buf.data() + 4;
+  wdedup::detail::equal_pairs(&p, &q, 1, 9000, eq);
+  CHECK_FALSE(eq[0]);
+  const std::uint8_t* xs[2] = {p, q};
+  wdedup::detail::equal_to_one(xs, p, 2, 9000, eq);
+  CHECK(eq[0]);
+  CHECK_FALSE(eq[1]);
+  // A zero-length comparison is always equal and reads nothing.
+  const std::uint8_t* null_ptr = nullptr;
+  wdedup::detail::equal_pairs(&null_ptr, &null_ptr, 1, 0, eq);
+  CHECK(eq[0]);
+}
