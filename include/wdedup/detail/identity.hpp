@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "wdedup/detail/arena.hpp"
 #include "wdedup/detail/equal_run.hpp"
 #include "wdedup/detail/flat_index.hpp"
 #include "wdedup/detail/identity_stats.hpp"
@@ -177,7 +178,8 @@ void run_tasks(std::size_t n_tasks, std::vector<Worker>& workers, const Fn& fn) 
 
 /// Cuts units (with byte weights) into tasks of about `target` bytes: the
 /// scheduling grain. Units, not tasks, decide what is computed.
-inline std::vector<std::size_t> cut_tasks(const std::vector<std::uint64_t>& weight, std::uint64_t target) {
+template <class Weights>
+std::vector<std::size_t> cut_tasks(const Weights& weight, std::uint64_t target) {
   std::vector<std::size_t> ends;
   std::uint64_t acc = 0;
   for (std::size_t u = 0; u < weight.size(); ++u) {
@@ -359,6 +361,9 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   st.inputs = n;
   std::vector<std::uint32_t> result(n);
   for (std::size_t i = 0; i < n; ++i) result[i] = static_cast<std::uint32_t>(i);
+  // Every per-input array below lives in one arena (see detail/arena.hpp:
+  // first-touch page faults were the biggest cost on many small inputs).
+  Arena arena(n * 96);
 
   const std::size_t block = std::max(kMinBlock, opts.block_size != 0 ? opts.block_size : IdentityOptions{}.block_size);
   std::size_t n_threads = opts.threads != 0 ? opts.threads : hardware_threads();
@@ -373,7 +378,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   // -- 1. Size classes (stable). ---------------------------------------------
   // cls[i]: the size class of input i; kNone once i is settled unread
   // (empty, or the same buffer as an earlier input).
-  std::vector<std::uint32_t> cls(n, kNone);
+  ArenaVector<std::uint32_t> cls = arena_vector<std::uint32_t>(arena, n, kNone);
   std::vector<std::uint32_t> class_count;
   std::vector<std::uint64_t> class_size;
   // Pointers that rise through the inputs (one mapped file, allocations in
@@ -418,7 +423,8 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   if (!rising) {
     // Members of each class in input order; repeats of a pointer (or of a
     // pointer seen before within the class) become aliases.
-    std::vector<std::uint32_t> begin(n_classes + 1, 0), members(n - st.skipped_empty);
+    std::vector<std::uint32_t> begin(n_classes + 1, 0);
+    ArenaVector<std::uint32_t> members = arena_vector<std::uint32_t>(arena, n - st.skipped_empty);
     for (std::size_t c = 0; c < n_classes; ++c) begin[c + 1] = begin[c] + class_count[c];
     {
       std::vector<std::uint32_t> cursor(begin.begin(), begin.end() - 1);
@@ -465,7 +471,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   // fixed class the key is a bijection of the hash, so equal (class, key)
   // means equal (class, fingerprint).
   auto is_cand = [&](std::size_t i) { return cls[i] != kNone && class_role[cls[i]] != kUnique; };
-  const Scratch<std::uint64_t> key(n);
+  std::uint64_t* const key = arena.alloc<std::uint64_t>(n);
   {
     constexpr std::size_t kChunk = 4096;
     // A small input's prefix is one cache line on a page of its own: start
@@ -499,10 +505,13 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   // bounds the per-part count arrays.
   const std::size_t parts = n >= (std::size_t{1} << 15) ? std::min<std::size_t>(n_threads, 64) : 1;
   auto range_of = [](std::size_t total, std::size_t p, std::size_t of) { return total * p / of; };
-  const Scratch<std::uint32_t> lead(n), rank(n), size_at(n);
-  std::vector<std::uint32_t> group_begin{0}, group_members;
-  std::vector<const std::uint8_t*> group_ptr;
-  std::vector<std::size_t> group_len;
+  std::uint32_t* const lead = arena.alloc<std::uint32_t>(n);
+  std::uint32_t* const rank = arena.alloc<std::uint32_t>(n);
+  std::uint32_t* const size_at = arena.alloc<std::uint32_t>(n);
+  ArenaVector<std::uint32_t> group_begin = arena_vector<std::uint32_t>(arena, 1, 0),
+                             group_members = arena_vector<std::uint32_t>(arena);
+  ArenaVector<const std::uint8_t*> group_ptr = arena_vector<const std::uint8_t*>(arena);
+  ArenaVector<std::size_t> group_len = arena_vector<std::size_t>(arena);
   if (n_cand != 0) {
     unsigned bits = 0;
     while ((std::size_t{4} << bits) < n_cand) ++bits;
@@ -532,7 +541,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       std::uint64_t key;
       std::uint32_t i, cls;
     };
-    const Scratch<Rec> order(n_cand);
+    Rec* const order = arena.alloc<Rec>(n_cand);
     run_tasks(parts, workers, [&](std::size_t p, Worker&) {
       std::uint32_t* c = cursor.data() + p * n_buckets;
       for (std::size_t i = range_of(n, p, parts), e = range_of(n, p + 1, parts); i < e; ++i)
@@ -634,14 +643,16 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
   const std::size_t n_groups = group_begin.size() - 1;
   auto group_size = [&](std::size_t g) -> std::size_t { return group_begin[g + 1] - group_begin[g]; };
   auto group_bytes = [&](std::size_t g) -> std::size_t { return group_len[g]; };
-  std::vector<std::uint8_t> group_hashed(n_groups, 0);
+  ArenaVector<std::uint8_t> group_hashed = arena_vector<std::uint8_t>(arena, n_groups, 0);
   // -- 4. First block of every candidate group (parallel). ------------------
   struct HeadUnit {
     std::uint32_t group, lo, hi;
   };
-  std::vector<HeadUnit> head_units;
-  std::vector<std::uint64_t> head_weight;
-  std::vector<std::uint8_t> multi_chunk(n_groups, 0);
+  ArenaVector<HeadUnit> head_units = arena_vector<HeadUnit>(arena);
+  ArenaVector<std::uint64_t> head_weight = arena_vector<std::uint64_t>(arena);
+  head_units.reserve(n_groups);  // one unit per group, more only for big groups
+  head_weight.reserve(n_groups);
+  ArenaVector<std::uint8_t> multi_chunk = arena_vector<std::uint8_t>(arena, n_groups, 0);
   for (std::size_t g = 0; g < n_groups; ++g) {
     const std::size_t k = group_size(g), h = std::min(group_bytes(g), block);
     const std::size_t per = std::max(kMinChunkMembers, kHeadChunkBlocks * block / h);
@@ -654,10 +665,10 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     }
   }
   // head_lab[slot]: position (in its group) of the slot's first equal member.
-  const Scratch<std::uint32_t> head_lab(group_members.size());
+  std::uint32_t* const head_lab = arena.alloc<std::uint32_t>(group_members.size());
   std::vector<std::uint64_t> rep_hash;
   if (std::find(multi_chunk.begin(), multi_chunk.end(), 1) != multi_chunk.end()) rep_hash.resize(group_members.size());
-  std::vector<std::uint8_t> head_hashed(head_units.size(), 0);
+  ArenaVector<std::uint8_t> head_hashed = arena_vector<std::uint8_t>(arena, head_units.size(), 0);
   {
     std::uint64_t total = 0;
     for (std::uint64_t x : head_weight) total += x;
@@ -669,7 +680,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       for (std::size_t u = t == 0 ? 0 : tasks[t - 1], end = tasks[t]; u < end;) {
         const HeadUnit hu = head_units[u];
         const std::uint8_t* const* gp = group_ptr.data() + group_begin[hu.group];
-        std::uint32_t* lab = head_lab.get() + group_begin[hu.group];
+        std::uint32_t* lab = head_lab + group_begin[hu.group];
         const std::size_t h = std::min(group_bytes(hu.group), block);
         if (is_pair(hu)) {
           // Pairs: no hashing. Runs of small ones of one size go through
@@ -694,7 +705,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
             eq[0] = equal_bytes(gp[0], gp[1], h, w.counters);
           }
           for (std::size_t g = 0; g < cnt; ++g) {
-            std::uint32_t* l = head_lab.get() + group_begin[head_units[u + g].group];
+            std::uint32_t* l = head_lab + group_begin[head_units[u + g].group];
             l[0] = 0;
             l[1] = eq[g] ? 0 : 1;
           }
@@ -729,7 +740,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
       if (!multi_chunk[g]) continue;
       const std::size_t k = group_size(g), h = std::min(group_bytes(g), block);
       const std::uint8_t* const* gp = group_ptr.data() + group_begin[g];
-      std::uint32_t* lab = head_lab.get() + group_begin[g];
+      std::uint32_t* lab = head_lab + group_begin[g];
       const std::uint64_t* rh = rep_hash.data() + group_begin[g];
       index.reset(k);
       next.assign(k, kNone);
@@ -769,7 +780,7 @@ std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, c
     for (std::size_t g = 0; g < n_groups; ++g) {
       const std::size_t k = group_size(g);
       const std::uint32_t* m = group_members.data() + group_begin[g];
-      const std::uint32_t* lab = head_lab.get() + group_begin[g];
+      const std::uint32_t* lab = head_lab + group_begin[g];
       for (std::size_t j = 0; j < k; ++j) result[m[j]] = m[lab[j]];
       if (group_bytes(g) <= block) continue;
       count.assign(k, 0);

@@ -1,0 +1,76 @@
+// Tests for wdedup/detail/arena.hpp: the per-call scratch arena of the
+// build-time passes. Alignment, exact accounting, growth across chunks (heap
+// and mapped ones), and ArenaVector as a std::vector.
+#include "wdedup/detail/arena.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+
+using wdedup::detail::Arena;
+using wdedup::detail::arena_vector;
+using wdedup::detail::ArenaVector;
+
+namespace {
+bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
+}  // namespace
+
+TEST_CASE("Arena: every array is 64-byte aligned, sizes round up to 64, arrays do not overlap") {
+  Arena a(1000);
+  char* x = a.alloc<char>(1);
+  std::uint64_t* y = a.alloc<std::uint64_t>(9);  // 72 bytes -> 128
+  std::uint32_t* z = a.alloc<std::uint32_t>(16);  // 64 bytes
+  CHECK(aligned64(x));
+  CHECK(aligned64(y));
+  CHECK(aligned64(z));
+  CHECK(a.bytes_taken() == 64 + 128 + 64);
+  // Within one chunk the bump pointer is contiguous.
+  CHECK(reinterpret_cast<char*>(y) - x == 64);
+  CHECK(reinterpret_cast<char*>(z) - reinterpret_cast<char*>(y) == 128);
+  std::memset(x, 0xaa, 64);
+  std::memset(y, 0xbb, 72);
+  std::memset(z, 0xcc, 64);
+  CHECK(static_cast<unsigned char>(x[63]) == 0xaa);
+  CHECK(y[8] == 0xbbbbbbbbbbbbbbbbull);
+  CHECK(z[15] == 0xccccccccu);
+}
+
+TEST_CASE("Arena: grows past its first chunk, into mapped huge-page chunks, keeping earlier arrays") {
+  Arena a(0);  // first chunk: the 64 KiB minimum
+  std::uint8_t* first = a.alloc<std::uint8_t>(1000);
+  std::memset(first, 0x11, 1000);
+  // 3 MiB: bigger than any chunk so far, and mapped (>= 2 MiB).
+  const std::size_t big = std::size_t{3} << 20;
+  std::uint8_t* second = a.alloc<std::uint8_t>(big);
+  CHECK(aligned64(second));
+  std::memset(second, 0x22, big);
+  // More small ones after it, then another big one.
+  std::uint8_t* third = a.alloc<std::uint8_t>(5000);
+  std::memset(third, 0x33, 5000);
+  std::uint8_t* fourth = a.alloc<std::uint8_t>(big);
+  std::memset(fourth, 0x44, big);
+  CHECK(a.bytes_taken() == 1024 + big + 5056 + big);
+  for (std::size_t i = 0; i < 1000; ++i) REQUIRE(first[i] == 0x11);
+  CHECK(second[0] == 0x22);
+  CHECK(second[big - 1] == 0x22);
+  CHECK(third[4999] == 0x33);
+  CHECK(fourth[big - 1] == 0x44);
+}
+
+TEST_CASE("ArenaVector: a std::vector whose memory comes from the arena") {
+  Arena a(4096);
+  ArenaVector<std::uint32_t> v = arena_vector<std::uint32_t>(a, 5, 7u);
+  CHECK(v.size() == 5);
+  CHECK(v[4] == 7u);
+  const std::size_t before = a.bytes_taken();
+  CHECK(before == 64);  // 20 bytes, rounded up
+  for (std::uint32_t i = 0; i < 1000; ++i) v.push_back(i);
+  CHECK(v.size() == 1005);
+  CHECK(v[5] == 0u);
+  CHECK(v[1004] == 999u);
+  // Growth took more from the arena (old blocks are released with it).
+  CHECK(a.bytes_taken() > before + 1000 * 4);
+  ArenaVector<std::uint8_t> e = arena_vector<std::uint8_t>(a);
+  CHECK(e.empty());
+}
