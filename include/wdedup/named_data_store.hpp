@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "wdedup/detail/flat_index.hpp"
+#include "wdedup/detail/prefault.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/hash.hpp"
 #include "wdedup/program.hpp"
@@ -358,9 +359,9 @@ namespace detail {
 /// in parallel); this lets it fill a store without hashing again.
 struct StoreAccess {
   static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys) {
-    s.buffers_.reserve(buffers);
-    s.content_next_.reserve(buffers);
-    s.keys_.reserve(keys);
+    reserve_prefaulted(s.buffers_, buffers);
+    reserve_prefaulted(s.content_next_, buffers);
+    reserve_prefaulted(s.keys_, keys);
     s.key_index_ = IdIndex(keys);
   }
   template <int = 0>
