@@ -84,20 +84,31 @@ struct Flat {
   std::uint64_t alignment = 0;
 };
 
+/// Which checks validate_program makes (and which parts of Flat it fills).
+enum class Checks { all, layouts, names };
+
 /// Names, alignments and layouts are checked before any byte is read.
 /// Fills `flat` and `names` (a dense id per distinct tensor name). The
 /// common path builds no strings: a message is only made for the input
-/// that fails.
+/// that fails. Checks::layouts fills all of `flat` but name_of, and
+/// Checks::names only name_of and `names`, so the two may run at once;
+/// their messages need not name the first error in program order (only
+/// Checks::all's do).
 template <int = 0>
-Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* names) {
+Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* names, Checks what = Checks::all) {
+  const bool do_names = what != Checks::layouts, do_layouts = what != Checks::names;
   NameIndex method_names(program.methods.size());
   const std::size_t total = tensor_count(program);
-  reserve_prefaulted(flat->sites, total);
-  reserve_prefaulted(flat->name_of, total);
-  reserve_prefaulted(flat->inputs, total);
-  reserve_prefaulted(flat->has_layout, total);
   std::vector<std::uint32_t> stamp;  // name id -> serial of the partition that last used it
-  reserve_prefaulted(stamp, total);
+  if (do_layouts) {
+    reserve_prefaulted(flat->sites, total);
+    reserve_prefaulted(flat->inputs, total);
+    reserve_prefaulted(flat->has_layout, total);
+  }
+  if (do_names) {
+    reserve_prefaulted(flat->name_of, total);
+    reserve_prefaulted(stamp, total);
+  }
   std::uint32_t serial = 0;
   std::int64_t first_alignment = -1;  // -1: none seen yet
   bool uniform = true;
@@ -115,17 +126,21 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
       const auto count = static_cast<std::uint32_t>(part.tensors.size());
       auto name_at = [&](std::size_t j) -> std::string_view { return part.tensors[j].name; };
       auto prefetch = [&](std::uint64_t h) { names->prefetch(h); };
-      HashAhead<decltype(name_at), decltype(prefetch)> ahead(count, name_at, prefetch);
+      HashAhead<decltype(name_at), decltype(prefetch)> ahead(do_names ? count : 0, name_at, prefetch);
       for (std::uint32_t t = 0; t < count; ++t) {
         const Tensor& tensor = part.tensors[t];
         if (tensor.name.empty())
           return Expected<void>(Error::InvalidName, cat(where(), "tensor #", t, " has an empty name"));
-        const std::uint32_t id = names->find_or_add(tensor.name, ahead.take(t));
-        if (id >= stamp.size()) stamp.resize(id + 1, UINT32_MAX);
-        if (stamp[id] == serial)
-          return Expected<void>(Error::InvalidName,
-                                cat(where(), "tensor name ", quote_name(tensor.name), " is used twice"));
-        stamp[id] = serial;
+        if (do_names) {
+          const std::uint32_t id = names->find_or_add(tensor.name, ahead.take(t));
+          if (id >= stamp.size()) stamp.resize(id + 1, UINT32_MAX);
+          if (stamp[id] == serial)
+            return Expected<void>(Error::InvalidName,
+                                  cat(where(), "tensor name ", quote_name(tensor.name), " is used twice"));
+          stamp[id] = serial;
+          flat->name_of.push_back(id);
+        }
+        if (!do_layouts) continue;
         const bool fine = tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
                           (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));
         if (!fine) return check_entry(where(), tensor.name, tensor.bytes, tensor.alignment, tensor.layout);
@@ -134,13 +149,12 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
           first_alignment = tensor.alignment;
         }
         flat->sites.push_back(TensorSite{m, p, &tensor});
-        flat->name_of.push_back(id);
         flat->inputs.push_back(tensor.bytes);
         flat->has_layout.push_back(tensor.layout.has_value());
       }
     }
   }
-  flat->alignment = uniform && first_alignment > 0 ? static_cast<std::uint64_t>(first_alignment) : 0;
+  if (do_layouts) flat->alignment = uniform && first_alignment > 0 ? static_cast<std::uint64_t>(first_alignment) : 0;
   return {};
 }
 
@@ -148,22 +162,49 @@ template <class Policy, class Hash>
 Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOptions& options, const Hash& hash) {
   const double t0 = monotonic_seconds();
 
+  const std::size_t total = tensor_count(program);
   Flat flat;
-  NameIndex names(tensor_count(program));
-  if (Expected<void> v = validate_program(program, &flat, &names); !v) return v.build_error();
+  NameIndex names(total);
+  IdentityOptions iopts;
+  iopts.threads = options.threads;
+  IdentityStats istats;
+  std::vector<std::uint32_t> content;
+  double identity_seconds = 0;
+  bool identified = false;
+  auto identify = [&] {
+    const double t_id = monotonic_seconds();
+    content = find_identical(flat.inputs, hash, iopts, &istats);
+    identity_seconds = monotonic_seconds() - t_id;
+    identified = true;
+  };
+  // ---- 0. checks, and 1. which bytes are identical (parallel, exact) -------
+  // With two threads or more, the names (a hash probe and a cache miss per
+  // tensor) are checked on this thread while the engine reads the bytes,
+  // which needs only the layout checks and the byte spans done first.
+  bool checked = false;
+  if ((options.threads != 0 ? options.threads : hardware_threads()) >= 2 && total >= 2) {
+    if (validate_program(program, &flat, &names, Checks::layouts)) {
+      bool names_ok = false;
+      run_workers(2, [&](std::size_t w) {
+        if (w == 0) names_ok = static_cast<bool>(validate_program(program, &flat, &names, Checks::names));
+        else identify();
+      });
+      checked = names_ok;
+    }
+    if (!checked) {  // the first error in program order comes from the checks in one pass
+      flat = Flat{};
+      names = NameIndex(total);
+      identified = false;
+    }
+  }
+  if (!checked)
+    if (Expected<void> v = validate_program(program, &flat, &names); !v) return v.build_error();
   if (Expected<void> v = Policy::validate(program); !v) return v.build_error();
+  if (!identified) identify();
   const std::vector<TensorSite>& sites = flat.sites;
   const std::vector<std::uint32_t>& name_of = flat.name_of;
   const std::vector<ByteSpan>& inputs = flat.inputs;
   const std::vector<char>& has_layout = flat.has_layout;
-
-  // ---- 1. which bytes are identical (parallel, exact) ----------------------
-  IdentityOptions iopts;
-  iopts.threads = options.threads;
-  IdentityStats istats;
-  const double t_id = monotonic_seconds();
-  std::vector<std::uint32_t> content = find_identical(inputs, hash, iopts, &istats);
-  const double identity_seconds = monotonic_seconds() - t_id;
 
   // Content ids in order of first occurrence, written over the
   // representatives (an input's representative comes first, so it is
@@ -331,9 +372,9 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     HashAhead<decltype(key_text_of), decltype(prefetch)> ahead(slots.size(), key_text_of, prefetch);
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const KeySlot& slot = slots[k];
-      StoreAccess::add_key(out.store, std::string(key_text(slot)), ahead.take(k), content[slot.first_site],
-                           slot.alignment,
-                           has_layout[slot.first_site] ? sites[slot.first_site].tensor->layout : std::nullopt);
+      StoreAccess::add_key_in_place(out.store, key_text(slot), ahead.take(k), content[slot.first_site],
+                                    slot.alignment,
+                                    has_layout[slot.first_site] ? &sites[slot.first_site].tensor->layout : nullptr);
     }
   }
 
@@ -385,10 +426,16 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       for (std::size_t k = 0; k < n; ++k, ++site) {
         // A consistent name is its own key: copy it from here, not from the
         // key's first site (a cache miss per tensor on big programs).
+        // Built in place: one copy of each string, no temporary moved.
         const std::string& name = sites[site].tensor->name;
-        f.tensors.push_back(global_consistent[name_of[site]]
-                                ? FunctionTensor{name, name}
-                                : FunctionTensor{name, std::string(key_text_of(key_of_site[site]))});
+        FunctionTensor& t = f.tensors.emplace_back();
+        t.tensor_name.assign(name.data(), name.size());
+        if (global_consistent[name_of[site]]) {
+          t.key.assign(name.data(), name.size());
+        } else {
+          const std::string_view key = key_text_of(key_of_site[site]);
+          t.key.assign(key.data(), key.size());
+        }
       }
     }
   }
