@@ -180,6 +180,49 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
   }
 }
 
+TEST_CASE("with several threads, names are checked beside the engine: still the first error in program order") {
+  // Layout and name checks run apart when threads >= 2; whichever fails,
+  // the error must be the one a single pass in program order meets first.
+  std::vector<std::uint8_t> a(24, 1);
+  for (unsigned threads : {1u, 2u, 8u}) {
+    CAPTURE(threads);
+    DedupOptions o;
+    o.threads = threads;
+    {  // a name error before an alignment error
+      Program p;
+      p.add_method("decode").add_partition().add("w", span(a)).add("w", span(a)).add("v", span(a), 0);
+      auto r = deduplicate<Strategy<OneBlob>>(p, o);
+      CHECK(r.error() == Error::InvalidName);
+      CHECK(r.message() == "method 'decode' partition 0: tensor name 'w' is used twice");
+    }
+    {  // an alignment error before a name error
+      Program p;
+      p.add_method("decode").add_partition().add("v", span(a), 0).add("w", span(a)).add("w", span(a));
+      auto r = deduplicate<Strategy<OneBlob>>(p, o);
+      CHECK(r.error() == Error::InvalidAlignment);
+      CHECK(r.message() == "method 'decode' partition 0: key 'v': alignment must be a positive integer, got 0");
+    }
+    {  // only a name error, in a later method
+      Program p;
+      p.add_method("prefill").add_partition().add("w", span(a)).add("v", span(a));
+      p.add_method("decode").add_partition().add("w", span(a)).add("", span(a));
+      auto r = deduplicate<Strategy<OneBlob>>(p, o);
+      CHECK(r.error() == Error::InvalidName);
+      CHECK(r.message() == "method 'decode' partition 0: tensor #1 has an empty name");
+    }
+    {  // valid: the same result as one thread
+      Program p;
+      p.add_method("prefill").add_partition().add("w", span(a)).add("v", span(a));
+      p.add_method("decode").add_partition().add("v", span(a)).add("u", span(a), 8);
+      auto r = deduplicate<Strategy<OneBlob>>(p, o);
+      REQUIRE(r);
+      CHECK(r->store.key_count() == 3);
+      CHECK(r->store.buffer_count() == 1);
+      CHECK(r->store.buffers()[0].alignment == 8);
+    }
+  }
+}
+
 TEST_CASE("alignment: a key used with 16 and 4096 gets 4096; a buffer gets the lcm of its keys") {
   std::vector<std::uint8_t> w(100, 3), w2 = w, w3 = w;
   Program program;

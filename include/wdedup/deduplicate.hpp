@@ -23,6 +23,7 @@
 
 #include "wdedup/detail/identity.hpp"
 #include "wdedup/detail/name_index.hpp"
+#include "wdedup/detail/prefault.hpp"
 #include "wdedup/detail/threads.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/function_map.hpp"
@@ -70,20 +71,47 @@ std::size_t tensor_count(const Program& program) noexcept {
   return n;
 }
 
+/// The program flattened into sites (program order), one array per field
+/// a later pass reads, so those passes stream small arrays instead of
+/// touching every Tensor again (120 bytes each, a cache miss per tensor on
+/// big programs).
+struct Flat {
+  std::vector<TensorSite> sites;
+  std::vector<std::uint32_t> name_of;  ///< site -> name id
+  std::vector<ByteSpan> inputs;        ///< site -> its bytes, for the identity engine
+  std::vector<char> has_layout;        ///< site -> its tensor has a layout
+  /// The alignment every tensor asks for, or 0 if they differ.
+  std::uint64_t alignment = 0;
+};
+
+/// Which checks validate_program makes (and which parts of Flat it fills).
+enum class Checks { all, layouts, names };
+
 /// Names, alignments and layouts are checked before any byte is read.
-/// Fills `sites` (program order) and `name_of` (a dense id per distinct
-/// tensor name, from `names`). The common path builds no strings: a message
-/// is only made for the input that fails.
+/// Fills `flat` and `names` (a dense id per distinct tensor name). The
+/// common path builds no strings: a message is only made for the input
+/// that fails. Checks::layouts fills all of `flat` but name_of, and
+/// Checks::names only name_of and `names`, so the two may run at once;
+/// their messages need not name the first error in program order (only
+/// Checks::all's do).
 template <int = 0>
-Expected<void> validate_program(const Program& program, std::vector<TensorSite>* sites, NameIndex* names,
-                                       std::vector<std::uint32_t>* name_of) {
+Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* names, Checks what = Checks::all) {
+  const bool do_names = what != Checks::layouts, do_layouts = what != Checks::names;
   NameIndex method_names(program.methods.size());
   const std::size_t total = tensor_count(program);
-  sites->reserve(total);
-  name_of->reserve(total);
   std::vector<std::uint32_t> stamp;  // name id -> serial of the partition that last used it
-  stamp.reserve(total);
+  if (do_layouts) {
+    reserve_prefaulted(flat->sites, total);
+    reserve_prefaulted(flat->inputs, total);
+    reserve_prefaulted(flat->has_layout, total);
+  }
+  if (do_names) {
+    reserve_prefaulted(flat->name_of, total);
+    reserve_prefaulted(stamp, total);
+  }
   std::uint32_t serial = 0;
+  std::int64_t first_alignment = -1;  // -1: none seen yet
+  bool uniform = true;
   for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
     const Method& method = program.methods[m];
     if (method.name.empty())
@@ -98,25 +126,35 @@ Expected<void> validate_program(const Program& program, std::vector<TensorSite>*
       const auto count = static_cast<std::uint32_t>(part.tensors.size());
       auto name_at = [&](std::size_t j) -> std::string_view { return part.tensors[j].name; };
       auto prefetch = [&](std::uint64_t h) { names->prefetch(h); };
-      HashAhead<decltype(name_at), decltype(prefetch)> ahead(count, name_at, prefetch);
+      HashAhead<decltype(name_at), decltype(prefetch)> ahead(do_names ? count : 0, name_at, prefetch);
       for (std::uint32_t t = 0; t < count; ++t) {
         const Tensor& tensor = part.tensors[t];
         if (tensor.name.empty())
           return Expected<void>(Error::InvalidName, cat(where(), "tensor #", t, " has an empty name"));
-        const std::uint32_t id = names->find_or_add(tensor.name, ahead.take(t));
-        if (id >= stamp.size()) stamp.resize(id + 1, UINT32_MAX);
-        if (stamp[id] == serial)
-          return Expected<void>(Error::InvalidName,
-                                cat(where(), "tensor name ", quote_name(tensor.name), " is used twice"));
-        stamp[id] = serial;
+        if (do_names) {
+          const std::uint32_t id = names->find_or_add(tensor.name, ahead.take(t));
+          if (id >= stamp.size()) stamp.resize(id + 1, UINT32_MAX);
+          if (stamp[id] == serial)
+            return Expected<void>(Error::InvalidName,
+                                  cat(where(), "tensor name ", quote_name(tensor.name), " is used twice"));
+          stamp[id] = serial;
+          flat->name_of.push_back(id);
+        }
+        if (!do_layouts) continue;
         const bool fine = tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
                           (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));
         if (!fine) return check_entry(where(), tensor.name, tensor.bytes, tensor.alignment, tensor.layout);
-        sites->push_back(TensorSite{m, p, &tensor});
-        name_of->push_back(id);
+        if (tensor.alignment != first_alignment) {
+          if (first_alignment >= 0) uniform = false;
+          first_alignment = tensor.alignment;
+        }
+        flat->sites.push_back(TensorSite{m, p, &tensor});
+        flat->inputs.push_back(tensor.bytes);
+        flat->has_layout.push_back(tensor.layout.has_value());
       }
     }
   }
+  if (do_layouts) flat->alignment = uniform && first_alignment > 0 ? static_cast<std::uint64_t>(first_alignment) : 0;
   return {};
 }
 
@@ -124,38 +162,65 @@ template <class Policy, class Hash>
 Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOptions& options, const Hash& hash) {
   const double t0 = monotonic_seconds();
 
-  std::vector<TensorSite> sites;
-  NameIndex names(tensor_count(program));
-  std::vector<std::uint32_t> name_of;  // site -> name id
-  if (Expected<void> v = validate_program(program, &sites, &names, &name_of); !v) return v.build_error();
-  if (Expected<void> v = Policy::validate(program); !v) return v.build_error();
-
-
-  // ---- 1. which bytes are identical (parallel, exact) ----------------------
-  std::vector<ByteSpan> inputs;
-  std::vector<char> has_layout;  // site -> its tensor has a layout (read here, in order)
-  inputs.reserve(sites.size());
-  has_layout.reserve(sites.size());
-  for (const TensorSite& s : sites) {
-    inputs.push_back(s.tensor->bytes);
-    has_layout.push_back(s.tensor->layout.has_value());
-  }
+  const std::size_t total = tensor_count(program);
+  Flat flat;
+  NameIndex names(total);
   IdentityOptions iopts;
   iopts.threads = options.threads;
   IdentityStats istats;
-  const double t_id = monotonic_seconds();
-  const std::vector<std::uint32_t> rep = find_identical(inputs, hash, iopts, &istats);
-  const double identity_seconds = monotonic_seconds() - t_id;
+  std::vector<std::uint32_t> content;
+  double identity_seconds = 0;
+  bool identified = false;
+  auto identify = [&] {
+    const double t_id = monotonic_seconds();
+    content = find_identical(flat.inputs, hash, iopts, &istats);
+    identity_seconds = monotonic_seconds() - t_id;
+    identified = true;
+  };
+  // ---- 0. checks, and 1. which bytes are identical (parallel, exact) -------
+  // With two threads or more, the names (a hash probe and a cache miss per
+  // tensor) are checked on this thread while the engine reads the bytes,
+  // which needs only the layout checks and the byte spans done first.
+  bool checked = false;
+  if ((options.threads != 0 ? options.threads : hardware_threads()) >= 2 && total >= 2) {
+    if (validate_program(program, &flat, &names, Checks::layouts)) {
+      bool names_ok = false;
+      run_workers(2, [&](std::size_t w) {
+        if (w == 0) names_ok = static_cast<bool>(validate_program(program, &flat, &names, Checks::names));
+        else identify();
+      });
+      checked = names_ok;
+    }
+    if (!checked) {  // the first error in program order comes from the checks in one pass
+      flat = Flat{};
+      names = NameIndex(total);
+      identified = false;
+    }
+  }
+  if (!checked)
+    if (Expected<void> v = validate_program(program, &flat, &names); !v) return v.build_error();
+  if (Expected<void> v = Policy::validate(program); !v) return v.build_error();
+  if (!identified) identify();
+  const std::vector<TensorSite>& sites = flat.sites;
+  const std::vector<std::uint32_t>& name_of = flat.name_of;
+  const std::vector<ByteSpan>& inputs = flat.inputs;
+  const std::vector<char>& has_layout = flat.has_layout;
 
-  // Content ids in order of first occurrence.
-  std::vector<std::uint32_t> content(sites.size());
+  // Content ids in order of first occurrence, written over the
+  // representatives (an input's representative comes first, so it is
+  // already a content id when read): no second per-site array.
   std::vector<std::uint32_t> content_first;  // content id -> first site
-  for (std::uint32_t i = 0; i < sites.size(); ++i) {
-    if (rep[i] == i) {
-      content[i] = static_cast<std::uint32_t>(content_first.size());
-      content_first.push_back(i);
-    } else {
-      content[i] = content[rep[i]];
+  {
+    std::size_t ncontent = 0;
+    for (std::uint32_t i = 0; i < content.size(); ++i) ncontent += content[i] == i;
+    reserve_prefaulted(content_first, ncontent);
+    for (std::uint32_t i = 0; i < content.size(); ++i) {
+      if (content[i] == i) {
+        content[i] = static_cast<std::uint32_t>(content_first.size());
+        content_first.push_back(i);
+      } else {
+        content[i] = content[content[i]];
+      }
     }
   }
 
@@ -169,12 +234,18 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     if (content[a] != content[b] || has_layout[a] != has_layout[b]) return false;
     return !has_layout[a] || sites[a].tensor->layout == sites[b].tensor->layout;
   };
-  std::vector<std::uint32_t> global_first(nnames, UINT32_MAX);
-  std::vector<char> global_consistent(nnames, 1);
-  std::vector<char> method_consistent_at(nsites, 1);  // site -> its name is consistent within its method
+  std::vector<std::uint32_t> global_first;
+  std::vector<char> global_consistent;
+  std::vector<char> method_consistent_at;  // site -> its name is consistent within its method
+  assign_prefaulted(global_first, nnames, UINT32_MAX);
+  assign_prefaulted(global_consistent, nnames, 1);
+  assign_prefaulted(method_consistent_at, nsites, 1);
   {
-    std::vector<std::uint32_t> method_first(nnames, UINT32_MAX), method_stamp(nnames, UINT32_MAX);
-    std::vector<char> consistent(nnames, 1);
+    std::vector<std::uint32_t> method_first, method_stamp;
+    std::vector<char> consistent;
+    assign_prefaulted(method_first, nnames, UINT32_MAX);
+    assign_prefaulted(method_stamp, nnames, UINT32_MAX);
+    assign_prefaulted(consistent, nnames, 1);
     std::size_t begin = 0;
     while (begin < nsites) {
       const std::uint32_t m = sites[begin].method;
@@ -206,18 +277,23 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     std::uint64_t alignment;
   };
   std::vector<KeySlot> slots;
+  reserve_prefaulted(slots, nnames);  // as many as names, unless some are not consistent
+  // A slot asks for the alignment all tensors share, if they do (then no
+  // site's alignment needs reading again), else for 1 until its sites' lcm.
+  const std::uint64_t slot_alignment = flat.alignment != 0 ? flat.alignment : 1;
   std::vector<std::string> generated;
   auto key_text = [&](const KeySlot& k) -> std::string_view {
     return k.is_generated ? std::string_view(generated[k.text]) : names.name(k.text);
   };
   auto key_text_of = [&](std::uint32_t key) { return key_text(slots[key]); };
   IdIndex generated_index;  // generated key -> key id
-  std::vector<std::uint32_t> key_of_name(nnames, IdIndex::kNone);
-  std::vector<std::uint32_t> key_of_site(nsites);
+  std::vector<std::uint32_t> key_of_name, key_of_site;
+  assign_prefaulted(key_of_name, nnames, IdIndex::kNone);
+  assign_prefaulted(key_of_site, nsites, 0);
   auto key_of_consistent = [&](std::uint32_t n, std::uint32_t site) {
     if (key_of_name[n] == IdIndex::kNone) {
       key_of_name[n] = static_cast<std::uint32_t>(slots.size());
-      slots.push_back(KeySlot{n, false, site, 1});
+      slots.push_back(KeySlot{n, false, site, slot_alignment});
     }
     return key_of_name[n];
   };
@@ -235,14 +311,14 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   };
   for (std::uint32_t i = 0; i < nsites; ++i) {
     const TensorSite& s = sites[i];
-    const Tensor& t = *s.tensor;
     std::uint32_t id;
     if (global_consistent[name_of[i]]) {
       id = key_of_consistent(name_of[i], i);
     } else {
       const std::string& mname = program.methods[s.method].name;
+      const std::string& tname = s.tensor->name;
       const std::string candidate =
-          method_consistent_at[i] ? cat(mname, "/", t.name) : cat(mname, "/", s.partition, "/", t.name);
+          method_consistent_at[i] ? cat(mname, "/", tname) : cat(mname, "/", s.partition, "/", tname);
       std::string k = candidate;
       std::uint64_t h = IdIndex::hash(k);
       bool taken = false;
@@ -255,13 +331,14 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       if (id == IdIndex::kNone) {
         id = static_cast<std::uint32_t>(slots.size());
         generated.push_back(std::move(k));
-        slots.push_back(KeySlot{static_cast<std::uint32_t>(generated.size() - 1), true, i, 1});
+        slots.push_back(KeySlot{static_cast<std::uint32_t>(generated.size() - 1), true, i, slot_alignment});
         generated_index.insert(generated.back(), h, id, key_text_of);
       }
     }
     key_of_site[i] = id;
+    if (flat.alignment != 0) continue;
     KeySlot& slot = slots[id];
-    const auto align = static_cast<std::uint64_t>(t.alignment);
+    const auto align = static_cast<std::uint64_t>(s.tensor->alignment);
     const std::optional<std::uint64_t> l = lcm_alignment(slot.alignment, align);
     if (!l)
       return BuildError{Error::InvalidAlignment,
@@ -274,7 +351,8 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // Keys in order of first use, each with the lcm of its occurrences'
   // alignments; buffers in order of first use (content ids already are), each
   // with the lcm of its keys' alignments.
-  std::vector<std::uint64_t> buffer_align(content_first.size(), 1);
+  std::vector<std::uint64_t> buffer_align;
+  assign_prefaulted(buffer_align, content_first.size(), 1);
   for (const KeySlot& slot : slots) {
     const std::uint32_t c = content[slot.first_site];
     const std::optional<std::uint64_t> l = lcm_alignment(buffer_align[c], slot.alignment);
@@ -294,9 +372,9 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     HashAhead<decltype(key_text_of), decltype(prefetch)> ahead(slots.size(), key_text_of, prefetch);
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const KeySlot& slot = slots[k];
-      StoreAccess::add_key(out.store, std::string(key_text(slot)), ahead.take(k), content[slot.first_site],
-                           slot.alignment,
-                           has_layout[slot.first_site] ? sites[slot.first_site].tensor->layout : std::nullopt);
+      StoreAccess::add_key_in_place(out.store, key_text(slot), ahead.take(k), content[slot.first_site],
+                                    slot.alignment,
+                                    has_layout[slot.first_site] ? &sites[slot.first_site].tensor->layout : nullptr);
     }
   }
 
@@ -344,19 +422,29 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     std::size_t site = 0;  // sites are in program order, like functions
     for (FunctionMap& f : out.functions.functions) {
       const std::size_t n = program.find_method(f.method)->partitions[f.partition_index].tensors.size();
-      f.tensors.reserve(n);
+      reserve_prefaulted(f.tensors, n);
       for (std::size_t k = 0; k < n; ++k, ++site) {
         // A consistent name is its own key: copy it from here, not from the
         // key's first site (a cache miss per tensor on big programs).
+        // Built in place: one copy of each string, no temporary moved.
         const std::string& name = sites[site].tensor->name;
-        f.tensors.push_back(global_consistent[name_of[site]]
-                                ? FunctionTensor{name, name}
-                                : FunctionTensor{name, std::string(key_text_of(key_of_site[site]))});
+        FunctionTensor& t = f.tensors.emplace_back();
+        t.tensor_name.assign(name.data(), name.size());
+        if (global_consistent[name_of[site]]) {
+          t.key.assign(name.data(), name.size());
+        } else {
+          const std::string_view key = key_text_of(key_of_site[site]);
+          t.key.assign(key.data(), key.size());
+        }
       }
     }
   }
 
   // ---- 5. report -------------------------------------------------------------------
+  // Two passes over the sites (by method, then by blob) and one over the
+  // contents, with one 16-byte tally per content: on 100,000 tensors the
+  // nine per-content arrays, the growing lists and the sort this replaces
+  // cost more in fresh pages than in work.
   Report& r = out.report;
   r.strategy = Policy::name;
   r.threads = options.threads != 0 ? options.threads : hardware_threads();
@@ -368,108 +456,112 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   r.buffers = out.store.buffer_count();
   r.bytes_stored = out.store.bytes_stored();
   const std::size_t ncontent = content_first.size();
+  // Identical bytes have one size: a site's own size is its content's.
   auto size_of = [&](std::uint32_t c) -> std::uint64_t { return inputs[content_first[c]].size(); };
-  // Per content: how many tensors, methods, blobs use it. Sites are in
-  // program order, so a method's sites and a function's sites are ranges.
-  std::vector<std::uint32_t> uses(ncontent, 0), method_uses(ncontent, 0), blob_uses(ncontent, 0);
-  std::vector<std::uint32_t> last_method(ncontent, UINT32_MAX);
-  for (std::uint32_t i = 0; i < sites.size(); ++i) {
-    const std::uint32_t c = content[i];
-    ++uses[c];
-    r.bytes_in += inputs[i].size();
-    if (last_method[c] != sites[i].method) {
-      last_method[c] = sites[i].method;
-      ++method_uses[c];
+  struct Tally {
+    std::uint32_t uses;
+    std::uint32_t last_method;  // last method, then last blob, that used it
+    std::uint32_t last_blob;
+    std::uint32_t shared;       // bit 0: several methods use it; bit 1: several blobs
+  };
+  std::vector<Tally> tally;
+  assign_prefaulted(tally, ncontent, Tally{0, UINT32_MAX, UINT32_MAX, 0});
+  // Per method (its sites are one range). A content met again in a later
+  // method counts as shared for that method, and, the first time, for the
+  // method it was last seen in (then its only one).
+  r.per_method.resize(program.methods.size());
+  {
+    std::size_t i = 0;
+    for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
+      MethodReport& mr = r.per_method[m];
+      mr.method = program.methods[m].name;
+      mr.partitions = static_cast<std::uint32_t>(program.methods[m].partitions.size());
+      for (; i < sites.size() && sites[i].method == m; ++i) {
+        Tally& t = tally[content[i]];
+        const std::uint64_t size = inputs[i].size();
+        ++t.uses;
+        ++mr.tensors;
+        mr.bytes_in += size;
+        if (t.last_method == m) continue;
+        mr.bytes_distinct += size;
+        if (t.last_method == UINT32_MAX) {
+          mr.bytes_attributed += size;
+        } else {
+          if (!(t.shared & 1)) {
+            t.shared |= 1;
+            r.per_method[t.last_method].bytes_shared_with_other_methods += size;
+          }
+          mr.bytes_shared_with_other_methods += size;
+        }
+        t.last_method = m;
+      }
+      r.bytes_in += mr.bytes_in;
     }
+    for (MethodReport& mr : r.per_method) mr.bytes_saved = mr.bytes_in - mr.bytes_attributed;
   }
+  r.bytes_saved = r.bytes_in - r.bytes_stored;
+  // Per blob (its functions' sites, functions in program order), the same way.
   const std::size_t nfunctions = out.functions.functions.size();
   std::vector<std::size_t> function_begin(nfunctions + 1, 0);
   for (std::size_t fi = 0; fi < nfunctions; ++fi)
     function_begin[fi + 1] = function_begin[fi] + out.functions.functions[fi].tensors.size();
-  // Functions of each blob, then each blob's distinct contents (a content
-  // is counted once per blob by stamping it with the blob's number).
-  std::vector<std::vector<std::uint32_t>> blob_functions(blob_order.size()), blob_contents(blob_order.size());
-  for (std::uint32_t fi = 0; fi < nfunctions; ++fi) blob_functions[function_blob[fi]].push_back(fi);
-  {
-    std::vector<std::uint32_t> stamp(ncontent, UINT32_MAX);
-    for (std::uint32_t b = 0; b < blob_order.size(); ++b)
-      for (std::uint32_t fi : blob_functions[b])
-        for (std::size_t i = function_begin[fi]; i < function_begin[fi + 1]; ++i) {
-          const std::uint32_t c = content[i];
-          if (stamp[c] == b) continue;
-          stamp[c] = b;
-          ++blob_uses[c];
-          blob_contents[b].push_back(c);
-        }
-  }
-  r.bytes_saved = r.bytes_in - r.bytes_stored;
-  for (std::uint32_t c = 0; c < ncontent; ++c) {
-    if (blob_uses[c] > 1) r.bytes_shared_across_blobs += size_of(c) * (blob_uses[c] - 1);
-  }
-  // Alias groups.
-  std::vector<std::uint32_t> keys_per_buffer(out.store.buffer_count(), 0);
-  for (const StoreKey& k : out.store.keys()) ++keys_per_buffer[k.buffer_index];  // buffer == content id
-  // Count every group, but name only the largest five.
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> groups;  // (bytes saved, content)
-  for (std::uint32_t c = 0; c < ncontent; ++c)
-    if (uses[c] >= 2) groups.emplace_back(size_of(c) * (uses[c] - 1), c);
-  r.alias_groups = groups.size();
-  const std::size_t top = std::min<std::size_t>(5, groups.size());
-  // Largest saving first; ties in order of first use.
-  std::partial_sort(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(top), groups.end(),
-                    [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
-  for (std::size_t k = 0; k < top; ++k) {
-    const std::uint32_t c = groups[k].second;
-    AliasGroup g;
-    g.first_key = std::string(key_text_of(key_of_site[content_first[c]]));
-    g.tensors = uses[c];
-    g.keys = keys_per_buffer[c];
-    g.size = size_of(c);
-    g.bytes_saved = groups[k].first;
-    r.largest_alias_groups.push_back(std::move(g));
-  }
-  // Per method (its sites are one range) and per blob (its functions').
-  {
-    std::vector<std::uint32_t> stamp(ncontent, UINT32_MAX);
-    std::vector<char> seen(ncontent, 0);
-    std::size_t i = 0;
-    for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
-      MethodReport mr;
-      mr.method = program.methods[m].name;
-      mr.partitions = static_cast<std::uint32_t>(program.methods[m].partitions.size());
-      for (; i < sites.size() && sites[i].method == m; ++i) {
-        const std::uint32_t c = content[i];
-        ++mr.tensors;
-        mr.bytes_in += inputs[i].size();
-        if (stamp[c] != m) {
-          stamp[c] = m;
-          mr.bytes_distinct += size_of(c);
-          if (method_uses[c] > 1) mr.bytes_shared_with_other_methods += size_of(c);
-        }
-        if (!seen[c]) {
-          seen[c] = 1;
-          mr.bytes_attributed += size_of(c);
-        }
-      }
-      mr.bytes_saved = mr.bytes_in - mr.bytes_attributed;
-      r.per_method.push_back(std::move(mr));
-    }
-  }
+  r.per_blob.resize(blob_order.size());
+  for (std::uint32_t fi = 0; fi < nfunctions; ++fi) ++r.per_blob[function_blob[fi]].functions;
   for (std::uint32_t b = 0; b < blob_order.size(); ++b) {
-    BlobReport br;
+    BlobReport& br = r.per_blob[b];
     br.blob_key = blob_order[b];
-    br.functions = static_cast<std::uint32_t>(blob_functions[b].size());
-    for (std::uint32_t fi : blob_functions[b])
+    for (std::uint32_t fi = 0; fi < nfunctions; ++fi) {
+      if (function_blob[fi] != b) continue;
       for (std::size_t i = function_begin[fi]; i < function_begin[fi + 1]; ++i) {
+        Tally& t = tally[content[i]];
+        const std::uint64_t size = inputs[i].size();
         ++br.tensors;
-        br.bytes_in += inputs[i].size();
+        br.bytes_in += size;
+        if (t.last_blob == b) continue;
+        br.bytes_distinct += size;
+        if (t.last_blob != UINT32_MAX) {
+          r.bytes_shared_across_blobs += size;
+          if (!(t.shared & 2)) {
+            t.shared |= 2;
+            r.per_blob[t.last_blob].bytes_shared_across += size;
+          }
+          br.bytes_shared_across += size;
+        }
+        t.last_blob = b;
       }
-    for (std::uint32_t c : blob_contents[b]) {
-      br.bytes_distinct += size_of(c);
-      if (blob_uses[c] > 1) br.bytes_shared_across += size_of(c);
     }
     br.bytes_shared_inside = br.bytes_in - br.bytes_distinct;
-    r.per_blob.push_back(std::move(br));
+  }
+  // Alias groups: count every one, keep the largest five (largest saving
+  // first, ties in order of first use) in a small sorted array.
+  constexpr std::size_t kTop = 5;
+  std::pair<std::uint64_t, std::uint32_t> top[kTop];  // (bytes saved, content)
+  std::size_t ntop = 0;
+  for (std::uint32_t c = 0; c < ncontent; ++c) {
+    const std::uint32_t uses = tally[c].uses;
+    if (uses < 2) continue;
+    ++r.alias_groups;
+    const std::uint64_t saved = size_of(c) * (uses - 1);
+    if (ntop == kTop && saved <= top[kTop - 1].first) continue;  // later c loses ties
+    std::size_t k = ntop < kTop ? ntop++ : kTop - 1;
+    for (; k > 0 && top[k - 1].first < saved; --k) top[k] = top[k - 1];
+    top[k] = {saved, c};
+  }
+  std::uint32_t top_keys[kTop] = {};
+  if (ntop > 0)
+    for (const KeySlot& slot : slots) {
+      const std::uint32_t c = content[slot.first_site];
+      for (std::size_t k = 0; k < ntop; ++k) top_keys[k] += top[k].second == c;
+    }
+  for (std::size_t k = 0; k < ntop; ++k) {
+    const std::uint32_t c = top[k].second;
+    AliasGroup g;
+    g.first_key = std::string(key_text_of(key_of_site[content_first[c]]));
+    g.tensors = tally[c].uses;
+    g.keys = top_keys[k];
+    g.size = size_of(c);
+    g.bytes_saved = top[k].first;
+    r.largest_alias_groups.push_back(std::move(g));
   }
   r.identity = istats;
   r.seconds_identity = identity_seconds;

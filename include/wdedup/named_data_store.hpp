@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "wdedup/detail/flat_index.hpp"
+#include "wdedup/detail/prefault.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/hash.hpp"
 #include "wdedup/program.hpp"
@@ -358,9 +359,9 @@ namespace detail {
 /// in parallel); this lets it fill a store without hashing again.
 struct StoreAccess {
   static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys) {
-    s.buffers_.reserve(buffers);
-    s.content_next_.reserve(buffers);
-    s.keys_.reserve(keys);
+    reserve_prefaulted(s.buffers_, buffers);
+    reserve_prefaulted(s.content_next_, buffers);
+    reserve_prefaulted(s.keys_, keys);
     s.key_index_ = IdIndex(keys);
   }
   template <int = 0>
@@ -380,6 +381,20 @@ struct StoreAccess {
   static void add_key(NamedDataStore& s, std::string key, std::uint64_t key_hash, std::uint32_t buffer,
                       std::uint64_t alignment, std::optional<Layout> layout) {
     s.append_key(std::move(key), key_hash, buffer, alignment, std::move(layout));
+  }
+  /// The same, built in place: the key's characters are copied once, into
+  /// the StoreKey itself (no temporary string or StoreKey to move), and
+  /// `layout` (may be null) is copied only if there is one.
+  template <int = 0>
+  static void add_key_in_place(NamedDataStore& s, std::string_view key, std::uint64_t key_hash,
+                               std::uint32_t buffer, std::uint64_t alignment, const std::optional<Layout>* layout) {
+    const auto id = static_cast<std::uint32_t>(s.keys_.size());
+    StoreKey& k = s.keys_.emplace_back();
+    k.key.assign(key.data(), key.size());
+    k.buffer_index = buffer;
+    k.alignment = alignment;
+    if (layout) k.layout = *layout;
+    s.key_index_.insert(k.key, key_hash, id, s.key_of());
   }
   static void prefetch_key(const NamedDataStore& s, std::uint64_t key_hash) { s.key_index_.prefetch(key_hash); }
 };

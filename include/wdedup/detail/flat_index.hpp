@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wdedup/detail/prefault.hpp"
 #include "wdedup/runtime/detail/key_hash.hpp"
 
 namespace wdedup {
@@ -101,7 +102,7 @@ class IdIndex {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
-  explicit IdIndex(std::size_t expected = 0) { slots_.assign(capacity_for(expected), 0); }
+  explicit IdIndex(std::size_t expected = 0) { assign_prefaulted(slots_, capacity_for(expected), 0); }
 
   static std::uint64_t hash(std::string_view name) noexcept { return key_hash(name.data(), name.size(), 0); }
 
