@@ -459,8 +459,8 @@ TEST_CASE("identity: many small inputs, compared several pairs at a time") {
 TEST_CASE("identity: distinct inputs that differ only near their end") {
   // 300 inputs of 4 KiB, equal but for 8 bytes just before the last KiB:
   // every byte up to there must be compared. block 256: the first block is
-  // done in 5 chunks of 60, merged; the class of 300 is too big for whole
-  // ranges, so each of the 15 later blocks is an item of its own.
+  // done in 5 chunks of 60, merged; the class of 300 is then swept: each
+  // member against the leader block by block up to its first difference.
   constexpr std::size_t kSize = 4096, kBlock = 256, kN = 300;
   const Bytes base = pattern(kSize, 77);
   std::vector<Bytes> bufs(kN, base);
@@ -472,8 +472,10 @@ TEST_CASE("identity: distinct inputs that differ only near their end") {
   std::vector<std::uint32_t> identity(kN);
   for (std::uint32_t i = 0; i < kN; ++i) identity[i] = i;
   CHECK(r.result == identity);
-  // Chunks: 5 x 59 with their leaders, then 4 merges; later blocks: 15 x 299.
-  CHECK(r.stats.byte_comparisons == 5 * 59 + 4 + 15 * 299);
+  // Chunks: 5 x 59 with their leaders, then 4 merges; the sweep: 299
+  // members, blocks 1 to 11 (the tag is in block 11), then nothing more:
+  // every member's first difference hashed differently.
+  CHECK(r.stats.byte_comparisons == 5 * 59 + 4 + 11 * 299);
   // Fingerprints, the 5 chunk leaders' first blocks (for the merge), and
   // the block with the tag of everyone but the first.
   CHECK(r.stats.bytes_hashed == kN * kPrefix + 5 * kBlock + (kN - 1) * kBlock);
@@ -536,4 +538,54 @@ TEST_CASE("identity: randomized against brute force") {
       CHECK(c.result == want);
     }
   }
+}
+
+TEST_CASE("identity: a swept class with families that leave the leader in the same block") {
+  // 300 inputs of 4 KiB sharing block 0 (block 256, so the class of 300 is
+  // swept). By i % 5: 0 equal to the leader; 1 and 2 leave it in block 5
+  // with two different contents, and family 1 splits again in block 9;
+  // 3 leaves it in block 7, all alike; 4 leaves it in block 11, each one
+  // different. Members that leave in one block with one hash must be
+  // confirmed and read on; the others are settled by their first difference.
+  constexpr std::size_t kSize = 4096, kBlock = 256, kN = 300;
+  const Bytes base = pattern(kSize, 5);
+  std::vector<Bytes> bufs(kN, base);
+  for (std::size_t i = 0; i < kN; ++i) {
+    Bytes& b = bufs[i];
+    switch (i % 5) {
+      case 1:
+        b[1300] = 0xA1;
+        if (i % 10 == 1) b[2400] ^= 0xff;
+        break;
+      case 2: b[1300] = 0xB2; break;
+      case 3: b[1900] ^= 0x5a; break;
+      case 4:
+        b[3000] = static_cast<std::uint8_t>(i);
+        b[3001] = static_cast<std::uint8_t>(~(i >> 8));
+        break;
+      default: break;
+    }
+  }
+  // Make sure the planted values really differ from the base.
+  REQUIRE(base[1300] != 0xA1);
+  REQUIRE(base[1300] != 0xB2);
+  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<std::uint32_t> want = brute_force(in);
+  CHECK(want[1] == 1);
+  CHECK(want[11] == 1);
+  CHECK(want[6] == 6);
+  CHECK(want[7] == 2);
+  CHECK(want[3] == 3);
+  CHECK(want[299] == 299);
+  const Run r = run(in, kBlock);
+  CHECK(r.result == want);
+  CHECK(r.stats.hash_collisions == 0);
+  // Fingerprints; the 5 chunk leaders' first blocks; in the sweep, the
+  // first-difference block of the 240 members that leave the leader; then,
+  // reading on in family 1 (60 members), the 30 that leave its leader in
+  // block 9. Families 2 and 3 read on without hashing: all alike.
+  CHECK(r.stats.bytes_hashed == kN * kPrefix + 5 * kBlock + 240 * kBlock + 30 * kBlock);
+  const Run c = run(in, kBlock, AlwaysCollideHash{});
+  CHECK(c.result == want);
+  CHECK(c.stats.hash_collisions > 0);
 }
