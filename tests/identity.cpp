@@ -430,8 +430,8 @@ std::vector<std::uint32_t> by_map(const std::vector<ByteSpan>& in) {
 }
 
 TEST_CASE("identity: many small inputs, compared several pairs at a time") {
-  // Enough inputs for the grouping to run in parallel parts; pairs of one
-  // size go through the lockstep comparison four at a time, with planted
+  // Enough inputs for big bucket and group tables; pairs of one
+  // size go through the prefetching comparison runs, with planted
   // differences at both ends, at a 64-byte step and in the unaligned tail.
   std::mt19937_64 rng(7);
   const std::size_t sizes[] = {96, 100, 4096};
