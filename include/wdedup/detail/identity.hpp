@@ -7,7 +7,8 @@
 // prefix fingerprint; then every candidate group is walked block by block,
 // each member compared with the group's first member (the leader) while the
 // leader's block is hot in cache, and only members that disagree with it are
-// hashed. Members proven unique stop being read.
+// hashed, right after their comparison. Members proven unique stop being
+// read. Per-call arrays come from one huge-page arena (detail/arena.hpp).
 #ifndef WDEDUP_DETAIL_IDENTITY_HPP
 #define WDEDUP_DETAIL_IDENTITY_HPP
 
@@ -376,11 +377,14 @@ bool refine_range(std::size_t k, std::size_t lo, std::size_t hi, std::size_t blk
 /// buffers are split by a fingerprint of their first kPrefixBytes, so
 /// duplicates meet in small candidate groups (a two-buffer class is a group
 /// as it is). (3) The first block of every group is refined: pairs by
-/// comparison (runs of kRun pairs, each prefetching the next, when small), bigger groups by
-/// refine_block, very big ones in member chunks merged afterwards. (4) What
-/// is still together is refined over the rest of its bytes in ranges of
-/// about kItemBlocks blocks, one work item per (class, range); a class's
-/// ranges are independent and their partitions are intersected at the end.
+/// comparison (runs of up to kRun pairs, each prefetching the next, when
+/// small), bigger groups by refine_block, very big ones in member chunks
+/// merged afterwards. (4) What is still together is refined over the rest
+/// of its bytes: classes of up to kItemBlocks members in ranges of about
+/// kItemBlocks blocks, one work item per (class, range), a class's ranges
+/// independent and their partitions intersected at the end; (5) bigger
+/// classes are swept, chunks of kSweepChunk members against the class's
+/// first, each up to its first difference, then merged per class.
 /// Work is split by sizes, counts and block_size only, never by the thread
 /// count; threads take items from an atomic counter and write to per-item
 /// slots, so the counts are the same for any thread count.
