@@ -335,9 +335,8 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     HashAhead<decltype(key_text_of), decltype(prefetch)> ahead(slots.size(), key_text_of, prefetch);
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const KeySlot& slot = slots[k];
-      StoreAccess::add_key_in_place(out.store, key_text(slot), ahead.take(k), content[slot.first_site],
-                                    slot.alignment,
-                                    has_layout[slot.first_site] ? &sites[slot.first_site].tensor->layout : nullptr);
+      StoreAccess::add_key(out.store, key_text(slot), ahead.take(k), content[slot.first_site], slot.alignment,
+                           has_layout[slot.first_site] ? sites[slot.first_site].tensor->layout : std::nullopt);
     }
   }
 

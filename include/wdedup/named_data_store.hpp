@@ -191,7 +191,7 @@ class NamedDataStore {
     } else {
       index = append_buffer(bytes, align);
     }
-    append_key(std::string(key), key_h, index, align, std::move(layout));
+    append_key(key, key_h, index, align, std::move(layout));
     return {};
   }
 
@@ -254,12 +254,18 @@ class NamedDataStore {
   }
 
   KeyOf key_of() const { return KeyOf{&keys_}; }
+  /// Built in place: the key's characters are copied once, into the
+  /// StoreKey itself (no temporary string or StoreKey to move).
   template <int = 0>
-  void append_key(std::string key, std::uint64_t key_h, std::uint32_t buffer, std::uint64_t alignment,
+  void append_key(std::string_view key, std::uint64_t key_h, std::uint32_t buffer, std::uint64_t alignment,
                   std::optional<Layout> layout) {
     const auto id = static_cast<std::uint32_t>(keys_.size());
-    keys_.push_back(StoreKey{std::move(key), buffer, alignment, std::move(layout)});
-    key_index_.insert(keys_.back().key, key_h, id, key_of());
+    StoreKey& k = keys_.emplace_back();
+    k.key.assign(key.data(), key.size());
+    k.buffer_index = buffer;
+    k.alignment = alignment;
+    k.layout = std::move(layout);
+    key_index_.insert(k.key, key_h, id, key_of());
   }
 
   /// `index_now = false` (the bulk path) leaves the buffer indexes for
@@ -370,31 +376,16 @@ struct StoreAccess {
   }
   /// `key` must not be in the store yet.
   template <int = 0>
-  static void add_key(NamedDataStore& s, std::string key, std::uint32_t buffer, std::uint64_t alignment,
+  static void add_key(NamedDataStore& s, std::string_view key, std::uint32_t buffer, std::uint64_t alignment,
                       std::optional<Layout> layout) {
-    const std::uint64_t h = IdIndex::hash(key);
-    s.append_key(std::move(key), h, buffer, alignment, std::move(layout));
+    s.append_key(key, IdIndex::hash(key), buffer, alignment, std::move(layout));
   }
   /// The same, with `key_hash` = IdIndex::hash(key) computed by the caller
   /// (who may have prefetched its slot with prefetch_key).
   template <int = 0>
-  static void add_key(NamedDataStore& s, std::string key, std::uint64_t key_hash, std::uint32_t buffer,
+  static void add_key(NamedDataStore& s, std::string_view key, std::uint64_t key_hash, std::uint32_t buffer,
                       std::uint64_t alignment, std::optional<Layout> layout) {
-    s.append_key(std::move(key), key_hash, buffer, alignment, std::move(layout));
-  }
-  /// The same, built in place: the key's characters are copied once, into
-  /// the StoreKey itself (no temporary string or StoreKey to move), and
-  /// `layout` (may be null) is copied only if there is one.
-  template <int = 0>
-  static void add_key_in_place(NamedDataStore& s, std::string_view key, std::uint64_t key_hash,
-                               std::uint32_t buffer, std::uint64_t alignment, const std::optional<Layout>* layout) {
-    const auto id = static_cast<std::uint32_t>(s.keys_.size());
-    StoreKey& k = s.keys_.emplace_back();
-    k.key.assign(key.data(), key.size());
-    k.buffer_index = buffer;
-    k.alignment = alignment;
-    if (layout) k.layout = *layout;
-    s.key_index_.insert(k.key, key_hash, id, s.key_of());
+    s.append_key(key, key_hash, buffer, alignment, std::move(layout));
   }
   static void prefetch_key(const NamedDataStore& s, std::uint64_t key_hash) { s.key_index_.prefetch(key_hash); }
 };

@@ -1,6 +1,6 @@
 // wdedup/detail/threads.hpp — the little of threads and clocks the
 // build-time half needs: start workers and join them, count the cores, read
-// a monotonic clock, hold an uninitialized scratch array. Build-time half.
+// a monotonic clock. Build-time half (per-call scratch: detail/arena.hpp).
 //
 // Why not <thread>, <chrono> and <memory>: together they add about 0.3 s to
 // every translation unit that includes wdedup (they drag in <system_error>,
@@ -11,7 +11,6 @@
 #define WDEDUP_DETAIL_THREADS_HPP
 
 #include <cstddef>
-#include <type_traits>
 #include <vector>
 
 #include <pthread.h>
@@ -65,25 +64,6 @@ void run_workers(std::size_t n, const Fn& fn) {
   for (std::size_t w = 1; w < n; ++w)
     if (started[w]) pthread_join(ids[w], nullptr);
 }
-
-/// An array left uninitialized: every slot is written before it is read,
-/// and zeroing megabytes per call would cost more than the work on them.
-template <class T>
-class Scratch {
-  static_assert(std::is_trivially_default_constructible_v<T>, "Scratch<T> is for plain data");
-
- public:
-  explicit Scratch(std::size_t n) : p_(new T[n]) {}
-  ~Scratch() { delete[] p_; }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-
-  T* get() const noexcept { return p_; }
-  T& operator[](std::size_t i) const noexcept { return p_[i]; }
-
- private:
-  T* p_;
-};
 
 }  // namespace detail
 }  // namespace wdedup
