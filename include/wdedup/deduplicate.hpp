@@ -23,7 +23,6 @@
 
 #include "wdedup/detail/identity.hpp"
 #include "wdedup/detail/name_index.hpp"
-#include "wdedup/detail/prefault.hpp"
 #include "wdedup/detail/threads.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/function_map.hpp"
@@ -32,6 +31,7 @@
 #include "wdedup/program.hpp"
 #include "wdedup/report.hpp"
 #include "wdedup/strategy.hpp"
+#include "wdedup/table.hpp"
 
 namespace wdedup {
 
@@ -76,10 +76,10 @@ std::size_t tensor_count(const Program& program) noexcept {
 /// touching every Tensor again (120 bytes each, a cache miss per tensor on
 /// big programs).
 struct Flat {
-  std::vector<TensorSite> sites;
-  std::vector<std::uint32_t> name_of;  ///< site -> name id
-  std::vector<ByteSpan> inputs;        ///< site -> its bytes, for the identity engine
-  std::vector<char> has_layout;        ///< site -> its tensor has a layout
+  Table<TensorSite> sites;
+  Table<std::uint32_t> name_of;  ///< site -> name id
+  Table<ByteSpan> inputs;        ///< site -> its bytes, for the identity engine
+  Table<char> has_layout;        ///< site -> its tensor has a layout
   /// The alignment every tensor asks for, or 0 if they differ.
   std::uint64_t alignment = 0;
 };
@@ -92,12 +92,12 @@ template <int = 0>
 Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* names) {
   NameIndex method_names(program.methods.size());
   const std::size_t total = tensor_count(program);
-  std::vector<std::uint32_t> stamp;  // name id -> serial of the partition that last used it
-  reserve_prefaulted(flat->sites, total);
-  reserve_prefaulted(flat->inputs, total);
-  reserve_prefaulted(flat->has_layout, total);
-  reserve_prefaulted(flat->name_of, total);
-  reserve_prefaulted(stamp, total);
+  Table<std::uint32_t> stamp;  // name id -> serial of the partition that last used it
+  flat->sites.reserve(total);
+  flat->inputs.reserve(total);
+  flat->has_layout.reserve(total);
+  flat->name_of.reserve(total);
+  stamp.reserve(total);
   std::uint32_t serial = 0;
   std::int64_t first_alignment = -1;  // -1: none seen yet
   bool uniform = true;
@@ -164,19 +164,19 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   const double t_id = monotonic_seconds();
   std::vector<std::uint32_t> content = find_identical(flat.inputs, hash, iopts, &istats);
   const double identity_seconds = monotonic_seconds() - t_id;
-  const std::vector<TensorSite>& sites = flat.sites;
-  const std::vector<std::uint32_t>& name_of = flat.name_of;
-  const std::vector<ByteSpan>& inputs = flat.inputs;
-  const std::vector<char>& has_layout = flat.has_layout;
+  const Table<TensorSite>& sites = flat.sites;
+  const Table<std::uint32_t>& name_of = flat.name_of;
+  const Table<ByteSpan>& inputs = flat.inputs;
+  const Table<char>& has_layout = flat.has_layout;
 
   // Content ids in order of first occurrence, written over the
   // representatives (an input's representative comes first, so it is
   // already a content id when read): no second per-site array.
-  std::vector<std::uint32_t> content_first;  // content id -> first site
+  Table<std::uint32_t> content_first;  // content id -> first site
   {
     std::size_t ncontent = 0;
     for (std::uint32_t i = 0; i < content.size(); ++i) ncontent += content[i] == i;
-    reserve_prefaulted(content_first, ncontent);
+    content_first.reserve(ncontent);
     for (std::uint32_t i = 0; i < content.size(); ++i) {
       if (content[i] == i) {
         content[i] = static_cast<std::uint32_t>(content_first.size());
@@ -197,18 +197,18 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     if (content[a] != content[b] || has_layout[a] != has_layout[b]) return false;
     return !has_layout[a] || sites[a].tensor->layout == sites[b].tensor->layout;
   };
-  std::vector<std::uint32_t> global_first;
-  std::vector<char> global_consistent;
-  std::vector<char> method_consistent_at;  // site -> its name is consistent within its method
-  assign_prefaulted(global_first, nnames, UINT32_MAX);
-  assign_prefaulted(global_consistent, nnames, 1);
-  assign_prefaulted(method_consistent_at, nsites, 1);
+  Table<std::uint32_t> global_first;
+  Table<char> global_consistent;
+  Table<char> method_consistent_at;  // site -> its name is consistent within its method
+  global_first.assign(nnames, UINT32_MAX);
+  global_consistent.assign(nnames, 1);
+  method_consistent_at.assign(nsites, 1);
   {
-    std::vector<std::uint32_t> method_first, method_stamp;
-    std::vector<char> consistent;
-    assign_prefaulted(method_first, nnames, UINT32_MAX);
-    assign_prefaulted(method_stamp, nnames, UINT32_MAX);
-    assign_prefaulted(consistent, nnames, 1);
+    Table<std::uint32_t> method_first, method_stamp;
+    Table<char> consistent;
+    method_first.assign(nnames, UINT32_MAX);
+    method_stamp.assign(nnames, UINT32_MAX);
+    consistent.assign(nnames, 1);
     std::size_t begin = 0;
     while (begin < nsites) {
       const std::uint32_t m = sites[begin].method;
@@ -239,8 +239,8 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     std::uint32_t first_site;
     std::uint64_t alignment;
   };
-  std::vector<KeySlot> slots;
-  reserve_prefaulted(slots, nnames);  // as many as names, unless some are not consistent
+  Table<KeySlot> slots;
+  slots.reserve(nnames);  // as many as names, unless some are not consistent
   // A slot asks for the alignment all tensors share, if they do (then no
   // site's alignment needs reading again), else for 1 until its sites' lcm.
   const std::uint64_t slot_alignment = flat.alignment != 0 ? flat.alignment : 1;
@@ -250,9 +250,9 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   };
   auto key_text_of = [&](std::uint32_t key) { return key_text(slots[key]); };
   IdIndex generated_index;  // generated key -> key id
-  std::vector<std::uint32_t> key_of_name, key_of_site;
-  assign_prefaulted(key_of_name, nnames, IdIndex::kNone);
-  assign_prefaulted(key_of_site, nsites, 0);
+  Table<std::uint32_t> key_of_name, key_of_site;
+  key_of_name.assign(nnames, IdIndex::kNone);
+  key_of_site.assign(nsites, 0);
   auto key_of_consistent = [&](std::uint32_t n, std::uint32_t site) {
     if (key_of_name[n] == IdIndex::kNone) {
       key_of_name[n] = static_cast<std::uint32_t>(slots.size());
@@ -314,8 +314,8 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // Keys in order of first use, each with the lcm of its occurrences'
   // alignments; buffers in order of first use (content ids already are), each
   // with the lcm of its keys' alignments.
-  std::vector<std::uint64_t> buffer_align;
-  assign_prefaulted(buffer_align, content_first.size(), 1);
+  Table<std::uint64_t> buffer_align;
+  buffer_align.assign(content_first.size(), 1);
   for (const KeySlot& slot : slots) {
     const std::uint32_t c = content[slot.first_site];
     const std::optional<std::uint64_t> l = lcm_alignment(buffer_align[c], slot.alignment);
@@ -384,7 +384,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     std::size_t site = 0;  // sites are in program order, like functions
     for (FunctionMap& f : out.functions.functions) {
       const std::size_t n = program.find_method(f.method)->partitions[f.partition_index].tensors.size();
-      reserve_prefaulted(f.tensors, n);
+      f.tensors.reserve(n);
       for (std::size_t k = 0; k < n; ++k, ++site) {
         // A consistent name is its own key: copy it from here, not from the
         // key's first site (a cache miss per tensor on big programs).
@@ -426,8 +426,8 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     std::uint32_t last_blob;
     std::uint32_t shared;       // bit 0: several methods use it; bit 1: several blobs
   };
-  std::vector<Tally> tally;
-  assign_prefaulted(tally, ncontent, Tally{0, UINT32_MAX, UINT32_MAX, 0});
+  Table<Tally> tally;
+  tally.assign(ncontent, Tally{0, UINT32_MAX, UINT32_MAX, 0});
   // Per method (its sites are one range). A content met again in a later
   // method counts as shared for that method, and, the first time, for the
   // method it was last seen in (then its only one).

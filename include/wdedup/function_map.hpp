@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "wdedup/table.hpp"
+
 namespace wdedup {
 
 /// One row of a function's tensor table.
@@ -24,7 +26,7 @@ struct FunctionMap {
   std::uint32_t partition_index = 0;
   std::string blob_key;       ///< e.g. "combined_all", "combined_partition_0"
   std::string function_name;  ///< e.g. "decode__0" (OneBlob), "decode" (Positional)
-  std::vector<FunctionTensor> tensors;  ///< in the partition's tensor order
+  Table<FunctionTensor> tensors;  ///< in the partition's tensor order
 
   /// The store key of a tensor of this function, or nullptr.
   const std::string* key_of(std::string_view tensor_name) const {

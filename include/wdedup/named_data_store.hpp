@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "wdedup/detail/flat_index.hpp"
-#include "wdedup/detail/prefault.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/hash.hpp"
 #include "wdedup/program.hpp"
+#include "wdedup/table.hpp"
 
 namespace wdedup {
 
@@ -139,7 +139,7 @@ struct StoreAccess;  // the bulk path used by deduplicate()
 class NamedDataStore {
   /// The key-index's view of the keys (they move when keys_ grows).
   struct KeyOf {
-    const std::vector<StoreKey>* keys;
+    const Table<StoreKey>* keys;
     std::string_view operator()(std::uint32_t id) const { return (*keys)[id].key; }
   };
 
@@ -219,8 +219,8 @@ class NamedDataStore {
     return {};
   }
 
-  const std::vector<StoreBuffer>& buffers() const noexcept { return buffers_; }
-  const std::vector<StoreKey>& keys() const noexcept { return keys_; }
+  const Table<StoreBuffer>& buffers() const noexcept { return buffers_; }
+  const Table<StoreKey>& keys() const noexcept { return keys_; }
   std::size_t key_count() const noexcept { return keys_.size(); }
   std::size_t buffer_count() const noexcept { return buffers_.size(); }
 
@@ -348,15 +348,15 @@ class NamedDataStore {
     std::uint32_t count = 0;
   };
 
-  std::vector<StoreBuffer> buffers_;
-  std::vector<StoreKey> keys_;
+  Table<StoreBuffer> buffers_;
+  Table<StoreKey> keys_;
   detail::IdIndex key_index_;  // key -> index in keys_
   // Buffer indexes (stale after the bulk path until refresh_buffer_index()).
   detail::FlatIndex by_pointer_;            // (data, size) -> buffer
   detail::FlatIndex by_size_;               // size -> index in size_classes_
   std::vector<SizeClass> size_classes_;
   detail::FlatIndex by_content_;            // (size, content hash) -> first buffer
-  std::vector<std::uint32_t> content_next_; // buffer -> next buffer with that content hash
+  Table<std::uint32_t> content_next_;       // buffer -> next buffer with that content hash
   bool index_stale_ = false;
 };
 
@@ -365,9 +365,9 @@ namespace detail {
 /// in parallel); this lets it fill a store without hashing again.
 struct StoreAccess {
   static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys) {
-    reserve_prefaulted(s.buffers_, buffers);
-    reserve_prefaulted(s.content_next_, buffers);
-    reserve_prefaulted(s.keys_, keys);
+    s.buffers_.reserve(buffers);
+    s.content_next_.reserve(buffers);
+    s.keys_.reserve(keys);
     s.key_index_ = IdIndex(keys);
   }
   template <int = 0>

@@ -18,7 +18,7 @@
 #include <new>
 #include <vector>
 
-#include <sys/mman.h>
+#include "wdedup/detail/huge_pages.hpp"
 
 namespace wdedup {
 namespace detail {
@@ -35,7 +35,7 @@ class Arena {
       Chunk* c = head_;
       head_ = c->prev;
       if (c->mapped)
-        ::munmap(c, c->size);
+        unmap_huge_pages(c, c->size);
       else
         ::operator delete(c, std::align_val_t(kAlign));
     }
@@ -57,7 +57,7 @@ class Arena {
  private:
   static constexpr std::size_t kAlign = 64;
   /// Chunks this big or bigger are mapped and advised to use huge pages.
-  static constexpr std::size_t kHuge = std::size_t{2} << 20;
+  static constexpr std::size_t kHuge = kHugePage;
   static constexpr std::size_t kMinChunk = std::size_t{64} << 10;
 
   struct alignas(kAlign) Chunk {
@@ -99,22 +99,10 @@ class Arena {
     next_size_ = size * 2;
   }
 
-  /// `size` bytes at a 2 MiB boundary (so whole huge pages back them), or
-  /// nullptr. Over-maps by one huge page and trims the ends.
+  /// `size` bytes at a huge-page boundary, or nullptr.
   static Chunk* map_huge(std::size_t size) noexcept {
-    void* raw = ::mmap(nullptr, size + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) return nullptr;
-    const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(raw);
-    const std::uintptr_t aligned = (at + kHuge - 1) & ~std::uintptr_t{kHuge - 1};
-    if (aligned > at) ::munmap(raw, aligned - at);
-    const std::uintptr_t end = at + size + kHuge;
-    if (end > aligned + size) ::munmap(reinterpret_cast<void*>(aligned + size), end - (aligned + size));
-    void* p = reinterpret_cast<void*>(aligned);
-#ifdef MADV_HUGEPAGE
-    ::madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP, 4 KiB pages
-#endif
-    Chunk* c = static_cast<Chunk*>(p);
-    c->mapped = true;
+    Chunk* c = static_cast<Chunk*>(map_huge_pages(size));
+    if (c != nullptr) c->mapped = true;
     return c;
   }
 

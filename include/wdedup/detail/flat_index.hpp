@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "wdedup/detail/prefault.hpp"
+#include "wdedup/table.hpp"
 #include "wdedup/runtime/detail/key_hash.hpp"
 
 namespace wdedup {
@@ -77,7 +77,7 @@ class FlatIndex {
     return static_cast<std::size_t>(mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull))) & mask_;
   }
   void grow() {
-    std::vector<Slot> old;
+    Table<Slot> old;
     old.swap(slots_);
     reset(old.size() < 8 ? 8 : old.size());
     for (const Slot& s : old) {
@@ -89,7 +89,7 @@ class FlatIndex {
     }
   }
 
-  std::vector<Slot> slots_;
+  Table<Slot> slots_;
   std::size_t mask_ = 0;
   std::size_t count_ = 0;
 };
@@ -102,7 +102,7 @@ class IdIndex {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
-  explicit IdIndex(std::size_t expected = 0) { assign_prefaulted(slots_, capacity_for(expected), 0); }
+  explicit IdIndex(std::size_t expected = 0) : slots_(capacity_for(expected), 0) {}
 
   static std::uint64_t hash(std::string_view name) noexcept { return key_hash(name.data(), name.size(), 0); }
 
@@ -150,7 +150,7 @@ class IdIndex {
   }
   template <class NameOf>
   void rehash(std::size_t capacity, const NameOf& name_of) {
-    std::vector<std::uint64_t> old(capacity, 0);
+    Table<std::uint64_t> old(capacity, 0);
     old.swap(slots_);
     const std::size_t mask = capacity - 1;
     for (std::uint64_t s : old) {
@@ -162,7 +162,7 @@ class IdIndex {
     }
   }
 
-  std::vector<std::uint64_t> slots_;
+  Table<std::uint64_t> slots_;
   std::size_t count_ = 0;
 };
 

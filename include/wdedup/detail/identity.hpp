@@ -393,7 +393,7 @@ bool refine_range(std::size_t k, std::size_t lo, std::size_t hi, std::size_t blk
 /// cannot start, the others do its share). Allocation failure throws
 /// std::bad_alloc, as any std::vector would.
 template <class Hash>
-std::vector<std::uint32_t> find_identical(const std::vector<ByteSpan>& inputs, const Hash& hash,
+std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, const Hash& hash,
                                           const IdentityOptions& opts, IdentityStats* stats) {
   static_assert(std::is_invocable_r_v<std::uint64_t, const Hash&, const void*, std::size_t, std::uint64_t>,
                 "find_identical(inputs, hash, opts, stats) requires 'hash' to be callable as "

@@ -11,16 +11,16 @@
 
 #include <cstdint>
 #include <string_view>
-#include <vector>
 
 #include "wdedup/detail/flat_index.hpp"
+#include "wdedup/table.hpp"
 
 namespace wdedup {
 namespace detail {
 
 class NameIndex {
   struct NameOf {
-    const std::vector<std::string_view>* names;
+    const Table<std::string_view>* names;
     std::string_view operator()(std::uint32_t id) const { return (*names)[id]; }
   };
 
@@ -57,7 +57,7 @@ class NameIndex {
   NameOf name_of() const { return NameOf{&names_}; }
 
   IdIndex index_;
-  std::vector<std::string_view> names_;
+  Table<std::string_view> names_;
 };
 
 }  // namespace detail

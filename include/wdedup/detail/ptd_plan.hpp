@@ -119,8 +119,8 @@ template <int = 0>
 Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const FunctionMaps& maps,
                                             const WriteOptions& options) {
   using R = Expected<ValidatedInput>;
-  const std::vector<StoreKey>& keys = store.keys();
-  const std::vector<StoreBuffer>& buffers = store.buffers();
+  const Table<StoreKey>& keys = store.keys();
+  const Table<StoreBuffer>& buffers = store.buffers();
 
   if (options.segment_alignment == 0 || options.segment_alignment > kMaxAlignment)
     return R(Error::InvalidAlignment, cat("segment_alignment must be in [1, ", kMaxAlignment, "], got ",
@@ -251,8 +251,8 @@ void build_flat_tensor(const NamedDataStore& store, const std::vector<std::uint6
   namespace nd = format::named_data_field;
   namespace tl = format::tensor_layout_field;
   namespace ft = format::flat_tensor_field;
-  const std::vector<StoreBuffer>& buffers = store.buffers();
-  const std::vector<StoreKey>& keys = store.keys();
+  const Table<StoreBuffer>& buffers = store.buffers();
+  const Table<StoreKey>& keys = store.keys();
 
   std::vector<Ref> segment_refs(buffers.size());
   for (std::size_t i = 0; i < buffers.size(); ++i) {
@@ -402,8 +402,8 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
   Expected<ValidatedInput> validated = validate_for_write(store, maps, options);
   if (!validated) return R(validated.build_error());
   const ValidatedInput& in = *validated;
-  const std::vector<StoreBuffer>& buffers = store.buffers();
-  const std::vector<StoreKey>& keys = store.keys();
+  const Table<StoreBuffer>& buffers = store.buffers();
+  const Table<StoreKey>& keys = store.keys();
 
   if (flat_tensor_size_bound(store) > FlatbufferBuilder::kMaxSize - format::kFlatbufferOffset) {
     std::uint64_t key_bytes = 0;
