@@ -317,3 +317,40 @@ TEST_CASE("a store filled by deduplicate() indexes its buffers on the first late
   CHECK(s.buffer_count() == 4);
   CHECK(s.key_count() == 8);
 }
+
+TEST_CASE("the store's key index finds every key, whether the name index was handed over or not") {
+  // Every name consistent: key k is name k, and deduplicate() hands the name
+  // index over as the store's key index. 'w' differs between the methods in
+  // the second program, so its keys are generated and the index is built.
+  std::vector<std::uint8_t> a(32, 1), b(32, 2), c(48, 3), c2(48, 4);
+  for (int generated = 0; generated < 2; ++generated) {
+    CAPTURE(generated);
+    Program program;
+    program.add_method("prefill").add_partition().add("w", span(c)).add("x", span(a)).add("y", span(b));
+    program.add_method("decode").add_partition().add("y", span(b)).add("w", span(generated ? c2 : c)).add("z", span(a));
+    auto r = deduplicate<Strategy<OneBlob>>(program);
+    REQUIRE(r.ok());
+    NamedDataStore& s = r->store;
+    std::vector<std::string> keys;
+    for (const StoreKey& k : s.keys()) keys.push_back(k.key);
+    if (generated)
+      CHECK(keys == std::vector<std::string>{"prefill/w", "x", "y", "decode/w", "z"});
+    else
+      CHECK(keys == std::vector<std::string>{"w", "x", "y", "z"});
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const StoreKey* k = s.find(keys[i]);
+      REQUIRE(k != nullptr);
+      CHECK(k == &s.keys()[i]);
+    }
+    CHECK(s.find("prefill") == nullptr);
+    CHECK(s.find(generated ? "w" : "decode/w") == nullptr);
+    // Adds after it grow the same index (past a rehash) and find old and new keys.
+    std::vector<std::vector<std::uint8_t>> extra;
+    for (int i = 0; i < 40; ++i) extra.push_back(std::vector<std::uint8_t>(8, static_cast<std::uint8_t>(i)));
+    for (int i = 0; i < 40; ++i) REQUIRE(s.add_named_data("extra." + std::to_string(i), span(extra[i])).ok());
+    CHECK(s.key_count() == keys.size() + 40);
+    for (const std::string& k : keys) CHECK(s.find(k) != nullptr);
+    CHECK(s.find("extra.39")->key == "extra.39");
+    CHECK(s.add_named_data(keys[0], span(extra[0])).error() == Error::KeyConflict);
+  }
+}

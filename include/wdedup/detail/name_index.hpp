@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <utility>
 
 #include "wdedup/detail/flat_index.hpp"
 #include "wdedup/table.hpp"
@@ -50,6 +51,13 @@ class NameIndex {
   std::uint32_t find(std::string_view name) const { return index_.find(name, IdIndex::hash(name), name_of()); }
 
   std::string_view name(std::uint32_t id) const { return names_[id]; }
+  /// Hands the index over (name -> id, hashed with IdIndex::hash); this
+  /// index is then empty: find() finds nothing, name() still works.
+  IdIndex release_index() {
+    IdIndex out;
+    std::swap(out, index_);
+    return out;
+  }
   void prefetch(std::uint64_t h) const noexcept { index_.prefetch(h); }
   std::size_t size() const noexcept { return names_.size(); }
 
