@@ -4,7 +4,7 @@
 //     64-bit words), same thread count, same memory, warmed the same way;
 //   - the reference approach, ExecuTorch's NamedDataStore: SHA-256 of each
 //     whole buffer (OpenSSL), merge on digest.
-// All three run once per repetition, in rotating order, and each ratio is
+// All of them run once per repetition, in a shuffled order, and each ratio is
 // the median of the per-repetition ratios.
 #include <algorithm>
 #include <array>
@@ -249,6 +249,24 @@ std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity
              : dedup_once<wdedup::Positional>(w.program(), threads, identity_seconds, buffers);
 }
 
+/// The order the contenders run in, repetition `rep`: a fixed pseudo-random
+/// permutation per repetition (the same every run). Rotating one fixed
+/// order is not enough: each contender would always follow the same one,
+/// and on a shared VM whatever follows the 250 ms of SHA-256 runs slowed
+/// (after a 250 ms busy loop a 15 ms read pass was measured at 140-210 ms),
+/// so one row would take that hit in every repetition.
+template <unsigned N>
+std::array<unsigned, N> contender_order(unsigned rep) {
+  std::array<unsigned, N> order{};
+  for (unsigned i = 0; i < N; ++i) order[i] = i;
+  std::uint64_t x = 0x5EED0000ull + rep;
+  for (unsigned i = N; i > 1; --i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    std::swap(order[i - 1], order[(x >> 33) % i]);
+  }
+  return order;
+}
+
 double ratio_median(const std::vector<double>& base, const std::vector<double>& subject) {
   std::vector<double> r;
   for (std::size_t i = 0; i < base.size() && i < subject.size(); ++i)
@@ -291,8 +309,9 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     for (unsigned rep = 0; rep < c.reps; ++rep) {
       progress(c, "dedup %s, %u thread(s): repetition %u/%u", w.name.c_str(), threads, rep + 1, c.reps);
       double ts[kContenders] = {};
+      const std::array<unsigned, kContenders> order = contender_order<kContenders>(rep);
       for (unsigned k = 0; k < kContenders; ++k) {
-        const unsigned which = (k + rep) % kContenders;  // rotate who goes first
+        const unsigned which = order[k];
         const double t0 = bench::now_seconds();
         if (which == 0) {
           consume(bench::read_pass(spans, threads));
