@@ -253,7 +253,8 @@ std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity
 /// permutation per repetition (the same every run). Rotating one fixed
 /// order is not enough: each contender would always follow the same one,
 /// and on a shared VM whatever follows the 250 ms of SHA-256 runs slowed
-/// (after a 250 ms busy loop a 15 ms read pass was measured at 140-210 ms),
+/// (after a 250 ms busy loop a 10 ms read pass took 12-14 ms in a calm hour
+/// and 40-210 ms in a noisy one),
 /// so one row would take that hit in every repetition.
 template <unsigned N>
 std::array<unsigned, N> contender_order(unsigned rep) {
