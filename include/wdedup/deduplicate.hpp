@@ -335,7 +335,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   for (std::size_t k = 0; names_are_keys && k < slots.size(); ++k)
     names_are_keys = !slots[k].is_generated && slots[k].text == k;
   DedupResult out;
-  StoreAccess::reserve(out.store, content_first.size(), slots.size(), /*index_keys=*/!names_are_keys);
+  StoreAccess::reserve(out.store, content_first.size(), slots.size());
   for (std::uint32_t c = 0; c < content_first.size(); ++c)
     StoreAccess::add_buffer(out.store, inputs[content_first[c]], buffer_align[c]);
   auto layout_of = [&](const KeySlot& slot) {
@@ -347,6 +347,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
                                      layout_of(slot));
     StoreAccess::set_key_index(out.store, names.release_index());
   } else {
+    StoreAccess::set_key_index(out.store, IdIndex(slots.size()));
     auto prefetch = [&](std::uint64_t h) { StoreAccess::prefetch_key(out.store, h); };
     HashAhead<decltype(key_text_of), decltype(prefetch)> ahead(slots.size(), key_text_of, prefetch);
     for (std::size_t k = 0; k < slots.size(); ++k) {
@@ -438,8 +439,8 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   auto size_of = [&](std::uint32_t c) -> std::uint64_t { return inputs[content_first[c]].size(); };
   struct Tally {
     std::uint32_t uses;
-    std::uint32_t last_method;  // last method, then last blob, that used it
-    std::uint32_t last_blob;
+    std::uint32_t last_method;  // the last method that used it
+    std::uint32_t last_blob;    // the last blob that used it
     std::uint32_t shared;       // bit 0: several methods use it; bit 1: several blobs
   };
   Table<Tally> tally;

@@ -372,13 +372,13 @@ namespace detail {
 /// deduplicate() already knows which bytes are identical (it confirmed them
 /// in parallel); this lets it fill a store without hashing again.
 struct StoreAccess {
-  /// Room for `buffers` buffers and `keys` keys; the key index sized for
-  /// them, unless the caller hands one over (set_key_index).
-  static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys, bool index_keys = true) {
+  /// Room for `buffers` buffers and `keys` keys. The key index is the
+  /// caller's to give (set_key_index): an empty one sized for the keys to
+  /// add, or one that already holds them all.
+  static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys) {
     s.buffers_.reserve(buffers);
     s.content_next_.reserve(buffers);
     s.keys_.reserve(keys);
-    if (index_keys) s.key_index_ = IdIndex(keys);
   }
   template <int = 0>
   static std::uint32_t add_buffer(NamedDataStore& s, ByteSpan bytes, std::uint64_t alignment) {
@@ -405,7 +405,8 @@ struct StoreAccess {
                                 std::uint64_t alignment, std::optional<Layout> layout) {
     s.push_key(key, buffer, alignment, std::move(layout));
   }
-  /// `index` must map every key's text (IdIndex::hash) to its position.
+  /// `index` maps every key's text (IdIndex::hash) to its position, or is
+  /// empty and sized for the keys add_key will add.
   static void set_key_index(NamedDataStore& s, IdIndex&& index) { s.key_index_ = std::move(index); }
 };
 }  // namespace detail

@@ -56,8 +56,6 @@ class Arena {
 
  private:
   static constexpr std::size_t kAlign = 64;
-  /// Chunks this big or bigger are mapped and advised to use huge pages.
-  static constexpr std::size_t kHuge = kHugePage;
   static constexpr std::size_t kMinChunk = std::size_t{64} << 10;
 
   struct alignas(kAlign) Chunk {
@@ -81,8 +79,8 @@ class Arena {
     if (size < next_size_) size = next_size_;
     if (size < kMinChunk) size = kMinChunk;
     Chunk* c = nullptr;
-    if (size >= kHuge) {
-      size = (size + kHuge - 1) & ~(kHuge - 1);
+    if (size >= kHugePage) {  // mapped, advised to use huge pages
+      size = whole_huge_pages(size);
       c = map_huge(size);
     }
     if (c == nullptr) {

@@ -45,6 +45,9 @@ inline void* map_huge_pages(std::size_t size) noexcept {
 
 inline void unmap_huge_pages(void* p, std::size_t size) noexcept { ::munmap(p, size); }
 
+/// `bytes` rounded up to whole huge pages: what map_huge_pages is given.
+constexpr std::size_t whole_huge_pages(std::size_t bytes) noexcept { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
+
 /// Out of memory, reported as operator new reports it: std::bad_alloc, or
 /// abort in builds without exceptions.
 [[noreturn]] inline void throw_bad_alloc() {
@@ -81,7 +84,7 @@ struct BulkAllocator {
     if (n > (SIZE_MAX - 2 * kHugePage) / sizeof(T)) throw_bad_alloc();
     const std::size_t bytes = n * sizeof(T);
     if (bytes < kBulkMin) return static_cast<T*>(::operator new(bytes));
-    void* p = map_huge_pages(mapped_size(bytes));
+    void* p = map_huge_pages(whole_huge_pages(bytes));
     if (p == nullptr) throw_bad_alloc();
     return static_cast<T*>(p);
   }
@@ -90,11 +93,8 @@ struct BulkAllocator {
     if (bytes < kBulkMin)
       ::operator delete(p);
     else
-      unmap_huge_pages(p, mapped_size(bytes));
+      unmap_huge_pages(p, whole_huge_pages(bytes));
   }
-
- private:
-  static std::size_t mapped_size(std::size_t bytes) noexcept { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
 };
 
 template <class T, class U>

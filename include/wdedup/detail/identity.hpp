@@ -120,6 +120,29 @@ inline bool equal_bytes(const std::uint8_t* a, const std::uint8_t* b, std::size_
   return a == b || std::memcmp(a, b, n) == 0;
 }
 
+/// The representative of member j, members being bucketed one after another
+/// by a hash key (a, b): the first earlier member under that key whose bytes
+/// equal j's (`same(q)` compares them), tried in order along the chain
+/// `next` of members with that key; a mismatch is a hash collision. If none
+/// is equal, j is a representative itself, chained after the others (or the
+/// key's first). So a hash only nominates: classes are exact for any hash.
+template <class Same>
+std::uint32_t bucket_and_confirm(FlatIndex& index, std::uint32_t* next, std::uint64_t a, std::uint64_t b,
+                                 std::uint32_t j, const Same& same, Counters& c) {
+  bool inserted = false;
+  std::uint32_t q = index.find_or_insert(a, b, j, inserted);
+  if (inserted) return j;
+  for (;;) {
+    if (same(q)) return q;
+    ++c.hash_collisions;
+    if (next[q] == kNone) {
+      next[q] = j;
+      return j;
+    }
+    q = next[q];
+  }
+}
+
 /// Pairs (or members) compared in one equal_pairs()/equal_to_one() run:
 /// each prefetches the next, so a run keeps memory busy from its second
 /// pair on; 64 makes the unprefetched first one rare.
@@ -285,23 +308,9 @@ bool refine_block(const std::uint8_t* const* base, const std::uint32_t* cls, std
   w.next.assign(r, kNone);  // next representative with the same hash
   w.rep.resize(r);
   for (std::size_t j = 0; j < r; ++j) {
-    bool inserted = false;
-    std::uint32_t q = w.index.find_or_insert(w.resid_hash[j], 0, static_cast<std::uint32_t>(j), inserted);
-    w.rep[j] = static_cast<std::uint32_t>(j);
-    if (inserted) continue;
     const std::uint8_t* p = base[w.resid[j]] + off;
-    for (;;) {
-      if (equal_bytes(p, base[w.resid[q]] + off, len, c)) {
-        w.rep[j] = q;
-        break;
-      }
-      ++c.hash_collisions;
-      if (w.next[q] == kNone) {
-        w.next[q] = static_cast<std::uint32_t>(j);
-        break;
-      }
-      q = w.next[q];
-    }
+    auto same = [&](std::uint32_t q) { return equal_bytes(p, base[w.resid[q]] + off, len, c); };
+    w.rep[j] = bucket_and_confirm(w.index, w.next.data(), w.resid_hash[j], 0, static_cast<std::uint32_t>(j), same, c);
   }
 
   w.count.assign(r, 0);
@@ -741,23 +750,8 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, const Has
           lab[j] = remap[lab[j]];
           continue;
         }
-        bool inserted = false;
-        std::uint32_t q = index.find_or_insert(rh[j], 0, static_cast<std::uint32_t>(j), inserted);
-        remap[j] = static_cast<std::uint32_t>(j);
-        if (!inserted) {
-          for (;;) {
-            if (equal_bytes(gp[j], gp[q], h, serial)) {
-              remap[j] = q;
-              break;
-            }
-            ++serial.hash_collisions;
-            if (next[q] == kNone) {
-              next[q] = static_cast<std::uint32_t>(j);
-              break;
-            }
-            q = next[q];
-          }
-        }
+        auto same = [&](std::uint32_t q) { return equal_bytes(gp[j], gp[q], h, serial); };
+        remap[j] = bucket_and_confirm(index, next.data(), rh[j], 0, static_cast<std::uint32_t>(j), same, serial);
         lab[j] = remap[j];
       }
     }
@@ -956,23 +950,9 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, const Has
       for (std::size_t j = 1; j < k; ++j) {
         if (fd[j] == kNoDiff) continue;
         any_diff = true;
-        lab[j] = static_cast<std::uint32_t>(j);
-        bool inserted = false;
-        std::uint32_t q = index.find_or_insert(dh[j], fd[j], static_cast<std::uint32_t>(j), inserted);
-        if (inserted) continue;
         const std::size_t off = fd[j], len = std::min(sweep_block, size - off);
-        for (;;) {
-          if (equal_bytes(ptr(m[j]) + off, ptr(m[q]) + off, len, w.counters)) {
-            lab[j] = q;
-            break;
-          }
-          ++w.counters.hash_collisions;
-          if (next[q] == kNone) {
-            next[q] = static_cast<std::uint32_t>(j);
-            break;
-          }
-          q = next[q];
-        }
+        auto same = [&](std::uint32_t q) { return equal_bytes(ptr(m[j]) + off, ptr(m[q]) + off, len, w.counters); };
+        lab[j] = bucket_and_confirm(index, next.data(), dh[j], fd[j], static_cast<std::uint32_t>(j), same, w.counters);
       }
       if (!any_diff) continue;  // all equal to the leader: result already says so
       group_hashed[body_group[c]] = 1;
