@@ -254,8 +254,8 @@ std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity
 /// order is not enough: each contender would always follow the same one,
 /// and on a shared VM whatever follows the 250 ms of SHA-256 runs slowed
 /// (after a 250 ms busy loop a 10 ms read pass took 12-14 ms in a calm hour
-/// and 40-210 ms in a noisy one),
-/// so one row would take that hit in every repetition.
+/// and 40-210 ms in a noisy one), so one row would take that hit in every
+/// repetition.
 template <unsigned N>
 std::array<unsigned, N> contender_order(unsigned rep) {
   std::array<unsigned, N> order{};

@@ -14,7 +14,6 @@
 #ifndef WDEDUP_DEDUPLICATE_HPP
 #define WDEDUP_DEDUPLICATE_HPP
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -1,6 +1,6 @@
-// wdedup/detail/arena.hpp — per-call scratch memory for the build-time
-// passes that keep a few arrays per input (the identity engine, the
-// bookkeeping of deduplicate()). Build-time half.
+// wdedup/detail/arena.hpp — per-call scratch memory for the identity
+// engine, which keeps a few arrays per input. Build-time half (the tables
+// deduplicate() keeps or returns are Table<T>s instead: wdedup/table.hpp).
 //
 // Why: those arrays are fresh memory on every call, and on a VM a first-touch
 // page fault costs microseconds. 100,000 small tensors need ~8 MB of scratch:

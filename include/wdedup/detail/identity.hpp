@@ -785,7 +785,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, const Has
   const std::size_t n_body = body_group.size();
   struct BodyUnit {
     std::uint32_t cls;
-    std::size_t lo, hi, block;
+    std::size_t lo, hi;  ///< a byte range, refined in blocks of `block`
   };
   std::vector<BodyUnit> body_units;
   std::vector<std::uint64_t> body_weight;
@@ -813,10 +813,10 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, const Has
       body_unit_begin.push_back(static_cast<std::uint32_t>(body_units.size()));
       continue;
     }
-    const std::size_t blk = block, range = (kItemBlocks / k) * block;
+    const std::size_t range = (kItemBlocks / k) * block;
     for (std::size_t lo = block; lo < size; lo += std::min(range, size - lo)) {
       const std::size_t hi = lo + std::min(range, size - lo);
-      body_units.push_back(BodyUnit{static_cast<std::uint32_t>(c), lo, hi, blk});
+      body_units.push_back(BodyUnit{static_cast<std::uint32_t>(c), lo, hi});
       body_weight.push_back(static_cast<std::uint64_t>(k) * (hi - lo));
     }
     body_unit_begin.push_back(static_cast<std::uint32_t>(body_units.size()));
@@ -836,7 +836,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, const Has
         w.base.resize(k);
         for (std::size_t j = 0; j < k; ++j) w.base[j] = ptr(m[j]);
         w.labels.assign(k, 0);
-        body_hashed[u] = refine_range(k, bu.lo, bu.hi, bu.block, hash, w);
+        body_hashed[u] = refine_range(k, bu.lo, bu.hi, block, hash, w);
         for (std::size_t j = 0; j < k; ++j) {
           if (w.labels[j] != 0) {
             body_lab[u] = w.labels;
