@@ -43,3 +43,24 @@ for key in ("command", "date", "targets", "targets_met"):
 if problems:
     sys.exit("invalid benchmark JSON:\n  " + "\n  ".join(problems))
 print(f"bench_quick: {len(rows)} rows, valid JSON at {path}")
+
+# --once (what scripts/profile.sh runs under callgrind): one read pass and one
+# deduplicate() per workload and thread count, each checked for the expected
+# distinct count, and nothing timed.
+once_path = os.path.join(outdir, "bench-once.json")
+once = subprocess.run([exe, "--quick", "--once", "--threads", "1,2", "--no-progress",
+                       "--json", once_path, "--tmpdir", outdir],
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+print(once.stdout)
+if once.returncode != 0:
+    sys.exit(f"wdedup-bench --once exited with {once.returncode}")
+lines = [l for l in once.stdout.splitlines() if "one read pass and one deduplicate()" in l]
+expected = [f"{w}, {t} thread(s)" for w in ("llama 1+1", "llama 3+3", "llama 3+2", "small tensors", "adversarial")
+            for t in (1, 2)]
+missing = [e for e in expected if not any(l.startswith(e) for l in lines)]
+if missing or len(lines) != len(expected):
+    sys.exit(f"wdedup-bench --once: expected one line per workload and thread count, missing {missing}")
+with open(once_path) as f:
+    if json.load(f).get("results") != []:
+        sys.exit("wdedup-bench --once: timed rows in its JSON")
+print(f"bench_once: {len(lines)} workload runs")

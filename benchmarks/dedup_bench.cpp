@@ -288,8 +288,23 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
         bytes_in += t.bytes.size();
         ++tensors;
       }
+  if (c.once) {
+    // For profilers: the read pass and deduplicate() once each, nothing
+    // else, so a profile holds only what the ratios compare.
+    for (unsigned threads : c.threads) {
+      consume(bench::read_pass(spans, threads));
+      std::uint64_t buffers = 0;
+      consume(dedup_policy(w, threads, nullptr, &buffers));
+      std::printf("%s, %u thread(s): one read pass and one deduplicate() over %llu tensors, %llu bytes: %llu distinct\n",
+                  w.name.c_str(), threads, (unsigned long long)tensors, (unsigned long long)bytes,
+                  (unsigned long long)buffers);
+      if (w.expected_distinct != 0 && buffers != w.expected_distinct)
+        report_failure(w.name + ": deduplicate found " + std::to_string(buffers) + " distinct buffers, expected " +
+                       std::to_string(w.expected_distinct));
+    }
+    return;
+  }
   Sha256Reference reference;
-  std::vector<double> read1, dedup1;  // 1-thread medians for scaling
   double read_base = 0, dedup_base = 0;
   for (unsigned threads : c.threads) {
     progress(c, "dedup %s, %u thread(s): warming", w.name.c_str(), threads);

@@ -39,6 +39,9 @@ struct Config {
   std::vector<std::string> only;  ///< groups to run; empty = all
   std::vector<std::string> workloads;  ///< dedup workloads to run; empty = all
   bool progress = false;
+  /// Dedup workloads only: one read pass and one deduplicate() per thread
+  /// count, nothing timed (what scripts/profile.sh runs under callgrind).
+  bool once = false;
 
   bool wants(const std::string& group) const { return any_of(only, group); }
   bool wants_workload(const std::string& w) const { return any_of(workloads, w); }

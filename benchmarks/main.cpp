@@ -107,6 +107,9 @@ void usage(FILE* f) {
       "  --cxx COMPILER          compiler timed with -std=c++17 -fsyntax-only (default g++)\n"
       "  --include-dir DIR       wdedup's include directory (default: this source tree's)\n"
       "  --compile-reps N        compilations per header (default 7; --quick 1)\n"
+      "Profiling:\n"
+      "  --once                  only the dedup workloads, each a read pass and a deduplicate()\n"
+      "                          once per thread count: nothing timed (for scripts/profile.sh)\n"
       "Output:\n"
       "  --progress / --no-progress   progress on stderr (default: only if stderr is a terminal)\n",
       f);
@@ -194,6 +197,8 @@ int parse_args(int argc, char** argv, Config* c) {
       c->progress = true;
     } else if (opt == "--no-progress") {
       c->progress = false;
+    } else if (opt == "--once") {
+      c->once = true;
     } else if (opt == "--json") {
       if (!value()) return 2;
       c->json_path = v;
@@ -454,14 +459,21 @@ int main(int argc, char** argv) {
               c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
   std::fflush(stdout);
 
-  if (c.wants("dedup")) wbench::run_dedup(c, r);
-  if (c.wants("runtime")) wbench::run_runtime(c, r);
-  if (c.wants("write")) wbench::run_write(c, r);
-  if (c.wants("build")) wbench::run_build_cost(c, r);
-  wbench::progress_done(c);
+  if (c.once) {
+    // Nothing is timed: only what a profiler should see (scripts/profile.sh).
+    wbench::run_dedup(c, r);
+    wbench::progress_done(c);
+    std::printf("--once: nothing timed\n");
+  } else {
+    if (c.wants("dedup")) wbench::run_dedup(c, r);
+    if (c.wants("runtime")) wbench::run_runtime(c, r);
+    if (c.wants("write")) wbench::run_write(c, r);
+    if (c.wants("build")) wbench::run_build_cost(c, r);
+    wbench::progress_done(c);
+    print_table(r);
+  }
 
   r.notes.push_back({"checksum", std::to_string(wbench::consumed())});
-  print_table(r);
 
   const std::string json = to_json(c, r, command, date);
   FILE* f = std::fopen(c.json_path.c_str(), "w");

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Where deduplicate()'s time goes, counted rather than timed: runs one read
+# pass and one deduplicate() of a dedup workload (default: the 100,000 small
+# tensors, one thread) under valgrind's callgrind with its cache simulator,
+# and prints instructions and simulated last-level-cache misses of the read
+# pass, of deduplicate() and of its parts. Counts do not move with the
+# host's load, unlike timings on a shared VM.
+#   bash scripts/profile.sh                        # small-tensors, 1 thread
+#   bash scripts/profile.sh adversarial            # another workload (see wdedup-bench --help)
+#   LL=33554432,16,64 bash scripts/profile.sh      # another simulated last-level cache
+# The default last-level cache is 16 MiB: what this project's VM behaves
+# like (its CPU reports more, shared with other guests). Full callgrind
+# output: build/bench/callgrind.out (open with callgrind_annotate or kcachegrind).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+workload="${1:-small-tensors}"
+bash scripts/deps.sh
+if ! command -v valgrind >/dev/null; then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "wdedup: installing valgrind" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+  else
+    echo "wdedup: scripts/profile.sh needs valgrind: sudo apt-get install valgrind" >&2
+    exit 1
+  fi
+fi
+build=build/bench
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" --buildtype=release -Dtests=false -Dexamples=false -Dbenchmarks=true >/dev/null
+fi
+ninja -C "$build" benchmarks/wdedup-bench >/dev/null
+# The simulated L1 is this machine's, if valgrind accepts its geometry.
+d1="$(getconf LEVEL1_DCACHE_SIZE 2>/dev/null || true),$(getconf LEVEL1_DCACHE_ASSOC 2>/dev/null || true),64"
+case "$d1" in [0-9]*,[0-9]*,64) ;; *) d1=32768,8,64 ;; esac
+out="$build/callgrind.out"
+log="$build/callgrind.log"
+run() {
+  valgrind --tool=callgrind --cache-sim=yes --D1="$1" --LL="${LL:-16777216,16,64}" --callgrind-out-file="$out" \
+    "$build/benchmarks/wdedup-bench" --once --workloads "$workload" --threads 1 --no-progress \
+    --json "$build/profile.json" >"$build/profile.txt" 2>"$log"
+}
+if ! run "$d1" && ! run 32768,8,64; then
+  tail -5 "$log" >&2
+  exit 1
+fi
+grep -v '^$' "$build/profile.txt" | head -3
+# Inclusive counts per function: Ir (instructions), DLmr / DLmw (simulated
+# last-level read / write misses, 64-byte lines).
+callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | awk '
+  function num(s) { gsub(/,/, "", s); return s + 0 }
+  # Columns: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw, each "count (pct)".
+  /^ *[0-9,]+ \(/ {
+    n = 0; line = $0
+    while (match(line, /^ *[0-9,.]+( \([ 0-9.]+%\))?/)) {
+      tok = substr(line, RSTART, RLENGTH); sub(/ \(.*/, "", tok); gsub(/ /, "", tok)
+      v[++n] = num(tok); line = substr(line, RSTART + RLENGTH)
+    }
+    name = line
+    if (!(ir_read) && name ~ /bench::detail::sum_words/) { ir_read = v[1]; mr_read = v[8]; mw_read = v[9] }
+    if (!(ir_dd) && name ~ /deduplicate_impl</) { ir_dd = v[1]; mr_dd = v[8]; mw_dd = v[9] }
+    if (!(ir_id) && name ~ /detail::find_identical</) { ir_id = v[1]; mr_id = v[8]; mw_id = v[9] }
+    if (name ~ /equal_run_impl::run_/ && !(name in seen)) { seen[name] = 1; ir_cmp += v[1]; mr_cmp += v[8]; mw_cmp += v[9] }
+  }
+  END {
+    if (!ir_dd) { print "profile.sh: deduplicate_impl not found in the profile" > "/dev/stderr"; exit 1 }
+    printf "%-44s %14s %12s %12s\n", "", "instructions", "LL rd miss", "LL wr miss"
+    printf "%-44s %14d %12d %12d\n", "read pass (the physical-limit baseline)", ir_read, mr_read, mw_read
+    printf "%-44s %14d %12d %12d\n", "deduplicate()", ir_dd, mr_dd, mw_dd
+    printf "%-44s %14d %12d %12d\n", "  identity engine", ir_id, mr_id, mw_id
+    printf "%-44s %14d %12d %12d\n", "    of which byte comparisons", ir_cmp, mr_cmp, mw_cmp
+    printf "%-44s %14d %12d %12d\n", "    fingerprints, grouping, the rest", ir_id - ir_cmp, mr_id - mr_cmp, mw_id - mw_cmp
+    printf "%-44s %14d %12d %12d\n", "  checks, keys, store, tables, report", ir_dd - ir_id, mr_dd - mr_id, mw_dd - mw_id
+    if (ir_read) printf "deduplicate() / read pass: %.2fx the instructions, %.2fx the LL read misses\n", ir_dd / ir_read, mr_dd / mr_read
+  }'
+echo "full profile: $out"
