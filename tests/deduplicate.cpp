@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -136,6 +137,48 @@ TEST_CASE("results are identical for 1, 2 and 8 threads") {
     if (reference.empty()) reference = dump(*r);
     else CHECK(dump(*r) == reference);
   }
+}
+
+TEST_CASE("a second call on reused (table cache) memory gives the same result as on fresh memory") {
+  // 40,000 tensors: the function table (64 B a row) and the engine's scratch
+  // pass 1 MiB, so they are huge-page blocks the cache keeps between calls
+  // (filled with 0xA5 on reuse in builds with assertions: nothing may rely
+  // on fresh memory being zero).
+  constexpr std::size_t kTensors = 40000;
+  std::vector<std::uint8_t> bytes(kTensors * 8);
+  Program p;
+  Partition& a = p.add_method("a").add_partition();
+  Partition& b = p.add_method("b").add_partition();
+  for (std::size_t i = 0; i < kTensors / 2; ++i) {
+    const std::uint64_t v = i * 0x9E3779B97F4A7C15ull;
+    std::memcpy(bytes.data() + 16 * i, &v, 8);
+    std::memcpy(bytes.data() + 16 * i + 8, &v, 8);  // b's copy at other memory
+    a.add("t" + std::to_string(i), ByteSpan(bytes.data() + 16 * i, 8));
+    b.add("t" + std::to_string(i), ByteSpan(bytes.data() + 16 * i + 8, 8));
+  }
+  set_table_cache_limit(0);  // first call: fresh mappings only
+  std::string fresh;
+  {
+    auto r = deduplicate<Strategy<Positional>>(p);
+    REQUIRE(r.ok());
+    CHECK(r->report.buffers == kTensors / 2);
+    CHECK(r->report.keys == kTensors / 2);
+    fresh = dump(*r);
+  }
+  CHECK(table_cache_bytes() == 0);
+  set_table_cache_limit(64u << 20);
+  { auto warm = deduplicate<Strategy<Positional>>(p); }  // its blocks stay cached
+  const std::size_t kept = table_cache_bytes();
+  CHECK(kept >= (std::size_t{4} << 20));  // at least the function table and the engine's arena
+  CHECK(kept % (std::size_t{2} << 20) == 0);
+  for (unsigned threads : {1u, 2u}) {
+    DedupOptions o;
+    o.threads = threads;
+    auto r = deduplicate<Strategy<Positional>>(p, o);
+    REQUIRE(r.ok());
+    CHECK(dump(*r) == fresh);
+  }
+  CHECK(table_cache_bytes() == kept);  // the same blocks, back again
 }
 
 TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; nothing produced") {

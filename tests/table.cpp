@@ -2,13 +2,16 @@
 // of the build-time half's big outputs. Blocks of 1 MiB or more are huge-page
 // mappings of their own (so their data sits at a 2 MiB boundary), smaller
 // ones come from operator new; either way a Table behaves as a std::vector.
+// Freed mappings are kept for reuse up to a limit (the table cache).
 #include "wdedup/table.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 using wdedup::Table;
 using wdedup::detail::BulkAllocator;
@@ -77,4 +80,125 @@ TEST_CASE("Table: copies, moves and swaps like std::vector (all allocators are e
   Table<std::string> small_copy = small;
   CHECK(small_copy[2] == "a string too long for the small-string buffer");
   CHECK(small_copy == small);
+}
+
+// ---- the table cache -----------------------------------------------------------
+
+namespace {
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+/// Starts each case from an empty cache with the default limit, and leaves
+/// it that way (the cache is process-wide).
+struct FreshCache {
+  FreshCache() { wdedup::set_table_cache_limit(64 * kMiB); }
+  ~FreshCache() { wdedup::set_table_cache_limit(64 * kMiB); }
+};
+}  // namespace
+
+TEST_CASE("table cache: a freed block is kept and handed to the next table that fits") {
+  FreshCache fresh;
+  CHECK(wdedup::table_cache_limit() == 64 * kMiB);
+  CHECK(wdedup::table_cache_bytes() == 0);
+  const char* first = nullptr;
+  {
+    Table<char> a(4 * kMiB, 'a');
+    first = a.data();
+    CHECK(wdedup::table_cache_bytes() == 0);
+  }
+  CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
+  {
+    // Same size: the same block, filled by the vector as any new one.
+    Table<char> b(4 * kMiB, 'b');
+    CHECK(b.data() == first);
+    CHECK(b[0] == 'b');
+    CHECK(b[4 * kMiB - 1] == 'b');
+    CHECK(wdedup::table_cache_bytes() == 0);
+  }
+  CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
+  {
+    // Smaller: the front of the block; the rest stays cached and goes to
+    // the next one.
+    Table<char> c(2 * kMiB, 'c');
+    CHECK(c.data() == first);
+    CHECK(wdedup::table_cache_bytes() == 2 * kMiB);
+    Table<char> d(2 * kMiB, 'd');
+    CHECK(d.data() == first + 2 * kMiB);
+    CHECK(wdedup::table_cache_bytes() == 0);
+    CHECK(c[2 * kMiB - 1] == 'c');
+    CHECK(d[0] == 'd');
+  }
+  // Both halves came back and merged: one 4 MiB block again.
+  CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
+  {
+    Table<char> e(4 * kMiB, 'e');
+    CHECK(e.data() == first);
+  }
+  {
+    // Bigger than anything cached: a fresh mapping; the cache is untouched.
+    Table<char> f(6 * kMiB, 'f');
+    CHECK(f.data() != first);
+    CHECK(huge_aligned(f.data()));
+    CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
+  }
+  CHECK(wdedup::table_cache_bytes() == 10 * kMiB);
+  wdedup::release_table_cache();
+  CHECK(wdedup::table_cache_bytes() == 0);
+  CHECK(wdedup::table_cache_limit() == 64 * kMiB);
+}
+
+TEST_CASE("table cache: the limit bounds what is kept; 0 keeps nothing") {
+  FreshCache fresh;
+  wdedup::set_table_cache_limit(6 * kMiB);
+  CHECK(wdedup::table_cache_limit() == 6 * kMiB);
+  {
+    Table<char> a(4 * kMiB, 'a');
+    Table<char> b(4 * kMiB, 'b');
+  }
+  // b went first (4 MiB kept), then a would have made 8 MiB: unmapped.
+  CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
+  wdedup::set_table_cache_limit(0);  // also unmaps what is kept
+  CHECK(wdedup::table_cache_bytes() == 0);
+  { Table<char> c(2 * kMiB, 'c'); }
+  CHECK(wdedup::table_cache_bytes() == 0);
+  // Small tables never involve the cache.
+  wdedup::set_table_cache_limit(64 * kMiB);
+  { Table<char> small(kMiB - 1, 's'); }
+  CHECK(wdedup::table_cache_bytes() == 0);
+}
+
+#ifndef NDEBUG
+TEST_CASE("table cache: with assertions on, a reused block is filled with 0xA5, never stale or zero") {
+  FreshCache fresh;
+  BulkAllocator<unsigned char> alloc;
+  unsigned char* p = alloc.allocate(2 * kMiB);
+  for (std::size_t i = 0; i < 2 * kMiB; i += 4096) p[i] = 0;
+  alloc.deallocate(p, 2 * kMiB);
+  unsigned char* q = alloc.allocate(2 * kMiB);
+  REQUIRE(q == p);
+  bool all = true;
+  for (std::size_t i = 0; i < 2 * kMiB; i += 4096) all = all && q[i] == 0xA5 && q[i + 4095] == 0xA5;
+  CHECK(all);
+  alloc.deallocate(q, 2 * kMiB);
+}
+#endif
+
+TEST_CASE("table cache: threads taking and giving blocks at once never share one") {
+  FreshCache fresh;
+  constexpr unsigned kThreads = 4, kRounds = 40;
+  std::vector<int> bad(kThreads, 0);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < kThreads; ++t)
+    pool.emplace_back([t, &bad] {
+      for (unsigned r = 0; r < kRounds; ++r) {
+        // 1, 2, 3 or 4 MiB of uint32: sizes that split and merge blocks.
+        const std::size_t n = ((t + r) % 4 + 1) * kMiB / sizeof(std::uint32_t);
+        Table<std::uint32_t> v(n, t * 1000 + r);
+        std::this_thread::yield();
+        for (std::size_t i = 0; i < n; i += 1024) bad[t] += v[i] != t * 1000 + r;
+        bad[t] += v[n - 1] != t * 1000 + r;
+      }
+    });
+  for (std::thread& th : pool) th.join();
+  for (unsigned t = 0; t < kThreads; ++t) CHECK(bad[t] == 0);
+  CHECK(wdedup::table_cache_bytes() <= 64 * kMiB);
+  CHECK(wdedup::table_cache_bytes() % kHugePage == 0);
 }
