@@ -72,6 +72,10 @@ class MappingCache {
   static constexpr std::size_t kSlots = 16;
   static constexpr std::size_t kDefaultLimit = std::size_t{64} << 20;
 
+  /// constexpr: the process's cache is constant-initialized, so tables made
+  /// by other static constructors find it ready.
+  constexpr MappingCache() noexcept = default;
+
   /// A cached block of at least `size` bytes (its first `size`), or nullptr.
   void* take(std::size_t size) noexcept {
     Lock lock(mu_);
