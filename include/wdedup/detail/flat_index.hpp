@@ -94,6 +94,10 @@ class FlatIndex {
   std::size_t count_ = 0;
 };
 
+/// Whether a stored name equals `b` (overloaded, by argument-dependent
+/// lookup, for stored names that can answer faster).
+inline bool same_name(std::string_view a, std::string_view b) noexcept { return a == b; }
+
 /// A set of names handing out dense ids, where the names live with the
 /// caller: every call takes `name_of(id)`, so they may sit in a vector that
 /// grows (and moves its strings) between calls. A slot keeps 32 bits of the
@@ -145,7 +149,7 @@ class IdIndex {
     for (std::size_t i = static_cast<std::size_t>(h) & mask;; i = (i + 1) & mask) {
       const std::uint64_t s = slots_[i];
       if (s == 0) return i;
-      if ((s & kTagMask) == tag && std::string_view(name_of(static_cast<std::uint32_t>(s) - 1)) == name) return i;
+      if ((s & kTagMask) == tag && same_name(name_of(static_cast<std::uint32_t>(s) - 1), name)) return i;
     }
   }
   template <class NameOf>

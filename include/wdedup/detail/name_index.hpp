@@ -9,7 +9,9 @@
 #ifndef WDEDUP_DETAIL_NAME_INDEX_HPP
 #define WDEDUP_DETAIL_NAME_INDEX_HPP
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <utility>
 
@@ -19,10 +21,39 @@
 namespace wdedup {
 namespace detail {
 
+/// A name as NameIndex keeps it: a view, and a copy of its first kHead
+/// characters. A lookup that finds a slot compares its name with the entry,
+/// which it reads anyway, and follows the view only for characters past
+/// kHead. The viewed characters sit in the caller's objects (a Tensor's
+/// name), out of cache on big programs: 50,000 lookups that hit took ~2 ms
+/// more when every hit followed the view (100,000 small tensors, cold
+/// cache: the name check 2.6-4.6 ms against 1.9-2.5 ms now).
+struct NameEntry {
+  static constexpr std::size_t kHead = 12;
+  const char* data;
+  std::uint32_t size;
+  char head[kHead];
+};
+
+/// What IdIndex gets from NameIndex's name_of: converts to the name's view
+/// (for rehashing) and compares with a name using the copied head first.
+struct NameRef {
+  const NameEntry* e;
+  operator std::string_view() const noexcept { return std::string_view(e->data, e->size); }
+  friend bool same_name(NameRef r, std::string_view n) noexcept {
+    constexpr std::size_t kHead = NameEntry::kHead;
+    const NameEntry& e = *r.e;
+    if (e.size != n.size()) return false;
+    if (n.empty()) return true;  // (an empty view may have no data pointer)
+    if (std::memcmp(e.head, n.data(), n.size() < kHead ? n.size() : kHead) != 0) return false;
+    return n.size() <= kHead || std::memcmp(e.data + kHead, n.data() + kHead, n.size() - kHead) == 0;
+  }
+};
+
 class NameIndex {
   struct NameOf {
-    const Table<std::string_view>* names;
-    std::string_view operator()(std::uint32_t id) const { return (*names)[id]; }
+    const Table<NameEntry>* names;
+    NameRef operator()(std::uint32_t id) const { return NameRef{&(*names)[id]}; }
   };
 
  public:
@@ -42,7 +73,10 @@ class NameIndex {
     if (added) *added = id == kNone;
     if (id != kNone) return id;
     const auto fresh = static_cast<std::uint32_t>(names_.size());
-    names_.push_back(name);
+    NameEntry& e = names_.emplace_back();
+    e.data = name.data();
+    e.size = static_cast<std::uint32_t>(name.size());
+    if (!name.empty()) std::memcpy(e.head, name.data(), name.size() < NameEntry::kHead ? name.size() : NameEntry::kHead);
     index_.insert(name, h, fresh, name_of());
     return fresh;
   }
@@ -50,7 +84,7 @@ class NameIndex {
   /// The id of `name`, or kNone.
   std::uint32_t find(std::string_view name) const { return index_.find(name, IdIndex::hash(name), name_of()); }
 
-  std::string_view name(std::uint32_t id) const { return names_[id]; }
+  std::string_view name(std::uint32_t id) const { return std::string_view(names_[id].data, names_[id].size); }
   /// Hands the index over (name -> id, hashed with IdIndex::hash); this
   /// index is then empty: find() finds nothing, name() still works.
   IdIndex release_index() {
@@ -65,7 +99,7 @@ class NameIndex {
   NameOf name_of() const { return NameOf{&names_}; }
 
   IdIndex index_;
-  Table<std::string_view> names_;
+  Table<NameEntry> names_;
 };
 
 }  // namespace detail

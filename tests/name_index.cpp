@@ -1,0 +1,63 @@
+// Tests for detail/name_index.hpp: NameIndex hands out dense ids in order
+// of first insertion and finds names exactly, whether they differ within
+// the copied head (the first NameEntry::kHead characters), past it, or only
+// in length; views are never read past their size.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wdedup/detail/name_index.hpp"
+
+using wdedup::detail::NameEntry;
+using wdedup::detail::NameIndex;
+
+TEST_CASE("NameIndex: ids in order of first insertion; exact matches only") {
+  static_assert(NameEntry::kHead == 12);
+  // Each name in its own exact-size allocation (ASan catches a read past it).
+  const std::vector<std::string> texts = {
+      "w.1",                          // short: all in the head
+      "w.12",                         // same start, longer
+      "layers.0.attention.wq.weight", // long: the tail is past the head
+      "layers.0.attention.wk.weight", // same head and length, differs past it
+      "layers.0.attention.wq.weighT", // differs in the last character
+      "abcdefghijkl",                 // exactly kHead characters
+      "abcdefghijkm",                 // differs in the head's last character
+      "abcdefghijkl.",                // one past the head
+  };
+  std::vector<std::unique_ptr<char[]>> owned;
+  std::vector<std::string_view> names;
+  for (const std::string& t : texts) {
+    owned.emplace_back(new char[t.size()]);
+    std::copy(t.begin(), t.end(), owned.back().get());
+    names.emplace_back(owned.back().get(), t.size());
+  }
+  NameIndex index(4);  // grows past its first size: rehashes keep every id
+  for (std::uint32_t i = 0; i < names.size(); ++i) {
+    bool added = false;
+    CHECK(index.find_or_add(names[i], &added) == i);
+    CHECK(added);
+  }
+  CHECK(index.size() == names.size());
+  for (std::uint32_t i = 0; i < names.size(); ++i) {
+    bool added = true;
+    CHECK(index.find_or_add(std::string(texts[i]), &added) == i);  // other memory, same text
+    CHECK_FALSE(added);
+    CHECK(index.find(texts[i]) == i);
+    CHECK(index.name(i) == texts[i]);
+    CHECK(index.name(i).data() == names[i].data());  // the view kept, not a copy
+  }
+  CHECK(index.find("w.") == NameIndex::kNone);
+  CHECK(index.find("w.13") == NameIndex::kNone);
+  CHECK(index.find("layers.0.attention.wv.weight") == NameIndex::kNone);
+  CHECK(index.find("abcdefghijk") == NameIndex::kNone);
+  CHECK(index.find("") == NameIndex::kNone);
+  CHECK(index.find_or_add("") == names.size());  // the empty name is a name too
+  CHECK(index.find(std::string_view()) == names.size());
+  // Handed over, the index finds nothing; names stay.
+  const wdedup::detail::IdIndex ids = index.release_index();
+  CHECK(index.find("w.1") == NameIndex::kNone);
+  CHECK(index.name(2) == "layers.0.attention.wq.weight");
+}
