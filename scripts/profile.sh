@@ -18,7 +18,9 @@ bash scripts/deps.sh
 if ! command -v valgrind >/dev/null; then
   if [ "$(id -u)" -eq 0 ]; then
     echo "wdedup: installing valgrind" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends valgrind >/dev/null
   else
     echo "wdedup: scripts/profile.sh needs valgrind: sudo apt-get install valgrind" >&2
     exit 1
