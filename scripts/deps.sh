@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what wdedup needs to build, test and benchmark, from Debian's
-# packages. As root it runs apt-get; otherwise it says what is missing.
+# packages, plus any packages named as arguments (scripts/profile.sh asks for
+# valgrind). As root it runs apt-get; otherwise it says what is missing.
 set -euo pipefail
 
 packages=(
@@ -11,6 +12,7 @@ packages=(
   doctest-dev                 # tests
   libssl-dev                  # SHA-256 for the fixture manifests (tests) and the reference baseline (benchmarks)
   flatbuffers-compiler libflatbuffers-dev  # tests only: verify our .ptd files with flatbuffers' own verifier
+  "$@"                        # what the caller needs besides
 )
 
 missing=()

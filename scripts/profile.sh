@@ -14,18 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workload="${1:-small-tensors}"
-bash scripts/deps.sh
-if ! command -v valgrind >/dev/null; then
-  if [ "$(id -u)" -eq 0 ]; then
-    echo "wdedup: installing valgrind" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends valgrind >/dev/null
-  else
-    echo "wdedup: scripts/profile.sh needs valgrind: sudo apt-get install valgrind" >&2
-    exit 1
-  fi
-fi
+bash scripts/deps.sh valgrind
 build=build/bench
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" --buildtype=release -Dtests=false -Dexamples=false -Dbenchmarks=true >/dev/null

@@ -142,8 +142,8 @@ TEST_CASE("results are identical for 1, 2 and 8 threads") {
 TEST_CASE("a second call on reused (table cache) memory gives the same result as on fresh memory") {
   // 40,000 tensors: the function table (64 B a row) and the engine's scratch
   // pass 1 MiB, so they are huge-page blocks the cache keeps between calls
-  // (filled with 0xA5 on reuse in builds with assertions: nothing may rely
-  // on fresh memory being zero).
+  // (filled with 0xA5 on reuse in the tests' builds: nothing may rely on
+  // fresh memory being zero).
   constexpr std::size_t kTensors = 40000;
   std::vector<std::uint8_t> bytes(kTensors * 8);
   Program p;

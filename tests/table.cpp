@@ -165,8 +165,10 @@ TEST_CASE("table cache: the limit bounds what is kept; 0 keeps nothing") {
   CHECK(wdedup::table_cache_bytes() == 0);
 }
 
-#ifndef NDEBUG
-TEST_CASE("table cache: with assertions on, a reused block is filled with 0xA5, never stale or zero") {
+#ifndef WDEDUP_POISON_REUSED_MEMORY
+#error "the tests build with -DWDEDUP_POISON_REUSED_MEMORY (tests/meson.build)"
+#endif
+TEST_CASE("table cache: in the tests' builds a reused block is filled with 0xA5, never stale or zero") {
   FreshCache fresh;
   BulkAllocator<unsigned char> alloc;
   unsigned char* p = alloc.allocate(2 * kMiB);
@@ -179,7 +181,6 @@ TEST_CASE("table cache: with assertions on, a reused block is filled with 0xA5, 
   CHECK(all);
   alloc.deallocate(q, 2 * kMiB);
 }
-#endif
 
 TEST_CASE("table cache: threads taking and giving blocks at once never share one") {
   FreshCache fresh;
