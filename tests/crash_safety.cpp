@@ -231,7 +231,7 @@ TEST_CASE("every failing step leaves the destination untouched and removes the t
   }
 }
 
-TEST_CASE("a failed directory fsync after the rename reports the error; the new file is complete") {
+TEST_CASE("a failed directory fsync after the rename is NotDurable, not IoError; the new file is complete") {
   std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1)};
   const NamedDataStore store = store_over(data);
   const std::string dir = fresh_dir("fsync_dir");
@@ -240,9 +240,10 @@ TEST_CASE("a failed directory fsync after the rename reports the error; the new 
   FaultyOps ops;
   ops.fail = FaultyOps::Step::FsyncDir;
   Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
-  CHECK(r.error() == Error::IoError);
-  CHECK(contains(r.message(), "fsync directory '" + dir + "'"));
-  CHECK(contains(r.message(), "the new file is in place"));
+  CHECK(r.error() == Error::NotDurable);
+  CHECK(std::string(error_name(r.error())) == "NotDurable");
+  CHECK(r.message() == "wrote '" + dest + "', but fsync directory '" + dir + "' failed: " + std::strerror(EIO) +
+                           " (the new file is in place; its rename may not survive a power loss)");
   CHECK(read_file(dest) == serialize(store));
   CHECK(others(dir, {"model.ptd"}).empty());
 }
@@ -258,6 +259,41 @@ TEST_CASE("short writes and EINTR are retried until every byte is written") {
   REQUIRE_MESSAGE(r.ok(), r.message());
   CHECK(ops.writes > 300);
   CHECK(read_file(dest) == serialize(store));
+}
+
+TEST_CASE("an interrupted fallocate (EINTR) is retried; an unsupported one is skipped") {
+  std::vector<std::vector<std::uint8_t>> data{pattern(40000, 1), pattern(3000, 2)};
+  const NamedDataStore store = store_over(data);
+  struct Allocate : detail::FileOps {
+    int fail_first = 0;  // calls that fail before one goes through
+    int error = EINTR;
+    int calls = 0;
+    off_t size = 0;
+    int allocate(int fd, off_t n) override {
+      ++calls;
+      size = n;
+      if (calls <= fail_first) {
+        errno = error;
+        return -1;
+      }
+      return detail::FileOps::allocate(fd, n);
+    }
+  };
+  const std::vector<std::uint8_t> expected = serialize(store);
+  for (int error : {EINTR, EOPNOTSUPP, ENOSYS}) {
+    CAPTURE(error);
+    const std::string dir = fresh_dir("allocate");
+    const std::string dest = dir + "/model.ptd";
+    Allocate ops;
+    ops.error = error;
+    ops.fail_first = error == EINTR ? 3 : 1;
+    Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(ops.calls == (error == EINTR ? 4 : 1));  // EINTR: retried; unsupported: given up at once
+    CHECK(ops.size == static_cast<off_t>(expected.size()));
+    CHECK(read_file(dest) == expected);
+    CHECK(others(dir, {"model.ptd"}).empty());
+  }
 }
 
 TEST_CASE("a real write error mid-file (file size limit): destination untouched, no temporary file") {
@@ -420,6 +456,21 @@ TEST_CASE("replacing a file keeps its mode; a symbolic link keeps pointing at th
   ::umask(old_mask);
   REQUIRE(::stat(fresh.c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0644);  // what a new file gets, not mkstemp's 0600
+  CHECK(detail::current_umask() == static_cast<int>(old_mask));  // read from /proc, not changed
+
+  // Where the umask cannot be read (no /proc), a new file stays 0600
+  // rather than taking a guessed 022; an existing file still keeps its mode.
+  struct NoUmask : detail::FileOps {
+    int umask() override { return -1; }
+  } no_umask;
+  const std::string private_file = dir + "/private.ptd";
+  REQUIRE(detail::write_ptd_file_with(store, FunctionMaps{}, private_file, WriteOptions{}, no_umask).ok());
+  REQUIRE(::stat(private_file.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+  CHECK(read_file(private_file) == want);
+  REQUIRE(detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, no_umask).ok());
+  REQUIRE(::stat(dest.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0640);
 
   const std::string target = dir + "/target.ptd", link = dir + "/link.ptd";
   write_bytes(target, {7});
@@ -428,7 +479,7 @@ TEST_CASE("replacing a file keeps its mode; a symbolic link keeps pointing at th
   REQUIRE(::lstat(link.c_str(), &st) == 0);
   CHECK(S_ISLNK(st.st_mode));
   CHECK(read_file(target) == want);
-  CHECK(others(dir, {"model.ptd", "fresh.ptd", "target.ptd", "link.ptd"}).empty());
+  CHECK(others(dir, {"model.ptd", "fresh.ptd", "private.ptd", "target.ptd", "link.ptd"}).empty());
 }
 
 TEST_CASE("killed at random points (SIGKILL): the destination is absent, the previous version or complete") {

@@ -3,7 +3,10 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wdedup/named_data_store.hpp"
@@ -282,3 +285,106 @@ TEST_CASE("many same-size buffers: copies are found through the content index, n
   CHECK(s.find("c2999")->buffer_index == 2999);
   CHECK(s.find("c0")->buffer_index == 0);
 }
+
+TEST_CASE("merge: a buffer alignment carried over that overflows the lcm fails whole, with the same prefix") {
+  // `t` holds one buffer under "q" (alignment 1) and "r" (65537): the
+  // buffer asks for 65537. `s` holds the same bytes under "p" at 65539.
+  // Adding "q" alone is fine; carrying the buffer's 65537 over is not.
+  const auto a = bytes(24, 5);
+  NamedDataStore s, t;
+  REQUIRE(s.add_named_data("p", span(a), 65539).ok());
+  REQUIRE(t.add_named_data("q", span(a), 1).ok());
+  REQUIRE(t.add_named_data("r", span(a), 65537).ok());
+  const std::string before = dump(s);
+  Expected<void> r = s.merge(t);
+  CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() ==
+        "merge failed, store unchanged: key 'q': lcm of alignments 65539 and 65537 exceeds the maximum of 4294967296");
+  CHECK(dump(s) == before);
+}
+
+TEST_CASE("a key with a NUL byte is refused when added, and messages escape control characters") {
+  const auto a = bytes(8, 1);
+  NamedDataStore s;
+  REQUIRE(s.add_named_data("kept", span(a)).ok());
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data(std::string_view("layer\0.w", 8), span(a));
+  CHECK(r.error() == Error::InvalidName);
+  CHECK(r.message() ==
+        "key 'layer\\x00.w' contains a NUL byte at offset 5; ExecuTorch looks keys up with strcmp, so it could "
+        "never find it");
+  CHECK(r.message().find('\0') == std::string::npos);  // printable whole with c_str()
+  CHECK(dump(s) == before);
+  CHECK(detail::quote_name(std::string_view("a\\b\n\t\x1f\x7f\xc3\xa9", 9)) == "'a\\\\b\\n\\t\\x1f\\x7f\xc3\xa9'");
+}
+
+#if defined(__cpp_exceptions)
+// Out of memory at each allocation an add makes, in turn: the add throws
+// std::bad_alloc (as any container would) and the store is as it was, and
+// still works. The replaced operator new fails once when armed.
+namespace {
+long g_fail_countdown = -1;  // fail the allocation this many allocations from now; -1: never
+}  // namespace
+void* operator new(std::size_t n) {
+  if (g_fail_countdown >= 0 && g_fail_countdown-- == 0) throw std::bad_alloc();
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+// (GCC flags free() in a replaced operator delete as a mismatch once it
+// inlines the pair; here the two are matched by construction.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+TEST_CASE("out of memory during an add: std::bad_alloc, and the store is unchanged") {
+  const auto a = bytes(16, 1), b = bytes(16, 2), c = bytes(16, 3), big = bytes(40, 4);
+  const std::string long_key = "a.key.longer.than.the.small.string.buffer";
+  struct Case {
+    const char* what;
+    ByteSpan data;
+    bool size_hashed;  // a second buffer of the size is there already
+  } cases[] = {
+      {"new key, new bytes of a size seen once (that size is hashed now)", span(b), false},
+      {"new key, bytes another key holds", span(a), false},
+      {"new key, new bytes of a new size", span(big), false},
+      {"new key, new bytes of a size already hashed", span(c), true},
+  };
+  for (const Case& k : cases) {
+    const std::string what = k.what;
+    CAPTURE(what);
+    long injected = 0;
+    for (long n = 0;; ++n) {
+      NamedDataStore s;
+      REQUIRE(s.add_named_data("first", span(a), 8).ok());
+      if (k.size_hashed) REQUIRE(s.add_named_data("second", span(b), 8).ok());
+      // 16 keys: the next one grows the key table and its index.
+      for (int i = 0; i < (k.size_hashed ? 14 : 15); ++i)
+        REQUIRE(s.add_named_data("filler" + std::to_string(i), span(a), 8).ok());
+      const std::string before = dump(s);
+      bool threw = false;
+      g_fail_countdown = n;
+      try {
+        (void)s.add_named_data(long_key, k.data, 4);
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      g_fail_countdown = -1;
+      if (!threw) {
+        CHECK(s.find(long_key) != nullptr);
+        break;
+      }
+      ++injected;
+      CAPTURE(n);
+      CHECK(dump(s) == before);
+      CHECK(s.find(long_key) == nullptr);
+      // ...and still works: the same add now succeeds, and finds its bytes.
+      REQUIRE(s.add_named_data(long_key, k.data, 4).ok());
+      CHECK(s.bytes_of(long_key).data() == k.data.data());
+      CHECK(s.find("first")->buffer_index == 0);
+    }
+    CHECK(injected >= 3);  // the key's string, the key table, the key index (and more for a new buffer)
+  }
+}
+#endif

@@ -703,10 +703,14 @@ TEST_CASE("validation of stores filled through the bulk path") {
     CHECK(r.message() == "key 'k': layout FLOAT [3] dim_order [0] describes 12 bytes but its buffer has 8 bytes");
   }
   SUBCASE("a key containing NUL (ExecuTorch's strcmp could never find it)") {
+    // (add_named_data refuses such a key; the bulk path checks nothing.)
     NamedDataStore s;
-    add(s, std::string_view("a\0b", 3), ByteSpan(bytes.data(), 8));
+    const std::uint32_t b = detail::StoreAccess::add_buffer(s, ByteSpan(bytes.data(), 8), 1);
+    detail::StoreAccess::add_key(s, std::string_view("a\0b", 3), b, 1, std::nullopt);
     Expected<std::vector<std::uint8_t>> r = serialize_ptd(s);
     CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() == "key 'a\\x00b' contains a NUL byte; ExecuTorch looks keys up with strcmp, so it could never "
+                         "find it");
   }
   SUBCASE("a key alignment the buffer does not carry is still honoured") {
     NamedDataStore s;

@@ -129,10 +129,28 @@ std::string cat(const P&... pieces) {
   const Piece list[] = {Piece(pieces)..., Piece(std::string_view())};
   return cat_pieces(list, sizeof...(P));
 }
-/// Quotes a name for a message: 'name'.
+/// Quotes a name for a message: 'name', with control characters (a NUL
+/// would cut the message short for anyone printing it with c_str()) and
+/// backslashes escaped: "\x00", "\n", "\\".
 inline std::string quote_name(std::string_view v) {
   std::string s = "'";
-  s.append(v.data(), v.size());
+  for (const char c : v) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\\') {
+      s += "\\\\";
+    } else if (c == '\n') {
+      s += "\\n";
+    } else if (c == '\t') {
+      s += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      const char hex[] = "0123456789abcdef";
+      s += "\\x";
+      s += hex[u >> 4];
+      s += hex[u & 15];
+    } else {
+      s += c;
+    }
+  }
   return s + "'";
 }
 }  // namespace detail

@@ -95,6 +95,12 @@ template <int = 0>
 Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpan bytes,
                                   std::int64_t alignment, const std::optional<Layout>& layout) {
   if (key.empty()) return Expected<void>(Error::InvalidName, cat(where, "empty key"));
+  // Refused here rather than when the store is written: ExecuTorch looks
+  // keys up with strcmp, so a key with a NUL byte could never be found.
+  if (const std::size_t nul = key.find('\0'); nul != std::string_view::npos)
+    return Expected<void>(Error::InvalidName, cat(where, "key ", quote_name(key), " contains a NUL byte at offset ",
+                                                  nul, "; ExecuTorch looks keys up with strcmp, so it could "
+                                                  "never find it"));
   if (alignment <= 0)
     return Expected<void>(Error::InvalidAlignment,
                           cat(where, "key ", quote_name(key), ": alignment must be a positive integer, got ",
@@ -134,7 +140,10 @@ struct StoreAccess;  // the bulk path used by deduplicate()
 ///  - different keys, same bytes: one buffer; each key keeps its own
 ///    alignment and layout; the buffer's alignment is the lcm of all of them;
 ///  - alignment <= 0 (or over kMaxAlignment): Error::InvalidAlignment;
-///    non-powers of two are fine.
+///    non-powers of two are fine;
+///  - an empty key, or one with a NUL byte: Error::InvalidName.
+/// A failed add leaves the store exactly as it was; so does running out of
+/// memory, which throws std::bad_alloc as the standard containers do.
 /// Keys and buffers are reported in first-insertion order.
 class NamedDataStore {
   /// The key-index's view of the keys (they move when keys_ grows).
@@ -182,8 +191,25 @@ class NamedDataStore {
       if (!l) return lcm_overflow(key, buffers_[*existing].alignment, align);
       buf_align = *l;
     }
-    // All checks passed: from here on nothing can fail, so the store is
-    // either fully updated or untouched.
+    // All checks passed. What can still fail is memory (std::bad_alloc, in
+    // builds with exceptions): the new key is built and every container
+    // and index is given room first, so the appends below cannot allocate,
+    // and a throw leaves the store as it was. (Growing an index early
+    // changes where entries sit, not what it finds.)
+    StoreKey fresh_key;
+    fresh_key.key.assign(key.data(), key.size());
+    fresh_key.alignment = align;
+    fresh_key.layout = std::move(layout);
+    room_for_one(keys_);
+    key_index_.reserve(keys_.size() + 1, key_of());
+    if (!existing) {
+      room_for_one(buffers_);
+      room_for_one(content_next_);
+      room_for_one(size_classes_);
+      by_pointer_.reserve(buffers_.size() + 1);
+      by_size_.reserve(size_classes_.size() + 1);
+      by_content_.reserve(buffers_.size() + 1);
+    }
     std::uint32_t index;
     if (existing) {
       index = *existing;
@@ -191,7 +217,10 @@ class NamedDataStore {
     } else {
       index = append_buffer(bytes, align);
     }
-    append_key(key, key_h, index, align, std::move(layout));
+    fresh_key.buffer_index = index;
+    const auto id = static_cast<std::uint32_t>(keys_.size());
+    keys_.push_back(std::move(fresh_key));
+    key_index_.insert(keys_[id].key, key_h, id, key_of());
     return {};
   }
 
@@ -212,7 +241,10 @@ class NamedDataStore {
       StoreBuffer& nb = next.buffers_[next.find(k.key)->buffer_index];
       const std::optional<std::uint64_t> l =
           detail::lcm_alignment(nb.alignment, other.buffers_[k.buffer_index].alignment);
-      if (!l) return lcm_overflow(k.key, nb.alignment, other.buffers_[k.buffer_index].alignment);
+      if (!l) {
+        const Expected<void> e = lcm_overflow(k.key, nb.alignment, other.buffers_[k.buffer_index].alignment);
+        return Expected<void>(e.error(), "merge failed, store unchanged: " + e.message());
+      }
       nb.alignment = *l;
     }
     *this = std::move(next);
@@ -254,6 +286,12 @@ class NamedDataStore {
   }
 
   KeyOf key_of() const { return KeyOf{&keys_}; }
+  /// Capacity for one more element (growing geometrically, as push_back
+  /// would), so that the push_back after it cannot allocate.
+  template <class V>
+  static void room_for_one(V& v) {
+    if (v.size() == v.capacity()) v.reserve(v.size() < 8 ? 16 : v.size() * 2);
+  }
   /// Appends a key and indexes it.
   template <int = 0>
   void append_key(std::string_view key, std::uint64_t key_h, std::uint32_t buffer, std::uint64_t alignment,

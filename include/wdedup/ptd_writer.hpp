@@ -192,7 +192,9 @@ Expected<WriteStats> write_ptd(const NamedDataStore& store, ByteSink& sink, cons
 /// directory, fsync, rename over `path`, fsync of the directory. On any
 /// failure `path` is untouched, the temporary file is removed, and the
 /// error (Error::IoError for file system failures) names the path, the
-/// operation and the system's reason. If `path` is a symbolic link, the file
+/// operation and the system's reason. The one exception is the last step:
+/// if the directory's fsync fails after the rename, `path` already is the
+/// new, complete file, and the error is Error::NotDurable. If `path` is a symbolic link, the file
 /// it points at is replaced and the link kept; a path naming anything but a
 /// regular file is refused.
 template <int = 0>

@@ -35,6 +35,25 @@
 namespace wdedup {
 namespace detail {
 
+/// The process umask, read without changing it (umask(2) can only be read
+/// by setting it, which races with other threads creating files), or -1 if
+/// it cannot be read (no /proc, as in some chroots and minimal containers).
+inline int current_umask() {
+#if defined(__linux__)
+  if (std::FILE* f = std::fopen("/proc/self/status", "re")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      if (std::strncmp(line, "Umask:", 6) == 0) {
+        std::fclose(f);
+        return static_cast<int>(std::strtoul(line + 6, nullptr, 8) & 0777);
+      }
+    }
+    std::fclose(f);
+  }
+#endif
+  return -1;
+}
+
 /// The system calls the atomic writer makes. Each returns what the POSIX
 /// call returns and sets errno the same way.
 class FileOps {
@@ -45,20 +64,32 @@ class FileOps {
   virtual ssize_t pwrite(int fd, const void* data, std::size_t size, off_t offset) {
     return ::pwrite(fd, data, size, offset);
   }
-  /// Reserves the file's final size up front, so a full disk fails fast and
-  /// the file is laid out contiguously. Returns 0 where unsupported.
-  virtual int reserve(int fd, off_t size) {
+  /// fallocate(fd, 0, 0, size) where there is one; elsewhere fails with
+  /// EOPNOTSUPP (reserve() then skips the reservation).
+  virtual int allocate(int fd, off_t size) {
 #if defined(__linux__)
-    if (::fallocate(fd, 0, 0, size) == 0) return 0;
-    if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) return 0;
-    return -1;
+    return ::fallocate(fd, 0, 0, size);
 #else
     (void)fd;
     (void)size;
-    return 0;
+    errno = EOPNOTSUPP;
+    return -1;
 #endif
   }
+  /// Reserves the file's final size up front, so a full disk fails fast and
+  /// the file is laid out contiguously. Returns 0 where unsupported. A
+  /// signal may interrupt it (EINTR): retried, as writes are.
+  virtual int reserve(int fd, off_t size) {
+    int rc;
+    do rc = allocate(fd, size);
+    while (rc != 0 && errno == EINTR);
+    if (rc == 0) return 0;
+    if (errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL) return 0;
+    return -1;
+  }
   virtual int fchmod(int fd, mode_t mode) { return ::fchmod(fd, mode); }
+  /// The process umask, or -1 if it cannot be read.
+  virtual int umask() { return current_umask(); }
   virtual int fsync(int fd) { return ::fsync(fd); }
   virtual int close(int fd) { return ::close(fd); }
   virtual int rename(const char* from, const char* to) { return ::rename(from, to); }
@@ -88,24 +119,6 @@ inline std::string errno_text_pick(const char* msg, const char*, int) { return m
 inline std::string errno_text(int e) {
   char buf[256] = {};
   return errno_text_pick(::strerror_r(e, buf, sizeof buf), buf, e);
-}
-
-/// The process umask, read without changing it (umask(2) can only be read
-/// by setting it, which races with other threads creating files).
-inline mode_t current_umask() {
-#if defined(__linux__)
-  if (std::FILE* f = std::fopen("/proc/self/status", "re")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f)) {
-      if (std::strncmp(line, "Umask:", 6) == 0) {
-        std::fclose(f);
-        return static_cast<mode_t>(std::strtoul(line + 6, nullptr, 8) & 0777);
-      }
-    }
-    std::fclose(f);
-  }
-#endif
-  return 022;
 }
 
 /// One in-progress replacement of a file. Not copyable; the destructor
@@ -164,9 +177,14 @@ class BasicAtomicFile {
     temp_ = buf.data();
 
     // mkstemp creates 0600; give the file the mode the destination has, or
-    // the mode a fresh file would get.
-    const mode_t mode = exists ? (st.st_mode & 07777) : (0666 & ~current_umask());
-    if (const int e = errno_of(ops_.fchmod(fd_, mode))) return fail_errno("chmod temporary file " + quote_name(temp_), e);
+    // the mode a fresh file would get. If the umask cannot be read, a fresh
+    // file keeps 0600: guessing 022 could make a private model world-readable.
+    const int mask = exists ? 0 : ops_.umask();
+    if (exists || mask >= 0) {
+      const mode_t mode = exists ? (st.st_mode & 07777) : static_cast<mode_t>(0666 & ~mask);
+      if (const int e = errno_of(ops_.fchmod(fd_, mode)))
+        return fail_errno("chmod temporary file " + quote_name(temp_), e);
+    }
     if (size > static_cast<std::uint64_t>(INT64_MAX)) return fail_msg("the file size exceeds 2^63 bytes");
     if (size > 0)
       if (const int e = errno_of(ops_.reserve(fd_, static_cast<off_t>(size))))
@@ -235,11 +253,14 @@ class BasicAtomicFile {
     if (const int e = errno_of(ops_.rename(temp_.c_str(), target_.c_str())))
       return fail_errno("rename " + quote_name(temp_) + " to " + quote_name(target_), e);
     committed_ = true;
+    // From here on the destination is the new file: a failure is no longer
+    // an IoError (which promises the destination untouched) but NotDurable.
     if (durable)
       if (const int e = errno_of(ops_.fsync_directory(dir_.c_str())))
-        return fail_errno("fsync directory " + quote_name(dir_) +
-                              " (the new file is in place but its rename may not survive a power loss)",
-                          e);
+        return Expected<void>(Error::NotDurable,
+                              "wrote " + quote_name(path_) + ", but fsync directory " + quote_name(dir_) +
+                                  " failed: " + errno_text(e) +
+                                  " (the new file is in place; its rename may not survive a power loss)");
     return {};
   }
 

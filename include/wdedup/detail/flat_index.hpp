@@ -41,6 +41,10 @@ class FlatIndex {
     mask_ = cap - 1;
     count_ = 0;
   }
+  /// Room for `n` entries: the next inserts up to n do not allocate.
+  void reserve(std::size_t n) {
+    while (n * 2 > slots_.size()) grow();
+  }
   /// The value stored under (a, b); inserts `value` first if there is none.
   std::uint32_t find_or_insert(std::uint64_t a, std::uint64_t b, std::uint32_t value, bool& inserted) {
     if ((count_ + 1) * 2 > slots_.size()) grow();
@@ -73,20 +77,24 @@ class FlatIndex {
     std::uint64_t a = 0, b = 0;
     std::uint32_t value = kNone;
   };
-  std::size_t slot_of(std::uint64_t a, std::uint64_t b) const noexcept {
-    return static_cast<std::size_t>(mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull))) & mask_;
+  static std::size_t home(std::uint64_t a, std::uint64_t b, std::size_t mask) noexcept {
+    return static_cast<std::size_t>(mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull))) & mask;
   }
+  std::size_t slot_of(std::uint64_t a, std::uint64_t b) const noexcept { return home(a, b, mask_); }
+  /// Doubles the table (16 slots at first). The bigger table is made before
+  /// the old one is let go: if allocating it throws, the map is unchanged.
   void grow() {
-    Table<Slot> old;
-    old.swap(slots_);
-    reset(old.size() < 8 ? 8 : old.size());
-    for (const Slot& s : old) {
+    const std::size_t cap = slots_.size() < 16 ? 16 : slots_.size() * 2;
+    Table<Slot> bigger(cap, Slot{});
+    const std::size_t mask = cap - 1;
+    for (const Slot& s : slots_) {
       if (s.value == kNone) continue;
-      std::size_t i = slot_of(s.a, s.b);
-      while (slots_[i].value != kNone) i = (i + 1) & mask_;
-      slots_[i] = s;
-      ++count_;
+      std::size_t i = home(s.a, s.b, mask);
+      while (bigger[i].value != kNone) i = (i + 1) & mask;
+      bigger[i] = s;
     }
+    slots_.swap(bigger);
+    mask_ = mask;
   }
 
   Table<Slot> slots_;
@@ -115,6 +123,11 @@ class IdIndex {
   std::uint32_t find(std::string_view name, std::uint64_t h, const NameOf& name_of) const {
     const std::uint64_t s = slots_[probe(name, h, name_of)];
     return s == 0 ? kNone : static_cast<std::uint32_t>(s) - 1;
+  }
+  /// Room for `n` names: inserts up to n do not allocate.
+  template <class NameOf>
+  void reserve(std::size_t n, const NameOf& name_of) {
+    if (n * 2 > slots_.size()) rehash(capacity_for(n), name_of);
   }
   /// Adds `id` under `name` (hash `h`), which must not be present.
   template <class NameOf>

@@ -41,6 +41,10 @@ enum class Error : std::uint32_t {
 
   IoError = 0x40,                ///< open/read/write/fsync/rename failed
   OutOfMemory = 0x41,            ///< an allocation the caller asked for failed
+  /// The new file replaced the destination, but the fsync that makes the
+  /// rename survive a power loss failed: unlike every other write error,
+  /// the destination is no longer the old file.
+  NotDurable = 0x42,
 };
 
 /// A short, stable, human-readable name for an error code.
@@ -67,6 +71,7 @@ constexpr const char* error_name(Error e) noexcept {
     case Error::Misaligned: return "Misaligned";
     case Error::IoError: return "IoError";
     case Error::OutOfMemory: return "OutOfMemory";
+    case Error::NotDurable: return "NotDurable";
   }
   return "Unknown";
 }
