@@ -338,6 +338,54 @@ TEST_CASE("segments: out of range, overflowing or partly overlapping segments ar
   run_cases(good, cases);
 }
 
+TEST_CASE("segments out of order: checked pair by pair up to a budget, refused beyond it") {
+  // No heap to sort in, so out-of-order segments are checked for overlap
+  // pair by pair: at most detail::kUnsortedSegmentPairs pairs (1,448
+  // segments), or a small file could keep open() busy for minutes.
+  namespace dsf = format::data_segment_field;
+  const auto file_with = [](std::uint32_t n) {
+    static std::vector<std::uint64_t> words;
+    words.resize(n);
+    NamedDataStore store;
+    for (std::uint32_t i = 0; i < n; ++i) {
+      words[i] = 0x1000000000ull + i;  // distinct 8-byte buffers
+      REQUIRE(store.add_named_data("k" + std::to_string(i),
+                                   ByteSpan(reinterpret_cast<const std::uint8_t*>(&words[i]), 8))
+                  .ok());
+    }
+    WriteOptions plain;
+    plain.wdedup_extensions = false;
+    plain.segment_alignment = 8;
+    Expected<std::vector<std::uint8_t>> bytes = serialize_ptd(store, plain);
+    REQUIRE(bytes.ok());
+    return std::move(bytes).value();
+  };
+  CHECK(detail::kUnsortedSegmentPairs == 1048576);
+  for (const std::uint32_t n : {1448u, 1449u}) {
+    CAPTURE(n);
+    Bytes good = file_with(n);
+    REQUIRE(open_and_exercise(good).code == Error::Ok);  // sorted: any count
+    Nav nav{good};
+    // Swap segments 1 and 2's offsets: still disjoint, out of order.
+    // (Not segment 0: its offset is 0, the default, which the flatbuffer
+    // leaves out.)
+    const std::uint64_t a = nav.field(nav.segment(1), dsf::kOffset), b = nav.field(nav.segment(2), dsf::kOffset);
+    REQUIRE(a != 0);
+    REQUIRE(b != 0);
+    const std::uint64_t oa = nav.u64(a), ob = nav.u64(b);
+    nav.set_u64(a, ob);
+    nav.set_u64(b, oa);
+    const Failure f = open_and_exercise(good);
+    if (n == 1448) {
+      CHECK(f.code == Error::Ok);  // 1,047,628 pairs: within the budget
+    } else {
+      CHECK(f.code == Error::MalformedSegment);  // 1,049,076 pairs
+      CHECK(std::string(f.what) == "segments are out of order and too many to check for overlap (at = segment count)");
+      CHECK(f.at == 1449);
+    }
+  }
+}
+
 TEST_CASE("keys: bad strings and segment indices are MalformedKey") {
   const Bytes good = fixture_bytes("simple.ptd");
   namespace ndf = format::named_data_field;
@@ -526,6 +574,7 @@ TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is Malf
 
 TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
   const Bytes good = wdedup_file_bytes();
+  const Nav at{const_cast<Bytes&>(good)};  // positions in the good file (not written)
   namespace fr = format::function_record;
   namespace ft = format::function_tensor;
   std::vector<Case> cases = {
@@ -560,6 +609,19 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
          const std::uint64_t a = n.function_tensor(0), b = n.function_tensor(1);
          for (int k = 0; k < 8; ++k) n.b[b + k] = n.b[a + k];
        }, Error::MalformedFunctionMap},
+      // Rows tile the table in function order: [0,3) [3,5) [5,8).
+      {"function 1's rows start inside function 0's", [](Nav& n) { n.set_u32(n.function(1) + fr::kTensorsBegin, 2); },
+       Error::MalformedFunctionMap, static_cast<std::int64_t>(at.function(1) + fr::kTensorsBegin)},
+      {"a row between two functions", [](Nav& n) { n.set_u32(n.function(0) + fr::kTensorsCount, 2); },
+       Error::MalformedFunctionMap, static_cast<std::int64_t>(at.function(1) + fr::kTensorsBegin)},
+      {"every function claims every row", [](Nav& n) {
+         for (std::uint32_t f = 0; f < 3; ++f) {
+           n.set_u32(n.function(f) + fr::kTensorsBegin, 0);
+           n.set_u32(n.function(f) + fr::kTensorsCount, 8);
+         }
+       }, Error::MalformedFunctionMap},
+      {"the last row belongs to no function", [](Nav& n) { n.set_u32(n.function(2) + fr::kTensorsCount, 2); },
+       Error::MalformedFunctionMap, 7},
   };
   run_cases(good, cases);
 }

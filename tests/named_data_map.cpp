@@ -274,6 +274,13 @@ TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
   CHECK(NamedDataMap::index_memory_size(4) == 64);
   CHECK(NamedDataMap::index_memory_size(5) == 128);
   CHECK(NamedDataMap::index_memory_size(4096) == 65536);
+  // The most keys a file can hold, and past it: memory no one has (the
+  // doubling would overflow, or never end, for counts near 2^63).
+  CHECK(NamedDataMap::index_memory_size(UINT32_MAX) == (std::uint64_t{1} << 36));
+  if (sizeof(std::size_t) == 8) {
+    CHECK(NamedDataMap::index_memory_size(std::size_t{UINT32_MAX} + 1) == UINT64_MAX);
+    CHECK(NamedDataMap::index_memory_size(static_cast<std::size_t>(std::uint64_t{1} << 62) + 1) == UINT64_MAX);
+  }
 
   std::unique_ptr<Opened> o = open_via(Via::Mmap, fixture("many_keys.ptd"));
   REQUIRE(o->ok());

@@ -109,7 +109,10 @@ class BufferSource final : public detail::MemorySource {
 /// so data at a file offset that is a multiple of A is at an address that
 /// is a multiple of A for every power of two A up to the page size. Move-only;
 /// unmaps in the destructor. As with any mapping, a file truncated by
-/// another process while mapped raises SIGBUS on access.
+/// another process while mapped raises SIGBUS on access. The map checks
+/// the file's structure once, in open(); a file rewritten in place while
+/// mapped is not checked again, so its offsets may then point anywhere.
+/// Replace files by rename (write_ptd_file does), never in place.
 class MmapSource final : public detail::MemorySource {
  public:
   static Result<MmapSource> open(const char* path) noexcept {
