@@ -205,6 +205,20 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     CHECK(r.error() == Error::InvalidName);
     CHECK(r.message() == "method 'decode' partition 0: tensor name 'w' is used twice");
   }
+  SUBCASE("a NUL byte in a tensor name or a method name (no key can hold one)") {
+    Program p;
+    p.add_method("decode").add_partition().add("w", span(a)).add(std::string("x\0y", 3), span(a));
+    auto r = deduplicate<Strategy<OneBlob>>(p);
+    CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() ==
+          "method 'decode' partition 0: key 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch looks keys up "
+          "with strcmp, so it could never find it");
+    Program q;
+    q.add_method(std::string("de\0code", 7)).add_partition().add("w", span(a));
+    r = deduplicate<Strategy<OneBlob>>(q);
+    CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() == "method name 'de\\x00code' contains a NUL byte at offset 2");
+  }
   SUBCASE("bad alignment") {
     Program p;
     p.add_method("decode").add_partition();

@@ -15,6 +15,7 @@
 #define WDEDUP_DEDUPLICATE_HPP
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -104,6 +105,11 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
     const Method& method = program.methods[m];
     if (method.name.empty())
       return Expected<void>(Error::InvalidName, cat("method #", m, " has an empty name"));
+    // Method names go into generated keys and function names, which
+    // ExecuTorch looks up with strcmp (tensor names are checked below).
+    if (const std::size_t nul = method.name.find('\0'); nul != std::string::npos)
+      return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name),
+                                                    " contains a NUL byte at offset ", nul));
     bool fresh = false;
     method_names.find_or_add(method.name, &fresh);
     if (!fresh)
@@ -126,7 +132,9 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
                                 cat(where(), "tensor name ", quote_name(tensor.name), " is used twice"));
         stamp[id] = serial;
         flat->name_of.push_back(id);
-        const bool fine = tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
+        // (A name with a NUL byte is no key: check_entry says so.)
+        const bool fine = std::memchr(tensor.name.data(), 0, tensor.name.size()) == nullptr &&
+                          tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
                           (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));
         if (!fine) return check_entry(where(), tensor.name, tensor.bytes, tensor.alignment, tensor.layout);
         if (tensor.alignment != first_alignment) {
