@@ -227,6 +227,37 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     CHECK(r.error() == Error::InvalidAlignment);
     CHECK(r.message() == "method 'decode' partition 1: key 'w': alignment must be a positive integer, got -8");
   }
+  SUBCASE("alignments whose lcm is over the maximum: at the first tensor that makes it so") {
+    const std::int64_t max = std::int64_t{1} << 32;
+    std::vector<std::uint8_t> c(8, 9);
+    SUBCASE("two keys sharing bytes") {
+      Program p;
+      p.add_method("decode").add_partition().add("x", span(a), max).add("y", span(a), 3);
+      auto r = deduplicate<Strategy<OneBlob>>(p);
+      CHECK(r.error() == Error::InvalidAlignment);
+      CHECK(r.message() == "method 'decode' partition 0 tensor 'y': lcm of alignments 4294967296 and 3 exceeds "
+                           "4294967296: key 'y' shares its bytes with keys that ask for 4294967296");
+    }
+    SUBCASE("one key, twice") {
+      Program p;
+      p.add_method("decode").add_partition().add("x", span(a), 3);
+      p.add_method("prefill").add_partition().add("x", span(a), max);
+      auto r = deduplicate<Strategy<OneBlob>>(p);
+      CHECK(r.error() == Error::InvalidAlignment);
+      CHECK(r.message() == "method 'prefill' partition 0 tensor 'x': lcm of alignments 3 and 4294967296 for key "
+                           "'x' exceeds 4294967296");
+    }
+    SUBCASE("the earlier of a shared-bytes and a one-key overflow") {
+      Program p;
+      Method& d = p.add_method("decode");
+      d.add_partition().add("x", span(a), max).add("y", span(a), 3);  // first: decode 0 'y'
+      d.add_partition().add("z", span(c), max);
+      p.add_method("prefill").add_partition().add("z", span(c), 3);  // later: key 'z'
+      auto r = deduplicate<Strategy<OneBlob>>(p);
+      CHECK(r.error() == Error::InvalidAlignment);
+      CHECK(r.message().rfind("method 'decode' partition 0 tensor 'y': ", 0) == 0);
+    }
+  }
   SUBCASE("layout disagrees with the bytes") {
     Program p;
     p.add_method("prefill").add_partition().add("w", span(a), 1, Layout::contiguous(ScalarType::Float, {5}));

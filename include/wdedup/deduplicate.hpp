@@ -7,9 +7,11 @@
 //     has the same bytes and layout is its own key: "layers.0.wq.weight";
 //   - otherwise, if it is consistent within a method: "<method>/<name>";
 //   - otherwise: "<method>/<partition>/<name>";
-//   - a generated key that another key already took (a tensor literally
-//     named "decode/mask") gets "~1", "~2", ... appended, in program order.
-// Keys therefore never collide across blobs or methods, and a function's
+//   - a generated key that another key for other bytes or another layout
+//     already took (a tensor literally named "decode/mask") gets "~1", "~2",
+//     ... appended, in program order; one for the same bytes and layout is
+//     shared, as it names the same data.
+// A key therefore never names two different contents, and a function's
 // tensor table (tensor name -> key) is enough to find all of its tensors.
 #ifndef WDEDUP_DEDUPLICATE_HPP
 #define WDEDUP_DEDUPLICATE_HPP
@@ -260,6 +262,12 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   Table<std::uint32_t> key_of_name, key_of_site;
   key_of_name.assign(nnames, IdIndex::kNone);
   key_of_site.assign(nsites, 0);
+  // Each buffer (content) is placed at the lcm of every alignment asked of
+  // its bytes, which is the lcm over its keys' alignments. Folded in site by
+  // site with the keys', so an overflow is reported at the first tensor, in
+  // program order, that causes it.
+  Table<std::uint64_t> buffer_align;
+  buffer_align.assign(content_first.size(), slot_alignment);
   auto key_of_consistent = [&](std::uint32_t n, std::uint32_t site) {
     if (key_of_name[n] == IdIndex::kNone) {
       key_of_name[n] = static_cast<std::uint32_t>(slots.size());
@@ -306,7 +314,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       }
     }
     key_of_site[i] = id;
-    if (flat.alignment != 0) continue;
+    if (flat.alignment != 0) continue;  // one alignment for all: every lcm is that
     KeySlot& slot = slots[id];
     const auto align = static_cast<std::uint64_t>(s.tensor->alignment);
     const std::optional<std::uint64_t> l = lcm_alignment(slot.alignment, align);
@@ -315,24 +323,20 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
                         cat(site_prefix(program, s), "lcm of alignments ", slot.alignment, " and ", align,
                             " for key ", quote_name(key_text(slot)), " exceeds ", kMaxAlignment)};
     slot.alignment = *l;
+    std::uint64_t& buffer = buffer_align[content[i]];
+    const std::optional<std::uint64_t> b = lcm_alignment(buffer, align);
+    if (!b)
+      return BuildError{Error::InvalidAlignment,
+                        cat(site_prefix(program, s), "lcm of alignments ", buffer, " and ", align, " exceeds ",
+                            kMaxAlignment, ": key ", quote_name(key_text(slot)),
+                            " shares its bytes with keys that ask for ", buffer)};
+    buffer = *b;
   }
 
   // ---- 3. the store ------------------------------------------------------------
   // Keys in order of first use, each with the lcm of its occurrences'
   // alignments; buffers in order of first use (content ids already are), each
-  // with the lcm of its keys' alignments.
-  Table<std::uint64_t> buffer_align;
-  buffer_align.assign(content_first.size(), 1);
-  for (const KeySlot& slot : slots) {
-    const std::uint32_t c = content[slot.first_site];
-    const std::optional<std::uint64_t> l = lcm_alignment(buffer_align[c], slot.alignment);
-    if (!l)
-      return BuildError{Error::InvalidAlignment,
-                        cat("key ", quote_name(key_text(slot)), ": lcm of alignments ", buffer_align[c], " and ",
-                            slot.alignment,
-                            " of the keys sharing its bytes exceeds ", kMaxAlignment)};
-    buffer_align[c] = *l;
-  }
+  // with the lcm of its keys' alignments (buffer_align, above).
   // When key k is name k for every k (every name consistent, as in most
   // programs: keys are then made in the order names were first seen), the
   // name index already is the store's key index: the same strings under the
