@@ -230,21 +230,20 @@ class NamedDataStore {
   template <int = 0>
   Expected<void> merge(const NamedDataStore& other) {
     NamedDataStore next = *this;
+    auto failed = [](const Expected<void>& e) {
+      return Expected<void>(e.error(), "merge failed, store unchanged: " + e.message());
+    };
     for (const StoreKey& k : other.keys_) {
       const ByteSpan bytes = other.buffers_[k.buffer_index].bytes;
       Expected<void> r =
           next.add_named_data(k.key, bytes, static_cast<std::int64_t>(k.alignment), k.layout);
-      if (!r)
-        return Expected<void>(r.error(), "merge failed, store unchanged: " + r.message());
+      if (!r) return failed(r);
       // A buffer's alignment in `other` may exceed its keys' own (it is the
       // lcm over keys); carry it over so merging never loses a request.
       StoreBuffer& nb = next.buffers_[next.find(k.key)->buffer_index];
       const std::optional<std::uint64_t> l =
           detail::lcm_alignment(nb.alignment, other.buffers_[k.buffer_index].alignment);
-      if (!l) {
-        const Expected<void> e = lcm_overflow(k.key, nb.alignment, other.buffers_[k.buffer_index].alignment);
-        return Expected<void>(e.error(), "merge failed, store unchanged: " + e.message());
-      }
+      if (!l) return failed(lcm_overflow(k.key, nb.alignment, other.buffers_[k.buffer_index].alignment));
       nb.alignment = *l;
     }
     *this = std::move(next);

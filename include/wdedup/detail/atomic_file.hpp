@@ -179,12 +179,12 @@ class BasicAtomicFile {
     // mkstemp creates 0600; give the file the mode the destination has, or
     // the mode a fresh file would get. If the umask cannot be read, a fresh
     // file keeps 0600: guessing 022 could make a private model world-readable.
-    const int mask = exists ? 0 : ops_.umask();
-    if (exists || mask >= 0) {
-      const mode_t mode = exists ? (st.st_mode & 07777) : static_cast<mode_t>(0666 & ~mask);
-      if (const int e = errno_of(ops_.fchmod(fd_, mode)))
+    int mode = exists ? static_cast<int>(st.st_mode & 07777) : -1;  // -1: leave 0600
+    if (!exists)
+      if (const int mask = ops_.umask(); mask >= 0) mode = 0666 & ~mask;
+    if (mode >= 0)
+      if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode))))
         return fail_errno("chmod temporary file " + quote_name(temp_), e);
-    }
     if (size > static_cast<std::uint64_t>(INT64_MAX)) return fail_msg("the file size exceeds 2^63 bytes");
     if (size > 0)
       if (const int e = errno_of(ops_.reserve(fd_, static_cast<off_t>(size))))

@@ -102,13 +102,9 @@ class MappingCache {
       if (bytes_ + size <= limit_) {
         for (std::size_t i = 0; i < count_; ++i) {  // merge with a neighbour
           Block& b = blocks_[i];
-          if (static_cast<char*>(b.p) + b.size == p) {
-            b.size += size;
-            bytes_ += size;
-            return;
-          }
-          if (static_cast<char*>(p) + size == b.p) {
-            b.p = p;
+          const bool p_before_b = static_cast<char*>(p) + size == b.p;
+          if (p_before_b || static_cast<char*>(b.p) + b.size == p) {
+            if (p_before_b) b.p = p;
             b.size += size;
             bytes_ += size;
             return;
