@@ -35,6 +35,8 @@ for r in rows:
             problems.append(f"row {r.get('name')!r}: '{key}' missing or not {kind}")
     if isinstance(r.get("value"), float) and not math.isfinite(r["value"]):
         problems.append(f"row {r.get('name')!r}: value is not finite")
+    if r.get("baseline") and not isinstance(r.get("ratio"), (int, float)):
+        problems.append(f"row {r.get('name')!r}: a baseline without a ratio")
     if "target" in r and not isinstance(r.get("met"), bool):
         problems.append(f"row {r.get('name')!r}: a target without 'met'")
 for key in ("command", "date", "targets", "targets_met"):

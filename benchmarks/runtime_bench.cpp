@@ -110,14 +110,18 @@ void shuffle(std::vector<T>& v, std::uint64_t seed) {
   }
 }
 
-/// Runs each contender once per repetition, rotating who goes first; each
-/// returns seconds per operation for one pass. Returns samples per contender.
+/// Runs each contender once per repetition, in the order given on even
+/// repetitions and reversed on odd ones; each returns seconds per operation
+/// for one pass. Returns samples per contender, in the order given. With
+/// wdedup's contender in the middle of three (or either of two), each
+/// baseline runs right before or right after it in every repetition, and
+/// neither side always goes first.
 std::vector<std::vector<double>> interleave(unsigned reps, const std::vector<std::function<double()>>& fns) {
   std::vector<std::vector<double>> s(fns.size());
   for (auto& f : fns) f();  // warm-up pass, not recorded
   for (unsigned r = 0; r < reps; ++r)
     for (std::size_t k = 0; k < fns.size(); ++k) {
-      const std::size_t i = (k + r) % fns.size();
+      const std::size_t i = r % 2 == 0 ? k : fns.size() - 1 - k;
       s[i].push_back(fns[i]());
     }
   return s;
@@ -130,21 +134,24 @@ double paired_ratio(const std::vector<double>& base, const std::vector<double>& 
   return bench::median(r);
 }
 
+/// A row of two timed contenders, in `unit` (seconds times `scale`): the
+/// value, its baseline and every sample are in that one unit.
 Row lookup_row(const Config& c, const std::string& name, const std::vector<double>& ours,
-               const std::string& base_name, const std::vector<double>& base) {
+               const std::string& base_name, const std::vector<double>& base, double scale = 1e9,
+               const char* unit = "ns") {
   Row r;
   r.group = "runtime";
   r.name = name;
-  r.value = bench::median(ours) * 1e9;
-  r.unit = "ns";
+  r.value = bench::median(ours) * scale;
+  r.unit = unit;
   r.baseline = base_name;
-  r.baseline_value = bench::median(base) * 1e9;
-  r.baseline_unit = "ns";
+  r.baseline_value = bench::median(base) * scale;
+  r.baseline_unit = unit;
   r.ratio = paired_ratio(base, ours);
   r.ratio_meaning = base_name + " time per lookup / wdedup time per lookup";
   r.reps = c.reps;
-  for (double v : ours) r.samples.push_back(v * 1e9);
-  for (double v : base) r.baseline_samples.push_back(v * 1e9);
+  for (double v : ours) r.samples.push_back(v * scale);
+  for (double v : base) r.baseline_samples.push_back(v * scale);
   return r;
 }
 
@@ -179,40 +186,52 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   for (std::uint64_t i = 0; i < std::min<std::uint64_t>(c.lookups, std::max<std::uint64_t>(keys, 4096)); ++i)
     missing.push_back(key_name(keys + i));  // same shape, never stored
   shuffle(missing, 0x5678);
-  // The scan costs keys/2 strcmps per hit: fewer queries keep a pass short.
-  const std::size_t scan_n = static_cast<std::size_t>(
-      std::clamp<std::uint64_t>(c.scan_strcmps / std::max<std::uint64_t>(1, keys / 2), 16, c.lookups));
+  // The scan costs keys/2 strcmps per hit: fewer queries keep a pass short
+  // (at least 16, unless --lookups asks for fewer queries than that).
+  const std::uint64_t scan_cap = present.size();
+  const std::size_t scan_n = static_cast<std::size_t>(std::clamp<std::uint64_t>(
+      c.scan_strcmps / std::max<std::uint64_t>(1, keys / 2), std::min<std::uint64_t>(16, scan_cap), scan_cap));
 
+  // Latency, not throughput: each query's index depends on the previous
+  // answer (`chain`, always 0: sizes are 4, error codes small), so a lookup
+  // cannot start before the one before it has finished, and the CPU cannot
+  // overlap their cache misses. The same chain for every contender.
   auto ours = [&](const std::vector<std::string>& q, std::size_t n) {
-    std::uint64_t acc = 0;
+    std::uint64_t acc = 0, chain = 0;
     const double t0 = bench::now_seconds();
     for (std::size_t i = 0; i < n; ++i) {
-      wdedup::Result<wdedup::TensorLayout> r = map.get_tensor_layout(q[i]);
-      acc += r ? static_cast<std::uint64_t>(r->sizes[0]) : 1;
+      wdedup::Result<wdedup::TensorLayout> r = map.get_tensor_layout(q[i + chain]);
+      const std::uint64_t v = r ? static_cast<std::uint64_t>(r->sizes[0]) : static_cast<std::uint64_t>(r.error());
+      chain = v >> 40;
+      acc += v;
     }
     const double t = bench::now_seconds() - t0;
     consume(acc);
     return t / static_cast<double>(n);
   };
   auto with_umap = [&](const std::vector<std::string>& q, std::size_t n) {
-    std::uint64_t acc = 0;
+    std::uint64_t acc = 0, chain = 0;
     const double t0 = bench::now_seconds();
     for (std::size_t i = 0; i < n; ++i) {
-      auto it = umap.find(q[i]);
-      acc += it != umap.end() ? static_cast<std::uint64_t>(layouts[it->second].sizes[0]) : 1;
+      auto it = umap.find(q[i + chain]);
+      const std::uint64_t v = it != umap.end() ? static_cast<std::uint64_t>(layouts[it->second].sizes[0]) : 1;
+      chain = v >> 40;
+      acc += v;
     }
     const double t = bench::now_seconds() - t0;
     consume(acc);
     return t / static_cast<double>(n);
   };
   auto scan = [&](const std::vector<std::string>& q, std::size_t n) {
-    std::uint64_t acc = 0;
+    std::uint64_t acc = 0, chain = 0;
     const double t0 = bench::now_seconds();
     for (std::size_t i = 0; i < n; ++i) {
-      const char* k = q[i].c_str();
+      const char* k = q[i + chain].c_str();
       std::size_t j = 0;
       while (j < file_keys.size() && std::strcmp(k, file_keys[j]) != 0) ++j;
-      acc += j < file_keys.size() ? static_cast<std::uint64_t>(layouts[j].sizes[0]) : 1;
+      const std::uint64_t v = j < file_keys.size() ? static_cast<std::uint64_t>(layouts[j].sizes[0]) : 1;
+      chain = v >> 40;
+      acc += v;
     }
     const double t = bench::now_seconds() - t0;
     consume(acc);
@@ -221,29 +240,29 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
 
   const std::string k = std::to_string(keys);
   progress(c, "runtime: lookups, %llu keys: present keys", (unsigned long long)keys);
-  auto s = interleave(c.reps, {[&] { return ours(present, present.size()); },
-                               [&] { return with_umap(present, present.size()); },
+  auto s = interleave(c.reps, {[&] { return with_umap(present, present.size()); },
+                               [&] { return ours(present, present.size()); },
                                [&] { return scan(present, scan_n); }});
   {
-    Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[0], "unordered_map", s[1]);
+    Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[1], "unordered_map", s[0]);
     r.target = Target::ratio_at_least(1.0, ">= 1x");
     r.note = "target: at most unordered_map's time per lookup";
     r.extra = {{"keys", double(keys)}, {"lookups_per_pass", double(present.size())}};
     out.rows.push_back(std::move(r));
   }
   {
-    Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[0], "strcmp scan", s[2]);
+    Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[1], "strcmp scan", s[2]);
     if (keys == 4096) r.target = Target::ratio_at_least(50.0, ">= 50x");
     r.extra = {{"keys", double(keys)}, {"scan_lookups_per_pass", double(scan_n)}};
     out.rows.push_back(std::move(r));
   }
   progress(c, "runtime: lookups, %llu keys: missing keys", (unsigned long long)keys);
   const std::size_t scan_miss = std::max<std::size_t>(16, scan_n / 2);  // a miss scans every key
-  auto m = interleave(c.reps, {[&] { return ours(missing, missing.size()); },
-                               [&] { return with_umap(missing, missing.size()); },
+  auto m = interleave(c.reps, {[&] { return with_umap(missing, missing.size()); },
+                               [&] { return ours(missing, missing.size()); },
                                [&] { return scan(missing, std::min(scan_miss, missing.size())); }});
-  out.rows.push_back(lookup_row(c, "missing key, " + k + " keys", m[0], "unordered_map", m[1]));
-  out.rows.push_back(lookup_row(c, "missing key, " + k + " keys", m[0], "strcmp scan", m[2]));
+  out.rows.push_back(lookup_row(c, "missing key, " + k + " keys", m[1], "unordered_map", m[0]));
+  out.rows.push_back(lookup_row(c, "missing key, " + k + " keys", m[1], "strcmp scan", m[2]));
 
   if (keys == c.key_counts.back()) {
     // ---- open time and allocations, on the largest store ----------------------
@@ -269,9 +288,7 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
     Config oc = c;
     oc.reps = open_reps;
     auto o = interleave(open_reps, {open_once, umap_build});
-    Row r = lookup_row(oc, "open (mmap + validate), " + k + " keys", o[0], "build unordered_map", o[1]);
-    r.value /= 1e3, r.baseline_value /= 1e3;
-    r.unit = r.baseline_unit = "us";
+    Row r = lookup_row(oc, "open (mmap + validate), " + k + " keys", o[0], "build unordered_map", o[1], 1e6, "us");
     r.ratio_meaning = "time to build an unordered_map over the keys / MmapSource::open + NamedDataMap::open time";
     r.note = "open maps the file anew each time: page faults on the metadata are included";
     out.rows.push_back(std::move(r));

@@ -124,18 +124,15 @@ void run_write(const Config& c, Results& out) {
   const unsigned reps = std::min(c.reps, 5u);  // each repetition writes the store 4 times
   writer();  // warm: page cache, allocator, file system
   std::vector<double> tw, tf, ta, tn;
-  // A fresh pseudo-random order each repetition: on a shared virtual disk
-  // a write's speed depends on what the previous one left behind, so no
-  // contender may always follow the same other one.
-  unsigned order[4] = {0, 1, 2, 3};
-  std::uint64_t seed = 0x5eedf11e;
+  // The writer and its target's baseline (fallocate+write()+fsync) run
+  // side by side in every repetition, in the middle, and the order is
+  // reversed every other repetition: on a shared virtual disk a write's
+  // speed depends on what the previous one left behind, so neither may
+  // always follow the same other one.
+  static constexpr unsigned kOrder[2][4] = {{2, 0, 1, 3}, {3, 1, 0, 2}};
   for (unsigned r = 0; r < reps; ++r) {
     progress(c, "write: repetition %u/%u", r + 1, reps);
-    for (unsigned i = 4; i > 1; --i) {
-      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-      std::swap(order[i - 1], order[(seed >> 33) % i]);
-    }
-    for (unsigned which : order) {
+    for (unsigned which : kOrder[r % 2]) {
       if (which == 0) tw.push_back(writer());
       else if (which == 1) tf.push_back(with_fsync());
       else if (which == 2) ta.push_back(no_fallocate());
