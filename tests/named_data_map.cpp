@@ -2,11 +2,16 @@
 // reference reader's bugs fixed (BufferTooSmall writes nothing; a key
 // without layout is NotFound), zero-copy views and their alignment, the
 // WDX1 index, lent-memory indexes for plain files, segments, function maps
-// and content-hash verification — on fixtures and on real writer output.
-// REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
+// and content-hash verification — on fixtures and on real writer output;
+// and how a source's read failures reach the caller.
+// REQUIRE under -fno-exceptions (doctest 2.4.9) logs the failure but does
+// not stop the test case.
 #include "support/wdedup_file.hpp"  // first: see the note there
 
 #include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -514,4 +519,200 @@ TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignmen
   REQUIRE_MESSAGE(q->ok(), error_name(q->error()), ": ", q->result->failure().what);
   CHECK(q->map().find("a")->offset % 192 == 0);  // lcm(3, 64, 3)
   CHECK(q->map().segment(0)->alignment == 192);
+}
+
+TEST_CASE("read failures: get_data and load_data_into return the source's failure") {
+  const Bytes simple = read_fixture("simple.ptd");
+  if (simple.size() != 896) return;  // read_fixture has failed the test
+  const std::uint64_t base = format::load_u64(simple.data() + format::kHeaderSegmentBasePos);
+  REQUIRE(base == 384);
+  Bytes buf(300, 0xCD);  // room for simple.c's 256 bytes
+
+  SUBCASE("every data read fails: each key reports its own offset") {
+    FailingSource src(simple.data(), simple.size(), base);
+    AlignedBytes meta(280, 8);
+    Result<NamedDataMap> m = NamedDataMap::open(src, meta.span());  // metadata reads succeed
+    REQUIRE(m.ok());
+    // simple.json: segments at base + 0, 128 and 256.
+    const char* keys[] = {"simple.a", "simple.b", "simple.c"};
+    const std::uint64_t at[] = {384, 512, 640};
+    for (int i = 0; i < 3; ++i) {
+      const std::string key = keys[i];
+      CAPTURE(key);
+      Result<DataBuffer> d = m->get_data(keys[i]);
+      CHECK(d.error() == Error::IoError);
+      CHECK(d.failure().at == at[i]);
+      CHECK(d.failure().what == FailingSource::kWhat);  // passed through, not replaced
+      CHECK(std::string(d.failure().what) == "injected read failure");
+      Status st = m->load_data_into(keys[i], buf.data(), buf.size());
+      CHECK(st.error() == Error::IoError);
+      CHECK(st.failure().at == at[i]);
+      CHECK(st.failure().what == FailingSource::kWhat);
+    }
+    // Lookups and size checks come before any read.
+    CHECK(m->get_data("simple.x").error() == Error::NotFound);
+    CHECK(m->load_data_into("simple.b", buf.data(), 99).error() == Error::BufferTooSmall);
+    CHECK(m->find("simple.b")->offset == 512);
+  }
+  SUBCASE("a failure inside one key's data leaves the keys before it readable") {
+    FailingSource src(simple.data(), simple.size(), 512 + 50);  // inside simple.b
+    AlignedBytes meta(280, 8);
+    Result<NamedDataMap> m = NamedDataMap::open(src, meta.span());
+    REQUIRE(m.ok());
+    Result<DataBuffer> a = m->get_data("simple.a");
+    REQUIRE(a.ok());
+    CHECK(a->owns_memory());
+    CHECK(a->size() == 37);
+    CHECK(std::memcmp(a->data(), simple.data() + 384, 37) == 0);
+    Result<DataBuffer> b = m->get_data("simple.b");
+    CHECK(b.error() == Error::IoError);
+    CHECK(b.failure().at == 512);  // where the failed read started
+  }
+  SUBCASE("wdedup file: metadata_size and open fail where their reads do") {
+    const Bytes& w = wdedup_file_bytes();
+    const std::uint64_t ext = (48 + format::load_u64(w.data() + format::kHeaderFlatbufferSizePos) + 15) / 16 * 16;
+    REQUIRE(std::memcmp(w.data() + ext, "WDX1", 4) == 0);
+    const std::uint64_t need = ext + format::load_u64(w.data() + ext + format::ext_header::kBlockSize);
+    AlignedBytes meta(static_cast<std::size_t>(need), 8);
+    struct Case {
+      std::uint64_t fail_from;
+      std::uint64_t metadata_at;  // UINT64_MAX: metadata_size succeeds
+      std::uint64_t open_at;      // UINT64_MAX: open succeeds
+    };
+    const Case cases[] = {
+        {0, 0, 0},                       // the 48-byte header
+        {ext, ext, ext},                 // the 4-byte WDX1 magic probe
+        {ext + 4, ext, ext},             // the 16-byte WDX1 header
+        {need - 1, UINT64_MAX, 0},       // open's copy of [0, need)
+        {need, UINT64_MAX, UINT64_MAX},  // metadata fully readable
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.fail_from);
+      FailingSource src(w.data(), w.size(), c.fail_from);
+      Result<std::uint64_t> n = NamedDataMap::metadata_size(src);
+      if (c.metadata_at == UINT64_MAX) {
+        CHECK(n.ok());
+        CHECK(*n == need);
+      } else {
+        CHECK(n.error() == Error::IoError);
+        CHECK(n.failure().at == c.metadata_at);
+        CHECK(n.failure().what == FailingSource::kWhat);
+      }
+      Result<NamedDataMap> m = NamedDataMap::open(src, meta.span());
+      if (c.open_at == UINT64_MAX) {
+        REQUIRE(m.ok());
+        // Segment data starts past the metadata: every get_data fails there.
+        const KeyInfo v = *m->find("w.v");
+        Result<DataBuffer> d = m->get_data("w.v");  // 4096-aligned copy (posix_memalign)
+        CHECK(d.error() == Error::IoError);
+        CHECK(d.failure().at == v.offset);
+        CHECK(m->get_data("empty").ok());  // zero bytes: nothing to read
+      } else {
+        CHECK(m.error() == Error::IoError);
+        CHECK(m.failure().at == c.open_at);
+      }
+    }
+  }
+}
+
+TEST_CASE("FileSource: a file that shrinks while open is Truncated where it now ends") {
+  const Bytes simple = read_fixture("simple.ptd");
+  if (simple.size() != 896) return;  // read_fixture has failed the test
+  const std::string path = write_temp("runtime_shrinking.ptd", simple);
+  std::unique_ptr<Opened> o = open_via(Via::File, path);
+  REQUIRE(o->ok());
+  const NamedDataMap& m = o->map();
+
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, 600) == 0);  // 88 of simple.b's 100 bytes (512..612) remain
+  ::close(fd);
+  CHECK(o->file->size() == 896);  // a source's size is fixed when it opens
+
+  // simple.b: pread returns 88 bytes, then 0 at offset 600.
+  Result<DataBuffer> b = m.get_data("simple.b");
+  CHECK(b.error() == Error::Truncated);
+  CHECK(std::string(b.failure().what) == "file shrank while open");
+  CHECK(b.failure().at == 600);
+  Bytes buf(100, 0xCD);
+  Status st = m.load_data_into("simple.b", buf.data(), buf.size());
+  CHECK(st.error() == Error::Truncated);
+  CHECK(std::string(st.failure().what) == "file shrank while open");
+  CHECK(st.failure().at == 600);
+  // simple.c (640..896) lies wholly past the new end: the first pread returns 0.
+  Result<DataBuffer> c = m.get_data("simple.c");
+  CHECK(c.error() == Error::Truncated);
+  CHECK(std::string(c.failure().what) == "file shrank while open");
+  CHECK(c.failure().at == 640);
+  // simple.a (384..421) is still there.
+  Result<DataBuffer> a = m.get_data("simple.a");
+  REQUIRE(a.ok());
+  CHECK(a->size() == 37);
+  CHECK(std::memcmp(a->data(), simple.data() + 384, 37) == 0);
+  // Past the size the source was opened with is a different failure.
+  std::uint8_t one = 0;
+  Status past = o->file->read(896, &one, 1);
+  CHECK(past.error() == Error::Truncated);
+  CHECK(std::string(past.failure().what) == "read past the end of the file");
+  CHECK(past.failure().at == 896);
+}
+
+TEST_CASE("verify_segment through a FileSource: a 10,000-byte segment hashed in 4 KiB chunks") {
+  // 10,000 = 2 * 4096 + 1808: two full chunks and a partial one. A key
+  // after it keeps the segment away from the end of the file.
+  const Bytes big = pattern(10000, 11), tail = pattern(20, 12);
+  NamedDataStore store;
+  REQUIRE(store.add_named_data("big", ByteSpan(big.data(), big.size()), 1).ok());
+  REQUIRE(store.add_named_data("tail", ByteSpan(tail.data(), tail.size()), 1).ok());
+  const Bytes good = write_or_die(store, FunctionMaps{}, WriteOptions{});
+
+  std::unique_ptr<Opened> o = open_via(Via::File, write_temp("runtime_verify_chunks.ptd", good));
+  REQUIRE_MESSAGE(o->ok(), error_name(o->error()), ": ", o->result->failure().what);
+  const KeyInfo k = *o->map().find("big");
+  REQUIRE(k.size == 10000);
+  const std::uint64_t off = k.offset;
+  REQUIRE(std::memcmp(good.data() + off, big.data(), big.size()) == 0);  // the offset is the real one
+  Result<SegmentInfo> seg = o->map().segment(k.segment_index);
+  REQUIRE(seg.ok());
+  CHECK(seg->offset == off);
+  CHECK(seg->size == 10000);
+  // The stored hash is XXH3-64 (seed 0) of exactly these bytes, and the
+  // chunked hash agrees with the one-shot hash.
+  CHECK(seg->content_hash == XXH3_64bits(big.data(), big.size()));
+  CHECK(*segment_content_hash(o->map(), k.segment_index) == seg->content_hash);
+  CHECK(verify_segment(o->map(), k.segment_index).ok());
+  CHECK(verify_segments(o->map()).ok());
+
+  // One flipped byte in the second chunk, then in the partial last one.
+  for (const std::uint64_t at : {std::uint64_t{5000}, std::uint64_t{9999}}) {
+    CAPTURE(at);
+    Bytes bad = good;
+    bad[off + at] ^= 0x01;
+    for (Via via : {Via::File, Via::Mmap}) {  // chunked and one-shot hashing
+      CAPTURE(via_name(via));
+      std::unique_ptr<Opened> b = open_via(via, write_temp("runtime_verify_chunks_bad.ptd", bad));
+      REQUIRE(b->ok());  // open does not hash
+      Status st = verify_segment(b->map(), k.segment_index);
+      CHECK(st.error() == Error::MalformedSegment);
+      CHECK(std::string(st.failure().what) == "segment content hash mismatch");
+      CHECK(st.failure().at == off);  // the segment's file offset
+      Status all = verify_segments(b->map());
+      CHECK(all.error() == Error::MalformedSegment);
+      CHECK(all.failure().at == off);
+      CHECK(verify_segment(b->map(), o->map().find("tail")->segment_index).ok());
+    }
+  }
+
+  // A read failing at byte 5000 fails the chunk that holds it, [4096, 8192).
+  FailingSource src(good.data(), good.size(), off + 5000);
+  AlignedBytes meta(static_cast<std::size_t>(*NamedDataMap::metadata_size(src)), 8);
+  Result<NamedDataMap> m = NamedDataMap::open(src, meta.span());
+  REQUIRE(m.ok());
+  Result<std::uint64_t> h = segment_content_hash(*m, k.segment_index);
+  CHECK(h.error() == Error::IoError);
+  CHECK(h.failure().at == off + 4096);
+  Status st = verify_segment(*m, k.segment_index);
+  CHECK(st.error() == Error::IoError);
+  CHECK(st.failure().at == off + 4096);
+  CHECK(st.failure().what == FailingSource::kWhat);
 }

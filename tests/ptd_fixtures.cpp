@@ -122,9 +122,9 @@ void check_against_manifest(Opened& o, const Json& m) {
 }  // namespace
 
 TEST_CASE("every fixture reads back exactly as its manifest says, through every source") {
-  const std::vector<std::string> paths = fixture_paths();
-  REQUIRE(paths.size() >= 7);  // the shipped set; more are picked up automatically
-  for (const std::string& path : paths) {
+  // fixture_paths() fails this test if it finds fewer than the shipped set;
+  // more are picked up automatically.
+  for (const std::string& path : fixture_paths()) {
     CAPTURE(path);
     const std::string text = read_text(manifest_path(path));
     REQUIRE_MESSAGE(!text.empty(), "missing manifest for ", path);

@@ -1,6 +1,13 @@
 // tests/support/ptd_files.hpp — test-only helpers for the runtime tests:
-// fixture discovery, reading and writing whole files, aligned byte buffers
-// and opening one NamedDataMap through each kind of DataSource.
+// fixture discovery, reading and writing whole files, aligned byte buffers,
+// opening one NamedDataMap through each kind of DataSource, and sources
+// that are not memory-backed (one of them failing on demand).
+//
+// The fixture helpers fail the running test case with a message when the
+// fixtures are missing. Under -fno-exceptions a failed REQUIRE does not
+// stop the test (doctest only logs it), so they return something safe to
+// iterate (fewer paths, empty bytes) and callers that index into fixture
+// bytes must check for empty themselves.
 #ifndef WDEDUP_TESTS_SUPPORT_PTD_FILES_HPP
 #define WDEDUP_TESTS_SUPPORT_PTD_FILES_HPP
 
@@ -16,18 +23,35 @@
 #include <system_error>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "wdedup/runtime.hpp"
 
 namespace wdedup_test {
 
+/// The fixtures shipped in ../shared/fixtures/ptd: aliases, alignment, empty,
+/// large_segment, layouts, many_keys, simple.
+constexpr std::size_t kShippedFixtureCount = 7;
+
+/// Where the fixtures are expected and how to get them, for failure messages.
+inline std::string fixtures_hint() {
+  return std::string("fixtures are read from " WDEDUP_FIXTURES_DIR
+                     ": the shared checkout must sit beside this clone as ../shared "
+                     "(or configure with -Dfixtures_dir=DIR)");
+}
+
 /// Every *.ptd in the fixtures directory, sorted by name (the directory is
-/// iterated, so a new fixture is covered without touching the tests).
+/// iterated, so a new fixture is covered without touching the tests). Fails
+/// the running test case if fewer than the shipped set are found: a loop
+/// over no fixtures would otherwise pass without testing anything.
 inline std::vector<std::string> fixture_paths() {
   std::vector<std::string> out;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(WDEDUP_FIXTURES_DIR, ec), end; !ec && it != end; it.increment(ec))
     if (it->path().extension() == ".ptd") out.push_back(it->path().string());
   std::sort(out.begin(), out.end());
+  REQUIRE_MESSAGE(out.size() >= kShippedFixtureCount, "found ", out.size(), " .ptd fixtures, expected at least ",
+                  kShippedFixtureCount, (ec ? " (" + ec.message() + ")" : std::string()), "; ", fixtures_hint());
   return out;
 }
 
@@ -41,6 +65,14 @@ inline std::vector<std::uint8_t> read_file(const std::string& path) {
   std::size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
   std::fclose(f);
+  return out;
+}
+
+/// The bytes of fixture `name`; fails the running test case (and returns
+/// nothing) if the file is missing or empty.
+inline std::vector<std::uint8_t> read_fixture(const char* name) {
+  std::vector<std::uint8_t> out = read_file(fixture(name));
+  REQUIRE_MESSAGE(!out.empty(), "cannot read fixture ", std::string(name), "; ", fixtures_hint());
   return out;
 }
 
@@ -167,6 +199,31 @@ class ReadOnlySource final : public wdedup::DataSource {
  private:
   const std::uint8_t* data_;
   std::uint64_t size_;
+};
+
+/// ReadOnlySource that fails like a device: a read reaching byte `fail_from`
+/// or past it is IoError (kWhat, at = the read's offset); reads wholly
+/// before it succeed. With fail_from at segment_base_offset the metadata
+/// reads fine and every read of segment data fails.
+class FailingSource final : public wdedup::DataSource {
+ public:
+  static constexpr const char* kWhat = "injected read failure";
+  FailingSource(const std::uint8_t* data, std::uint64_t size, std::uint64_t fail_from)
+      : data_(data), size_(size), fail_from_(fail_from) {}
+  std::uint64_t size() const noexcept override { return size_; }
+  const std::uint8_t* view(std::uint64_t, std::uint64_t) const noexcept override { return nullptr; }
+  wdedup::Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
+    if (offset > size_ || size > size_ - offset)
+      return wdedup::Status(wdedup::Error::Truncated, "read past the end", offset);
+    if (offset >= fail_from_ || size > fail_from_ - offset) return wdedup::Status(wdedup::Error::IoError, kWhat, offset);
+    if (size) std::memcpy(dst, data_ + offset, static_cast<std::size_t>(size));
+    return wdedup::detail::ok_status();
+  }
+
+ private:
+  const std::uint8_t* data_;
+  std::uint64_t size_;
+  std::uint64_t fail_from_;
 };
 
 /// Opens in-memory bytes as a BufferSource map (8-aligned copy).
