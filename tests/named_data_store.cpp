@@ -135,8 +135,11 @@ TEST_CASE("alignment 0 or negative is an error; non-powers of two are allowed") 
   CHECK(s.buffer_count() == 0);
   REQUIRE(s.add_named_data("k", span(a), 3).ok());
   CHECK(s.keys()[0].alignment == 3);
-  r = s.add_named_data("huge", span(a), (std::int64_t{1} << 32) + 1);
+  const std::string before = dump(s);
+  r = s.add_named_data("huge", span(a), (std::int64_t{1} << 32) + 1);  // the same bytes as "k"
   CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() == "key 'huge': alignment 4294967297 exceeds the maximum of 4294967296");
+  CHECK(dump(s) == before);
 }
 
 TEST_CASE("a shared buffer is placed at the lcm of every key's alignment") {
@@ -172,27 +175,80 @@ TEST_CASE("an lcm over the maximum alignment is refused and changes nothing") {
   CHECK(dump(s) == before);
 }
 
+TEST_CASE("an existing key: an lcm over the maximum is refused and changes neither the key nor the buffer") {
+  NamedDataStore s;
+  const auto a = bytes(8, 1), pb = bytes(8, 2), pb_copy = pb;
+  REQUIRE(s.add_named_data("w", span(a), 1).ok());
+  REQUIRE(s.add_named_data("v", span(a), 65537).ok());  // the shared buffer now asks for 65537
+  REQUIRE(s.add_named_data("p", span(pb), 65537).ok());
+  const std::string before = dump(s);
+
+  // "w"'s own lcm(1, 65539) fits; the buffer's lcm(65537, 65539) does not.
+  Expected<void> r = s.add_named_data("w", span(a), 65539);
+  CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() == "key 'w': lcm of alignments 65537 and 65539 exceeds the maximum of 4294967296");
+  CHECK(dump(s) == before);
+
+  // "p" alone on its buffer: its own lcm(65537, 65539) does not fit either.
+  r = s.add_named_data("p", span(pb_copy), 65539);
+  CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() == "key 'p': lcm of alignments 65537 and 65539 exceeds the maximum of 4294967296");
+  CHECK(dump(s) == before);
+
+  // ...and the store still takes a request that fits.
+  REQUIRE(s.add_named_data("w", span(a), 2).ok());
+  CHECK(s.find("w")->alignment == 2);
+  CHECK(s.buffers()[0].alignment == 131074);
+}
+
+TEST_CASE("an existing key whose buffer does not carry its alignment: the error names the key's own lcm") {
+  // The bulk path (StoreAccess) may leave a buffer below a key's request
+  // (the writer honours the key's anyway). Only the key's lcm overflows.
+  NamedDataStore s;
+  const auto a = bytes(8, 1);
+  const std::uint32_t b = detail::StoreAccess::add_buffer(s, span(a), 1);
+  detail::StoreAccess::add_key(s, "k", b, 65537, std::nullopt);
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data("k", span(a), 65539);
+  CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() == "key 'k': lcm of alignments 65537 and 65539 exceeds the maximum of 4294967296");
+  CHECK(dump(s) == before);
+}
+
 TEST_CASE("layouts are checked against the bytes") {
   NamedDataStore s;
   const auto a = bytes(24, 1);
-  Expected<void> r = s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, {2, 2}));
+  REQUIRE(s.add_named_data("kept", span(a), 1).ok());  // the same bytes: a failed add must not touch its buffer
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data("t", span(a), 4, Layout::contiguous(ScalarType::Float, {2, 2}));
   CHECK(r.error() == Error::LayoutMismatch);
   CHECK(r.message() == "key 't': layout FLOAT [2, 2] dim_order [0, 1] describes 16 bytes but the data has 24 bytes");
-  r = s.add_named_data("t", span(a), 1, Layout{ScalarType::Float, {2, 3}, {0, 0}});
+  CHECK(dump(s) == before);
+  r = s.add_named_data("t", span(a), 4, Layout{ScalarType::Float, {2, 3}, {0, 0}});
   CHECK(r.error() == Error::LayoutMismatch);
-  r = s.add_named_data("t", span(a), 1, Layout{static_cast<ScalarType>(9), {6}, {0}});
+  CHECK(r.message() == "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0, 0]): unknown type, negative "
+                       "size, dim_order not a permutation of 0..rank-1, or a byte count over 64 bits");
+  CHECK(dump(s) == before);
+  r = s.add_named_data("t", span(a), 4, Layout{static_cast<ScalarType>(9), {6}, {0}});
   CHECK(r.error() == Error::LayoutMismatch);
-  CHECK(s.key_count() == 0);
+  CHECK(r.message() == "key 't': layout is inconsistent (type 9 [6] dim_order [0]): unknown type, negative size, "
+                       "dim_order not a permutation of 0..rank-1, or a byte count over 64 bits");
+  CHECK(dump(s) == before);
+  CHECK(s.key_count() == 1);
+  CHECK(s.buffer_count() == 1);
   REQUIRE(s.add_named_data("cl", span(a), 1, Layout::channels_last(ScalarType::Byte, {1, 2, 3, 4})).ok());
-  CHECK(s.keys()[0].layout->dim_order == std::vector<std::uint8_t>{0, 2, 3, 1});
+  CHECK(s.find("cl")->layout->dim_order == std::vector<std::uint8_t>{0, 2, 3, 1});
 }
 
 TEST_CASE("an empty key is refused") {
   NamedDataStore s;
   const auto a = bytes(4, 1);
-  Expected<void> r = s.add_named_data("", span(a));
+  REQUIRE(s.add_named_data("kept", span(a)).ok());
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data("", span(a), 8);
   CHECK(r.error() == Error::InvalidName);
   CHECK(r.message() == "empty key");
+  CHECK(dump(s) == before);
 }
 
 TEST_CASE("zero-size buffers are all the same buffer") {

@@ -617,13 +617,15 @@ TEST_CASE("serialize_ptd, write_ptd into a sink and write_ptd_file write identic
     const std::string path = tmp_path(ext ? "identical_ext.ptd" : "identical.ptd");
     Expected<WriteStats> fs = write_ptd_file(s, maps, path, o);
     REQUIRE_MESSAGE(fs.ok(), fs.message());
-    CHECK(read_file(path) == mem);
+    const std::vector<std::uint8_t> file = read_file(path);
+    CHECK(file == mem);
     CHECK(fs->file_size == st->file_size);
     CHECK(fs->padding_bytes == st->padding_bytes);
-    if (ext) {  // the big segment's hash, computed chunk by chunk in the file path
-      Expected<std::vector<std::uint8_t>> again = serialize_ptd(s, maps, o);
-      REQUIRE(again.ok());
-      CHECK(*again == mem);
+    if (ext) {  // the big segment's hash, computed chunk by chunk in the file path, is XXH3-64 of its bytes
+      REQUIRE(s.find("big")->buffer_index == 4);
+      const std::uint64_t x = (48 + header(file).fb_size + 15) / 16 * 16;
+      const std::uint64_t info = x + u32(file, x + eh::kSegmentInfoOffset) + 4 * format::segment_info::kSize;
+      CHECK(u64(file, info + format::segment_info::kContentHash) == XXH3_64bits(big.data(), big.size()));
     }
     ::unlink(path.c_str());
   }
@@ -641,6 +643,7 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     RecordingSink sink;
     Expected<WriteStats> w = write_ptd(s, maps, sink, o);
     CHECK(w.error() == code);
+    CHECK(w.message() == message);
     CHECK(sink.calls.empty());
     Expected<WriteStats> fw = write_ptd_file(s, maps, path, o);
     CHECK(fw.error() == code);
@@ -686,36 +689,101 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
 }
 
 TEST_CASE("validation of stores filled through the bulk path") {
+  // add_named_data refuses all of these; the bulk path (deduplicate's)
+  // checks nothing, so the writer does, before a byte is written.
   const auto bytes = pattern(8, 1);
+  const ByteSpan data(bytes.data(), 8);
+  const std::string path = tmp_path("bulk_never_written.ptd");
+  ::unlink(path.c_str());
+  const auto expect = [&](const NamedDataStore& s, Error code, const std::string& message) {
+    for (bool ext : {true, false}) {
+      CAPTURE(ext);
+      WriteOptions o;
+      o.wdedup_extensions = ext;
+      Expected<std::vector<std::uint8_t>> r = serialize_ptd(s, o);
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error() == code);
+      CHECK(r.message() == message);
+      RecordingSink sink;
+      Expected<WriteStats> w = write_ptd(s, sink, o);
+      CHECK(w.error() == code);
+      CHECK(w.message() == message);
+      CHECK(sink.calls.empty());
+      Expected<WriteStats> fw = write_ptd_file(s, path, o);
+      CHECK(fw.error() == code);
+      CHECK(fw.message() == message);
+      struct stat st {};
+      CHECK(::stat(path.c_str(), &st) != 0);
+    }
+  };
+  using SA = detail::StoreAccess;
+
   SUBCASE("a key pointing past the buffers") {
     NamedDataStore s;
-    detail::StoreAccess::add_key(s, "k", 3, 1, std::nullopt);
-    Expected<std::vector<std::uint8_t>> r = serialize_ptd(s);
-    CHECK(r.error() == Error::InvalidArgument);
-    CHECK(r.message() == "key 'k' points at buffer 3 but the store has 0 buffers");
+    SA::add_key(s, "k", 3, 1, std::nullopt);
+    expect(s, Error::InvalidArgument, "key 'k' points at buffer 3 but the store has 0 buffers");
   }
   SUBCASE("a layout that does not match the bytes") {
     NamedDataStore s;
-    const std::uint32_t b = detail::StoreAccess::add_buffer(s, ByteSpan(bytes.data(), 8), 1);
-    detail::StoreAccess::add_key(s, "k", b, 1, Layout::contiguous(ScalarType::Float, {3}));
-    Expected<std::vector<std::uint8_t>> r = serialize_ptd(s);
-    CHECK(r.error() == Error::LayoutMismatch);
-    CHECK(r.message() == "key 'k': layout FLOAT [3] dim_order [0] describes 12 bytes but its buffer has 8 bytes");
+    const std::uint32_t b = SA::add_buffer(s, data, 1);
+    SA::add_key(s, "k", b, 1, Layout::contiguous(ScalarType::Float, {3}));
+    expect(s, Error::LayoutMismatch,
+           "key 'k': layout FLOAT [3] dim_order [0] describes 12 bytes but its buffer has 8 bytes");
+  }
+  SUBCASE("an inconsistent layout") {
+    NamedDataStore s;
+    const std::uint32_t b = SA::add_buffer(s, data, 1);
+    SA::add_key(s, "k", b, 1, Layout{ScalarType::Float, {2}, {1}});  // dim_order not a permutation
+    expect(s, Error::LayoutMismatch, "key 'k': layout is inconsistent (FLOAT [2] dim_order [1])");
   }
   SUBCASE("a key containing NUL (ExecuTorch's strcmp could never find it)") {
-    // (add_named_data refuses such a key; the bulk path checks nothing.)
     NamedDataStore s;
-    const std::uint32_t b = detail::StoreAccess::add_buffer(s, ByteSpan(bytes.data(), 8), 1);
-    detail::StoreAccess::add_key(s, std::string_view("a\0b", 3), b, 1, std::nullopt);
-    Expected<std::vector<std::uint8_t>> r = serialize_ptd(s);
-    CHECK(r.error() == Error::InvalidName);
-    CHECK(r.message() == "key 'a\\x00b' contains a NUL byte; ExecuTorch looks keys up with strcmp, so it could never "
-                         "find it");
+    const std::uint32_t b = SA::add_buffer(s, data, 1);
+    SA::add_key(s, std::string_view("a\0b", 3), b, 1, std::nullopt);
+    expect(s, Error::InvalidName,
+           "key 'a\\x00b' contains a NUL byte; ExecuTorch looks keys up with strcmp, so it could never find it");
+  }
+  SUBCASE("an empty key") {
+    NamedDataStore s;
+    const std::uint32_t b = SA::add_buffer(s, data, 1);
+    SA::add_key(s, "kept", b, 1, std::nullopt);
+    SA::add_key(s, "", b, 1, std::nullopt);
+    expect(s, Error::InvalidName, "the store holds an empty key");
+  }
+  SUBCASE("a key alignment of 0 or over the maximum") {
+    NamedDataStore s0, big;
+    SA::add_key(s0, "k", SA::add_buffer(s0, data, 1), 0, std::nullopt);
+    expect(s0, Error::InvalidAlignment, "key 'k' has alignment 0; it must be in [1, 4294967296]");
+    SA::add_key(big, "k", SA::add_buffer(big, data, 1), kMaxAlignment + 1, std::nullopt);
+    expect(big, Error::InvalidAlignment, "key 'k' has alignment 4294967297; it must be in [1, 4294967296]");
+  }
+  SUBCASE("a buffer alignment of 0 or over the maximum") {
+    NamedDataStore s0, big;
+    SA::add_buffer(s0, data, 1);
+    SA::add_key(s0, "k", SA::add_buffer(s0, data, 0), 1, std::nullopt);
+    expect(s0, Error::InvalidAlignment, "buffer 1 has alignment 0; it must be in [1, 4294967296]");
+    SA::add_key(big, "k", SA::add_buffer(big, data, kMaxAlignment + 1), 1, std::nullopt);
+    expect(big, Error::InvalidAlignment, "buffer 0 has alignment 4294967297; it must be in [1, 4294967296]");
+  }
+  SUBCASE("a key and its buffer whose alignments' lcm is over the maximum") {
+    NamedDataStore s;
+    SA::add_key(s, "k", SA::add_buffer(s, data, 65539), 65537, std::nullopt);
+    expect(s, Error::InvalidAlignment,
+           "key 'k': lcm of alignments 65539 and 65537 exceeds the maximum of 4294967296");
+  }
+  SUBCASE("the same key twice (NamedDataMap::open would refuse the file)") {
+    NamedDataStore s;
+    const std::uint32_t b = SA::add_buffer(s, data, 1);
+    SA::add_key_unindexed(s, "a", b, 1, std::nullopt);
+    SA::add_key_unindexed(s, "k", b, 1, std::nullopt);
+    SA::add_key_unindexed(s, "k", b, 4, std::nullopt);
+    expect(s, Error::InvalidName,
+           "key 'k' appears twice in the store (keys 1 and 2); a reader could find only the first");
   }
   SUBCASE("a key alignment the buffer does not carry is still honoured") {
     NamedDataStore s;
-    const std::uint32_t b = detail::StoreAccess::add_buffer(s, ByteSpan(bytes.data(), 8), 1);
-    detail::StoreAccess::add_key(s, "k", b, 1024, std::nullopt);
+    const std::uint32_t b = SA::add_buffer(s, data, 1);
+    SA::add_key(s, "k", b, 1024, std::nullopt);
     const std::vector<std::uint8_t> f = serialize(s, no_ext(1));
     CHECK((header(f).base + Walk{f}.segment_offset(0)) % 1024 == 0);
   }

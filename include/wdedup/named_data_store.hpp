@@ -177,7 +177,11 @@ class NamedDataStore {
       }
       const std::optional<std::uint64_t> key_align = detail::lcm_alignment(k.alignment, align);
       const std::optional<std::uint64_t> buf_align = detail::lcm_alignment(b.alignment, align);
-      if (!key_align || !buf_align) return lcm_overflow(key, b.alignment, align);
+      // Named separately: a store filled through StoreAccess may hold a
+      // buffer whose alignment does not carry its key's (the writer allows
+      // it), so either lcm can be the one that overflows.
+      if (!key_align) return lcm_overflow(key, k.alignment, align);
+      if (!buf_align) return lcm_overflow(key, b.alignment, align);
       k.alignment = *key_align;
       b.alignment = *buf_align;
       return {};
@@ -436,7 +440,8 @@ struct StoreAccess {
   }
   static void prefetch_key(const NamedDataStore& s, std::uint64_t key_hash) { s.key_index_.prefetch(key_hash); }
   /// Appends a key that is not indexed: the caller hands over the index of
-  /// every key with set_key_index once they are all added.
+  /// every key with set_key_index once they are all added. Nothing checks
+  /// that `key` is new here; the writer refuses a store that repeats one.
   template <int = 0>
   static void add_key_unindexed(NamedDataStore& s, std::string_view key, std::uint32_t buffer,
                                 std::uint64_t alignment, std::optional<Layout> layout) {

@@ -176,14 +176,17 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
   // name appears twice where a reader would have to pick one.
   if (maps.functions.size() > UINT32_MAX)
     return R(Error::InvalidArgument, cat(maps.functions.size(), " functions; at most ", UINT32_MAX));
-  // A key's id is its first index (a repeated key resolves to the first).
+  // The index the function maps need also finds a repeated key, for one
+  // branch: add_named_data cannot repeat one, but the bulk path
+  // (add_key_unindexed) does not look, and a reader refuses such a file.
+  // Keys being unique, a key's id in the index is its position.
   NameIndex key_index(keys.size());
-  std::vector<std::uint32_t> key_of_id;
-  key_of_id.reserve(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     bool added = false;
-    key_index.find_or_add(keys[i].key, &added);
-    if (added) key_of_id.push_back(static_cast<std::uint32_t>(i));
+    const std::uint32_t first = key_index.find_or_add(keys[i].key, &added);
+    if (!added)
+      return R(Error::InvalidName, cat("key ", quote_name(keys[i].key), " appears twice in the store (keys ", first,
+                                       " and ", i, "); a reader could find only the first"));
   }
   // (method, partition) ids, "<method>\0<partition>"; reserved up front,
   // as the index views them.
@@ -216,7 +219,7 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
       if (t.tensor_name.size() > UINT32_MAX)
         return R(Error::InvalidArgument, cat(describe_function(f), ": a tensor name is longer than ",
                                              UINT32_MAX, " bytes"));
-      rf.rows.push_back(ResolvedRow{t.tensor_name, key_of_id[id]});
+      rf.rows.push_back(ResolvedRow{t.tensor_name, id});
     }
     if (rf.rows.size() > 1) std::qsort(rf.rows.data(), rf.rows.size(), sizeof(ResolvedRow), compare_rows);
     for (std::size_t r = 1; r < rf.rows.size(); ++r)
