@@ -482,69 +482,179 @@ TEST_CASE("replacing a file keeps its mode; a symbolic link keeps pointing at th
   CHECK(others(dir, {"model.ptd", "fresh.ptd", "private.ptd", "target.ptd", "link.ptd"}).empty());
 }
 
-TEST_CASE("killed at random points (SIGKILL): the destination is absent, the previous version or complete") {
-  // Two large stores (tens of MB); the child replaces the destination with
-  // one while the parent kills it after a random delay. Deterministic seeds.
+namespace {
+
+/// FileOps for a child process that the parent kills: when the writer
+/// reaches `point` it reports to the parent (the bytes written so far, 8
+/// bytes down a pipe) and waits there to be killed; at Point::Report it
+/// reports once the temporary file exists and carries on, so that a kill
+/// after a random delay lands at an unknown point of the write.
+class PausingOps final : public detail::FileOps {
+ public:
+  enum class Point { None, BeforeCreate, Created, Reserved, MidWrite, BeforePatch, BeforeRename, BeforeDirFsync, Report };
+  PausingOps(Point point, int report_fd, std::uint64_t mid_bytes)
+      : point_(point), fd_(report_fd), mid_bytes_(mid_bytes) {}
+
+  int make_temp(char* t) override {
+    if (point_ == Point::BeforeCreate) stop();
+    const int fd = FileOps::make_temp(t);
+    if (point_ == Point::Created) stop();
+    if (point_ == Point::Report) report();
+    return fd;
+  }
+  int reserve(int fd, off_t size) override {
+    const int rc = FileOps::reserve(fd, size);
+    if (point_ == Point::Reserved) stop();
+    return rc;
+  }
+  ssize_t writev(int fd, const struct iovec* iov, int count) override {
+    const ssize_t w = FileOps::writev(fd, iov, count);
+    if (w > 0) written_ += static_cast<std::uint64_t>(w);
+    if (point_ == Point::MidWrite && written_ >= mid_bytes_) stop();
+    return w;
+  }
+  ssize_t pwrite(int fd, const void* p, std::size_t n, off_t off) override {
+    if (point_ == Point::BeforePatch) stop();
+    return FileOps::pwrite(fd, p, n, off);
+  }
+  int rename(const char* a, const char* b) override {
+    if (point_ == Point::BeforeRename) stop();
+    return FileOps::rename(a, b);
+  }
+  int fsync_directory(const char* d) override {
+    if (point_ == Point::BeforeDirFsync) stop();
+    return FileOps::fsync_directory(d);
+  }
+
+ private:
+  void report() { (void)!::write(fd_, &written_, sizeof written_); }
+  [[noreturn]] void stop() {
+    report();
+    for (;;) ::pause();  // until SIGKILL
+  }
+
+  Point point_;
+  int fd_;
+  std::uint64_t mid_bytes_;
+  std::uint64_t written_ = 0;
+};
+
+/// A writer in a child process, and the read end of its report pipe.
+struct Writer {
+  pid_t pid = 0;
+  int report_fd = -1;
+};
+
+Writer spawn_writer(const NamedDataStore& store, const std::string& dest, PausingOps::Point point,
+                    std::uint64_t mid_bytes = 0) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    PausingOps ops(point, fds[1], mid_bytes);
+    Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
+    ::_exit(r.ok() ? 0 : 3);
+  }
+  ::close(fds[1]);
+  return Writer{pid, fds[0]};
+}
+
+/// Waits for the writer's report; false if it exited without one.
+bool await_report(const Writer& w, std::uint64_t* written) {
+  std::uint8_t buf[8];
+  std::size_t got = 0;
+  while (got < sizeof buf) {
+    const ssize_t n = ::read(w.report_fd, buf + got, sizeof buf - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+  }
+  std::memcpy(written, buf, sizeof buf);
+  return true;
+}
+
+/// Kills the writer (if still running) and reaps it: true if SIGKILL ended
+/// it, false if it had exited with status 0 first.
+bool kill_and_reap(const Writer& w) {
+  ::kill(w.pid, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(w.pid, &status, 0) == w.pid);
+  ::close(w.report_fd);
+  if (WIFSIGNALED(status)) {
+    CHECK(WTERMSIG(status) == SIGKILL);
+    return true;
+  }
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  return false;
+}
+
+/// Temporary files a killed writer left in `dir` (anything but model.ptd).
+/// Each must carry the writer's name, ".model.ptd.tmp-" and six characters.
+std::vector<std::string> temporaries(const std::string& dir) {
+  const std::vector<std::string> stray = others(dir, {"model.ptd"});
+  for (const std::string& n : stray) {
+    CHECK(n.rfind(".model.ptd.tmp-", 0) == 0);
+    CHECK(n.size() == std::strlen(".model.ptd.tmp-XXXXXX"));
+  }
+  return stray;
+}
+
+/// The bytes of `file` that hold the WDX1 content hashes (patched last, by
+/// pwrite), as [begin, end) ranges.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> content_hash_ranges(const std::vector<std::uint8_t>& file) {
+  namespace eh = format::ext_header;
+  std::uint64_t ext = 0;
+  REQUIRE(format::align_up(format::kFlatbufferOffset + format::load_u64(file.data() + format::kHeaderFlatbufferSizePos),
+                           format::kExtAlignment, &ext));
+  REQUIRE(std::memcmp(file.data() + ext, "WDX1", 4) == 0);
+  const std::uint64_t info = ext + format::load_u32(file.data() + ext + eh::kSegmentInfoOffset);
+  const std::uint32_t count = format::load_u32(file.data() + ext + eh::kSegmentCount);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::uint64_t p = info + std::uint64_t{i} * format::segment_info::kSize + format::segment_info::kContentHash;
+    out.emplace_back(p, p + 8);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("killed by SIGKILL at each step, then at random points: the destination is absent, the previous version or complete") {
+  // Two stores of 12 MB and 10 MB (deterministic bytes), written alternately
+  // over one destination by child processes that the parent kills.
   std::vector<std::vector<std::uint8_t>> data_a, data_b;
-  for (int i = 0; i < 6; ++i) data_a.push_back(pattern((5u << 20) + 4099u * i, 100 + i));
-  for (int i = 0; i < 5; ++i) data_b.push_back(pattern((6u << 20) + 777u * i, 200 + i));
+  for (int i = 0; i < 4; ++i) data_a.push_back(pattern((3u << 20) + 4099u * i, 100 + i));
+  for (int i = 0; i < 5; ++i) data_b.push_back(pattern((2u << 20) + 777u * i, 200 + i));
   const NamedDataStore store_a = store_over(data_a), store_b = store_over(data_b);
   const std::vector<std::uint8_t> bytes_a = serialize(store_a), bytes_b = serialize(store_b);
-  REQUIRE(bytes_a.size() > (30u << 20));
+  REQUIRE(bytes_a.size() > (12u << 20));
+  REQUIRE(bytes_b.size() > (10u << 20));
+  REQUIRE(bytes_a.size() != bytes_b.size());
 
   const std::string dir = fresh_dir("kill");
   const std::string dest = dir + "/model.ptd";
-  const auto spawn = [&](const NamedDataStore& s) {
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      Expected<WriteStats> r = write_ptd_file(s, dest);
-      ::_exit(r.ok() ? 0 : 3);
-    }
-    return pid;
-  };
-
-  // Uninterrupted writes to learn how long a write takes here (the faster
-  // of two: the first is cold), so the kill points spread over the whole
-  // write, from before the first byte to after the rename. No timing is
-  // asserted.
-  long long full_us = 0;
-  pid_t pid = 0;
-  int status = 0;
-  for (int warm = 0; warm < 2; ++warm) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pid = spawn(store_a);
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-    const long long us =
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
-    full_us = warm == 0 ? us : std::min(full_us, us);
-    REQUIRE(read_file(dest) == bytes_a);
-    ::unlink(dest.c_str());
-  }
-
-  std::mt19937 rng(20240601);
   const std::vector<std::uint8_t>* previous = nullptr;  // no destination at first
-  int killed = 0, completed = 0, kept_previous = 0;
-  constexpr int kIterations = 16;
-  for (int iteration = 0; iteration < kIterations; ++iteration) {
-    CAPTURE(iteration);
-    const bool write_a = iteration % 2 == 0;
-    const std::vector<std::uint8_t>& next = write_a ? bytes_a : bytes_b;
-    const long delay_us = static_cast<long>(rng() % static_cast<std::uint32_t>(full_us * 11 / 10 + 1));
-    pid = spawn(write_a ? store_a : store_b);
-    struct timespec ts {delay_us / 1000000, (delay_us % 1000000) * 1000};
-    ::nanosleep(&ts, nullptr);
-    ::kill(pid, SIGKILL);
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    const bool was_killed = WIFSIGNALED(status);
-    if (!was_killed) REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  int killed = 0, completed = 0, kept_previous = 0, mid_write = 0;
 
+  // After a writer ended (killed or not): the destination is the new file,
+  // the previous one or (if there was none) absent, byte for byte; a
+  // temporary file is left only by a kill before the rename, and then the
+  // destination is still the previous file. Returns the temporary file's
+  // bytes (empty if none was left).
+  const auto inspect = [&](bool was_killed, const std::vector<std::uint8_t>& next) {
+    const std::vector<std::string> stray = temporaries(dir);
+    CHECK(stray.size() <= 1);
+    if (!was_killed) CHECK(stray.empty());
+    const bool present = exists(dest);
     const std::vector<std::uint8_t> now = read_file(dest);
-    if (!exists(dest)) {
+    if (!present) {
       CHECK(previous == nullptr);  // absent only if there was nothing before
       ++kept_previous;
     } else if (now == next) {
+      CHECK(stray.empty());  // renamed: the temporary file is the destination now
       ++completed;
       previous = &next;
     } else {
@@ -552,15 +662,142 @@ TEST_CASE("killed at random points (SIGKILL): the destination is absent, the pre
       CHECK(now == *previous);  // never partial, never a mix
       ++kept_previous;
     }
-    // A stray temporary file may remain only when the writer was killed.
-    const std::vector<std::string> stray = others(dir, {"model.ptd"});
-    if (!was_killed) CHECK(stray.empty());
-    for (const std::string& n : stray) {
-      CHECK(n.rfind(".model.ptd.tmp-", 0) == 0);
-      ::unlink((dir + "/" + n).c_str());
-    }
     killed += was_killed;
+    mid_write += was_killed && !stray.empty();
+    std::vector<std::uint8_t> temp;
+    for (const std::string& n : stray) {
+      temp = read_file(dir + "/" + n);
+      REQUIRE(::unlink((dir + "/" + n).c_str()) == 0);
+    }
+    return temp;
+  };
+
+  // ---- Phase 1: a kill at each step of the write, deterministically ------
+  // The child stops at the step and reports; the parent kills it there.
+  using Point = PausingOps::Point;
+  enum class Dest { Absent, Previous, Next };
+  struct Step {
+    const char* name;
+    Point point;
+    bool write_a;
+    Dest dest;
+    bool temp_left;
+  } steps[] = {
+      {"before the temporary file is created", Point::BeforeCreate, true, Dest::Absent, false},
+      {"right after the temporary file is created", Point::Created, true, Dest::Absent, true},
+      {"not killed: completes", Point::None, false, Dest::Next, false},
+      {"after the space is reserved", Point::Reserved, true, Dest::Previous, true},
+      {"mid-write, past half the file", Point::MidWrite, true, Dest::Previous, true},
+      {"all bytes written, content hashes not yet patched", Point::BeforePatch, true, Dest::Previous, true},
+      {"written, fsync'd and closed, before the rename", Point::BeforeRename, true, Dest::Previous, true},
+      {"after the rename, before the directory fsync", Point::BeforeDirFsync, true, Dest::Next, false},
+      {"mid-write over a file of the other size", Point::MidWrite, false, Dest::Previous, true},
+  };
+  for (const Step& s : steps) {
+    const std::string step = s.name;
+    CAPTURE(step);
+    const std::vector<std::uint8_t>& next = s.write_a ? bytes_a : bytes_b;
+    const std::vector<std::uint8_t>* before = previous;
+    const Writer w = spawn_writer(s.write_a ? store_a : store_b, dest, s.point, next.size() / 2);
+    std::uint64_t written = 0;
+    const bool reported = await_report(w, &written);
+    CHECK(reported == (s.point != Point::None));
+    const bool was_killed = kill_and_reap(w);
+    CHECK(was_killed == (s.point != Point::None));
+    const std::vector<std::uint8_t> temp = inspect(was_killed, next);
+    switch (s.dest) {
+      case Dest::Absent: CHECK_FALSE(exists(dest)); break;
+      case Dest::Previous: REQUIRE(before != nullptr); CHECK(read_file(dest) == *before); break;
+      case Dest::Next: CHECK(read_file(dest) == next); break;
+    }
+    CHECK(others(dir, {"model.ptd"}).empty());
+    if (!s.temp_left) continue;
+    // The temporary file holds exactly what the writer had got to.
+    const std::uint64_t base = format::load_u64(next.data() + format::kHeaderSegmentBasePos);
+    switch (s.point) {
+      case Point::Created:
+        CHECK(temp.empty());
+        CHECK(written == 0);
+        break;
+      case Point::Reserved:
+        CHECK((temp.size() == next.size() || temp.empty()));  // empty where fallocate is unsupported
+        CHECK(written == 0);
+        break;
+      case Point::MidWrite:
+        REQUIRE(written >= next.size() / 2);
+        REQUIRE(written < next.size());
+        REQUIRE(temp.size() >= written);
+        CHECK(std::equal(temp.begin() + static_cast<std::ptrdiff_t>(base),
+                         temp.begin() + static_cast<std::ptrdiff_t>(written),
+                         next.begin() + static_cast<std::ptrdiff_t>(base)));
+        break;
+      case Point::BeforePatch: {
+        CHECK(written == next.size());
+        REQUIRE(temp.size() == next.size());
+        CHECK(temp != next);  // the hashes are not in yet...
+        std::vector<std::uint8_t> patched = temp;
+        for (const auto& r : content_hash_ranges(next))
+          std::copy(next.begin() + static_cast<std::ptrdiff_t>(r.first),
+                    next.begin() + static_cast<std::ptrdiff_t>(r.second),
+                    patched.begin() + static_cast<std::ptrdiff_t>(r.first));
+        CHECK(patched == next);  // ...and nothing else is missing
+        break;
+      }
+      case Point::BeforeRename:
+        CHECK(written == next.size());
+        CHECK(temp == next);  // complete, yet the destination is still the old file
+        break;
+      default: FAIL("no temporary file expected at this step");
+    }
   }
-  MESSAGE("kill test: ", killed, " killed, ", completed, " completed, ", kept_previous, " kept the previous state");
-  CHECK(completed + kept_previous == kIterations);
+  CHECK(killed == 8);
+  CHECK(completed == 2);
+  CHECK(kept_previous == 7);
+  CHECK(mid_write == 6);
+
+  // ---- Phase 2: kills at random delays ------------------------------------
+  // A delay counted from the moment the temporary file exists, drawn from
+  // [0, 1.25 x how long the rest of the write took uninterrupted here), so
+  // most kills land inside the write whatever the machine's speed: a loaded
+  // machine slows the writer, which moves the kills earlier in it, not past
+  // it. Runs until a random kill has landed mid-write (a bounded number of
+  // times); seeded, so the delays repeat.
+  long long rest_us = 0;
+  for (int warm = 0; warm < 2; ++warm) {
+    const Writer w = spawn_writer(store_a, dest, Point::Report);
+    std::uint64_t written = 0;
+    REQUIRE(await_report(w, &written));
+    const auto t0 = std::chrono::steady_clock::now();
+    int status = 0;
+    REQUIRE(::waitpid(w.pid, &status, 0) == w.pid);
+    ::close(w.report_fd);
+    REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    const long long us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+    rest_us = warm == 0 ? us : std::min(rest_us, us);
+    REQUIRE(read_file(dest) == bytes_a);
+  }
+  previous = &bytes_a;
+
+  std::mt19937 rng(20240601);
+  const int killed_before = killed, completed_before = completed, mid_before = mid_write;
+  constexpr int kMinIterations = 8, kMaxIterations = 40;
+  int iterations = 0;
+  for (; iterations < kMinIterations || (mid_write == mid_before && iterations < kMaxIterations); ++iterations) {
+    CAPTURE(iterations);
+    const bool write_a = previous != &bytes_a;  // always a change
+    const long delay_us = static_cast<long>(rng() % static_cast<std::uint32_t>(rest_us * 5 / 4 + 1));
+    const Writer w = spawn_writer(write_a ? store_a : store_b, dest, Point::Report);
+    std::uint64_t written = 0;
+    REQUIRE(await_report(w, &written));
+    struct timespec ts {delay_us / 1000000, (delay_us % 1000000) * 1000};
+    ::nanosleep(&ts, nullptr);
+    (void)inspect(kill_and_reap(w), write_a ? bytes_a : bytes_b);
+  }
+  MESSAGE("random kills: ", iterations, " runs (uninterrupted write after the temporary file: ", rest_us,
+          " us): ", killed - killed_before, " killed, ", mid_write - mid_before, " of them mid-write, ",
+          completed - completed_before, " completed");
+  CHECK(mid_write > mid_before);  // at least one random kill landed inside the write
+  CHECK(killed > killed_before);
+  CHECK(others(dir, {"model.ptd"}).empty());
 }

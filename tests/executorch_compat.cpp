@@ -369,6 +369,91 @@ TEST_CASE("our files pass the verifier and the ExecuTorch-style reader") {
   }
 }
 
+namespace {
+
+/// ExecuTorch's ScalarType numbering (c10's, in
+/// runtime/core/portable_type/scalar_type.h) with the bytes per element
+/// ExecuTorch's elementSize() gives, written out here rather than taken
+/// from wdedup. `in_schema`: the value is in the FlatTensor schema's enum
+/// (tests/data/flat_tensor.fbs, as in the fixtures' ExecuTorch), so wdedup
+/// reads and writes it (23-29 are in newer ExecuTorch schemas than the
+/// fixtures'). The others (complex, Bits1x8..Bits8) are in neither schema:
+/// element_size() gives 0 for them, the reader's mark of a corrupt type byte.
+struct EtScalarType {
+  int value;
+  const char* name;
+  std::size_t size;
+  bool in_schema;
+};
+constexpr EtScalarType kEtScalarTypes[] = {
+    {0, "BYTE", 1, true},           {1, "CHAR", 1, true},           {2, "SHORT", 2, true},
+    {3, "INT", 4, true},            {4, "LONG", 8, true},           {5, "HALF", 2, true},
+    {6, "FLOAT", 4, true},          {7, "DOUBLE", 8, true},         {8, "COMPLEXHALF", 4, false},
+    {9, "COMPLEXFLOAT", 8, false},  {10, "COMPLEXDOUBLE", 16, false}, {11, "BOOL", 1, true},
+    {12, "QINT8", 1, true},         {13, "QUINT8", 1, true},        {14, "QINT32", 4, true},
+    {15, "BFLOAT16", 2, true},      {16, "QUINT4X2", 1, true},      {17, "QUINT2X4", 1, true},
+    {18, "BITS1X8", 1, false},      {19, "BITS2X4", 1, false},      {20, "BITS4X2", 1, false},
+    {21, "BITS8", 1, false},        {22, "BITS16", 2, true},        {23, "FLOAT8E5M2", 1, true},
+    {24, "FLOAT8E4M3FN", 1, true},  {25, "FLOAT8E5M2FNUZ", 1, true}, {26, "FLOAT8E4M3FNUZ", 1, true},
+    {27, "UINT16", 2, true},        {28, "UINT32", 4, true},        {29, "UINT64", 8, true},
+};
+
+}  // namespace
+
+TEST_CASE("element sizes of every ExecuTorch ScalarType, written out; unknown values have size 0") {
+  int in_schema = 0;
+  for (const EtScalarType& e : kEtScalarTypes) {
+    const std::string name = e.name;
+    CAPTURE(name);
+    const auto t = static_cast<ScalarType>(e.value);
+    CHECK(wdedup::element_size(t) == (e.in_schema ? e.size : 0));
+    CHECK(std::string(wdedup::scalar_type_name(t)) == (e.in_schema ? name : ""));
+    // flatc's enum (what the Verifier and ExecuTorch's generated code know)
+    // holds exactly the values wdedup knows, under the same names.
+    CHECK(std::string(fts::EnumNameScalarType(static_cast<fts::ScalarType>(e.value))) == (e.in_schema ? name : ""));
+    in_schema += e.in_schema;
+  }
+  CHECK(in_schema == 23);
+  CHECK(std::size(fts::EnumValuesScalarType()) == 23);
+  for (const int v : {-128, -1, 30, 127}) {
+    CAPTURE(v);
+    CHECK(wdedup::element_size(static_cast<ScalarType>(v)) == 0);
+    CHECK(std::string(wdedup::scalar_type_name(static_cast<ScalarType>(v))).empty());
+  }
+}
+
+TEST_CASE("a tensor of every known ScalarType: 15 elements of its size, stored and read the ExecuTorch way") {
+  // Each key is a [3, 5] tensor whose byte count is 15 x the written-out
+  // element size; the store must accept exactly that many bytes and refuse
+  // one byte fewer, and the file must pass the ExecuTorch-style reader.
+  std::vector<std::vector<std::uint8_t>> owned;
+  owned.reserve(std::size(kEtScalarTypes));
+  NamedDataStore store;
+  for (const EtScalarType& e : kEtScalarTypes) {
+    if (!e.in_schema) continue;
+    const std::string name = e.name;
+    CAPTURE(name);
+    const Layout layout = Layout::contiguous(static_cast<ScalarType>(e.value), {3, 5});
+    CHECK(layout.nbytes() == std::optional<std::uint64_t>(15 * e.size));
+    owned.push_back(pattern(15 * e.size, static_cast<std::uint32_t>(e.value) + 1));
+    NamedDataStore probe;
+    const std::vector<std::uint8_t> short_by_one(owned.back().begin(), owned.back().end() - 1);
+    wdedup::Expected<void> refused = probe.add_named_data("t", span(short_by_one), 1, layout);
+    CHECK(refused.error() == wdedup::Error::LayoutMismatch);
+    INFO(refused.message());
+    CHECK(refused.message().find("describes " + std::to_string(15 * e.size) + " bytes but the data has " +
+                                 std::to_string(15 * e.size - 1) + " bytes") != std::string::npos);
+    add(store, "t." + name, owned.back(), static_cast<std::int64_t>(e.size), layout);
+  }
+  REQUIRE(store.key_count() == 23);
+  for (bool ext : {false, true}) {
+    CAPTURE(ext);
+    WriteOptions o;
+    o.wdedup_extensions = ext;
+    check_like_executorch(serialize(store, o), store);
+  }
+}
+
 #if defined(WDEDUP_FLATC) && defined(WDEDUP_FLAT_TENSOR_FBS)
 namespace {
 
@@ -409,9 +494,12 @@ std::string executorch_json(const NamedDataStore& store, const EtMap& m) {
 TEST_CASE("our flatbuffer is byte-identical to flatc's for the JSON ExecuTorch would write (random stores)") {
   const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/executorch_compat_flatc";
   ::mkdir(dir.c_str(), 0755);
-  const ScalarType types[] = {ScalarType::Byte, ScalarType::Char,  ScalarType::Short,    ScalarType::Int,
-                              ScalarType::Long, ScalarType::Half,  ScalarType::Float,    ScalarType::Double,
-                              ScalarType::Bool, ScalarType::QInt8, ScalarType::BFloat16, ScalarType::Bits16};
+  // Bytes per element written out (ExecuTorch's sizes), so that a tensor's
+  // byte count never comes from the code under test.
+  const std::pair<ScalarType, std::size_t> types[] = {
+      {ScalarType::Byte, 1}, {ScalarType::Char, 1},  {ScalarType::Short, 2},    {ScalarType::Int, 4},
+      {ScalarType::Long, 8}, {ScalarType::Half, 2},  {ScalarType::Float, 4},    {ScalarType::Double, 8},
+      {ScalarType::Bool, 1}, {ScalarType::QInt8, 1}, {ScalarType::BFloat16, 2}, {ScalarType::Bits16, 2}};
   const std::int64_t aligns[] = {1, 2, 3, 4, 16, 64, 128, 256, 4096};
   for (std::uint32_t seed = 1; seed <= 40; ++seed) {
     CAPTURE(seed);
@@ -433,12 +521,14 @@ TEST_CASE("our flatbuffer is byte-identical to flatc's for the JSON ExecuTorch w
       } else if (pick(3) == 0) {
         bytes = pattern(pick(300), seed * 1000 + static_cast<std::uint32_t>(i));
       } else {
-        const ScalarType t = types[pick(std::size(types))];
+        const std::pair<ScalarType, std::size_t>& type = types[pick(std::size(types))];
         std::vector<std::int32_t> sizes(pick(5));
         for (auto& s : sizes) s = static_cast<std::int32_t>(pick(4));
-        if (pick(2) && sizes.size() == 4) layout = Layout::channels_last(t, sizes);
-        else layout = Layout::contiguous(t, sizes);
-        bytes = pattern(static_cast<std::size_t>(*layout->nbytes()), seed * 1000 + static_cast<std::uint32_t>(i));
+        if (pick(2) && sizes.size() == 4) layout = Layout::channels_last(type.first, sizes);
+        else layout = Layout::contiguous(type.first, sizes);
+        std::size_t nbytes = type.second;  // add() then checks the store agrees
+        for (const std::int32_t s : sizes) nbytes *= static_cast<std::size_t>(s);
+        bytes = pattern(nbytes, seed * 1000 + static_cast<std::uint32_t>(i));
       }
       owned.push_back(std::move(bytes));
       add(store, key, owned.back(), aligns[pick(std::size(aligns))], layout);

@@ -158,16 +158,24 @@ Failure open_and_exercise(const Bytes& bytes) {
     exercise(*in_place, bytes);
     return Failure{};
   }
-  CHECK(lent_failure.code == in_place.error());  // both paths reject the same way
+  // Both paths reject the same way: same check, same position.
+  CHECK(lent_failure.code == in_place.error());
+  CHECK(std::string(lent_failure.what) == in_place.failure().what);
+  CHECK(lent_failure.at == in_place.failure().at);
   CHECK(std::strlen(in_place.failure().what) > 0);
   return in_place.failure();
 }
 
+/// One corruption and the exact Failure it must produce: the code, the
+/// check's text and `at` (absolute file offsets, derived from the good
+/// file's layout; an index or a size where the text says so). A case that
+/// matched only the code could pass because a different check fired.
 struct Case {
   const char* name;
   std::function<void(Nav&)> mutate;
   Error expected;
-  std::int64_t at = -1;  ///< expected Failure.at, -1 = not checked
+  const char* what;  ///< "" for Error::Ok
+  std::uint64_t at;  ///< 0 for Error::Ok
 };
 
 void run_cases(const Bytes& good, const std::vector<Case>& cases) {
@@ -180,10 +188,9 @@ void run_cases(const Bytes& good, const std::vector<Case>& cases) {
     c.mutate(nav);
     REQUIRE(bad.size() == good.size());
     const Failure f = open_and_exercise(bad);
-    const std::string what = f.what ? f.what : "";
-    CAPTURE(what);
     CHECK(std::string(error_name(f.code)) == error_name(c.expected));
-    if (c.at >= 0) CHECK(f.at == static_cast<std::uint64_t>(c.at));
+    CHECK(std::string(f.what) == c.what);
+    CHECK(f.at == c.at);
   }
 }
 
@@ -249,91 +256,128 @@ TEST_CASE("every truncation of every fixture is reported as Truncated") {
   }
 }
 
+
 TEST_CASE("header fields: each corruption gets its typed error") {
-  const Bytes good = fixture_bytes("simple.ptd");
+  const Bytes good = fixture_bytes("simple.ptd");  // flatbuffer [48, 280), segments [384, 896)
+  const Nav g{const_cast<Bytes&>(good)};             // positions in the good file (not written)
   std::vector<Case> cases = {
-      {"identifier flipped", [](Nav& n) { n.b[5] ^= 0xFF; }, Error::MalformedHeader, 4},
-      {"identifier is FT02", [](Nav& n) { n.b[7] = '2'; }, Error::MalformedHeader, 4},
-      {"FH01 magic flipped", [](Nav& n) { n.b[9] = 'X'; }, Error::MalformedHeader, 8},
-      {"header length 39", [](Nav& n) { n.set_u32(12, 39); }, Error::MalformedHeader, 12},
-      {"header length 41 runs into the flatbuffer", [](Nav& n) { n.set_u32(12, 41); }, Error::MalformedHeader, 16},
-      {"header length 2^32-1", [](Nav& n) { n.set_u32(12, 0xFFFFFFFFu); }, Error::MalformedHeader, 16},
-      {"flatbuffer_offset 0", [](Nav& n) { n.set_u64(16, 0); }, Error::MalformedHeader, 16},
-      {"flatbuffer_offset + size overflows", [](Nav& n) { n.set_u64(16, UINT64_MAX - 8); }, Error::MalformedHeader, 24},
-      {"flatbuffer_size overflows", [](Nav& n) { n.set_u64(24, UINT64_MAX); }, Error::MalformedHeader, 24},
-      {"flatbuffer_size past the end of the file", [](Nav& n) { n.set_u64(24, 896); }, Error::Truncated, 24},
-      {"flatbuffer_size cuts the root table", [](Nav& n) { n.set_u64(24, 20); }, Error::MalformedFlatbuffer, 0},
-      {"segment_base_offset inside the flatbuffer", [](Nav& n) { n.set_u64(32, 200); }, Error::MalformedHeader, 32},
-      {"segment_base_offset 0", [](Nav& n) { n.set_u64(32, 0); }, Error::MalformedHeader, 32},
+      {"identifier flipped", [](Nav& n) { n.b[5] ^= 0xFF; }, Error::MalformedHeader,
+       "flatbuffer identifier is not FT01", 4},
+      {"identifier is FT02", [](Nav& n) { n.b[7] = '2'; }, Error::MalformedHeader, "flatbuffer identifier is not FT01", 4},
+      {"FH01 magic flipped", [](Nav& n) { n.b[9] = 'X'; }, Error::MalformedHeader, "extended header magic is not FH01", 8},
+      {"header length 39", [](Nav& n) { n.set_u32(12, 39); }, Error::MalformedHeader,
+       "extended header length is below 40", 12},
+      {"header length 41 runs into the flatbuffer", [](Nav& n) { n.set_u32(12, 41); }, Error::MalformedHeader,
+       "flatbuffer_offset lies inside the extended header", 16},
+      {"header length 2^32-1", [](Nav& n) { n.set_u32(12, 0xFFFFFFFFu); }, Error::MalformedHeader,
+       "flatbuffer_offset lies inside the extended header", 16},
+      {"flatbuffer_offset 0", [](Nav& n) { n.set_u64(16, 0); }, Error::MalformedHeader,
+       "flatbuffer_offset lies inside the extended header", 16},
+      {"flatbuffer_offset + size overflows", [](Nav& n) { n.set_u64(16, UINT64_MAX - 8); }, Error::MalformedHeader,
+       "flatbuffer_offset + flatbuffer_size overflows", 24},
+      {"flatbuffer_size overflows", [](Nav& n) { n.set_u64(24, UINT64_MAX); }, Error::MalformedHeader,
+       "flatbuffer_offset + flatbuffer_size overflows", 24},
+      {"flatbuffer_size past the end of the file", [](Nav& n) { n.set_u64(24, 896); }, Error::Truncated,
+       "file ends inside the flatbuffer", 24},
+      // The flatbuffer now ends at 68, where the root table starts.
+      {"flatbuffer_size cuts the root table", [](Nav& n) { n.set_u64(24, 20); }, Error::MalformedFlatbuffer,
+       "root offset points outside the flatbuffer", 0},
+      {"segment_base_offset inside the flatbuffer", [](Nav& n) { n.set_u64(32, 200); }, Error::MalformedHeader,
+       "segment_base_offset lies inside the flatbuffer", 32},
+      {"segment_base_offset 0", [](Nav& n) { n.set_u64(32, 0); }, Error::MalformedHeader,
+       "segment_base_offset lies inside the flatbuffer", 32},
       {"segment_base_offset + data size overflows", [](Nav& n) { n.set_u64(32, UINT64_MAX - 100); },
-       Error::MalformedHeader, 40},
-      {"segment data past the end of the file", [](Nav& n) { n.set_u64(32, 385); }, Error::Truncated, 40},
-      {"segment_data_size past the end of the file", [](Nav& n) { n.set_u64(40, 513); }, Error::Truncated, 40},
-      {"segment_data_size overflows", [](Nav& n) { n.set_u64(40, UINT64_MAX); }, Error::MalformedHeader, 40},
-      {"segment_data_size too small for a segment", [](Nav& n) { n.set_u64(40, 300); }, Error::MalformedSegment},
+       Error::MalformedHeader, "segment_base_offset + segment_data_size overflows", 40},
+      {"segment data past the end of the file", [](Nav& n) { n.set_u64(32, 385); }, Error::Truncated,
+       "file ends inside the segment data", 40},
+      {"segment_data_size past the end of the file", [](Nav& n) { n.set_u64(40, 513); }, Error::Truncated,
+       "file ends inside the segment data", 40},
+      {"segment_data_size overflows", [](Nav& n) { n.set_u64(40, UINT64_MAX); }, Error::MalformedHeader,
+       "segment_base_offset + segment_data_size overflows", 40},
+      // Segment 2 is [256, 512): the first that no longer fits.
+      {"segment_data_size too small for a segment", [](Nav& n) { n.set_u64(40, 300); }, Error::MalformedSegment,
+       "segment runs past segment_data_size", g.segment(2)},
   };
   run_cases(good, cases);
 }
 
 TEST_CASE("flatbuffer structure: each corruption gets its typed error") {
   const Bytes good = fixture_bytes("simple.ptd");
+  const Nav g{const_cast<Bytes&>(good)};  // positions in the good file (not written)
   namespace ftf = format::flat_tensor_field;
+  const std::uint64_t root = g.root(), vt = g.vtable(g.root());
   std::vector<Case> cases = {
-      {"root offset past the file", [](Nav& n) { n.set_u32(0, 0xFFFFFFF0u); }, Error::MalformedFlatbuffer, 0},
-      {"root offset into the FH01 header", [](Nav& n) { n.set_u32(0, 12); }, Error::MalformedFlatbuffer, 0},
-      {"root offset misaligned", [](Nav& n) { n.set_u32(0, n.u32(0) + 2); }, Error::MalformedFlatbuffer},
+      {"root offset past the file", [](Nav& n) { n.set_u32(0, 0xFFFFFFF0u); }, Error::MalformedFlatbuffer,
+       "root offset points outside the flatbuffer", 0},
+      {"root offset into the FH01 header", [](Nav& n) { n.set_u32(0, 12); }, Error::MalformedFlatbuffer,
+       "root offset points outside the flatbuffer", 0},
+      {"root offset misaligned", [](Nav& n) { n.set_u32(0, n.u32(0) + 2); }, Error::MalformedFlatbuffer,
+       "table is not 4-byte aligned", root + 2},
       {"root vtable offset points before the buffer", [](Nav& n) { n.set_u32(n.root(), 100000); },
-       Error::MalformedFlatbuffer},
+       Error::MalformedFlatbuffer, "vtable lies outside the flatbuffer", root},
       {"root vtable offset points past the buffer",
-       [](Nav& n) { n.set_u32(n.root(), static_cast<std::uint32_t>(-100000)); }, Error::MalformedFlatbuffer},
-      {"vtable misaligned", [](Nav& n) { n.set_u32(n.root(), n.u32(n.root()) + 1); }, Error::MalformedFlatbuffer},
-      {"vtable size odd", [](Nav& n) { n.set_u16(n.vtable(n.root()), 7); }, Error::MalformedFlatbuffer},
-      {"vtable size below 4", [](Nav& n) { n.set_u16(n.vtable(n.root()), 2); }, Error::MalformedFlatbuffer},
+       [](Nav& n) { n.set_u32(n.root(), static_cast<std::uint32_t>(-100000)); }, Error::MalformedFlatbuffer,
+       "vtable lies outside the flatbuffer", root},
+      {"vtable misaligned", [](Nav& n) { n.set_u32(n.root(), n.u32(n.root()) + 1); }, Error::MalformedFlatbuffer,
+       "vtable is not 2-byte aligned", vt - 1},
+      {"vtable size odd", [](Nav& n) { n.set_u16(n.vtable(n.root()), 7); }, Error::MalformedFlatbuffer,
+       "vtable size is not an even number >= 4", vt},
+      {"vtable size below 4", [](Nav& n) { n.set_u16(n.vtable(n.root()), 2); }, Error::MalformedFlatbuffer,
+       "vtable size is not an even number >= 4", vt},
       {"vtable runs past the flatbuffer", [](Nav& n) { n.set_u16(n.vtable(n.root()), 0xFFFE); },
-       Error::MalformedFlatbuffer},
+       Error::MalformedFlatbuffer, "vtable runs past the flatbuffer", vt},
       {"table inline size past the flatbuffer", [](Nav& n) { n.set_u16(n.vtable(n.root()) + 2, 0xFFFF); },
-       Error::MalformedFlatbuffer},
-      {"table inline size below 4", [](Nav& n) { n.set_u16(n.vtable(n.root()) + 2, 2); }, Error::MalformedFlatbuffer},
+       Error::MalformedFlatbuffer, "table runs past the flatbuffer", root},
+      {"table inline size below 4", [](Nav& n) { n.set_u16(n.vtable(n.root()) + 2, 2); }, Error::MalformedFlatbuffer,
+       "table inline size is below 4", vt + 2},
       {"field offset outside its table", [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kSegments), 200); },
-       Error::MalformedFlatbuffer},
+       Error::MalformedFlatbuffer, "field lies outside its table", g.slot(root, ftf::kSegments)},
       {"field offset misaligned", [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kSegments), 6); },
-       Error::MalformedFlatbuffer},
+       Error::MalformedFlatbuffer, "field is not aligned to its size", g.slot(root, ftf::kSegments)},
+      // version's slot made to point at named_data's uoffset (a non-zero u32).
       {"FlatTensor version is not 0",
        [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kVersion), n.u16(n.slot(n.root(), ftf::kNamedData))); },
-       Error::UnsupportedVersion},
+       Error::UnsupportedVersion, "FlatTensor version is not 0", root},
       {"segments vector offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.root(), ftf::kSegments), 0x7FFFFF00u); },
-       Error::MalformedFlatbuffer},
+       Error::MalformedFlatbuffer, "vector offset points outside the flatbuffer", g.field(root, ftf::kSegments)},
       {"segments vector misaligned", [](Nav& n) { n.set_u32(n.field(n.root(), ftf::kSegments), n.u32(n.field(n.root(), ftf::kSegments)) + 2); },
-       Error::MalformedFlatbuffer},
-      {"segments count lies", [](Nav& n) { n.set_u32(n.segments(), 0x10000000u); }, Error::MalformedFlatbuffer},
-      {"named_data count lies", [](Nav& n) { n.set_u32(n.named_data(), 1000); }, Error::MalformedFlatbuffer},
+       Error::MalformedFlatbuffer, "vector is not 4-byte aligned", g.segments() + 2},
+      {"segments count lies", [](Nav& n) { n.set_u32(n.segments(), 0x10000000u); }, Error::MalformedFlatbuffer,
+       "vector length runs past the flatbuffer", g.segments()},
+      {"named_data count lies", [](Nav& n) { n.set_u32(n.named_data(), 1000); }, Error::MalformedFlatbuffer,
+       "vector length runs past the flatbuffer", g.named_data()},
       {"segment element offset past the buffer", [](Nav& n) { n.set_u32(n.segments() + 4, 0xFFFFFF00u); },
-       Error::MalformedFlatbuffer},
+       Error::MalformedFlatbuffer, "vector element points outside the flatbuffer", g.segments() + 4},
       {"named_data element misaligned", [](Nav& n) { n.set_u32(n.named_data() + 4, n.u32(n.named_data() + 4) + 2); },
-       Error::MalformedFlatbuffer},
+       Error::MalformedFlatbuffer, "table is not 4-byte aligned", g.named(0) + 2},
   };
   run_cases(good, cases);
 }
 
 TEST_CASE("segments: out of range, overflowing or partly overlapping segments are rejected") {
   const Bytes good = fixture_bytes("simple.ptd");  // segments [0,37) [128,228) [256,512), data size 512
+  const Nav g{const_cast<Bytes&>(good)};
   namespace dsf = format::data_segment_field;
   const auto off = [](Nav& n, std::uint32_t i) { return n.field(n.segment(i), dsf::kOffset); };
   const auto size = [](Nav& n, std::uint32_t i) { return n.field(n.segment(i), dsf::kSize); };
+  const char* const overlap = "segments overlap partially (at = segment index)";
   std::vector<Case> cases = {
-      {"offset + size overflows", [&](Nav& n) { n.set_u64(off(n, 1), UINT64_MAX - 50); }, Error::MalformedSegment},
-      {"segment runs past segment_data_size", [&](Nav& n) { n.set_u64(size(n, 2), 257); }, Error::MalformedSegment},
-      {"segment starts past segment_data_size", [&](Nav& n) { n.set_u64(off(n, 2), 513); }, Error::MalformedSegment},
-      {"partial overlap (sorted)", [&](Nav& n) { n.set_u64(off(n, 1), 10); }, Error::MalformedSegment, 1},
+      {"offset + size overflows", [&](Nav& n) { n.set_u64(off(n, 1), UINT64_MAX - 50); }, Error::MalformedSegment,
+       "segment offset + size overflows", g.segment(1)},
+      {"segment runs past segment_data_size", [&](Nav& n) { n.set_u64(size(n, 2), 257); }, Error::MalformedSegment,
+       "segment runs past segment_data_size", g.segment(2)},
+      {"segment starts past segment_data_size", [&](Nav& n) { n.set_u64(off(n, 2), 513); }, Error::MalformedSegment,
+       "segment runs past segment_data_size", g.segment(2)},
+      {"partial overlap (sorted)", [&](Nav& n) { n.set_u64(off(n, 1), 10); }, Error::MalformedSegment, overlap, 1},
       {"containment is not identity", [&](Nav& n) { n.set_u64(off(n, 1), 300); n.set_u64(size(n, 1), 10); },
-       Error::MalformedSegment, 2},
-      {"partial overlap (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 100); }, Error::MalformedSegment, 2},
+       Error::MalformedSegment, overlap, 2},
+      {"partial overlap (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 100); }, Error::MalformedSegment, overlap, 2},
       {"disjoint but unsorted is fine", [&](Nav& n) { n.set_u64(off(n, 2), 40); n.set_u64(size(n, 2), 80); },
-       Error::Ok},
+       Error::Ok, "", 0},
       {"identical ranges are fine", [&](Nav& n) { n.set_u64(off(n, 1), 256); n.set_u64(size(n, 1), 256); },
-       Error::Ok},
+       Error::Ok, "", 0},
       {"a segment ending exactly at segment_data_size is fine", [&](Nav& n) { n.set_u64(off(n, 1), 300); n.set_u64(size(n, 1), 212); n.set_u64(off(n, 2), 230); n.set_u64(size(n, 2), 70); },
-       Error::Ok},
+       Error::Ok, "", 0},
   };
   run_cases(good, cases);
 }
@@ -386,54 +430,69 @@ TEST_CASE("segments out of order: checked pair by pair up to a budget, refused b
   }
 }
 
+
 TEST_CASE("keys: bad strings and segment indices are MalformedKey") {
   const Bytes good = fixture_bytes("simple.ptd");
+  const Nav g{const_cast<Bytes&>(good)};
   namespace ndf = format::named_data_field;
   std::vector<Case> cases = {
       {"segment_index out of range", [](Nav& n) { n.set_u32(n.field(n.named(1), ndf::kSegmentIndex), 3); },
-       Error::MalformedKey, 132},
+       Error::MalformedKey, "segment_index out of range", g.named(1)},
       {"segment_index 2^32-1", [](Nav& n) { n.set_u32(n.field(n.named(2), ndf::kSegmentIndex), 0xFFFFFFFFu); },
-       Error::MalformedKey},
-      {"key runs past the flatbuffer", [](Nav& n) { n.set_u32(n.key(0), 0xFFFF); }, Error::MalformedKey},
-      {"key length 2^32-1", [](Nav& n) { n.set_u32(n.key(1), 0xFFFFFFFFu); }, Error::MalformedKey},
-      {"key not NUL-terminated", [](Nav& n) { n.set_u8(n.key(0) + 4 + n.u32(n.key(0)), 'x'); }, Error::MalformedKey},
-      {"key missing", [](Nav& n) { n.set_u16(n.slot(n.named(0), ndf::kKey), 0); }, Error::MalformedKey},
+       Error::MalformedKey, "segment_index out of range", g.named(2)},
+      {"key runs past the flatbuffer", [](Nav& n) { n.set_u32(n.key(0), 0xFFFF); }, Error::MalformedKey,
+       "string runs past the flatbuffer", g.key(0)},
+      {"key length 2^32-1", [](Nav& n) { n.set_u32(n.key(1), 0xFFFFFFFFu); }, Error::MalformedKey,
+       "string runs past the flatbuffer", g.key(1)},
+      {"key not NUL-terminated", [](Nav& n) { n.set_u8(n.key(0) + 4 + n.u32(n.key(0)), 'x'); }, Error::MalformedKey,
+       "string is not NUL-terminated", g.key(0)},
+      {"key missing", [](Nav& n) { n.set_u16(n.slot(n.named(0), ndf::kKey), 0); }, Error::MalformedKey,
+       "named data has no key", g.named(0)},
       {"key offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.named(0), ndf::kKey), 0x7FFFFF00u); },
-       Error::MalformedKey},
+       Error::MalformedKey, "string offset points outside the flatbuffer", g.field(g.named(0), ndf::kKey)},
       {"key string misaligned", [](Nav& n) { n.set_u32(n.field(n.named(0), ndf::kKey), n.u32(n.field(n.named(0), ndf::kKey)) + 1); },
-       Error::MalformedKey},
-      {"an empty key is accepted", [](Nav& n) { n.set_u32(n.key(2), 0); n.set_u8(n.key(2) + 4, 0); }, Error::Ok},
+       Error::MalformedKey, "string is not 4-byte aligned", g.key(0) + 1},
+      {"an empty key is accepted", [](Nav& n) { n.set_u32(n.key(2), 0); n.set_u8(n.key(2) + 4, 0); }, Error::Ok, "", 0},
   };
   run_cases(good, cases);
 }
 
 TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
   const Bytes good = fixture_bytes("layouts.ptd");
+  const Nav g{const_cast<Bytes&>(good)};
   // key 0: float32 [2, 3] dim_order [0, 1], 24 bytes; key 5: int32 [2, 2, 2].
   namespace tlf = format::tensor_layout_field;
   namespace ndf = format::named_data_field;
+  const char* const inconsistent =
+      "layout has an unknown scalar type, a negative size, a dim_order that is not a permutation, or a byte "
+      "count over 64 bits";
   std::vector<Case> cases = {
       {"unknown scalar type", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 99); },
-       Error::MalformedLayout},
+       Error::MalformedLayout, inconsistent, g.layout(0)},
       {"negative scalar type", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 0x80); },
-       Error::MalformedLayout},
+       Error::MalformedLayout, inconsistent, g.layout(0)},
       {"scalar type 8 (a gap in the enum)", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 8); },
-       Error::MalformedLayout},
-      {"negative size", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 0xFFFFFFFFu); }, Error::MalformedLayout},
-      {"dim_order not a permutation", [](Nav& n) { n.set_u8(n.dim_order(0) + 5, 0); }, Error::MalformedLayout},
-      {"dim_order entry out of range", [](Nav& n) { n.set_u8(n.dim_order(0) + 5, 2); }, Error::MalformedLayout},
-      {"dim_order shorter than sizes", [](Nav& n) { n.set_u32(n.dim_order(0), 1); }, Error::MalformedLayout},
-      {"layout larger than its segment", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 3); }, Error::MalformedLayout},
+       Error::MalformedLayout, inconsistent, g.layout(0)},
+      {"negative size", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 0xFFFFFFFFu); }, Error::MalformedLayout, inconsistent,
+       g.layout(0)},
+      {"dim_order not a permutation", [](Nav& n) { n.set_u8(n.dim_order(0) + 5, 0); }, Error::MalformedLayout,
+       inconsistent, g.layout(0)},
+      {"dim_order entry out of range", [](Nav& n) { n.set_u8(n.dim_order(0) + 5, 2); }, Error::MalformedLayout,
+       inconsistent, g.layout(0)},
+      {"dim_order shorter than sizes", [](Nav& n) { n.set_u32(n.dim_order(0), 1); }, Error::MalformedLayout,
+       inconsistent, g.layout(0)},
+      {"layout larger than its segment", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 3); }, Error::MalformedLayout,
+       "layout describes more bytes than its segment holds", g.layout(0)},
       {"byte count over 64 bits", [](Nav& n) {
          for (int d = 0; d < 3; ++d) n.set_u32(n.sizes(5) + 4 + 4 * d, 0x7FFFFFFFu);
-       }, Error::MalformedLayout},
+       }, Error::MalformedLayout, inconsistent, g.layout(5)},
       {"sizes vector runs past the flatbuffer", [](Nav& n) { n.set_u32(n.sizes(0), 0x40000000u); },
-       Error::MalformedLayout},
+       Error::MalformedLayout, "vector length runs past the flatbuffer", g.sizes(0)},
       {"dim_order vector offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.layout(0), tlf::kDimOrder), 0x7FFFFF00u); },
-       Error::MalformedLayout},
+       Error::MalformedLayout, "vector offset points outside the flatbuffer", g.field(g.layout(0), tlf::kDimOrder)},
       {"layout table offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.named(0), ndf::kTensorLayout), 0x7FFFFF00u); },
-       Error::MalformedFlatbuffer},
-      {"a layout smaller than its segment is fine", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 1); }, Error::Ok},
+       Error::MalformedFlatbuffer, "table offset points outside the flatbuffer", g.field(g.named(0), ndf::kTensorLayout)},
+      {"a layout smaller than its segment is fine", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 1); }, Error::Ok, "", 0},
   };
   run_cases(good, cases);
 }
@@ -461,167 +520,212 @@ TEST_CASE("wdedup file: every truncation is Truncated and every metadata byte is
   check_every_byte_mutation(good, ext_end);
 }
 
+
 TEST_CASE("WDX1 header: each field corrupted in turn") {
   const Bytes good = wdedup_file_bytes();
+  const Nav g{const_cast<Bytes&>(good)};  // positions in the good file (not written)
   namespace eh = format::ext_header;
   const auto x = [](Nav& n) { return n.ext(); };
+  const std::uint64_t ext = g.ext();  // every `at` below is absolute: block start + field offset
+  const char* const block_size = "WDX1 block size is below 80 or runs into the segment data";
+  const char* const slot_count = "WDX1 slot_count is not a power of two >= 2 * key_count";
   std::vector<Case> cases = {
-      {"magic flipped: a plain FlatTensor file", [&](Nav& n) { n.b[x(n) + 3] = '2'; }, Error::Ok},
-      {"version 2", [&](Nav& n) { n.set_u32(x(n) + eh::kVersion, 2); }, Error::UnsupportedVersion},
-      {"block size below 80", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, 79); }, Error::MalformedIndex},
+      {"magic flipped: a plain FlatTensor file", [&](Nav& n) { n.b[x(n) + 3] = '2'; }, Error::Ok, "", 0},
+      {"version 2", [&](Nav& n) { n.set_u32(x(n) + eh::kVersion, 2); }, Error::UnsupportedVersion,
+       "WDX1 version is not 1", ext + eh::kVersion},
+      {"block size below 80", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, 79); }, Error::MalformedIndex, block_size,
+       ext + eh::kBlockSize},
       {"block size runs into the segment data",
-       [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, n.u64(32) - x(n) + 1); }, Error::MalformedIndex},
-      {"block size 2^64-1", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, UINT64_MAX); }, Error::MalformedIndex},
+       [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, n.u64(32) - x(n) + 1); }, Error::MalformedIndex, block_size,
+       ext + eh::kBlockSize},
+      {"block size 2^64-1", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, UINT64_MAX); }, Error::MalformedIndex,
+       block_size, ext + eh::kBlockSize},
+      // Key 0 (checked first) hashes elsewhere and is not found.
       {"hash seed changed", [&](Nav& n) { n.set_u64(x(n) + eh::kHashSeed, n.u64(x(n) + eh::kHashSeed) ^ 1); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "key cannot be found through the slot table", g.key(0) + 4},
       {"key_count + 1", [&](Nav& n) { n.set_u32(x(n) + eh::kKeyCount, n.u32(x(n) + eh::kKeyCount) + 1); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "WDX1 key_count differs from named_data", ext + eh::kKeyCount},
       {"key_count - 1", [&](Nav& n) { n.set_u32(x(n) + eh::kKeyCount, n.u32(x(n) + eh::kKeyCount) - 1); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "WDX1 key_count differs from named_data", ext + eh::kKeyCount},
       {"slot_count not a power of two", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotCount, n.u32(x(n) + eh::kSlotCount) - 1); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, slot_count, ext + eh::kSlotCount},
       {"slot_count below 2 * key_count", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotCount, n.u32(x(n) + eh::kSlotCount) / 2); },
-       Error::MalformedIndex},
-      {"slot_count 0", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotCount, 0); }, Error::MalformedIndex},
+       Error::MalformedIndex, slot_count, ext + eh::kSlotCount},
+      {"slot_count 0", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotCount, 0); }, Error::MalformedIndex, slot_count,
+       ext + eh::kSlotCount},
       {"slot_count 2^31 (past the block)", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotCount, 0x80000000u); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "WDX1 slots lie outside the block", ext + eh::kSlotsOffset},
       {"segment_count + 1", [&](Nav& n) { n.set_u32(x(n) + eh::kSegmentCount, n.u32(x(n) + eh::kSegmentCount) + 1); },
-       Error::MalformedIndex},
-      {"function_count lies", [&](Nav& n) { n.set_u32(x(n) + eh::kFunctionCount, 100000); }, Error::MalformedFunctionMap},
+       Error::MalformedIndex, "WDX1 segment_count differs from segments", ext + eh::kSegmentCount},
+      {"function_count lies", [&](Nav& n) { n.set_u32(x(n) + eh::kFunctionCount, 100000); },
+       Error::MalformedFunctionMap, "WDX1 function records lie outside the block", ext + eh::kFunctionsOffset},
       {"function_tensor_count lies", [&](Nav& n) { n.set_u32(x(n) + eh::kFunctionTensorCount, 100000); },
-       Error::MalformedFunctionMap},
-      {"strings_size lies", [&](Nav& n) { n.set_u32(x(n) + eh::kStringsSize, 0xFFFFFFFFu); }, Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "WDX1 function tensors lie outside the block", ext + eh::kFunctionTensorsOffset},
+      {"strings_size lies", [&](Nav& n) { n.set_u32(x(n) + eh::kStringsSize, 0xFFFFFFFFu); },
+       Error::MalformedFunctionMap, "WDX1 strings lie outside the block", ext + eh::kStringsOffset},
       {"entries offset misaligned", [&](Nav& n) { n.set_u32(x(n) + eh::kEntriesOffset, n.u32(x(n) + eh::kEntriesOffset) + 4); },
-       Error::MalformedIndex},
-      {"entries offset inside the header", [&](Nav& n) { n.set_u32(x(n) + eh::kEntriesOffset, 8); }, Error::MalformedIndex},
+       Error::MalformedIndex, "WDX1 key entries lie outside the block", ext + eh::kEntriesOffset},
+      {"entries offset inside the header", [&](Nav& n) { n.set_u32(x(n) + eh::kEntriesOffset, 8); },
+       Error::MalformedIndex, "WDX1 key entries lie outside the block", ext + eh::kEntriesOffset},
       {"entries offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kEntriesOffset, 0xFFFFFFF8u); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "WDX1 key entries lie outside the block", ext + eh::kEntriesOffset},
       {"slots offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotsOffset, 0xFFFFFFF8u); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "WDX1 slots lie outside the block", ext + eh::kSlotsOffset},
       {"slots offset misaligned", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotsOffset, n.u32(x(n) + eh::kSlotsOffset) + 1); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "WDX1 slots lie outside the block", ext + eh::kSlotsOffset},
       {"segment info offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kSegmentInfoOffset, 0xFFFFFFF8u); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "WDX1 segment infos lie outside the block", ext + eh::kSegmentInfoOffset},
       {"functions offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kFunctionsOffset, 0xFFFFFFF8u); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "WDX1 function records lie outside the block", ext + eh::kFunctionsOffset},
       {"function tensors offset misaligned",
        [&](Nav& n) { n.set_u32(x(n) + eh::kFunctionTensorsOffset, n.u32(x(n) + eh::kFunctionTensorsOffset) + 4); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "WDX1 function tensors lie outside the block", ext + eh::kFunctionTensorsOffset},
       {"strings offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kStringsOffset, 0xFFFFFFF0u); },
-       Error::MalformedFunctionMap},
-      {"reserved not 0", [&](Nav& n) { n.set_u64(x(n) + eh::kReserved, 1); }, Error::MalformedIndex},
+       Error::MalformedFunctionMap, "WDX1 strings lie outside the block", ext + eh::kStringsOffset},
+      {"reserved not 0", [&](Nav& n) { n.set_u64(x(n) + eh::kReserved, 1); }, Error::MalformedIndex,
+       "WDX1 reserved field is not 0", ext + eh::kReserved},
   };
   run_cases(good, cases);
 }
 
 TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is MalformedIndex") {
   const Bytes good = wdedup_file_bytes();
+  const Nav g{const_cast<Bytes&>(good)};  // positions in the good file (not written)
   namespace ke = format::key_entry;
   namespace si = format::segment_info;
+  // The good file's first used slot, and the key entry it names.
+  std::uint64_t first_used = g.slots();
+  while (g.u64(first_used) == 0) first_used += 8;
+  const auto first_entry = static_cast<std::uint32_t>(g.u64(first_used) & 0xFFFFFFFFu) - 1;
+  const char* const key_differs = "key entry's key differs from named_data";
+  const char* const key_alignment = "key alignment is 0 or does not divide its segment's";
+  const char* const seg_alignment = "segment alignment is 0, too large, or not met by its offset";
+  const char* const slot_total = "slot table holds a different number of keys than key_count";
   std::vector<Case> cases = {
       {"data offset off by one", [](Nav& n) { n.set_u64(n.entry(1) + ke::kDataOffset, n.u64(n.entry(1) + ke::kDataOffset) + 1); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "key entry's data offset differs from its segment", g.entry(1) + ke::kDataOffset},
       {"data size off by one", [](Nav& n) { n.set_u64(n.entry(1) + ke::kDataSize, n.u64(n.entry(1) + ke::kDataSize) + 1); },
-       Error::MalformedIndex},
-      {"alignment 0", [](Nav& n) { n.set_u64(n.entry(0) + ke::kAlignment, 0); }, Error::MalformedIndex},
+       Error::MalformedIndex, "key entry's data size differs from its segment", g.entry(1) + ke::kDataSize},
+      {"alignment 0", [](Nav& n) { n.set_u64(n.entry(0) + ke::kAlignment, 0); }, Error::MalformedIndex, key_alignment,
+       g.entry(0) + ke::kAlignment},
       {"alignment not dividing the segment's", [](Nav& n) { n.set_u64(n.entry(0) + ke::kAlignment, 7919); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, key_alignment, g.entry(0) + ke::kAlignment},
       {"key offset moved", [](Nav& n) { n.set_u32(n.entry(0) + ke::kKeyOffset, n.u32(n.entry(0) + ke::kKeyOffset) + 1); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, key_differs, g.entry(0) + ke::kKeyOffset},
       {"key offset past the file", [](Nav& n) { n.set_u32(n.entry(0) + ke::kKeyOffset, 0xFFFFFFF0u); },
-       Error::MalformedIndex},
-      {"key size lies", [](Nav& n) { n.set_u32(n.entry(0) + ke::kKeySize, 0xFFFFFFFFu); }, Error::MalformedIndex},
+       Error::MalformedIndex, key_differs, g.entry(0) + ke::kKeyOffset},
+      // Offset and size are one check, reported at the offset.
+      {"key size lies", [](Nav& n) { n.set_u32(n.entry(0) + ke::kKeySize, 0xFFFFFFFFu); }, Error::MalformedIndex,
+       key_differs, g.entry(0) + ke::kKeyOffset},
       {"segment index differs", [](Nav& n) { n.set_u32(n.entry(0) + ke::kSegmentIndex, n.u32(n.entry(0) + ke::kSegmentIndex) + 1); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "key entry's segment_index differs from named_data", g.entry(0) + ke::kSegmentIndex},
       {"segment index out of range", [](Nav& n) { n.set_u32(n.entry(0) + ke::kSegmentIndex, 0xFFFFFFFFu); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, "key entry's segment_index differs from named_data", g.entry(0) + ke::kSegmentIndex},
       {"layout offset differs", [](Nav& n) { n.set_u32(n.entry(0) + ke::kLayoutOffset, n.u32(n.entry(0) + ke::kLayoutOffset) ^ 4); },
-       Error::MalformedIndex},
-      {"segment alignment 0", [](Nav& n) { n.set_u64(n.seg_info(0) + si::kAlignment, 0); }, Error::MalformedIndex},
+       Error::MalformedIndex, "key entry's layout differs from named_data", g.entry(0) + ke::kLayoutOffset},
+      {"segment alignment 0", [](Nav& n) { n.set_u64(n.seg_info(0) + si::kAlignment, 0); }, Error::MalformedIndex,
+       seg_alignment, g.seg_info(0) + si::kAlignment},
       {"segment alignment not met by its offset",
        [](Nav& n) { n.set_u64(n.seg_info(1) + si::kAlignment, n.u64(n.seg_info(1) + si::kAlignment) * 1024 * 1024); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, seg_alignment, g.seg_info(1) + si::kAlignment},
       {"segment alignment over 2^32", [](Nav& n) { n.set_u64(n.seg_info(0) + si::kAlignment, std::uint64_t{1} << 33); },
-       Error::MalformedIndex},
+       Error::MalformedIndex, seg_alignment, g.seg_info(0) + si::kAlignment},
       {"a used slot cleared", [](Nav& n) {
          for (std::uint64_t s = n.slots();; s += 8)
            if (n.u64(s)) { n.set_u64(s, 0); break; }
-       }, Error::MalformedIndex},
+       }, Error::MalformedIndex, slot_total, g.slots()},
+      // The entry it named can no longer be found (at = its key's characters).
       {"a used slot's tag flipped", [](Nav& n) {
          for (std::uint64_t s = n.slots();; s += 8)
            if (n.u64(s)) { n.set_u64(s, n.u64(s) ^ (std::uint64_t{1} << 40)); break; }
-       }, Error::MalformedIndex},
+       }, Error::MalformedIndex, "key cannot be found through the slot table", g.key(first_entry) + 4},
       {"a slot names entry key_count", [](Nav& n) {
          const std::uint32_t keys = n.u32(n.ext() + format::ext_header::kKeyCount);
          for (std::uint64_t s = n.slots();; s += 8)
            if (n.u64(s)) { n.set_u64(s, (n.u64(s) & ~0xFFFFFFFFull) | (std::uint64_t{keys} + 1)); break; }
-       }, Error::MalformedIndex},
+       }, Error::MalformedIndex, "slot names a key entry out of range", first_used},
       {"an empty slot names an entry too", [](Nav& n) {
          std::uint64_t used = 0, empty = 0;
          for (std::uint64_t s = n.slots(); !used || !empty; s += 8) (n.u64(s) ? used : empty) = s;
          n.set_u64(empty, n.u64(used));
-       }, Error::MalformedIndex},
+       }, Error::MalformedIndex, slot_total, g.slots()},
       {"two keys with the same name", [](Nav& n) {
          // Key 1 becomes a copy of key 0 (same length in this file): the
          // index finds key 0 for it, which open reports as a duplicate.
          const std::uint64_t k0 = n.key(0), k1 = n.key(1);
          REQUIRE(n.u32(k0) == n.u32(k1));
          std::memcpy(n.b.data() + k1 + 4, n.b.data() + k0 + 4, n.u32(k0));
-       }, Error::MalformedKey},
+       }, Error::MalformedKey, "duplicate key", g.key(1) + 4},
   };
   run_cases(good, cases);
 }
 
 TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
   const Bytes good = wdedup_file_bytes();
-  const Nav at{const_cast<Bytes&>(good)};  // positions in the good file (not written)
+  const Nav g{const_cast<Bytes&>(good)};  // positions in the good file (not written)
   namespace fr = format::function_record;
   namespace ft = format::function_tensor;
+  const char* const rows_outside = "function's tensor rows lie outside the table";
+  const char* const rows_unsorted = "function's tensor rows are not sorted by unique name";
+  const char* const rows_not_tiled = "function's tensor rows do not start where the previous one's end";
   std::vector<Case> cases = {
       {"method name past the strings", [](Nav& n) { n.set_u32(n.function(0) + fr::kMethodOffset, 0xFFFFFF00u); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "method name lies outside the strings", g.function(0) + fr::kMethodOffset},
+      // Offset and size are one check, reported at the offset.
       {"method size past the strings", [](Nav& n) { n.set_u32(n.function(0) + fr::kMethodSize, 0xFFFFFFFFu); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "method name lies outside the strings", g.function(0) + fr::kMethodOffset},
       {"blob key past the strings", [](Nav& n) { n.set_u32(n.function(1) + fr::kBlobSize, 0x10000000u); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "blob key lies outside the strings", g.function(1) + fr::kBlobOffset},
       {"function name past the strings", [](Nav& n) { n.set_u32(n.function(1) + fr::kNameOffset, 0x10000000u); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "function name lies outside the strings", g.function(1) + fr::kNameOffset},
       {"tensor rows past the table", [](Nav& n) { n.set_u32(n.function(0) + fr::kTensorsCount, 100000); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, rows_outside, g.function(0) + fr::kTensorsBegin},
       {"tensor rows begin + count overflows", [](Nav& n) { n.set_u32(n.function(0) + fr::kTensorsBegin, 0xFFFFFFFFu); },
-       Error::MalformedFunctionMap},
-      {"record reserved not 0", [](Nav& n) { n.set_u32(n.function(0) + fr::kReserved, 1); }, Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, rows_outside, g.function(0) + fr::kTensorsBegin},
+      {"record reserved not 0", [](Nav& n) { n.set_u32(n.function(0) + fr::kReserved, 1); },
+       Error::MalformedFunctionMap, "function reserved field is not 0", g.function(0) + fr::kReserved},
       {"tensor key_index out of range", [](Nav& n) { n.set_u32(n.function_tensor(0) + ft::kKeyIndex, 0xFFFFFFFFu); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "tensor key_index out of range", g.function_tensor(0) + ft::kKeyIndex},
       {"tensor key_index = key_count", [](Nav& n) {
          n.set_u32(n.function_tensor(0) + ft::kKeyIndex, n.u32(n.ext() + format::ext_header::kKeyCount));
-       }, Error::MalformedFunctionMap},
+       }, Error::MalformedFunctionMap, "tensor key_index out of range", g.function_tensor(0) + ft::kKeyIndex},
       {"tensor name past the strings", [](Nav& n) { n.set_u32(n.function_tensor(0) + ft::kNameOffset, 0x7FFFFFFFu); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "tensor name lies outside the strings", g.function_tensor(0) + ft::kNameOffset},
       {"tensor reserved not 0", [](Nav& n) { n.set_u32(n.function_tensor(0) + ft::kReserved, 7); },
-       Error::MalformedFunctionMap},
+       Error::MalformedFunctionMap, "tensor reserved field is not 0", g.function_tensor(0) + ft::kReserved},
+      // at = the second row of the first pair out of order.
       {"tensor rows not sorted", [](Nav& n) {
          // Swap the names of a function's first two rows.
          const std::uint64_t a = n.function_tensor(0), b = n.function_tensor(1);
          for (int k = 0; k < 8; ++k) std::swap(n.b[a + k], n.b[b + k]);
-       }, Error::MalformedFunctionMap},
+       }, Error::MalformedFunctionMap, rows_unsorted, g.function_tensor(1)},
       {"a tensor name repeated", [](Nav& n) {
          const std::uint64_t a = n.function_tensor(0), b = n.function_tensor(1);
          for (int k = 0; k < 8; ++k) n.b[b + k] = n.b[a + k];
-       }, Error::MalformedFunctionMap},
+       }, Error::MalformedFunctionMap, rows_unsorted, g.function_tensor(1)},
       // Rows tile the table in function order: [0,3) [3,5) [5,8).
       {"function 1's rows start inside function 0's", [](Nav& n) { n.set_u32(n.function(1) + fr::kTensorsBegin, 2); },
-       Error::MalformedFunctionMap, static_cast<std::int64_t>(at.function(1) + fr::kTensorsBegin)},
+       Error::MalformedFunctionMap, rows_not_tiled, g.function(1) + fr::kTensorsBegin},
       {"a row between two functions", [](Nav& n) { n.set_u32(n.function(0) + fr::kTensorsCount, 2); },
-       Error::MalformedFunctionMap, static_cast<std::int64_t>(at.function(1) + fr::kTensorsBegin)},
+       Error::MalformedFunctionMap, rows_not_tiled, g.function(1) + fr::kTensorsBegin},
+      // Function 0 is checked first and now spans all eight rows, which are
+      // sorted only within each function: "wq" (row 2) > "wk" (row 3).
       {"every function claims every row", [](Nav& n) {
          for (std::uint32_t f = 0; f < 3; ++f) {
            n.set_u32(n.function(f) + fr::kTensorsBegin, 0);
            n.set_u32(n.function(f) + fr::kTensorsCount, 8);
          }
-       }, Error::MalformedFunctionMap},
+       }, Error::MalformedFunctionMap, rows_unsorted, g.function_tensor(3)},
+      // Functions 1 and 2 claim every row, function 0 keeps its own: the
+      // tiling rule (not sortedness) refuses function 1.
+      {"later functions claim every row", [](Nav& n) {
+         for (std::uint32_t f = 1; f < 3; ++f) {
+           n.set_u32(n.function(f) + fr::kTensorsBegin, 0);
+           n.set_u32(n.function(f) + fr::kTensorsCount, 8);
+         }
+       }, Error::MalformedFunctionMap, rows_not_tiled, g.function(1) + fr::kTensorsBegin},
       {"the last row belongs to no function", [](Nav& n) { n.set_u32(n.function(2) + fr::kTensorsCount, 2); },
-       Error::MalformedFunctionMap, 7},
+       Error::MalformedFunctionMap, "rows belong to no function (at = first such row)", 7},
   };
   run_cases(good, cases);
 }

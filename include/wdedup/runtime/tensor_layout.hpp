@@ -12,7 +12,8 @@
 namespace wdedup {
 
 /// Element types. Values match executorch_flatbuffer.ScalarType (a byte in
-/// the file), so they must never be renumbered.
+/// the file), so they must never be renumbered. 23-29 are the types newer
+/// ExecuTorch schemas added (fp8 variants, unsigned 16-64 bit integers).
 enum class ScalarType : std::int8_t {
   Byte = 0,
   Char = 1,
@@ -30,6 +31,13 @@ enum class ScalarType : std::int8_t {
   QUInt4x2 = 16,
   QUInt2x4 = 17,
   Bits16 = 22,
+  Float8e5m2 = 23,
+  Float8e4m3fn = 24,
+  Float8e5m2fnuz = 25,
+  Float8e4m3fnuz = 26,
+  UInt16 = 27,
+  UInt32 = 28,
+  UInt64 = 29,
 };
 
 /// Bytes per element, or 0 for a value that is not a known ScalarType
@@ -40,13 +48,16 @@ constexpr std::size_t element_size(ScalarType t) noexcept {
     case ScalarType::Byte: case ScalarType::Char: case ScalarType::Bool:
     case ScalarType::QInt8: case ScalarType::QUInt8:
     case ScalarType::QUInt4x2: case ScalarType::QUInt2x4:
+    case ScalarType::Float8e5m2: case ScalarType::Float8e4m3fn:
+    case ScalarType::Float8e5m2fnuz: case ScalarType::Float8e4m3fnuz:
       return 1;
     case ScalarType::Short: case ScalarType::Half: case ScalarType::BFloat16:
-    case ScalarType::Bits16:
+    case ScalarType::Bits16: case ScalarType::UInt16:
       return 2;
     case ScalarType::Int: case ScalarType::Float: case ScalarType::QInt32:
+    case ScalarType::UInt32:
       return 4;
-    case ScalarType::Long: case ScalarType::Double:
+    case ScalarType::Long: case ScalarType::Double: case ScalarType::UInt64:
       return 8;
   }
   return 0;
@@ -72,6 +83,13 @@ constexpr const char* scalar_type_name(ScalarType t) noexcept {
     case ScalarType::QUInt4x2: return "QUINT4X2";
     case ScalarType::QUInt2x4: return "QUINT2X4";
     case ScalarType::Bits16: return "BITS16";
+    case ScalarType::Float8e5m2: return "FLOAT8E5M2";
+    case ScalarType::Float8e4m3fn: return "FLOAT8E4M3FN";
+    case ScalarType::Float8e5m2fnuz: return "FLOAT8E5M2FNUZ";
+    case ScalarType::Float8e4m3fnuz: return "FLOAT8E4M3FNUZ";
+    case ScalarType::UInt16: return "UINT16";
+    case ScalarType::UInt32: return "UINT32";
+    case ScalarType::UInt64: return "UINT64";
   }
   return "";
 }
