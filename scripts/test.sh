@@ -40,6 +40,16 @@ order=(gcc-c++17 gcc-c++20-noexcept clang-c++20 asan-ubsan tsan)
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1
 total_pass=0 total_fail=0
+# ninja prints compile errors on stdout: keep them in a log, show them on failure.
+build() {
+  local dir=$1 log=$1/build.log
+  shift
+  if ! ninja -C "$dir" "$@" >"$log" 2>&1; then
+    grep -E -A12 '^FAILED|error:' "$log" | head -60 >&2 || tail -40 "$log" >&2
+    echo "=== $cfg: the build failed (full output: $log) ===" >&2
+    exit 1
+  fi
+}
 for cfg in "${order[@]}"; do
   [ -n "${CXX_OF[$cfg]:-}" ] || { echo "unknown config '$cfg' (one of: ${!CXX_OF[*]})" >&2; exit 2; }
   dir=build/test-$cfg
@@ -51,11 +61,11 @@ for cfg in "${order[@]}"; do
   if [ -n "${TESTS_OF[$cfg]:-}" ]; then
     targets=()
     for t in ${TESTS_OF[$cfg]}; do targets+=("tests/test_$t"); done
-    ninja -C "$dir" "${targets[@]}" >/dev/null
+    build "$dir" "${targets[@]}"
     # shellcheck disable=SC2086
     meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 ${TESTS_OF[$cfg]} || true
   else
-    ninja -C "$dir" >/dev/null
+    build "$dir"
     # shellcheck disable=SC2086
     meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 ${SKIP_OF[$cfg]:-} || true
   fi

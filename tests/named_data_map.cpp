@@ -544,7 +544,7 @@ TEST_CASE("lookups: small stores scanned, large ones hashed; keys alike but for 
         const bool as_bytes = byte_first && i == 0;
         data.push_back(pattern(as_bytes ? i + 1 : 4 * (i + 1), static_cast<std::uint32_t>(i)));
         const Layout l = Layout::contiguous(as_bytes ? ScalarType::Byte : ScalarType::Float,
-                                            {static_cast<std::int64_t>(i + 1)});
+                                            {static_cast<int>(i + 1)});
         REQUIRE(store.add_named_data(stored(i), ByteSpan(data[i].data(), data[i].size()), 4, l).ok());
       }
       for (const bool ext : {true, false}) {
