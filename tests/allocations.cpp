@@ -8,8 +8,9 @@
 // the aligned variants) are replaced by versions that forward to glibc's
 // __libc_* entry points and count while a window is open. Under ASan/TSan,
 // which own malloc, the sanitizer's malloc/free hooks count instead.
-// REQUIRE under -fno-exceptions (doctest 2.4.9) logs the failure but does
-// not stop the test: code after a REQUIRE on fixture bytes checks for empty.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the run
+// (tests/doctest_main.cpp); code after a REQUIRE on fixture bytes still
+// checks for empty, for runners without that listener.
 #include "support/wdedup_file.hpp"  // first: see the note there
 
 #include <doctest/doctest.h>

@@ -4,7 +4,7 @@
 // pread, a wdedup file with its stored index and a plain file with a lent
 // index) and compare with answers computed single-threaded beforehand.
 // CI runs this under ThreadSanitizer (-Db_sanitize=thread).
-// REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
 #include "support/wdedup_file.hpp"  // first: see the note there
 
 #include <doctest/doctest.h>

@@ -3,7 +3,7 @@
 // expected typed error (never a crash, never a read outside the file: this
 // test runs under ASan+UBSan in CI, and every buffer handed to the reader is
 // an exact-size heap allocation so any overread is caught).
-// REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
 #include <doctest/doctest.h>
 
 #include "support/wdedup_file.hpp"  // first: see the note there

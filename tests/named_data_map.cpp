@@ -4,8 +4,8 @@
 // WDX1 index, lent-memory indexes for plain files, segments, function maps
 // and content-hash verification — on fixtures and on real writer output;
 // and how a source's read failures reach the caller.
-// REQUIRE under -fno-exceptions (doctest 2.4.9) logs the failure but does
-// not stop the test case.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the run
+// (tests/doctest_main.cpp).
 #include "support/wdedup_file.hpp"  // first: see the note there
 
 #include <doctest/doctest.h>

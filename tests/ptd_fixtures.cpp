@@ -2,7 +2,7 @@
 // each kind of DataSource and checks it against its JSON manifest: header
 // fields, segments, and for every key (in order) its segment, absolute
 // offset, size, SHA-256 of its bytes and its layout.
-// REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
 #include <doctest/doctest.h>
 
 #include <cstdint>

@@ -41,7 +41,7 @@ namespace {
 constexpr bool kUmbrellaIsLight = true;
 }
 
-// REQUIRE under -fno-exceptions: a failed REQUIRE ends the executable.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>

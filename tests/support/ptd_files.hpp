@@ -4,10 +4,10 @@
 // that are not memory-backed (one of them failing on demand).
 //
 // The fixture helpers fail the running test case with a message when the
-// fixtures are missing. Under -fno-exceptions a failed REQUIRE does not
-// stop the test (doctest only logs it), so they return something safe to
-// iterate (fewer paths, empty bytes) and callers that index into fixture
-// bytes must check for empty themselves.
+// fixtures are missing. Under -fno-exceptions doctest itself would carry on
+// past a failed REQUIRE (tests/doctest_main.cpp ends the run there
+// instead); they still return something safe to iterate (fewer paths,
+// empty bytes), so a build with another runner cannot crash on them.
 #ifndef WDEDUP_TESTS_SUPPORT_PTD_FILES_HPP
 #define WDEDUP_TESTS_SUPPORT_PTD_FILES_HPP
 
