@@ -134,6 +134,26 @@ double paired_ratio(const std::vector<double>& base, const std::vector<double>& 
   return bench::median(r);
 }
 
+/// Seconds per lookup over `n` lookups cycling through the queries `q`,
+/// timed as a latency, not a throughput: each query's index depends on the
+/// previous answer (`chain`, always 0: sizes are 4, error codes small), so
+/// a lookup cannot start before the one before it has finished, and the CPU
+/// cannot overlap their cache misses. `find` maps a query to its answer.
+template <class Find>
+double chained_latency(const std::vector<std::string>& q, std::size_t n, Find find) {
+  std::uint64_t acc = 0, chain = 0;
+  std::size_t j = 0;
+  const double t0 = bench::now_seconds();
+  for (std::size_t i = 0; i < n; ++i, j = j + 1 == q.size() ? 0 : j + 1) {
+    const std::uint64_t v = find(q[j + chain]);
+    chain = v >> 40;
+    acc += v;
+  }
+  const double t = bench::now_seconds() - t0;
+  consume(acc);
+  return t / static_cast<double>(n);
+}
+
 /// A row of two timed contenders, in `unit` (seconds times `scale`): the
 /// value, its baseline and every sample are in that one unit.
 Row lookup_row(const Config& c, const std::string& name, const std::vector<double>& ours,
@@ -192,58 +212,28 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   shuffle(missing, 0x5678);
   // The scan costs keys/2 strcmps per hit: fewer queries keep a pass short
   // (at least 16, unless --lookups asks for fewer queries than that).
-  const std::uint64_t scan_cap = c.lookups;
   const std::size_t scan_n = static_cast<std::size_t>(std::clamp<std::uint64_t>(
-      c.scan_strcmps / std::max<std::uint64_t>(1, keys / 2), std::min<std::uint64_t>(16, scan_cap), scan_cap));
+      c.scan_strcmps / std::max<std::uint64_t>(1, keys / 2), std::min<std::uint64_t>(16, c.lookups), c.lookups));
 
-  // Latency, not throughput: each query's index depends on the previous
-  // answer (`chain`, always 0: sizes are 4, error codes small), so a lookup
-  // cannot start before the one before it has finished, and the CPU cannot
-  // overlap their cache misses. The same chain for every contender; `n`
-  // lookups cycle through the queries.
   auto ours = [&](const std::vector<std::string>& q, std::size_t n) {
-    std::uint64_t acc = 0, chain = 0;
-    std::size_t j = 0;
-    const double t0 = bench::now_seconds();
-    for (std::size_t i = 0; i < n; ++i, j = j + 1 == q.size() ? 0 : j + 1) {
-      wdedup::Result<wdedup::TensorLayout> r = map.get_tensor_layout(q[j + chain]);
-      const std::uint64_t v = r ? static_cast<std::uint64_t>(r->sizes[0]) : static_cast<std::uint64_t>(r.error());
-      chain = v >> 40;
-      acc += v;
-    }
-    const double t = bench::now_seconds() - t0;
-    consume(acc);
-    return t / static_cast<double>(n);
+    return chained_latency(q, n, [&](const std::string& s) {
+      wdedup::Result<wdedup::TensorLayout> r = map.get_tensor_layout(s);
+      return r ? static_cast<std::uint64_t>(r->sizes[0]) : static_cast<std::uint64_t>(r.error());
+    });
   };
   auto with_umap = [&](const std::vector<std::string>& q, std::size_t n) {
-    std::uint64_t acc = 0, chain = 0;
-    std::size_t j = 0;
-    const double t0 = bench::now_seconds();
-    for (std::size_t i = 0; i < n; ++i, j = j + 1 == q.size() ? 0 : j + 1) {
-      auto it = umap.find(q[j + chain]);
-      const std::uint64_t v = it != umap.end() ? static_cast<std::uint64_t>(layouts[it->second].sizes[0]) : 1;
-      chain = v >> 40;
-      acc += v;
-    }
-    const double t = bench::now_seconds() - t0;
-    consume(acc);
-    return t / static_cast<double>(n);
+    return chained_latency(q, n, [&](const std::string& s) {
+      auto it = umap.find(s);
+      return it != umap.end() ? static_cast<std::uint64_t>(layouts[it->second].sizes[0]) : std::uint64_t{1};
+    });
   };
   auto scan = [&](const std::vector<std::string>& q, std::size_t n) {
-    std::uint64_t acc = 0, chain = 0;
-    std::size_t j = 0;
-    const double t0 = bench::now_seconds();
-    for (std::size_t i = 0; i < n; ++i, j = j + 1 == q.size() ? 0 : j + 1) {
-      const char* k = q[j + chain].c_str();
+    return chained_latency(q, n, [&](const std::string& s) {
+      const char* k = s.c_str();
       std::size_t j = 0;
       while (j < file_keys.size() && std::strcmp(k, file_keys[j]) != 0) ++j;
-      const std::uint64_t v = j < file_keys.size() ? static_cast<std::uint64_t>(layouts[j].sizes[0]) : 1;
-      chain = v >> 40;
-      acc += v;
-    }
-    const double t = bench::now_seconds() - t0;
-    consume(acc);
-    return t / static_cast<double>(n);
+      return j < file_keys.size() ? static_cast<std::uint64_t>(layouts[j].sizes[0]) : std::uint64_t{1};
+    });
   };
 
   const std::string k = std::to_string(keys);

@@ -241,12 +241,6 @@ void check_every_byte_mutation(const Bytes& good, std::uint64_t metadata_end) {
   }
 }
 
-Bytes fixture_bytes(const char* name) {
-  Bytes b = read_file(fixture(name));
-  REQUIRE(!b.empty());
-  return b;
-}
-
 }  // namespace
 
 TEST_CASE("every truncation of every fixture is reported as Truncated") {
@@ -258,7 +252,7 @@ TEST_CASE("every truncation of every fixture is reported as Truncated") {
 
 
 TEST_CASE("header fields: each corruption gets its typed error") {
-  const Bytes good = fixture_bytes("simple.ptd");  // flatbuffer [48, 280), segments [384, 896)
+  const Bytes good = read_fixture("simple.ptd");  // flatbuffer [48, 280), segments [384, 896)
   const Nav g{const_cast<Bytes&>(good)};             // positions in the good file (not written)
   std::vector<Case> cases = {
       {"identifier flipped", [](Nav& n) { n.b[5] ^= 0xFF; }, Error::MalformedHeader,
@@ -302,7 +296,7 @@ TEST_CASE("header fields: each corruption gets its typed error") {
 }
 
 TEST_CASE("flatbuffer structure: each corruption gets its typed error") {
-  const Bytes good = fixture_bytes("simple.ptd");
+  const Bytes good = read_fixture("simple.ptd");
   const Nav g{const_cast<Bytes&>(good)};  // positions in the good file (not written)
   namespace ftf = format::flat_tensor_field;
   const std::uint64_t root = g.root(), vt = g.vtable(g.root());
@@ -355,7 +349,7 @@ TEST_CASE("flatbuffer structure: each corruption gets its typed error") {
 }
 
 TEST_CASE("segments: out of range, overflowing or partly overlapping segments are rejected") {
-  const Bytes good = fixture_bytes("simple.ptd");  // segments [0,37) [128,228) [256,512), data size 512
+  const Bytes good = read_fixture("simple.ptd");  // segments [0,37) [128,228) [256,512), data size 512
   const Nav g{const_cast<Bytes&>(good)};
   namespace dsf = format::data_segment_field;
   const auto off = [](Nav& n, std::uint32_t i) { return n.field(n.segment(i), dsf::kOffset); };
@@ -432,7 +426,7 @@ TEST_CASE("segments out of order: checked pair by pair up to a budget, refused b
 
 
 TEST_CASE("keys: bad strings and segment indices are MalformedKey") {
-  const Bytes good = fixture_bytes("simple.ptd");
+  const Bytes good = read_fixture("simple.ptd");
   const Nav g{const_cast<Bytes&>(good)};
   namespace ndf = format::named_data_field;
   std::vector<Case> cases = {
@@ -458,7 +452,7 @@ TEST_CASE("keys: bad strings and segment indices are MalformedKey") {
 }
 
 TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
-  const Bytes good = fixture_bytes("layouts.ptd");
+  const Bytes good = read_fixture("layouts.ptd");
   const Nav g{const_cast<Bytes&>(good)};
   // key 0: float32 [2, 3] dim_order [0, 1], 24 bytes; key 5: int32 [2, 2, 2].
   namespace tlf = format::tensor_layout_field;
