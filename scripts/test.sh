@@ -5,7 +5,8 @@
 #                       the must-not-compile and header checks, the benchmark smoke run
 #   gcc-c++20-noexcept  C++20, everything built with -fno-exceptions -fno-rtti
 #   clang-c++20         clang, C++20 (with the header and must-not-compile checks)
-#   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all)
+#   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all),
+#                       and the reader's libFuzzer target for a fixed 1M inputs (~40 s)
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
 # (clang-c++17 is available too; it is left out of the default run to keep
 # CI within 20 minutes on 2 cores: C++17 is covered by gcc, clang by C++20.)
@@ -23,13 +24,13 @@ declare -A OPTS_OF=(
   [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Dbenchmarks=false"
   [clang-c++17]="-Dcpp_std=c++17 -Ddebug=false -Dbenchmarks=false"
   [clang-c++20]="-Dcpp_std=c++20 -Ddebug=false -Dbenchmarks=false"
-  [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=1 -Dexamples=false -Dbenchmarks=false"
+  [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=1 -Dexamples=false -Dbenchmarks=false -Dfuzz=true"
   [tsan]="-Dcpp_std=c++17 -Db_sanitize=thread -Db_lundef=false -Dexamples=false -Dbenchmarks=false")
 # The sanitizer builds build and run only the tests that exercise what they
 # check; the compile-only suites (headers, must-not-compile) and the benchmark
 # smoke run need one C++17 and one C++20 build, not six.
 declare -A TESTS_OF=(
-  [asan-ubsan]="malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run arena table name_index strategy deduplicate key_hash round_trip"
+  [asan-ubsan]="malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run arena table name_index strategy deduplicate key_hash round_trip fuzz_replay fuzz_named_data_map"
   [tsan]="concurrency identity deduplicate allocations table")
 declare -A SKIP_OF=(
   [gcc-c++20-noexcept]="--no-suite headers --no-suite compile_fail"
@@ -60,7 +61,12 @@ for cfg in "${order[@]}"; do
   fi
   if [ -n "${TESTS_OF[$cfg]:-}" ]; then
     targets=()
-    for t in ${TESTS_OF[$cfg]}; do targets+=("tests/test_$t"); done
+    for t in ${TESTS_OF[$cfg]}; do
+      case $t in
+        fuzz_*) targets+=("tests/fuzz/$t" tests/fuzz/fuzz_make_seeds) ;;
+        *) targets+=("tests/test_$t") ;;
+      esac
+    done
     build "$dir" "${targets[@]}"
     # shellcheck disable=SC2086
     meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 ${TESTS_OF[$cfg]} || true

@@ -72,32 +72,37 @@ inline std::vector<std::uint8_t> write_or_die(const wdedup::NamedDataStore& stor
   return std::move(bytes).value();
 }
 
+/// The small file's store: small_file_keys(), with their layouts.
+inline wdedup::NamedDataStore small_file_store() {
+  using wdedup::Layout;
+  using wdedup::ScalarType;
+  wdedup::NamedDataStore store;
+  const std::vector<ExpectedKey>& keys = small_file_keys();
+  const Layout layouts[] = {
+      Layout::contiguous(ScalarType::Float, {4, 4}), Layout{},
+      Layout::channels_last(ScalarType::Float, {1, 4, 2, 2}), Layout::contiguous(ScalarType::Byte, {10}),
+      Layout{}, Layout::contiguous(ScalarType::Float, {0, 3}), Layout{},
+  };
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const ExpectedKey& k = keys[i];
+    std::optional<Layout> l;
+    if (k.has_layout) l = layouts[i];
+    wdedup::Expected<void> r = store.add_named_data(
+        k.key, wdedup::ByteSpan(k.bytes.data(), k.bytes.size()), static_cast<std::int64_t>(k.alignment), l);
+    if (!r) {
+      std::fprintf(stderr, "add_named_data(%s) failed: %s\n", k.key.c_str(), r.message().c_str());
+      std::abort();
+    }
+  }
+  return store;
+}
+
 /// The small wdedup file's bytes (written once per process).
 inline const std::vector<std::uint8_t>& wdedup_file_bytes() {
   static const std::vector<std::uint8_t> bytes = [] {
-    using wdedup::Layout;
-    using wdedup::ScalarType;
-    wdedup::NamedDataStore store;
-    const std::vector<ExpectedKey>& keys = small_file_keys();
-    const Layout layouts[] = {
-        Layout::contiguous(ScalarType::Float, {4, 4}), Layout{},
-        Layout::channels_last(ScalarType::Float, {1, 4, 2, 2}), Layout::contiguous(ScalarType::Byte, {10}),
-        Layout{}, Layout::contiguous(ScalarType::Float, {0, 3}), Layout{},
-    };
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      const ExpectedKey& k = keys[i];
-      std::optional<Layout> l;
-      if (k.has_layout) l = layouts[i];
-      wdedup::Expected<void> r = store.add_named_data(
-          k.key, wdedup::ByteSpan(k.bytes.data(), k.bytes.size()), static_cast<std::int64_t>(k.alignment), l);
-      if (!r) {
-        std::fprintf(stderr, "add_named_data(%s) failed: %s\n", k.key.c_str(), r.message().c_str());
-        std::abort();
-      }
-    }
     wdedup::WriteOptions options;
     options.hash_seed = kSmallFileSeed;
-    return write_or_die(store, small_file_functions(), options);
+    return write_or_die(small_file_store(), small_file_functions(), options);
   }();
   return bytes;
 }
