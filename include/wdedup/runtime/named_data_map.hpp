@@ -655,18 +655,63 @@ class NamedDataMap {
     }
     return false;
   }
-  /// Up to this many keys, a lookup compares keys in turn instead of
-  /// hashing (std::unordered_map does the same below 20 elements). Hash,
-  /// slot, entry, key is a chain of dependent steps; comparisons of
-  /// different keys are independent and overlap, and the match ends the
-  /// loop by a branch the CPU predicts rather than waits for. Measured on
-  /// 28-31 byte keys, latency: 5.9 ns against 11.8 ns hashed at 16 keys,
-  /// 11.9 against 12.5 at 32, 34.6 against 12.1 at 64.
-  static constexpr std::uint32_t kScanKeys = 32;
-  /// same_key against every key in turn, with the query's first and last
-  /// 8 bytes read once, outside the loop (calling same_key per key, the
-  /// compiler reloads them: 16 keys took 1.0x of unordered_map's time
-  /// instead of 1.1-1.17x), and keys shorter than 8 bytes compared whole.
+  /// Up to this many keys, a lookup needs no hash: open() keeps a one-byte
+  /// tag of every key in the map object itself (scan_tag), and a lookup
+  /// compares the query's tag with eight at a time in a word, then compares
+  /// keys only where a tag matched (normally once; 1 in 256 other keys
+  /// matches by chance). A hash, slot, entry, key chain of dependent loads
+  /// costs more than that at this size; so did comparing the keys in turn,
+  /// whose loop ends on a branch taken at a random key: on the 2-core Xeon
+  /// VM, get_tensor_layout latency at 16 / 32 keys was 26-28 / 36-41 ns
+  /// that way and 19 / 19.5 ns hashed, against 27-28 / 27-30 ns for
+  /// std::unordered_map (on the EPYC VM the scan had been the faster one).
+  static constexpr std::uint32_t kTagKeys = 32;
+  /// A key's tag: its length and its first, middle and last 8 bytes
+  /// (keys under 8 bytes: all of them) mixed into one byte.
+  static std::uint8_t scan_tag(const std::uint8_t* p, std::size_t n) noexcept {
+    std::uint64_t a = 0, b = 0, c = 0;
+    if (n >= 8) {
+      a = format::load_u64(p);
+      b = format::load_u64(p + (n - 8) / 2);
+      c = format::load_u64(p + n - 8);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) a |= std::uint64_t{p[i]} << (8 * i);
+    }
+    std::uint64_t x = (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^ (c * 0x165667B19E3779F9ull) ^ n;
+    x ^= x >> 32;
+    x ^= x >> 16;
+    return static_cast<std::uint8_t>(x ^ (x >> 8));
+  }
+  /// Lookup in a map of at most kTagKeys keys. Per word of eight tags, the
+  /// bytes equal to the query's are the zero bytes of word ^ query, found
+  /// without a branch per byte, and gathered into one bit each of a 32-bit
+  /// mask; a match can only be reported above a true zero byte of its word,
+  /// so the lowest bit is real and keys are still found in file order (the
+  /// first of equal keys, as scan finds it). Branches: one per tag match.
+  bool tagged_scan(KeyView key, std::uint32_t* out) const noexcept {
+    constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+    // y * kGather puts bit 8k of y (k < 8) at bit 56 + k, without carries.
+    constexpr std::uint64_t kGather = 0x0102040810204080ull;
+    const std::uint64_t t = scan_tag(reinterpret_cast<const std::uint8_t*>(key.data()), key.size()) * kOnes;
+    std::uint32_t hits = 0;
+    for (std::uint32_t w = 0; w < kTagKeys / 8; ++w) {
+      const std::uint64_t x = scan_tags_[w] ^ t;
+      const std::uint64_t zero = (x - kOnes) & ~x & kHighs;
+      hits |= static_cast<std::uint32_t>(((zero >> 7) * kGather) >> 56) << (8 * w);
+    }
+    if (key_count_ < kTagKeys) hits &= (std::uint32_t{1} << key_count_) - 1;
+    for (; hits != 0; hits &= hits - 1) {
+      const auto i = static_cast<std::uint32_t>(__builtin_ctz(hits));
+      if (same_key(key_at(i), key)) {
+        *out = i;
+        return true;
+      }
+    }
+    return false;
+  }
+  /// Lookup in a plain file of more than kTagKeys keys without an index
+  /// (build_index not called): same_key against every key in turn, with
+  /// the query's first and last 8 bytes read once, outside the loop.
   bool scan(KeyView key, std::uint32_t* out) const noexcept {
     const std::size_t n = key.size();
     const auto* q = reinterpret_cast<const std::uint8_t*>(key.data());
@@ -711,7 +756,7 @@ class NamedDataMap {
            same_middle(x, y, n);
   }
   bool lookup(KeyView key, std::uint32_t* out) const noexcept {
-    if (key_count_ <= kScanKeys) return scan(key, out);
+    if (key_count_ <= kTagKeys) return tagged_scan(key, out);
     if (ext_ != 0) return probe(meta_ + slots_, slot_count_, seed_, key, out);
     if (built_slots_ != nullptr) return probe(built_slots_, built_slot_count_, kBuiltSeed, key, out);
     return scan(key, out);
@@ -769,6 +814,9 @@ class NamedDataMap {
   std::uint32_t layouts_seen_ = 0;
   bool layout_uniform_ = false;
   std::uint16_t layout_fields_[3] = {0, 0, 0};
+  // Maps of at most kTagKeys keys: scan_tag of key i in byte i % 8 of word
+  // i / 8 (see tagged_scan).
+  std::uint64_t scan_tags_[kTagKeys / 8] = {};
 };
 
 // ---- validation --------------------------------------------------------------
@@ -821,6 +869,13 @@ inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std
 
   st = m.validate_ext(meta_size);
   if (!st) return st.failure();
+  if (m.key_count_ <= kTagKeys) {
+    for (std::uint32_t i = 0; i < m.key_count_; ++i) {
+      const KeyView k = m.key_at(i);
+      m.scan_tags_[i / 8] |= std::uint64_t{scan_tag(reinterpret_cast<const std::uint8_t*>(k.data()), k.size())}
+                             << (8 * (i % 8));
+    }
+  }
   return m;
 }
 
