@@ -664,7 +664,9 @@ class NamedDataMap {
   /// whose loop ends on a branch taken at a random key: on the 2-core Xeon
   /// VM, get_tensor_layout latency at 16 / 32 keys was 26-28 / 36-41 ns
   /// that way and 19 / 19.5 ns hashed, against 27-28 / 27-30 ns for
-  /// std::unordered_map (on the EPYC VM the scan had been the faster one).
+  /// std::unordered_map; on the EPYC VM it was the other way round (the
+  /// hash chain 0.60x of unordered_map at 16 keys, the comparison loop
+  /// 1.08x). The tags need neither the chain nor that branch: 20-21 ns.
   static constexpr std::uint32_t kTagKeys = 32;
   /// A key's tag: its length and its first, middle and last 8 bytes
   /// (keys under 8 bytes: all of them) mixed into one byte.
