@@ -695,8 +695,11 @@ class NamedDataMap {
     // y * kGather puts bit 8k of y (k < 8) at bit 56 + k, without carries.
     constexpr std::uint64_t kGather = 0x0102040810204080ull;
     const std::uint64_t t = scan_tag(reinterpret_cast<const std::uint8_t*>(key.data()), key.size()) * kOnes;
+    // As many words as the map has keys for: a trip count the branch
+    // predictor learns per map (a fixed 4 took get_data on a 2-key store
+    // from 7.5 to 10.8 ns).
     std::uint32_t hits = 0;
-    for (std::uint32_t w = 0; w < kTagKeys / 8; ++w) {
+    for (std::uint32_t w = 0; w * 8 < key_count_; ++w) {
       const std::uint64_t x = scan_tags_[w] ^ t;
       const std::uint64_t zero = (x - kOnes) & ~x & kHighs;
       hits |= static_cast<std::uint32_t>(((zero >> 7) * kGather) >> 56) << (8 * w);
