@@ -9,15 +9,6 @@
 
 #include "support/wdedup_file.hpp"
 
-namespace {
-bool put(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  return std::fclose(f) == 0 && ok;
-}
-}  // namespace
-
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s <directory>\n", argv[0]);
@@ -27,9 +18,11 @@ int main(int argc, char** argv) {
   wdedup::WriteOptions plain;
   plain.wdedup_extensions = false;
   std::vector<std::vector<std::uint8_t>> scratch;
-  const bool ok = put(dir + "/small_wdedup.ptd", wdedup_test::wdedup_file_bytes()) &&
-                  put(dir + "/small_plain.ptd", wdedup_test::write_or_die(wdedup_test::small_file_store(), {}, plain)) &&
-                  put(dir + "/many_keys_wdedup.ptd", wdedup_test::many_keys_wdedup_bytes(40, &scratch));
+  using wdedup_test::write_file;
+  const bool ok =
+      write_file(dir + "/small_wdedup.ptd", wdedup_test::wdedup_file_bytes()) &&
+      write_file(dir + "/small_plain.ptd", wdedup_test::write_or_die(wdedup_test::small_file_store(), {}, plain)) &&
+      write_file(dir + "/many_keys_wdedup.ptd", wdedup_test::many_keys_wdedup_bytes(40, &scratch));
   if (!ok) {
     std::fprintf(stderr, "make_seeds: cannot write into %s\n", dir.c_str());
     return 1;

@@ -72,7 +72,7 @@ void check_layout(const TensorLayout& l) {
   FUZZ_CHECK(nbytes == l.nbytes(), nbytes, l.nbytes());
 }
 
-/// True if some key other than `index` (before it, for duplicates) equals `k`.
+/// Index of the first key equal to `k` (a scan, as the reader's own), or UINT32_MAX.
 std::uint32_t first_key_equal_to(const NamedDataMap& m, KeyView k) {
   const std::size_t n = *m.get_num_keys();
   for (std::size_t i = 0; i < n; ++i)

@@ -81,14 +81,18 @@ inline std::string read_text(const std::string& path) {
   return std::string(b.begin(), b.end());
 }
 
+/// Writes `bytes` to `path`; false if the file could not be written whole.
+inline bool write_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  return std::fclose(f) == 0 && ok;
+}
+
 /// Writes `bytes` to WDEDUP_TEST_TMPDIR/name and returns the path.
 inline std::string write_temp(const std::string& name, const std::vector<std::uint8_t>& bytes) {
   const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/" + name;
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f) {
-    if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), f);
-    std::fclose(f);
-  }
+  write_file(path, bytes);
   return path;
 }
 
