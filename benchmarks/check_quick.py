@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-exe, outdir = sys.argv[1], sys.argv[2]
+exe, outdir, fixtures = sys.argv[1], sys.argv[2], sys.argv[3]
 path = os.path.join(outdir, "bench-quick.json")
 if os.path.exists(path):
     os.remove(path)
@@ -66,3 +66,42 @@ with open(once_path) as f:
     if json.load(f).get("results") != []:
         sys.exit("wdedup-bench --once: timed rows in its JSON")
 print(f"bench_once: {len(lines)} workload runs")
+
+# --ptd: a user's own .ptd files as a workload, one method each. aliases.ptd
+# twice (separate mappings: prefill and decode exported apart) and simple.ptd:
+# 6 + 6 + 3 tensors over 4 + 3 distinct contents, no targets.
+ptd_path = os.path.join(outdir, "bench-ptd.json")
+files = [os.path.join(fixtures, f) for f in ("aliases.ptd", "simple.ptd", "aliases.ptd")]
+missing = [f for f in files if not os.path.exists(f)]
+if missing:
+    sys.exit(f"bench_ptd: fixtures not found ({missing[0]}): ../shared must sit beside the repository")
+ptd = subprocess.run([exe, "--quick", "--only", "dedup", "--threads", "1,2", "--no-progress", "--ptd", ",".join(files),
+                      "--json", ptd_path, "--tmpdir", outdir],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+print(ptd.stdout)
+if ptd.returncode != 0:
+    sys.exit(f"wdedup-bench --ptd exited with {ptd.returncode}")
+with open(ptd_path) as f:
+    rows = json.load(f)["results"]
+dedup_rows = [r for r in rows if r["name"] == "ptd files POSITIONAL: deduplicate" and r["baseline"] == "read pass"]
+problems = []
+if sorted(r["threads"] for r in dedup_rows) != [1, 2]:
+    problems.append(f"expected one deduplicate-vs-read-pass row per thread count, got {len(dedup_rows)}")
+for r in dedup_rows:
+    extra = r.get("extra", {})
+    if extra.get("tensors") != 15 or extra.get("distinct_buffers") != 7 or extra.get("consistent_with_sha256") != 1:
+        problems.append(f"{r['threads']} thread(s): tensors {extra.get('tensors')}, distinct "
+                        f"{extra.get('distinct_buffers')}, consistent {extra.get('consistent_with_sha256')}; "
+                        "expected 15, 7, 1")
+if any("target" in r for r in rows):
+    problems.append("a user's workload got a target")
+if any(not r["name"].startswith("ptd files") for r in rows):
+    problems.append("--ptd ran other workloads too")
+bad = subprocess.run([exe, "--only", "dedup", "--ptd", os.path.join(fixtures, "simple.json"), "--json", ptd_path],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+want = f"wdedup-bench: {os.path.join(fixtures, 'simple.json')}: flatbuffer identifier is not FT01 (MalformedHeader at 4)"
+if bad.returncode != 2 or bad.stderr.strip() != want:
+    problems.append(f"a file that is not a .ptd: exit {bad.returncode}, stderr {bad.stderr.strip()!r}, expected 2, {want!r}")
+if problems:
+    sys.exit("wdedup-bench --ptd:\n  " + "\n  ".join(problems))
+print(f"bench_ptd: {len(rows)} rows over the fixtures")

@@ -23,6 +23,8 @@ struct Config {
   // Synthetic workloads.
   std::uint64_t small_tensors = 100000, small_tensor_size = 4096;
   std::uint64_t adversarial_count = 2048, adversarial_size = 256 * 1024;
+  // The user's own weights: .ptd files, one method each (workload "ptd").
+  std::vector<std::string> ptd_files;
   // Runtime.
   std::vector<std::uint64_t> key_counts{16, 256, 4096, 65536};
   std::uint64_t lookups = 1u << 20;         ///< lookups per timed pass (ours, unordered_map)

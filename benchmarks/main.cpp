@@ -89,7 +89,7 @@ void usage(FILE* f) {
       "  --reps N                repetitions per figure (default 7; --quick 3)\n"
       "  --threads N[,N...]      thread counts for the dedup workloads (default 1,2,all cores)\n"
       "  --workloads W[,W...]    dedup workloads to run (default all): llama-1+1, llama-3+3,\n"
-      "                          llama-3+2, small-tensors, adversarial\n"
+      "                          llama-3+2, small-tensors, adversarial, ptd (with --ptd)\n"
       "Llama workload (prefill + decode, fp16):\n"
       "  --model tiny|small|1b   generator preset (default small: ~2x220 MB; 1b: ~2x2.5 GB;\n"
       "                          --quick: tiny)\n"
@@ -98,6 +98,10 @@ void usage(FILE* f) {
       "Synthetic workloads:\n"
       "  --small-tensors N       count of 4 KiB tensors, 50% duplicates (default 100000)\n"
       "  --adversarial N,BYTES   distinct tensors sharing first/last KiB (default 2048,262144)\n"
+      "Your own weights:\n"
+      "  --ptd FILE[,FILE...]    .ptd files (ExecuTorch's or wdedup's), one method each, named\n"
+      "                          after the file: prefill.ptd,decode.ptd. Workload 'ptd'; with\n"
+      "                          --ptd only it runs, unless --workloads names others\n"
       "Runtime and writer:\n"
       "  --keys N[,N...]         store sizes for the lookup benchmark (default 16,256,4096,65536)\n"
       "  --lookups N             lookups per timed pass (default 1048576)\n"
@@ -218,10 +222,18 @@ int parse_args(int argc, char** argv, Config* c) {
       if (!value()) return 2;
       c->workloads = split(v);
       for (const std::string& w : c->workloads)
-        if (w != "llama-1+1" && w != "llama-3+3" && w != "llama-3+2" && w != "small-tensors" && w != "adversarial") {
+        if (w != "llama-1+1" && w != "llama-3+3" && w != "llama-3+2" && w != "small-tensors" && w != "adversarial" &&
+            w != "ptd") {
           std::fprintf(stderr, "wdedup-bench: unknown workload '%s'\n", w.c_str());
           return 2;
         }
+    } else if (opt == "--ptd") {
+      if (!value()) return 2;
+      c->ptd_files = split(v);
+      if (c->ptd_files.empty()) {
+        std::fprintf(stderr, "wdedup-bench: --ptd needs at least one file\n");
+        return 2;
+      }
     } else if (opt == "--model") {
       if (!value()) return 2;
       c->model = v;
@@ -286,6 +298,13 @@ int parse_args(int argc, char** argv, Config* c) {
     std::fprintf(stderr, "wdedup-bench: adversarial tensors need at least 4096 bytes (two shared KiB and more)\n");
     return 2;
   }
+  const bool ptd_named = std::count(c->workloads.begin(), c->workloads.end(), "ptd") != 0;
+  if (ptd_named && c->ptd_files.empty()) {
+    std::fprintf(stderr, "wdedup-bench: workload 'ptd' needs --ptd FILE[,FILE...]\n");
+    return 2;
+  }
+  // Someone timing their own files wants those, not the built-in workloads.
+  if (!c->ptd_files.empty() && c->workloads.empty()) c->workloads = {"ptd"};
   if (c->threads.empty()) {
     const unsigned all = std::max(1u, std::thread::hardware_concurrency());
     for (unsigned t : {1u, 2u, all})

@@ -272,6 +272,60 @@ TEST_CASE("get_num_keys and get_key follow file order; keys are C strings") {
   CHECK(e->map().find("x").error() == Error::NotFound);
 }
 
+TEST_CASE("key_data and key_layout: get_data and get_tensor_layout by key index, no lookup") {
+  for (Via via : kAllVias) {
+    CAPTURE(via_name(via));
+    for (const std::string& path : {fixture("layouts.ptd"), fixture("aliases.ptd"), wdedup_file_path()}) {
+      CAPTURE(path);
+      std::unique_ptr<Opened> o = open_via(via, path);
+      REQUIRE(o->ok());
+      const NamedDataMap& m = o->map();
+      const std::size_t n = *m.get_num_keys();
+      for (std::size_t i = 0; i < n; ++i) {
+        const KeyView key = *m.get_key(i);
+        CAPTURE(str(key));
+        Result<DataBuffer> by_index = m.key_data(i);
+        Result<DataBuffer> by_name = m.get_data(key);
+        REQUIRE(by_index.ok());
+        REQUIRE(by_name.ok());
+        // A copy only from a file, and never of nothing.
+        CHECK(by_index->owns_memory() == (via == Via::File && by_name->size() != 0));
+        REQUIRE(by_index->size() == by_name->size());
+        if (via != Via::File) CHECK(by_index->data() == by_name->data());
+        if (by_name->size() != 0) CHECK(std::memcmp(by_index->data(), by_name->data(), by_name->size()) == 0);
+        Result<TensorLayout> l = m.key_layout(i);
+        Result<TensorLayout> ln = m.get_tensor_layout(key);
+        REQUIRE(l.ok() == ln.ok());
+        if (!l.ok()) {
+          CHECK(l.error() == Error::NotFound);
+          CHECK(std::string(l.failure().what) == "key has no tensor layout");
+          continue;
+        }
+        CHECK(l->scalar_type == ln->scalar_type);
+        CHECK(l->sizes.data() == ln->sizes.data());
+        CHECK(l->sizes.size() == ln->sizes.size());
+        CHECK(l->dim_order.data() == ln->dim_order.data());
+        CHECK(l->dim_order.size() == ln->dim_order.size());
+      }
+      CHECK(m.key_data(n).error() == Error::InvalidArgument);
+      CHECK(m.key_data(n).failure().at == n);
+      CHECK(m.key_layout(n).error() == Error::InvalidArgument);
+      CHECK(m.key_layout(n).failure().at == n);
+    }
+  }
+  // layouts.ptd key 0: float32 [2, 3]; key 10: no layout.
+  std::unique_ptr<Opened> o = open_via(Via::Mmap, fixture("layouts.ptd"));
+  REQUIRE(o->ok());
+  Result<TensorLayout> l0 = o->map().key_layout(0);
+  REQUIRE(l0.ok());
+  CHECK(l0->scalar_type == ScalarType::Float);
+  REQUIRE(l0->sizes.size() == 2);
+  CHECK(l0->sizes[0] == 2);
+  CHECK(l0->sizes[1] == 3);
+  CHECK(o->map().key_layout(10).error() == Error::NotFound);
+  CHECK(o->map().key_data(10)->size() == 10);
+}
+
 TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
   CHECK(NamedDataMap::index_memory_size(0) == 8);
   CHECK(NamedDataMap::index_memory_size(1) == 16);

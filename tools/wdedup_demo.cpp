@@ -1,16 +1,18 @@
 // tools/wdedup_demo.cpp — the main job: generate the built-in Llama-shaped
-// workload (prefill + decode), deduplicate it under a strategy, print the
-// report, write the shared store as an ExecuTorch .ptd and read it back with
-// the runtime reader to prove every function's tensors resolve to the
-// right bytes.
+// workload (prefill + decode), or take .ptd files exported one method at a
+// time (--ptd), deduplicate it under a strategy, print the report, write
+// the shared store as an ExecuTorch .ptd and read it back with the runtime
+// reader to prove every function's tensors resolve to the right bytes.
 //
 //   wdedup-demo [--model tiny|small|1b] [--strategy positional|oneblob|disabled|all]
 //               [--prefill-partitions N] [--decode-partitions N] [--layers N]
+//               [--ptd FILE[,FILE...]]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,8 @@ struct Args {
   std::string out = "wdedup-demo.ptd";
   std::string json;
   std::uint32_t prefill_partitions = 0, decode_partitions = 0, layers = 0;
+  bool model_given = false;
+  std::vector<std::string> ptd;  ///< .ptd files to merge instead of the built-in workload
   unsigned threads = 0;
   bool quiet = false;
 };
@@ -38,6 +42,8 @@ void usage(FILE* f) {
       "  --layers N                 override the number of layers\n"
       "  --prefill-partitions N     partitions of prefill (default 1)\n"
       "  --decode-partitions N      partitions of decode (default 1)\n"
+      "  --ptd FILE[,FILE...]       instead: .ptd files (ExecuTorch's or wdedup's), one method\n"
+      "                             each, named after the file: merge prefill.ptd,decode.ptd\n"
       "  --strategy S               positional | oneblob | disabled | all (default all)\n"
       "  --threads N                hashing threads (default: every core)\n"
       "  --out FILE                 where to write the store (default wdedup-demo.ptd; '' = don't)\n"
@@ -76,6 +82,18 @@ bool parse_args(int argc, char** argv, Args* a) {
     } else if (opt == "--model" || opt == "--strategy" || opt == "--out" || opt == "--json") {
       if (!value(&v)) return false;
       (opt == "--model" ? a->model : opt == "--strategy" ? a->strategy : opt == "--out" ? a->out : a->json) = v;
+      a->model_given = a->model_given || opt == "--model";
+    } else if (opt == "--ptd") {
+      if (!value(&v)) return false;
+      for (std::string rest = v; !rest.empty();) {
+        const std::size_t comma = rest.find(',');
+        if (comma != 0) a->ptd.push_back(rest.substr(0, comma));
+        rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+      }
+      if (a->ptd.empty()) {
+        std::fprintf(stderr, "wdedup-demo: --ptd needs at least one file\n");
+        return false;
+      }
     } else if (opt == "--layers" || opt == "--prefill-partitions" || opt == "--decode-partitions" ||
                opt == "--threads") {
       if (!value(&v)) return false;
@@ -92,6 +110,12 @@ bool parse_args(int argc, char** argv, Args* a) {
       usage(stderr);
       return false;
     }
+  }
+  if (!a->ptd.empty() && (a->model_given || a->layers || a->prefill_partitions || a->decode_partitions)) {
+    std::fprintf(stderr,
+                 "wdedup-demo: --ptd replaces the built-in workload: --model, --layers and --*-partitions do not "
+                 "apply\n");
+    return false;
   }
   if (a->strategy != "positional" && a->strategy != "oneblob" && a->strategy != "disabled" && a->strategy != "all") {
     std::fprintf(stderr, "wdedup-demo: unknown strategy '%s' (positional, oneblob, disabled or all)\n",
@@ -143,10 +167,10 @@ bool verify_file(const std::string& path, const wdedup::Program& program, const 
 }
 
 template <class Policy>
-bool run(const Args& args, const wdedup::LlamaWorkload& w, const std::string& out, std::string* json) {
+bool run(const Args& args, const wdedup::Program& program, const std::string& out, std::string* json) {
   wdedup::DedupOptions opts;
   opts.threads = args.threads;
-  auto r = wdedup::deduplicate<wdedup::Strategy<Policy>>(w.program(), opts);
+  auto r = wdedup::deduplicate<wdedup::Strategy<Policy>>(program, opts);
   if (!r) {
     std::fprintf(stderr, "wdedup-demo: %s: %s\n", wdedup::error_name(r.error()), r.message().c_str());
     return false;
@@ -166,9 +190,28 @@ bool run(const Args& args, const wdedup::LlamaWorkload& w, const std::string& ou
       return false;
     }
     std::printf("  wrote %s: %llu bytes\n", out.c_str(), (unsigned long long)stats->file_size);
-    if (!verify_file(out, w.program(), *r)) return false;
+    if (!verify_file(out, program, *r)) return false;
   }
   if (!args.quiet) std::printf("\n");
+  return true;
+}
+
+/// The user's .ptd files as a Program, one method each; the mappings live
+/// in `files`.
+bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* program) {
+  for (const std::string& path : args.ptd)
+    if (wdedup::Expected<void> added = files->add(*program, path); !added) {
+      std::fprintf(stderr, "wdedup-demo: %s\n", added.message().c_str());
+      return false;
+    }
+  std::printf("workload: %zu .ptd file(s), one method each:\n", args.ptd.size());
+  for (std::size_t i = 0; i < args.ptd.size(); ++i) {
+    std::uint64_t bytes = 0;
+    for (const wdedup::Tensor& t : program->methods[i].partitions[0].tensors) bytes += t.bytes.size();
+    std::printf("  %-16s %s: %zu keys, %s\n", program->methods[i].name.c_str(), args.ptd[i].c_str(),
+                program->methods[i].partitions[0].tensors.size(), wdedup::detail::human_bytes(bytes).c_str());
+  }
+  std::printf("\n");
   return true;
 }
 
@@ -177,24 +220,33 @@ bool run(const Args& args, const wdedup::LlamaWorkload& w, const std::string& ou
 int main(int argc, char** argv) {
   Args args;
   if (!parse_args(argc, argv, &args)) return 2;
-  auto config = wdedup::LlamaConfig::preset(args.model);
-  if (!config) {
-    std::fprintf(stderr, "wdedup-demo: %s\n", config.message().c_str());
-    return 2;
+  std::optional<wdedup::LlamaWorkload> w;
+  wdedup::PtdFiles files;
+  wdedup::Program imported;
+  if (!args.ptd.empty()) {
+    if (!import_files(args, &files, &imported)) return 2;
+  } else {
+    auto config = wdedup::LlamaConfig::preset(args.model);
+    if (!config) {
+      std::fprintf(stderr, "wdedup-demo: %s\n", config.message().c_str());
+      return 2;
+    }
+    if (args.layers) config->n_layers = args.layers;
+    if (args.prefill_partitions) config->prefill_partitions = args.prefill_partitions;
+    if (args.decode_partitions) config->decode_partitions = args.decode_partitions;
+    auto generated = wdedup::LlamaWorkload::generate(*config);
+    if (!generated) {
+      std::fprintf(stderr, "wdedup-demo: %s\n", generated.message().c_str());
+      return 2;
+    }
+    w.emplace(std::move(generated).value());
+    const wdedup::LlamaConfig& c = w->config();
+    std::printf("workload: Llama-shaped '%s' — dim %u, %u layers, vocab %u, prefill %u partition(s), decode %u "
+                "partition(s), %s in memory\n\n",
+                args.model.c_str(), c.dim, c.n_layers, c.vocab_size, c.prefill_partitions, c.decode_partitions,
+                wdedup::detail::human_bytes(w->memory_bytes()).c_str());
   }
-  if (args.layers) config->n_layers = args.layers;
-  if (args.prefill_partitions) config->prefill_partitions = args.prefill_partitions;
-  if (args.decode_partitions) config->decode_partitions = args.decode_partitions;
-  auto w = wdedup::LlamaWorkload::generate(*config);
-  if (!w) {
-    std::fprintf(stderr, "wdedup-demo: %s\n", w.message().c_str());
-    return 2;
-  }
-  const wdedup::LlamaConfig& c = w->config();
-  std::printf("workload: Llama-shaped '%s' — dim %u, %u layers, vocab %u, prefill %u partition(s), decode %u "
-              "partition(s), %s in memory\n\n",
-              args.model.c_str(), c.dim, c.n_layers, c.vocab_size, c.prefill_partitions, c.decode_partitions,
-              wdedup::detail::human_bytes(w->memory_bytes()).c_str());
+  const wdedup::Program& program = w ? w->program() : imported;
 
   std::string json;
   std::string* jp = args.json.empty() ? nullptr : &json;
@@ -205,15 +257,17 @@ int main(int argc, char** argv) {
     return stem + "." + tag + ".ptd";
   };
   bool ok = true;
-  const bool equal_partitions = c.prefill_partitions == c.decode_partitions;
+  bool equal_partitions = true;
+  for (const wdedup::Method& m : program.methods)
+    equal_partitions = equal_partitions && m.partitions.size() == program.methods[0].partitions.size();
   if (args.strategy == "positional" || (args.strategy == "all" && equal_partitions))
-    ok = run<wdedup::Positional>(args, *w, out_for("positional"), jp) && ok;
+    ok = run<wdedup::Positional>(args, program, out_for("positional"), jp) && ok;
   if (args.strategy == "oneblob" || args.strategy == "all")
-    ok = run<wdedup::OneBlob>(args, *w, out_for("oneblob"), jp) && ok;
+    ok = run<wdedup::OneBlob>(args, program, out_for("oneblob"), jp) && ok;
   if (args.strategy == "disabled" || args.strategy == "all")
-    ok = run<wdedup::Disabled>(args, *w, out_for("disabled"), jp) && ok;
+    ok = run<wdedup::Disabled>(args, program, out_for("disabled"), jp) && ok;
   if (args.strategy == "all" && !equal_partitions)
-    std::printf("(Positional skipped: prefill and decode have different partition counts)\n");
+    std::printf("(Positional skipped: the methods have different partition counts)\n");
 
   if (jp) {
     FILE* f = std::fopen(args.json.c_str(), "w");

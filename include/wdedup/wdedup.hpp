@@ -9,6 +9,7 @@
 #include "wdedup/expected.hpp"
 #include "wdedup/function_map.hpp"
 #include "wdedup/hash.hpp"
+#include "wdedup/import.hpp"
 #include "wdedup/named_data_store.hpp"
 #include "wdedup/program.hpp"
 #include "wdedup/ptd_writer.hpp"

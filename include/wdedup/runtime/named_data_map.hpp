@@ -359,9 +359,7 @@ class NamedDataMap {
   Result<TensorLayout> get_tensor_layout(KeyView key) const noexcept {
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return Result<TensorLayout>(Error::NotFound, "no such key", 0);
-    const std::uint64_t lt = layout_pos(i);
-    if (lt == 0) return Result<TensorLayout>(Error::NotFound, "key has no tensor layout", i);
-    return layout_at(lt);
+    return layout_of(i);
   }
 
   /// The bytes of `key`: a zero-copy view for memory-backed sources (cost
@@ -369,29 +367,9 @@ class NamedDataMap {
   /// up to the source's own alignment, the page size for MmapSource), else
   /// a malloc'd copy aligned to the key's alignment (its power-of-two part).
   Result<DataBuffer> get_data(KeyView key) const noexcept {
-    using R = Result<DataBuffer>;
     std::uint32_t i = 0;
-    if (!lookup(key, &i)) return R(Error::NotFound, "no such key", 0);
-    const KeyInfo k = info_at(i);
-    if (file_ != nullptr) return DataBuffer::view(file_ + k.offset, static_cast<std::size_t>(k.size));
-    if (const std::uint8_t* p = src_->view(k.offset, k.size))
-      return DataBuffer::view(p, static_cast<std::size_t>(k.size));
-    if (k.size > SIZE_MAX - 64) return R(Error::OutOfMemory, "data does not fit in memory", k.size);
-    if (k.size == 0) return DataBuffer::view(&kEmptyByte, 0);
-    const std::uint64_t align = detail::pow2_part(k.alignment);
-    void* mem = nullptr;
-    if (align <= alignof(std::max_align_t)) {
-      mem = std::malloc(static_cast<std::size_t>(k.size));
-    } else if (posix_memalign(&mem, static_cast<std::size_t>(align), static_cast<std::size_t>(k.size)) != 0) {
-      mem = nullptr;
-    }
-    if (mem == nullptr) return R(Error::OutOfMemory, "allocating the copy failed", k.size);
-    Status st = src_->read(k.offset, mem, k.size);
-    if (!st) {
-      std::free(mem);
-      return st.failure();
-    }
-    return DataBuffer::adopt(mem, mem, static_cast<std::size_t>(k.size));
+    if (!lookup(key, &i)) return Result<DataBuffer>(Error::NotFound, "no such key", 0);
+    return data_of(i);
   }
 
   /// Copies the bytes of `key` into `buffer`. BufferTooSmall (and nothing
@@ -435,6 +413,17 @@ class NamedDataMap {
   Result<KeyInfo> key_info(std::size_t index) const noexcept {
     if (index >= key_count_) return Result<KeyInfo>(Error::InvalidArgument, "key index out of range", index);
     return info_at(static_cast<std::uint32_t>(index));
+  }
+  /// get_data of key `index`, with no lookup: walking every key of a plain
+  /// ExecuTorch file by name would scan the keys once per key.
+  Result<DataBuffer> key_data(std::size_t index) const noexcept {
+    if (index >= key_count_) return Result<DataBuffer>(Error::InvalidArgument, "key index out of range", index);
+    return data_of(static_cast<std::uint32_t>(index));
+  }
+  /// get_tensor_layout of key `index`, with no lookup.
+  Result<TensorLayout> key_layout(std::size_t index) const noexcept {
+    if (index >= key_count_) return Result<TensorLayout>(Error::InvalidArgument, "key index out of range", index);
+    return layout_of(static_cast<std::uint32_t>(index));
   }
 
   /// O(1) lookups available: a wdedup file (index stored in the file) or
@@ -585,6 +574,36 @@ class NamedDataMap {
     const std::uint64_t ps = detail::fb::trusted_field(meta_, t, format::data_segment_field::kSize);
     *offset = po == 0 ? 0 : format::load_u64(meta_ + po);
     *size = ps == 0 ? 0 : format::load_u64(meta_ + ps);
+  }
+  /// get_tensor_layout and key_layout of key i.
+  Result<TensorLayout> layout_of(std::uint32_t i) const noexcept {
+    const std::uint64_t lt = layout_pos(i);
+    if (lt == 0) return Result<TensorLayout>(Error::NotFound, "key has no tensor layout", i);
+    return layout_at(lt);
+  }
+  /// get_data and key_data of key i.
+  Result<DataBuffer> data_of(std::uint32_t i) const noexcept {
+    using R = Result<DataBuffer>;
+    const KeyInfo k = info_at(i);
+    if (file_ != nullptr) return DataBuffer::view(file_ + k.offset, static_cast<std::size_t>(k.size));
+    if (const std::uint8_t* p = src_->view(k.offset, k.size))
+      return DataBuffer::view(p, static_cast<std::size_t>(k.size));
+    if (k.size > SIZE_MAX - 64) return R(Error::OutOfMemory, "data does not fit in memory", k.size);
+    if (k.size == 0) return DataBuffer::view(&kEmptyByte, 0);
+    const std::uint64_t align = detail::pow2_part(k.alignment);
+    void* mem = nullptr;
+    if (align <= alignof(std::max_align_t)) {
+      mem = std::malloc(static_cast<std::size_t>(k.size));
+    } else if (posix_memalign(&mem, static_cast<std::size_t>(align), static_cast<std::size_t>(k.size)) != 0) {
+      mem = nullptr;
+    }
+    if (mem == nullptr) return R(Error::OutOfMemory, "allocating the copy failed", k.size);
+    Status st = src_->read(k.offset, mem, k.size);
+    if (!st) {
+      std::free(mem);
+      return st.failure();
+    }
+    return DataBuffer::adopt(mem, mem, static_cast<std::size_t>(k.size));
   }
   KeyInfo info_at(std::uint32_t i) const noexcept {
     KeyInfo k;

@@ -1,0 +1,319 @@
+// Tests for wdedup/import.hpp: .ptd stores read back as methods of a
+// Program. Imported tensors must be the reader's bytes in place (no copy),
+// with every key, alignment and layout as the file says; stores exported one
+// method at a time must deduplicate into one store that gives each function
+// its original bytes; and every refusal names what was wrong and leaves the
+// program as it was.
+#include "wdedup/import.hpp"
+
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "support/json.hpp"
+#include "support/wdedup_file.hpp"
+#include "wdedup/deduplicate.hpp"
+#include "wdedup/ptd_writer.hpp"
+
+using namespace wdedup;
+using namespace wdedup_test;
+
+namespace {
+
+const Json& manifest_of(const char* name) {
+  static std::vector<std::pair<std::string, Json>> cache;
+  for (const auto& [n, j] : cache)
+    if (n == name) return j;
+  const std::string path = fixture(name);
+  std::optional<Json> j = parse_json(read_text(path.substr(0, path.size() - 4) + ".json"));
+  REQUIRE_MESSAGE(j.has_value(), fixtures_hint());
+  cache.emplace_back(name, std::move(*j));
+  return cache.back().second;
+}
+
+std::unique_ptr<Opened> open_fixture(const char* name, Via via = Via::Mmap) {
+  std::unique_ptr<Opened> o = open_via(via, fixture(name));
+  REQUIRE_MESSAGE(o->ok(), fixtures_hint());
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("import: every key of an ExecuTorch file becomes a tensor over the file's own bytes") {
+  for (const char* name : {"simple.ptd", "layouts.ptd", "alignment.ptd", "aliases.ptd", "large_segment.ptd",
+                           "empty.ptd", "many_keys.ptd"}) {
+    CAPTURE(name);
+    for (Via via : {Via::Mmap, Via::Buffer}) {
+      CAPTURE(via_name(via));
+      std::unique_ptr<Opened> o = open_fixture(name, via);
+      const Json& m = manifest_of(name);
+      Program program;
+      program.add_method("existing");
+      REQUIRE(add_ptd_method(program, o->map(), "prefill").ok());
+      REQUIRE(program.methods.size() == 2);
+      const Method& method = program.methods[1];
+      CHECK(method.name == "prefill");
+      REQUIRE(method.partitions.size() == 1);
+      const std::vector<Tensor>& t = method.partitions[0].tensors;
+      const Json& keys = m["keys"];
+      REQUIRE(t.size() == keys.items.size());
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        CAPTURE(i);
+        const Json& k = keys[i];
+        CHECK(t[i].name == k["key"].as_string());
+        CHECK(t[i].bytes.size() == k["size"].as_uint());
+        // In place: the tensor points at the key's offset in the source.
+        CHECK(t[i].bytes.data() == o->source->view(0, o->source->size()) + k["offset"].as_uint());
+        // ExecuTorch does not record the alignment asked for: 1 unless told.
+        CHECK(t[i].alignment == 1);
+        const Json& l = k["layout"];
+        REQUIRE(t[i].layout.has_value() == !l.is_null());
+        if (l.is_null()) continue;
+        CHECK(static_cast<int>(t[i].layout->scalar_type) == l["scalar_type_value"].as_int());
+        REQUIRE(t[i].layout->sizes.size() == l["sizes"].items.size());
+        for (std::size_t d = 0; d < t[i].layout->sizes.size(); ++d)
+          CHECK(t[i].layout->sizes[d] == l["sizes"][d].as_int());
+        REQUIRE(t[i].layout->dim_order.size() == l["dim_order"].items.size());
+        for (std::size_t d = 0; d < t[i].layout->dim_order.size(); ++d)
+          CHECK(t[i].layout->dim_order[d] == l["dim_order"][d].as_int());
+      }
+    }
+  }
+}
+
+TEST_CASE("import: the alignment of an ExecuTorch file's keys is what the caller says") {
+  std::unique_ptr<Opened> o = open_fixture("simple.ptd");
+  Program program;
+  ImportOptions options;
+  options.unrecorded_alignment = 4096;
+  REQUIRE(add_ptd_method(program, o->map(), "m", options).ok());
+  const std::vector<Tensor>& t = program.methods[0].partitions[0].tensors;
+  REQUIRE(t.size() == 3);
+  for (const Tensor& x : t) CHECK(x.alignment == 4096);
+  options.unrecorded_alignment = 3;  // any positive integer, as for add_named_data
+  REQUIRE(add_ptd_method(program, o->map(), "n", options).ok());
+  CHECK(program.methods[1].partitions[0].tensors[2].alignment == 3);
+}
+
+TEST_CASE("import: a wdedup file gives back its recorded alignments, layouts and aliases") {
+  std::unique_ptr<Opened> o = open_via(Via::Mmap, wdedup_file_path());
+  REQUIRE(o->ok());
+  Program program;
+  ImportOptions options;
+  options.unrecorded_alignment = 128;  // not used: the file records each key's alignment
+  REQUIRE(add_ptd_method(program, o->map(), "back", options).ok());
+  const std::vector<ExpectedKey>& want = small_file_keys();
+  const std::vector<Tensor>& t = program.methods[0].partitions[0].tensors;
+  REQUIRE(t.size() == want.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    CAPTURE(want[i].key);
+    CHECK(t[i].name == want[i].key);
+    CHECK(t[i].alignment == static_cast<std::int64_t>(want[i].alignment));
+    CHECK(t[i].layout.has_value() == want[i].has_layout);
+    REQUIRE(t[i].bytes.size() == want[i].bytes.size());
+    if (!want[i].bytes.empty()) CHECK(std::memcmp(t[i].bytes.data(), want[i].bytes.data(), want[i].bytes.size()) == 0);
+  }
+  // w.q and w.v name one segment: one memory range, read once by deduplicate.
+  CHECK(t[0].bytes.data() == t[2].bytes.data());
+  CHECK(*t[2].layout == Layout::channels_last(ScalarType::Float, {1, 4, 2, 2}));
+  CHECK(*t[5].layout == Layout::contiguous(ScalarType::Float, {0, 3}));
+}
+
+TEST_CASE("import: stores exported one method at a time deduplicate into one store") {
+  // Two copies of aliases.ptd in separate memory stand for a prefill and a
+  // decode export: the same six keys over four distinct contents each.
+  std::unique_ptr<Opened> a = open_fixture("aliases.ptd", Via::Mmap);
+  std::unique_ptr<Opened> b = open_fixture("aliases.ptd", Via::Buffer);
+  // And simple.ptd as a third method sharing nothing.
+  std::unique_ptr<Opened> c = open_fixture("simple.ptd", Via::Buffer);
+  Program program;
+  REQUIRE(add_ptd_method(program, a->map(), "prefill").ok());
+  REQUIRE(add_ptd_method(program, b->map(), "decode").ok());
+  REQUIRE(add_ptd_method(program, c->map(), "other").ok());
+  Expected<DedupResult> r = deduplicate<Strategy<Positional>>(program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  // 4 contents of aliases.ptd (512 + 256 + 96 + 80 bytes) and simple.ptd's 3
+  // (37 + 100 + 256), each stored once.
+  CHECK(r->store.buffer_count() == 7);
+  CHECK(r->store.bytes_stored() == 512 + 256 + 96 + 80 + 37 + 100 + 256);
+  CHECK(r->report.bytes_in == 2 * (512 + 256 + 96 + 512 + 256 + 80) + 37 + 100 + 256);
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(r->store, r->functions);
+  REQUIRE_MESSAGE(file.ok(), file.message());
+  std::unique_ptr<Opened> merged = open_bytes(*file);
+  REQUIRE(merged->ok());
+  // Every function gives each of its tensors the bytes of the original key.
+  const Opened* originals[] = {a.get(), b.get(), c.get()};
+  const char* methods[] = {"prefill", "decode", "other"};
+  for (int mi = 0; mi < 3; ++mi) {
+    CAPTURE(methods[mi]);
+    Result<FunctionView> f = merged->map().find_function(methods[mi], 0);
+    REQUIRE(f.ok());
+    const NamedDataMap& orig = originals[mi]->map();
+    REQUIRE(f->tensor_count() == *orig.get_num_keys());
+    for (std::size_t i = 0; i < *orig.get_num_keys(); ++i) {
+      const KeyView name = *orig.get_key(i);
+      CAPTURE(std::string(name.data(), name.size()));
+      Result<KeyView> key = f->key_of(name);
+      REQUIRE(key.ok());
+      Result<DataBuffer> got = merged->map().get_data(*key);
+      Result<DataBuffer> want = orig.get_data(name);
+      REQUIRE(got.ok());
+      REQUIRE(want.ok());
+      REQUIRE(got->size() == want->size());
+      CHECK(std::memcmp(got->data(), want->data(), want->size()) == 0);
+    }
+  }
+}
+
+TEST_CASE("import: refusals are typed, name what was wrong and leave the program unchanged") {
+  std::unique_ptr<Opened> o = open_fixture("simple.ptd");
+  Program program;
+  REQUIRE(add_ptd_method(program, o->map(), "prefill").ok());
+  auto unchanged = [&] {
+    REQUIRE(program.methods.size() == 1);
+    CHECK(program.methods[0].name == "prefill");
+    CHECK(program.methods[0].partitions[0].tensors.size() == 3);
+  };
+
+  Expected<void> e = add_ptd_method(program, o->map(), "");
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_method: the method name is empty");
+  unchanged();
+
+  e = add_ptd_method(program, o->map(), "prefill");
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_method: method 'prefill' is already in the program");
+  unchanged();
+
+  for (std::int64_t bad : {std::int64_t{0}, std::int64_t{-16}, (std::int64_t{1} << 32) + 1}) {
+    ImportOptions options;
+    options.unrecorded_alignment = bad;
+    e = add_ptd_method(program, o->map(), "decode", options);
+    CHECK(e.error() == Error::InvalidAlignment);
+    CHECK(e.message() == "add_ptd_method: unrecorded_alignment " + std::to_string(bad) + " is not in 1..4294967296");
+    unchanged();
+  }
+
+  // Opened through pread: the bytes would be copies, which no tensor owns.
+  std::unique_ptr<Opened> f = open_fixture("simple.ptd", Via::File);
+  e = add_ptd_method(program, f->map(), "decode");
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message() ==
+        "add_ptd_method: method 'decode' key 'simple.a': the store is not in memory (its bytes came as a copy); "
+        "open it over an MmapSource or a BufferSource so that tensors can point into it");
+  unchanged();
+}
+
+TEST_CASE("import: a layout smaller than its segment is LayoutMismatch, naming key and sizes") {
+  // layouts.ptd key 0 is float32 [2, 3] over 24 bytes. Its sizes vector
+  // (length 2, then 2 and 3) occurs once in the file; [2, 1] describes 8
+  // bytes, which ExecuTorch's reader (and ours) accepts.
+  std::vector<std::uint8_t> bytes = read_fixture("layouts.ptd");
+  const std::uint8_t sizes_2x3[] = {2, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0};
+  std::vector<std::size_t> at;
+  for (std::size_t p = 0; p + sizeof sizes_2x3 <= bytes.size(); ++p)
+    if (std::memcmp(bytes.data() + p, sizes_2x3, sizeof sizes_2x3) == 0) at.push_back(p);
+  REQUIRE(at.size() == 1);
+  bytes[at[0] + 8] = 1;
+  std::unique_ptr<Opened> o = open_bytes(bytes);
+  REQUIRE(o->ok());
+  Program program;
+  Expected<void> e = add_ptd_method(program, o->map(), "m");
+  CHECK(e.error() == Error::LayoutMismatch);
+  CHECK(e.message() == "add_ptd_method: method 'm' key 'float32.2x3': its layout describes 8 bytes, its segment holds 24");
+  CHECK(program.methods.empty());
+}
+
+TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the file") {
+  PtdFiles files;
+  Program program;
+  const std::string aliases = fixture("aliases.ptd"), simple = fixture("simple.ptd");
+  REQUIRE(files.add(program, aliases).ok());
+  REQUIRE(files.add(program, aliases).ok());  // the same file again: a second mapping, a second name
+  REQUIRE(files.add(program, simple, "decode").ok());
+  REQUIRE(files.add(program, simple).ok());
+  CHECK(files.size() == 4);
+  REQUIRE(program.methods.size() == 4);
+  CHECK(program.methods[0].name == "aliases");
+  CHECK(program.methods[1].name == "aliases#2");
+  CHECK(program.methods[2].name == "decode");
+  CHECK(program.methods[3].name == "simple");
+  const Tensor& a0 = program.methods[0].partitions[0].tensors[0];
+  const Tensor& a1 = program.methods[1].partitions[0].tensors[0];
+  CHECK(a0.name == "prefill/layers.0.wq");
+  CHECK(a0.bytes.size() == 512);
+  CHECK(a0.bytes.data() != a1.bytes.data());  // separate mappings
+  CHECK(std::memcmp(a0.bytes.data(), a1.bytes.data(), 512) == 0);
+  CHECK(program.methods[3].partitions[0].tensors[2].name == "simple.c");
+
+  // Failures change nothing: no method added, no file kept.
+  auto unchanged = [&] {
+    CHECK(files.size() == 4);
+    CHECK(program.methods.size() == 4);
+  };
+  const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/no-such-file.ptd";
+  Expected<void> e = files.add(program, missing);
+  CHECK(e.error() == Error::IoError);
+  CHECK(e.message() == missing + ": open failed (at = errno) (IoError at 2)");  // ENOENT
+  unchanged();
+  const std::string json = fixture("simple.json");
+  e = files.add(program, json);
+  CHECK(e.error() == Error::MalformedHeader);
+  CHECK(e.message() == json + ": flatbuffer identifier is not FT01 (MalformedHeader at 4)");
+  unchanged();
+  e = files.add(program, simple, "decode");
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == simple + ": add_ptd_method: method 'decode' is already in the program");
+  unchanged();
+}
+
+#ifdef WDEDUP_DEMO_PATH
+TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
+  const std::string dir = WDEDUP_TEST_TMPDIR;
+  const std::string aliases = fixture("aliases.ptd"), simple = fixture("simple.ptd");
+  const std::string out = dir + "/import_demo.ptd", json = dir + "/import_demo.json", log = dir + "/import_demo.txt";
+  std::remove(out.c_str());
+  const std::string cmd = std::string(WDEDUP_DEMO_PATH) + " --quiet --strategy positional --ptd " + aliases + "," +
+                          aliases + "," + simple + " --out " + out + " --json " + json + " > " + log + " 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string printed = read_text(log);
+  CHECK(printed.find("  aliases#2        " + aliases + ": 6 keys, 1.67 KiB\n") != std::string::npos);
+  CHECK(printed.find("15 tensors verified") != std::string::npos);
+  // 2 x 1712 + 393 bytes in; aliases.ptd's 944 distinct bytes and
+  // simple.ptd's 393 stored once.
+  CHECK(read_text(json).find("\"bytes_in\":3817,\"bytes_stored\":1337,\"bytes_saved\":2480,") != std::string::npos);
+  // The merged file, read with the runtime reader: one key per distinct
+  // (name, bytes), one function per file, each tensor its file's bytes.
+  std::unique_ptr<Opened> merged = open_via(Via::Mmap, out);
+  REQUIRE(merged->ok());
+  CHECK(*merged->map().get_num_keys() == 9);
+  CHECK(merged->map().segment_count() == 7);
+  CHECK(merged->map().function_count() == 3);
+  std::unique_ptr<Opened> original = open_fixture("simple.ptd");
+  Result<FunctionView> f = merged->map().find_function("simple", 0);
+  REQUIRE(f.ok());
+  Result<KeyView> key = f->key_of("simple.b");
+  REQUIRE(key.ok());
+  Result<DataBuffer> got = merged->map().get_data(*key);
+  Result<DataBuffer> want = original->map().get_data("simple.b");
+  REQUIRE(got.ok());
+  REQUIRE(want.ok());
+  REQUIRE(got->size() == 100);
+  CHECK(std::memcmp(got->data(), want->data(), 100) == 0);
+
+  // --ptd replaces the generator: its options are refused, not ignored.
+  const std::string bad = std::string(WDEDUP_DEMO_PATH) + " --ptd " + simple + " --layers 2 --out '' > " + log + " 2>&1";
+  const int status = std::system(bad.c_str());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(read_text(log) ==
+        "wdedup-demo: --ptd replaces the built-in workload: --model, --layers and --*-partitions do not apply\n");
+}
+#endif
