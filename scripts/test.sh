@@ -30,7 +30,7 @@ declare -A OPTS_OF=(
 # check; the compile-only suites (headers, must-not-compile) and the benchmark
 # smoke run need one C++17 and one C++20 build, not six.
 declare -A TESTS_OF=(
-  [asan-ubsan]="malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run arena table name_index strategy deduplicate key_hash round_trip fuzz_replay fuzz_named_data_map"
+  [asan-ubsan]="malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run arena table name_index strategy deduplicate key_hash round_trip import fuzz_replay fuzz_named_data_map"
   [tsan]="concurrency identity deduplicate allocations table")
 declare -A SKIP_OF=(
   [gcc-c++20-noexcept]="--no-suite headers --no-suite compile_fail"
@@ -64,6 +64,7 @@ for cfg in "${order[@]}"; do
     for t in ${TESTS_OF[$cfg]}; do
       case $t in
         fuzz_*) targets+=("tests/fuzz/$t" tests/fuzz/fuzz_make_seeds) ;;
+        import) targets+=(tests/test_import tools/wdedup-demo) ;;  # it runs the demo too
         *) targets+=("tests/test_$t") ;;
       esac
     done
