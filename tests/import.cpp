@@ -317,3 +317,36 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
         "wdedup-demo: --ptd replaces the built-in workload: --model, --layers and --*-partitions do not apply\n");
 }
 #endif
+
+#ifdef WDEDUP_DEMO_PATH
+TEST_CASE("the demo's methods written apart (--per-method) merge back into the very file deduplicate writes") {
+  // An export that serializes each method on its own, then the merge: the
+  // same keys, functions and bytes as deduplicating the program directly,
+  // down to the last byte of the file.
+  const std::string dir = WDEDUP_TEST_TMPDIR;
+  const std::string split = dir + "/import_split", direct = dir + "/import_direct.ptd",
+                    merged = dir + "/import_merged.ptd", log = dir + "/import_split.txt";
+  REQUIRE(std::system(("mkdir -p " + split).c_str()) == 0);
+  const std::string demo = WDEDUP_DEMO_PATH;
+  REQUIRE(std::system((demo + " --quiet --strategy positional --per-method " + split + " --out " + direct + " > " +
+                       log + " 2>&1")
+                          .c_str()) == 0);
+  CHECK(read_text(log).find("  method alone: wrote " + split + "/prefill.ptd: ") != std::string::npos);
+  REQUIRE(std::system((demo + " --quiet --strategy positional --ptd " + split + "/prefill.ptd," + split +
+                       "/decode.ptd --out " + merged + " > " + log + " 2>&1")
+                          .c_str()) == 0);
+  const std::vector<std::uint8_t> a = read_file(direct), b = read_file(merged);
+  REQUIRE(!a.empty());
+  CHECK(a.size() == b.size());
+  CHECK(a == b);
+  // Each method's own file holds that method's tensors under their names.
+  std::unique_ptr<Opened> prefill = open_via(Via::Mmap, split + "/prefill.ptd");
+  REQUIRE(prefill->ok());
+  std::unique_ptr<Opened> d = open_via(Via::Mmap, direct);
+  REQUIRE(d->ok());
+  Result<FunctionView> f = d->map().find_function("prefill", 0);
+  REQUIRE(f.ok());
+  CHECK(*prefill->map().get_num_keys() == f->tensor_count());
+  CHECK(prefill->map().function_count() == 0);
+}
+#endif

@@ -6,7 +6,7 @@
 //
 //   wdedup-demo [--model tiny|small|1b] [--strategy positional|oneblob|disabled|all]
 //               [--prefill-partitions N] [--decode-partitions N] [--layers N]
-//               [--ptd FILE[,FILE...]]
+//               [--ptd FILE[,FILE...]] [--per-method DIR]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
 #include <cerrno>
 #include <cstdio>
@@ -30,6 +30,7 @@ struct Args {
   std::uint32_t prefill_partitions = 0, decode_partitions = 0, layers = 0;
   bool model_given = false;
   std::vector<std::string> ptd;  ///< .ptd files to merge instead of the built-in workload
+  std::string per_method;        ///< directory for one .ptd per method, written before merging
   unsigned threads = 0;
   bool quiet = false;
 };
@@ -44,6 +45,8 @@ void usage(FILE* f) {
       "  --decode-partitions N      partitions of decode (default 1)\n"
       "  --ptd FILE[,FILE...]       instead: .ptd files (ExecuTorch's or wdedup's), one method\n"
       "                             each, named after the file: merge prefill.ptd,decode.ptd\n"
+      "  --per-method DIR           also write each method on its own as DIR/<method>.ptd, as an\n"
+      "                             export that serializes methods apart ships them (--ptd input)\n"
       "  --strategy S               positional | oneblob | disabled | all (default all)\n"
       "  --threads N                hashing threads (default: every core)\n"
       "  --out FILE                 where to write the store (default wdedup-demo.ptd; '' = don't)\n"
@@ -79,9 +82,14 @@ bool parse_args(int argc, char** argv, Args* a) {
       std::exit(0);
     } else if (opt == "--quiet") {
       a->quiet = true;
-    } else if (opt == "--model" || opt == "--strategy" || opt == "--out" || opt == "--json") {
+    } else if (opt == "--model" || opt == "--strategy" || opt == "--out" || opt == "--json" ||
+               opt == "--per-method") {
       if (!value(&v)) return false;
-      (opt == "--model" ? a->model : opt == "--strategy" ? a->strategy : opt == "--out" ? a->out : a->json) = v;
+      (opt == "--model"      ? a->model
+       : opt == "--strategy" ? a->strategy
+       : opt == "--out"      ? a->out
+       : opt == "--json"     ? a->json
+                             : a->per_method) = v;
       a->model_given = a->model_given || opt == "--model";
     } else if (opt == "--ptd") {
       if (!value(&v)) return false;
@@ -196,6 +204,33 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
   return true;
 }
 
+/// Writes each method of `program` alone to dir/<method>.ptd: its tensors
+/// as keys (identical bytes within the method stored once, as ExecuTorch's
+/// NamedDataStore does within one export), no function maps.
+bool write_per_method(const std::string& dir, const wdedup::Program& program) {
+  std::uint64_t total = 0;
+  for (const wdedup::Method& m : program.methods) {
+    wdedup::NamedDataStore store;
+    for (std::size_t p = 0; p < m.partitions.size(); ++p)
+      for (const wdedup::Tensor& t : m.partitions[p].tensors)
+        if (auto added = store.add_named_data(t.name, t.bytes, t.alignment, t.layout); !added) {
+          std::fprintf(stderr, "wdedup-demo: --per-method: method '%s' partition %zu: %s\n", m.name.c_str(), p,
+                       added.message().c_str());
+          return false;
+        }
+    const std::string path = dir + "/" + m.name + ".ptd";
+    auto stats = wdedup::write_ptd_file(store, path);
+    if (!stats) {
+      std::fprintf(stderr, "wdedup-demo: --per-method: %s\n", stats.message().c_str());
+      return false;
+    }
+    std::printf("  method alone: wrote %s: %llu bytes\n", path.c_str(), (unsigned long long)stats->file_size);
+    total += stats->file_size;
+  }
+  std::printf("  every method alone: %llu bytes in %zu files\n\n", (unsigned long long)total, program.methods.size());
+  return true;
+}
+
 /// The user's .ptd files as a Program, one method each; the mappings live
 /// in `files`.
 bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* program) {
@@ -247,6 +282,7 @@ int main(int argc, char** argv) {
                 wdedup::detail::human_bytes(w->memory_bytes()).c_str());
   }
   const wdedup::Program& program = w ? w->program() : imported;
+  if (!args.per_method.empty() && !write_per_method(args.per_method, program)) return 1;
 
   std::string json;
   std::string* jp = args.json.empty() ? nullptr : &json;
