@@ -326,7 +326,7 @@ TEST_CASE("the demo's methods written apart (--per-method) merge back into the v
   const std::string dir = WDEDUP_TEST_TMPDIR;
   const std::string split = dir + "/import_split", direct = dir + "/import_direct.ptd",
                     merged = dir + "/import_merged.ptd", log = dir + "/import_split.txt";
-  REQUIRE(std::system(("mkdir -p " + split).c_str()) == 0);
+  REQUIRE(std::system(("rm -rf " + split).c_str()) == 0);  // the demo makes the directory
   const std::string demo = WDEDUP_DEMO_PATH;
   REQUIRE(std::system((demo + " --quiet --strategy positional --per-method " + split + " --out " + direct + " > " +
                        log + " 2>&1")

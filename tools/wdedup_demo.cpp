@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include <wdedup/ptd_writer.hpp>
 #include <wdedup/runtime.hpp>
 #include <wdedup/wdedup.hpp>
@@ -208,6 +210,10 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
 /// as keys (identical bytes within the method stored once, as ExecuTorch's
 /// NamedDataStore does within one export), no function maps.
 bool write_per_method(const std::string& dir, const wdedup::Program& program) {
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "wdedup-demo: --per-method: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
+    return false;
+  }
   std::uint64_t total = 0;
   for (const wdedup::Method& m : program.methods) {
     wdedup::NamedDataStore store;
