@@ -204,9 +204,10 @@ Workload make_small_tensors(const Config& c) {
   return w;
 }
 
-/// The user's .ptd files (c.ptd_files), mapped, one method each (named
-/// after the file), every key a tensor over the mapping: what deduplicating
-/// their exported weights costs.
+/// The user's .ptd files (c.ptd_files), mapped and imported (PtdFiles: one
+/// method each, named after the file, or a wdedup store's own methods and
+/// partitions), every tensor over the mapping: what deduplicating their
+/// exported weights costs.
 Workload make_ptd(const Config& c) {
   Workload w;
   w.name = "ptd files";
@@ -218,13 +219,14 @@ Workload make_ptd(const Config& c) {
     }
   std::uint64_t tensors = 0, bytes = 0;
   for (const wdedup::Method& m : w.own.methods)
-    for (const wdedup::Tensor& t : m.partitions[0].tensors) {
-      ++tensors;
-      bytes += t.bytes.size();
-    }
+    for (const wdedup::Partition& p : m.partitions)
+      for (const wdedup::Tensor& t : p.tensors) {
+        ++tensors;
+        bytes += t.bytes.size();
+      }
   char d[160];
-  std::snprintf(d, sizeof d, "%zu .ptd file(s), one method each: %llu tensors, %llu bytes", c.ptd_files.size(),
-                (unsigned long long)tensors, (unsigned long long)bytes);
+  std::snprintf(d, sizeof d, "%zu .ptd file(s), %zu method(s): %llu tensors, %llu bytes", c.ptd_files.size(),
+                w.own.methods.size(), (unsigned long long)tensors, (unsigned long long)bytes);
   w.description = d;
   return w;
 }

@@ -99,9 +99,10 @@ void usage(FILE* f) {
       "  --small-tensors N       count of 4 KiB tensors, 50% duplicates (default 100000)\n"
       "  --adversarial N,BYTES   distinct tensors sharing first/last KiB (default 2048,262144)\n"
       "Your own weights:\n"
-      "  --ptd FILE[,FILE...]    .ptd files (ExecuTorch's or wdedup's), one method each, named\n"
-      "                          after the file: prefill.ptd,decode.ptd. Workload 'ptd'; with\n"
-      "                          --ptd only it runs, unless --workloads names others\n"
+      "  --ptd FILE[,FILE...]    .ptd files, one method each, named after the file\n"
+      "                          (prefill.ptd,decode.ptd); a store wdedup wrote comes back as\n"
+      "                          its methods and partitions. Workload 'ptd'; with --ptd only\n"
+      "                          it runs, unless --workloads names others (and 'ptd')\n"
       "Runtime and writer:\n"
       "  --keys N[,N...]         store sizes for the lookup benchmark (default 16,256,4096,65536)\n"
       "  --lookups N             lookups per timed pass (default 1048576)\n"
@@ -301,6 +302,10 @@ int parse_args(int argc, char** argv, Config* c) {
   const bool ptd_named = std::count(c->workloads.begin(), c->workloads.end(), "ptd") != 0;
   if (ptd_named && c->ptd_files.empty()) {
     std::fprintf(stderr, "wdedup-bench: workload 'ptd' needs --ptd FILE[,FILE...]\n");
+    return 2;
+  }
+  if (!c->ptd_files.empty() && !c->workloads.empty() && !ptd_named) {
+    std::fprintf(stderr, "wdedup-bench: --ptd gives files, but --workloads does not name 'ptd'\n");
     return 2;
   }
   // Someone timing their own files wants those, not the built-in workloads.

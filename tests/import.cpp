@@ -10,16 +10,19 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
 #include "support/json.hpp"
 #include "support/wdedup_file.hpp"
 #include "wdedup/deduplicate.hpp"
+#include "wdedup/workload/llama.hpp"
 #include "wdedup/ptd_writer.hpp"
 
 using namespace wdedup;
@@ -28,7 +31,7 @@ using namespace wdedup_test;
 namespace {
 
 const Json& manifest_of(const char* name) {
-  static std::vector<std::pair<std::string, Json>> cache;
+  static std::deque<std::pair<std::string, Json>> cache;  // a deque: references stay valid as it grows
   for (const auto& [n, j] : cache)
     if (n == name) return j;
   const std::string path = fixture(name);
@@ -71,8 +74,11 @@ TEST_CASE("import: every key of an ExecuTorch file becomes a tensor over the fil
         CHECK(t[i].bytes.size() == k["size"].as_uint());
         // In place: the tensor points at the key's offset in the source.
         CHECK(t[i].bytes.data() == o->source->view(0, o->source->size()) + k["offset"].as_uint());
-        // ExecuTorch does not record the alignment asked for: 1 unless told.
-        CHECK(t[i].alignment == 1);
+        // ExecuTorch does not record the alignment asked for: inferred from
+        // the segment's offset from the segment base, up to 4096.
+        const std::uint64_t rel = k["offset"].as_uint() - m["header"]["segment_base_offset"].as_uint();
+        const std::uint64_t p2 = rel == 0 ? 4096 : std::min<std::uint64_t>(4096, rel & (~rel + 1));
+        CHECK(t[i].alignment == static_cast<std::int64_t>(p2));
         const Json& l = k["layout"];
         REQUIRE(t[i].layout.has_value() == !l.is_null());
         if (l.is_null()) continue;
@@ -88,7 +94,22 @@ TEST_CASE("import: every key of an ExecuTorch file becomes a tensor over the fil
   }
 }
 
-TEST_CASE("import: the alignment of an ExecuTorch file's keys is what the caller says") {
+TEST_CASE("import: the alignment of an ExecuTorch file's keys, inferred or what the caller says") {
+  // alignment.ptd: segments at 0, 128, 384 and 4096 past the base (512); the
+  // generator asked for 1, 64 (and 4096 through an alias ExecuTorch did not
+  // honour), 3 and 4096.
+  std::unique_ptr<Opened> a = open_fixture("alignment.ptd");
+  Program inferred;
+  REQUIRE(add_ptd_method(inferred, a->map(), "m").ok());
+  const std::vector<Tensor>& at = inferred.methods[0].partitions[0].tensors;
+  REQUIRE(at.size() == 6);
+  const std::int64_t want[] = {4096, 128, 128, 4096, 128, 4096};
+  for (std::size_t i = 0; i < 6; ++i) {
+    CAPTURE(at[i].name);
+    CHECK(at[i].alignment == want[i]);
+  }
+  CHECK(at[3].name == "align4096");
+
   std::unique_ptr<Opened> o = open_fixture("simple.ptd");
   Program program;
   ImportOptions options;
@@ -103,7 +124,10 @@ TEST_CASE("import: the alignment of an ExecuTorch file's keys is what the caller
 }
 
 TEST_CASE("import: a wdedup file gives back its recorded alignments, layouts and aliases") {
-  std::unique_ptr<Opened> o = open_via(Via::Mmap, wdedup_file_path());
+  // The small store written without function maps: one method's export.
+  WriteOptions plain;
+  plain.hash_seed = kSmallFileSeed;
+  std::unique_ptr<Opened> o = open_bytes(write_or_die(small_file_store(), FunctionMaps{}, plain));
   REQUIRE(o->ok());
   Program program;
   ImportOptions options;
@@ -192,42 +216,212 @@ TEST_CASE("import: refusals are typed, name what was wrong and leave the program
   CHECK(e.message() == "add_ptd_method: method 'prefill' is already in the program");
   unchanged();
 
-  for (std::int64_t bad : {std::int64_t{0}, std::int64_t{-16}, (std::int64_t{1} << 32) + 1}) {
+  for (std::int64_t bad : {std::int64_t{-1}, std::int64_t{-16}, (std::int64_t{1} << 32) + 1}) {
     ImportOptions options;
     options.unrecorded_alignment = bad;
     e = add_ptd_method(program, o->map(), "decode", options);
     CHECK(e.error() == Error::InvalidAlignment);
-    CHECK(e.message() == "add_ptd_method: unrecorded_alignment " + std::to_string(bad) + " is not in 1..4294967296");
+    CHECK(e.message() == "add_ptd_method: unrecorded_alignment " + std::to_string(bad) +
+                             " is not 0 (infer) or in 1..4294967296");
     unchanged();
   }
 
   // Opened through pread: the bytes would be copies, which no tensor owns.
+  // Refused before any key is read.
   std::unique_ptr<Opened> f = open_fixture("simple.ptd", Via::File);
   e = add_ptd_method(program, f->map(), "decode");
   CHECK(e.error() == Error::InvalidArgument);
+  const std::string not_in_memory =
+      ": the store is not in memory (its source copies what it reads, as a FileSource does); open it over an "
+      "MmapSource or a BufferSource so that tensors can point into it";
+  CHECK(e.message() == "add_ptd_method" + not_in_memory);
+  unchanged();
+
+  // A store deduplicate() wrote has methods and partitions: one method
+  // would lose them.
+  std::unique_ptr<Opened> w = open_via(Via::Mmap, wdedup_file_path());
+  REQUIRE(w->ok());
+  e = add_ptd_method(program, w->map(), "decode");
+  CHECK(e.error() == Error::InvalidArgument);
   CHECK(e.message() ==
-        "add_ptd_method: method 'decode' key 'simple.a': the store is not in memory (its bytes came as a copy); "
-        "open it over an MmapSource or a BufferSource so that tensors can point into it");
+        "add_ptd_method: the store has 3 function maps (methods and partitions); add_ptd_program restores them");
+  unchanged();
+  // And add_ptd_program wants them.
+  e = add_ptd_program(program, o->map());
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message() == "add_ptd_program: the store has no function maps; add_ptd_method imports it as one method");
+  unchanged();
+  std::unique_ptr<Opened> wf = open_via(Via::File, wdedup_file_path());
+  REQUIRE(wf->ok());
+  e = add_ptd_program(program, wf->map());
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message() == "add_ptd_program" + not_in_memory);
   unchanged();
 }
 
-TEST_CASE("import: a layout smaller than its segment is LayoutMismatch, naming key and sizes") {
-  // layouts.ptd key 0 is float32 [2, 3] over 24 bytes. Its sizes vector
-  // (length 2, then 2 and 3) occurs once in the file; [2, 1] describes 8
-  // bytes, which ExecuTorch's reader (and ours) accepts.
-  std::vector<std::uint8_t> bytes = read_fixture("layouts.ptd");
-  const std::uint8_t sizes_2x3[] = {2, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0};
+namespace {
+
+/// simple.ptd with its second key ("simple.b", 8 characters) patched:
+/// `edit` gets the position of the key's length, then its characters.
+template <class Edit>
+std::unique_ptr<Opened> simple_with_key_b(const Edit& edit) {
+  std::vector<std::uint8_t> bytes = read_fixture("simple.ptd");
+  const std::uint8_t b_key[] = {8, 0, 0, 0, 's', 'i', 'm', 'p', 'l', 'e', '.', 'b', 0};
   std::vector<std::size_t> at;
-  for (std::size_t p = 0; p + sizeof sizes_2x3 <= bytes.size(); ++p)
-    if (std::memcmp(bytes.data() + p, sizes_2x3, sizeof sizes_2x3) == 0) at.push_back(p);
+  for (std::size_t p = 0; p + sizeof b_key <= bytes.size(); ++p)
+    if (std::memcmp(bytes.data() + p, b_key, sizeof b_key) == 0) at.push_back(p);
   REQUIRE(at.size() == 1);
-  bytes[at[0] + 8] = 1;
+  edit(bytes.data() + at[0], bytes.data() + at[0] + 4);
+  std::unique_ptr<Opened> o = open_bytes(bytes);
+  REQUIRE(o->ok());  // ExecuTorch's reader takes each of these files too
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("import: keys no tensor name can be (twice, empty, with a NUL) are refused, naming key and index") {
+  Program program;
+  std::unique_ptr<Opened> twice = simple_with_key_b([](std::uint8_t*, std::uint8_t* c) { c[7] = 'a'; });
+  Expected<void> e = add_ptd_method(program, twice->map(), "m");
+  CHECK(e.error() == Error::MalformedKey);
+  CHECK(e.message() == "add_ptd_method: key 'simple.a' appears twice, as keys #0 and #1");
+  std::unique_ptr<Opened> nul = simple_with_key_b([](std::uint8_t*, std::uint8_t* c) { c[6] = 0; });
+  e = add_ptd_method(program, nul->map(), "m");
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_method: key #1 'simple\\x00b' contains a NUL byte at offset 6");
+  std::unique_ptr<Opened> empty = simple_with_key_b([](std::uint8_t* len, std::uint8_t* c) {
+    len[0] = 0;
+    c[0] = 0;
+  });
+  e = add_ptd_method(program, empty->map(), "m");
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_method: key #1 is empty");
+  CHECK(program.methods.empty());
+}
+
+TEST_CASE("import: a layout smaller than its segment is LayoutMismatch, naming key and sizes") {
+  // layouts.ptd key 5 is int32 [2, 2, 2] over 32 bytes (keys 0-4 import
+  // fine first). Its sizes vector (length 3, then 2, 2, 2) occurs once in
+  // the file; [2, 2, 1] describes 16 bytes, which ExecuTorch's reader (and
+  // ours) accepts.
+  std::vector<std::uint8_t> bytes = read_fixture("layouts.ptd");
+  const std::uint8_t sizes_2x2x2[] = {3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0};
+  std::vector<std::size_t> at;
+  for (std::size_t p = 0; p + sizeof sizes_2x2x2 <= bytes.size(); ++p)
+    if (std::memcmp(bytes.data() + p, sizes_2x2x2, sizeof sizes_2x2x2) == 0) at.push_back(p);
+  REQUIRE(at.size() == 1);
+  bytes[at[0] + 12] = 1;
   std::unique_ptr<Opened> o = open_bytes(bytes);
   REQUIRE(o->ok());
   Program program;
   Expected<void> e = add_ptd_method(program, o->map(), "m");
   CHECK(e.error() == Error::LayoutMismatch);
-  CHECK(e.message() == "add_ptd_method: method 'm' key 'float32.2x3': its layout describes 8 bytes, its segment holds 24");
+  CHECK(e.message() == "add_ptd_method: key #5 'int32.2x2x2': its layout describes 16 bytes, its segment holds 32");
+  CHECK(program.methods.empty());
+}
+
+TEST_CASE("add_ptd_program: a store deduplicate() wrote comes back as its methods and partitions") {
+  std::unique_ptr<Opened> o = open_via(Via::Mmap, wdedup_file_path());
+  REQUIRE(o->ok());
+  Program program;
+  program.add_method("other");
+  REQUIRE(add_ptd_program(program, o->map()).ok());
+  // The small file's functions: prefill#0 {wq: w.q, wk: w.k, norm: norm},
+  // decode#0 {wv: w.v, wk: w.k}, decode#1 {odd: odd3, e: empty, raw: raw};
+  // each partition's tensors in its table's order (by name).
+  REQUIRE(program.methods.size() == 3);
+  const Method& prefill = program.methods[1];
+  const Method& decode = program.methods[2];
+  CHECK(prefill.name == "prefill");
+  CHECK(decode.name == "decode");
+  REQUIRE(prefill.partitions.size() == 1);
+  REQUIRE(decode.partitions.size() == 2);
+  struct Want {
+    const char* name;
+    std::size_t key;  // index into small_file_keys()
+  };
+  const std::vector<std::vector<Want>> want = {
+      {{"norm", 3}, {"wk", 1}, {"wq", 0}}, {{"wk", 1}, {"wv", 2}}, {{"e", 5}, {"odd", 4}, {"raw", 6}}};
+  const Partition* parts[] = {&prefill.partitions[0], &decode.partitions[0], &decode.partitions[1]};
+  const std::vector<ExpectedKey>& keys = small_file_keys();
+  for (std::size_t p = 0; p < 3; ++p) {
+    CAPTURE(p);
+    REQUIRE(parts[p]->tensors.size() == want[p].size());
+    for (std::size_t i = 0; i < want[p].size(); ++i) {
+      const Tensor& t = parts[p]->tensors[i];
+      const ExpectedKey& k = keys[want[p][i].key];
+      CAPTURE(t.name);
+      CHECK(t.name == want[p][i].name);
+      CHECK(t.alignment == static_cast<std::int64_t>(k.alignment));
+      CHECK(t.layout.has_value() == k.has_layout);
+      REQUIRE(t.bytes.size() == k.bytes.size());
+      if (!k.bytes.empty()) CHECK(std::memcmp(t.bytes.data(), k.bytes.data(), k.bytes.size()) == 0);
+    }
+  }
+  // Refusals change nothing: the methods are there now.
+  Expected<void> e = add_ptd_program(program, o->map());
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_program: method 'prefill' is already in the program");
+  CHECK(program.methods.size() == 3);
+}
+
+TEST_CASE("add_ptd_program: deduplicating what it restores gives the same store and functions") {
+  LlamaConfig c = LlamaConfig::tiny();
+  c.prefill_partitions = 3;
+  c.decode_partitions = 2;
+  auto w = LlamaWorkload::generate(c);
+  REQUIRE(w.ok());
+  Expected<DedupResult> r1 = deduplicate<Strategy<OneBlob>>(w->program());
+  REQUIRE(r1.ok());
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(r1->store, r1->functions);
+  REQUIRE(file.ok());
+  std::unique_ptr<Opened> o = open_bytes(*file);
+  REQUIRE(o->ok());
+  Program restored;
+  REQUIRE(add_ptd_program(restored, o->map()).ok());
+  REQUIRE(restored.methods.size() == 2);
+  CHECK(restored.methods[0].partitions.size() == 3);
+  CHECK(restored.methods[1].partitions.size() == 2);
+  Expected<DedupResult> r2 = deduplicate<Strategy<OneBlob>>(restored);
+  REQUIRE_MESSAGE(r2.ok(), r2.message());
+  CHECK(r2->store.key_count() == r1->store.key_count());
+  CHECK(r2->store.buffer_count() == r1->store.buffer_count());
+  CHECK(r2->store.bytes_stored() == r1->store.bytes_stored());
+  REQUIRE(r2->functions.functions.size() == r1->functions.functions.size());
+  std::size_t rows = 0;
+  for (const FunctionMap& f1 : r1->functions.functions) {
+    CAPTURE(f1.function_name);
+    const FunctionMap* f2 = r2->functions.find(f1.method, f1.partition_index);
+    REQUIRE(f2 != nullptr);
+    CHECK(f2->function_name == f1.function_name);
+    CHECK(f2->blob_key == f1.blob_key);
+    REQUIRE(f2->tensors.size() == f1.tensors.size());
+    for (const FunctionTensor& t1 : f1.tensors) {
+      const auto t2 = std::find_if(f2->tensors.begin(), f2->tensors.end(),
+                                   [&](const FunctionTensor& t) { return t.tensor_name == t1.tensor_name; });
+      REQUIRE(t2 != f2->tensors.end());
+      const ByteSpan b1 = r1->store.bytes_of(t1.key), b2 = r2->store.bytes_of(t2->key);
+      REQUIRE(b1.size() == b2.size());
+      CHECK(std::memcmp(b1.data(), b2.data(), b1.size()) == 0);
+      ++rows;
+    }
+  }
+  CHECK(rows == r1->report.tensors);
+}
+
+TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is MalformedFunctionMap") {
+  NamedDataStore store;
+  const std::vector<std::uint8_t> bytes = pattern(32, 9);
+  REQUIRE(store.add_named_data("w", ByteSpan(bytes.data(), bytes.size())).ok());
+  FunctionMaps maps;
+  maps.functions.push_back({"decode", 2, "blob", "decode", {{"w", "w"}}});
+  maps.functions.push_back({"decode", 0, "blob", "decode", {{"w", "w"}}});
+  std::unique_ptr<Opened> o = open_bytes(write_or_die(store, maps, WriteOptions{}));
+  REQUIRE(o->ok());
+  Program program;
+  Expected<void> e = add_ptd_program(program, o->map());
+  CHECK(e.error() == Error::MalformedFunctionMap);
+  CHECK(e.message() == "add_ptd_program: method 'decode' has partition 2 but no function for partition 1");
   CHECK(program.methods.empty());
 }
 
@@ -272,6 +466,24 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == simple + ": add_ptd_method: method 'decode' is already in the program");
   unchanged();
+  // A store deduplicate() wrote comes back as its methods: decode is taken.
+  e = files.add(program, wdedup_file_path());
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == wdedup_file_path() + ": add_ptd_program: method 'decode' is already in the program");
+  unchanged();
+  // ...and it cannot be squeezed into one method.
+  e = files.add(program, wdedup_file_path(), "merged");
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message() == wdedup_file_path() +
+                           ": add_ptd_method: the store has 3 function maps (methods and partitions); "
+                           "add_ptd_program restores them");
+  unchanged();
+  Program fresh;
+  REQUIRE(files.add(fresh, wdedup_file_path()).ok());
+  CHECK(files.size() == 5);
+  REQUIRE(fresh.methods.size() == 2);
+  CHECK(fresh.methods[0].name == "prefill");
+  CHECK(fresh.methods[1].partitions.size() == 2);
 }
 
 #ifdef WDEDUP_DEMO_PATH
@@ -284,7 +496,8 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
                           aliases + "," + simple + " --out " + out + " --json " + json + " > " + log + " 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   const std::string printed = read_text(log);
-  CHECK(printed.find("  aliases#2        " + aliases + ": 6 keys, 1.67 KiB\n") != std::string::npos);
+  CHECK(printed.find("  " + aliases + ": method(s) aliases#2, 1 partition(s), 6 tensors over 944 B\n") !=
+        std::string::npos);
   CHECK(printed.find("15 tensors verified") != std::string::npos);
   // 2 x 1712 + 393 bytes in; aliases.ptd's 944 distinct bytes and
   // simple.ptd's 393 stored once.

@@ -8,12 +8,14 @@
 //               [--prefill-partitions N] [--decode-partitions N] [--layers N]
 //               [--ptd FILE[,FILE...]] [--per-method DIR]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/stat.h>
@@ -45,8 +47,9 @@ void usage(FILE* f) {
       "  --layers N                 override the number of layers\n"
       "  --prefill-partitions N     partitions of prefill (default 1)\n"
       "  --decode-partitions N      partitions of decode (default 1)\n"
-      "  --ptd FILE[,FILE...]       instead: .ptd files (ExecuTorch's or wdedup's), one method\n"
-      "                             each, named after the file: merge prefill.ptd,decode.ptd\n"
+      "  --ptd FILE[,FILE...]       instead: .ptd files, one method each, named after the file\n"
+      "                             (merge prefill.ptd,decode.ptd); a store wdedup wrote comes\n"
+      "                             back as its methods and partitions\n"
       "  --per-method DIR           also write each method on its own as DIR/<method>.ptd, as an\n"
       "                             export that serializes methods apart ships them (--ptd input)\n"
       "  --strategy S               positional | oneblob | disabled | all (default all)\n"
@@ -237,20 +240,35 @@ bool write_per_method(const std::string& dir, const wdedup::Program& program) {
   return true;
 }
 
-/// The user's .ptd files as a Program, one method each; the mappings live
-/// in `files`.
+/// The user's .ptd files as a Program: one method each, or the methods and
+/// partitions of a store deduplicate() wrote; the mappings live in `files`.
 bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* program) {
-  for (const std::string& path : args.ptd)
+  std::printf("workload: %zu .ptd file(s):\n", args.ptd.size());
+  for (const std::string& path : args.ptd) {
+    const std::size_t before = program->methods.size();
     if (wdedup::Expected<void> added = files->add(*program, path); !added) {
       std::fprintf(stderr, "wdedup-demo: %s\n", added.message().c_str());
       return false;
     }
-  std::printf("workload: %zu .ptd file(s), one method each:\n", args.ptd.size());
-  for (std::size_t i = 0; i < args.ptd.size(); ++i) {
+    // Bytes the file holds: each memory range once (aliased keys share one).
+    std::vector<std::pair<const std::uint8_t*, std::size_t>> ranges;
+    std::size_t tensors = 0, partitions = 0;
+    std::string names;
+    for (std::size_t m = before; m < program->methods.size(); ++m) {
+      names += (m == before ? "" : ", ") + program->methods[m].name;
+      partitions += program->methods[m].partitions.size();
+      for (const wdedup::Partition& p : program->methods[m].partitions)
+        for (const wdedup::Tensor& t : p.tensors) {
+          ranges.emplace_back(t.bytes.data(), t.bytes.size());
+          ++tensors;
+        }
+    }
+    std::sort(ranges.begin(), ranges.end());
+    ranges.erase(std::unique(ranges.begin(), ranges.end()), ranges.end());
     std::uint64_t bytes = 0;
-    for (const wdedup::Tensor& t : program->methods[i].partitions[0].tensors) bytes += t.bytes.size();
-    std::printf("  %-16s %s: %zu keys, %s\n", program->methods[i].name.c_str(), args.ptd[i].c_str(),
-                program->methods[i].partitions[0].tensors.size(), wdedup::detail::human_bytes(bytes).c_str());
+    for (const auto& r : ranges) bytes += r.second;
+    std::printf("  %s: method(s) %s, %zu partition(s), %zu tensors over %s\n", path.c_str(), names.c_str(), partitions,
+                tensors, wdedup::detail::human_bytes(bytes).c_str());
   }
   std::printf("\n");
   return true;

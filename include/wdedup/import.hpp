@@ -1,4 +1,5 @@
-// wdedup/import.hpp — a .ptd store read back as one method of a Program.
+// wdedup/import.hpp — .ptd stores read back into a Program: a plain store
+// as one method, a store deduplicate() wrote as its methods and partitions.
 // Build-time half.
 //
 // Why: a model whose methods were exported one at a time ships one .ptd per
@@ -17,9 +18,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "wdedup/detail/name_index.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/named_data_store.hpp"
 #include "wdedup/program.hpp"
@@ -29,24 +32,90 @@
 namespace wdedup {
 
 struct ImportOptions {
-  /// The alignment given to a key whose file does not record one. Files
-  /// ExecuTorch wrote do not (only their segment offsets are aligned, 128
-  /// by default), wdedup's files do. 1 asks for nothing: the writer still
-  /// starts every segment at a multiple of 128.
-  std::int64_t unrecorded_alignment = 1;
+  /// Largest alignment the import infers from a file that does not record
+  /// one: the page size, beyond which an mmap'd tensor cannot be aligned.
+  static constexpr std::int64_t kMaxInferred = 4096;
+  /// The alignment given to each key of a file that does not record the
+  /// alignment its keys asked for (ExecuTorch's files; wdedup's record it).
+  /// 0 (the default) infers it from the file: the largest power of two, up
+  /// to kMaxInferred, that divides the offset of the key's segment from the
+  /// segment base, which is where ExecuTorch's writer aligns a segment. So a
+  /// merged store aligns every tensor at least as its source file did (at
+  /// the cost of some padding where an offset was aligned by chance).
+  /// Otherwise: this alignment for every key (any value in 1..2^32).
+  std::int64_t unrecorded_alignment = 0;
 };
+
+namespace detail {
+
+/// The checks and views both imports share. `who` names the caller in
+/// messages. Refuses a store whose bytes are not in memory before reading
+/// any of them (a FileSource would copy each one, and the copies would die
+/// with their DataBuffers).
+template <int = 0>
+Expected<void> check_import_source(const char* who, const NamedDataMap& store, const ImportOptions& options) {
+  const std::int64_t a = options.unrecorded_alignment;
+  if (a < 0 || static_cast<std::uint64_t>(a) > kMaxAlignment)
+    return Expected<void>(Error::InvalidAlignment,
+                          cat(who, ": unrecorded_alignment ", a, " is not 0 (infer) or in 1..", kMaxAlignment));
+  if (store.file_size() != 0 && store.source().view(0, store.file_size()) == nullptr)
+    return Expected<void>(Error::InvalidArgument,
+                          cat(who, ": the store is not in memory (its source copies what it reads, as a FileSource "
+                                   "does); open it over an MmapSource or a BufferSource so that tensors can point "
+                                   "into it"));
+  return {};
+}
+
+/// Appends key `index` of `store` to `part` as a tensor named `name`.
+template <int = 0>
+Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_t index, std::string_view name,
+                          const ImportOptions& options, Partition& part) {
+  const KeyView key = *store.get_key(index);
+  auto fail = [&](Error code, const auto&... what) {
+    return Expected<void>(code, cat(who, ": key #", index, " ", quote_name(key), ": ", what...));
+  };
+  Result<DataBuffer> data = store.key_data(index);
+  if (!data) return fail(data.error(), data.failure().what, " (", error_name(data.error()), " at ", data.failure().at, ")");
+  std::optional<Layout> layout;
+  if (Result<TensorLayout> l = store.key_layout(index); l.ok()) {
+    if (l->nbytes() != data->size())
+      return fail(Error::LayoutMismatch, "its layout describes ", l->nbytes(), " bytes, its segment holds ",
+                  data->size());
+    layout.emplace(Layout{l->scalar_type, std::vector<std::int32_t>(l->sizes.begin(), l->sizes.end()),
+                          std::vector<std::uint8_t>(l->dim_order.begin(), l->dim_order.end())});
+  }
+  const KeyInfo info = *store.key_info(index);
+  std::int64_t alignment = options.unrecorded_alignment;
+  if (store.has_extension()) {
+    alignment = static_cast<std::int64_t>(info.alignment);
+  } else if (alignment == 0) {
+    const std::uint64_t rel = info.offset - store.header().segment_base_offset;
+    const std::uint64_t p2 = rel == 0 ? ImportOptions::kMaxInferred : rel & (~rel + 1);
+    alignment = static_cast<std::int64_t>(p2 < ImportOptions::kMaxInferred ? p2 : ImportOptions::kMaxInferred);
+  }
+  part.add(std::string(name), data->bytes(), alignment, std::move(layout));
+  return {};
+}
+
+}  // namespace detail
 
 /// Adds method `method` to `program`: one partition holding every key of
 /// `store` in file order, each a tensor named by its key, with the key's
-/// bytes (a view into the store), its alignment and its layout (if any).
-/// Keys that share a segment become tensors over the same bytes, which
-/// deduplicate() settles without reading them twice.
+/// bytes (a view into the store), its alignment (recorded, or see
+/// ImportOptions) and its layout (if any). Keys that share a segment become
+/// tensors over the same bytes, which deduplicate() settles without reading
+/// them twice. For a store that has function maps (a wdedup store that
+/// deduplicate() wrote), use add_ptd_program, which restores its methods and
+/// partitions.
 ///
 /// Errors (the program is then unchanged):
-/// - InvalidName: `method` is empty or already a method of `program`;
-/// - InvalidAlignment: options.unrecorded_alignment is not in 1..2^32;
+/// - InvalidName: `method` is empty or already a method of `program`; a key
+///   is empty or holds a NUL byte (no tensor name can be either);
+/// - MalformedKey: a key appears twice (ExecuTorch's reader would give the
+///   first for both; which one a merge should keep is not the import's guess);
+/// - InvalidAlignment: options.unrecorded_alignment is not 0 or in 1..2^32;
 /// - InvalidArgument: the store's bytes are not in memory (opened over a
-///   FileSource): a tensor could not point into them;
+///   FileSource), or the store has function maps;
 /// - LayoutMismatch: a key's layout describes fewer bytes than its segment
 ///   holds (ExecuTorch's reader accepts that; a tensor's bytes are its
 ///   layout's, so deduplicate() would refuse it);
@@ -54,45 +123,103 @@ struct ImportOptions {
 template <int = 0>
 Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::string method,
                               const ImportOptions& options = {}) {
+  constexpr const char* who = "add_ptd_method";
   if (method.empty()) return Expected<void>(Error::InvalidName, "add_ptd_method: the method name is empty");
   if (program.find_method(method) != nullptr)
     return Expected<void>(Error::InvalidName,
-                          detail::cat("add_ptd_method: method ", detail::quote_name(method), " is already in the program"));
-  const std::int64_t fallback = options.unrecorded_alignment;
-  if (fallback <= 0 || static_cast<std::uint64_t>(fallback) > kMaxAlignment)
-    return Expected<void>(Error::InvalidAlignment, detail::cat("add_ptd_method: unrecorded_alignment ", fallback,
-                                                               " is not in 1..", kMaxAlignment));
+                          detail::cat(who, ": method ", detail::quote_name(method), " is already in the program"));
+  if (Expected<void> ok = detail::check_import_source(who, store, options); !ok) return ok;
+  if (store.function_count() != 0)
+    return Expected<void>(Error::InvalidArgument,
+                          detail::cat(who, ": the store has ", store.function_count(),
+                                      " function maps (methods and partitions); add_ptd_program restores them"));
   const std::size_t count = *store.get_num_keys();
   Method m{std::move(method), {}};
   Partition& part = m.add_partition();
   part.tensors.reserve(count);
-  auto fail = [&](Error code, KeyView key, const auto&... what) {
-    return Expected<void>(code, detail::cat("add_ptd_method: method ", detail::quote_name(m.name), " key ",
-                                            detail::quote_name(key), ": ", what...));
-  };
+  detail::NameIndex names(count);
   for (std::size_t i = 0; i < count; ++i) {
     const KeyView key = *store.get_key(i);
-    Result<DataBuffer> data = store.key_data(i);
-    if (!data)
-      return fail(data.error(), key, "the reader says ", data.failure().what, " (", error_name(data.error()), " at ",
-                  data.failure().at, ")");
-    if (data->owns_memory())
-      return fail(Error::InvalidArgument, key,
-                  "the store is not in memory (its bytes came as a copy); open it over an MmapSource or a "
-                  "BufferSource so that tensors can point into it");
-    const KeyInfo info = *store.key_info(i);
-    std::optional<Layout> layout;
-    if (Result<TensorLayout> l = store.key_layout(i); l.ok()) {
-      if (l->nbytes() != data->size())
-        return fail(Error::LayoutMismatch, key, "its layout describes ", l->nbytes(), " bytes, its segment holds ",
-                    data->size());
-      layout.emplace(Layout{l->scalar_type, std::vector<std::int32_t>(l->sizes.begin(), l->sizes.end()),
-                            std::vector<std::uint8_t>(l->dim_order.begin(), l->dim_order.end())});
-    }
-    const std::int64_t alignment = store.has_extension() ? static_cast<std::int64_t>(info.alignment) : fallback;
-    part.add(std::string(key.data(), key.size()), data->bytes(), alignment, std::move(layout));
+    const std::string_view name(key.data(), key.size());
+    if (name.empty()) return Expected<void>(Error::InvalidName, detail::cat(who, ": key #", i, " is empty"));
+    if (const std::size_t nul = name.find('\0'); nul != std::string_view::npos)
+      return Expected<void>(Error::InvalidName, detail::cat(who, ": key #", i, " ", detail::quote_name(name),
+                                                            " contains a NUL byte at offset ", nul));
+    bool added = false;
+    const std::uint32_t first = names.find_or_add(name, &added);
+    if (!added)
+      return Expected<void>(Error::MalformedKey, detail::cat(who, ": key ", detail::quote_name(name),
+                                                             " appears twice, as keys #", first, " and #", i));
+    if (Expected<void> ok = detail::import_key(who, store, i, name, options, part); !ok) return ok;
   }
   program.methods.push_back(std::move(m));
+  return {};
+}
+
+/// Adds the methods and partitions that `store`'s function maps describe:
+/// for each function, its method (created in the order first met) gets
+/// partition `partition_index`, holding one tensor per row of the
+/// function's table, named by the row and holding its key's bytes,
+/// alignment and layout. This undoes deduplicate() up to the order of each
+/// partition's tensors (a table is sorted by name): deduplicating the
+/// result again with the same policy gives the same keys, buffers and
+/// functions, every tensor with the same bytes (in another key order, so
+/// not the same file).
+///
+/// Errors (the program is then unchanged): InvalidArgument for a store
+/// without function maps (use add_ptd_method) or not in memory;
+/// InvalidName for a method the program already has; MalformedFunctionMap
+/// for a (method, partition) given twice, or a method whose partitions are
+/// not 0..n-1; InvalidAlignment, LayoutMismatch and the reader's codes as
+/// for add_ptd_method.
+template <int = 0>
+Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, const ImportOptions& options = {}) {
+  constexpr const char* who = "add_ptd_program";
+  if (Expected<void> ok = detail::check_import_source(who, store, options); !ok) return ok;
+  if (store.function_count() == 0)
+    return Expected<void>(Error::InvalidArgument,
+                          detail::cat(who, ": the store has no function maps; add_ptd_method imports it as one method"));
+  std::vector<Method> methods;
+  detail::NameIndex method_index;
+  std::vector<std::vector<char>> seen;  // per method: partition index -> given
+  for (std::size_t fi = 0; fi < store.function_count(); ++fi) {
+    const FunctionView f = *store.function(fi);
+    const std::string_view mname(f.method().data(), f.method().size());
+    bool fresh = false;
+    const std::uint32_t mi = method_index.find_or_add(mname, &fresh);
+    if (fresh) {
+      if (program.find_method(mname) != nullptr)
+        return Expected<void>(Error::InvalidName, detail::cat(who, ": method ", detail::quote_name(mname),
+                                                              " is already in the program"));
+      methods.push_back(Method{std::string(mname), {}});
+      seen.emplace_back();
+    }
+    Method& m = methods[mi];
+    const std::uint32_t p = f.partition_index();
+    if (p >= seen[mi].size()) {
+      seen[mi].resize(std::size_t{p} + 1, 0);
+      m.partitions.resize(std::size_t{p} + 1);
+    }
+    if (seen[mi][p])
+      return Expected<void>(Error::MalformedFunctionMap, detail::cat(who, ": method ", detail::quote_name(mname),
+                                                                     " partition ", p, " has two functions"));
+    seen[mi][p] = 1;
+    Partition& part = m.partitions[p];
+    part.tensors.reserve(f.tensor_count());
+    for (std::size_t r = 0; r < f.tensor_count(); ++r) {
+      const FunctionTensorView row = *f.tensor(r);
+      const std::string_view tname(row.tensor_name.data(), row.tensor_name.size());
+      if (Expected<void> ok = detail::import_key(who, store, row.key_index, tname, options, part); !ok) return ok;
+    }
+  }
+  for (std::size_t mi = 0; mi < methods.size(); ++mi)
+    for (std::size_t p = 0; p < seen[mi].size(); ++p)
+      if (!seen[mi][p])
+        return Expected<void>(Error::MalformedFunctionMap,
+                              detail::cat(who, ": method ", detail::quote_name(methods[mi].name), " has partition ",
+                                          seen[mi].size() - 1, " but no function for partition ", p));
+  program.methods.reserve(program.methods.size() + methods.size());
+  for (Method& m : methods) program.methods.push_back(std::move(m));
   return {};
 }
 
@@ -101,12 +228,14 @@ Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::
 /// everything built from it.
 class PtdFiles {
  public:
-  /// Maps the file at `path` and adds it to `program` (add_ptd_method) as
-  /// method `method`; an empty `method` names it after the file: its name
-  /// without directories and ".ptd", then "#2", "#3", ... if that is taken.
-  /// A file that cannot be mapped or read is an error with the reader's
-  /// code, naming the path, the failed check and its offset. On any error
-  /// neither `program` nor this object changes.
+  /// Maps the file at `path` and adds it to `program`. A store with
+  /// function maps (one deduplicate() wrote) comes back as its methods and
+  /// partitions (add_ptd_program; `method` must then be empty). Any other
+  /// is one method (add_ptd_method) named `method`, or if that is empty,
+  /// after the file: its name without directories and ".ptd", then "#2",
+  /// "#3", ... if that is taken. A file that cannot be mapped or read is an
+  /// error with the reader's code, naming the path, the failed check and
+  /// its offset. On any error neither `program` nor this object changes.
   template <int = 0>
   Expected<void> add(Program& program, const std::string& path, std::string method = {},
                      const ImportOptions& options = {}) {
@@ -118,15 +247,23 @@ class PtdFiles {
     auto file = std::make_unique<MmapSource>(std::move(src).value());
     Result<NamedDataMap> map = NamedDataMap::open(*file);
     if (!map) return fail(map.failure());
-    if (method.empty()) {
-      const std::size_t slash = path.rfind('/');
-      std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
-      if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".ptd") == 0) stem.resize(stem.size() - 4);
-      method = stem;
-      for (unsigned k = 2; program.find_method(method) != nullptr; ++k) method = detail::cat(stem, "#", k);
+    // Reserved first: once the program holds tensors into this mapping,
+    // keeping the mapping must not fail.
+    files_.reserve(files_.size() + 1);
+    Expected<void> added;
+    if (map->function_count() != 0 && method.empty()) {
+      added = add_ptd_program(program, *map, options);
+    } else {
+      if (method.empty()) {
+        const std::size_t slash = path.rfind('/');
+        std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
+        if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".ptd") == 0) stem.resize(stem.size() - 4);
+        method = stem;
+        for (unsigned k = 2; program.find_method(method) != nullptr; ++k) method = detail::cat(stem, "#", k);
+      }
+      added = add_ptd_method(program, *map, std::move(method), options);
     }
-    if (Expected<void> added = add_ptd_method(program, *map, std::move(method), options); !added)
-      return Expected<void>(added.error(), detail::cat(path, ": ", added.message()));
+    if (!added) return Expected<void>(added.error(), detail::cat(path, ": ", added.message()));
     files_.push_back(std::move(file));
     return {};
   }
