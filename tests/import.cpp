@@ -416,12 +416,24 @@ TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is Malforme
   FunctionMaps maps;
   maps.functions.push_back({"decode", 2, "blob", "decode", {{"w", "w"}}});
   maps.functions.push_back({"decode", 0, "blob", "decode", {{"w", "w"}}});
+  maps.functions.push_back({"prefill", 0, "blob", "prefill", {{"w", "w"}}});
   std::unique_ptr<Opened> o = open_bytes(write_or_die(store, maps, WriteOptions{}));
   REQUIRE(o->ok());
   Program program;
   Expected<void> e = add_ptd_program(program, o->map());
   CHECK(e.error() == Error::MalformedFunctionMap);
   CHECK(e.message() == "add_ptd_program: method 'decode' has partition 2 but no function for partition 1");
+  CHECK(program.methods.empty());
+  // An index no gapless numbering reaches (more partitions than the store
+  // has functions) is refused before it sizes anything: a corrupted index
+  // of 2^31 once asked for that many partitions.
+  FunctionMaps far;
+  far.functions.push_back({"decode", 0x80000000u, "blob", "decode", {{"w", "w"}}});
+  std::unique_ptr<Opened> f = open_bytes(write_or_die(store, far, WriteOptions{}));
+  REQUIRE(f->ok());
+  e = add_ptd_program(program, f->map());
+  CHECK(e.error() == Error::MalformedFunctionMap);
+  CHECK(e.message() == "add_ptd_program: method 'decode' has partition 2147483648 but the store has only 1 functions");
   CHECK(program.methods.empty());
 }
 
@@ -563,3 +575,81 @@ TEST_CASE("the demo's methods written apart (--per-method) merge back into the v
   CHECK(prefill->map().function_count() == 0);
 }
 #endif
+
+TEST_CASE("import: every one-byte corruption of a store's metadata imports exactly or fails cleanly") {
+  // For each byte before the segment data, three corruptions; each file the
+  // reader opens is imported (as a method, or as its program if it has
+  // function maps). Success: one tensor per key (or per row), each viewing
+  // exactly its key's bytes. Failure: a code an import gives, and the
+  // program as it was.
+  struct Source {
+    std::string name;
+    std::vector<std::uint8_t> bytes;
+  };
+  std::vector<Source> sources;
+  for (const char* f : {"simple.ptd", "layouts.ptd", "alignment.ptd", "aliases.ptd"})
+    sources.push_back({f, read_fixture(f)});
+  sources.push_back({"small wdedup file", wdedup_file_bytes()});
+  std::size_t opened = 0, imported = 0, refused = 0;
+  for (const Source& src : sources) {
+    CAPTURE(src.name);
+    const std::uint64_t meta = format::load_u64(src.bytes.data() + format::kHeaderSegmentBasePos);
+    REQUIRE(meta <= src.bytes.size());
+    for (std::size_t p = 0; p < meta; ++p)
+      for (std::uint8_t mask : {std::uint8_t{0x01}, std::uint8_t{0x80}, std::uint8_t{0xFF}}) {
+        std::vector<std::uint8_t> bytes = src.bytes;
+        bytes[p] ^= mask;
+        std::unique_ptr<Opened> o = open_bytes(bytes);
+        if (!o->ok()) continue;
+        ++opened;
+        const NamedDataMap& map = o->map();
+        Program program;
+        program.add_method("before");
+        const bool as_program = map.function_count() != 0;
+        Expected<void> e = as_program ? add_ptd_program(program, map) : add_ptd_method(program, map, "m");
+        if (!e) {
+          ++refused;
+          CAPTURE(p);
+          CAPTURE(e.message());
+          const Error c = e.error();
+          CHECK((c == Error::InvalidName || c == Error::MalformedKey || c == Error::LayoutMismatch ||
+                 c == Error::MalformedFunctionMap));
+          CHECK(program.methods.size() == 1);
+          continue;
+        }
+        ++imported;
+        std::size_t tensors = 0;
+        for (std::size_t m = 1; m < program.methods.size(); ++m)
+          for (const Partition& part : program.methods[m].partitions)
+            for (const Tensor& t : part.tensors) {
+              ++tensors;
+              // Each tensor views the bytes of a key of the same size.
+              const std::uint8_t* lo = o->bytes.data();
+              CHECK(t.bytes.size() <= bytes.size());
+              if (t.bytes.size() != 0) {
+                CHECK(t.bytes.data() >= lo);
+                CHECK(t.bytes.data() + t.bytes.size() <= lo + bytes.size());
+              }
+              CHECK(t.alignment >= 1);
+            }
+        if (!as_program) {
+          REQUIRE(program.methods.size() == 2);
+          const std::vector<Tensor>& t = program.methods[1].partitions[0].tensors;
+          REQUIRE(t.size() == *map.get_num_keys());
+          for (std::size_t i = 0; i < t.size(); ++i) {
+            const KeyView k = *map.get_key(i);
+            CHECK(t[i].name == std::string(k.data(), k.size()));
+            CHECK(t[i].bytes.data() == map.key_data(i)->data());
+            CHECK(t[i].bytes.size() == map.key_data(i)->size());
+          }
+        } else {
+          std::size_t rows = 0;
+          for (std::size_t f = 0; f < map.function_count(); ++f) rows += map.function(f)->tensor_count();
+          CHECK(tensors == rows);
+        }
+      }
+  }
+  MESSAGE("opened ", opened, " corruptions: ", imported, " imported, ", refused, " refused");
+  CHECK(imported > 0);
+  CHECK(refused > 0);
+}

@@ -196,6 +196,12 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     }
     Method& m = methods[mi];
     const std::uint32_t p = f.partition_index();
+    // Partitions 0..n-1 of a method take n functions: an index past the
+    // function count has a gap before it (and must not size a vector).
+    if (p >= store.function_count())
+      return Expected<void>(Error::MalformedFunctionMap,
+                            detail::cat(who, ": method ", detail::quote_name(mname), " has partition ", p,
+                                        " but the store has only ", store.function_count(), " functions"));
     if (p >= seen[mi].size()) {
       seen[mi].resize(std::size_t{p} + 1, 0);
       m.partitions.resize(std::size_t{p} + 1);
