@@ -8,12 +8,15 @@
 #   bash scripts/profile.sh                        # small-tensors, 1 thread
 #   bash scripts/profile.sh adversarial            # another workload (see wdedup-bench --help)
 #   LL=33554432,16,64 bash scripts/profile.sh      # another simulated last-level cache
+#   bash scripts/profile.sh ptd --ptd a.ptd,b.ptd  # your own .ptd files (extra arguments go to wdedup-bench)
 # The default last-level cache is 16 MiB: what this project's VM behaves
 # like (its CPU reports more, shared with other guests). Full callgrind
 # output: build/bench/callgrind.out (open with callgrind_annotate or kcachegrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workload="${1:-small-tensors}"
+[ $# -gt 0 ] && shift
+extra=("$@")
 bash scripts/deps.sh valgrind
 build=build/bench
 if [ ! -f "$build/build.ninja" ]; then
@@ -28,7 +31,7 @@ log="$build/callgrind.log"
 run() {
   valgrind --tool=callgrind --cache-sim=yes --D1="$1" --LL="${LL:-16777216,16,64}" --callgrind-out-file="$out" \
     "$build/benchmarks/wdedup-bench" --once --workloads "$workload" --threads 1 --no-progress \
-    --json "$build/profile.json" >"$build/profile.txt" 2>"$log"
+    --json "$build/profile.json" "${extra[@]}" >"$build/profile.txt" 2>"$log"
 }
 if ! run "$d1" && ! run 32768,8,64; then
   tail -5 "$log" >&2
