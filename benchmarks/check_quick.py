@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-exe, outdir, fixtures = sys.argv[1], sys.argv[2], sys.argv[3]
+exe, outdir, fixtures, demo = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 path = os.path.join(outdir, "bench-quick.json")
 if os.path.exists(path):
     os.remove(path)
@@ -102,6 +102,31 @@ bad = subprocess.run([exe, "--only", "dedup", "--ptd", os.path.join(fixtures, "s
 want = f"wdedup-bench: {os.path.join(fixtures, 'simple.json')}: flatbuffer identifier is not FT01 (MalformedHeader at 4)"
 if bad.returncode != 2 or bad.stderr.strip() != want:
     problems.append(f"a file that is not a .ptd: exit {bad.returncode}, stderr {bad.stderr.strip()!r}, expected 2, {want!r}")
+# A store wdedup wrote comes back as its methods and partitions: prefill 3 +
+# decode 2 cannot go through Positional, so the workload runs OneBlob.
+merged = os.path.join(outdir, "bench-ptd-oneblob.ptd")
+made = subprocess.run([demo, "--quiet", "--strategy", "oneblob", "--prefill-partitions", "3",
+                       "--decode-partitions", "2", "--out", merged],
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+verified = [l for l in made.stdout.splitlines() if "tensors verified" in l]
+if made.returncode != 0 or len(verified) != 1:
+    problems.append(f"the demo could not write {merged}: {made.stdout}")
+else:
+    want_tensors = int(verified[0].split(" tensors verified")[0].split()[-1])
+    ob = subprocess.run([exe, "--quick", "--only", "dedup", "--threads", "1", "--no-progress", "--ptd", merged,
+                         "--json", ptd_path, "--tmpdir", outdir],
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(ob.stdout)
+    if ob.returncode != 0:
+        problems.append(f"--ptd on a 3 + 2 wdedup store exited with {ob.returncode}")
+    else:
+        with open(ptd_path) as f:
+            ob_rows = [r for r in json.load(f)["results"]
+                       if r["name"] == "ptd files ONE_BLOB: deduplicate" and r["baseline"] == "read pass"]
+        if len(ob_rows) != 1 or ob_rows[0]["extra"].get("tensors") != want_tensors or \
+                ob_rows[0]["extra"].get("consistent_with_sha256") != 1:
+            problems.append(f"--ptd on a 3 + 2 wdedup store: expected one ONE_BLOB row with {want_tensors} "
+                            f"tensors, got {[(r['name'], r.get('extra')) for r in ob_rows]}")
 if problems:
     sys.exit("wdedup-bench --ptd:\n  " + "\n  ".join(problems))
-print(f"bench_ptd: {len(rows)} rows over the fixtures")
+print(f"bench_ptd: {len(rows)} rows over the fixtures, and a 3 + 2 OneBlob store")

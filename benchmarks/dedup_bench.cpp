@@ -224,6 +224,10 @@ Workload make_ptd(const Config& c) {
         ++tensors;
         bytes += t.bytes.size();
       }
+  // Positional needs equal partition counts (a wdedup store's methods may
+  // differ: 3 + 2 under OneBlob); OneBlob takes any.
+  for (const wdedup::Method& m : w.own.methods)
+    if (m.partitions.size() != w.own.methods.front().partitions.size()) w.policy = Policy::OneBlob;
   char d[160];
   std::snprintf(d, sizeof d, "%zu .ptd file(s), %zu method(s): %llu tensors, %llu bytes", c.ptd_files.size(),
                 w.own.methods.size(), (unsigned long long)tensors, (unsigned long long)bytes);
