@@ -8,7 +8,6 @@
 //               [--prefill-partitions N] [--decode-partitions N] [--layers N]
 //               [--ptd FILE[,FILE...]] [--per-method DIR]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +19,7 @@
 
 #include <sys/stat.h>
 
+#include <wdedup/bench.hpp>
 #include <wdedup/ptd_writer.hpp>
 #include <wdedup/runtime.hpp>
 #include <wdedup/wdedup.hpp>
@@ -250,23 +250,16 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
       std::fprintf(stderr, "wdedup-demo: %s\n", added.message().c_str());
       return false;
     }
-    // Bytes the file holds: each memory range once (aliased keys share one).
-    std::vector<std::pair<const std::uint8_t*, std::size_t>> ranges;
     std::size_t tensors = 0, partitions = 0;
     std::string names;
     for (std::size_t m = before; m < program->methods.size(); ++m) {
       names += (m == before ? "" : ", ") + program->methods[m].name;
       partitions += program->methods[m].partitions.size();
-      for (const wdedup::Partition& p : program->methods[m].partitions)
-        for (const wdedup::Tensor& t : p.tensors) {
-          ranges.emplace_back(t.bytes.data(), t.bytes.size());
-          ++tensors;
-        }
+      for (const wdedup::Partition& p : program->methods[m].partitions) tensors += p.tensors.size();
     }
-    std::sort(ranges.begin(), ranges.end());
-    ranges.erase(std::unique(ranges.begin(), ranges.end()), ranges.end());
-    std::uint64_t bytes = 0;
-    for (const auto& r : ranges) bytes += r.second;
+    // Bytes the file holds: each memory range once (aliased keys share one).
+    const wdedup::Span<const wdedup::Method> file_methods(program->methods.data() + before, program->methods.size() - before);
+    const std::uint64_t bytes = wdedup::bench::total_bytes(wdedup::bench::input_spans(file_methods));
     std::printf("  %s: method(s) %s, %zu partition(s), %zu tensors over %s\n", path.c_str(), names.c_str(), partitions,
                 tensors, wdedup::detail::human_bytes(bytes).c_str());
   }

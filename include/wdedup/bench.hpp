@@ -47,9 +47,9 @@ inline double median(std::vector<double> samples) {
 /// whose (pointer, size) repeats an earlier one (a tied weight) is left out.
 /// deduplicate() never reads such an alias, so a baseline that read it again
 /// would flatter deduplicate. Empty tensors are left out too.
-inline std::vector<ByteSpan> input_spans(const Program& program) {
+inline std::vector<ByteSpan> input_spans(Span<const Method> methods) {
   std::vector<ByteSpan> all;
-  for (const Method& m : program.methods)
+  for (const Method& m : methods)
     for (const Partition& part : m.partitions)
       for (const Tensor& t : part.tensors)
         if (!t.bytes.empty()) all.push_back(t.bytes);
@@ -72,6 +72,10 @@ inline std::vector<ByteSpan> input_spans(const Program& program) {
   for (std::size_t i = 0; i < all.size(); ++i)
     if (keep[i]) out.push_back(all[i]);
   return out;
+}
+
+inline std::vector<ByteSpan> input_spans(const Program& program) {
+  return input_spans(Span<const Method>(program.methods.data(), program.methods.size()));
 }
 
 /// Sum of the spans' sizes.

@@ -48,8 +48,8 @@ struct ImportOptions {
 
 namespace detail {
 
-/// The checks and views both imports share. `who` names the caller in
-/// messages. Refuses a store whose bytes are not in memory before reading
+/// The checks of the options and the store both imports make first. `who`
+/// names the caller in messages. Refuses a store whose bytes are not in memory before reading
 /// any of them (a FileSource would copy each one, and the copies would die
 /// with their DataBuffers).
 template <int = 0>
@@ -90,7 +90,7 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
     alignment = static_cast<std::int64_t>(info.alignment);
   } else if (alignment == 0) {
     const std::uint64_t rel = info.offset - store.header().segment_base_offset;
-    const std::uint64_t p2 = rel == 0 ? ImportOptions::kMaxInferred : rel & (~rel + 1);
+    const std::uint64_t p2 = rel == 0 ? ImportOptions::kMaxInferred : pow2_part(rel);
     alignment = static_cast<std::int64_t>(p2 < ImportOptions::kMaxInferred ? p2 : ImportOptions::kMaxInferred);
   }
   part.add(std::string(name), data->bytes(), alignment, std::move(layout));
