@@ -6,7 +6,8 @@
 #   gcc-c++20-noexcept  C++20, everything built with -fno-exceptions -fno-rtti
 #   clang-c++20         clang, C++20 (with the header and must-not-compile checks)
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all),
-#                       and the reader's libFuzzer target for a fixed 1M inputs (~40 s)
+#                       the reader's libFuzzer target for a fixed 1M inputs (~40 s) and the
+#                       import's (import, deduplicate, write, read back) for 300k (~40 s)
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
 # (clang-c++17 is available too; it is left out of the default run to keep
 # CI within 20 minutes on 2 cores: C++17 is covered by gcc, clang by C++20.)
@@ -30,7 +31,7 @@ declare -A OPTS_OF=(
 # check; the compile-only suites (headers, must-not-compile) and the benchmark
 # smoke run need one C++17 and one C++20 build, not six.
 declare -A TESTS_OF=(
-  [asan-ubsan]="malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run arena table name_index strategy deduplicate key_hash round_trip import fuzz_replay fuzz_named_data_map"
+  [asan-ubsan]="malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run arena table name_index strategy deduplicate key_hash round_trip import fuzz_replay fuzz_named_data_map fuzz_import_replay fuzz_import"
   [tsan]="concurrency identity deduplicate allocations table")
 declare -A SKIP_OF=(
   [gcc-c++20-noexcept]="--no-suite headers --no-suite compile_fail"

@@ -437,6 +437,58 @@ TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is Malforme
   CHECK(program.methods.empty());
 }
 
+TEST_CASE("add_ptd_program: a method or tensor name deduplicate() could not take back is InvalidName") {
+  // The writer refuses such names; a damaged file can hold them (the import
+  // fuzz target found one). Refused at the import, naming the function or
+  // row, where deduplicate() would have found them later.
+  NamedDataStore store;
+  const std::vector<std::uint8_t> bytes = pattern(32, 9);
+  REQUIRE(store.add_named_data("w", ByteSpan(bytes.data(), bytes.size())).ok());
+  FunctionMaps maps;
+  maps.functions.push_back({"prefill", 0, "blob", "prefill", {{"w", "w"}}});
+  maps.functions.push_back({"deXcode", 0, "blob", "decode", {{"v", "w"}, {"tXx", "w"}}});
+  const std::vector<std::uint8_t> good = write_or_die(store, maps, WriteOptions{});
+  // The file with the one occurrence of `from` (in the WDX1 block's string
+  // pool) made `to`.
+  auto patched = [&](const std::string& from, const std::string& to) {
+    REQUIRE(from.size() == to.size());
+    std::vector<std::uint8_t> b = good;
+    auto at = std::search(b.begin(), b.end(), from.begin(), from.end());
+    REQUIRE(at != b.end());
+    REQUIRE(std::search(at + 1, b.end(), from.begin(), from.end()) == b.end());
+    std::copy(to.begin(), to.end(), at);
+    return b;
+  };
+  using namespace std::string_literals;
+  struct Case {
+    std::vector<std::uint8_t> bytes;
+    const char* message;
+  };
+  const Case cases[] = {
+      {patched("tXx", "t\0x"s),
+       "add_ptd_program: method 'deXcode' partition 0 tensor #0 't\\x00x' contains a NUL byte at offset 1"},
+      {patched("deXcode", "de\0code"s),
+       "add_ptd_program: function #1's method name 'de\\x00code' contains a NUL byte at offset 2"},
+  };
+
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    std::unique_ptr<Opened> o = open_bytes(c.bytes);
+    REQUIRE(o->ok());
+    Program program;
+    program.add_method("before");
+    Expected<void> e = add_ptd_program(program, o->map());
+    CHECK(e.error() == Error::InvalidName);
+    CHECK(e.message() == c.message);
+    REQUIRE(program.methods.size() == 1);
+    CHECK(program.methods[0].name == "before");
+  }
+  // Unpatched, it imports.
+  std::unique_ptr<Opened> o = open_bytes(good);
+  Program program;
+  CHECK(add_ptd_program(program, o->map()).ok());
+}
+
 TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the file") {
   PtdFiles files;
   Program program;
@@ -577,11 +629,12 @@ TEST_CASE("the demo's methods written apart (--per-method) merge back into the v
 #endif
 
 TEST_CASE("import: every one-byte corruption of a store's metadata imports exactly or fails cleanly") {
-  // For each byte before the segment data, three corruptions; each file the
-  // reader opens is imported (as a method, or as its program if it has
-  // function maps). Success: one tensor per key (or per row), each viewing
-  // exactly its key's bytes. Failure: a code an import gives, and the
-  // program as it was.
+  // For each byte before the segment data, four corruptions (three bit
+  // flips, and zeroed: a NUL in a name); each file the reader opens is
+  // imported (as a method, or as its program if it has function maps).
+  // Success: one tensor per key (or per row), each viewing exactly its
+  // key's bytes, and a program deduplicate() takes. Failure: a code an
+  // import gives, and the program as it was.
   struct Source {
     std::string name;
     std::vector<std::uint8_t> bytes;
@@ -596,9 +649,12 @@ TEST_CASE("import: every one-byte corruption of a store's metadata imports exact
     const std::uint64_t meta = format::load_u64(src.bytes.data() + format::kHeaderSegmentBasePos);
     REQUIRE(meta <= src.bytes.size());
     for (std::size_t p = 0; p < meta; ++p)
-      for (std::uint8_t mask : {std::uint8_t{0x01}, std::uint8_t{0x80}, std::uint8_t{0xFF}}) {
+      for (int corruption = 0; corruption < 4; ++corruption) {
         std::vector<std::uint8_t> bytes = src.bytes;
-        bytes[p] ^= mask;
+        constexpr std::uint8_t kFlip[3] = {0x01, 0x80, 0xFF};
+        if (corruption < 3) bytes[p] ^= kFlip[corruption];
+        else if (bytes[p] != 0) bytes[p] = 0;
+        else continue;
         std::unique_ptr<Opened> o = open_bytes(bytes);
         if (!o->ok()) continue;
         ++opened;
@@ -647,6 +703,13 @@ TEST_CASE("import: every one-byte corruption of a store's metadata imports exact
           for (std::size_t f = 0; f < map.function_count(); ++f) rows += map.function(f)->tensor_count();
           CHECK(tensors == rows);
         }
+        // What an import accepts, deduplicate() takes (a name it would
+        // refuse is refused at the import, which can say where it came from).
+        DedupOptions one_thread;
+        one_thread.threads = 1;
+        Expected<DedupResult> d = deduplicate<Strategy<OneBlob>>(program, one_thread);
+        CAPTURE(p);
+        CHECK_MESSAGE(d.ok(), d.message());
       }
   }
   MESSAGE("opened ", opened, " corruptions: ", imported, " imported, ", refused, " refused");

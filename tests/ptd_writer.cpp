@@ -666,6 +666,33 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
            "function 'decode' partition 0 ('decode__0' in blob 'combined_all'): tensor 'ln' appears twice in its "
            "tensor table");
   }
+  SUBCASE("a method, blob key, function or tensor name that is empty or holds a NUL byte") {
+    // Every one is looked up by name; none could be found (nor imported back).
+    using namespace std::string_literals;
+    FunctionMaps m = small_maps();
+    m.functions[0].method = "";
+    expect(m, {}, Error::InvalidName,
+           "function '' partition 0 ('decode__0' in blob 'combined_all'): its method is empty");
+    m = small_maps();
+    m.functions[1].blob_key = "comb\0ined"s;
+    expect(m, {}, Error::InvalidName,
+           "function 'prefill' partition 0 ('prefill__0' in blob 'comb\\x00ined'): its blob key "
+           "'comb\\x00ined' contains a NUL byte at offset 4");
+    m = small_maps();
+    m.functions[2].function_name = "";
+    expect(m, no_ext(), Error::InvalidName,
+           "function 'decode' partition 1 ('' in blob 'combined_all'): its function name is empty");
+    m = small_maps();
+    m.functions[0].tensors[1].tensor_name = "bi\0as"s;
+    expect(m, {}, Error::InvalidName,
+           "function 'decode' partition 0 ('decode__0' in blob 'combined_all'): tensor name 'bi\\x00as' contains "
+           "a NUL byte at offset 2 (key 'w.c')");
+    m = small_maps();
+    m.functions[1].tensors[0].tensor_name = "";
+    expect(m, {}, Error::InvalidName,
+           "function 'prefill' partition 0 ('prefill__0' in blob 'combined_all'): tensor name is empty (key "
+           "'w.b')");
+  }
   SUBCASE("the same (method, partition) twice") {
     FunctionMaps m = small_maps();
     m.functions.push_back(FunctionMap{"decode", 1, "other_blob", "decode__1b", {}});

@@ -325,6 +325,42 @@ struct CollidingNames {
 };
 }  // namespace
 
+namespace {
+// A policy whose names no lookup could find: empty, or with a NUL byte.
+template <int Which>
+struct UnusableNames {
+  static constexpr const char* name = "UNUSABLE";
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, std::size_t m, std::uint32_t) {
+    return Which == 0 && m == 1 ? "" : Which == 1 ? std::string("bl\0b", 4) : "blob";
+  }
+  static std::string function_name(const Program& p, std::size_t m, std::uint32_t) {
+    return Which == 2 ? std::string("f\0", 2) : Which == 3 ? std::string() : p.methods[m].name;
+  }
+};
+}  // namespace
+
+TEST_CASE("a policy's empty blob key or function name, or one with a NUL byte, is InvalidName") {
+  std::vector<std::uint8_t> w = fill(8, 1);
+  Program program;
+  program.add_method("a").add_partition().add("w", span(w));
+  program.add_method("b").add_partition().add("w", span(w));
+  auto r0 = deduplicate<Strategy<UnusableNames<0>>>(program);
+  CHECK(r0.error() == Error::InvalidName);
+  CHECK(r0.message() == "policy UNUSABLE: the blob key of method 'b' partition 0 is empty");
+  auto r1 = deduplicate<Strategy<UnusableNames<1>>>(program);
+  CHECK(r1.error() == Error::InvalidName);
+  CHECK(r1.message() == "policy UNUSABLE: the blob key of method 'a' partition 0 'bl\\x00b' contains a NUL byte "
+                        "at offset 2");
+  auto r2 = deduplicate<Strategy<UnusableNames<2>>>(program);
+  CHECK(r2.error() == Error::InvalidName);
+  CHECK(r2.message() == "policy UNUSABLE: the function name of method 'a' partition 0 'f\\x00' contains a NUL "
+                        "byte at offset 1");
+  auto r3 = deduplicate<Strategy<UnusableNames<3>>>(program);
+  CHECK(r3.error() == Error::InvalidName);
+  CHECK(r3.message() == "policy UNUSABLE: the function name of method 'a' partition 0 is empty");
+}
+
 TEST_CASE("a policy that reuses a function name inside a blob is an error naming both") {
   std::vector<std::uint8_t> w = fill(8, 1);
   Program program;

@@ -384,9 +384,12 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       f.partition_index = p;
       f.blob_key = Policy::blob_key(program, m, p);
       f.function_name = Policy::function_name(program, m, p);
-      if (f.blob_key.empty() || f.function_name.empty())
-        return BuildError{Error::InvalidName, cat("policy ", Policy::name, " gave method ", quote_name(method.name),
-                                                  " partition ", p, " an empty blob key or function name")};
+      // Looked up by name (a backend's strcmp among them): see unusable_name.
+      for (const auto& [what, name] : {std::pair<const char*, const std::string*>{"blob key", &f.blob_key},
+                                       std::pair<const char*, const std::string*>{"function name", &f.function_name}})
+        if (std::string why = unusable_name(*name); !why.empty())
+          return BuildError{Error::InvalidName, cat("policy ", Policy::name, ": the ", what, " of method ",
+                                                    quote_name(method.name), " partition ", p, why)};
       std::string fid = f.blob_key + '\0' + f.function_name;
       const std::uint64_t fh = IdIndex::hash(fid);
       if (function_index.find(fid, fh, function_id_of) != IdIndex::kNone)

@@ -153,6 +153,15 @@ inline std::string quote_name(std::string_view v) {
   }
   return s + "'";
 }
+/// Why `name` can name nothing that is looked up by name, or "" if it can:
+/// " is empty", or " 'a\x00b' contains a NUL byte at offset 1" (a C-string
+/// lookup, as ExecuTorch's strcmp, stops at the NUL). Appended to what the
+/// name is, e.g. "key #3" + unusable_name(k).
+inline std::string unusable_name(std::string_view name) {
+  if (name.empty()) return " is empty";
+  const std::size_t nul = name.find('\0');
+  return nul == std::string_view::npos ? std::string() : cat(" ", quote_name(name), " contains a NUL byte at offset ", nul);
+}
 }  // namespace detail
 
 }  // namespace wdedup

@@ -66,6 +66,16 @@ Expected<void> check_import_source(const char* who, const NamedDataMap& store, c
   return {};
 }
 
+/// A name from the file that is to name a method or tensor must be usable
+/// (deduplicate() would refuse it later, far from the file). `what` says
+/// which one, e.g. "key #3".
+template <int = 0>
+Expected<void> check_import_name(const char* who, std::string_view what, std::string_view name) {
+  if (std::string why = unusable_name(name); !why.empty())
+    return Expected<void>(Error::InvalidName, cat(who, ": ", what, why));
+  return {};
+}
+
 /// Appends key `index` of `store` to `part` as a tensor named `name`.
 template <int = 0>
 Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_t index, std::string_view name,
@@ -109,8 +119,9 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
 /// partitions.
 ///
 /// Errors (the program is then unchanged):
-/// - InvalidName: `method` is empty or already a method of `program`; a key
-///   is empty or holds a NUL byte (no tensor name can be either);
+/// - InvalidName: `method` is empty, holds a NUL byte or is already a
+///   method of `program`; a key is empty or holds a NUL byte (no tensor
+///   name can be either);
 /// - MalformedKey: a key appears twice (ExecuTorch's reader would give the
 ///   first for both; which one a merge should keep is not the import's guess);
 /// - InvalidAlignment: options.unrecorded_alignment is not 0 or in 1..2^32;
@@ -124,7 +135,7 @@ template <int = 0>
 Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::string method,
                               const ImportOptions& options = {}) {
   constexpr const char* who = "add_ptd_method";
-  if (method.empty()) return Expected<void>(Error::InvalidName, "add_ptd_method: the method name is empty");
+  if (Expected<void> ok = detail::check_import_name(who, "the method name", method); !ok) return ok;
   if (program.find_method(method) != nullptr)
     return Expected<void>(Error::InvalidName,
                           detail::cat(who, ": method ", detail::quote_name(method), " is already in the program"));
@@ -141,10 +152,7 @@ Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::
   for (std::size_t i = 0; i < count; ++i) {
     const KeyView key = *store.get_key(i);
     const std::string_view name(key.data(), key.size());
-    if (name.empty()) return Expected<void>(Error::InvalidName, detail::cat(who, ": key #", i, " is empty"));
-    if (const std::size_t nul = name.find('\0'); nul != std::string_view::npos)
-      return Expected<void>(Error::InvalidName, detail::cat(who, ": key #", i, " ", detail::quote_name(name),
-                                                            " contains a NUL byte at offset ", nul));
+    if (Expected<void> ok = detail::check_import_name(who, detail::cat("key #", i), name); !ok) return ok;
     bool added = false;
     const std::uint32_t first = names.find_or_add(name, &added);
     if (!added)
@@ -168,7 +176,9 @@ Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::
 ///
 /// Errors (the program is then unchanged): InvalidArgument for a store
 /// without function maps (use add_ptd_method) or not in memory;
-/// InvalidName for a method the program already has; MalformedFunctionMap
+/// InvalidName for a method the program already has, or a method or
+/// tensor name in the function maps that is empty or holds a NUL byte
+/// (deduplicate() could not take it back); MalformedFunctionMap
 /// for a (method, partition) given twice, or a method whose partitions are
 /// not 0..n-1; InvalidAlignment, LayoutMismatch and the reader's codes as
 /// for add_ptd_method.
@@ -188,6 +198,9 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     bool fresh = false;
     const std::uint32_t mi = method_index.find_or_add(mname, &fresh);
     if (fresh) {
+      if (Expected<void> ok = detail::check_import_name(who, detail::cat("function #", fi, "'s method name"), mname);
+          !ok)
+        return ok;
       if (program.find_method(mname) != nullptr)
         return Expected<void>(Error::InvalidName, detail::cat(who, ": method ", detail::quote_name(mname),
                                                               " is already in the program"));
@@ -215,6 +228,10 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     for (std::size_t r = 0; r < f.tensor_count(); ++r) {
       const FunctionTensorView row = *f.tensor(r);
       const std::string_view tname(row.tensor_name.data(), row.tensor_name.size());
+      if (Expected<void> ok = detail::check_import_name(
+              who, detail::cat("method ", detail::quote_name(mname), " partition ", p, " tensor #", r), tname);
+          !ok)
+        return ok;
       if (Expected<void> ok = detail::import_key(who, store, row.key_index, tname, options, part); !ok) return ok;
     }
   }

@@ -208,6 +208,14 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
       if (s->size() > UINT32_MAX)
         return R(Error::InvalidArgument, cat(describe_function(f), ": a name is longer than ", UINT32_MAX,
                                              " bytes"));
+    // Names are looked up: an empty one, or one that a C-string lookup
+    // (a backend's, strcmp) would cut at a NUL byte, names nothing. So is
+    // every file this writes one that add_ptd_program can take back.
+    const std::pair<const char*, const std::string*> names[] = {
+        {"method", &f.method}, {"blob key", &f.blob_key}, {"function name", &f.function_name}};
+    for (const auto& [what, s] : names)
+      if (std::string why = unusable_name(*s); !why.empty())
+        return R(Error::InvalidName, cat(describe_function(f), ": its ", what, why));
     ResolvedFunction rf;
     rf.function = &f;
     rf.rows.reserve(f.tensors.size());
@@ -219,6 +227,8 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
       if (t.tensor_name.size() > UINT32_MAX)
         return R(Error::InvalidArgument, cat(describe_function(f), ": a tensor name is longer than ",
                                              UINT32_MAX, " bytes"));
+      if (std::string why = unusable_name(t.tensor_name); !why.empty())
+        return R(Error::InvalidName, cat(describe_function(f), ": tensor name", why, " (key ", quote_name(t.key), ")"));
       rf.rows.push_back(ResolvedRow{t.tensor_name, id});
     }
     if (rf.rows.size() > 1) std::qsort(rf.rows.data(), rf.rows.size(), sizeof(ResolvedRow), compare_rows);
