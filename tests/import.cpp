@@ -211,6 +211,11 @@ TEST_CASE("import: refusals are typed, name what was wrong and leave the program
   CHECK(e.message() == "add_ptd_method: the method name is empty");
   unchanged();
 
+  e = add_ptd_method(program, o->map(), std::string("de\0code", 7));
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_method: the method name 'de\\x00code' contains a NUL byte at offset 2");
+  unchanged();
+
   e = add_ptd_method(program, o->map(), "prefill");
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == "add_ptd_method: method 'prefill' is already in the program");
@@ -487,6 +492,30 @@ TEST_CASE("add_ptd_program: a method or tensor name deduplicate() could not take
   std::unique_ptr<Opened> o = open_bytes(good);
   Program program;
   CHECK(add_ptd_program(program, o->map()).ok());
+}
+
+TEST_CASE("import: recorded alignments whose lcm no store can take import, and deduplicate() names them") {
+  // A wdedup file records any alignment a key asked for, and a file may keep
+  // identical bytes in separate segments (here three empty ones): 2048,
+  // 2047 and 2045 are each fine, but one buffer for all three would need
+  // their lcm, over 2^32. Which bytes are identical is deduplicate()'s to
+  // find, so it is the one that refuses, naming the tensor and the lcm.
+  NamedDataStore store;
+  const std::pair<const char*, std::uint64_t> keys[] = {{"a", 2048}, {"b", 2047}, {"c", 2045}};
+  for (const auto& [key, alignment] : keys) {
+    const std::uint32_t b = wdedup::detail::StoreAccess::add_buffer(store, ByteSpan(), alignment);
+    wdedup::detail::StoreAccess::add_key(store, key, b, alignment, std::nullopt);
+  }
+  std::unique_ptr<Opened> o = open_bytes(write_or_die(store, {}, WriteOptions{}));
+  REQUIRE(o->ok());
+  Program program;
+  REQUIRE(add_ptd_method(program, o->map(), "m").ok());
+  REQUIRE(program.methods[0].partitions[0].tensors.size() == 3);
+  CHECK(program.methods[0].partitions[0].tensors[1].alignment == 2047);
+  Expected<DedupResult> d = deduplicate<Strategy<OneBlob>>(program);
+  CHECK(d.error() == Error::InvalidAlignment);
+  CHECK(d.message() == "method 'm' partition 0 tensor 'c': lcm of alignments 4192256 and 2045 exceeds 4294967296: "
+                       "key 'c' shares its bytes with keys that ask for 4192256");
 }
 
 TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the file") {

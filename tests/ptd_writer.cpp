@@ -672,16 +672,16 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     FunctionMaps m = small_maps();
     m.functions[0].method = "";
     expect(m, {}, Error::InvalidName,
-           "function '' partition 0 ('decode__0' in blob 'combined_all'): its method is empty");
+           "function '' partition 0 ('decode__0' in blob 'combined_all'): method name is empty");
     m = small_maps();
     m.functions[1].blob_key = "comb\0ined"s;
     expect(m, {}, Error::InvalidName,
-           "function 'prefill' partition 0 ('prefill__0' in blob 'comb\\x00ined'): its blob key "
+           "function 'prefill' partition 0 ('prefill__0' in blob 'comb\\x00ined'): blob key "
            "'comb\\x00ined' contains a NUL byte at offset 4");
     m = small_maps();
     m.functions[2].function_name = "";
     expect(m, no_ext(), Error::InvalidName,
-           "function 'decode' partition 1 ('' in blob 'combined_all'): its function name is empty");
+           "function 'decode' partition 1 ('' in blob 'combined_all'): function name is empty");
     m = small_maps();
     m.functions[0].tensors[1].tensor_name = "bi\0as"s;
     expect(m, {}, Error::InvalidName,

@@ -347,18 +347,18 @@ TEST_CASE("a policy's empty blob key or function name, or one with a NUL byte, i
   program.add_method("b").add_partition().add("w", span(w));
   auto r0 = deduplicate<Strategy<UnusableNames<0>>>(program);
   CHECK(r0.error() == Error::InvalidName);
-  CHECK(r0.message() == "policy UNUSABLE: the blob key of method 'b' partition 0 is empty");
+  CHECK(r0.message() == "policy UNUSABLE: method 'b' partition 0: blob key is empty");
   auto r1 = deduplicate<Strategy<UnusableNames<1>>>(program);
   CHECK(r1.error() == Error::InvalidName);
-  CHECK(r1.message() == "policy UNUSABLE: the blob key of method 'a' partition 0 'bl\\x00b' contains a NUL byte "
-                        "at offset 2");
+  CHECK(r1.message() == "policy UNUSABLE: method 'a' partition 0: blob key 'bl\\x00b' contains a NUL byte at "
+                        "offset 2");
   auto r2 = deduplicate<Strategy<UnusableNames<2>>>(program);
   CHECK(r2.error() == Error::InvalidName);
-  CHECK(r2.message() == "policy UNUSABLE: the function name of method 'a' partition 0 'f\\x00' contains a NUL "
-                        "byte at offset 1");
+  CHECK(r2.message() == "policy UNUSABLE: method 'a' partition 0: function name 'f\\x00' contains a NUL byte "
+                        "at offset 1");
   auto r3 = deduplicate<Strategy<UnusableNames<3>>>(program);
   CHECK(r3.error() == Error::InvalidName);
-  CHECK(r3.message() == "policy UNUSABLE: the function name of method 'a' partition 0 is empty");
+  CHECK(r3.message() == "policy UNUSABLE: method 'a' partition 0: function name is empty");
 }
 
 TEST_CASE("a policy that reuses a function name inside a blob is an error naming both") {

@@ -388,8 +388,8 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       for (const auto& [what, name] : {std::pair<const char*, const std::string*>{"blob key", &f.blob_key},
                                        std::pair<const char*, const std::string*>{"function name", &f.function_name}})
         if (std::string why = unusable_name(*name); !why.empty())
-          return BuildError{Error::InvalidName, cat("policy ", Policy::name, ": the ", what, " of method ",
-                                                    quote_name(method.name), " partition ", p, why)};
+          return BuildError{Error::InvalidName, cat("policy ", Policy::name, ": method ", quote_name(method.name),
+                                                    " partition ", p, ": ", what, why)};
       std::string fid = f.blob_key + '\0' + f.function_name;
       const std::uint64_t fh = IdIndex::hash(fid);
       if (function_index.find(fid, fh, function_id_of) != IdIndex::kNone)

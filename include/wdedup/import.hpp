@@ -67,12 +67,14 @@ Expected<void> check_import_source(const char* who, const NamedDataMap& store, c
 }
 
 /// A name from the file that is to name a method or tensor must be usable
-/// (deduplicate() would refuse it later, far from the file). `what` says
-/// which one, e.g. "key #3".
-template <int = 0>
-Expected<void> check_import_name(const char* who, std::string_view what, std::string_view name) {
+/// (deduplicate() would refuse it later, far from the file). `what()` says
+/// which one, e.g. "key #3": called only for a name refused, so the common
+/// path builds no string (importing 100k rows took 3.9-4.4 ms, against
+/// 10.8-11.1 ms building it for every row).
+template <class What>
+Expected<void> check_import_name(const char* who, const What& what, std::string_view name) {
   if (std::string why = unusable_name(name); !why.empty())
-    return Expected<void>(Error::InvalidName, cat(who, ": ", what, why));
+    return Expected<void>(Error::InvalidName, cat(who, ": ", what(), why));
   return {};
 }
 
@@ -135,7 +137,7 @@ template <int = 0>
 Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::string method,
                               const ImportOptions& options = {}) {
   constexpr const char* who = "add_ptd_method";
-  if (Expected<void> ok = detail::check_import_name(who, "the method name", method); !ok) return ok;
+  if (Expected<void> ok = detail::check_import_name(who, [] { return "the method name"; }, method); !ok) return ok;
   if (program.find_method(method) != nullptr)
     return Expected<void>(Error::InvalidName,
                           detail::cat(who, ": method ", detail::quote_name(method), " is already in the program"));
@@ -152,7 +154,8 @@ Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::
   for (std::size_t i = 0; i < count; ++i) {
     const KeyView key = *store.get_key(i);
     const std::string_view name(key.data(), key.size());
-    if (Expected<void> ok = detail::check_import_name(who, detail::cat("key #", i), name); !ok) return ok;
+    auto what = [&] { return detail::cat("key #", i); };
+    if (Expected<void> ok = detail::check_import_name(who, what, name); !ok) return ok;
     bool added = false;
     const std::uint32_t first = names.find_or_add(name, &added);
     if (!added)
@@ -198,9 +201,8 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     bool fresh = false;
     const std::uint32_t mi = method_index.find_or_add(mname, &fresh);
     if (fresh) {
-      if (Expected<void> ok = detail::check_import_name(who, detail::cat("function #", fi, "'s method name"), mname);
-          !ok)
-        return ok;
+      auto what = [&] { return detail::cat("function #", fi, "'s method name"); };
+      if (Expected<void> ok = detail::check_import_name(who, what, mname); !ok) return ok;
       if (program.find_method(mname) != nullptr)
         return Expected<void>(Error::InvalidName, detail::cat(who, ": method ", detail::quote_name(mname),
                                                               " is already in the program"));
@@ -228,10 +230,8 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     for (std::size_t r = 0; r < f.tensor_count(); ++r) {
       const FunctionTensorView row = *f.tensor(r);
       const std::string_view tname(row.tensor_name.data(), row.tensor_name.size());
-      if (Expected<void> ok = detail::check_import_name(
-              who, detail::cat("method ", detail::quote_name(mname), " partition ", p, " tensor #", r), tname);
-          !ok)
-        return ok;
+      auto what = [&] { return detail::cat("method ", detail::quote_name(mname), " partition ", p, " tensor #", r); };
+      if (Expected<void> ok = detail::check_import_name(who, what, tname); !ok) return ok;
       if (Expected<void> ok = detail::import_key(who, store, row.key_index, tname, options, part); !ok) return ok;
     }
   }

@@ -4,16 +4,22 @@
 //   - the import that fits the store (add_ptd_program for one with function
 //     maps, add_ptd_method for a plain one) either refuses it with one of
 //     its documented codes and a message, leaving the program as it was, or
-//     gives tensors that are views of exactly the keys' bytes in the file;
-//     the other import refuses it with InvalidArgument;
-//   - an imported program always deduplicates (OneBlob) and serializes;
-//     read back, every tensor of every partition is found through its
-//     function's table with its exact bytes and layout, at an offset its
-//     alignment divides;
-//   - a wdedup file always imports again, and deduplicating the import of
-//     the import gives the same file byte for byte (the first round trip
-//     reorders each partition's tensors by name; after it, nothing moves).
+//     gives one tensor per key (per row), each a view of exactly its key's
+//     bytes in the file; the other import refuses it with InvalidArgument;
+//   - an imported program deduplicates (OneBlob) and serializes, unless
+//     identical bytes ask for alignments whose lcm exceeds 2^32 (a file can
+//     record any alignment; InvalidAlignment, naming the lcm); read back,
+//     every partition is a function, and every tensor is found through its
+//     table with its exact bytes and layout, at an offset its alignment
+//     divides;
+//   - a wdedup file always imports again, giving the same methods and
+//     partitions with the same tensors (name, bytes, layout; an alignment
+//     a multiple of the first), and deduplicating the import of the import
+//     gives the same file byte for byte (the first round trip sorts a plain
+//     store's tensors by name and gives each tensor its key's alignment;
+//     after it, nothing moves).
 // A broken property aborts with a message naming it.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -65,36 +71,102 @@ bool documented_import_error(Error e) {
   }
 }
 
-/// Every tensor of `program`'s method `mi` onwards, imported from `map`,
-/// is a view into the map's memory at exactly one key's bytes.
-void check_views(const Program& program, std::size_t first_method, const NamedDataMap& map) {
-  const std::uint8_t* file = map.source().view(0, map.file_size());
+/// The tensors an import added to `program` (methods from `first_method`
+/// on): one per key of a plain store, in file order, named by it; one per
+/// row of a store with function maps, in table order, named by the row.
+/// Each is a view of exactly its key's bytes, with a valid alignment.
+void check_import(const Program& program, std::size_t first_method, const NamedDataMap& map) {
+  auto check = [&](const Tensor& t, KeyView name, std::size_t key_index) {
+    FUZZ_CHECK(t.name == std::string(name.data(), name.size()), key_index, t.name.size());
+    Result<DataBuffer> data = map.key_data(key_index);
+    FUZZ_CHECK(data.ok() && t.bytes.data() == data->bytes().data() && t.bytes.size() == data->size(), key_index,
+               t.bytes.size());
+    FUZZ_CHECK(t.alignment >= 1 && static_cast<std::uint64_t>(t.alignment) <= kMaxAlignment,
+               static_cast<std::uint64_t>(t.alignment), key_index);
+  };
+  if (map.function_count() == 0) {
+    FUZZ_CHECK(program.methods.size() == first_method + 1 && program.methods.back().partitions.size() == 1,
+               program.methods.size(), first_method);
+    const std::vector<Tensor>& tensors = program.methods.back().partitions[0].tensors;
+    FUZZ_CHECK(tensors.size() == *map.get_num_keys(), tensors.size(), *map.get_num_keys());
+    for (std::size_t i = 0; i < tensors.size(); ++i) check(tensors[i], *map.get_key(i), i);
+    return;
+  }
+  std::size_t partitions = 0;
   for (std::size_t mi = first_method; mi < program.methods.size(); ++mi)
-    for (const Partition& part : program.methods[mi].partitions)
-      for (const Tensor& t : part.tensors) {
-        FUZZ_CHECK(t.bytes.size() == 0 || (t.bytes.data() >= file && t.bytes.data() + t.bytes.size() <=
-                                                                          file + map.file_size()),
-                   t.bytes.size(), map.file_size());
-        FUZZ_CHECK(t.alignment >= 1 && static_cast<std::uint64_t>(t.alignment) <= kMaxAlignment,
-                   static_cast<std::uint64_t>(t.alignment), 0);
-      }
+    partitions += program.methods[mi].partitions.size();
+  FUZZ_CHECK(partitions == map.function_count(), partitions, map.function_count());
+  for (std::size_t fi = 0; fi < map.function_count(); ++fi) {
+    const FunctionView f = *map.function(fi);
+    const Method* m = program.find_method(std::string_view(f.method().data(), f.method().size()));
+    FUZZ_CHECK(m != nullptr && f.partition_index() < m->partitions.size(), fi, f.partition_index());
+    const std::vector<Tensor>& tensors = m->partitions[f.partition_index()].tensors;
+    FUZZ_CHECK(tensors.size() == f.tensor_count(), tensors.size(), f.tensor_count());
+    for (std::size_t r = 0; r < tensors.size(); ++r) {
+      const FunctionTensorView row = *f.tensor(r);
+      check(tensors[r], row.tensor_name, row.key_index);
+    }
+  }
 }
 
-/// Deduplicates `program` under OneBlob and serializes it; both must work.
-std::vector<std::uint8_t> dedup_and_write(const Program& program, DedupResult* result) {
+/// `again` (an import of what deduplicating `program` wrote) holds the same
+/// methods and partitions, each with the same tensors by name: the same
+/// bytes and layout, and an alignment that is a multiple of the first's.
+void check_same_program(const Program& program, const Program& again) {
+  FUZZ_CHECK(again.methods.size() == program.methods.size(), again.methods.size(), program.methods.size());
+  for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
+    const Method& a = program.methods[mi];
+    const Method& b = again.methods[mi];
+    FUZZ_CHECK(a.name == b.name && a.partitions.size() == b.partitions.size(), mi, b.partitions.size());
+    for (std::size_t p = 0; p < a.partitions.size(); ++p) {
+      auto by_name = [](const std::vector<Tensor>& ts) {
+        std::vector<const Tensor*> v;
+        for (const Tensor& t : ts) v.push_back(&t);
+        std::sort(v.begin(), v.end(), [](const Tensor* x, const Tensor* y) { return x->name < y->name; });
+        return v;
+      };
+      const std::vector<const Tensor*> x = by_name(a.partitions[p].tensors), y = by_name(b.partitions[p].tensors);
+      FUZZ_CHECK(x.size() == y.size(), x.size(), y.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        FUZZ_CHECK(x[i]->name == y[i]->name && x[i]->bytes.size() == y[i]->bytes.size(), i, y[i]->bytes.size());
+        FUZZ_CHECK(x[i]->bytes.size() == 0 || std::memcmp(x[i]->bytes.data(), y[i]->bytes.data(), x[i]->bytes.size()) == 0,
+                   i, x[i]->bytes.size());
+        FUZZ_CHECK(x[i]->layout == y[i]->layout, i, 0);
+        FUZZ_CHECK(y[i]->alignment % x[i]->alignment == 0, static_cast<std::uint64_t>(y[i]->alignment),
+                   static_cast<std::uint64_t>(x[i]->alignment));
+      }
+    }
+  }
+}
+
+/// Deduplicates `program` under OneBlob and serializes it. Both must work,
+/// except that deduplicate() may refuse alignments whose lcm is too large
+/// when `lcm_may_overflow` (then returns false).
+bool dedup_and_write(const Program& program, bool lcm_may_overflow, DedupResult* result,
+                     std::vector<std::uint8_t>* bytes) {
   DedupOptions one_thread;  // results do not depend on it; starting threads would only slow fuzzing
   one_thread.threads = 1;
   Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(program, one_thread);
-  if (!r) fail_with("deduplicate() of an imported program", r.message());
-  Expected<std::vector<std::uint8_t>> bytes = serialize_ptd(r->store, r->functions);
-  if (!bytes) fail_with("serialize_ptd", bytes.message());
+  if (!r) {
+    if (lcm_may_overflow && r.error() == Error::InvalidAlignment &&
+        r.message().find("lcm of alignments") != std::string::npos)
+      return false;
+    fail_with("deduplicate() of an imported program", r.message());
+  }
+  Expected<std::vector<std::uint8_t>> written = serialize_ptd(r->store, r->functions);
+  if (!written) fail_with("serialize_ptd", written.message());
   *result = std::move(r).value();
-  return std::move(bytes).value();
+  *bytes = std::move(written).value();
+  return true;
 }
 
-/// Reading `file` back, every tensor of `program` is where its function's
-/// table says, with its bytes, its layout and its alignment.
+/// Reading `file` back, every partition of `program` is a function, and
+/// every tensor is where its table says, with its bytes, its layout and
+/// its alignment.
 void check_read_back(const Program& program, const NamedDataMap& file) {
+  std::size_t partitions = 0;
+  for (const Method& m : program.methods) partitions += m.partitions.size();
+  FUZZ_CHECK(file.function_count() == partitions, file.function_count(), partitions);
   for (const Method& m : program.methods)
     for (std::uint32_t p = 0; p < m.partitions.size(); ++p) {
       Result<FunctionView> f = file.find_function(KeyView(m.name.data(), m.name.size()), p);
@@ -158,36 +230,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!added) {
     FUZZ_CHECK(documented_import_error(added.error()) && !added.message().empty(),
                static_cast<std::uint64_t>(added.error()), added.message().size());
-    FUZZ_CHECK(program.methods.size() == 1 && program.methods[0].partitions.size() == 1 &&
-                   program.methods[0].partitions[0].tensors.size() == 1,
+    FUZZ_CHECK(program.methods.size() == 1 && program.methods[0].name == "wdedup fuzz sentinel" &&
+                   program.methods[0].partitions.size() == 1 &&
+                   program.methods[0].partitions[0].tensors.size() == 1 &&
+                   program.methods[0].partitions[0].tensors[0].bytes.data() == kSentinel,
                program.methods.size(), 1);
     return 0;
   }
-  check_views(program, 1, *map);
-  if (!with_functions) {
-    // One tensor per key, in file order, named by it, over its bytes.
-    const std::vector<Tensor>& tensors = program.methods[1].partitions[0].tensors;
-    FUZZ_CHECK(tensors.size() == *map->get_num_keys(), tensors.size(), *map->get_num_keys());
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const KeyView key = *map->get_key(i);
-      FUZZ_CHECK(tensors[i].name == std::string(key.data(), key.size()), i, 0);
-      FUZZ_CHECK(tensors[i].bytes.data() == map->key_data(i)->bytes().data() &&
-                     tensors[i].bytes.size() == map->key_data(i)->size(),
-                 i, tensors[i].bytes.size());
-    }
-  }
+  check_import(program, 1, *map);
 
   // Round trips: file -> program -> file, and the second one changes nothing.
-  DedupResult first;
-  const std::vector<std::uint8_t> bytes1 = dedup_and_write(program, &first);
+  DedupResult first, second, third;
+  std::vector<std::uint8_t> bytes1, bytes2, bytes3;
+  if (!dedup_and_write(program, true, &first, &bytes1)) return 0;
   const BufferSource src1(bytes1.data(), bytes1.size());
   Result<NamedDataMap> file1 = NamedDataMap::open(src1);
   FUZZ_CHECK(file1.ok(), static_cast<std::uint64_t>(file1.error()), bytes1.size());
   check_read_back(program, *file1);
 
-  DedupResult second, third;
   const Program program2 = reimport(*file1);
-  const std::vector<std::uint8_t> bytes2 = dedup_and_write(program2, &second);
+  check_import(program2, 0, *file1);
+  check_same_program(program, program2);
+  dedup_and_write(program2, false, &second, &bytes2);
   const BufferSource src2(bytes2.data(), bytes2.size());
   Result<NamedDataMap> file2 = NamedDataMap::open(src2);
   FUZZ_CHECK(file2.ok(), static_cast<std::uint64_t>(file2.error()), bytes2.size());
@@ -198,7 +262,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
              second.store.buffer_count(), first.store.buffer_count());
 
   const Program program3 = reimport(*file2);
-  const std::vector<std::uint8_t> bytes3 = dedup_and_write(program3, &third);
+  dedup_and_write(program3, false, &third, &bytes3);
   FUZZ_CHECK(bytes3 == bytes2, bytes3.size(), bytes2.size());
   return 0;
 }

@@ -1,13 +1,29 @@
 // tests/fuzz/make_seeds.cpp — writes the wdedup-written part of the fuzz
 // seed corpus into a directory (ExecuTorch's own files come from the shared
 // fixtures): the small file of the runtime tests with and without its WDX1
-// block, and a 40-key file with function maps. Starting from valid files is
-// what lets the fuzzer reach past the header checks.
+// block, a 40-key file with function maps, and a file whose identical (empty)
+// segments record alignments 2048, 2047 and 2045, whose lcm no store can take
+// (the import fuzz target's one allowed deduplicate() refusal). Starting from
+// valid files is what lets the fuzzer reach past the header checks.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "support/wdedup_file.hpp"
+
+namespace {
+/// Only the bulk path (deduplicate's) can give identical bytes separate
+/// buffers; add_named_data would fold them into one and refuse the lcm.
+std::vector<std::uint8_t> alignment_lcm_overflow_bytes() {
+  wdedup::NamedDataStore store;
+  const std::pair<const char*, std::uint64_t> keys[] = {{"a", 2048}, {"b", 2047}, {"c", 2045}};
+  for (const auto& [key, alignment] : keys) {
+    const std::uint32_t b = wdedup::detail::StoreAccess::add_buffer(store, wdedup::ByteSpan(), alignment);
+    wdedup::detail::StoreAccess::add_key(store, key, b, alignment, std::nullopt);
+  }
+  return wdedup_test::write_or_die(store, {}, wdedup::WriteOptions{});
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -22,7 +38,8 @@ int main(int argc, char** argv) {
   const bool ok =
       write_file(dir + "/small_wdedup.ptd", wdedup_test::wdedup_file_bytes()) &&
       write_file(dir + "/small_plain.ptd", wdedup_test::write_or_die(wdedup_test::small_file_store(), {}, plain)) &&
-      write_file(dir + "/many_keys_wdedup.ptd", wdedup_test::many_keys_wdedup_bytes(40, &scratch));
+      write_file(dir + "/many_keys_wdedup.ptd", wdedup_test::many_keys_wdedup_bytes(40, &scratch)) &&
+      write_file(dir + "/alignment_lcm_overflow.ptd", alignment_lcm_overflow_bytes());
   if (!ok) {
     std::fprintf(stderr, "make_seeds: cannot write into %s\n", dir.c_str());
     return 1;

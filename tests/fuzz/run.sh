@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs the reader's fuzz target over its seed corpus: the wdedup files
-# make_seeds writes and ExecuTorch's own fixtures.
+# Runs a fuzz target (the reader's or the import's) over the seed corpus:
+# the wdedup files make_seeds writes and ExecuTorch's own fixtures.
 # Usage: run.sh <make_seeds> <target> <fixtures_dir> <work_dir> [libFuzzer flags...]
 # With no flags the target is the replay build (each seed once); with flags
 # it is the libFuzzer build, which mutates the seeds for as many runs as the

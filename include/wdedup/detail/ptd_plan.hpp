@@ -209,13 +209,13 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
         return R(Error::InvalidArgument, cat(describe_function(f), ": a name is longer than ", UINT32_MAX,
                                              " bytes"));
     // Names are looked up: an empty one, or one that a C-string lookup
-    // (a backend's, strcmp) would cut at a NUL byte, names nothing. So is
-    // every file this writes one that add_ptd_program can take back.
+    // (a backend's, strcmp) would cut at a NUL byte, names nothing. So no
+    // name in a file this writes is one add_ptd_program refuses.
     const std::pair<const char*, const std::string*> names[] = {
-        {"method", &f.method}, {"blob key", &f.blob_key}, {"function name", &f.function_name}};
+        {"method name", &f.method}, {"blob key", &f.blob_key}, {"function name", &f.function_name}};
     for (const auto& [what, s] : names)
       if (std::string why = unusable_name(*s); !why.empty())
-        return R(Error::InvalidName, cat(describe_function(f), ": its ", what, why));
+        return R(Error::InvalidName, cat(describe_function(f), ": ", what, why));
     ResolvedFunction rf;
     rf.function = &f;
     rf.rows.reserve(f.tensors.size());
