@@ -7,7 +7,7 @@
 #   clang-c++20         clang, C++20 (with the header and must-not-compile checks)
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all),
 #                       the reader's libFuzzer target for a fixed 1M inputs (~40 s) and the
-#                       import's (import, deduplicate, write, read back) for 300k (~20 s)
+#                       import's (import, deduplicate, write, read back) for 300k (~35 s)
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
 # (clang-c++17 is available too; it is left out of the default run to keep
 # CI within 20 minutes on 2 cores: C++17 is covered by gcc, clang by C++20.)
