@@ -226,8 +226,7 @@ Workload make_ptd(const Config& c) {
       }
   // Positional needs equal partition counts (a wdedup store's methods may
   // differ: 3 + 2 under OneBlob); OneBlob takes any.
-  for (const wdedup::Method& m : w.own.methods)
-    if (m.partitions.size() != w.own.methods.front().partitions.size()) w.policy = Policy::OneBlob;
+  if (!wdedup::Positional::validate(w.own)) w.policy = Policy::OneBlob;
   char d[160];
   std::snprintf(d, sizeof d, "%zu .ptd file(s), %zu method(s): %llu tensors, %llu bytes", c.ptd_files.size(),
                 w.own.methods.size(), (unsigned long long)tensors, (unsigned long long)bytes);

@@ -414,15 +414,22 @@ TEST_CASE("add_ptd_program: deduplicating what it restores gives the same store 
   CHECK(rows == r1->report.tensors);
 }
 
-TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is MalformedFunctionMap") {
+namespace {
+/// A store of one 32-byte key, "w", written with function maps `maps`.
+std::vector<std::uint8_t> one_key_file(const FunctionMaps& maps) {
   NamedDataStore store;
   const std::vector<std::uint8_t> bytes = pattern(32, 9);
   REQUIRE(store.add_named_data("w", ByteSpan(bytes.data(), bytes.size())).ok());
+  return write_or_die(store, maps, WriteOptions{});
+}
+}  // namespace
+
+TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is MalformedFunctionMap") {
   FunctionMaps maps;
   maps.functions.push_back({"decode", 2, "blob", "decode", {{"w", "w"}}});
   maps.functions.push_back({"decode", 0, "blob", "decode", {{"w", "w"}}});
   maps.functions.push_back({"prefill", 0, "blob", "prefill", {{"w", "w"}}});
-  std::unique_ptr<Opened> o = open_bytes(write_or_die(store, maps, WriteOptions{}));
+  std::unique_ptr<Opened> o = open_bytes(one_key_file(maps));
   REQUIRE(o->ok());
   Program program;
   Expected<void> e = add_ptd_program(program, o->map());
@@ -434,7 +441,7 @@ TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is Malforme
   // of 2^31 once asked for that many partitions.
   FunctionMaps far;
   far.functions.push_back({"decode", 0x80000000u, "blob", "decode", {{"w", "w"}}});
-  std::unique_ptr<Opened> f = open_bytes(write_or_die(store, far, WriteOptions{}));
+  std::unique_ptr<Opened> f = open_bytes(one_key_file(far));
   REQUIRE(f->ok());
   e = add_ptd_program(program, f->map());
   CHECK(e.error() == Error::MalformedFunctionMap);
@@ -446,13 +453,10 @@ TEST_CASE("add_ptd_program: a method or tensor name deduplicate() could not take
   // The writer refuses such names; a damaged file can hold them (the import
   // fuzz target found one). Refused at the import, naming the function or
   // row, where deduplicate() would have found them later.
-  NamedDataStore store;
-  const std::vector<std::uint8_t> bytes = pattern(32, 9);
-  REQUIRE(store.add_named_data("w", ByteSpan(bytes.data(), bytes.size())).ok());
   FunctionMaps maps;
   maps.functions.push_back({"prefill", 0, "blob", "prefill", {{"w", "w"}}});
   maps.functions.push_back({"deXcode", 0, "blob", "decode", {{"v", "w"}, {"tXx", "w"}}});
-  const std::vector<std::uint8_t> good = write_or_die(store, maps, WriteOptions{});
+  const std::vector<std::uint8_t> good = one_key_file(maps);
   // The file with the one occurrence of `from` (in the WDX1 block's string
   // pool) made `to`.
   auto patched = [&](const std::string& from, const std::string& to) {

@@ -310,9 +310,7 @@ int main(int argc, char** argv) {
     return stem + "." + tag + ".ptd";
   };
   bool ok = true;
-  bool equal_partitions = true;
-  for (const wdedup::Method& m : program.methods)
-    equal_partitions = equal_partitions && m.partitions.size() == program.methods[0].partitions.size();
+  const bool equal_partitions = wdedup::Positional::validate(program).ok();
   if (args.strategy == "positional" || (args.strategy == "all" && equal_partitions))
     ok = run<wdedup::Positional>(args, program, out_for("positional"), jp) && ok;
   if (args.strategy == "oneblob" || args.strategy == "all")

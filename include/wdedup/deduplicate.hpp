@@ -385,8 +385,9 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       f.blob_key = Policy::blob_key(program, m, p);
       f.function_name = Policy::function_name(program, m, p);
       // Looked up by name (a backend's strcmp among them): see unusable_name.
-      for (const auto& [what, name] : {std::pair<const char*, const std::string*>{"blob key", &f.blob_key},
-                                       std::pair<const char*, const std::string*>{"function name", &f.function_name}})
+      const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},
+                                                                  {"function name", &f.function_name}};
+      for (const auto& [what, name] : names)
         if (std::string why = unusable_name(*name); !why.empty())
           return BuildError{Error::InvalidName, cat("policy ", Policy::name, ": method ", quote_name(method.name),
                                                     " partition ", p, ": ", what, why)};

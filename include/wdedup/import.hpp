@@ -93,8 +93,7 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
     if (l->nbytes() != data->size())
       return fail(Error::LayoutMismatch, "its layout describes ", l->nbytes(), " bytes, its segment holds ",
                   data->size());
-    layout.emplace(Layout{l->scalar_type, std::vector<std::int32_t>(l->sizes.begin(), l->sizes.end()),
-                          std::vector<std::uint8_t>(l->dim_order.begin(), l->dim_order.end())});
+    layout.emplace(Layout::copy_of(*l));
   }
   const KeyInfo info = *store.key_info(index);
   std::int64_t alignment = options.unrecorded_alignment;

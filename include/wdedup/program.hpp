@@ -41,6 +41,12 @@ struct Layout {
     return Layout{type, std::move(sizes), {0, 2, 3, 1}};
   }
 
+  /// An owning copy of a runtime layout (one a NamedDataMap gave).
+  template <int = 0>
+  static Layout copy_of(const TensorLayout& l) {
+    return Layout{l.scalar_type, std::vector<std::int32_t>(l.sizes.begin(), l.sizes.end()),
+                  std::vector<std::uint8_t>(l.dim_order.begin(), l.dim_order.end())};
+  }
   /// A view with the runtime's type, valid while this Layout lives.
   TensorLayout view() const noexcept {
     return TensorLayout{scalar_type, Span<const std::int32_t>(sizes.data(), sizes.size()),

@@ -148,10 +148,7 @@ enum class Policy { OneBlob, Disabled, Positional };
 /// counts), OneBlob otherwise.
 Policy policy_for(std::size_t input_size, const Program& program) {
   const auto pick = static_cast<Policy>(input_size % 3);
-  if (pick != Policy::Positional) return pick;
-  for (const Method& m : program.methods)
-    if (m.partitions.size() != program.methods.front().partitions.size()) return Policy::OneBlob;
-  return pick;
+  return pick == Policy::Positional && !wdedup::Positional::validate(program) ? Policy::OneBlob : pick;
 }
 
 /// Deduplicates `program` under `policy` and serializes it. Both must work,
@@ -205,14 +202,8 @@ void check_read_back(const Program& program, const NamedDataMap& file) {
                    static_cast<std::uint64_t>(t.alignment));
         Result<TensorLayout> layout = file.get_tensor_layout(*key);
         FUZZ_CHECK(layout.ok() == t.layout.has_value(), layout.ok(), t.layout.has_value());
-        if (t.layout) {
-          const TensorLayout want = t.layout->view();
-          FUZZ_CHECK(layout->scalar_type == want.scalar_type && layout->sizes.size() == want.sizes.size() &&
-                         layout->dim_order.size() == want.dim_order.size(),
-                     layout->sizes.size(), want.sizes.size());
-          for (std::size_t d = 0; d < want.sizes.size(); ++d)
-            FUZZ_CHECK(layout->sizes[d] == want.sizes[d] && layout->dim_order[d] == want.dim_order[d], d, 0);
-        }
+        if (t.layout)
+          FUZZ_CHECK(Layout::copy_of(*layout) == *t.layout, layout->sizes.size(), t.layout->sizes.size());
       }
     }
 }
