@@ -360,6 +360,14 @@ TEST_CASE("the report prints as a table and as JSON") {
   const std::string table = r->report.to_table();
   CHECK(table.find("wdedup report — strategy ONE_BLOB, 1 thread(s)") == 0);
   CHECK(table.find("  bytes saved               10  (10 B, 50.0%)") != std::string::npos);
+  // decode's w is settled by comparing it with prefill's (the first w),
+  // which is then the only tensor of its size.
+  CHECK(json.find(",\"identity\":{\"tensors\":2,\"bytes_in\":20,\"skipped_empty\":0,\"skipped_unique_size\":1,"
+                  "\"skipped_same_pointer\":0,\"matched_hint\":1,\"compared_directly\":0,\"hashed\":0,"
+                  "\"bytes_hashed\":0,\"byte_comparisons\":1,\"bytes_compared\":10,\"hash_collisions\":0,") !=
+        std::string::npos);
+  CHECK(table.find("  identity: 2 tensors; skipped by cheap checks: 1 unique size, 0 same pointer, 0 empty; "
+                   "1 equal to the first of their name; 0 compared directly; 0 hashed (0 B)\n") != std::string::npos);
   CHECK(detail::json_string("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
 }
 

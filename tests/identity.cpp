@@ -39,6 +39,7 @@ void check_same_counts(const IdentityStats& a, const IdentityStats& b) {
   CHECK(a.skipped_empty == b.skipped_empty);
   CHECK(a.skipped_unique_size == b.skipped_unique_size);
   CHECK(a.skipped_same_pointer == b.skipped_same_pointer);
+  CHECK(a.matched_hint == b.matched_hint);
   CHECK(a.compared_directly == b.compared_directly);
   CHECK(a.hashed == b.hashed);
   CHECK(a.bytes_hashed == b.bytes_hashed);
@@ -48,15 +49,17 @@ void check_same_counts(const IdentityStats& a, const IdentityStats& b) {
 }
 
 /// Runs with 1, 2 and 8 threads; all must agree. Returns the 1-thread run.
+/// `hints` as find_identical takes them: empty, or one per input.
 template <class Hash = Xxh3Hash>
-Run run(const std::vector<ByteSpan>& in, std::size_t block_size = 0, const Hash& hash = Hash{}) {
+Run run(const std::vector<ByteSpan>& in, std::size_t block_size = 0, const Hash& hash = Hash{},
+        const std::vector<std::uint32_t>& hints = {}) {
   Run first;
   for (unsigned threads : {1u, 2u, 8u}) {
     IdentityOptions opts;
     opts.threads = threads;
     opts.block_size = block_size;
     Run r;
-    r.result = find_identical(in, hash, opts, &r.stats);
+    r.result = find_identical(in, hints, hash, opts, &r.stats);
     if (threads == 1) {
       first = r;
       continue;
@@ -495,6 +498,76 @@ TEST_CASE("identity: block_size below a cache line is raised to 64") {
   check_same_counts(tiny.stats, line.stats);
 }
 
+constexpr std::uint32_t kNoHint = 0xffffffffu;
+
+TEST_CASE("identity: an input equal to its hint is settled by that comparison alone") {
+  // Sizes 256 (a, b, and a copy of each) and 100 (c, alone): a's and b's
+  // copies hint at them. Matched, the copies leave their size class, so a
+  // and b are a pair (no fingerprint) and c is unique by size.
+  const Bytes a = pattern(256, 1), b = pattern(256, 2), c = pattern(100, 3), a2 = a, b2 = b;
+  const std::vector<ByteSpan> in{{a.data(), 256}, {b.data(), 256}, {c.data(), 100}, {b2.data(), 256},
+                                 {a2.data(), 256}};
+  const std::vector<std::uint32_t> hints{kNoHint, kNoHint, kNoHint, 1, 0};
+  const Run r = run(in, 0, Xxh3Hash{}, hints);
+  CHECK(r.result == std::vector<std::uint32_t>{0, 1, 2, 1, 0});
+  CHECK(r.stats.matched_hint == 2);
+  CHECK(r.stats.skipped_unique_size == 1);
+  CHECK(r.stats.compared_directly == 2);
+  CHECK(r.stats.hashed == 0);
+  CHECK(r.stats.bytes_hashed == 0);
+  CHECK(r.stats.byte_comparisons == 2 + 1);  // two hints, then the pair {a, b}
+  CHECK(r.stats.bytes_compared == 3 * 256);
+  // Without hints, the four of size 256 are fingerprinted instead.
+  const Run plain = run(in);
+  CHECK(plain.result == r.result);
+  CHECK(plain.stats.matched_hint == 0);
+  CHECK(plain.stats.hashed == 4);
+}
+
+TEST_CASE("identity: a hint that fails or cannot apply changes nothing") {
+  NoAccess mem(1 << 16);
+  const Bytes a = pattern(300, 4), a2 = a, d = pattern(300, 5);
+  Bytes near = a;
+  near[299] ^= 1;  // differs in its last byte only
+  const Bytes big = pattern(wdedup::detail::identity::kRunMaxBytes + 1, 6), big2 = big;
+  // 0 a, 1 near (hint 0: compared, differs), 2 d (hint 9: a later input),
+  // 3 the same pointer as a (hint 0: an alias already, not compared),
+  // 4 a2 (hint 3: an alias, skipped; found by the engine), 5 an empty input
+  // (hint 0), 6 never-readable memory of size 7 (hint 0: another size, not
+  // read), 7 and 8 two equal inputs above kRunMaxBytes (8 hints at 7: too
+  // big to be tried), 9 a2 again in its own memory (hint 9: itself).
+  const Bytes a3 = a;
+  const std::vector<ByteSpan> in{{a.data(), 300},  {near.data(), 300}, {d.data(), 300},
+                                 {a.data(), 300},  {a2.data(), 300},   {mem.p, 0},
+                                 {mem.p, 7},       {big.data(), big.size()}, {big2.data(), big2.size()},
+                                 {a3.data(), 300}};
+  const std::vector<std::uint32_t> hints{kNoHint, 0, 9, 0, 3, 0, 0, kNoHint, 7, 9};
+  const Run r = run(in, 0, Xxh3Hash{}, hints);
+  CHECK(r.result == brute_force(in));
+  CHECK(r.result == std::vector<std::uint32_t>{0, 1, 2, 0, 0, 5, 6, 7, 7, 0});
+  CHECK(r.stats.matched_hint == 0);
+  CHECK(r.stats.skipped_same_pointer == 1);
+  const Run plain = run(in);
+  CHECK(plain.result == r.result);
+  // The failed hint is one more comparison, of the 300 bytes it was given.
+  CHECK(r.stats.byte_comparisons == plain.stats.byte_comparisons + 1);
+  CHECK(r.stats.bytes_compared == plain.stats.bytes_compared + 300);
+  CHECK(r.stats.hashed == plain.stats.hashed);
+}
+
+TEST_CASE("identity: hints that hint at matched hints") {
+  // 0 a, 1 a (hint 0), 2 a (hint 1, itself matched), 3 b, 4 b (hint 3): the
+  // results name the first of each content, whatever the chain.
+  const Bytes a = pattern(64, 8), b = pattern(64, 9);
+  const std::vector<Bytes> bufs{a, a, a, b, b};
+  const Run r = run(spans(bufs), 0, Xxh3Hash{}, {kNoHint, 0, 1, kNoHint, 3});
+  CHECK(r.result == std::vector<std::uint32_t>{0, 0, 0, 3, 3});
+  CHECK(r.stats.matched_hint == 3);
+  CHECK(r.stats.compared_directly == 2);  // a against b: a pair that differs
+  CHECK(r.stats.byte_comparisons == 3 + 1);
+  CHECK(r.stats.hashed == 0);
+}
+
 TEST_CASE("identity: randomized against brute force") {
   std::mt19937_64 rng(20240611);
   const std::size_t sizes[] = {0, 1, 5, 63, 64, 65, 255, 256, 257, 600, 4096, 9000};
@@ -536,6 +609,21 @@ TEST_CASE("identity: randomized against brute force") {
       CHECK(r.stats.inputs == in.size());
       const Run c = run(in, block, AlwaysCollideHash{});
       CHECK(c.result == want);
+    }
+    // Hints of every kind: none, later or out of range, at an earlier input
+    // of any size (mostly wrong), or at an earlier equal one.
+    std::vector<std::uint32_t> hints(in.size());
+    for (std::uint32_t i = 0; i < in.size(); ++i) {
+      const unsigned what = rng() % 4;
+      hints[i] = what == 0 ? kNoHint
+                 : what == 1 ? static_cast<std::uint32_t>(i + rng() % 3)
+                 : what == 2 || i == 0 ? static_cast<std::uint32_t>(rng() % (i + 1))
+                                      : want[i];
+    }
+    for (std::size_t block : {std::size_t{64}, std::size_t{0}}) {
+      INFO("hinted, block " << block);
+      CHECK(run(in, block, Xxh3Hash{}, hints).result == want);
+      CHECK(run(in, block, AlwaysCollideHash{}, hints).result == want);
     }
   }
 }

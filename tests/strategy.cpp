@@ -90,8 +90,16 @@ void check_two_method_store(const DedupResult& r) {
   CHECK(r.report.largest_alias_groups[0].bytes_saved == 192);
   CHECK(r.report.largest_alias_groups[1].first_key == "w0");
   CHECK(r.report.largest_alias_groups[2].first_key == "w1");
+  // Both "out"s are their method's "emb" again (same pointer). decode's
+  // emb, w0 and w1 equal prefill's tensors of those names (their hints);
+  // its mask differs in size from prefill's, so it is not compared. That
+  // leaves the only 64-, 16- and 8-byte tensors unique by size.
   CHECK(r.report.identity.skipped_same_pointer == 2);
-  CHECK(r.report.identity.skipped_unique_size == 2);
+  CHECK(r.report.identity.matched_hint == 3);
+  CHECK(r.report.identity.skipped_unique_size == 3);
+  CHECK(r.report.identity.compared_directly == 2);  // prefill's w0 and w1: a pair of 32 bytes
+  CHECK(r.report.identity.hashed == 0);
+  CHECK(r.report.identity.byte_comparisons == 3 + 1);
 }
 
 }  // namespace

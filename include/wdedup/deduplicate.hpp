@@ -16,6 +16,7 @@
 #ifndef WDEDUP_DEDUPLICATE_HPP
 #define WDEDUP_DEDUPLICATE_HPP
 
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -82,6 +83,12 @@ struct Flat {
   Table<std::uint32_t> name_of;  ///< site -> name id
   Table<ByteSpan> inputs;        ///< site -> its bytes, for the identity engine
   Table<char> has_layout;        ///< site -> its tensor has a layout
+  /// site -> the first site of its name, or UINT32_MAX at that first site:
+  /// the identity engine's hints. Methods repeat their weights under the
+  /// same names, so that is nearly always a duplicate, which the engine then
+  /// settles with one comparison (a hint is only a candidate: the result is
+  /// the same without it).
+  Table<std::uint32_t> hint;
   /// The alignment every tensor asks for, or 0 if they differ.
   std::uint64_t alignment = 0;
 };
@@ -94,12 +101,15 @@ template <int = 0>
 Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* names) {
   NameIndex method_names(program.methods.size());
   const std::size_t total = tensor_count(program);
-  Table<std::uint32_t> stamp;  // name id -> serial of the partition that last used it
+  Table<std::uint32_t> stamp;       // name id -> serial of the partition that last used it
+  Table<std::uint32_t> first_site;  // name id -> the first site with that name
   flat->sites.reserve(total);
   flat->inputs.reserve(total);
   flat->has_layout.reserve(total);
   flat->name_of.reserve(total);
+  flat->hint.reserve(total);
   stamp.reserve(total);
+  first_site.reserve(total);
   std::uint32_t serial = 0;
   std::int64_t first_alignment = -1;  // -1: none seen yet
   bool uniform = true;
@@ -128,7 +138,14 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
         if (tensor.name.empty())
           return Expected<void>(Error::InvalidName, cat(where(), "tensor #", t, " has an empty name"));
         const std::uint32_t id = names->find_or_add(tensor.name, ahead.take(t));
-        if (id >= stamp.size()) stamp.resize(id + 1, UINT32_MAX);
+        if (id >= stamp.size()) {  // a new name: ids are dense, in order
+          assert(id == stamp.size());
+          stamp.push_back(UINT32_MAX);
+          first_site.push_back(static_cast<std::uint32_t>(flat->sites.size()));
+          flat->hint.push_back(UINT32_MAX);
+        } else {
+          flat->hint.push_back(first_site[id]);
+        }
         if (stamp[id] == serial)
           return Expected<void>(Error::InvalidName,
                                 cat(where(), "tensor name ", quote_name(tensor.name), " is used twice"));
@@ -171,7 +188,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   if (Expected<void> v = Policy::validate(program); !v) return v.build_error();
   // ---- 1. which bytes are identical (parallel, exact) ----------------------
   const double t_id = monotonic_seconds();
-  std::vector<std::uint32_t> content = find_identical(flat.inputs, hash, iopts, &istats);
+  std::vector<std::uint32_t> content = find_identical(flat.inputs, flat.hint, hash, iopts, &istats);
   const double identity_seconds = monotonic_seconds() - t_id;
   const Table<TensorSite>& sites = flat.sites;
   const Table<std::uint32_t>& name_of = flat.name_of;

@@ -160,10 +160,11 @@ std::string Report::to_table() const {
                 g.keys, (unsigned long long)g.size, (unsigned long long)g.bytes_saved);
   const IdentityReport& i = identity;
   s += format("\n  identity: %llu tensors; skipped by cheap checks: %llu unique size, %llu same pointer, "
-              "%llu empty; %llu compared directly; %llu hashed (%s)\n",
+              "%llu empty; %llu equal to the first of their name; %llu compared directly; %llu hashed (%s)\n",
               (unsigned long long)i.inputs, (unsigned long long)i.skipped_unique_size,
               (unsigned long long)i.skipped_same_pointer, (unsigned long long)i.skipped_empty,
-              (unsigned long long)i.compared_directly, (unsigned long long)i.hashed,
+              (unsigned long long)i.matched_hint, (unsigned long long)i.compared_directly,
+              (unsigned long long)i.hashed,
               human_bytes(i.bytes_hashed).c_str());
   s += format("  byte comparisons %llu (%s), hash collisions %llu\n", (unsigned long long)i.byte_comparisons,
               human_bytes(i.bytes_compared).c_str(), (unsigned long long)i.hash_collisions);
@@ -213,6 +214,7 @@ std::string Report::to_json() const {
   s += "],\"identity\":{\"tensors\":" + u(i.inputs) + ",\"bytes_in\":" + u(i.bytes_in) + ",\"skipped_empty\":" + u(i.skipped_empty) +
        ",\"skipped_unique_size\":" + u(i.skipped_unique_size) +
        ",\"skipped_same_pointer\":" + u(i.skipped_same_pointer) +
+       ",\"matched_hint\":" + u(i.matched_hint) +
        ",\"compared_directly\":" + u(i.compared_directly) + ",\"hashed\":" + u(i.hashed) +
        ",\"bytes_hashed\":" + u(i.bytes_hashed) + ",\"byte_comparisons\":" + u(i.byte_comparisons) +
        ",\"bytes_compared\":" + u(i.bytes_compared) + ",\"hash_collisions\":" + u(i.hash_collisions) +

@@ -16,10 +16,15 @@ struct IdentityStats {
   std::uint64_t inputs = 0, bytes_in = 0;
   /// Size 0: equal to each other, never read.
   std::uint64_t skipped_empty = 0;
-  /// The only input of its size (same-pointer copies aside): never read.
+  /// The only input of its size (same-pointer copies and matched hints
+  /// aside): never read, unless as a hint.
   std::uint64_t skipped_unique_size = 0;
   /// Same pointer and size as an earlier input: equal to it, not read.
   std::uint64_t skipped_same_pointer = 0;
+  /// Equal to the earlier input the caller hinted at (deduplicate(): the
+  /// first tensor of the same name), found by that one comparison: neither
+  /// fingerprinted nor grouped. (The unique-size count leaves these aside.)
+  std::uint64_t matched_hint = 0;
   /// Inputs of candidate groups (same size and, for sizes shared by three or
   /// more buffers, same prefix fingerprint) resolved by byte comparison alone,
   /// no block hashed: every pair, and groups whose members all equal their
