@@ -178,8 +178,9 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   const std::size_t total = tensor_count(program);
   Flat flat;
   NameIndex names(total);
+  const unsigned threads = options.threads != 0 ? options.threads : hardware_threads();
   IdentityOptions iopts;
-  iopts.threads = options.threads;
+  iopts.threads = threads;
   IdentityStats istats;
   // ---- 0. checks, before any byte is read ------------------------------------
   // One thread: checking names beside the engine took a core from it, and
@@ -454,7 +455,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       }
     }
   };
-  if ((options.threads != 0 ? options.threads : hardware_threads()) < 2) {
+  if (threads < 2) {
     build_store();
     build_tables();
   } else {
@@ -473,7 +474,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // cost more in fresh pages than in work.
   Report& r = out.report;
   r.strategy = Policy::name;
-  r.threads = options.threads != 0 ? options.threads : hardware_threads();
+  r.threads = threads;
   r.methods = program.methods.size();
   r.functions = out.functions.functions.size();
   r.blobs = blob_order.size();

@@ -390,8 +390,8 @@ bool refine_range(std::size_t k, std::size_t lo, std::size_t hi, std::size_t blk
 /// Stages: (1) group by size; empty, unique-size and same-pointer inputs are
 /// settled without reading. (1b) A small input (up to kRunMaxBytes) of the
 /// same size as its hint is compared with it; if equal, it is settled by
-/// that comparison and leaves its size class. (2) Size classes of three or more distinct
-/// buffers are split by a fingerprint of their first kPrefixBytes, so
+/// that comparison and leaves its size class. (2) Size classes of three or
+/// more distinct buffers are split by a fingerprint of their first kPrefixBytes, so
 /// duplicates meet in small candidate groups (a two-buffer class is a group
 /// as it is). (3) The first block of every group is refined: pairs by
 /// comparison (runs of up to kRun pairs, each prefetching the next, when
@@ -519,7 +519,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
     st.skipped_same_pointer = aliases.size();
   }
 
-  // -- 2b. Hints. --------------------------------------------------------------
+  // -- Hints: stage (1b) above. ------------------------------------------------
   // A program repeats most weights under one name in every method, so a
   // tensor is usually equal to its hint: one comparison settles it, and it
   // is neither fingerprinted nor grouped (100,000 tensors of 4 KiB, each
