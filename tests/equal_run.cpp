@@ -150,3 +150,75 @@ TEST_CASE("equal_pairs: a single pair, aliasing pointers and the public entry po
   wdedup::detail::equal_pairs(&null_ptr, &null_ptr, 1, 0, eq);
   CHECK(eq[0]);
 }
+
+TEST_CASE("equal_pairs: two pairs at a time, every combination of verdicts and difference positions") {
+  // Pairs go through equal_two two by two: one may differ and the other not
+  // (the other then goes on alone from the end of that stride), both may
+  // differ, in any stride or only in the tail. A run of 3 leaves one alone.
+  for (const NamedKernel& k : kernels()) {
+    CAPTURE(k.name);
+    for (std::size_t n : {std::size_t{65}, kStride, kStride + 1, 3 * kStride + 17, std::size_t{4096}}) {
+      CAPTURE(n);
+      // Where pair i differs (n: nowhere): first byte, inside the first
+      // stride, the first byte of a later stride, the last whole line, the
+      // tail past the last whole line.
+      const std::size_t tail = n & ~std::size_t{63};
+      std::vector<std::size_t> where = {n, 0, n - 1};
+      if (n > 100) where.push_back(100);
+      if (n > kStride) where.push_back(kStride);
+      if (tail < n && tail > 0) where.push_back(tail - 1);
+      for (std::size_t w0 : where)
+        for (std::size_t w1 : where)
+          for (std::size_t count : {std::size_t{2}, std::size_t{3}}) {
+            CAPTURE(w0);
+            CAPTURE(w1);
+            CAPTURE(count);
+            std::vector<std::vector<std::uint8_t>> a(3), b(3);
+            const std::uint8_t* x[3];
+            const std::uint8_t* y[3];
+            const std::size_t diff_at[3] = {w0, w1, w0 == n ? n : n - 1};
+            for (std::size_t i = 0; i < 3; ++i) {
+              a[i].resize(n);
+              fill(a[i].data(), n, 50 + i);
+              b[i] = a[i];
+              if (diff_at[i] < n) b[i][diff_at[i]] ^= 0x04;
+              x[i] = a[i].data();
+              y[i] = b[i].data();
+            }
+            bool eq[3] = {false, false, false};
+            k.fn(x, y, nullptr, count, n, eq);
+            for (std::size_t i = 0; i < count; ++i) {
+              CAPTURE(i);
+              CHECK(eq[i] == (diff_at[i] == n));
+            }
+          }
+    }
+  }
+}
+
+TEST_CASE("equal_two_ahead: the next pairs are only prefetched, pointers may alias") {
+  std::vector<std::uint8_t> buf(3 * 4096);
+  fill(buf.data(), buf.size(), 5);
+  std::vector<std::uint8_t> copy(buf.begin(), buf.begin() + 4096);
+  const std::uint8_t* x[2] = {buf.data(), buf.data()};
+  const std::uint8_t* y[2] = {copy.data(), buf.data() + 1};  // equal; a shifted (different) view
+  // The next pairs: bytes that differ from everything, never compared.
+  const std::uint8_t* nx[2] = {buf.data() + 4096, buf.data() + 8192};
+  const std::uint8_t* ny[2] = {buf.data() + 8192, buf.data() + 4096};
+  bool eq[2] = {false, true};
+  wdedup::detail::equal_two_ahead(x, y, 4096, nx, ny, eq);
+  CHECK(eq[0]);
+  CHECK_FALSE(eq[1]);
+  // Both pairs the same pointers (a pair compared with itself as partner).
+  const std::uint8_t* same[2] = {buf.data(), buf.data()};
+  eq[0] = eq[1] = false;
+  wdedup::detail::equal_two_ahead(same, same, 5000, same, same, eq);
+  CHECK(eq[0]);
+  CHECK(eq[1]);
+  // Zero length: equal, nothing read.
+  const std::uint8_t* null_ptrs[2] = {nullptr, nullptr};
+  eq[0] = eq[1] = false;
+  wdedup::detail::equal_two_ahead(null_ptrs, null_ptrs, 0, null_ptrs, null_ptrs, eq);
+  CHECK(eq[0]);
+  CHECK(eq[1]);
+}

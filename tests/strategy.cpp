@@ -2,6 +2,7 @@
 // on equal and unequal partitions, one method, an empty method, a name with
 // different bytes in two methods, and a tied embedding.
 #include <doctest/doctest.h>
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <string>
@@ -378,4 +379,28 @@ TEST_CASE("a policy that reuses a function name inside a blob is an error naming
   CHECK(r.error() == Error::InvalidName);
   CHECK(r.message() == "policy COLLIDING gave function name 'f' in blob 'all' to two partitions (again for "
                        "method 'b' partition 0)");
+}
+
+TEST_CASE("a program the policy refuses: its name errors come first, and no byte is read") {
+  // Tensors on pages that fault on any access: had deduplicate() compared
+  // anything (the name check queues each tensor with the first of its
+  // name), this test would crash.
+  const std::size_t page = 4096;
+  void* p = mmap(nullptr, 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  const auto* bytes = static_cast<const std::uint8_t*>(p);
+  const ByteSpan w0(bytes, 4096), w1(bytes + page, 4096);
+  Program program;
+  program.add_method("prefill").add_partition().add("w", w0);
+  Method& decode = program.add_method("decode");
+  decode.add_partition().add("w", w1);
+  decode.add_partition().add("x", w1);
+  auto mismatch = deduplicate<Strategy<Positional>>(program);
+  CHECK(mismatch.error() == Error::PartitionCountMismatch);
+  // A name used twice in one partition is reported before the mismatch.
+  decode.partitions[1].add("x", w0);
+  auto named = deduplicate<Strategy<Positional>>(program);
+  CHECK(named.error() == Error::InvalidName);
+  CHECK(named.message() == "method 'decode' partition 1: tensor name 'x' is used twice");
+  munmap(p, 2 * page);
 }

@@ -70,7 +70,10 @@ struct Report {
   std::vector<BlobReport> per_blob;
   IdentityReport identity;
   double seconds_total = 0;     ///< wall time of deduplicate()
-  double seconds_identity = 0;  ///< wall time of the identity pass
+  /// Wall time of the name check and the identity pass together: the check
+  /// queues small tensors with the first tensor of their name, and those
+  /// pairs are compared while it runs (or right after it, one thread).
+  double seconds_identity = 0;
 
   // Templates on an unused `int` (call them as plain functions): a TU
   // compiles the formatting only if it prints a report.
@@ -168,7 +171,7 @@ std::string Report::to_table() const {
               human_bytes(i.bytes_hashed).c_str());
   s += format("  byte comparisons %llu (%s), hash collisions %llu\n", (unsigned long long)i.byte_comparisons,
               human_bytes(i.bytes_compared).c_str(), (unsigned long long)i.hash_collisions);
-  s += format("  time: total %.3f s, identity %.3f s (cpu: hashing %.3f s, comparing %.3f s)\n", seconds_total,
+  s += format("  time: total %.3f s, checks and identity %.3f s (engine cpu: hashing %.3f s, comparing %.3f s)\n", seconds_total,
               seconds_identity, i.hash_seconds, i.compare_seconds);
   return s;
 }

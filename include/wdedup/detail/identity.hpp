@@ -46,6 +46,20 @@ struct IdentityOptions {
   std::size_t block_size = 64 * 1024;
 };
 
+/// Work a caller did ahead of find_identical, on the same inputs and hints
+/// (detail/early_pairs.hpp fills it while deduplicate() checks names). Each
+/// span is empty or has one entry per input. Only exact facts: a verdict is
+/// a byte-for-byte comparison, a prefix the engine's own fingerprint.
+struct EarlyVerdicts {
+  static constexpr std::uint8_t kUnknown = 0, kEqual = 1, kDiffer = 2;
+  /// verdict[i]: whether input i equals its hint (kUnknown: not compared).
+  Span<const std::uint8_t> verdict;
+  /// has_prefix[i] != 0: prefix[i] is hash(first min(size, kPrefixBytes)
+  /// bytes of input i, kPrefixSeed), the stage-2 fingerprint.
+  Span<const std::uint8_t> has_prefix;
+  Span<const std::uint64_t> prefix;
+};
+
 namespace identity {
 
 constexpr std::uint32_t kNone = 0xffffffffu;
@@ -387,6 +401,11 @@ bool refine_range(std::size_t k, std::size_t lo, std::size_t hi, std::size_t blk
 /// same name. A hint is only a candidate: it is compared byte for byte like
 /// any other, so any hints, even wrong ones, give the same result.
 ///
+/// `early` hands over comparisons with hints and fingerprints a caller has
+/// already made (see EarlyVerdicts): the engine uses them instead of making
+/// them again, and counts them in `*stats` as if it had (so the counts do
+/// not depend on who made them; only compare_seconds leaves them out).
+///
 /// Stages: (1) group by size; empty, unique-size and same-pointer inputs are
 /// settled without reading. (1b) A small input (up to kRunMaxBytes) of the
 /// same size as its hint is compared with it; if equal, it is settled by
@@ -411,7 +430,8 @@ bool refine_range(std::size_t k, std::size_t lo, std::size_t hi, std::size_t blk
 /// std::bad_alloc, as any std::vector would.
 template <class Hash>
 std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<const std::uint32_t> hints,
-                                          const Hash& hash, const IdentityOptions& opts, IdentityStats* stats) {
+                                          const Hash& hash, const IdentityOptions& opts, IdentityStats* stats,
+                                          const EarlyVerdicts& early = {}) {
   static_assert(std::is_invocable_r_v<std::uint64_t, const Hash&, const void*, std::size_t, std::uint64_t>,
                 "find_identical(inputs, hash, opts, stats) requires 'hash' to be callable as "
                 "std::uint64_t(const void* data, std::size_t size, std::uint64_t seed) const — "
@@ -420,6 +440,9 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   const std::size_t n = inputs.size();
   assert(n < kNone && "find_identical: at most 2^32 - 2 inputs");
   assert((hints.empty() || hints.size() == n) && "find_identical: one hint per input, or none");
+  assert((early.verdict.empty() || early.verdict.size() == n) && "find_identical: one verdict per input, or none");
+  assert(early.has_prefix.size() == early.prefix.size() && (early.prefix.empty() || early.prefix.size() == n) &&
+         "find_identical: one early prefix per input, or none");
   IdentityStats st;
   st.inputs = n;
   std::vector<std::uint32_t> result(n);
@@ -532,36 +555,53 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   if (!hints.empty()) {
     ArenaVector<std::uint32_t> tried = arena_vector<std::uint32_t>(arena);
     ArenaVector<std::uint64_t> weight = arena_vector<std::uint64_t>(arena);
+    // verdict[a] of tried[a]: the caller's (counted here as if compared
+    // here), or kUnknown until the tasks below compare it.
+    ArenaVector<std::uint8_t> verdict = arena_vector<std::uint8_t>(arena);
+    std::uint64_t total = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint32_t h = hints[i];
       if (h >= i || cls[i] == kNone || cls[h] != cls[i] || inputs[i].size() > kRunMaxBytes) continue;
+      const std::uint8_t v = early.verdict.empty() ? EarlyVerdicts::kUnknown : early.verdict[i];
       tried.push_back(static_cast<std::uint32_t>(i));
-      weight.push_back(2 * inputs[i].size());
+      verdict.push_back(v);
+      weight.push_back(v == EarlyVerdicts::kUnknown ? 2 * inputs[i].size() : 0);
+      total += weight.back();
+      if (v != EarlyVerdicts::kUnknown) {
+        ++serial.byte_comparisons;
+        serial.bytes_compared += inputs[i].size();
+      }
     }
-    std::uint64_t total = 0;
-    for (std::uint64_t x : weight) total += x;
-    const std::vector<std::size_t> tasks = cut_tasks(weight, task_target(total));
-    ArenaVector<std::uint8_t> equal = arena_vector<std::uint8_t>(arena, tried.size(), 0);
+    const std::vector<std::size_t> tasks = total == 0 ? std::vector<std::size_t>() : cut_tasks(weight, task_target(total));
     run_tasks(tasks.size(), workers, [&](std::size_t t, Worker& w) {
       const Clock::time_point t0 = Clock::now();
       const std::uint8_t* x[kRun];
       const std::uint8_t* y[kRun];
+      std::size_t at[kRun];
       bool eq[kRun];
       for (std::size_t a = t == 0 ? 0 : tasks[t - 1], end = tasks[t]; a < end;) {
+        if (verdict[a] != EarlyVerdicts::kUnknown) {
+          ++a;
+          continue;
+        }
+        // A run: up to kRun pairs still unknown, of one length.
         const std::size_t len = inputs[tried[a]].size();
         std::size_t cnt = 0;
-        for (; cnt < kRun && a + cnt < end && inputs[tried[a + cnt]].size() == len; ++cnt) {
-          x[cnt] = ptr(hints[tried[a + cnt]]);
-          y[cnt] = ptr(tried[a + cnt]);
+        for (; cnt < kRun && a < end; ++a) {
+          if (verdict[a] != EarlyVerdicts::kUnknown) continue;
+          if (inputs[tried[a]].size() != len) break;
+          at[cnt] = a;
+          x[cnt] = ptr(hints[tried[a]]);
+          y[cnt] = ptr(tried[a]);
+          ++cnt;
         }
         equal_run(x, y, nullptr, cnt, len, eq, w.counters);
-        for (std::size_t g = 0; g < cnt; ++g) equal[a + g] = eq[g];
-        a += cnt;
+        for (std::size_t g = 0; g < cnt; ++g) verdict[at[g]] = eq[g] ? EarlyVerdicts::kEqual : EarlyVerdicts::kDiffer;
       }
       w.counters.compare_seconds += seconds_between(t0, Clock::now());
     });
     for (std::size_t a = 0; a < tried.size(); ++a) {
-      if (!equal[a]) continue;
+      if (verdict[a] != EarlyVerdicts::kEqual) continue;
       const std::uint32_t i = tried[a];
       result[i] = hints[i];
       --class_count[cls[i]];
@@ -586,6 +626,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   // fixed class the key is a bijection of the hash, so equal (class, key)
   // means equal (class, fingerprint).
   auto is_cand = [&](std::size_t i) { return cls[i] != kNone && class_role[cls[i]] != kUnique; };
+  auto early_prefix = [&](std::size_t i) { return !early.has_prefix.empty() && early.has_prefix[i] != 0; };
   std::uint64_t* const key = arena.alloc<std::uint64_t>(n);
   {
     constexpr std::size_t kChunk = 4096;
@@ -596,12 +637,13 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
       const Clock::time_point t0 = Clock::now();
       const std::size_t lo = t * kChunk, hi = std::min(n, lo + kChunk);
       for (std::size_t i = lo; i < hi; ++i) {
-        if (i + kAhead < hi && is_cand(i + kAhead)) prefetch_read(ptr(static_cast<std::uint32_t>(i + kAhead)));
+        if (i + kAhead < hi && is_cand(i + kAhead) && !early_prefix(i + kAhead))
+          prefetch_read(ptr(static_cast<std::uint32_t>(i + kAhead)));
         if (!is_cand(i)) continue;
         std::uint64_t fp = 0;
         if (class_role[cls[i]] == kFingerprint) {
           const std::size_t len = std::min<std::size_t>(inputs[i].size(), kPrefixBytes);
-          fp = hash(ptr(static_cast<std::uint32_t>(i)), len, kPrefixSeed);
+          fp = early_prefix(i) ? early.prefix[i] : hash(ptr(static_cast<std::uint32_t>(i)), len, kPrefixSeed);
           w.counters.bytes_hashed += len;
         }
         key[i] = mix64(fp ^ mix64(cls[i] + 0x9e3779b97f4a7c15ull));

@@ -40,7 +40,10 @@ struct IdentityStats {
   std::uint64_t bytes_compared = 0;
   /// Equal block hash, different bytes, seen by a comparison.
   std::uint64_t hash_collisions = 0;
-  /// Wall time spent hashing / comparing, summed over threads (varies by run).
+  /// Wall time spent hashing / comparing, summed over threads (varies by
+  /// run). Only the engine's own: comparisons and fingerprints a caller made
+  /// ahead (find_identical's EarlyVerdicts; deduplicate() makes them while
+  /// it checks names) are in the counts above, not in these.
   double hash_seconds = 0, compare_seconds = 0;
 };
 
