@@ -93,7 +93,9 @@ __attribute__((always_inline)) inline void equal_two(const std::uint8_t* const* 
   constexpr std::size_t kPerLine = 64 / W;
   const std::size_t whole = n & ~std::size_t{63};
   const std::size_t ahead = whole < kAheadBytes ? whole : kAheadBytes;
-  auto any = [](V acc) {
+  // (By reference: a vector passed by value draws a note on the ABI of
+  // 32-byte arguments from GCC in every includer.)
+  auto any = [](const V& acc) {
     long long bits = 0;
     for (std::size_t k = 0; k < sizeof(V) / sizeof(long long); ++k) bits |= acc[k];
     return bits != 0;
