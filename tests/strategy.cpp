@@ -404,3 +404,28 @@ TEST_CASE("a program the policy refuses: its name errors come first, and no byte
   CHECK(named.message() == "method 'decode' partition 1: tensor name 'x' is used twice");
   munmap(p, 2 * page);
 }
+
+TEST_CASE("a policy's function-name error comes after the keys' errors, with any thread count") {
+  // Function maps are made before the checks (a thread fills their tables
+  // while names are checked), but their errors are reported where they
+  // always were: after name, alignment and key errors.
+  std::vector<std::uint8_t> a = fill(8, 3);
+  const std::int64_t max = std::int64_t{1} << 32;
+  for (unsigned threads : {1u, 2u, 8u}) {
+    CAPTURE(threads);
+    DedupOptions o;
+    o.threads = threads;
+    Program program;
+    program.add_method("a").add_partition().add("x", span(a), max);
+    program.add_method("b").add_partition().add("x", span(a), 3);
+    auto keys_first = deduplicate<Strategy<CollidingNames>>(program, o);
+    CHECK(keys_first.error() == Error::InvalidAlignment);
+    CHECK(keys_first.message() ==
+          "method 'b' partition 0 tensor 'x': lcm of alignments 4294967296 and 3 for key 'x' exceeds 4294967296");
+    program.methods[1].partitions[0].tensors[0].alignment = 2;
+    auto policy_next = deduplicate<Strategy<CollidingNames>>(program, o);
+    CHECK(policy_next.error() == Error::InvalidName);
+    CHECK(policy_next.message() ==
+          "policy COLLIDING gave function name 'f' in blob 'all' to two partitions (again for method 'b' partition 0)");
+  }
+}

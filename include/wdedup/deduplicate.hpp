@@ -212,6 +212,80 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       return n.build_error();
     return v.build_error();
   }
+  // ---- 0b. blobs and function maps ----------------------------------------------
+  // Made before the checks so that, with two or more threads, a thread can
+  // fill their tensor tables while the name check runs (see build_tables);
+  // their errors are reported where they were before, after the keys'.
+  DedupResult out;
+  std::vector<std::string> blob_order;
+  IdIndex blob_index;  // blob key -> index in blob_order
+  auto blob_of = [&](std::uint32_t b) -> std::string_view { return blob_order[b]; };
+  std::vector<std::string> function_ids;  // blob + '\0' + function name
+  IdIndex function_index;
+  auto function_id_of = [&](std::uint32_t f) -> std::string_view { return function_ids[f]; };
+  std::vector<std::uint32_t> function_blob;
+  auto make_functions = [&]() -> Expected<void> {
+    for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
+      const Method& method = program.methods[m];
+      for (std::uint32_t p = 0; p < method.partitions.size(); ++p) {
+        FunctionMap f;
+        f.method = method.name;
+        f.partition_index = p;
+        f.blob_key = Policy::blob_key(program, m, p);
+        f.function_name = Policy::function_name(program, m, p);
+        // Looked up by name (a backend's strcmp among them): see unusable_name.
+        const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},
+                                                                    {"function name", &f.function_name}};
+        for (const auto& [what, name] : names)
+          if (std::string why = unusable_name(*name); !why.empty())
+            return Expected<void>(Error::InvalidName, cat("policy ", Policy::name, ": method ", quote_name(method.name),
+                                                          " partition ", p, ": ", what, why));
+        std::string fid = f.blob_key + '\0' + f.function_name;
+        const std::uint64_t fh = IdIndex::hash(fid);
+        if (function_index.find(fid, fh, function_id_of) != IdIndex::kNone)
+          return Expected<void>(Error::InvalidName,
+                                cat("policy ", Policy::name, " gave function name ", quote_name(f.function_name),
+                                    " in blob ", quote_name(f.blob_key), " to two partitions (again for method ",
+                                    quote_name(method.name), " partition ", p, ")"));
+        function_ids.push_back(std::move(fid));
+        function_index.insert(function_ids.back(), fh, static_cast<std::uint32_t>(function_ids.size() - 1),
+                              function_id_of);
+        const std::uint64_t bh = IdIndex::hash(f.blob_key);
+        std::uint32_t b = blob_index.find(f.blob_key, bh, blob_of);
+        if (b == IdIndex::kNone) {
+          b = static_cast<std::uint32_t>(blob_order.size());
+          blob_order.push_back(f.blob_key);
+          blob_index.insert(blob_order.back(), bh, b, blob_of);
+        }
+        function_blob.push_back(b);
+        out.functions.functions.push_back(std::move(f));
+      }
+    }
+    return {};
+  };
+  const Expected<void> functions_made = make_functions();
+  // Each function's tensor table with every key its tensor's own name: what
+  // it is for a name consistent everywhere (most programs); the keys stage
+  // patches the others. It reads only the program, so a comparing thread
+  // builds it while the name check runs: until the check reaches tensors
+  // with hints that thread has nothing to compare (100,000 small tensors,
+  // 2 threads: the first method's 50,000 names).
+  bool tables_built = false;
+  auto build_tables = [&] {
+    std::size_t fi = 0;  // functions are in program order
+    for (const Method& method : program.methods)
+      for (const Partition& part : method.partitions) {
+        Table<FunctionTensor>& table = out.functions.functions[fi++].tensors;
+        table.reserve(part.tensors.size());
+        // Built in place: one copy of each string, no temporary moved.
+        for (const Tensor& tensor : part.tensors) {
+          FunctionTensor& t = table.emplace_back();
+          t.tensor_name.assign(tensor.name.data(), tensor.name.size());
+          t.key.assign(tensor.name.data(), tensor.name.size());
+        }
+      }
+    tables_built = true;
+  };
   EarlyPairs<Hash> early(total, hash, threads >= 2);
   Expected<void> checked;
   auto check = [&] {
@@ -222,7 +296,11 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   if (threads < 2)
     check();
   else
-    run_workers(threads, [&](std::size_t w) { w == 0 ? check() : early.drain(); });
+    run_workers(threads, [&](std::size_t w) {
+      if (w == 0) return check();
+      if (w == 1 && functions_made) build_tables();
+      early.drain();
+    });
   if (!checked) return checked.build_error();
   // ---- 1. which bytes are identical (parallel, exact) ----------------------
   std::vector<std::uint32_t> content =
@@ -264,6 +342,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   Table<std::uint32_t> global_first;
   Table<char> global_consistent;
   Table<char> method_consistent_at;  // site -> its name is consistent within its method
+  bool all_consistent = true;
   global_first.assign(nnames, UINT32_MAX);
   global_consistent.assign(nnames, 1);
   method_consistent_at.assign(nsites, 1);
@@ -280,7 +359,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       for (; end < nsites && sites[end].method == m; ++end) {
         const std::uint32_t n = name_of[end], i = static_cast<std::uint32_t>(end);
         if (global_first[n] == UINT32_MAX) global_first[n] = i;
-        else if (global_consistent[n] && !same_identity(global_first[n], i)) global_consistent[n] = 0;
+        else if (global_consistent[n] && !same_identity(global_first[n], i)) global_consistent[n] = 0, all_consistent = false;
         if (method_stamp[n] != m) {
           method_stamp[n] = m;
           method_first[n] = i;
@@ -399,52 +478,22 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     buffer = *b;
   }
 
-  DedupResult out;
-  // ---- 3. blobs and function maps ---------------------------------------------
-  std::vector<std::string> blob_order;
-  IdIndex blob_index;  // blob key -> index in blob_order
-  auto blob_of = [&](std::uint32_t b) -> std::string_view { return blob_order[b]; };
-  std::vector<std::string> function_ids;  // blob + '\0' + function name
-  IdIndex function_index;
-  auto function_id_of = [&](std::uint32_t f) -> std::string_view { return function_ids[f]; };
-  std::vector<std::uint32_t> function_blob;
-  for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
-    const Method& method = program.methods[m];
-    for (std::uint32_t p = 0; p < method.partitions.size(); ++p) {
-      FunctionMap f;
-      f.method = method.name;
-      f.partition_index = p;
-      f.blob_key = Policy::blob_key(program, m, p);
-      f.function_name = Policy::function_name(program, m, p);
-      // Looked up by name (a backend's strcmp among them): see unusable_name.
-      const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},
-                                                                  {"function name", &f.function_name}};
-      for (const auto& [what, name] : names)
-        if (std::string why = unusable_name(*name); !why.empty())
-          return BuildError{Error::InvalidName, cat("policy ", Policy::name, ": method ", quote_name(method.name),
-                                                    " partition ", p, ": ", what, why)};
-      std::string fid = f.blob_key + '\0' + f.function_name;
-      const std::uint64_t fh = IdIndex::hash(fid);
-      if (function_index.find(fid, fh, function_id_of) != IdIndex::kNone)
-        return BuildError{Error::InvalidName,
-                          cat("policy ", Policy::name, " gave function name ", quote_name(f.function_name),
-                              " in blob ", quote_name(f.blob_key), " to two partitions (again for method ",
-                              quote_name(method.name), " partition ", p, ")")};
-      function_ids.push_back(std::move(fid));
-      function_index.insert(function_ids.back(), fh, static_cast<std::uint32_t>(function_ids.size() - 1),
-                            function_id_of);
-      const std::uint64_t bh = IdIndex::hash(f.blob_key);
-      std::uint32_t b = blob_index.find(f.blob_key, bh, blob_of);
-      if (b == IdIndex::kNone) {
-        b = static_cast<std::uint32_t>(blob_order.size());
-        blob_order.push_back(f.blob_key);
-        blob_index.insert(blob_order.back(), bh, b, blob_of);
+  // ---- 3. function tables ------------------------------------------------------
+  if (!functions_made) return functions_made.build_error();
+  if (!tables_built) build_tables();
+  // Keys of names not consistent everywhere: the generated ones.
+  if (!all_consistent) {
+    std::size_t site = 0;  // sites are in program order, like functions
+    for (FunctionMap& f : out.functions.functions)
+      for (FunctionTensor& t : f.tensors) {
+        if (!global_consistent[name_of[site]]) {
+          const std::string_view key = key_text_of(key_of_site[site]);
+          t.key.assign(key.data(), key.size());
+        }
+        ++site;
       }
-      function_blob.push_back(b);
-      out.functions.functions.push_back(std::move(f));
-    }
   }
-  // ---- 4. the store, and the function tables ----------------------------------
+  // ---- 4. the store -----------------------------------------------------------------
   // Keys in order of first use, each with the lcm of its occurrences'
   // alignments; buffers in order of first use (content ids already are), each
   // with the lcm of its keys' alignments (buffer_align, above).
@@ -456,8 +505,9 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   bool names_are_keys = slots.size() == nnames;
   for (std::size_t k = 0; names_are_keys && k < slots.size(); ++k)
     names_are_keys = !slots[k].is_generated && slots[k].text == k;
-  // Two tasks that share nothing they write: with two or more threads they
-  // run side by side (100,000 small tensors: about 1.7 ms each).
+  // The store and the report: two tasks that share nothing they write, so
+  // with two or more threads they run side by side (100,000 small tensors:
+  // about 1.7 and 1 ms).
   auto build_store = [&] {
     StoreAccess::reserve(out.store, content_first.size(), slots.size());
     for (std::uint32_t c = 0; c < content_first.size(); ++c)
@@ -481,162 +531,146 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       }
     }
   };
-  auto build_tables = [&] {
-    std::size_t site = 0;  // sites are in program order, like functions
-    for (FunctionMap& f : out.functions.functions) {
-      const std::size_t n = program.find_method(f.method)->partitions[f.partition_index].tensors.size();
-      f.tensors.reserve(n);
-      for (std::size_t k = 0; k < n; ++k, ++site) {
-        // A consistent name is its own key: copy it from here, not from the
-        // key's first site (a cache miss per tensor on big programs).
-        // Built in place: one copy of each string, no temporary moved.
-        const std::string& name = sites[site].tensor->name;
-        FunctionTensor& t = f.tensors.emplace_back();
-        t.tensor_name.assign(name.data(), name.size());
-        if (global_consistent[name_of[site]]) {
-          t.key.assign(name.data(), name.size());
-        } else {
-          const std::string_view key = key_text_of(key_of_site[site]);
-          t.key.assign(key.data(), key.size());
-        }
-      }
-    }
-  };
-  if (threads < 2) {
-    build_store();
-    build_tables();
-  } else {
-    // Each thread takes a task from the counter, so one thread that could
-    // not start only costs speed.
-    std::atomic<int> next{0};
-    run_workers(2, [&](std::size_t) {
-      for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < 2;) t == 0 ? build_store() : build_tables();
-    });
-  }
-
-  // ---- 5. report -------------------------------------------------------------------
+  // ---- 5. the report (beside the store) ----------------------------------------------
   // Two passes over the sites (by method, then by blob) and one over the
   // contents, with one 16-byte tally per content: on 100,000 tensors the
   // nine per-content arrays, the growing lists and the sort this replaces
   // cost more in fresh pages than in work.
   Report& r = out.report;
-  r.strategy = Policy::name;
-  r.threads = threads;
-  r.methods = program.methods.size();
-  r.functions = out.functions.functions.size();
-  r.blobs = blob_order.size();
-  r.tensors = sites.size();
-  r.keys = out.store.key_count();
-  r.buffers = out.store.buffer_count();
-  r.bytes_stored = out.store.bytes_stored();
-  const std::size_t ncontent = content_first.size();
-  // Identical bytes have one size: a site's own size is its content's.
-  auto size_of = [&](std::uint32_t c) -> std::uint64_t { return inputs[content_first[c]].size(); };
-  struct Tally {
-    std::uint32_t uses;
-    std::uint32_t last_method;  // the last method that used it
-    std::uint32_t last_blob;    // the last blob that used it
-    std::uint32_t shared;       // bit 0: several methods use it; bit 1: several blobs
+  auto build_report = [&] {
+    r.strategy = Policy::name;
+    r.threads = threads;
+    r.methods = program.methods.size();
+    r.functions = out.functions.functions.size();
+    r.blobs = blob_order.size();
+    r.tensors = sites.size();
+    // What the store will hold (built beside this): a buffer per content, a
+    // key per slot.
+    const std::size_t ncontent = content_first.size();
+    // Identical bytes have one size: a site's own size is its content's.
+    auto size_of = [&](std::uint32_t c) -> std::uint64_t { return inputs[content_first[c]].size(); };
+    r.keys = slots.size();
+    r.buffers = ncontent;
+    for (std::uint32_t c = 0; c < ncontent; ++c) r.bytes_stored += size_of(c);
+    struct Tally {
+      std::uint32_t uses;
+      std::uint32_t last_method;  // the last method that used it
+      std::uint32_t last_blob;    // the last blob that used it
+      std::uint32_t shared;       // bit 0: several methods use it; bit 1: several blobs
+    };
+    Table<Tally> tally;
+    tally.assign(ncontent, Tally{0, UINT32_MAX, UINT32_MAX, 0});
+    // Per method (its sites are one range). A content met again in a later
+    // method counts as shared for that method, and, the first time, for the
+    // method it was last seen in (then its only one).
+    r.per_method.resize(program.methods.size());
+    {
+      std::size_t i = 0;
+      for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
+        MethodReport& mr = r.per_method[m];
+        mr.method = program.methods[m].name;
+        mr.partitions = static_cast<std::uint32_t>(program.methods[m].partitions.size());
+        for (; i < sites.size() && sites[i].method == m; ++i) {
+          Tally& t = tally[content[i]];
+          const std::uint64_t size = inputs[i].size();
+          ++t.uses;
+          ++mr.tensors;
+          mr.bytes_in += size;
+          if (t.last_method == m) continue;
+          mr.bytes_distinct += size;
+          if (t.last_method == UINT32_MAX) {
+            mr.bytes_attributed += size;
+          } else {
+            if (!(t.shared & 1)) {
+              t.shared |= 1;
+              r.per_method[t.last_method].bytes_shared_with_other_methods += size;
+            }
+            mr.bytes_shared_with_other_methods += size;
+          }
+          t.last_method = m;
+        }
+        r.bytes_in += mr.bytes_in;
+      }
+      for (MethodReport& mr : r.per_method) mr.bytes_saved = mr.bytes_in - mr.bytes_attributed;
+    }
+    r.bytes_saved = r.bytes_in - r.bytes_stored;
+    // Per blob (its functions' sites, functions in program order), the same way.
+    const std::size_t nfunctions = out.functions.functions.size();
+    std::vector<std::size_t> function_begin(nfunctions + 1, 0);
+    for (std::size_t fi = 0; fi < nfunctions; ++fi)
+      function_begin[fi + 1] = function_begin[fi] + out.functions.functions[fi].tensors.size();
+    r.per_blob.resize(blob_order.size());
+    for (std::uint32_t fi = 0; fi < nfunctions; ++fi) ++r.per_blob[function_blob[fi]].functions;
+    for (std::uint32_t b = 0; b < blob_order.size(); ++b) {
+      BlobReport& br = r.per_blob[b];
+      br.blob_key = blob_order[b];
+      for (std::uint32_t fi = 0; fi < nfunctions; ++fi) {
+        if (function_blob[fi] != b) continue;
+        for (std::size_t i = function_begin[fi]; i < function_begin[fi + 1]; ++i) {
+          Tally& t = tally[content[i]];
+          const std::uint64_t size = inputs[i].size();
+          ++br.tensors;
+          br.bytes_in += size;
+          if (t.last_blob == b) continue;
+          br.bytes_distinct += size;
+          if (t.last_blob != UINT32_MAX) {
+            r.bytes_shared_across_blobs += size;
+            if (!(t.shared & 2)) {
+              t.shared |= 2;
+              r.per_blob[t.last_blob].bytes_shared_across += size;
+            }
+            br.bytes_shared_across += size;
+          }
+          t.last_blob = b;
+        }
+      }
+      br.bytes_shared_inside = br.bytes_in - br.bytes_distinct;
+    }
+    // Alias groups: count every one, keep the largest five (largest saving
+    // first, ties in order of first use) in a small sorted array.
+    constexpr std::size_t kTop = 5;
+    std::pair<std::uint64_t, std::uint32_t> top[kTop];  // (bytes saved, content)
+    std::size_t ntop = 0;
+    for (std::uint32_t c = 0; c < ncontent; ++c) {
+      const std::uint32_t uses = tally[c].uses;
+      if (uses < 2) continue;
+      ++r.alias_groups;
+      const std::uint64_t saved = size_of(c) * (uses - 1);
+      if (ntop == kTop && saved <= top[kTop - 1].first) continue;  // later c loses ties
+      std::size_t k = ntop < kTop ? ntop++ : kTop - 1;
+      for (; k > 0 && top[k - 1].first < saved; --k) top[k] = top[k - 1];
+      top[k] = {saved, c};
+    }
+    std::uint32_t top_keys[kTop] = {};
+    if (ntop > 0)
+      for (const KeySlot& slot : slots) {
+        const std::uint32_t c = content[slot.first_site];
+        for (std::size_t k = 0; k < ntop; ++k) top_keys[k] += top[k].second == c;
+      }
+    for (std::size_t k = 0; k < ntop; ++k) {
+      const std::uint32_t c = top[k].second;
+      AliasGroup g;
+      g.first_key = std::string(key_text_of(key_of_site[content_first[c]]));
+      g.tensors = tally[c].uses;
+      g.keys = top_keys[k];
+      g.size = size_of(c);
+      g.bytes_saved = top[k].first;
+      r.largest_alias_groups.push_back(std::move(g));
+    }
   };
-  Table<Tally> tally;
-  tally.assign(ncontent, Tally{0, UINT32_MAX, UINT32_MAX, 0});
-  // Per method (its sites are one range). A content met again in a later
-  // method counts as shared for that method, and, the first time, for the
-  // method it was last seen in (then its only one).
-  r.per_method.resize(program.methods.size());
-  {
-    std::size_t i = 0;
-    for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
-      MethodReport& mr = r.per_method[m];
-      mr.method = program.methods[m].name;
-      mr.partitions = static_cast<std::uint32_t>(program.methods[m].partitions.size());
-      for (; i < sites.size() && sites[i].method == m; ++i) {
-        Tally& t = tally[content[i]];
-        const std::uint64_t size = inputs[i].size();
-        ++t.uses;
-        ++mr.tensors;
-        mr.bytes_in += size;
-        if (t.last_method == m) continue;
-        mr.bytes_distinct += size;
-        if (t.last_method == UINT32_MAX) {
-          mr.bytes_attributed += size;
-        } else {
-          if (!(t.shared & 1)) {
-            t.shared |= 1;
-            r.per_method[t.last_method].bytes_shared_with_other_methods += size;
-          }
-          mr.bytes_shared_with_other_methods += size;
-        }
-        t.last_method = m;
-      }
-      r.bytes_in += mr.bytes_in;
-    }
-    for (MethodReport& mr : r.per_method) mr.bytes_saved = mr.bytes_in - mr.bytes_attributed;
+  if (threads < 2) {
+    build_store();
+    build_report();
+  } else {
+    // Each thread takes a task from the counter, so one thread that could
+    // not start only costs speed.
+    std::atomic<int> next{0};
+    run_workers(2, [&](std::size_t) {
+      for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < 2;) t == 0 ? build_store() : build_report();
+    });
   }
-  r.bytes_saved = r.bytes_in - r.bytes_stored;
-  // Per blob (its functions' sites, functions in program order), the same way.
-  const std::size_t nfunctions = out.functions.functions.size();
-  std::vector<std::size_t> function_begin(nfunctions + 1, 0);
-  for (std::size_t fi = 0; fi < nfunctions; ++fi)
-    function_begin[fi + 1] = function_begin[fi] + out.functions.functions[fi].tensors.size();
-  r.per_blob.resize(blob_order.size());
-  for (std::uint32_t fi = 0; fi < nfunctions; ++fi) ++r.per_blob[function_blob[fi]].functions;
-  for (std::uint32_t b = 0; b < blob_order.size(); ++b) {
-    BlobReport& br = r.per_blob[b];
-    br.blob_key = blob_order[b];
-    for (std::uint32_t fi = 0; fi < nfunctions; ++fi) {
-      if (function_blob[fi] != b) continue;
-      for (std::size_t i = function_begin[fi]; i < function_begin[fi + 1]; ++i) {
-        Tally& t = tally[content[i]];
-        const std::uint64_t size = inputs[i].size();
-        ++br.tensors;
-        br.bytes_in += size;
-        if (t.last_blob == b) continue;
-        br.bytes_distinct += size;
-        if (t.last_blob != UINT32_MAX) {
-          r.bytes_shared_across_blobs += size;
-          if (!(t.shared & 2)) {
-            t.shared |= 2;
-            r.per_blob[t.last_blob].bytes_shared_across += size;
-          }
-          br.bytes_shared_across += size;
-        }
-        t.last_blob = b;
-      }
-    }
-    br.bytes_shared_inside = br.bytes_in - br.bytes_distinct;
-  }
-  // Alias groups: count every one, keep the largest five (largest saving
-  // first, ties in order of first use) in a small sorted array.
-  constexpr std::size_t kTop = 5;
-  std::pair<std::uint64_t, std::uint32_t> top[kTop];  // (bytes saved, content)
-  std::size_t ntop = 0;
-  for (std::uint32_t c = 0; c < ncontent; ++c) {
-    const std::uint32_t uses = tally[c].uses;
-    if (uses < 2) continue;
-    ++r.alias_groups;
-    const std::uint64_t saved = size_of(c) * (uses - 1);
-    if (ntop == kTop && saved <= top[kTop - 1].first) continue;  // later c loses ties
-    std::size_t k = ntop < kTop ? ntop++ : kTop - 1;
-    for (; k > 0 && top[k - 1].first < saved; --k) top[k] = top[k - 1];
-    top[k] = {saved, c};
-  }
-  std::uint32_t top_keys[kTop] = {};
-  if (ntop > 0)
-    for (const KeySlot& slot : slots) {
-      const std::uint32_t c = content[slot.first_site];
-      for (std::size_t k = 0; k < ntop; ++k) top_keys[k] += top[k].second == c;
-    }
-  for (std::size_t k = 0; k < ntop; ++k) {
-    const std::uint32_t c = top[k].second;
-    AliasGroup g;
-    g.first_key = std::string(key_text_of(key_of_site[content_first[c]]));
-    g.tensors = tally[c].uses;
-    g.keys = top_keys[k];
-    g.size = size_of(c);
-    g.bytes_saved = top[k].first;
-    r.largest_alias_groups.push_back(std::move(g));
-  }
+  assert(r.keys == out.store.key_count() && r.buffers == out.store.buffer_count() &&
+         r.bytes_stored == out.store.bytes_stored());
   r.identity = istats;
   r.seconds_identity = identity_seconds;
   r.seconds_total = monotonic_seconds() - t0;
