@@ -551,13 +551,19 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   // nothing beside its bytes, and stage 4 splits its bytes across threads.
   // hinted: inputs equal to their hint, in input order; result[i] holds the
   // hint until the end (a hint may be hinted itself, so increasing order).
-  std::vector<std::uint32_t> hinted;
+  ArenaVector<std::uint32_t> hinted = arena_vector<std::uint32_t>(arena);
   if (!hints.empty()) {
+    // Reserved whole (a bump in the arena): grown pair by pair they were
+    // copied again at every doubling.
     ArenaVector<std::uint32_t> tried = arena_vector<std::uint32_t>(arena);
     ArenaVector<std::uint64_t> weight = arena_vector<std::uint64_t>(arena);
     // verdict[a] of tried[a]: the caller's (counted here as if compared
     // here), or kUnknown until the tasks below compare it.
     ArenaVector<std::uint8_t> verdict = arena_vector<std::uint8_t>(arena);
+    tried.reserve(n);
+    weight.reserve(n);
+    verdict.reserve(n);
+    hinted.reserve(n);
     std::uint64_t total = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint32_t h = hints[i];
