@@ -16,6 +16,8 @@
 #include "wdedup/detail/threads.hpp"
 #include "wdedup/hash.hpp"
 
+#include "support/pattern.hpp"
+
 namespace {
 
 using wdedup::ByteSpan;
@@ -23,21 +25,10 @@ using wdedup::Xxh3Hash;
 using wdedup::detail::EarlyPairs;
 using wdedup::detail::EarlyVerdicts;
 using Bytes = std::vector<std::uint8_t>;
+using wdedup_test::pattern;
 namespace identity = wdedup::detail::identity;
 
 constexpr std::uint32_t kNoHint = 0xffffffffu;
-
-Bytes pattern(std::size_t n, std::uint64_t seed) {
-  Bytes b(n);
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (std::size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    b[i] = static_cast<std::uint8_t>(x >> 24);
-  }
-  return b;
-}
 
 /// A program-like set: `names` first tensors, then `copies` more rounds of
 /// each name hinted at its first, with sizes that vary by name. Of seven

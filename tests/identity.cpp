@@ -15,6 +15,8 @@
 #include <random>
 #include <vector>
 
+#include "support/pattern.hpp"
+
 namespace {
 
 using wdedup::AlwaysCollideHash;
@@ -24,6 +26,7 @@ using wdedup::detail::find_identical;
 using wdedup::detail::IdentityOptions;
 using wdedup::detail::IdentityStats;
 using Bytes = std::vector<std::uint8_t>;
+using wdedup_test::pattern;
 /// Bytes of the prefix fingerprint, hashed for every input of a size class
 /// with three or more distinct buffers.
 constexpr std::size_t kPrefix = wdedup::detail::identity::kPrefixBytes;
@@ -75,19 +78,6 @@ std::vector<ByteSpan> spans(const std::vector<Bytes>& bufs) {
   std::vector<ByteSpan> s;
   for (const Bytes& b : bufs) s.emplace_back(b.data(), b.size());
   return s;
-}
-
-/// Deterministic pseudo-random bytes.
-Bytes pattern(std::size_t n, std::uint64_t seed) {
-  Bytes b(n);
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (std::size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    b[i] = static_cast<std::uint8_t>(x >> 24);
-  }
-  return b;
 }
 
 /// Pages that fault on any access: inputs placed here prove "never read".
