@@ -225,3 +225,79 @@ TEST_CASE("early pairs: the engine given their verdicts gives the same result an
     CHECK(fed.skipped_same_pointer == plain.skipped_same_pointer);
   }
 }
+
+TEST_CASE("early pairs: the producer leaves pairs to others and assumes them equal; all_equal says if they were") {
+  // Ten names of 4 KiB, then a copy of each hinted at it; copy 7 differs.
+  std::vector<Bytes> bufs;
+  for (std::uint64_t k = 0; k < 10; ++k) bufs.push_back(pattern(4096, 100 + k));
+  for (std::size_t k = 0; k < 10; ++k) bufs.push_back(bufs[k]);
+  bufs[17][4095] ^= 1;
+  std::vector<ByteSpan> in;
+  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
+  const Xxh3Hash hash;
+  EarlyPairs<Xxh3Hash> early(in.size(), hash, false);
+  for (std::uint32_t i = 10; i < 20; ++i) early.offer(i - 10, i, in[i - 10], in[i]);
+  CHECK(early.queued() == 10);
+  CHECK(early.queued_bytes() == 10 * 4096);
+  early.close();
+  CHECK(early.unclaimed() == 10);
+  early.drain_leaving(4);  // compares pairs 0-5 (inputs 10-15)
+  CHECK(early.unclaimed() == 4);
+  CHECK(early.all_equal());
+  const EarlyVerdicts a = early.assumed();
+  REQUIRE(a.verdict.size() == 20);
+  REQUIRE(a.has_prefix.size() == 20);
+  for (std::size_t i = 0; i < 20; ++i) {
+    CAPTURE(i);
+    CHECK(a.verdict[i] == (i >= 10 ? EarlyVerdicts::kEqual : EarlyVerdicts::kUnknown));
+    CHECK(a.has_prefix[i] == (i < 6 ? 1 : 0));  // the hints of the pairs compared
+    if (i < 6) CHECK(a.prefix[i] == hash(bufs[i].data(), identity::kPrefixBytes, identity::kPrefixSeed));
+  }
+  early.drain();
+  CHECK(early.unclaimed() == 0);
+  CHECK_FALSE(early.all_equal());
+  const EarlyVerdicts v = early.verdicts();
+  for (std::size_t i = 10; i < 20; ++i) {
+    CAPTURE(i);
+    CHECK(v.verdict[i] == (i == 17 ? EarlyVerdicts::kDiffer : EarlyVerdicts::kEqual));
+    CHECK(v.has_prefix[i - 10] == 1);
+  }
+  // assumed()'s arrays are a snapshot: the later comparisons did not touch them.
+  for (std::size_t i = 6; i < 10; ++i) CHECK(a.has_prefix[i] == 0);
+  CHECK(a.verdict[17] == EarlyVerdicts::kEqual);
+}
+
+TEST_CASE("early pairs: assumed() while other threads compare sees only final fingerprints") {
+  const Inputs in = make_inputs(2000, 1, 31);
+  const Xxh3Hash hash;
+  for (unsigned threads : {2u, 4u}) {
+    CAPTURE(threads);
+    EarlyPairs<Xxh3Hash> early(in.spans.size(), hash, true);
+    EarlyVerdicts a;
+    wdedup::detail::run_workers(threads, [&](std::size_t w) {
+      if (w != 0) return early.drain();
+      for (std::uint32_t i = 0; i < in.spans.size(); ++i)
+        if (in.hints[i] != kNoHint) early.offer(in.hints[i], i, in.spans[in.hints[i]], in.spans[i]);
+      early.close();
+      early.drain_leaving(early.queued() / 2);
+      a = early.assumed();
+      early.drain();
+    });
+    const EarlyVerdicts v = early.verdicts();
+    bool all_equal = true;
+    std::size_t taken = 0;
+    for (std::size_t i = 0; i < in.spans.size(); ++i) {
+      CAPTURE(i);
+      CHECK(a.verdict[i] == (v.verdict[i] == EarlyVerdicts::kUnknown ? EarlyVerdicts::kUnknown : EarlyVerdicts::kEqual));
+      all_equal = all_equal && v.verdict[i] != EarlyVerdicts::kDiffer;
+      if (a.has_prefix[i] == 0) continue;
+      ++taken;
+      CHECK(v.has_prefix[i] == 1);
+      const std::size_t len = std::min<std::size_t>(in.spans[i].size(), identity::kPrefixBytes);
+      CHECK(a.prefix[i] == hash(in.spans[i].data(), len, identity::kPrefixSeed));
+    }
+    CHECK(early.all_equal() == all_equal);
+    CHECK_FALSE(all_equal);  // make_inputs makes differing copies
+    CHECK(taken > 0);        // the producer compared half of the pairs itself
+  }
+}

@@ -16,6 +16,9 @@
 #ifndef WDEDUP_DEDUPLICATE_HPP
 #define WDEDUP_DEDUPLICATE_HPP
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <cstdint>
@@ -93,7 +96,16 @@ struct Flat {
   Table<std::uint32_t> hint;
   /// The alignment every tensor asks for, or 0 if they differ.
   std::uint64_t alignment = 0;
+  /// The largest tensor's size.
+  std::uint64_t max_size = 0;
 };
+
+/// What finish() in deduplicate_impl costs per tensor on one thread while
+/// others compare, in bytes a thread compares meanwhile. 100,000 tensors of
+/// 4 KiB, 2 threads: finish took 7.3 ms (73 ns a tensor) beside the
+/// comparisons; medians of 15 calls, 20.6-20.9 ms at 1536, 20.8-21.4 ms at
+/// 1024, 20.7-21.7 ms at 2048, 20.9-21.8 ms at 3072.
+constexpr std::uint64_t kFinishBytesPerTensor = 1536;
 
 /// Checks names, alignments and layouts. Fills `flat` and `names` (a dense
 /// id per distinct tensor name). The common path builds no strings: a
@@ -125,6 +137,7 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
   std::uint32_t serial = 0;
   std::int64_t first_alignment = -1;  // -1: none seen yet
   bool uniform = true;
+  std::uint64_t max_size = 0;
   for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
     const Method& method = program.methods[m];
     if (method.name.empty())
@@ -175,6 +188,7 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
         }
         site_of[site] = TensorSite{m, p, &tensor};
         input_of[site] = tensor.bytes;
+        max_size = std::max<std::uint64_t>(max_size, tensor.bytes.size());
         has_layout[site] = tensor.layout.has_value();
         if (early != nullptr && hint != UINT32_MAX) early->offer(hint, site, input_of[hint], tensor.bytes);
         ++site;
@@ -182,6 +196,7 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
     }
   }
   flat->alignment = uniform && first_alignment > 0 ? static_cast<std::uint64_t>(first_alignment) : 0;
+  flat->max_size = max_size;
   return {};
 }
 
@@ -193,9 +208,6 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   Flat flat;
   NameIndex names(total);
   const unsigned threads = options.threads != 0 ? options.threads : hardware_threads();
-  IdentityOptions iopts;
-  iopts.threads = threads;
-  IdentityStats istats;
   // ---- 0. checks, and the first comparisons ------------------------------------
   // The name check finds each tensor's hint (the first tensor of its name)
   // and queues the small ones with it; with two or more threads the others
@@ -270,13 +282,16 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // patches the others. It reads only the program, so a comparing thread
   // builds it while the name check runs: until the check reaches tensors
   // with hints that thread has nothing to compare (100,000 small tensors,
-  // 2 threads: the first method's 50,000 names).
-  bool tables_built = false;
+  // 2 threads: the first method's 50,000 names). The checking thread may
+  // need them first (0c, below): whichever claims them builds them.
+  // 0: not claimed, 1: being built, 2: built.
+  std::atomic<int> tables{0};
   auto build_tables = [&] {
     std::size_t fi = 0;  // functions are in program order
     for (const Method& method : program.methods)
       for (const Partition& part : method.partitions) {
         Table<FunctionTensor>& table = out.functions.functions[fi++].tensors;
+        table.clear();
         table.reserve(part.tensors.size());
         // Built in place: one copy of each string, no temporary moved.
         for (const Tensor& tensor : part.tensors) {
@@ -285,13 +300,434 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
           t.key.assign(tensor.name.data(), tensor.name.size());
         }
       }
-    tables_built = true;
+    tables.store(2, std::memory_order_release);
   };
+  auto claim_tables = [&] {
+    int expected = 0;
+    return tables.compare_exchange_strong(expected, 1, std::memory_order_relaxed);
+  };
+  // Set by finish(): what a run it is discarded after must undo.
+  bool tables_patched = false, index_released = false;
+  double identity_seconds = 0;
+  IdentityStats istats;
+  // ---- 1-5. everything else, given the pairs' verdicts ------------------------
+  // `workers`: threads for it (1: the calling thread alone).
+  auto finish = [&](const EarlyVerdicts& verdicts, unsigned workers) -> Expected<void> {
+    IdentityOptions iopts;
+    iopts.threads = workers;
+    // ---- 1. which bytes are identical (parallel, exact) ----------------------
+    std::vector<std::uint32_t> content = find_identical(flat.inputs, flat.hint, hash, iopts, &istats, verdicts);
+    identity_seconds = monotonic_seconds() - t_id;
+    const Table<TensorSite>& sites = flat.sites;
+    const Table<std::uint32_t>& name_of = flat.name_of;
+    const Table<ByteSpan>& inputs = flat.inputs;
+    const Table<char>& has_layout = flat.has_layout;
+
+    // Content ids in order of first occurrence, written over the
+    // representatives (an input's representative comes first, so it is
+    // already a content id when read): no second per-site array.
+    Table<std::uint32_t> content_first;  // content id -> first site
+    {
+      std::size_t ncontent = 0;
+      for (std::uint32_t i = 0; i < content.size(); ++i) ncontent += content[i] == i;
+      content_first.reserve(ncontent);
+      for (std::uint32_t i = 0; i < content.size(); ++i) {
+        if (content[i] == i) {
+          content[i] = static_cast<std::uint32_t>(content_first.size());
+          content_first.push_back(i);
+        } else {
+          content[i] = content[content[i]];
+        }
+      }
+    }
+
+    // ---- 2. keys ---------------------------------------------------------------
+    // Is each name consistent (one content, one layout) everywhere, and within
+    // each method? Flat arrays indexed by name id; sites are in method order.
+    const std::size_t nsites = sites.size(), nnames = names.size();
+    // Two sites without layouts are settled without touching their Tensors:
+    // on big programs an earlier site's Tensor is a cache miss.
+    auto same_identity = [&](std::uint32_t a, std::uint32_t b) {
+      if (content[a] != content[b] || has_layout[a] != has_layout[b]) return false;
+      return !has_layout[a] || sites[a].tensor->layout == sites[b].tensor->layout;
+    };
+    Table<std::uint32_t> global_first;
+    Table<char> global_consistent;
+    Table<char> method_consistent_at;  // site -> its name is consistent within its method
+    bool all_consistent = true;
+    global_first.assign(nnames, UINT32_MAX);
+    global_consistent.assign(nnames, 1);
+    method_consistent_at.assign(nsites, 1);
+    {
+      Table<std::uint32_t> method_first, method_stamp;
+      Table<char> consistent;
+      method_first.assign(nnames, UINT32_MAX);
+      method_stamp.assign(nnames, UINT32_MAX);
+      consistent.assign(nnames, 1);
+      std::size_t begin = 0;
+      while (begin < nsites) {
+        const std::uint32_t m = sites[begin].method;
+        std::size_t end = begin;
+        for (; end < nsites && sites[end].method == m; ++end) {
+          const std::uint32_t n = name_of[end], i = static_cast<std::uint32_t>(end);
+          if (global_first[n] == UINT32_MAX) {
+            global_first[n] = i;
+          } else if (global_consistent[n] && !same_identity(global_first[n], i)) {
+            global_consistent[n] = 0;
+            all_consistent = false;
+          }
+          if (method_stamp[n] != m) {
+            method_stamp[n] = m;
+            method_first[n] = i;
+            consistent[n] = 1;
+          } else if (consistent[n] && !same_identity(method_first[n], i)) {
+            consistent[n] = 0;
+          }
+        }
+        for (std::size_t i = begin; i < end; ++i) method_consistent_at[i] = consistent[name_of[i]];
+        begin = end;
+      }
+    }
+    // Key ids in order of first use. A consistent name is its own key, found
+    // by name id (no string is built or hashed again). Other names get a
+    // generated key, which never takes a consistent name with other contents
+    // nor another generated key with other contents: it gets "~1", "~2", ...
+    struct KeySlot {
+      std::uint32_t text;  ///< name id, or index in `generated`
+      bool is_generated;
+      std::uint32_t first_site;
+      std::uint64_t alignment;
+    };
+    Table<KeySlot> slots;
+    slots.reserve(nnames);  // as many as names, unless some are not consistent
+    // A slot asks for the alignment all tensors share, if they do (then no
+    // site's alignment needs reading again), else for 1 until its sites' lcm.
+    const std::uint64_t slot_alignment = flat.alignment != 0 ? flat.alignment : 1;
+    std::vector<std::string> generated;
+    auto key_text = [&](const KeySlot& k) -> std::string_view {
+      return k.is_generated ? std::string_view(generated[k.text]) : names.name(k.text);
+    };
+    auto key_text_of = [&](std::uint32_t key) { return key_text(slots[key]); };
+    IdIndex generated_index;  // generated key -> key id
+    Table<std::uint32_t> key_of_name, key_of_site;
+    key_of_name.assign(nnames, IdIndex::kNone);
+    key_of_site.assign(nsites, 0);
+    // Each buffer (content) is placed at the lcm of every alignment asked of
+    // its bytes, which is the lcm over its keys' alignments. Folded in site by
+    // site with the keys', so an overflow is reported at the first tensor, in
+    // program order, that causes it.
+    Table<std::uint64_t> buffer_align;
+    buffer_align.assign(content_first.size(), slot_alignment);
+    // Slots are filled field by field in place: GCC built a pushed KeySlot
+    // on the stack in pieces and copied it in 16-byte halves, which cannot be
+    // forwarded from the smaller stores (a stall per key; 100,000 tensors:
+    // this loop took 0.60 ms that way, 0.44-0.45 ms this way).
+    auto add_slot = [&](std::uint32_t text, bool is_generated, std::uint32_t site) {
+      KeySlot& k = slots.emplace_back();
+      k.text = text;
+      k.is_generated = is_generated;
+      k.first_site = site;
+      k.alignment = slot_alignment;
+    };
+    auto key_of_consistent = [&](std::uint32_t n, std::uint32_t site) {
+      if (key_of_name[n] == IdIndex::kNone) {
+        key_of_name[n] = static_cast<std::uint32_t>(slots.size());
+        add_slot(n, false, site);
+      }
+      return key_of_name[n];
+    };
+    // The key a generated candidate resolves to, or kNone if it is free.
+    // `*taken` is set when it belongs to other contents.
+    auto owner_of = [&](std::string_view key, std::uint64_t h, std::uint32_t site, bool* taken) {
+      const std::uint32_t n = names.find(key);
+      if (n != NameIndex::kNone && global_consistent[n]) {
+        *taken = !same_identity(global_first[n], site);
+        return *taken ? IdIndex::kNone : key_of_consistent(n, site);
+      }
+      const std::uint32_t k = generated_index.find(key, h, key_text_of);
+      *taken = k != IdIndex::kNone && !same_identity(slots[k].first_site, site);
+      return *taken ? IdIndex::kNone : k;
+    };
+    for (std::uint32_t i = 0; i < nsites; ++i) {
+      const TensorSite& s = sites[i];
+      std::uint32_t id;
+      if (global_consistent[name_of[i]]) {
+        id = key_of_consistent(name_of[i], i);
+      } else {
+        const std::string& mname = program.methods[s.method].name;
+        const std::string& tname = s.tensor->name;
+        const std::string candidate =
+            method_consistent_at[i] ? cat(mname, "/", tname) : cat(mname, "/", s.partition, "/", tname);
+        std::string k = candidate;
+        std::uint64_t h = IdIndex::hash(k);
+        bool taken = false;
+        id = owner_of(k, h, i, &taken);
+        for (unsigned n = 1; taken; ++n) {
+          k = cat(candidate, "~", n);
+          h = IdIndex::hash(k);
+          id = owner_of(k, h, i, &taken);
+        }
+        if (id == IdIndex::kNone) {
+          id = static_cast<std::uint32_t>(slots.size());
+          generated.push_back(std::move(k));
+          add_slot(static_cast<std::uint32_t>(generated.size() - 1), true, i);
+          generated_index.insert(generated.back(), h, id, key_text_of);
+        }
+      }
+      key_of_site[i] = id;
+      if (flat.alignment != 0) continue;  // one alignment for all: every lcm is that
+      KeySlot& slot = slots[id];
+      const auto align = static_cast<std::uint64_t>(s.tensor->alignment);
+      const std::optional<std::uint64_t> l = lcm_alignment(slot.alignment, align);
+      if (!l)
+        return BuildError{Error::InvalidAlignment,
+                          cat(site_prefix(program, s), "lcm of alignments ", slot.alignment, " and ", align,
+                              " for key ", quote_name(key_text(slot)), " exceeds ", kMaxAlignment)};
+      slot.alignment = *l;
+      std::uint64_t& buffer = buffer_align[content[i]];
+      const std::optional<std::uint64_t> b = lcm_alignment(buffer, align);
+      if (!b)
+        return BuildError{Error::InvalidAlignment,
+                          cat(site_prefix(program, s), "lcm of alignments ", buffer, " and ", align, " exceeds ",
+                              kMaxAlignment, ": key ", quote_name(key_text(slot)),
+                              " shares its bytes with keys that ask for ", buffer)};
+      buffer = *b;
+    }
+
+    // ---- 3. function tables ------------------------------------------------------
+    if (!functions_made) return functions_made.build_error();
+    if (tables.load(std::memory_order_acquire) != 2) build_tables();  // (not claimed: one thread)
+    // Keys of names not consistent everywhere: the generated ones.
+    if (!all_consistent) {
+      tables_patched = true;
+      std::size_t site = 0;  // sites are in program order, like functions
+      for (FunctionMap& f : out.functions.functions)
+        for (FunctionTensor& t : f.tensors) {
+          if (!global_consistent[name_of[site]]) {
+            const std::string_view key = key_text_of(key_of_site[site]);
+            t.key.assign(key.data(), key.size());
+          }
+          ++site;
+        }
+    }
+    // ---- 4. the store -----------------------------------------------------------------
+    // Keys in order of first use, each with the lcm of its occurrences'
+    // alignments; buffers in order of first use (content ids already are), each
+    // with the lcm of its keys' alignments (buffer_align, above).
+    // When key k is name k for every k (every name consistent, as in most
+    // programs: keys are then made in the order names were first seen), the
+    // name index already is the store's key index: the same strings under the
+    // same hash with the same ids. It is handed over instead of built again
+    // (100k tensors: 2-2.5 ms less). The name index finds nothing after that.
+    bool names_are_keys = slots.size() == nnames;
+    for (std::size_t k = 0; names_are_keys && k < slots.size(); ++k)
+      names_are_keys = !slots[k].is_generated && slots[k].text == k;
+    // The store and the report: two tasks that share nothing they write, so
+    // with two or more threads they run side by side (100,000 small tensors:
+    // about 1.7 and 1 ms).
+    auto build_store = [&] {
+      StoreAccess::reserve(out.store, content_first.size(), slots.size());
+      for (std::uint32_t c = 0; c < content_first.size(); ++c)
+        StoreAccess::add_buffer(out.store, inputs[content_first[c]], buffer_align[c]);
+      auto layout_of = [&](const KeySlot& slot) {
+        return has_layout[slot.first_site] ? sites[slot.first_site].tensor->layout : std::nullopt;
+      };
+      if (names_are_keys) {
+        for (const KeySlot& slot : slots)
+          StoreAccess::add_key_unindexed(out.store, key_text(slot), content[slot.first_site], slot.alignment,
+                                         layout_of(slot));
+        StoreAccess::set_key_index(out.store, names.release_index());
+        index_released = true;
+      } else {
+        StoreAccess::set_key_index(out.store, IdIndex(slots.size()));
+        auto prefetch = [&](std::uint64_t h) { StoreAccess::prefetch_key(out.store, h); };
+        HashAhead<decltype(key_text_of), decltype(prefetch)> ahead(slots.size(), key_text_of, prefetch);
+        for (std::size_t k = 0; k < slots.size(); ++k) {
+          const KeySlot& slot = slots[k];
+          StoreAccess::add_key(out.store, key_text(slot), ahead.take(k), content[slot.first_site], slot.alignment,
+                               layout_of(slot));
+        }
+      }
+    };
+    // ---- 5. the report (beside the store) ----------------------------------------------
+    // Two passes over the sites (by method, then by blob) and one over the
+    // contents, with one 16-byte tally per content: on 100,000 tensors the
+    // nine per-content arrays, the growing lists and the sort this replaces
+    // cost more in fresh pages than in work.
+    Report& r = out.report;
+    auto build_report = [&] {
+      r.strategy = Policy::name;
+      r.threads = threads;
+      r.methods = program.methods.size();
+      r.functions = out.functions.functions.size();
+      r.blobs = blob_order.size();
+      r.tensors = sites.size();
+      // What the store will hold (built beside this): a buffer per content, a
+      // key per slot.
+      const std::size_t ncontent = content_first.size();
+      // Identical bytes have one size: a site's own size is its content's.
+      auto size_of = [&](std::uint32_t c) -> std::uint64_t { return inputs[content_first[c]].size(); };
+      r.keys = slots.size();
+      r.buffers = ncontent;
+      for (std::uint32_t c = 0; c < ncontent; ++c) r.bytes_stored += size_of(c);
+      struct Tally {
+        std::uint32_t uses;
+        std::uint32_t last_method;  // the last method that used it
+        std::uint32_t last_blob;    // the last blob that used it
+        std::uint32_t shared;       // bit 0: several methods use it; bit 1: several blobs
+      };
+      Table<Tally> tally;
+      tally.assign(ncontent, Tally{0, UINT32_MAX, UINT32_MAX, 0});
+      // Per method (its sites are one range). A content met again in a later
+      // method counts as shared for that method, and, the first time, for the
+      // method it was last seen in (then its only one).
+      r.per_method.resize(program.methods.size());
+      {
+        std::size_t i = 0;
+        for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
+          MethodReport& mr = r.per_method[m];
+          mr.method = program.methods[m].name;
+          mr.partitions = static_cast<std::uint32_t>(program.methods[m].partitions.size());
+          for (; i < sites.size() && sites[i].method == m; ++i) {
+            Tally& t = tally[content[i]];
+            const std::uint64_t size = inputs[i].size();
+            ++t.uses;
+            ++mr.tensors;
+            mr.bytes_in += size;
+            if (t.last_method == m) continue;
+            mr.bytes_distinct += size;
+            if (t.last_method == UINT32_MAX) {
+              mr.bytes_attributed += size;
+            } else {
+              if (!(t.shared & 1)) {
+                t.shared |= 1;
+                r.per_method[t.last_method].bytes_shared_with_other_methods += size;
+              }
+              mr.bytes_shared_with_other_methods += size;
+            }
+            t.last_method = m;
+          }
+          r.bytes_in += mr.bytes_in;
+        }
+        for (MethodReport& mr : r.per_method) mr.bytes_saved = mr.bytes_in - mr.bytes_attributed;
+      }
+      r.bytes_saved = r.bytes_in - r.bytes_stored;
+      // Per blob (its functions' sites, functions in program order), the same way.
+      const std::size_t nfunctions = out.functions.functions.size();
+      std::vector<std::size_t> function_begin(nfunctions + 1, 0);
+      for (std::size_t fi = 0; fi < nfunctions; ++fi)
+        function_begin[fi + 1] = function_begin[fi] + out.functions.functions[fi].tensors.size();
+      r.per_blob.resize(blob_order.size());
+      for (std::uint32_t fi = 0; fi < nfunctions; ++fi) ++r.per_blob[function_blob[fi]].functions;
+      for (std::uint32_t b = 0; b < blob_order.size(); ++b) {
+        BlobReport& br = r.per_blob[b];
+        br.blob_key = blob_order[b];
+        for (std::uint32_t fi = 0; fi < nfunctions; ++fi) {
+          if (function_blob[fi] != b) continue;
+          for (std::size_t i = function_begin[fi]; i < function_begin[fi + 1]; ++i) {
+            Tally& t = tally[content[i]];
+            const std::uint64_t size = inputs[i].size();
+            ++br.tensors;
+            br.bytes_in += size;
+            if (t.last_blob == b) continue;
+            br.bytes_distinct += size;
+            if (t.last_blob != UINT32_MAX) {
+              r.bytes_shared_across_blobs += size;
+              if (!(t.shared & 2)) {
+                t.shared |= 2;
+                r.per_blob[t.last_blob].bytes_shared_across += size;
+              }
+              br.bytes_shared_across += size;
+            }
+            t.last_blob = b;
+          }
+        }
+        br.bytes_shared_inside = br.bytes_in - br.bytes_distinct;
+      }
+      // Alias groups: count every one, keep the largest five (largest saving
+      // first, ties in order of first use) in a small sorted array.
+      constexpr std::size_t kTop = 5;
+      std::pair<std::uint64_t, std::uint32_t> top[kTop];  // (bytes saved, content)
+      std::size_t ntop = 0;
+      for (std::uint32_t c = 0; c < ncontent; ++c) {
+        const std::uint32_t uses = tally[c].uses;
+        if (uses < 2) continue;
+        ++r.alias_groups;
+        const std::uint64_t saved = size_of(c) * (uses - 1);
+        if (ntop == kTop && saved <= top[kTop - 1].first) continue;  // later c loses ties
+        std::size_t k = ntop < kTop ? ntop++ : kTop - 1;
+        for (; k > 0 && top[k - 1].first < saved; --k) top[k] = top[k - 1];
+        top[k] = {saved, c};
+      }
+      std::uint32_t top_keys[kTop] = {};
+      if (ntop > 0)
+        for (const KeySlot& slot : slots) {
+          const std::uint32_t c = content[slot.first_site];
+          for (std::size_t k = 0; k < ntop; ++k) top_keys[k] += top[k].second == c;
+        }
+      for (std::size_t k = 0; k < ntop; ++k) {
+        const std::uint32_t c = top[k].second;
+        AliasGroup g;
+        g.first_key = std::string(key_text_of(key_of_site[content_first[c]]));
+        g.tensors = tally[c].uses;
+        g.keys = top_keys[k];
+        g.size = size_of(c);
+        g.bytes_saved = top[k].first;
+        r.largest_alias_groups.push_back(std::move(g));
+      }
+    };
+    if (workers < 2) {
+      build_store();
+      build_report();
+    } else {
+      // Each thread takes a task from the counter, so one thread that could
+      // not start only costs speed.
+      std::atomic<int> next{0};
+      run_workers(2, [&](std::size_t) {
+        for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < 2;) t == 0 ? build_store() : build_report();
+      });
+    }
+    assert(r.keys == out.store.key_count() && r.buffers == out.store.buffer_count() &&
+           r.bytes_stored == out.store.bytes_stored());
+    r.identity = istats;
+    r.seconds_identity = identity_seconds;
+    return {};
+  };
+
+  // ---- 0c. the name check, the comparisons, and the rest beside them -----------
+  // The check runs on one thread; the others compare the pairs it queues.
+  // When it ends, it compares too, until what is left for the others takes
+  // about as long as everything after the comparisons (finish), which it
+  // then runs on its own as if every queued pair were equal, and helps
+  // again with whatever is left. If a pair then turns out not to be equal,
+  // that run is undone and finish runs again with the verdicts, as it
+  // would have without it (same result, and no byte is trusted unread; a
+  // program with a name whose bytes differ somewhere pays for finish twice).
+  // Only for programs of small tensors: for them finish is mostly per-tensor
+  // bookkeeping (fingerprints, groups, keys, the store), while a big
+  // tensor's bytes take all threads. 100,000 tensors of 4 KiB, 2 threads,
+  // medians of 15 calls: 20.6-20.9 ms against 22.4-23.4 ms with finish
+  // after the last comparison.
   EarlyPairs<Hash> early(total, hash, threads >= 2);
-  Expected<void> checked;
+  Expected<void> checked, assumed;
+  bool speculated = false;
   auto check = [&] {
     checked = validate_program(program, &flat, &names, &early);
     early.close();
+    if (threads < 2 || !checked || flat.max_size > identity::kRunMaxBytes) return early.drain();
+    // finish() costs about kFinishBytesPerTensor of one thread's comparing
+    // per tensor; the others compare that much each meanwhile.
+    const std::uint64_t pair_bytes = early.queued() == 0 ? 1 : 2 * early.queued_bytes() / early.queued();
+    early.drain_leaving(static_cast<std::size_t>(total * kFinishBytesPerTensor * (threads - 1) / pair_bytes));
+    if (early.unclaimed() == 0) return;  // nothing to overlap: finish with every thread
+    if (functions_made) {
+      if (claim_tables())
+        build_tables();
+      else
+        while (tables.load(std::memory_order_acquire) != 2) sched_yield();  // the other thread builds them
+    }
+    assumed = finish(early.assumed(), 1);
+    speculated = true;
     early.drain();
   };
   if (threads < 2)
@@ -299,386 +735,27 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   else
     run_workers(threads, [&](std::size_t w) {
       if (w == 0) return check();
-      if (w == 1 && functions_made) build_tables();
+      if (w == 1 && functions_made && claim_tables()) build_tables();
       early.drain();
     });
   if (!checked) return checked.build_error();
-  // ---- 1. which bytes are identical (parallel, exact) ----------------------
-  std::vector<std::uint32_t> content =
-      find_identical(flat.inputs, flat.hint, hash, iopts, &istats, early.verdicts());
-  const double identity_seconds = monotonic_seconds() - t_id;
-  const Table<TensorSite>& sites = flat.sites;
-  const Table<std::uint32_t>& name_of = flat.name_of;
-  const Table<ByteSpan>& inputs = flat.inputs;
-  const Table<char>& has_layout = flat.has_layout;
-
-  // Content ids in order of first occurrence, written over the
-  // representatives (an input's representative comes first, so it is
-  // already a content id when read): no second per-site array.
-  Table<std::uint32_t> content_first;  // content id -> first site
-  {
-    std::size_t ncontent = 0;
-    for (std::uint32_t i = 0; i < content.size(); ++i) ncontent += content[i] == i;
-    content_first.reserve(ncontent);
-    for (std::uint32_t i = 0; i < content.size(); ++i) {
-      if (content[i] == i) {
-        content[i] = static_cast<std::uint32_t>(content_first.size());
-        content_first.push_back(i);
-      } else {
-        content[i] = content[content[i]];
-      }
-    }
-  }
-
-  // ---- 2. keys ---------------------------------------------------------------
-  // Is each name consistent (one content, one layout) everywhere, and within
-  // each method? Flat arrays indexed by name id; sites are in method order.
-  const std::size_t nsites = sites.size(), nnames = names.size();
-  // Two sites without layouts are settled without touching their Tensors:
-  // on big programs an earlier site's Tensor is a cache miss.
-  auto same_identity = [&](std::uint32_t a, std::uint32_t b) {
-    if (content[a] != content[b] || has_layout[a] != has_layout[b]) return false;
-    return !has_layout[a] || sites[a].tensor->layout == sites[b].tensor->layout;
-  };
-  Table<std::uint32_t> global_first;
-  Table<char> global_consistent;
-  Table<char> method_consistent_at;  // site -> its name is consistent within its method
-  bool all_consistent = true;
-  global_first.assign(nnames, UINT32_MAX);
-  global_consistent.assign(nnames, 1);
-  method_consistent_at.assign(nsites, 1);
-  {
-    Table<std::uint32_t> method_first, method_stamp;
-    Table<char> consistent;
-    method_first.assign(nnames, UINT32_MAX);
-    method_stamp.assign(nnames, UINT32_MAX);
-    consistent.assign(nnames, 1);
-    std::size_t begin = 0;
-    while (begin < nsites) {
-      const std::uint32_t m = sites[begin].method;
-      std::size_t end = begin;
-      for (; end < nsites && sites[end].method == m; ++end) {
-        const std::uint32_t n = name_of[end], i = static_cast<std::uint32_t>(end);
-        if (global_first[n] == UINT32_MAX) {
-          global_first[n] = i;
-        } else if (global_consistent[n] && !same_identity(global_first[n], i)) {
-          global_consistent[n] = 0;
-          all_consistent = false;
-        }
-        if (method_stamp[n] != m) {
-          method_stamp[n] = m;
-          method_first[n] = i;
-          consistent[n] = 1;
-        } else if (consistent[n] && !same_identity(method_first[n], i)) {
-          consistent[n] = 0;
-        }
-      }
-      for (std::size_t i = begin; i < end; ++i) method_consistent_at[i] = consistent[name_of[i]];
-      begin = end;
-    }
-  }
-  // Key ids in order of first use. A consistent name is its own key, found
-  // by name id (no string is built or hashed again). Other names get a
-  // generated key, which never takes a consistent name with other contents
-  // nor another generated key with other contents: it gets "~1", "~2", ...
-  struct KeySlot {
-    std::uint32_t text;  ///< name id, or index in `generated`
-    bool is_generated;
-    std::uint32_t first_site;
-    std::uint64_t alignment;
-  };
-  Table<KeySlot> slots;
-  slots.reserve(nnames);  // as many as names, unless some are not consistent
-  // A slot asks for the alignment all tensors share, if they do (then no
-  // site's alignment needs reading again), else for 1 until its sites' lcm.
-  const std::uint64_t slot_alignment = flat.alignment != 0 ? flat.alignment : 1;
-  std::vector<std::string> generated;
-  auto key_text = [&](const KeySlot& k) -> std::string_view {
-    return k.is_generated ? std::string_view(generated[k.text]) : names.name(k.text);
-  };
-  auto key_text_of = [&](std::uint32_t key) { return key_text(slots[key]); };
-  IdIndex generated_index;  // generated key -> key id
-  Table<std::uint32_t> key_of_name, key_of_site;
-  key_of_name.assign(nnames, IdIndex::kNone);
-  key_of_site.assign(nsites, 0);
-  // Each buffer (content) is placed at the lcm of every alignment asked of
-  // its bytes, which is the lcm over its keys' alignments. Folded in site by
-  // site with the keys', so an overflow is reported at the first tensor, in
-  // program order, that causes it.
-  Table<std::uint64_t> buffer_align;
-  buffer_align.assign(content_first.size(), slot_alignment);
-  // Slots are filled field by field in place: GCC built a pushed KeySlot
-  // on the stack in pieces and copied it in 16-byte halves, which cannot be
-  // forwarded from the smaller stores (a stall per key; 100,000 tensors:
-  // this loop took 0.60 ms that way, 0.44-0.45 ms this way).
-  auto add_slot = [&](std::uint32_t text, bool is_generated, std::uint32_t site) {
-    KeySlot& k = slots.emplace_back();
-    k.text = text;
-    k.is_generated = is_generated;
-    k.first_site = site;
-    k.alignment = slot_alignment;
-  };
-  auto key_of_consistent = [&](std::uint32_t n, std::uint32_t site) {
-    if (key_of_name[n] == IdIndex::kNone) {
-      key_of_name[n] = static_cast<std::uint32_t>(slots.size());
-      add_slot(n, false, site);
-    }
-    return key_of_name[n];
-  };
-  // The key a generated candidate resolves to, or kNone if it is free.
-  // `*taken` is set when it belongs to other contents.
-  auto owner_of = [&](std::string_view key, std::uint64_t h, std::uint32_t site, bool* taken) {
-    const std::uint32_t n = names.find(key);
-    if (n != NameIndex::kNone && global_consistent[n]) {
-      *taken = !same_identity(global_first[n], site);
-      return *taken ? IdIndex::kNone : key_of_consistent(n, site);
-    }
-    const std::uint32_t k = generated_index.find(key, h, key_text_of);
-    *taken = k != IdIndex::kNone && !same_identity(slots[k].first_site, site);
-    return *taken ? IdIndex::kNone : k;
-  };
-  for (std::uint32_t i = 0; i < nsites; ++i) {
-    const TensorSite& s = sites[i];
-    std::uint32_t id;
-    if (global_consistent[name_of[i]]) {
-      id = key_of_consistent(name_of[i], i);
-    } else {
-      const std::string& mname = program.methods[s.method].name;
-      const std::string& tname = s.tensor->name;
-      const std::string candidate =
-          method_consistent_at[i] ? cat(mname, "/", tname) : cat(mname, "/", s.partition, "/", tname);
-      std::string k = candidate;
-      std::uint64_t h = IdIndex::hash(k);
-      bool taken = false;
-      id = owner_of(k, h, i, &taken);
-      for (unsigned n = 1; taken; ++n) {
-        k = cat(candidate, "~", n);
-        h = IdIndex::hash(k);
-        id = owner_of(k, h, i, &taken);
-      }
-      if (id == IdIndex::kNone) {
-        id = static_cast<std::uint32_t>(slots.size());
-        generated.push_back(std::move(k));
-        add_slot(static_cast<std::uint32_t>(generated.size() - 1), true, i);
-        generated_index.insert(generated.back(), h, id, key_text_of);
-      }
-    }
-    key_of_site[i] = id;
-    if (flat.alignment != 0) continue;  // one alignment for all: every lcm is that
-    KeySlot& slot = slots[id];
-    const auto align = static_cast<std::uint64_t>(s.tensor->alignment);
-    const std::optional<std::uint64_t> l = lcm_alignment(slot.alignment, align);
-    if (!l)
-      return BuildError{Error::InvalidAlignment,
-                        cat(site_prefix(program, s), "lcm of alignments ", slot.alignment, " and ", align,
-                            " for key ", quote_name(key_text(slot)), " exceeds ", kMaxAlignment)};
-    slot.alignment = *l;
-    std::uint64_t& buffer = buffer_align[content[i]];
-    const std::optional<std::uint64_t> b = lcm_alignment(buffer, align);
-    if (!b)
-      return BuildError{Error::InvalidAlignment,
-                        cat(site_prefix(program, s), "lcm of alignments ", buffer, " and ", align, " exceeds ",
-                            kMaxAlignment, ": key ", quote_name(key_text(slot)),
-                            " shares its bytes with keys that ask for ", buffer)};
-    buffer = *b;
-  }
-
-  // ---- 3. function tables ------------------------------------------------------
-  if (!functions_made) return functions_made.build_error();
-  if (!tables_built) build_tables();
-  // Keys of names not consistent everywhere: the generated ones.
-  if (!all_consistent) {
-    std::size_t site = 0;  // sites are in program order, like functions
-    for (FunctionMap& f : out.functions.functions)
-      for (FunctionTensor& t : f.tensors) {
-        if (!global_consistent[name_of[site]]) {
-          const std::string_view key = key_text_of(key_of_site[site]);
-          t.key.assign(key.data(), key.size());
-        }
-        ++site;
-      }
-  }
-  // ---- 4. the store -----------------------------------------------------------------
-  // Keys in order of first use, each with the lcm of its occurrences'
-  // alignments; buffers in order of first use (content ids already are), each
-  // with the lcm of its keys' alignments (buffer_align, above).
-  // When key k is name k for every k (every name consistent, as in most
-  // programs: keys are then made in the order names were first seen), the
-  // name index already is the store's key index: the same strings under the
-  // same hash with the same ids. It is handed over instead of built again
-  // (100k tensors: 2-2.5 ms less). The name index finds nothing after that.
-  bool names_are_keys = slots.size() == nnames;
-  for (std::size_t k = 0; names_are_keys && k < slots.size(); ++k)
-    names_are_keys = !slots[k].is_generated && slots[k].text == k;
-  // The store and the report: two tasks that share nothing they write, so
-  // with two or more threads they run side by side (100,000 small tensors:
-  // about 1.7 and 1 ms).
-  auto build_store = [&] {
-    StoreAccess::reserve(out.store, content_first.size(), slots.size());
-    for (std::uint32_t c = 0; c < content_first.size(); ++c)
-      StoreAccess::add_buffer(out.store, inputs[content_first[c]], buffer_align[c]);
-    auto layout_of = [&](const KeySlot& slot) {
-      return has_layout[slot.first_site] ? sites[slot.first_site].tensor->layout : std::nullopt;
-    };
-    if (names_are_keys) {
-      for (const KeySlot& slot : slots)
-        StoreAccess::add_key_unindexed(out.store, key_text(slot), content[slot.first_site], slot.alignment,
-                                       layout_of(slot));
-      StoreAccess::set_key_index(out.store, names.release_index());
-    } else {
-      StoreAccess::set_key_index(out.store, IdIndex(slots.size()));
-      auto prefetch = [&](std::uint64_t h) { StoreAccess::prefetch_key(out.store, h); };
-      HashAhead<decltype(key_text_of), decltype(prefetch)> ahead(slots.size(), key_text_of, prefetch);
-      for (std::size_t k = 0; k < slots.size(); ++k) {
-        const KeySlot& slot = slots[k];
-        StoreAccess::add_key(out.store, key_text(slot), ahead.take(k), content[slot.first_site], slot.alignment,
-                             layout_of(slot));
-      }
-    }
-  };
-  // ---- 5. the report (beside the store) ----------------------------------------------
-  // Two passes over the sites (by method, then by blob) and one over the
-  // contents, with one 16-byte tally per content: on 100,000 tensors the
-  // nine per-content arrays, the growing lists and the sort this replaces
-  // cost more in fresh pages than in work.
-  Report& r = out.report;
-  auto build_report = [&] {
-    r.strategy = Policy::name;
-    r.threads = threads;
-    r.methods = program.methods.size();
-    r.functions = out.functions.functions.size();
-    r.blobs = blob_order.size();
-    r.tensors = sites.size();
-    // What the store will hold (built beside this): a buffer per content, a
-    // key per slot.
-    const std::size_t ncontent = content_first.size();
-    // Identical bytes have one size: a site's own size is its content's.
-    auto size_of = [&](std::uint32_t c) -> std::uint64_t { return inputs[content_first[c]].size(); };
-    r.keys = slots.size();
-    r.buffers = ncontent;
-    for (std::uint32_t c = 0; c < ncontent; ++c) r.bytes_stored += size_of(c);
-    struct Tally {
-      std::uint32_t uses;
-      std::uint32_t last_method;  // the last method that used it
-      std::uint32_t last_blob;    // the last blob that used it
-      std::uint32_t shared;       // bit 0: several methods use it; bit 1: several blobs
-    };
-    Table<Tally> tally;
-    tally.assign(ncontent, Tally{0, UINT32_MAX, UINT32_MAX, 0});
-    // Per method (its sites are one range). A content met again in a later
-    // method counts as shared for that method, and, the first time, for the
-    // method it was last seen in (then its only one).
-    r.per_method.resize(program.methods.size());
-    {
-      std::size_t i = 0;
-      for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
-        MethodReport& mr = r.per_method[m];
-        mr.method = program.methods[m].name;
-        mr.partitions = static_cast<std::uint32_t>(program.methods[m].partitions.size());
-        for (; i < sites.size() && sites[i].method == m; ++i) {
-          Tally& t = tally[content[i]];
-          const std::uint64_t size = inputs[i].size();
-          ++t.uses;
-          ++mr.tensors;
-          mr.bytes_in += size;
-          if (t.last_method == m) continue;
-          mr.bytes_distinct += size;
-          if (t.last_method == UINT32_MAX) {
-            mr.bytes_attributed += size;
-          } else {
-            if (!(t.shared & 1)) {
-              t.shared |= 1;
-              r.per_method[t.last_method].bytes_shared_with_other_methods += size;
-            }
-            mr.bytes_shared_with_other_methods += size;
-          }
-          t.last_method = m;
-        }
-        r.bytes_in += mr.bytes_in;
-      }
-      for (MethodReport& mr : r.per_method) mr.bytes_saved = mr.bytes_in - mr.bytes_attributed;
-    }
-    r.bytes_saved = r.bytes_in - r.bytes_stored;
-    // Per blob (its functions' sites, functions in program order), the same way.
-    const std::size_t nfunctions = out.functions.functions.size();
-    std::vector<std::size_t> function_begin(nfunctions + 1, 0);
-    for (std::size_t fi = 0; fi < nfunctions; ++fi)
-      function_begin[fi + 1] = function_begin[fi] + out.functions.functions[fi].tensors.size();
-    r.per_blob.resize(blob_order.size());
-    for (std::uint32_t fi = 0; fi < nfunctions; ++fi) ++r.per_blob[function_blob[fi]].functions;
-    for (std::uint32_t b = 0; b < blob_order.size(); ++b) {
-      BlobReport& br = r.per_blob[b];
-      br.blob_key = blob_order[b];
-      for (std::uint32_t fi = 0; fi < nfunctions; ++fi) {
-        if (function_blob[fi] != b) continue;
-        for (std::size_t i = function_begin[fi]; i < function_begin[fi + 1]; ++i) {
-          Tally& t = tally[content[i]];
-          const std::uint64_t size = inputs[i].size();
-          ++br.tensors;
-          br.bytes_in += size;
-          if (t.last_blob == b) continue;
-          br.bytes_distinct += size;
-          if (t.last_blob != UINT32_MAX) {
-            r.bytes_shared_across_blobs += size;
-            if (!(t.shared & 2)) {
-              t.shared |= 2;
-              r.per_blob[t.last_blob].bytes_shared_across += size;
-            }
-            br.bytes_shared_across += size;
-          }
-          t.last_blob = b;
-        }
-      }
-      br.bytes_shared_inside = br.bytes_in - br.bytes_distinct;
-    }
-    // Alias groups: count every one, keep the largest five (largest saving
-    // first, ties in order of first use) in a small sorted array.
-    constexpr std::size_t kTop = 5;
-    std::pair<std::uint64_t, std::uint32_t> top[kTop];  // (bytes saved, content)
-    std::size_t ntop = 0;
-    for (std::uint32_t c = 0; c < ncontent; ++c) {
-      const std::uint32_t uses = tally[c].uses;
-      if (uses < 2) continue;
-      ++r.alias_groups;
-      const std::uint64_t saved = size_of(c) * (uses - 1);
-      if (ntop == kTop && saved <= top[kTop - 1].first) continue;  // later c loses ties
-      std::size_t k = ntop < kTop ? ntop++ : kTop - 1;
-      for (; k > 0 && top[k - 1].first < saved; --k) top[k] = top[k - 1];
-      top[k] = {saved, c};
-    }
-    std::uint32_t top_keys[kTop] = {};
-    if (ntop > 0)
-      for (const KeySlot& slot : slots) {
-        const std::uint32_t c = content[slot.first_site];
-        for (std::size_t k = 0; k < ntop; ++k) top_keys[k] += top[k].second == c;
-      }
-    for (std::size_t k = 0; k < ntop; ++k) {
-      const std::uint32_t c = top[k].second;
-      AliasGroup g;
-      g.first_key = std::string(key_text_of(key_of_site[content_first[c]]));
-      g.tensors = tally[c].uses;
-      g.keys = top_keys[k];
-      g.size = size_of(c);
-      g.bytes_saved = top[k].first;
-      r.largest_alias_groups.push_back(std::move(g));
-    }
-  };
-  if (threads < 2) {
-    build_store();
-    build_report();
+  Expected<void> finished;
+  if (speculated && early.all_equal()) {
+    finished = std::move(assumed);
+    // The identity was known once the last pair was compared.
+    out.report.seconds_identity = std::max(out.report.seconds_identity, monotonic_seconds() - t_id);
   } else {
-    // Each thread takes a task from the counter, so one thread that could
-    // not start only costs speed.
-    std::atomic<int> next{0};
-    run_workers(2, [&](std::size_t) {
-      for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < 2;) t == 0 ? build_store() : build_report();
-    });
+    if (speculated) {  // undo it
+      if (index_released) names.restore_index(StoreAccess::take_key_index(out.store));
+      out.store = NamedDataStore();
+      out.report = Report();
+      if (tables_patched) build_tables();
+      tables_patched = index_released = false;
+    }
+    finished = finish(early.verdicts(), threads);
   }
-  assert(r.keys == out.store.key_count() && r.buffers == out.store.buffer_count() &&
-         r.bytes_stored == out.store.bytes_stored());
-  r.identity = istats;
-  r.seconds_identity = identity_seconds;
-  r.seconds_total = monotonic_seconds() - t0;
+  if (!finished) return finished.build_error();
+  out.report.seconds_total = monotonic_seconds() - t0;
   return out;
 }
 

@@ -450,6 +450,8 @@ struct StoreAccess {
   /// `index` maps every key's text (IdIndex::hash) to its position, or is
   /// empty and sized for the keys add_key will add.
   static void set_key_index(NamedDataStore& s, IdIndex&& index) { s.key_index_ = std::move(index); }
+  /// Hands the key index back; the store is then only fit to be dropped.
+  static IdIndex take_key_index(NamedDataStore& s) noexcept { return std::move(s.key_index_); }
 };
 }  // namespace detail
 

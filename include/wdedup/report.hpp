@@ -70,9 +70,12 @@ struct Report {
   std::vector<BlobReport> per_blob;
   IdentityReport identity;
   double seconds_total = 0;     ///< wall time of deduplicate()
-  /// Wall time of the name check and the identity pass together: the check
-  /// queues small tensors with the first tensor of their name, and those
-  /// pairs are compared while it runs (or right after it, one thread).
+  /// Wall time of the name check and the identity pass together, up to the
+  /// last comparison: the check queues small tensors with the first tensor
+  /// of their name, and those pairs are compared while it runs (or right
+  /// after it, one thread). With two or more threads, on programs of small
+  /// tensors only, the rest of the work may run beside the last
+  /// comparisons: this then overlaps it.
   double seconds_identity = 0;
 
   // Templates on an unused `int` (call them as plain functions): a TU

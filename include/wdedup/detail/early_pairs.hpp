@@ -45,12 +45,14 @@ class EarlyPairs {
       : hash_(&hash),
         shared_(shared),
         n_(n),
-        arena_(n * (sizeof(Pair) + 3 * sizeof(std::uint8_t) + sizeof(std::uint64_t)) + 5 * 64),
+        arena_(n * (sizeof(Pair) + 5 * sizeof(std::uint8_t) + sizeof(std::uint64_t)) + 7 * 64),
         queue_(arena_.alloc<Pair>(n)),
         verdict_(arena_.alloc<std::uint8_t>(n)),
         has_prefix_(arena_.alloc<std::uint8_t>(n)),
         fingerprinted_(arena_.alloc<std::uint8_t>(n)),
-        prefix_(arena_.alloc<std::uint64_t>(n)) {
+        prefix_(arena_.alloc<std::uint64_t>(n)),
+        assumed_(arena_.alloc<std::uint8_t>(n)),
+        assumed_prefix_(arena_.alloc<std::uint8_t>(n)) {
     if (n == 0) return;  // (the arena hands out no memory for 0 bytes)
     std::memset(verdict_, EarlyVerdicts::kUnknown, n);
     std::memset(has_prefix_, 0, n);
@@ -70,6 +72,7 @@ class EarlyPairs {
     const bool fp = fingerprinted_[h] == 0;
     fingerprinted_[h] = 1;
     queue_[queued_++] = Pair{at.data(), in.data(), i, fp ? h : identity::kNone, static_cast<std::uint32_t>(len)};
+    queued_bytes_ += len;
     // Published kPublish at a time: a store to a line that another core
     // polls costs a transfer of that line (a store per pair, with claims by
     // the producer as well, made 2 threads slower than 1 on 100,000 small
@@ -111,6 +114,36 @@ class EarlyPairs {
     }
   }
 
+  /// Producer, once closed: compares pairs like drain(), but stops while
+  /// `leave` pairs are still unclaimed, for the other threads to finish.
+  void drain_leaving(std::size_t leave) noexcept {
+    std::size_t k;
+    for (std::size_t cnt; (cnt = claim(identity::kRun, leave, &k)) != 0;) compare(k, cnt, k + cnt + leave);
+  }
+
+  /// Producer, once closed: the verdicts if every queued pair is equal,
+  /// with the fingerprints taken so far, for work that goes on while other
+  /// threads still compare (they write neither array it returns).
+  /// all_equal() says, once every thread has finished, whether these were
+  /// the verdicts.
+  EarlyVerdicts assumed() noexcept {
+    if (n_ != 0) std::memset(assumed_, EarlyVerdicts::kUnknown, n_);
+    for (std::size_t a = 0; a < queued_; ++a) assumed_[queue_[a].input] = EarlyVerdicts::kEqual;
+    // A fingerprint seen here is final: each is written once, before its flag.
+    for (std::size_t i = 0; i < n_; ++i) assumed_prefix_[i] = __atomic_load_n(&has_prefix_[i], __ATOMIC_ACQUIRE);
+    EarlyVerdicts v;
+    v.verdict = Span<const std::uint8_t>(assumed_, n_);
+    v.has_prefix = Span<const std::uint8_t>(assumed_prefix_, n_);
+    v.prefix = Span<const std::uint64_t>(prefix_, n_);
+    return v;
+  }
+  /// Pairs not yet claimed (a snapshot, once closed).
+  std::size_t unclaimed() const noexcept {
+    return published_.load(std::memory_order_acquire) - claimed_.load(std::memory_order_acquire);
+  }
+  /// Every queued pair was equal; read after every thread has finished.
+  bool all_equal() const noexcept { return !differ_.load(std::memory_order_relaxed); }
+
   /// What the engine takes; read after every thread has finished.
   EarlyVerdicts verdicts() const noexcept {
     EarlyVerdicts v;
@@ -119,8 +152,10 @@ class EarlyPairs {
     v.prefix = Span<const std::uint64_t>(prefix_, n_);
     return v;
   }
-  /// Pairs queued so far (producer, or after every thread has finished).
+  /// Pairs queued so far, and their bytes (one side); producer, or after
+  /// every thread has finished.
   std::size_t queued() const noexcept { return queued_; }
+  std::uint64_t queued_bytes() const noexcept { return queued_bytes_; }
 
  private:
   struct Pair {
@@ -186,9 +221,11 @@ class EarlyPairs {
   /// hint's fingerprint (its first line was just read).
   void settle(const Pair& p, bool equal) noexcept {
     verdict_[p.input] = equal ? EarlyVerdicts::kEqual : EarlyVerdicts::kDiffer;
+    if (!equal) differ_.store(true, std::memory_order_relaxed);  // rare: no line bounces
     if (p.fingerprint != identity::kNone) {
       prefix_[p.fingerprint] = (*hash_)(p.x, std::min<std::size_t>(p.len, identity::kPrefixBytes), identity::kPrefixSeed);
-      has_prefix_[p.fingerprint] = 1;
+      // Released: assumed() may read it while other pairs are compared.
+      __atomic_store_n(&has_prefix_[p.fingerprint], std::uint8_t{1}, __ATOMIC_RELEASE);
     }
   }
 
@@ -201,11 +238,15 @@ class EarlyPairs {
   std::uint8_t* has_prefix_;
   std::uint8_t* fingerprinted_;  ///< producer only: the hint's first pair is queued
   std::uint64_t* prefix_;
-  std::size_t queued_ = 0;  ///< producer only
+  std::uint8_t* assumed_;         ///< producer only: assumed()'s verdicts
+  std::uint8_t* assumed_prefix_;  ///< producer only: assumed()'s fingerprints taken
+  std::size_t queued_ = 0;        ///< producer only
+  std::uint64_t queued_bytes_ = 0;  ///< producer only
   static constexpr std::size_t kPublish = 32;
   alignas(64) std::atomic<std::size_t> published_{0};
   alignas(64) std::atomic<std::size_t> claimed_{0};
   alignas(64) std::atomic<bool> closed_{false};
+  std::atomic<bool> differ_{false};  ///< some pair was not equal
 };
 
 }  // namespace detail

@@ -92,6 +92,8 @@ class NameIndex {
     std::swap(out, index_);
     return out;
   }
+  /// Takes back an index release_index() handed over.
+  void restore_index(IdIndex&& index) noexcept { index_ = std::move(index); }
   void prefetch(std::uint64_t h) const noexcept { index_.prefetch(h); }
   std::size_t size() const noexcept { return names_.size(); }
 
