@@ -719,7 +719,10 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     // per tensor; the others compare that much each meanwhile.
     const std::uint64_t pair_bytes = early.queued() == 0 ? 1 : 2 * early.queued_bytes() / early.queued();
     early.drain_leaving(static_cast<std::size_t>(total * kFinishBytesPerTensor * (threads - 1) / pair_bytes));
-    if (early.unclaimed() == 0) return;  // nothing to overlap: finish with every thread
+    // Nothing to overlap, or a guess already known wrong (a program whose
+    // names often hold other bytes would pay for finish twice every time):
+    // finish after the comparisons, with every thread.
+    if (early.unclaimed() == 0 || !early.all_equal()) return early.drain();
     if (functions_made) {
       if (claim_tables())
         build_tables();

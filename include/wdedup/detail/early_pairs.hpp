@@ -141,7 +141,8 @@ class EarlyPairs {
   std::size_t unclaimed() const noexcept {
     return published_.load(std::memory_order_acquire) - claimed_.load(std::memory_order_acquire);
   }
-  /// Every queued pair was equal; read after every thread has finished.
+  /// Every pair compared so far was equal: final once every thread has
+  /// finished (then: every queued pair).
   bool all_equal() const noexcept { return !differ_.load(std::memory_order_relaxed); }
 
   /// What the engine takes; read after every thread has finished.
