@@ -306,6 +306,12 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     int expected = 0;
     return tables.compare_exchange_strong(expected, 1, std::memory_order_relaxed);
   };
+  // The tables, built: by this thread if no other has claimed them, else
+  // once the thread that did has finished them.
+  auto ensure_tables = [&] {
+    if (claim_tables()) return build_tables();
+    while (tables.load(std::memory_order_acquire) != 2) sched_yield();
+  };
   // Set by finish(): what a run it is discarded after must undo.
   bool tables_patched = false, index_released = false;
   double identity_seconds = 0;
@@ -496,7 +502,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
 
     // ---- 3. function tables ------------------------------------------------------
     if (!functions_made) return functions_made.build_error();
-    if (tables.load(std::memory_order_acquire) != 2) build_tables();  // (not claimed: one thread)
+    ensure_tables();
     // Keys of names not consistent everywhere: the generated ones.
     if (!all_consistent) {
       tables_patched = true;
@@ -702,7 +708,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // again with whatever is left. If a pair then turns out not to be equal,
   // that run is undone and finish runs again with the verdicts, as it
   // would have without it (same result, and no byte is trusted unread; a
-  // program with a name whose bytes differ somewhere pays for finish twice).
+  // pair found different only after the guess costs finish twice).
   // Only for programs of small tensors: for them finish is mostly per-tensor
   // bookkeeping (fingerprints, groups, keys, the store), while a big
   // tensor's bytes take all threads. 100,000 tensors of 4 KiB, 2 threads,
@@ -723,12 +729,6 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     // names often hold other bytes would pay for finish twice every time):
     // finish after the comparisons, with every thread.
     if (early.unclaimed() == 0 || !early.all_equal()) return early.drain();
-    if (functions_made) {
-      if (claim_tables())
-        build_tables();
-      else
-        while (tables.load(std::memory_order_acquire) != 2) sched_yield();  // the other thread builds them
-    }
     assumed = finish(early.assumed(), 1);
     speculated = true;
     early.drain();
@@ -753,7 +753,6 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
       out.store = NamedDataStore();
       out.report = Report();
       if (tables_patched) build_tables();
-      tables_patched = index_released = false;
     }
     finished = finish(early.verdicts(), threads);
   }
