@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "support/no_access.hpp"
 #include "support/pattern.hpp"
 
 namespace {
@@ -26,6 +27,7 @@ using wdedup::detail::find_identical;
 using wdedup::detail::IdentityOptions;
 using wdedup::detail::IdentityStats;
 using Bytes = std::vector<std::uint8_t>;
+using wdedup_test::NoAccess;
 using wdedup_test::pattern;
 /// Bytes of the prefix fingerprint, hashed for every input of a size class
 /// with three or more distinct buffers.
@@ -79,17 +81,6 @@ std::vector<ByteSpan> spans(const std::vector<Bytes>& bufs) {
   for (const Bytes& b : bufs) s.emplace_back(b.data(), b.size());
   return s;
 }
-
-/// Pages that fault on any access: inputs placed here prove "never read".
-struct NoAccess {
-  std::size_t size;
-  std::uint8_t* p;
-  explicit NoAccess(std::size_t n)
-      : size(n), p(static_cast<std::uint8_t*>(mmap(nullptr, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))) {
-    REQUIRE(p != MAP_FAILED);
-  }
-  ~NoAccess() { munmap(p, size); }
-};
 
 /// The reference: smallest j with equal bytes, by memcmp of all pairs.
 std::vector<std::uint32_t> brute_force(const std::vector<ByteSpan>& in) {

@@ -2,7 +2,6 @@
 // on equal and unequal partitions, one method, an empty method, a name with
 // different bytes in two methods, and a tied embedding.
 #include <doctest/doctest.h>
-#include <sys/mman.h>
 
 #include <cstdint>
 #include <string>
@@ -10,6 +9,7 @@
 
 #include "wdedup/wdedup.hpp"
 #include "../examples/pair_policy.hpp"
+#include "support/no_access.hpp"
 
 using namespace wdedup;
 
@@ -386,10 +386,8 @@ TEST_CASE("a program the policy refuses: its name errors come first, and no byte
   // anything (the name check queues each tensor with the first of its
   // name), this test would crash.
   const std::size_t page = 4096;
-  void* p = mmap(nullptr, 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(p != MAP_FAILED);
-  const auto* bytes = static_cast<const std::uint8_t*>(p);
-  const ByteSpan w0(bytes, 4096), w1(bytes + page, 4096);
+  const wdedup_test::NoAccess mem(2 * page);
+  const ByteSpan w0(mem.p, 4096), w1(mem.p + page, 4096);
   Program program;
   program.add_method("prefill").add_partition().add("w", w0);
   Method& decode = program.add_method("decode");
@@ -402,7 +400,6 @@ TEST_CASE("a program the policy refuses: its name errors come first, and no byte
   auto named = deduplicate<Strategy<Positional>>(program);
   CHECK(named.error() == Error::InvalidName);
   CHECK(named.message() == "method 'decode' partition 1: tensor name 'x' is used twice");
-  munmap(p, 2 * page);
 }
 
 TEST_CASE("a policy's function-name error comes after the keys' errors, with any thread count") {
