@@ -729,6 +729,11 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     // names often hold other bytes would pay for finish twice every time):
     // finish after the comparisons, with every thread.
     if (early.unclaimed() == 0 || !early.all_equal()) return early.drain();
+    // The tables first, as without the guess: their blocks then come from
+    // the table cache before finish's scratch in every call, whichever
+    // thread builds them (taken in a varying order, the cache kept 12 or
+    // 16 MiB after the same calls).
+    if (functions_made) ensure_tables();
     assumed = finish(early.assumed(), 1);
     speculated = true;
     early.drain();
