@@ -48,6 +48,22 @@ struct Vec {
   typedef long long type __attribute__((vector_size(W), aligned(1), may_alias));
 };
 
+/// Whether any bit of acc is set. (By reference: a vector passed by value
+/// draws a note on the ABI of 32-byte arguments from GCC in every includer.)
+template <class V>
+__attribute__((always_inline)) inline bool any_bit(const V& acc) noexcept {
+  long long bits = 0;
+  for (std::size_t k = 0; k < sizeof(V) / sizeof(long long); ++k) bits |= acc[k];
+  return bits != 0;
+}
+
+/// The last n - whole bytes (under one line, after the vector loop's
+/// whole lines) equal.
+__attribute__((always_inline)) inline bool tail_equal(const std::uint8_t* x, const std::uint8_t* y, std::size_t whole,
+                                                      std::size_t n) noexcept {
+  return whole == n || std::memcmp(x + whole, y + whole, n - whole) == 0;
+}
+
 /// Compares pair (x, y) of n bytes and prefetches nx and ny at the offsets
 /// it reads, W bytes at a time (W divides 64). Always inlined, so that
 /// under run_avx2's target attribute all of it is compiled for AVX2.
@@ -69,11 +85,9 @@ __attribute__((always_inline)) inline bool equal_one(const std::uint8_t* x, cons
       const V* b = reinterpret_cast<const V*>(y + q);
       for (std::size_t k = 0; k < kPerLine; ++k) acc |= a[k] ^ b[k];
     }
-    long long bits = 0;
-    for (std::size_t k = 0; k < sizeof(V) / sizeof(long long); ++k) bits |= acc[k];
-    if (bits != 0) return false;
+    if (any_bit(acc)) return false;
   }
-  return whole == n || std::memcmp(x + whole, y + whole, n - whole) == 0;
+  return tail_equal(x, y, whole, n);
 }
 
 /// Compares pairs (x[0], y[0]) and (x[1], y[1]) of n bytes in one loop and
@@ -93,13 +107,6 @@ __attribute__((always_inline)) inline void equal_two(const std::uint8_t* const* 
   constexpr std::size_t kPerLine = 64 / W;
   const std::size_t whole = n & ~std::size_t{63};
   const std::size_t ahead = whole < kAheadBytes ? whole : kAheadBytes;
-  // (By reference: a vector passed by value draws a note on the ABI of
-  // 32-byte arguments from GCC in every includer.)
-  auto any = [](const V& acc) {
-    long long bits = 0;
-    for (std::size_t k = 0; k < sizeof(V) / sizeof(long long); ++k) bits |= acc[k];
-    return bits != 0;
-  };
   for (std::size_t o = 0; o < whole; o += kExitStride) {
     const std::size_t end = whole - o < kExitStride ? whole : o + kExitStride;
     V acc0{}, acc1{};
@@ -119,14 +126,14 @@ __attribute__((always_inline)) inline void equal_two(const std::uint8_t* const* 
         acc1 |= a1[k] ^ b1[k];
       }
     }
-    const bool d0 = any(acc0), d1 = any(acc1);
+    const bool d0 = any_bit(acc0), d1 = any_bit(acc1);
     if (d0 || d1) {
       eq[0] = !d0 && equal_one<W, false>(x[0] + end, y[0] + end, n - end, x[0] + end, y[0] + end);
       eq[1] = !d1 && equal_one<W, false>(x[1] + end, y[1] + end, n - end, x[1] + end, y[1] + end);
       return;
     }
   }
-  for (std::size_t p = 0; p < 2; ++p) eq[p] = whole == n || std::memcmp(x[p] + whole, y[p] + whole, n - whole) == 0;
+  for (std::size_t p = 0; p < 2; ++p) eq[p] = tail_equal(x[p], y[p], whole, n);
 }
 
 /// The loop over a run, W bytes at a time. y == nullptr: every x is
