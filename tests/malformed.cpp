@@ -480,6 +480,19 @@ TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
       {"byte count over 64 bits", [](Nav& n) {
          for (int d = 0; d < 3; ++d) n.set_u32(n.sizes(5) + 4 + 4 * d, 0x7FFFFFFFu);
        }, Error::MalformedLayout, inconsistent, g.layout(5)},
+      // Key 9: float32 [1, 2, 3, 2]. A zero makes 0 bytes wherever it is,
+      // even after sizes whose product overflows 64 bits.
+      {"a zero after an overflowing product is 0 bytes", [](Nav& n) {
+         for (int d = 0; d < 3; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
+         n.set_u32(n.sizes(9) + 4 + 4 * 3, 0);
+       }, Error::Ok, "", 0},
+      {"a zero before an overflowing product is 0 bytes", [](Nav& n) {
+         n.set_u32(n.sizes(9) + 4, 0);
+         for (int d = 1; d < 4; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
+       }, Error::Ok, "", 0},
+      {"byte count over 64 bits, rank 4", [](Nav& n) {
+         for (int d = 0; d < 4; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
+       }, Error::MalformedLayout, inconsistent, g.layout(9)},
       {"sizes vector runs past the flatbuffer", [](Nav& n) { n.set_u32(n.sizes(0), 0x40000000u); },
        Error::MalformedLayout, "vector length runs past the flatbuffer", g.sizes(0)},
       {"dim_order vector offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.layout(0), tlf::kDimOrder), 0x7FFFFF00u); },
@@ -720,6 +733,38 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
        }, Error::MalformedFunctionMap, rows_not_tiled, g.function(1) + fr::kTensorsBegin},
       {"the last row belongs to no function", [](Nav& n) { n.set_u32(n.function(2) + fr::kTensorsCount, 2); },
        Error::MalformedFunctionMap, "rows belong to no function (at = first such row)", 7},
+  };
+  run_cases(good, cases);
+}
+
+TEST_CASE("WDX1 function maps: rows naming one long string are refused, not compared for seconds") {
+  // A real file with one 64 KiB tensor name: comparing neighbours costs a
+  // few bytes (the pool once plus 1 KiB a row are allowed), so it opens.
+  namespace ft = format::function_tensor;
+  const std::string long_name(64 * 1024, 'a');
+  NamedDataStore store;
+  const std::uint8_t byte = 7;
+  REQUIRE(store.add_named_data("k", ByteSpan(&byte, 1), 1));
+  FunctionMaps maps;
+  maps.functions.push_back({"m", 0, "blob", "m", {{long_name, "k"}, {"b", "k"}, {"c", "k"}}});
+  const Bytes good = write_or_die(store, maps, WriteOptions{});
+  const Nav g{const_cast<Bytes&>(good)};
+  const std::uint32_t pool_size = g.u32(g.ext() + format::ext_header::kStringsSize);
+  REQUIRE(pool_size > 64 * 1024);
+  REQUIRE(pool_size < 64 * 1024 + 32);
+  REQUIRE(g.u32(g.function_tensor(0) + ft::kNameSize) == 64 * 1024);
+  // Every row made a prefix of that name, each longer than the last (still
+  // sorted): 64 KiB compared per row, over the budget at the second pair.
+  std::vector<Case> cases = {
+      {"rows share one long string", [](Nav& n) {
+         const std::uint32_t off = n.u32(n.function_tensor(0) + ft::kNameOffset);
+         for (std::uint32_t r = 0; r < 3; ++r) {
+           n.set_u32(n.function_tensor(r) + ft::kNameOffset, off);
+           n.set_u32(n.function_tensor(r) + ft::kNameSize, 64 * 1024 - 2 + r);
+         }
+       }, Error::MalformedFunctionMap,
+       "tensor names too long to check (over 1 KiB a row on average, or sharing one long string)",
+       g.function_tensor(2)},
   };
   run_cases(good, cases);
 }

@@ -11,9 +11,11 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -45,6 +47,20 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
   SUBCASE("a directory is not a regular file") {
     CHECK(MmapSource::open(WDEDUP_FIXTURES_DIR).error() == Error::IoError);
     CHECK(FileSource::open(WDEDUP_FIXTURES_DIR).error() == Error::IoError);
+  }
+  SUBCASE("a FIFO is refused at once, not waited on for a writer") {
+    // Opened without O_NONBLOCK, a FIFO with no writer blocks open(2)
+    // forever (this test would then hang until meson's timeout).
+    const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/runtime_fifo.ptd";
+    ::unlink(path.c_str());
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    Result<MmapSource> m = MmapSource::open(path.c_str());
+    CHECK(m.error() == Error::IoError);
+    CHECK(std::string(m.failure().what) == "not a regular file");
+    Result<FileSource> f = FileSource::open(path.c_str());
+    CHECK(f.error() == Error::IoError);
+    CHECK(std::string(f.failure().what) == "not a regular file");
+    ::unlink(path.c_str());
   }
   SUBCASE("an empty file maps to nothing and is Truncated for the reader") {
     const std::string path = write_temp("runtime_empty_file.ptd", {});
@@ -392,6 +408,54 @@ TEST_CASE("build_index: duplicate keys are MalformedKey; scans still return the 
   CHECK(st.failure().at == static_cast<std::uint64_t>(it - bytes.begin()));
   CHECK_FALSE(m.has_index());
   CHECK(m.find("simple.a")->key_index == 0);
+}
+
+TEST_CASE("build_index: keys chosen to collide under one seed do not survive another") {
+  // 1,024 keys whose hash under kChosen puts them all in the first 16 of
+  // the index's 2,048 slots: one run of 1,024, about 524,000 probes to
+  // build (the budget is 64 a slot, 132,096), and a scan of it per lookup.
+  constexpr std::uint64_t kChosen = 0xC0111DE;
+  constexpr std::uint32_t kKeys = 1024;
+  const std::uint64_t slots = NamedDataMap::index_memory_size(kKeys) / 8;
+  REQUIRE(slots == 2048);
+  NamedDataStore store;
+  std::vector<std::string> names;
+  char buf[32];
+  for (std::uint32_t i = 0; names.size() < kKeys; ++i) {
+    const int n = std::snprintf(buf, sizeof buf, "w.%u", i);
+    if ((detail::key_hash(buf, static_cast<std::size_t>(n), kChosen) & (slots - 1)) >= 16) continue;
+    names.emplace_back(buf, static_cast<std::size_t>(n));
+    REQUIRE(store.add_named_data(names.back(), ByteSpan(), 1));
+  }
+  WriteOptions plain;
+  plain.wdedup_extensions = false;
+  Expected<std::vector<std::uint8_t>> bytes = serialize_ptd(store, FunctionMaps{}, plain);
+  REQUIRE(bytes);
+  std::unique_ptr<Opened> o = open_bytes(*bytes);
+  REQUIRE(o->ok());
+  NamedDataMap& m = o->map();
+  AlignedBytes index(static_cast<std::size_t>(8 * slots), 8);
+
+  // Under the seed they were chosen for: refused once the probes run over
+  // budget, and the map goes on scanning.
+  Status st = m.build_index(index.span(), kChosen);
+  CHECK(st.error() == Error::MalformedIndex);
+  CHECK(std::string(st.failure().what) == "keys collide in the built index under this seed (at = keys placed)");
+  CHECK(st.failure().at > 16);
+  CHECK(st.failure().at < kKeys);
+  CHECK_FALSE(m.has_index());
+  CHECK(m.find(names[700])->key_index == 700);
+  // The same keys under ordinary seeds: built, and every key found.
+  REQUIRE(m.build_index(index.span(), kChosen + 1).ok());
+  CHECK(m.has_index());
+  for (std::uint32_t i = 0; i < kKeys; ++i) CHECK(m.find(names[i])->key_index == i);
+  CHECK(m.find("w.x").error() == Error::NotFound);
+
+  // build_index(memory) picks its own seed, and retries under others.
+  std::unique_ptr<Opened> o2 = open_bytes(*bytes);
+  REQUIRE(o2->ok());
+  REQUIRE(o2->map().build_index(index.span()).ok());
+  for (std::uint32_t i = 0; i < kKeys; ++i) CHECK(o2->map().find(names[i])->key_index == i);
 }
 
 TEST_CASE("wdedup file: stored index, absolute alignment, layouts, segments and hashes") {

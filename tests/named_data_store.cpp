@@ -236,6 +236,13 @@ TEST_CASE("layouts are checked against the bytes") {
   CHECK(dump(s) == before);
   CHECK(s.key_count() == 1);
   CHECK(s.buffer_count() == 1);
+  // A zero size makes 0 bytes wherever it is, even after sizes whose
+  // product overflows 64 bits.
+  REQUIRE(s.add_named_data("z_last", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {INT32_MAX, INT32_MAX, INT32_MAX, 0})).ok());
+  REQUIRE(s.add_named_data("z_first", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {0, INT32_MAX, INT32_MAX, INT32_MAX})).ok());
+  r = s.add_named_data("t", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {INT32_MAX, INT32_MAX, INT32_MAX, 1}));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(s.key_count() == 3);
   REQUIRE(s.add_named_data("cl", span(a), 1, Layout::channels_last(ScalarType::Byte, {1, 2, 3, 4})).ok());
   CHECK(s.find("cl")->layout->dim_order == std::vector<std::uint8_t>{0, 2, 3, 1});
 }

@@ -78,7 +78,11 @@ class MemorySource : public DataSource {
 /// Opens `path` read-only and checks that it is a regular file. On success
 /// the caller owns *fd; on failure nothing is left open.
 inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) noexcept {
-  const int f = ::open(path, O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading otherwise blocks until some
+  // process opens it for writing, before the check below can refuse it.
+  // On a regular file the flag changes nothing (reads never block on one),
+  // so it is left set.
+  const int f = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f < 0) return Status(Error::IoError, "open failed (at = errno)", errno);
   struct stat st;
   if (::fstat(f, &st) != 0) {

@@ -443,7 +443,31 @@ class NamedDataMap {
   /// for plain ExecuTorch files, no heap. Does nothing if has_index().
   /// MalformedKey if two keys are equal (a scan would silently pick the
   /// first). Not thread-safe: call before sharing the map.
+  ///
+  /// The hash seed is not a constant: keys chosen to collide under a known
+  /// seed pile into one run of slots, which made building quadratic and
+  /// every lookup a scan of that run (32,768 chosen keys: 0.2 s to build,
+  /// 8 us a lookup). It is derived from the addresses of the memory and the
+  /// map, which differ from process to process under ASLR; and if the
+  /// slots still take too many probes, the build is retried under other
+  /// seeds, which keys chosen against one do not collide under. If every
+  /// seed tried fails, MalformedIndex, and lookups go on scanning.
   Status build_index(Span<std::uint8_t> memory) noexcept {
+    const std::uint64_t where[2] = {reinterpret_cast<std::uintptr_t>(memory.data()),
+                                    reinterpret_cast<std::uintptr_t>(this)};
+    std::uint64_t seed = detail::key_hash(where, sizeof where, key_count_);
+    Status st = detail::ok_status();
+    for (int attempt = 0; attempt < kBuildAttempts; ++attempt, seed = detail::key_hash(&seed, sizeof seed, attempt)) {
+      st = build_index(memory, seed);
+      if (st.error() != Error::MalformedIndex) return st;
+    }
+    return st;
+  }
+  /// build_index under `seed` alone (a caller with a source of randomness
+  /// passes one). MalformedIndex if the keys take more than 64 probes per
+  /// slot in all to place (a valid set takes about 1.5 per key): the memory
+  /// is then left unused and lookups go on scanning.
+  Status build_index(Span<std::uint8_t> memory, std::uint64_t seed) noexcept {
     if (has_index()) return detail::ok_status();
     if (reinterpret_cast<std::uintptr_t>(memory.data()) % 8 != 0)
       return Status(Error::Misaligned, "index memory is not 8-byte aligned",
@@ -454,11 +478,14 @@ class NamedDataMap {
     std::uint8_t* s = memory.data();
     std::memset(s, 0, static_cast<std::size_t>(8 * slots));
     const std::uint64_t mask = slots - 1;
+    std::uint64_t budget = kProbeBudgetPerSlot * slots + 1024;
     for (std::uint32_t i = 0; i < key_count_; ++i) {
       const KeyView k = key_at(i);
-      const std::uint64_t h = detail::key_hash(k.data(), k.size(), kBuiltSeed);
+      const std::uint64_t h = detail::key_hash(k.data(), k.size(), seed);
       std::uint64_t at = h & mask;
       for (;;) {
+        if (budget-- == 0)
+          return Status(Error::MalformedIndex, "keys collide in the built index under this seed (at = keys placed)", i);
         const std::uint64_t v = format::load_u64(s + 8 * at);
         if (v == 0) break;
         if ((v >> 32) == (h >> 32) && key_at(static_cast<std::uint32_t>(v) - 1) == k)
@@ -469,6 +496,7 @@ class NamedDataMap {
     }
     built_slots_ = s;
     built_slot_count_ = slots;
+    built_seed_ = seed;
     return detail::ok_status();
   }
 
@@ -527,7 +555,14 @@ class NamedDataMap {
   const DataSource& source() const noexcept { return *src_; }
 
  private:
-  static constexpr std::uint64_t kBuiltSeed = 0;
+  /// Seeds build_index(memory) tries; probes per slot, in all, before a
+  /// seed is given up (the stored index's check, validate_ext_slots, allows
+  /// as many).
+  static constexpr int kBuildAttempts = 4;
+  static constexpr std::uint64_t kProbeBudgetPerSlot = 64;
+  /// Bytes of tensor names open() compares per function-table row, on top
+  /// of the strings pool once (validate_ext_functions).
+  static constexpr std::uint64_t kCompareBytesPerRow = 1024;
   // What a zero-size copy points at: not null, and aligned like a mapping.
   alignas(4096) static constexpr std::uint8_t kEmptyByte = 0;
 
@@ -782,7 +817,7 @@ class NamedDataMap {
   bool lookup(KeyView key, std::uint32_t* out) const noexcept {
     if (key_count_ <= kTagKeys) return tagged_scan(key, out);
     if (ext_ != 0) return probe(meta_ + slots_, slot_count_, seed_, key, out);
-    if (built_slots_ != nullptr) return probe(built_slots_, built_slot_count_, kBuiltSeed, key, out);
+    if (built_slots_ != nullptr) return probe(built_slots_, built_slot_count_, built_seed_, key, out);
     return scan(key, out);
   }
 
@@ -833,6 +868,7 @@ class NamedDataMap {
   // build_index
   const std::uint8_t* built_slots_ = nullptr;
   std::uint64_t built_slot_count_ = 0;
+  std::uint64_t built_seed_ = 0;
   // TensorLayout tables: when every one has its fields at the same offsets
   // (scalar_type, sizes, dim_order; 0 = absent), layout_at skips the vtable.
   std::uint32_t layouts_seen_ = 0;
@@ -1159,7 +1195,7 @@ inline Status NamedDataMap::validate_ext_slots() const noexcept {
   // a distinct key with the right tag. Probing is bounded: a valid table at
   // load factor <= 1/2 probes ~1.5 slots per key; an adversarial one must not
   // turn open() quadratic.
-  std::uint64_t budget = 64 * slot_count_ + 1024;
+  std::uint64_t budget = kProbeBudgetPerSlot * slot_count_ + 1024;
   const std::uint64_t mask = slot_count_ - 1;
   for (std::uint32_t i = 0; i < key_count_; ++i) {
     const KeyView k = key_at(i);
@@ -1204,6 +1240,13 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
   // let a small file make them quadratic (32,000 functions claiming every
   // row of a 2 MB file took 2.5 s).
   std::uint64_t next_row = 0;
+  // Names may share the pool's bytes (the writer stores each string once,
+  // and rows of several functions name it), so one long string can be
+  // every row's name, and comparing neighbours would cost rows x its
+  // length (a 4 MB file: 131,072 rows of ~2 MB names, 4.5 s). The bytes
+  // compared are therefore bounded: the pool once, plus 1 KiB a row, which
+  // a real file exceeds only with names over 1 KiB on average.
+  std::uint64_t compare_budget = strings_size_ + kCompareBytesPerRow * std::uint64_t{ftensor_count_};
   for (std::uint32_t i = 0; i < function_count_; ++i) {
     const std::uint64_t p = functions_ + std::uint64_t{i} * fr::kSize;
     const std::uint8_t* r = meta_ + p;
@@ -1228,7 +1271,14 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
     // name would make key_of ambiguous.
     const FunctionView f = function_at(i);
     for (std::uint64_t k = 1; k < count; ++k) {
-      if (!(f.row(k - 1).tensor_name < f.row(k).tensor_name))
+      const KeyView a = f.row(k - 1).tensor_name, b = f.row(k).tensor_name;
+      const std::uint64_t cost = (a.size() < b.size() ? a.size() : b.size()) + 1;
+      if (cost > compare_budget)
+        return Status(Error::MalformedFunctionMap,
+                      "tensor names too long to check (over 1 KiB a row on average, or sharing one long string)",
+                      ftensors_ + (begin + k) * ft::kSize);
+      compare_budget -= cost;
+      if (!(a < b))
         return Status(Error::MalformedFunctionMap, "function's tensor rows are not sorted by unique name",
                       ftensors_ + (begin + k) * ft::kSize);
     }

@@ -108,8 +108,9 @@ struct TensorLayout {
     for (std::int32_t s : sizes) n *= static_cast<std::uint64_t>(s);
     return n;
   }
-  /// Bytes the tensor occupies. Valid layouts (everything a NamedDataMap
-  /// returns) never overflow: the reader checks that at open.
+  /// Bytes the tensor occupies. Exact for valid layouts (everything a
+  /// NamedDataMap returns; the reader checks at open): a product can wrap
+  /// only before a size of 0, which makes the result 0 all the same.
   std::uint64_t nbytes() const noexcept { return numel() * element_size(scalar_type); }
 };
 
@@ -130,15 +131,19 @@ inline bool layout_byte_size(ScalarType type, const std::int32_t* sizes, std::si
     if (dim_order[i] >= rank || seen[dim_order[i]]) return false;
     seen[dim_order[i]] = true;
   }
+  // A zero anywhere makes the count 0, whatever precedes it: an overflow
+  // is only an error once no zero has followed (else [2^31-1 x3, 0] would
+  // be refused and [0, 2^31-1 x3] not).
   std::uint64_t n = esize;
-  bool zero = false;
+  bool zero = false, overflow = false;
   for (std::size_t i = 0; i < rank; ++i) {
     if (sizes[i] < 0) return false;
     const auto s = static_cast<std::uint64_t>(sizes[i]);
     if (s == 0) zero = true;
-    else if (!zero && n > UINT64_MAX / s) return false;
-    else if (!zero) n *= s;
+    else if (n > UINT64_MAX / s) overflow = true;
+    else n *= s;
   }
+  if (overflow && !zero) return false;
   *nbytes = zero ? 0 : n;
   return true;
 }
