@@ -286,7 +286,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // need them first (0c, below): whichever claims them builds them.
   // 0: not claimed, 1: being built, 2: built.
   std::atomic<int> tables{0};
-  auto build_tables = [&] {
+  auto fill_tables = [&] {
     std::size_t fi = 0;  // functions are in program order
     for (const Method& method : program.methods)
       for (const Partition& part : method.partitions) {
@@ -300,6 +300,12 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
           t.key.assign(tensor.name.data(), tensor.name.size());
         }
       }
+  };
+  // Out of memory while filling them, the claim is handed back (0), so a
+  // thread waiting in ensure_tables claims them itself instead of waiting
+  // forever for a thread that has stopped.
+  auto build_tables = [&] {
+    call_or_undo(fill_tables, [&] { tables.store(0, std::memory_order_release); });
     tables.store(2, std::memory_order_release);
   };
   auto claim_tables = [&] {
@@ -309,8 +315,11 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // The tables, built: by this thread if no other has claimed them, else
   // once the thread that did has finished them.
   auto ensure_tables = [&] {
-    if (claim_tables()) return build_tables();
-    while (tables.load(std::memory_order_acquire) != 2) sched_yield();
+    for (;;) {
+      if (claim_tables()) return build_tables();
+      if (tables.load(std::memory_order_acquire) == 2) return;
+      sched_yield();
+    }
   };
   // Set by finish(): what a run it is discarded after must undo.
   bool tables_patched = false, index_released = false;
@@ -718,7 +727,10 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   Expected<void> checked, assumed;
   bool speculated = false;
   auto check = [&] {
-    checked = validate_program(program, &flat, &names, &early);
+    // Out of memory in the check, the queue is closed all the same: the
+    // comparing threads wait for that, and are joined before the exception
+    // leaves (run_workers).
+    call_or_undo([&] { checked = validate_program(program, &flat, &names, &early); }, [&] { early.close(); });
     early.close();
     if (threads < 2 || !checked || flat.max_size > identity::kRunMaxBytes) return early.drain();
     // finish() costs about kFinishBytesPerTensor of one thread's comparing

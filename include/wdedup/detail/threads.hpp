@@ -11,6 +11,7 @@
 #define WDEDUP_DETAIL_THREADS_HPP
 
 #include <cstddef>
+#include <exception>
 #include <vector>
 
 #include <pthread.h>
@@ -33,16 +34,53 @@ inline double monotonic_seconds() noexcept {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
+#define WDEDUP_DETAIL_EXCEPTIONS 1
+#else
+#define WDEDUP_DETAIL_EXCEPTIONS 0
+#endif
+
+/// Calls f(); if it throws, calls undo() and rethrows. Without exceptions,
+/// just f(). For a thread that must leave shared state in order for the
+/// others (who may be waiting on it) when it fails, e.g. out of memory.
+template <class F, class Undo>
+void call_or_undo(F&& f, Undo&& undo) {
+#if WDEDUP_DETAIL_EXCEPTIONS
+  try {
+    f();
+  } catch (...) {
+    undo();
+    throw;
+  }
+#else
+  (void)undo;
+  f();
+#endif
+}
+
 template <class Fn>
 struct WorkerStart {
   const Fn* fn;
   std::size_t index;
+#if WDEDUP_DETAIL_EXCEPTIONS
+  std::exception_ptr error;  ///< what fn threw on this thread, if anything
+#endif
 };
 
 template <class Fn>
 void* worker_main(void* p) {
-  const auto* s = static_cast<const WorkerStart<Fn>*>(p);
+  auto* s = static_cast<WorkerStart<Fn>*>(p);
+#if WDEDUP_DETAIL_EXCEPTIONS
+  // An exception must not leave a thread's start routine (std::terminate):
+  // it is carried to the calling thread, which rethrows it after the join.
+  try {
+    (*s->fn)(s->index);
+  } catch (...) {
+    s->error = std::current_exception();
+  }
+#else
   (*s->fn)(s->index);
+#endif
   return nullptr;
 }
 
@@ -51,18 +89,38 @@ void* worker_main(void* p) {
 /// that cannot be started is skipped, so fn must not rely on every index
 /// running: workers should pull their work from a shared counter, and then
 /// a missing thread only costs speed.
+///
+/// If fn throws (out of memory), every thread is still joined before the
+/// exception leaves: the calling thread's, else the lowest index's. The
+/// others run on until they return, so no thread may wait forever for one
+/// that threw: what a thread others wait on must be handed back when it
+/// throws (call_or_undo).
 template <class Fn>
 void run_workers(std::size_t n, const Fn& fn) {
   std::vector<WorkerStart<Fn>> starts(n);
   std::vector<pthread_t> ids(n);
   std::vector<char> started(n, 0);
   for (std::size_t w = 1; w < n; ++w) {
-    starts[w] = WorkerStart<Fn>{&fn, w};
+    starts[w].fn = &fn;
+    starts[w].index = w;
     started[w] = pthread_create(&ids[w], nullptr, &worker_main<Fn>, &starts[w]) == 0;
   }
+#if WDEDUP_DETAIL_EXCEPTIONS
+  std::exception_ptr error;
+  try {
+    fn(std::size_t{0});
+  } catch (...) {
+    error = std::current_exception();
+  }
+#else
   fn(std::size_t{0});
+#endif
   for (std::size_t w = 1; w < n; ++w)
     if (started[w]) pthread_join(ids[w], nullptr);
+#if WDEDUP_DETAIL_EXCEPTIONS
+  for (std::size_t w = 1; w < n && !error; ++w) error = starts[w].error;
+  if (error) std::rethrow_exception(error);
+#endif
 }
 
 }  // namespace detail

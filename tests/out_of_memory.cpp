@@ -1,0 +1,190 @@
+// Out of memory on any thread: deduplicate() throws std::bad_alloc on the
+// calling thread, as the standard containers do, after every thread it
+// started has been joined; it never terminates, hangs, or leaves a thread
+// running over freed memory. And run_workers, which carries a worker's
+// exception to the caller.
+//
+// Allocations are made to fail by replacing the global operator new: the
+// k-th allocation after the countdown is armed throws. Built only where
+// exceptions are on (tests/meson.build).
+#include <doctest/doctest.h>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "wdedup/wdedup.hpp"
+
+using namespace wdedup;
+
+namespace {
+std::atomic<long> g_countdown{-1};  // armed when >= 0: the allocation that takes it to -1 throws
+std::atomic<long> g_counted{0};
+std::atomic<bool> g_counting{false};
+std::atomic<bool> g_workers_only{false};
+pthread_t g_main_thread;
+
+void* allocate(std::size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) g_counted.fetch_add(1, std::memory_order_relaxed);
+  if (g_countdown.load(std::memory_order_relaxed) >= 0 &&
+      !(g_workers_only.load(std::memory_order_relaxed) && pthread_equal(pthread_self(), g_main_thread)) &&
+      g_countdown.fetch_sub(1, std::memory_order_relaxed) == 0)
+    throw std::bad_alloc();
+  if (void* p = std::malloc(n != 0 ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return allocate(n); }
+void* operator new[](std::size_t n) { return allocate(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+/// Two methods of 600 tensors of 256 bytes; names longer than a string's
+/// inline buffer (so the function tables allocate, on whichever thread
+/// fills them); every 7th tensor of the second method differs.
+struct Fixture {
+  std::vector<std::vector<std::uint8_t>> bytes;
+  Program program;
+  Fixture() {
+    bytes.reserve(1200);
+    for (int m = 0; m < 2; ++m) {
+      Partition& part = program.add_method(m == 0 ? "prefill" : "decode").add_partition();
+      for (int t = 0; t < 600; ++t) {
+        bytes.emplace_back(256, static_cast<std::uint8_t>(t * 7 + (m == 1 && t % 7 == 0)));
+        part.add("layers." + std::to_string(t) + ".attention.wq.weight", ByteSpan(bytes.back().data(), 256));
+      }
+    }
+  }
+};
+
+/// What a result holds, as one string: keys with their buffers, and every
+/// function's table.
+std::string summary(const DedupResult& r) {
+  std::string s;
+  for (const StoreKey& key : r.store.keys()) s += key.key + "->" + std::to_string(key.buffer_index) + ";";
+  for (const FunctionMap& f : r.functions.functions) {
+    s += "|" + f.blob_key + "/" + f.function_name + ":";
+    for (const FunctionTensor& t : f.tensors) s += t.tensor_name + "=" + t.key + ",";
+  }
+  return s;
+}
+
+struct Outcome {
+  bool threw = false;
+  std::string result;
+};
+
+Outcome run(const Fixture& f, unsigned threads, long fail_at, bool workers_only, bool count = false) {
+  DedupOptions options;
+  options.threads = threads;
+  Outcome o;
+  g_workers_only = workers_only;
+  g_countdown = fail_at;
+  try {
+    g_counting = count;
+    Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(f.program, options);
+    g_counting = false;
+    g_countdown = -1;
+    o.result = r ? summary(*r) : "error: " + r.message();
+  } catch (const std::bad_alloc&) {
+    g_counting = false;
+    g_countdown = -1;
+    o.threw = true;
+  }
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("run_workers: a worker's exception reaches the caller after every thread has returned") {
+  for (std::size_t thrower : {std::size_t{0}, std::size_t{2}}) {
+    CAPTURE(thrower);
+    std::atomic<int> returned{0};
+    std::string what;
+    try {
+      detail::run_workers(4, [&](std::size_t w) {
+        if (w == thrower) throw std::runtime_error("worker " + std::to_string(w));
+        usleep(20000);  // the others return well after the throw
+        returned.fetch_add(1);
+      });
+    } catch (const std::runtime_error& e) {
+      what = e.what();
+    }
+    CHECK(what == "worker " + std::to_string(thrower));
+    CHECK(returned.load() == 3);
+  }
+  // Two throw: the calling thread's wins, else the lowest index's.
+  std::string what;
+  try {
+    detail::run_workers(3, [&](std::size_t w) {
+      if (w != 1) throw std::runtime_error("worker " + std::to_string(w));
+    });
+  } catch (const std::runtime_error& e) {
+    what = e.what();
+  }
+  CHECK(what == "worker 0");
+  try {
+    detail::run_workers(4, [&](std::size_t w) {
+      if (w >= 2) throw std::runtime_error("worker " + std::to_string(w));
+    });
+  } catch (const std::runtime_error& e) {
+    what = e.what();
+  }
+  CHECK(what == "worker 2");
+}
+
+TEST_CASE("deduplicate: out of memory at any allocation, on any thread, is std::bad_alloc") {
+  g_main_thread = pthread_self();
+  const Fixture f;
+  const Outcome reference = run(f, 1, -1, false);
+  REQUIRE_FALSE(reference.threw);
+  REQUIRE(reference.result.rfind("error", 0) == std::string::npos);
+  // One thread: every allocation of a call fails in turn, and the call
+  // throws exactly when one of its allocations fails.
+  g_counted = 0;
+  CHECK(run(f, 1, -1, false, true).result == reference.result);
+  const long allocations = g_counted.load();
+  REQUIRE(allocations > 100);
+  for (long k = 0; k <= allocations; ++k) {
+    const Outcome o = run(f, 1, k, false);
+    CAPTURE(k);
+    CHECK(o.threw == (k < allocations));
+    if (!o.threw) CHECK(o.result == reference.result);
+  }
+  // More threads: which thread makes the k-th allocation varies, so a call
+  // may throw or succeed; it must do one or the other, with every thread
+  // joined (a worker's exception used to end the process, and the caller's
+  // to leave workers running over freed memory; ASan and TSan run this).
+  // The first allocation is always the calling thread's.
+  for (unsigned threads : {2u, 4u}) {
+    CAPTURE(threads);
+    CHECK(run(f, threads, 0, false).threw);
+    int threw = 0, worker_threw = 0;
+    const long step = allocations / 150 + 1;
+    for (long k = 0; k < allocations + 50; k += step) {
+      CAPTURE(k);
+      const Outcome any = run(f, threads, k, false);
+      if (!any.threw) CHECK(any.result == reference.result);
+      threw += any.threw;
+      const Outcome worker = run(f, threads, k / 8, true);  // only threads other than the caller's fail
+      if (!worker.threw) CHECK(worker.result == reference.result);
+      worker_threw += worker.threw;
+    }
+    CHECK(threw > 0);
+    MESSAGE("threads ", threads, ": ", threw, " calls threw (any thread), ", worker_threw, " (workers only)");
+    // And the next call, with memory, is whole.
+    CHECK(run(f, threads, -1, false).result == reference.result);
+  }
+}
