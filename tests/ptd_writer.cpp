@@ -798,6 +798,32 @@ TEST_CASE("validation of stores filled through the bulk path") {
     expect(s, Error::InvalidAlignment,
            "key 'k': lcm of alignments 65539 and 65537 exceeds the maximum of 4294967296");
   }
+  SUBCASE("a segment whose lcm with segment_alignment is over the maximum (padding of up to 512 GiB)") {
+    // Each alignment is allowed alone; the segment would be placed at
+    // lcm(128, 2^32 - 1) = 549,755,813,760.
+    NamedDataStore s;
+    REQUIRE(s.add_named_data("k", data, 4294967295).ok());
+    expect(s, Error::InvalidAlignment,
+           "buffer 0 (key 'k') has alignment 4294967295: its lcm with segment_alignment 128 exceeds the maximum of "
+           "4294967296");
+    // The bulk path may leave the buffer below its key's request: the key's
+    // is checked as well.
+    NamedDataStore bulk;
+    SA::add_key(bulk, "k", SA::add_buffer(bulk, data, 1), 4294967295, std::nullopt);
+    expect(bulk, Error::InvalidAlignment,
+           "key 'k': its segment's alignment 4294967295 and segment_alignment 128 have an lcm over the maximum of "
+           "4294967296");
+    NamedDataStore keyless;
+    SA::add_buffer(keyless, data, 4294967295);
+    expect(keyless, Error::InvalidAlignment,
+           "buffer 0 has alignment 4294967295: its lcm with segment_alignment 128 exceeds the maximum of 4294967296");
+    // 2^32 itself is a multiple of 128: the largest alignment there is, allowed.
+    NamedDataStore max;
+    REQUIRE(max.add_named_data("k", data, std::int64_t{1} << 32).ok());
+    Expected<detail::PtdPlan> plan = detail::plan_ptd(max, FunctionMaps{}, WriteOptions{});
+    REQUIRE(plan);
+    CHECK(plan->segment_offsets[0] == std::uint64_t{1} << 32);
+  }
   SUBCASE("the same key twice (NamedDataMap::open would refuse the file)") {
     NamedDataStore s;
     const std::uint32_t b = SA::add_buffer(s, data, 1);

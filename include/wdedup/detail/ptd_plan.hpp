@@ -132,6 +132,15 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
   if (buffers.size() > UINT32_MAX)
     return R(Error::InvalidArgument, cat("the store has ", buffers.size(), " buffers; at most ", UINT32_MAX));
 
+  // Each segment is placed at lcm(segment_alignment, its alignment), which
+  // must stay within kMaxAlignment like every other: alignments of 128 and
+  // 2^32 - 1, each allowed, would otherwise put a 16-byte segment at
+  // 512 GiB, all of it padding.
+  const std::uint64_t sa = options.segment_alignment;
+  auto placed_within = [sa](std::uint64_t a) {
+    const std::optional<std::uint64_t> l = lcm_alignment(sa, a);
+    return l && *l <= kMaxAlignment;
+  };
   ValidatedInput out;
   out.segment_alignments.resize(buffers.size());
   for (std::size_t b = 0; b < buffers.size(); ++b) {
@@ -139,6 +148,17 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
     if (a == 0 || a > kMaxAlignment)
       return R(Error::InvalidAlignment,
                cat("buffer ", b, " has alignment ", a, "; it must be in [1, ", kMaxAlignment, "]"));
+    if (!placed_within(a)) {
+      std::string named;  // a key of the buffer, found on this path only
+      for (const StoreKey& k : keys)
+        if (k.buffer_index == b) {
+          named = cat(" (key ", quote_name(k.key), ")");
+          break;
+        }
+      return R(Error::InvalidAlignment, cat("buffer ", b, named, " has alignment ", a,
+                                            ": its lcm with segment_alignment ", sa, " exceeds the maximum of ",
+                                            kMaxAlignment));
+    }
     out.segment_alignments[b] = a;
   }
   for (const StoreKey& k : keys) {
@@ -169,6 +189,10 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
     if (!l)
       return R(Error::InvalidAlignment, cat("key ", quote_name(k.key), ": lcm of alignments ", seg, " and ",
                                             k.alignment, " exceeds the maximum of ", kMaxAlignment));
+    if (!placed_within(*l))
+      return R(Error::InvalidAlignment, cat("key ", quote_name(k.key), ": its segment's alignment ", *l,
+                                            " and segment_alignment ", sa, " have an lcm over the maximum of ",
+                                            kMaxAlignment));
     seg = *l;
   }
 
