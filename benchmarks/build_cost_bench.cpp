@@ -91,30 +91,51 @@ void run_build_cost(const Config& c, Results& out) {
     return timed_run({c.cxx, "-std=c++17", "-fsyntax-only", "-I", c.include_dir, t.path}, log);
   };
   bool failed = false;
+  auto fail = [&](const Tu& t) {
+    report_failure("`" + c.cxx + " -std=c++17 -fsyntax-only -I " + c.include_dir + " " + t.path +
+                   "` failed (see " + log + "): no build-cost figures");
+    failed = true;
+  };
+  // The empty TU's times compiled right beside each header (tus[0] is the
+  // empty TU): each header's baseline.
+  std::vector<std::vector<double>> beside(tus.size()), beside_wall(tus.size());
   // Warm (the compiler and the headers into the page cache), which also
   // checks that every TU compiles. --quick times the warm-up run itself.
   for (Tu& t : tus) {
     const RunTime s = compile(t);
-    if (s.cpu >= 0 && c.quick) t.samples.push_back(s.cpu), t.wall.push_back(s.wall);
     if (s.cpu < 0) {
-      report_failure("`" + c.cxx + " -std=c++17 -fsyntax-only -I " + c.include_dir + " " + t.path +
-                     "` failed (see " + log + "): no build-cost figures");
-      failed = true;
+      fail(t);
       break;
     }
+    if (!c.quick) continue;
+    if (t.header) {
+      t.samples.push_back(s.cpu);
+      t.wall.push_back(s.wall);
+    } else {
+      for (std::size_t i = 1; i < tus.size(); ++i) beside[i].push_back(s.cpu), beside_wall[i].push_back(s.wall);
+    }
   }
-  if (!failed) {
-    for (unsigned r = 0; r < (c.quick ? c.compile_reps - 1 : c.compile_reps); ++r)
-      for (std::size_t k = 0; k < tus.size(); ++k) {
-        Tu& t = tus[(k + r) % tus.size()];
+  // Every header is compiled next to an empty TU, before it in even
+  // repetitions and after it in odd ones, so that a header and its
+  // baseline see the same moment of a shared host.
+  for (unsigned r = 0; !failed && r < (c.quick ? c.compile_reps - 1 : c.compile_reps); ++r)
+    for (std::size_t i = 1; !failed && i < tus.size(); ++i)
+      for (int step = 0; step < 2; ++step) {
+        const bool header_now = (step == 1) == (r % 2 == 0);
+        Tu& t = header_now ? tus[i] : tus[0];
         progress(c, "build cost: %s, compilation %u/%u", t.header ? t.header : "empty TU", r + 1, c.compile_reps);
         const RunTime s = compile(t);
-        t.samples.push_back(s.cpu);
-        t.wall.push_back(s.wall);
+        if (s.cpu < 0) {  // a failed compile is not a sample
+          fail(t);
+          break;
+        }
+        (header_now ? t.samples : beside[i]).push_back(s.cpu);
+        (header_now ? t.wall : beside_wall[i]).push_back(s.wall);
       }
-    const double empty = bench::median(tus[0].samples);
+  if (!failed) {
     for (std::size_t i = 1; i < tus.size(); ++i) {
       const Tu& t = tus[i];
+      const double empty = bench::median(beside[i]);
       Row w;
       w.group = "build";
       w.name = std::string("#include <") + t.header + "> over empty TU";
@@ -125,22 +146,22 @@ void run_build_cost(const Config& c, Results& out) {
       w.baseline_unit = "s";
       w.reps = static_cast<unsigned>(t.samples.size());
       w.samples = t.samples;
-      w.baseline_samples = tus[0].samples;
-      // Paired per repetition (each repetition compiles every TU once, in
-      // turn), like every other row's ratio; the target is on the value.
+      w.baseline_samples = beside[i];
+      // Paired per repetition, like every other row's ratio; the target is
+      // on the value.
       std::vector<double> paired;
-      for (std::size_t r = 0; r < t.samples.size() && r < tus[0].samples.size(); ++r)
-        if (t.samples[r] > 0) paired.push_back(tus[0].samples[r] / t.samples[r]);
+      for (std::size_t r = 0; r < t.samples.size() && r < beside[i].size(); ++r)
+        if (t.samples[r] > 0) paired.push_back(beside[i][r] / t.samples[r]);
       if (!paired.empty()) w.ratio = bench::median(paired);
-      w.ratio_meaning = "empty TU's CPU time / this TU's, paired per repetition (below 1: the header's cost)";
+      w.ratio_meaning = "empty TU's CPU time / this TU's, compiled beside it (below 1: the header's cost)";
       if (t.target > 0) {
         char text[32];
         std::snprintf(text, sizeof text, "<= %.2g s", t.target);
         w.target = Target::value_at_most(t.target, text);
       }
-      w.extra = {{"wall_seconds_over_empty", bench::median(t.wall) - bench::median(tus[0].wall)},
-                 {"wall_seconds_empty", bench::median(tus[0].wall)}};
-      w.note = c.cxx + " -std=c++17 -fsyntax-only: median CPU time (user+sys) minus the empty TU's";
+      w.extra = {{"wall_seconds_over_empty", bench::median(t.wall) - bench::median(beside_wall[i])},
+                 {"wall_seconds_empty", bench::median(beside_wall[i])}};
+      w.note = c.cxx + " -std=c++17 -fsyntax-only: median CPU time (user+sys) minus the empty TU's compiled beside it";
       out.rows.push_back(std::move(w));
     }
   }

@@ -4,8 +4,8 @@
 //     64-bit words), same thread count, same memory, warmed the same way;
 //   - the reference approach, ExecuTorch's NamedDataStore: SHA-256 of each
 //     whole buffer (OpenSSL), merge on digest.
-// All of them run once per repetition, in a shuffled order, and each ratio is
-// the median of the per-repetition ratios.
+// All of them run once per repetition, in a fixed order (kContenderOrder
+// says why), and each ratio is the median of the per-repetition ratios.
 #include <algorithm>
 #include <array>
 #include <atomic>

@@ -11,9 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+source scripts/lib.sh
 build=build/bench
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=release -Dtests=false -Dexamples=false -Dbenchmarks=true >/dev/null
-fi
-ninja -C "$build" benchmarks/wdedup-bench >/dev/null
+release_build "$build" benchmarks/wdedup-bench -Dtests=false -Dexamples=false -Dbenchmarks=true
 exec "$build/benchmarks/wdedup-bench" --json "$build/results.json" --tmpdir "$build" "$@"

@@ -7,10 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
+source scripts/lib.sh
 build=build/release
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=release -Dtests=false -Dexamples=false -Dbenchmarks=false >/dev/null
-fi
-ninja -C "$build" tools/wdedup-demo >/dev/null
+release_build "$build" tools/wdedup-demo -Dtests=false -Dexamples=false -Dbenchmarks=false
 mkdir -p build/demo
 exec "$build/tools/wdedup-demo" --out build/demo/llama.ptd "$@"

@@ -18,11 +18,9 @@ workload="${1:-small-tensors}"
 [ $# -gt 0 ] && shift
 extra=("$@")
 bash scripts/deps.sh valgrind
+source scripts/lib.sh
 build=build/bench
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=release -Dtests=false -Dexamples=false -Dbenchmarks=true >/dev/null
-fi
-ninja -C "$build" benchmarks/wdedup-bench >/dev/null
+release_build "$build" benchmarks/wdedup-bench -Dtests=false -Dexamples=false -Dbenchmarks=true
 # The simulated L1 is this machine's, if valgrind accepts its geometry.
 d1="$(getconf LEVEL1_DCACHE_SIZE 2>/dev/null || true),$(getconf LEVEL1_DCACHE_ASSOC 2>/dev/null || true),64"
 case "$d1" in [0-9]*,[0-9]*,64) ;; *) d1=32768,8,64 ;; esac

@@ -42,15 +42,11 @@ order=(gcc-c++17 gcc-c++20-noexcept clang-c++20 asan-ubsan tsan)
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1
 total_pass=0 total_fail=0
-# ninja prints compile errors on stdout: keep them in a log, show them on failure.
+source scripts/lib.sh
 build() {
-  local dir=$1 log=$1/build.log
+  local dir=$1
   shift
-  if ! ninja -C "$dir" "$@" >"$log" 2>&1; then
-    grep -E -A12 '^FAILED|error:' "$log" | head -60 >&2 || tail -40 "$log" >&2
-    echo "=== $cfg: the build failed (full output: $log) ===" >&2
-    exit 1
-  fi
+  quiet "$dir/build.log" ninja -C "$dir" "$@"
 }
 for cfg in "${order[@]}"; do
   [ -n "${CXX_OF[$cfg]:-}" ] || { echo "unknown config '$cfg' (one of: ${!CXX_OF[*]})" >&2; exit 2; }
@@ -58,8 +54,12 @@ for cfg in "${order[@]}"; do
   echo "=== $cfg ==="
   if [ ! -f "$dir/build.ninja" ]; then
     # shellcheck disable=SC2086
-    CXX=${CXX_OF[$cfg]} meson setup "$dir" ${OPTS_OF[$cfg]} >/dev/null
+    CXX=${CXX_OF[$cfg]} quiet "$dir.setup.log" meson setup "$dir" ${OPTS_OF[$cfg]}
   fi
+  # Counted from this run's log only: a stale one from an earlier run (or
+  # none, if meson found no test to run) must not count as a pass.
+  log="$dir/meson-logs/testlog.json"
+  rm -f "$log"
   if [ -n "${TESTS_OF[$cfg]:-}" ]; then
     targets=()
     for t in ${TESTS_OF[$cfg]}; do
@@ -77,9 +77,11 @@ for cfg in "${order[@]}"; do
     # shellcheck disable=SC2086
     meson test -C "$dir" --no-rebuild --print-errorlogs --num-processes 2 ${SKIP_OF[$cfg]:-} || true
   fi
-  log="$dir/meson-logs/testlog.json"
-  pass=$(grep -c '"result": "OK"' "$log" || true)
-  fail=$(grep -c '"result": "\(FAIL\|TIMEOUT\|ERROR\|UNEXPECTEDPASS\)"' "$log" || true)
+  pass=$(grep -c '"result": "OK"' "$log" 2>/dev/null || true)
+  fail=$(grep -c '"result": "\(FAIL\|TIMEOUT\|ERROR\|UNEXPECTEDPASS\)"' "$log" 2>/dev/null || true)
+  pass=${pass:-0} fail=${fail:-0}
+  # A configuration that ran nothing is a failure too.
+  [ "$pass" -gt 0 ] || { echo "=== $cfg: no test passed ===" >&2; fail=$((fail + 1)); }
   total_pass=$((total_pass + pass)); total_fail=$((total_fail + fail))
   echo "$cfg: $pass passed, $fail failed"
 done

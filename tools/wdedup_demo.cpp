@@ -54,7 +54,8 @@ void usage(FILE* f) {
       "                             export that serializes methods apart ships them (--ptd input)\n"
       "  --strategy S               positional | oneblob | disabled | all (default all)\n"
       "  --threads N                hashing threads (default: every core)\n"
-      "  --out FILE                 where to write the store (default wdedup-demo.ptd; '' = don't)\n"
+      "  --out FILE                 where to write the store (default wdedup-demo.ptd; '' = don't);\n"
+      "                             with --strategy all, each strategy's to FILE.<strategy>.ptd\n"
       "  --json FILE                also write the report(s) as JSON\n"
       "  --quiet                    print only the summary lines\n",
       f);
