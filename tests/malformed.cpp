@@ -8,6 +8,7 @@
 
 #include "support/wdedup_file.hpp"  // first: see the note there
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -108,12 +109,15 @@ void exercise(const NamedDataMap& map, const Bytes& bytes) {
     Result<DataBuffer> data = map.get_data(*key);
     REQUIRE(data.ok());
     CHECK(data->size() == info->size);
-    std::vector<std::uint8_t> buf(static_cast<std::size_t>(info->size) + 1);
-    REQUIRE(map.load_data_into(*key, buf.data(), buf.size()).ok());
-    if (info->size) CHECK(std::memcmp(buf.data(), data->data(), data->size()) == 0);
     Result<TensorLayout> l = map.get_tensor_layout(*key);
     CHECK(l.ok() == info->has_layout);
     if (l.ok()) CHECK(l->nbytes() <= info->size);
+    // load_data_into copies the layout's bytes (or, without one, the
+    // segment's): a prefix of get_data's.
+    const std::uint64_t n = l.ok() ? l->nbytes() : info->size;
+    std::vector<std::uint8_t> buf(static_cast<std::size_t>(info->size) + 1);
+    REQUIRE(map.load_data_into(*key, buf.data(), buf.size()).ok());
+    if (n != 0) CHECK(std::memcmp(buf.data(), data->data(), static_cast<std::size_t>(n)) == 0);
   }
   for (std::uint32_t s = 0; s < map.segment_count(); ++s) {
     Result<SegmentInfo> si = map.segment(s);
@@ -502,6 +506,37 @@ TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
       {"a layout smaller than its segment is fine", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 1); }, Error::Ok, "", 0},
   };
   run_cases(good, cases);
+}
+
+TEST_CASE("a layout smaller than its segment: load_data_into copies the layout's bytes, as ExecuTorch does") {
+  // layouts.ptd key 0: float32 [2, 3], a 24-byte segment; made [2, 2]: 16.
+  Bytes bytes = read_fixture("layouts.ptd");
+  Nav n{bytes};
+  n.set_u32(n.sizes(0) + 4 + 4, 2);
+  std::unique_ptr<Opened> o = open_bytes(bytes);
+  REQUIRE(o->ok());
+  const NamedDataMap& m = o->map();
+  const std::string key(*m.get_key(0));
+  CHECK(key == "float32.2x3");
+  const KeyInfo k = *m.find(key);
+  REQUIRE(k.size == 24);
+  CHECK(m.get_tensor_layout(key)->nbytes() == 16);
+  CHECK(m.get_data(key)->size() == 24);  // get_data gives the segment, as ExecuTorch's does
+  std::vector<std::uint8_t> buf(24, 0xEE);
+  Status st = m.load_data_into(key, buf.data(), 15);
+  CHECK(st.error() == Error::BufferTooSmall);
+  CHECK(st.failure().at == 16);
+  CHECK(buf == std::vector<std::uint8_t>(24, 0xEE));
+  REQUIRE(m.load_data_into(key, buf.data(), 16).ok());
+  CHECK(std::equal(buf.begin(), buf.begin() + 16, bytes.begin() + static_cast<std::ptrdiff_t>(k.offset)));
+  std::fill(buf.begin(), buf.end(), 0xEE);
+  REQUIRE(m.load_data_into(key, buf.data(), 24).ok());  // the rest of a larger buffer is left alone
+  CHECK(std::equal(buf.begin(), buf.begin() + 16, bytes.begin() + static_cast<std::ptrdiff_t>(k.offset)));
+  CHECK(std::all_of(buf.begin() + 16, buf.end(), [](std::uint8_t b) { return b == 0xEE; }));
+  // A key without a layout copies its whole segment (key 10: 10 bytes).
+  const std::string raw(*m.get_key(10));
+  CHECK(m.load_data_into(raw, buf.data(), 9).failure().at == 10);
+  CHECK(m.load_data_into(raw, buf.data(), 10).ok());
 }
 
 TEST_CASE("every single-byte corruption of a fixture's metadata is either valid or a typed error") {

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +62,34 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
     CHECK(f.error() == Error::IoError);
     CHECK(std::string(f.failure().what) == "not a regular file");
     ::unlink(path.c_str());
+  }
+  SUBCASE("a file under a write lease is opened once the holder gives it up, as a blocking open is") {
+    // The lease holder is this process: the open that breaks the lease
+    // sends it SIGIO, whose handler gives the lease up. A non-blocking open
+    // would fail at once with EWOULDBLOCK.
+    const std::string path = write_temp("runtime_leased.ptd", read_file(simple));
+    static int lease_fd = -1;
+    lease_fd = ::open(path.c_str(), O_RDONLY);
+    REQUIRE(lease_fd >= 0);
+    struct sigaction give_up {}, before{};
+    give_up.sa_handler = [](int) { ::fcntl(lease_fd, F_SETLEASE, F_UNLCK); };
+    give_up.sa_flags = SA_RESTART;
+    REQUIRE(::sigaction(SIGIO, &give_up, &before) == 0);
+    // A read lease (all an O_RDONLY descriptor can hold) conflicts with a
+    // write open only; so take a write lease through a writable descriptor.
+    ::close(lease_fd);
+    lease_fd = ::open(path.c_str(), O_RDWR);
+    REQUIRE(lease_fd >= 0);
+    if (::fcntl(lease_fd, F_SETLEASE, F_WRLCK) != 0) {
+      MESSAGE("leases not available here (errno ", errno, "): not checked");
+    } else {
+      Result<FileSource> f = FileSource::open(path.c_str());
+      REQUIRE(f.ok());
+      CHECK(f->size() == 896);
+      CHECK(::fcntl(lease_fd, F_GETLEASE) == F_UNLCK);
+    }
+    ::sigaction(SIGIO, &before, nullptr);
+    ::close(lease_fd);
   }
   SUBCASE("an empty file maps to nothing and is Truncated for the reader") {
     const std::string path = write_temp("runtime_empty_file.ptd", {});

@@ -14,6 +14,7 @@
 #ifndef WDEDUP_IMPORT_HPP
 #define WDEDUP_IMPORT_HPP
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,11 +40,18 @@ struct ImportOptions {
   /// alignment its keys asked for (ExecuTorch's files; wdedup's record it).
   /// 0 (the default) infers it from the file: the largest power of two, up
   /// to kMaxInferred, that divides the offset of the key's segment from the
-  /// segment base, which is where ExecuTorch's writer aligns a segment. So a
-  /// merged store aligns every tensor at least as its source file did (at
-  /// the cost of some padding where an offset was aligned by chance).
+  /// segment base (where ExecuTorch's writer aligns a segment) or its
+  /// offset in the file (where wdedup's writer aligns one, also when it
+  /// leaves its records out: WriteOptions::wdedup_extensions). So a merged
+  /// store aligns every tensor at least as its source file did (at the cost
+  /// of some padding where an offset was aligned by chance).
   /// Otherwise: this alignment for every key (any value in 1..2^32).
   std::int64_t unrecorded_alignment = 0;
+  /// add_ptd_program: a key that no function's table names has no method or
+  /// partition to go back to. By default the import is refused, naming the
+  /// key (nothing is dropped without a word); a method name here takes them
+  /// instead, in file order, as one partition of tensors named by their keys.
+  std::string unmapped_keys_method;
 };
 
 namespace detail {
@@ -100,9 +108,11 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
   if (store.has_extension()) {
     alignment = static_cast<std::int64_t>(info.alignment);
   } else if (alignment == 0) {
-    const std::uint64_t rel = info.offset - store.header().segment_base_offset;
-    const std::uint64_t p2 = rel == 0 ? ImportOptions::kMaxInferred : pow2_part(rel);
-    alignment = static_cast<std::int64_t>(p2 < ImportOptions::kMaxInferred ? p2 : ImportOptions::kMaxInferred);
+    auto inferred = [](std::uint64_t offset) {
+      const std::uint64_t p2 = offset == 0 ? ImportOptions::kMaxInferred : pow2_part(offset);
+      return static_cast<std::int64_t>(p2 < ImportOptions::kMaxInferred ? p2 : ImportOptions::kMaxInferred);
+    };
+    alignment = std::max(inferred(info.offset - store.header().segment_base_offset), inferred(info.offset));
   }
   part.add(std::string(name), data->bytes(), alignment, std::move(layout));
   return {};
@@ -176,8 +186,12 @@ Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::
 /// functions, every tensor with the same bytes (in another key order, so
 /// not the same file).
 ///
+/// A key no function's table names is refused (InvalidArgument, naming it),
+/// unless options.unmapped_keys_method names a method to take such keys.
+///
 /// Errors (the program is then unchanged): InvalidArgument for a store
-/// without function maps (use add_ptd_method) or not in memory;
+/// without function maps (use add_ptd_method) or not in memory, or with a
+/// key no function names (see above);
 /// InvalidName for a method the program already has, or a method or
 /// tensor name in the function maps that is empty or holds a NUL byte
 /// (deduplicate() could not take it back); MalformedFunctionMap
@@ -194,6 +208,7 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
   std::vector<Method> methods;
   detail::NameIndex method_index;
   std::vector<std::vector<char>> seen;  // per method: partition index -> given
+  std::vector<char> mapped(*store.get_num_keys(), 0);  // key -> some row names it
   for (std::size_t fi = 0; fi < store.function_count(); ++fi) {
     const FunctionView f = *store.function(fi);
     const std::string_view mname(f.method().data(), f.method().size());
@@ -232,7 +247,41 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
       auto what = [&] { return detail::cat("method ", detail::quote_name(mname), " partition ", p, " tensor #", r); };
       if (Expected<void> ok = detail::check_import_name(who, what, tname); !ok) return ok;
       if (Expected<void> ok = detail::import_key(who, store, row.key_index, tname, options, part); !ok) return ok;
+      mapped[row.key_index] = 1;
     }
+  }
+  // Keys no row names: refused, or into the method the caller named.
+  const std::string& rest = options.unmapped_keys_method;
+  bool rest_made = false;
+  for (std::size_t k = 0; k < mapped.size(); ++k) {
+    if (mapped[k]) continue;
+    if (rest.empty()) {
+      std::size_t count = 0;
+      for (char m : mapped) count += m == 0;
+      return Expected<void>(Error::InvalidArgument,
+                            detail::cat(who, ": key #", k, " ", detail::quote_name(*store.get_key(k)), " (and ",
+                                        count - 1, " more) is in no function's table, so no method or partition "
+                                        "holds it; ImportOptions::unmapped_keys_method names a method to take such "
+                                        "keys"));
+    }
+    if (!rest_made) {
+      rest_made = true;
+      auto what = [&] { return std::string("unmapped_keys_method"); };
+      if (Expected<void> ok = detail::check_import_name(who, what, rest); !ok) return ok;
+      bool fresh = false;
+      method_index.find_or_add(rest, &fresh);
+      if (!fresh || program.find_method(rest) != nullptr)
+        return Expected<void>(Error::InvalidName, detail::cat(who, ": unmapped_keys_method ", detail::quote_name(rest),
+                                                              " is already a method"));
+      methods.push_back(Method{rest, {Partition{}}});
+      seen.push_back({1});
+    }
+    const KeyView key = *store.get_key(k);
+    const std::string_view name(key.data(), key.size());
+    auto what = [&] { return detail::cat("key #", k); };
+    if (Expected<void> ok = detail::check_import_name(who, what, name); !ok) return ok;
+    if (Expected<void> ok = detail::import_key(who, store, k, name, options, methods.back().partitions[0]); !ok)
+      return ok;
   }
   for (std::size_t mi = 0; mi < methods.size(); ++mi)
     for (std::size_t p = 0; p < seen[mi].size(); ++p)

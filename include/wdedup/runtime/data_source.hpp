@@ -80,9 +80,17 @@ class MemorySource : public DataSource {
 inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) noexcept {
   // O_NONBLOCK: opening a FIFO for reading otherwise blocks until some
   // process opens it for writing, before the check below can refuse it.
-  // On a regular file the flag changes nothing (reads never block on one),
-  // so it is left set.
-  const int f = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  // Reads from a regular file never block, so the flag is left set.
+  int f = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  // But a regular file under another holder's write lease (Samba and NFS
+  // servers take them) refuses a non-blocking open, where a blocking one
+  // waits for the lease to be given up, as ExecuTorch's loader would: a
+  // regular file is opened again, blocking.
+  if (f < 0 && errno == EWOULDBLOCK) {
+    struct stat st;
+    if (::stat(path, &st) == 0 && S_ISREG(st.st_mode)) f = ::open(path, O_RDONLY | O_CLOEXEC);
+    else errno = EWOULDBLOCK;
+  }
   if (f < 0) return Status(Error::IoError, "open failed (at = errno)", errno);
   struct stat st;
   if (::fstat(f, &st) != 0) {

@@ -147,6 +147,9 @@ class [[nodiscard]] Result {
   T&& value() && noexcept { return static_cast<T&&>(*ptr()); }
   T& operator*() & noexcept { return *ptr(); }
   const T& operator*() const& noexcept { return *ptr(); }
+  /// Of a temporary Result: the value itself, moved from (so that what
+  /// depends on its lifetime can tell, e.g. NamedDataMap::open).
+  T&& operator*() && noexcept { return static_cast<T&&>(*ptr()); }
   T* operator->() noexcept { return ptr(); }
   const T* operator->() const noexcept { return ptr(); }
 

@@ -285,6 +285,19 @@ class NamedDataMap {
  public:
   // ---- opening ---------------------------------------------------------------
 
+  /// The map keeps a reference to its source, which must outlive it: a
+  /// temporary source (`open(*MmapSource::open(path))`, whose mapping is
+  /// gone at the end of the statement) is refused at compile time.
+  template <class Source, class... Memory,
+            detail::traits::enable_if_t<!detail::traits::is_reference<Source>::value, int> = 0>
+  static Result<NamedDataMap> open(Source&&, Memory...) noexcept {
+    static_assert(sizeof(Source) == 0,
+                  "NamedDataMap::open(source): the source must outlive the map, and this one is a temporary "
+                  "(it would be destroyed at the end of the statement, leaving the map dangling); keep it in a "
+                  "variable: auto src = MmapSource::open(path); auto map = NamedDataMap::open(*src);");
+    return Result<NamedDataMap>(Error::InvalidArgument);
+  }
+
   /// Opens a memory-backed source (MmapSource, BufferSource): the metadata
   /// is read in place. The source's memory must be 8-byte aligned
   /// (Error::Misaligned otherwise); a source that is not memory-backed gets
@@ -372,22 +385,27 @@ class NamedDataMap {
     return data_of(i);
   }
 
-  /// Copies the bytes of `key` into `buffer`. BufferTooSmall (and nothing
-  /// written) if `size` is below the data size; `at` is the data size.
-  /// `buffer` may be null only for a zero-size tensor.
+  /// Copies the tensor `key` into `buffer`: as ExecuTorch does, the bytes
+  /// its layout describes (which open() checked fit in its segment, and may
+  /// be fewer), or the whole segment for a key without a layout. The rest
+  /// of `buffer` is not written. BufferTooSmall (and nothing written) if
+  /// `size` is below that count; `at` is the count. `buffer` may be null
+  /// only for a zero-size tensor.
   Status load_data_into(KeyView key, void* buffer, std::size_t size) const noexcept {
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return Status(Error::NotFound, "no such key", 0);
     const KeyInfo k = info_at(i);
-    if (static_cast<std::uint64_t>(size) < k.size)
-      return Status(Error::BufferTooSmall, "buffer is smaller than the data", k.size);
-    if (k.size == 0) return detail::ok_status();  // a zero-size tensor needs no buffer
+    const Result<TensorLayout> layout = layout_of(i);
+    const std::uint64_t n = layout.ok() ? layout->nbytes() : k.size;
+    if (static_cast<std::uint64_t>(size) < n)
+      return Status(Error::BufferTooSmall, "buffer is smaller than the data", n);
+    if (n == 0) return detail::ok_status();  // a zero-size tensor needs no buffer
     if (buffer == nullptr) return Status(Error::InvalidArgument, "buffer is null", 0);
     if (file_ != nullptr) {
-      std::memcpy(buffer, file_ + k.offset, static_cast<std::size_t>(k.size));
+      std::memcpy(buffer, file_ + k.offset, static_cast<std::size_t>(n));
       return detail::ok_status();
     }
-    return src_->read(k.offset, buffer, k.size);
+    return src_->read(k.offset, buffer, n);
   }
 
   /// Number of keys.
@@ -1045,8 +1063,8 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
     seg_range(static_cast<std::uint32_t>(*seg), &seg_off, &seg_size);
     // More than the segment holds is refused. Fewer is accepted, as
     // ExecuTorch's FlatTensorDataMap accepts it (its get_data returns the
-    // segment, its load_data_into checks sizes against the layout): a file
-    // ExecuTorch loads, we load. Both writers store a key's bytes as its
+    // segment, its load_data_into copies the layout's bytes; so do ours): a
+    // file ExecuTorch loads, we load. Both writers store a key's bytes as its
     // segment, so their files have the two equal.
     if (nbytes > seg_size)
       return Status(Error::MalformedLayout, "layout describes more bytes than its segment holds", lt->pos);
