@@ -209,8 +209,12 @@ inline Result<FileHeader> parse_header(const std::uint8_t* head, std::uint64_t f
   h.segment_data_size = f::load_u64(head + f::kHeaderSegmentDataSizePos);
   if (h.length < f::kMinHeaderLength)
     return R(Error::MalformedHeader, "extended header length is below 40", f::kHeaderLengthPos);
-  if (h.flatbuffer_offset < f::kHeaderOffset + std::uint64_t{h.length})
-    return R(Error::MalformedHeader, "flatbuffer_offset lies inside the extended header",
+  // ExecuTorch's writer inserts the header, padded to its tensor_alignment,
+  // after the flatbuffer's first 8 bytes, and records the padded length as
+  // flatbuffer_offset (48 by default, 40 with tensor_alignment 8): the
+  // header must fit in it.
+  if (h.flatbuffer_offset < std::uint64_t{h.length})
+    return R(Error::MalformedHeader, "flatbuffer_offset is below the extended header's length",
              f::kHeaderFlatbufferOffsetPos);
   if (h.flatbuffer_size > UINT64_MAX - h.flatbuffer_offset)
     return R(Error::MalformedHeader, "flatbuffer_offset + flatbuffer_size overflows",
