@@ -1,7 +1,10 @@
 // wdedup/hash.hpp — content-hash policies for the build-time half.
 // A hash only nominates candidates: every merge is confirmed byte-for-byte,
 // so a policy may be weak (tests use one that always collides) without ever
-// causing a false merge.
+// causing a false merge. A policy is called as
+// `std::uint64_t h(const void* data, std::size_t size, std::uint64_t seed)`
+// from deduplicate()'s worker threads, inside noexcept code: it must not
+// throw (an exception there ends the process).
 #ifndef WDEDUP_HASH_HPP
 #define WDEDUP_HASH_HPP
 
