@@ -348,7 +348,10 @@ class NamedDataMap {
         return ext + *bs;
       }
     }
-    return h->flatbuffer_offset + h->flatbuffer_size;
+    // At least the header itself, which a flatbuffer_offset of 40 and an
+    // empty flatbuffer would end before.
+    const std::uint64_t fb_end = h->flatbuffer_offset + h->flatbuffer_size;
+    return fb_end > format::kMinFileSize ? fb_end : std::uint64_t{format::kMinFileSize};
   }
 
   /// Opens any source (FileSource, or a custom one) by copying the metadata
