@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "harness.hpp"
+#include "wdedup/report.hpp"
 
 #ifndef WBENCH_INCLUDE_DIR
 #define WBENCH_INCLUDE_DIR ""
@@ -326,22 +327,9 @@ int parse_args(int argc, char** argv, Config* c) {
 
 // ---- output ------------------------------------------------------------------
 
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      o += '\\';
-      o += static_cast<char>(ch);
-    } else if (ch < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-      o += buf;
-    } else {
-      o += static_cast<char>(ch);
-    }
-  }
-  return o + "\"";
-}
+// The report's JSON strings: valid UTF-8 whatever bytes a name or a path
+// holds (a --ptd file's name is the user's).
+using wdedup::detail::json_string;
 
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";

@@ -461,6 +461,15 @@ TEST_CASE("the report prints as a table and as JSON") {
   CHECK(table.find("  identity: 2 tensors; skipped by cheap checks: 1 unique size, 0 same pointer, 0 empty; "
                    "1 equal to the first of their name; 0 compared directly; 0 hashed (0 B)\n") != std::string::npos);
   CHECK(detail::json_string("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
+  // JSON is UTF-8; names may hold any byte but NUL. Valid UTF-8 (2, 3 and
+  // 4 bytes) is copied; every other byte becomes the code point of its value.
+  CHECK(detail::json_string("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80") == "\"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80\"");
+  CHECK(detail::json_string("pre\xFFill") == "\"pre\\u00ffill\"");
+  CHECK(detail::json_string("\xC3") == "\"\\u00c3\"");                 // cut short
+  CHECK(detail::json_string("\xC0\xAF") == "\"\\u00c0\\u00af\"");       // overlong
+  CHECK(detail::json_string("\xED\xA0\x80") == "\"\\u00ed\\u00a0\\u0080\""); // a surrogate
+  CHECK(detail::json_string("\xF4\x90\x80\x80") == "\"\\u00f4\\u0090\\u0080\\u0080\"");  // past U+10FFFF
+  CHECK(detail::json_string("\x01\x7F") == "\"\\u0001\x7F\"");
 }
 
 TEST_CASE("a store filled by deduplicate() still deduplicates later adds") {

@@ -82,6 +82,8 @@ struct Report {
   // compiles the formatting only if it prints a report.
   template <int = 0>
   std::string to_table() const;
+  /// One JSON object; valid UTF-8 whatever bytes the names hold (see
+  /// detail::json_string).
   template <int = 0>
   std::string to_json() const;
 };
@@ -109,9 +111,39 @@ std::string format(const char* fmt, A... args) {
   return s;
 }
 
+/// Bytes of the well-formed UTF-8 sequence at p[0..n) (RFC 3629), or 0.
+inline std::size_t utf8_sequence(const unsigned char* p, std::size_t n) {
+  const unsigned char c = p[0];
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) len = 2;
+  else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+  else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  if (len == 0 || n < len || p[1] < lo || p[1] > hi) return 0;
+  for (std::size_t i = 2; i < len; ++i)
+    if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+  return len;
+}
+
+/// A JSON string. Names may hold any bytes but NUL, and JSON must be
+/// UTF-8: valid UTF-8 is copied, and a byte that is not part of any is
+/// written as the code point of the same value (0xFF as \u00ff), so the
+/// document always parses; such a name reads back as Latin-1.
 inline std::string json_string(std::string_view v) {
   std::string s = "\"";
-  for (char c : v) {
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (std::size_t i = 0; i < v.size();) {
+    const unsigned char c = p[i];
+    if (c >= 0x80) {
+      if (const std::size_t len = utf8_sequence(p + i, v.size() - i); len != 0) {
+        s.append(v.data() + i, len);
+        i += len;
+      } else {
+        s += format("\\u%04x", static_cast<unsigned>(c));
+        ++i;
+      }
+      continue;
+    }
     switch (c) {
       case '"': s += "\\\""; break;
       case '\\': s += "\\\\"; break;
@@ -119,9 +151,10 @@ inline std::string json_string(std::string_view v) {
       case '\t': s += "\\t"; break;
       case '\r': s += "\\r"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) s += format("\\u%04x", c);
-        else s += c;
+        if (c < 0x20) s += format("\\u%04x", static_cast<unsigned>(c));
+        else s += static_cast<char>(c);
     }
+    ++i;
   }
   return s + "\"";
 }

@@ -89,18 +89,31 @@ namespace detail {
 
 namespace hana = boost::hana;
 
-// One detector per requirement, so the static_assert can name what is missing.
+/// Used only unevaluated: `implicitly<T>(x)` is well-formed when x converts
+/// to T implicitly, as where deduplicate() takes it (a detector written
+/// with static_cast accepted explicit conversions it cannot use).
+template <class T>
+T implicitly(T);
+
+// One detector per requirement, so the static_assert can name what is
+// missing; each asks what deduplicate() does with the member: the name and
+// validate's result converted implicitly, the names assigned to a
+// std::string (so a std::string_view or a const char* will do). Members are
+// named through `*&P::member`: for a static member that is the member, for
+// a non-static one a pointer to member, which cannot be dereferenced alone,
+// so a member declared without `static` counts as missing (naming it
+// directly is allowed in decltype, and clang 14 crashed on the call form).
 constexpr auto has_policy_name = hana::is_valid(
-    [](auto t) -> decltype((void)std::string_view(decltype(t)::type::name)) {});
+    [](auto t) -> decltype((void)implicitly<std::string_view>(*&decltype(t)::type::name)) {});
 constexpr auto has_policy_validate = hana::is_valid(
-    [](auto t) -> decltype((void)static_cast<Expected<void>>(
-                   decltype(t)::type::validate(std::declval<const Program&>()))) {});
+    [](auto t) -> decltype((void)implicitly<Expected<void>>(
+                   (*&decltype(t)::type::validate)(std::declval<const Program&>()))) {});
 constexpr auto has_policy_blob_key = hana::is_valid(
-    [](auto t) -> decltype((void)static_cast<std::string>(decltype(t)::type::blob_key(
-                   std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))) {});
+    [](auto t) -> decltype((void)(std::declval<std::string&>() = (*&decltype(t)::type::blob_key)(
+                                      std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))) {});
 constexpr auto has_policy_function_name = hana::is_valid(
-    [](auto t) -> decltype((void)static_cast<std::string>(decltype(t)::type::function_name(
-                   std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))) {});
+    [](auto t) -> decltype((void)(std::declval<std::string&>() = (*&decltype(t)::type::function_name)(
+                                      std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))) {});
 
 template <class P>
 constexpr bool policy_has_name = decltype(has_policy_name(hana::type_c<P>))::value;

@@ -1,0 +1,21 @@
+// Must not compile: blob_key returns a type that converts to std::string
+// only explicitly, which deduplicate() cannot assign to a blob key (a
+// detector using static_cast let it through to a hard error there): the
+// one static_assert about `blob_key`.
+#include <wdedup/wdedup.hpp>
+
+struct ExplicitBlobKey {
+  struct Key {
+    explicit operator std::string() const { return "blob"; }
+  };
+  static constexpr const char* name = "MINE";
+  static wdedup::Expected<void> validate(const wdedup::Program&) { return {}; }
+  static Key blob_key(const wdedup::Program&, std::size_t, std::uint32_t) { return {}; }
+  static std::string function_name(const wdedup::Program&, std::size_t, std::uint32_t) { return "f"; }
+};
+
+int main() {
+  wdedup::Program p;
+  auto r = wdedup::deduplicate<wdedup::Strategy<ExplicitBlobKey>>(p);
+  return r.ok() ? 0 : 1;
+}
