@@ -47,6 +47,38 @@ TEST_CASE("a new key with new bytes makes one buffer and one key") {
   CHECK(s.bytes_stored() == 100);
 }
 
+TEST_CASE("a moved-from store is empty and usable, by construction and by assignment") {
+  const auto a = bytes(16, 1), b = bytes(16, 2), c = bytes(8, 3);
+  NamedDataStore s;
+  REQUIRE(s.add_named_data("a", span(a), 4).ok());
+  REQUIRE(s.add_named_data("b", span(b)).ok());
+  const std::string before = dump(s);
+  NamedDataStore moved(std::move(s));
+  CHECK(dump(moved) == before);
+  // The moved-from store used to probe an empty index (an out-of-bounds
+  // read, ASan: SEGV in IdIndex::probe).
+  CHECK(s.key_count() == 0);
+  CHECK(s.buffer_count() == 0);
+  CHECK(s.find("a") == nullptr);
+  REQUIRE(s.add_named_data("c", span(c)).ok());
+  REQUIRE(s.add_named_data("a", span(a)).ok());  // the same bytes as moved's, a buffer of its own here
+  CHECK(s.key_count() == 2);
+  CHECK(s.buffer_count() == 2);
+  CHECK(s.find("c")->buffer_index == 0);
+  REQUIRE(s.merge(moved).ok());
+  CHECK(s.key_count() == 3);
+  CHECK(s.buffer_count() == 3);
+  CHECK(s.find("b")->buffer_index == 2);
+
+  NamedDataStore target;
+  target = std::move(moved);
+  CHECK(dump(target) == before);
+  CHECK(moved.find("b") == nullptr);
+  REQUIRE(moved.add_named_data("b", span(b)).ok());
+  CHECK(moved.key_count() == 1);
+  CHECK(moved.find("b")->buffer_index == 0);
+}
+
 TEST_CASE("same key, same bytes: no change") {
   NamedDataStore s;
   const auto a = bytes(64, 1);

@@ -33,6 +33,21 @@ class FlatIndex {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
+  FlatIndex() = default;
+  FlatIndex(const FlatIndex&) = default;
+  FlatIndex& operator=(const FlatIndex&) = default;
+  /// A moved-from map is empty and usable (its counts go with its slots).
+  FlatIndex(FlatIndex&& o) noexcept : slots_(std::move(o.slots_)), mask_(o.mask_), count_(o.count_) { o.clear(); }
+  FlatIndex& operator=(FlatIndex&& o) noexcept {
+    if (this != &o) {
+      slots_ = std::move(o.slots_);
+      mask_ = o.mask_;
+      count_ = o.count_;
+      o.clear();
+    }
+    return *this;
+  }
+
   /// Empties the map, sized so `expected` inserts never rehash.
   void reset(std::size_t expected) {
     std::size_t cap = 16;
@@ -81,6 +96,11 @@ class FlatIndex {
     return static_cast<std::size_t>(mix64(a ^ mix64(b + 0x9e3779b97f4a7c15ull))) & mask;
   }
   std::size_t slot_of(std::uint64_t a, std::uint64_t b) const noexcept { return home(a, b, mask_); }
+  void clear() noexcept {
+    slots_.clear();
+    mask_ = 0;
+    count_ = 0;
+  }
   /// Doubles the table (16 slots at first). The bigger table is made before
   /// the old one is let go: if allocating it throws, the map is unchanged.
   void grow() {
@@ -115,12 +135,31 @@ class IdIndex {
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
   explicit IdIndex(std::size_t expected = 0) : slots_(capacity_for(expected), 0) {}
+  IdIndex(const IdIndex&) = default;
+  IdIndex& operator=(const IdIndex&) = default;
+  /// A moved-from index is empty and usable: it finds nothing, and its
+  /// first insert gives it slots again (a moved-from NamedDataStore used to
+  /// probe an empty table with mask SIZE_MAX).
+  IdIndex(IdIndex&& o) noexcept : slots_(std::move(o.slots_)), count_(o.count_) {
+    o.slots_.clear();
+    o.count_ = 0;
+  }
+  IdIndex& operator=(IdIndex&& o) noexcept {
+    if (this != &o) {
+      slots_ = std::move(o.slots_);
+      count_ = o.count_;
+      o.slots_.clear();
+      o.count_ = 0;
+    }
+    return *this;
+  }
 
   static std::uint64_t hash(std::string_view name) noexcept { return key_hash(name.data(), name.size(), 0); }
 
   /// The id of `name` (hash `h`), or kNone.
   template <class NameOf>
   std::uint32_t find(std::string_view name, std::uint64_t h, const NameOf& name_of) const {
+    if (slots_.empty()) return kNone;
     const std::uint64_t s = slots_[probe(name, h, name_of)];
     return s == 0 ? kNone : static_cast<std::uint32_t>(s) - 1;
   }
@@ -132,7 +171,7 @@ class IdIndex {
   /// Adds `id` under `name` (hash `h`), which must not be present.
   template <class NameOf>
   void insert(std::string_view name, std::uint64_t h, std::uint32_t id, const NameOf& name_of) {
-    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.size() * 2, name_of);
+    if ((count_ + 1) * 2 > slots_.size()) rehash(slots_.empty() ? 16 : slots_.size() * 2, name_of);
     slots_[probe(name, h, name_of)] = (h & kTagMask) | (static_cast<std::uint64_t>(id) + 1);
     ++count_;
   }
@@ -140,7 +179,7 @@ class IdIndex {
   /// that know the next names hash them ahead and hide the cache miss.
   void prefetch(std::uint64_t h) const noexcept {
 #if defined(__GNUC__) || defined(__clang__)
-    __builtin_prefetch(slots_.data() + (static_cast<std::size_t>(h) & (slots_.size() - 1)));
+    if (!slots_.empty()) __builtin_prefetch(slots_.data() + (static_cast<std::size_t>(h) & (slots_.size() - 1)));
 #else
     (void)h;
 #endif
