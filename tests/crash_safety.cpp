@@ -482,6 +482,51 @@ TEST_CASE("replacing a file keeps its mode; a symbolic link keeps pointing at th
   CHECK(others(dir, {"model.ptd", "fresh.ptd", "private.ptd", "target.ptd", "link.ptd"}).empty());
 }
 
+TEST_CASE("replacing a file keeps its owner and group; a link another user planted in /tmp is not followed") {
+  // Both need root (to give files and links away); elsewhere they are not
+  // checked, and say so.
+  if (::geteuid() != 0) {
+    MESSAGE("not root: owner, group and protected-symlink checks not run");
+    return;
+  }
+  std::vector<std::vector<std::uint8_t>> data{pattern(1000, 1)};
+  const NamedDataStore store = store_over(data);
+  const std::vector<std::uint8_t> want = serialize(store);
+  const std::string dir = fresh_dir("owners");
+  const std::string dest = dir + "/shared.ptd";
+  write_bytes(dest, {9});
+  REQUIRE(::chown(dest.c_str(), 12345, 23456) == 0);
+  REQUIRE(::chmod(dest.c_str(), 06750) == 0);  // chown cleared them; set again
+  REQUIRE(write_ptd_file(store, dest).ok());
+  struct stat st {};
+  REQUIRE(::stat(dest.c_str(), &st) == 0);
+  CHECK(st.st_uid == 12345u);  // not root's
+  CHECK(st.st_gid == 23456u);
+  CHECK((st.st_mode & 07777) == 06750);  // kept with the owner and group they were for
+  CHECK(read_file(dest) == want);
+
+  // A sticky, world-writable directory (as /tmp): a link in it owned by
+  // another user is refused, and what it points at is untouched.
+  const std::string sticky = dir + "/tmp";
+  REQUIRE(::mkdir(sticky.c_str(), 0777) == 0);
+  REQUIRE(::chmod(sticky.c_str(), 01777) == 0);
+  const std::string secret = dir + "/secret", planted = sticky + "/model.ptd";
+  write_bytes(secret, {1, 2, 3});
+  REQUIRE(::symlink(secret.c_str(), planted.c_str()) == 0);
+  REQUIRE(::lchown(planted.c_str(), 12345, 12345) == 0);
+  Expected<WriteStats> r = write_ptd_file(store, planted);
+  CHECK(r.error() == Error::IoError);
+  CHECK(r.message() == "cannot write '" + planted +
+                           "': it is a symbolic link owned by another user (uid 12345) in a sticky, world-writable "
+                           "directory: not followed, as the kernel's protected_symlinks would not follow it");
+  CHECK(read_file(secret) == std::vector<std::uint8_t>{1, 2, 3});
+  // The same link owned by the directory's owner (here root, as this
+  // process) is followed, as the kernel would.
+  REQUIRE(::lchown(planted.c_str(), 0, 0) == 0);
+  REQUIRE(write_ptd_file(store, planted).ok());
+  CHECK(read_file(secret) == want);
+}
+
 namespace {
 
 /// FileOps for a child process that the parent kills: when the writer

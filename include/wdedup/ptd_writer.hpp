@@ -195,8 +195,10 @@ Expected<WriteStats> write_ptd(const NamedDataStore& store, ByteSink& sink, cons
 /// operation and the system's reason. The one exception is the last step:
 /// if the directory's fsync fails after the rename, `path` already is the
 /// new, complete file, and the error is Error::NotDurable. If `path` is a symbolic link, the file
-/// it points at is replaced and the link kept; a path naming anything but a
-/// regular file is refused.
+/// it points at is replaced and the link kept (unless the kernel's protected_symlinks rule would
+/// not follow it: a link in a sticky, world-writable directory owned by another user); a path
+/// naming anything but a regular file is refused. A replaced file keeps its mode, owner and group
+/// as far as this process may give them.
 template <int = 0>
 Expected<WriteStats> write_ptd_file(const NamedDataStore& store, const FunctionMaps& maps,
                                     const std::string& path, const WriteOptions& options = {}) {

@@ -141,7 +141,21 @@ class BasicAtomicFile {
     bool exists = false;
     if (::lstat(path.c_str(), &st) == 0) {
       if (S_ISLNK(st.st_mode)) {
-        // Replace what the link points at and keep the link itself.
+        // Replace what the link points at and keep the link itself. But not
+        // a link the kernel would refuse to follow for open(2) here
+        // (fs.protected_symlinks): one in a sticky, world-writable directory
+        // such as /tmp, owned by neither this user nor the directory's
+        // owner. realpath and rename never apply that rule, so following it
+        // would let another user aim a write by root at any file.
+        const std::size_t link_slash = path.rfind('/');
+        const std::string link_dir =
+            link_slash == std::string::npos ? "." : (link_slash == 0 ? "/" : path.substr(0, link_slash));
+        struct stat ld {};
+        if (const int e = errno_of(::stat(link_dir.c_str(), &ld))) return fail_errno("stat " + quote_name(link_dir), e);
+        if ((ld.st_mode & S_ISVTX) && (ld.st_mode & S_IWOTH) && st.st_uid != ::geteuid() && st.st_uid != ld.st_uid)
+          return fail_msg(cat("it is a symbolic link owned by another user (uid ", st.st_uid,
+                              ") in a sticky, world-writable directory: not followed, as the kernel's "
+                              "protected_symlinks would not follow it"));
         char* real = ::realpath(path.c_str(), nullptr);
         if (!real) {
           const int e = errno;
@@ -180,6 +194,22 @@ class BasicAtomicFile {
     // the mode a fresh file would get. If the umask cannot be read, a fresh
     // file keeps 0600: guessing 022 could make a private model world-readable.
     int mode = exists ? static_cast<int>(st.st_mode & 07777) : -1;  // -1: leave 0600
+    // A replaced file keeps its owner and group too, as far as this process
+    // may give them (root: both; the owner: a group it belongs to). Its
+    // set-user-ID and set-group-ID bits stay only with the owner and group
+    // they were for: root replacing a user's setuid file must not make a
+    // setuid-root one. (Owner first: a chown clears those bits, and the
+    // mode is set after it.)
+    if (exists && (st.st_uid != ::geteuid() || st.st_gid != ::getegid())) {
+      bool uid_kept = ::fchown(fd_, st.st_uid, st.st_gid) == 0, gid_kept = uid_kept;
+      if (!uid_kept) {
+        gid_kept = ::fchown(fd_, static_cast<uid_t>(-1), st.st_gid) == 0;
+        uid_kept = st.st_uid == ::geteuid();
+        gid_kept = gid_kept || st.st_gid == ::getegid();
+      }
+      if (!uid_kept) mode &= ~static_cast<int>(S_ISUID);
+      if (!gid_kept) mode &= ~static_cast<int>(S_ISGID);
+    }
     if (!exists)
       if (const int mask = ops_.umask(); mask >= 0) mode = 0666 & ~mask;
     if (mode >= 0)
