@@ -97,6 +97,17 @@ if any("target" in r for r in rows):
     problems.append("a user's workload got a target")
 if any(not r["name"].startswith("ptd files") for r in rows):
     problems.append("--ptd ran other workloads too")
+# Mistakes refused at once, with exit 2 and one line naming them: an empty
+# list must not mean "everything" (a full run), nor an unwritable --json be
+# found only after the run.
+for args, want in [(["--only", ""], "wdedup-bench: --only needs at least one group (dedup, runtime, write, build)"),
+                   (["--workloads", ","], "wdedup-bench: --workloads needs at least one workload"),
+                   (["--quick", "--json", os.path.join(outdir, "missing", "r.json")],
+                    "wdedup-bench: cannot write --json " + os.path.join(outdir, "missing", "r.json") +
+                    ": No such file or directory")]:
+    refused = subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    if refused.returncode != 2 or refused.stderr.strip() != want:
+        problems.append(f"{args}: exit {refused.returncode}, stderr {refused.stderr.strip()!r}, expected 2, {want!r}")
 bad = subprocess.run([exe, "--only", "dedup", "--ptd", os.path.join(fixtures, "simple.json"), "--json", ptd_path],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 want = f"wdedup-bench: {os.path.join(fixtures, 'simple.json')}: flatbuffer identifier is not FT01 (MalformedHeader at 4)"

@@ -215,6 +215,11 @@ int parse_args(int argc, char** argv, Config* c) {
     } else if (opt == "--only") {
       if (!value()) return 2;
       c->only = split(v);
+      // Empty would mean "every group": a typo must not start the full run.
+      if (c->only.empty()) {
+        std::fprintf(stderr, "wdedup-bench: --only needs at least one group (dedup, runtime, write, build)\n");
+        return 2;
+      }
       for (const std::string& g : c->only)
         if (g != "dedup" && g != "runtime" && g != "write" && g != "build") {
           std::fprintf(stderr, "wdedup-bench: unknown group '%s' (dedup, runtime, write, build)\n", g.c_str());
@@ -223,6 +228,10 @@ int parse_args(int argc, char** argv, Config* c) {
     } else if (opt == "--workloads") {
       if (!value()) return 2;
       c->workloads = split(v);
+      if (c->workloads.empty()) {
+        std::fprintf(stderr, "wdedup-bench: --workloads needs at least one workload\n");
+        return 2;
+      }
       for (const std::string& w : c->workloads)
         if (w != "llama-1+1" && w != "llama-3+3" && w != "llama-3+2" && w != "small-tensors" && w != "adversarial" &&
             w != "ptd") {
@@ -322,6 +331,16 @@ int parse_args(int argc, char** argv, Config* c) {
     c->tmpdir = slash == std::string::npos ? "." : c->json_path.substr(0, slash == 0 ? 1 : slash);
   }
   if (c->include_dir.empty()) c->include_dir = WBENCH_INCLUDE_DIR;
+  // The results are written after the run: a directory they cannot go to
+  // is refused before it, not after minutes of measuring.
+  {
+    const std::size_t slash = c->json_path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : c->json_path.substr(0, slash == 0 ? 1 : slash);
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      std::fprintf(stderr, "wdedup-bench: cannot write --json %s: %s\n", c->json_path.c_str(), std::strerror(errno));
+      return 2;
+    }
+  }
   return 0;
 }
 

@@ -10,6 +10,7 @@
 // separate memory, as two separately exported graphs do. Replace
 // make_buffers() with your own bytes (an mmap'd file, tensors you hold).
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -38,9 +39,20 @@ std::vector<std::vector<std::uint8_t>> make_buffers(std::size_t count, std::size
   return b;
 }
 
+/// The positive integer after `name`, or `fallback`; anything else ends the
+/// run with a message (0 and "abc" were taken for 0 before).
 unsigned arg(int argc, char** argv, const char* name, unsigned fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) != 0) continue;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long v = std::strtoul(argv[i + 1], &end, 10);
+    if (errno != 0 || end == argv[i + 1] || *end != '\0' || argv[i + 1][0] == '-' || v == 0 || v > 1000000) {
+      std::fprintf(stderr, "%s needs an integer in 1..1000000, got '%s'\n", name, argv[i + 1]);
+      std::exit(2);
+    }
+    return static_cast<unsigned>(v);
+  }
   return fallback;
 }
 

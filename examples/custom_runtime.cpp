@@ -59,8 +59,15 @@ int load_function(const char* path, std::string_view function_name, LoadedTensor
   std::printf("function %.*s: method %.*s partition %u, blob %.*s, %zu tensors\n", (int)function_name.size(),
               function_name.data(), (int)fn->method().size(), fn->method().data(), fn->partition_index(),
               (int)fn->blob_key().size(), fn->blob_key().data(), fn->tensor_count());
+  // A fixed-size table, as an embedded runtime has: a function with more
+  // tensors than it holds is an error, not a silent partial load.
+  if (fn->tensor_count() > static_cast<std::size_t>(capacity)) {
+    std::printf("%.*s has %zu tensors; this runtime holds %d\n", (int)function_name.size(), function_name.data(),
+                fn->tensor_count(), capacity);
+    return -1;
+  }
   int n = 0;
-  for (std::size_t i = 0; i < fn->tensor_count() && n < capacity; ++i) {
+  for (std::size_t i = 0; i < fn->tensor_count(); ++i) {
     wdedup::Result<wdedup::FunctionTensorView> t = fn->tensor(i);
     if (!t) return -1;
     wdedup::Result<wdedup::KeyInfo> info = map->find(t->key);

@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs;
   std::vector<std::vector<std::uint8_t>> weights;
   std::vector<std::uint8_t> prefill_mask(256, 0x11), decode_mask(64, 0x22);
+  if (argc == 2) {
+    std::fprintf(stderr, "usage: %s [OUT.ptd IN.ptd...] (no arguments: a self-contained demo)\n", argv[0]);
+    return 2;
+  }
   if (argc > 2) {
     out = argv[1];
     inputs.assign(argv + 2, argv + argc);

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -731,6 +732,43 @@ TEST_CASE("the demo's methods written apart (--per-method) merge back into the v
   REQUIRE(f.ok());
   CHECK(*prefill->map().get_num_keys() == f->tensor_count());
   CHECK(prefill->map().function_count() == 0);
+}
+#endif
+
+#ifdef WDEDUP_DEMO_PATH
+TEST_CASE("the demo refuses file names that would leave their directory, and keeps the directory in --out") {
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/demo_paths";
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/in/pm " + dir + "/d.ptd").c_str()) == 0);
+  const std::string demo = WDEDUP_DEMO_PATH, log = dir + "/log.txt";
+  // A store whose method is "../escaped" (a method name comes from the
+  // file): --per-method DIR must not write DIR/../escaped.ptd.
+  FunctionMaps maps;
+  maps.functions.push_back({"../escaped", 0, "blob", "f", {{"w", "w"}}});
+  const std::vector<std::uint8_t> evil = one_key_file(maps);
+  const std::string evil_path = dir + "/in/evil.ptd";
+  REQUIRE(write_file(evil_path, evil));
+  int status = std::system((demo + " --ptd " + evil_path + " --per-method " + dir + "/in/pm --strategy oneblob --out '' > " +
+                            log + " 2>&1")
+                               .c_str());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(read_text(log).find("wdedup-demo: --per-method: method '../escaped' is not usable as a file name in " + dir +
+                            "/in/pm\n") != std::string::npos);
+  CHECK(::access((dir + "/in/escaped.ptd").c_str(), F_OK) != 0);
+  // --out d.ptd/store with every strategy: each file goes into d.ptd/.
+  status = std::system((demo + " --quiet --out " + dir + "/d.ptd/store > " + log + " 2>&1").c_str());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  for (const char* tag : {"positional", "oneblob", "disabled"})
+    CHECK(::access((dir + "/d.ptd/store." + tag + ".ptd").c_str(), F_OK) == 0);
+  CHECK(::access((dir + "/d.oneblob.ptd").c_str(), F_OK) != 0);
+  // An unwritable --json is refused before any work.
+  status = std::system((demo + " --quiet --out " + dir + "/never.ptd --json " + dir + "/missing/r.json > " + log +
+                        " 2>&1")
+                           .c_str());
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(read_text(log) == "wdedup-demo: cannot write --json " + dir + "/missing/r.json: No such file or directory\n");
+  CHECK(::access((dir + "/never.oneblob.ptd").c_str(), F_OK) != 0);
 }
 #endif
 

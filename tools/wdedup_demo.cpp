@@ -12,12 +12,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <wdedup/bench.hpp>
 #include <wdedup/ptd_writer.hpp>
@@ -70,6 +72,18 @@ bool parse_u32(const char* s, std::uint32_t* out) {
   return true;
 }
 
+/// More threads than any machine this runs on has cores (each is a thread
+/// of its own, started per call).
+constexpr std::uint32_t kMaxThreads = 1024;
+
+/// Whether a file can be created at `path` (its directory exists and is
+/// writable): checked before the work whose result goes there.
+bool can_create(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  return ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
 bool parse_args(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     const std::string opt = argv[i];
@@ -115,6 +129,10 @@ bool parse_args(int argc, char** argv, Args* a) {
         std::fprintf(stderr, "wdedup-demo: %s needs a positive integer, got '%s'\n", opt.c_str(), v);
         return false;
       }
+      if (opt == "--threads" && n > kMaxThreads) {
+        std::fprintf(stderr, "wdedup-demo: --threads %u is more than %u\n", n, kMaxThreads);
+        return false;
+      }
       if (opt == "--layers") a->layers = n;
       else if (opt == "--prefill-partitions") a->prefill_partitions = n;
       else if (opt == "--decode-partitions") a->decode_partitions = n;
@@ -134,6 +152,12 @@ bool parse_args(int argc, char** argv, Args* a) {
   if (a->strategy != "positional" && a->strategy != "oneblob" && a->strategy != "disabled" && a->strategy != "all") {
     std::fprintf(stderr, "wdedup-demo: unknown strategy '%s' (positional, oneblob, disabled or all)\n",
                  a->strategy.c_str());
+    return false;
+  }
+  // Before the work, not after it (the stores would be written, and then
+  // the report lost).
+  if (!a->json.empty() && !can_create(a->json)) {
+    std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(), std::strerror(errno));
     return false;
   }
   return true;
@@ -219,6 +243,14 @@ bool write_per_method(const std::string& dir, const wdedup::Program& program) {
     return false;
   }
   std::uint64_t total = 0;
+  // Method names come from the input (an imported file's function maps):
+  // one that is not a plain file name would put its file outside DIR.
+  for (const wdedup::Method& m : program.methods)
+    if (m.name.find('/') != std::string::npos || m.name == "." || m.name == "..") {
+      std::fprintf(stderr, "wdedup-demo: --per-method: method '%s' is not usable as a file name in %s\n",
+                   m.name.c_str(), dir.c_str());
+      return false;
+    }
   for (const wdedup::Method& m : program.methods) {
     wdedup::NamedDataStore store;
     for (std::size_t p = 0; p < m.partitions.size(); ++p)
@@ -270,7 +302,7 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_demo(int argc, char** argv) {
   Args args;
   if (!parse_args(argc, argv, &args)) return 2;
   std::optional<wdedup::LlamaWorkload> w;
@@ -306,9 +338,11 @@ int main(int argc, char** argv) {
   std::string* jp = args.json.empty() ? nullptr : &json;
   auto out_for = [&](const char* tag) {
     if (args.out.empty() || args.strategy != "all") return args.out;
-    const std::string::size_type dot = args.out.rfind(".ptd");
-    const std::string stem = dot == std::string::npos ? args.out : args.out.substr(0, dot);
-    return stem + "." + tag + ".ptd";
+    // Only a ".ptd" the name ends with is replaced: "d.ptd/store" is
+    // "d.ptd/store.<tag>.ptd", not a file beside the directory d.ptd.
+    const std::string& o = args.out;
+    const bool ends_ptd = o.size() >= 4 && o.compare(o.size() - 4, 4, ".ptd") == 0;
+    return (ends_ptd ? o.substr(0, o.size() - 4) : o) + "." + tag + ".ptd";
   };
   bool ok = true;
   const bool equal_partitions = wdedup::Positional::validate(program).ok();
@@ -329,4 +363,19 @@ int main(int argc, char** argv) {
     }
   }
   return ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  // Out of memory (a --model or --layers too big for this machine) is one
+  // line and exit 1, not an abort (where exceptions are on).
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
+  try {
+    return run_demo(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "wdedup-demo: out of memory (a smaller --model or --layers fits)\n");
+    return 1;
+  }
+#else
+  return run_demo(argc, argv);
+#endif
 }
