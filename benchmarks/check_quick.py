@@ -104,7 +104,8 @@ for args, want in [(["--only", ""], "wdedup-bench: --only needs at least one gro
                    (["--workloads", ","], "wdedup-bench: --workloads needs at least one workload"),
                    (["--quick", "--json", os.path.join(outdir, "missing", "r.json")],
                     "wdedup-bench: cannot write --json " + os.path.join(outdir, "missing", "r.json") +
-                    ": No such file or directory")]:
+                    ": No such file or directory"),
+                   (["--quick", "--json", outdir], "wdedup-bench: cannot write --json " + outdir + ": Is a directory")]:
     refused = subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     if refused.returncode != 2 or refused.stderr.strip() != want:
         problems.append(f"{args}: exit {refused.returncode}, stderr {refused.stderr.strip()!r}, expected 2, {want!r}")

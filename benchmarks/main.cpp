@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -336,7 +337,11 @@ int parse_args(int argc, char** argv, Config* c) {
   {
     const std::size_t slash = c->json_path.rfind('/');
     const std::string dir = slash == std::string::npos ? "." : c->json_path.substr(0, slash == 0 ? 1 : slash);
-    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    struct stat st {};
+    const bool not_a_file = c->json_path.empty() || c->json_path.back() == '/' ||
+                            (::stat(c->json_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode));
+    if (not_a_file) errno = EISDIR;
+    if (not_a_file || ::access(dir.c_str(), W_OK | X_OK) != 0) {
       std::fprintf(stderr, "wdedup-bench: cannot write --json %s: %s\n", c->json_path.c_str(), std::strerror(errno));
       return 2;
     }

@@ -520,11 +520,37 @@ TEST_CASE("replacing a file keeps its owner and group; a link another user plant
                            "': it is a symbolic link owned by another user (uid 12345) in a sticky, world-writable "
                            "directory: not followed, as the kernel's protected_symlinks would not follow it");
   CHECK(read_file(secret) == std::vector<std::uint8_t>{1, 2, 3});
+  // A link of one's own pointing at the planted one: refused too (each
+  // link of the chain is checked, not only the first).
+  const std::string mine = dir + "/mine.ptd";
+  REQUIRE(::symlink("tmp/model.ptd", mine.c_str()) == 0);
+  r = write_ptd_file(store, mine);
+  CHECK(r.error() == Error::IoError);
+  CHECK(r.message() == "cannot write '" + mine + "': it leads to '" + dir +
+                           "/tmp/model.ptd', a symbolic link owned by another user (uid 12345) in a sticky, "
+                           "world-writable directory: not followed, as the kernel's protected_symlinks would not "
+                           "follow it");
+  CHECK(read_file(secret) == std::vector<std::uint8_t>{1, 2, 3});
   // The same link owned by the directory's owner (here root, as this
   // process) is followed, as the kernel would.
   REQUIRE(::lchown(planted.c_str(), 0, 0) == 0);
-  REQUIRE(write_ptd_file(store, planted).ok());
+  REQUIRE(write_ptd_file(store, mine).ok());
   CHECK(read_file(secret) == want);
+
+  // In a setgid directory a new file takes the directory's group: a
+  // replaced one keeps its own all the same.
+  const std::string sgid = dir + "/sgid";
+  REQUIRE(::mkdir(sgid.c_str(), 0775) == 0);
+  REQUIRE(::chown(sgid.c_str(), 0, 34567) == 0);
+  REQUIRE(::chmod(sgid.c_str(), 02775) == 0);
+  const std::string own_group = sgid + "/model.ptd";
+  write_bytes(own_group, {5});
+  REQUIRE(::chown(own_group.c_str(), 0, 0) == 0);
+  REQUIRE(::chmod(own_group.c_str(), 0640) == 0);
+  REQUIRE(write_ptd_file(store, own_group).ok());
+  REQUIRE(::stat(own_group.c_str(), &st) == 0);
+  CHECK(st.st_gid == 0u);  // not the directory's 34567
+  CHECK((st.st_mode & 07777) == 0640);
 }
 
 namespace {

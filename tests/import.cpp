@@ -769,6 +769,11 @@ TEST_CASE("the demo refuses file names that would leave their directory, and kee
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(read_text(log) == "wdedup-demo: cannot write --json " + dir + "/missing/r.json: No such file or directory\n");
   CHECK(::access((dir + "/never.oneblob.ptd").c_str(), F_OK) != 0);
+  // So is one that names a directory.
+  status = std::system((demo + " --quiet --out " + dir + "/never.ptd --json " + dir + "/d.ptd > " + log + " 2>&1").c_str());
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(read_text(log) == "wdedup-demo: cannot write --json " + dir + "/d.ptd: Is a directory\n");
+  CHECK(::access((dir + "/never.oneblob.ptd").c_str(), F_OK) != 0);
 }
 #endif
 

@@ -76,9 +76,16 @@ bool parse_u32(const char* s, std::uint32_t* out) {
 /// of its own, started per call).
 constexpr std::uint32_t kMaxThreads = 1024;
 
-/// Whether a file can be created at `path` (its directory exists and is
-/// writable): checked before the work whose result goes there.
+/// Whether a file can be written at `path`: it names a file (not a
+/// directory, nor anything but a regular file if it exists), in a directory
+/// that exists and is writable. Checked before the work whose result goes
+/// there; errno says why not.
 bool can_create(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || path.back() == '/' || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
+    errno = EISDIR;
+    return false;
+  }
   const std::size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   return ::access(dir.c_str(), W_OK | X_OK) == 0;

@@ -98,31 +98,45 @@ T implicitly(T);
 // One detector per requirement, so the static_assert can name what is
 // missing; each asks what deduplicate() does with the member: the name and
 // validate's result converted implicitly, the names assigned to a
-// std::string (so a std::string_view or a const char* will do). Members are
-// named through `*&P::member`: for a static member that is the member, for
-// a non-static one a pointer to member, which cannot be dereferenced alone,
-// so a member declared without `static` counts as missing (naming it
-// directly is allowed in decltype, and clang 14 crashed on the call form).
+// std::string (so a std::string_view or a const char* will do).
+//
+// The name is named through `*&P::name`: for a static member that is the
+// member, for a non-static one a pointer to member, which cannot be
+// dereferenced alone (naming a non-static data member directly is allowed
+// in decltype, so `name` without `static` would pass).
 constexpr auto has_policy_name = hana::is_valid(
     [](auto t) -> decltype((void)implicitly<std::string_view>(*&decltype(t)::type::name)) {});
-constexpr auto has_policy_validate = hana::is_valid(
-    [](auto t) -> decltype((void)implicitly<Expected<void>>(
-                   (*&decltype(t)::type::validate)(std::declval<const Program&>()))) {});
-constexpr auto has_policy_blob_key = hana::is_valid(
-    [](auto t) -> decltype((void)(std::declval<std::string&>() = (*&decltype(t)::type::blob_key)(
-                                      std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))) {});
-constexpr auto has_policy_function_name = hana::is_valid(
-    [](auto t) -> decltype((void)(std::declval<std::string&>() = (*&decltype(t)::type::function_name)(
-                                      std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))) {});
+// The functions are called as deduplicate() calls them, so overloads and
+// templates pass and a non-static one (which needs an object) does not.
+// Partial specialisations, not hana::is_valid: clang 14 crashed (exit 139)
+// on a generic lambda calling a non-static member function without an
+// object, and `*&P::f` cannot name an overloaded or template function.
+template <class P, class = void>
+struct policy_validate_ok : std::false_type {};
+template <class P>
+struct policy_validate_ok<P, std::void_t<decltype(implicitly<Expected<void>>(P::validate(std::declval<const Program&>())))>>
+    : std::true_type {};
+template <class P, class = void>
+struct policy_blob_key_ok : std::false_type {};
+template <class P>
+struct policy_blob_key_ok<P, std::void_t<decltype(std::declval<std::string&>() = P::blob_key(
+                                             std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))>>
+    : std::true_type {};
+template <class P, class = void>
+struct policy_function_name_ok : std::false_type {};
+template <class P>
+struct policy_function_name_ok<P, std::void_t<decltype(std::declval<std::string&>() = P::function_name(
+                                                  std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))>>
+    : std::true_type {};
 
 template <class P>
 constexpr bool policy_has_name = decltype(has_policy_name(hana::type_c<P>))::value;
 template <class P>
-constexpr bool policy_has_validate = decltype(has_policy_validate(hana::type_c<P>))::value;
+constexpr bool policy_has_validate = policy_validate_ok<P>::value;
 template <class P>
-constexpr bool policy_has_blob_key = decltype(has_policy_blob_key(hana::type_c<P>))::value;
+constexpr bool policy_has_blob_key = policy_blob_key_ok<P>::value;
 template <class P>
-constexpr bool policy_has_function_name = decltype(has_policy_function_name(hana::type_c<P>))::value;
+constexpr bool policy_has_function_name = policy_function_name_ok<P>::value;
 
 template <class P>
 constexpr bool is_strategy_policy = policy_has_name<P> && policy_has_validate<P> &&

@@ -142,20 +142,14 @@ class BasicAtomicFile {
     if (::lstat(path.c_str(), &st) == 0) {
       if (S_ISLNK(st.st_mode)) {
         // Replace what the link points at and keep the link itself. But not
-        // a link the kernel would refuse to follow for open(2) here
+        // through a link the kernel would refuse to follow for open(2) here
         // (fs.protected_symlinks): one in a sticky, world-writable directory
         // such as /tmp, owned by neither this user nor the directory's
         // owner. realpath and rename never apply that rule, so following it
-        // would let another user aim a write by root at any file.
-        const std::size_t link_slash = path.rfind('/');
-        const std::string link_dir =
-            link_slash == std::string::npos ? "." : (link_slash == 0 ? "/" : path.substr(0, link_slash));
-        struct stat ld {};
-        if (const int e = errno_of(::stat(link_dir.c_str(), &ld))) return fail_errno("stat " + quote_name(link_dir), e);
-        if ((ld.st_mode & S_ISVTX) && (ld.st_mode & S_IWOTH) && st.st_uid != ::geteuid() && st.st_uid != ld.st_uid)
-          return fail_msg(cat("it is a symbolic link owned by another user (uid ", st.st_uid,
-                              ") in a sticky, world-writable directory: not followed, as the kernel's "
-                              "protected_symlinks would not follow it"));
+        // would let another user aim a write by root at any file; every link
+        // of the chain is checked (a link of one's own may point at a
+        // planted one).
+        if (Expected<void> ok = check_link_chain(path, st); !ok) return ok;
         char* real = ::realpath(path.c_str(), nullptr);
         if (!real) {
           const int e = errno;
@@ -200,12 +194,15 @@ class BasicAtomicFile {
     // they were for: root replacing a user's setuid file must not make a
     // setuid-root one. (Owner first: a chown clears those bits, and the
     // mode is set after it.)
-    if (exists && (st.st_uid != ::geteuid() || st.st_gid != ::getegid())) {
+    // Compared with the temporary's own owner and group, which a setgid
+    // directory gives its group rather than this process's.
+    struct stat tmp_st {};
+    if (exists && ::fstat(fd_, &tmp_st) == 0 && (st.st_uid != tmp_st.st_uid || st.st_gid != tmp_st.st_gid)) {
       bool uid_kept = ::fchown(fd_, st.st_uid, st.st_gid) == 0, gid_kept = uid_kept;
       if (!uid_kept) {
         gid_kept = ::fchown(fd_, static_cast<uid_t>(-1), st.st_gid) == 0;
-        uid_kept = st.st_uid == ::geteuid();
-        gid_kept = gid_kept || st.st_gid == ::getegid();
+        uid_kept = st.st_uid == tmp_st.st_uid;
+        gid_kept = gid_kept || st.st_gid == tmp_st.st_gid;
       }
       if (!uid_kept) mode &= ~static_cast<int>(S_ISUID);
       if (!gid_kept) mode &= ~static_cast<int>(S_ISGID);
@@ -314,6 +311,33 @@ class BasicAtomicFile {
   }
 
  private:
+  /// Refuses a chain of symbolic links (from `path`, whose lstat is `st`)
+  /// with a link the kernel's protected_symlinks rule would not follow.
+  Expected<void> check_link_chain(const std::string& path, struct stat st) {
+    std::string link = path;
+    for (int hop = 0; S_ISLNK(st.st_mode); ++hop) {
+      if (hop == 40) return fail_errno("resolve symbolic link", ELOOP);
+      const std::size_t slash = link.rfind('/');
+      const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : link.substr(0, slash));
+      struct stat ld {};
+      if (const int e = errno_of(::stat(dir.c_str(), &ld))) return fail_errno("stat " + quote_name(dir), e);
+      if ((ld.st_mode & S_ISVTX) && (ld.st_mode & S_IWOTH) && st.st_uid != ::geteuid() && st.st_uid != ld.st_uid)
+        return fail_msg(cat(link == path ? "it is" : cat("it leads to ", quote_name(link), ",").c_str(),
+                            " a symbolic link owned by another user (uid ", st.st_uid,
+                            ") in a sticky, world-writable directory: not followed, as the kernel's "
+                            "protected_symlinks would not follow it"));
+      char buf[PATH_MAX];
+      const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+      if (n < 0) {
+        const int e = errno;
+        return fail_errno("read symbolic link " + quote_name(link), e);
+      }
+      const std::string to(buf, static_cast<std::size_t>(n));
+      link = !to.empty() && to[0] == '/' ? to : dir + "/" + to;
+      if (::lstat(link.c_str(), &st) != 0) return {};  // dangling: realpath reports it
+    }
+    return {};
+  }
   static constexpr std::size_t kMaxIov = 1024;  // IOV_MAX on Linux and the BSDs
 
   /// 0 if a call succeeded (returned 0), else its errno (never 0). Read
