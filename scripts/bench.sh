@@ -8,10 +8,14 @@
 #   bash scripts/bench.sh --model 1b         # the Llama workload at Llama-3.2-1B size (~5 GB RAM)
 #   bash scripts/bench.sh --threads 1,2 --reps 9 --only dedup
 #   bash scripts/bench.sh --help
+# Paths in the arguments are taken from the directory this is run in.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+here=$PWD
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/deps.sh bench
 source scripts/lib.sh
 build=build/bench
 release_build "$build" benchmarks/wdedup-bench -Dtests=false -Dexamples=false -Dbenchmarks=true
-exec "$build/benchmarks/wdedup-bench" --json "$build/results.json" --tmpdir "$build" "$@"
+cd "$here"
+exec "$root/$build/benchmarks/wdedup-bench" --json "$root/$build/results.json" --tmpdir "$root/$build" "$@"

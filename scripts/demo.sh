@@ -4,11 +4,16 @@
 # decode) under every strategy, write each store as an ExecuTorch .ptd, read
 # it back with the runtime reader, and print the reports.
 # Extra arguments go to wdedup-demo (e.g. --model 1b, --prefill-partitions 3).
+# Paths in them are taken from the directory this is run in; the build and
+# the default output (build/demo/llama.<strategy>.ptd) are in the clone.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+here=$PWD
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/deps.sh demo
 source scripts/lib.sh
 build=build/release
 release_build "$build" tools/wdedup-demo -Dtests=false -Dexamples=false -Dbenchmarks=false
 mkdir -p build/demo
-exec "$build/tools/wdedup-demo" --out build/demo/llama.ptd "$@"
+cd "$here"
+exec "$root/$build/tools/wdedup-demo" --out "$root/build/demo/llama.ptd" "$@"

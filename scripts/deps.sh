@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# Installs what wdedup needs to build, test and benchmark, from Debian's
-# packages, plus any packages named as arguments (scripts/profile.sh asks for
+# Installs, from Debian's packages, what one job of wdedup needs:
+#   deps.sh demo    build the library and the demo
+#   deps.sh bench   ... and the benchmark harness
+#   deps.sh test    ... and the whole test suite
+# plus any packages named after the job (scripts/profile.sh asks for
 # valgrind). As root it runs apt-get; otherwise it says what is missing.
+# The demo asks only for what it builds with: a machine that cannot install
+# the test tools can still run the main job.
 set -euo pipefail
 
+job=${1:?usage: deps.sh demo|bench|test [package ...]}
+shift
 packages=(
-  g++ clang libclang-rt-dev   # both compilers the suite is built with; clang's sanitizer runtimes
-  meson ninja-build pkg-config
+  g++ meson ninja-build pkg-config
   libboost-dev                # Boost.Hana (policy checks)
   libxxhash-dev               # XXH3, header-only (XXH_INLINE_ALL)
-  doctest-dev                 # tests
-  libssl-dev                  # SHA-256 for the fixture manifests (tests) and the reference baseline (benchmarks)
-  flatbuffers-compiler libflatbuffers-dev  # tests only: verify our .ptd files with flatbuffers' own verifier
-  "$@"                        # what the caller needs besides
 )
+case "$job" in
+  demo) ;;
+  bench) packages+=(libssl-dev) ;;  # SHA-256: the reference baseline
+  test)
+    packages+=(
+      clang libclang-rt-dev     # the second compiler; its sanitizer runtimes
+      doctest-dev
+      libssl-dev                # SHA-256 for the fixture manifests, and the benchmark smoke run
+      flatbuffers-compiler libflatbuffers-dev  # verify our .ptd files with flatbuffers' own verifier
+    ) ;;
+  *) echo "deps.sh: unknown job '$job' (demo, bench or test)" >&2; exit 2 ;;
+esac
+packages+=("$@")  # what the caller needs besides
 
 missing=()
 for p in "${packages[@]}"; do

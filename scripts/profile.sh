@@ -12,15 +12,20 @@
 # The default last-level cache is 16 MiB: what this project's VM behaves
 # like (its CPU reports more, shared with other guests). Full callgrind
 # output: build/bench/callgrind.out (open with callgrind_annotate or kcachegrind).
+# Paths in the extra arguments are taken from the directory this is run in.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+here=$PWD
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
 workload="${1:-small-tensors}"
 [ $# -gt 0 ] && shift
 extra=("$@")
-bash scripts/deps.sh valgrind
+bash scripts/deps.sh bench valgrind
 source scripts/lib.sh
 build=build/bench
 release_build "$build" benchmarks/wdedup-bench -Dtests=false -Dexamples=false -Dbenchmarks=true
+build=$root/$build
+cd "$here"
 # The simulated L1 is this machine's, if valgrind accepts its geometry.
 d1="$(getconf LEVEL1_DCACHE_SIZE 2>/dev/null || true),$(getconf LEVEL1_DCACHE_ASSOC 2>/dev/null || true),64"
 case "$d1" in [0-9]*,[0-9]*,64) ;; *) d1=32768,8,64 ;; esac

@@ -14,7 +14,7 @@
 # Usage: scripts/test.sh [config ...]   (default: all of them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+bash scripts/deps.sh test
 
 declare -A CXX_OF=(
   [gcc-c++17]=g++ [gcc-c++20-noexcept]=g++ [clang-c++17]=clang++ [clang-c++20]=clang++
