@@ -1,12 +1,19 @@
 // examples/custom_runtime.cpp — the reader embedded in a tiny "custom
-// runtime": open a store by mmap, resolve decode__0's tensor table, and load
-// its weights into memory the runtime owns (a static arena: no heap).
+// runtime": open a store by mmap, resolve the tensor table of a method's
+// first partition (decode's by default, whatever the strategy named its
+// function: "decode__0" under OneBlob, "decode" under Positional), and load
+// its weights into memory the runtime owns (a static arena: no heap), each
+// at the alignment its key asks for.
 //
-//   example_custom_runtime [store.ptd]
+//   example_custom_runtime [store.ptd [method]]
 //
 // Without an argument it first exports a small two-method model with the
-// build-time half (the part that would run on a workstation), then runs the
-// runtime part on it. Built and run as a test.
+// build-time half (the part that would run on a workstation) into a fresh
+// temporary directory, then runs the runtime part on it. Built and run as
+// a test.
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -22,24 +29,32 @@ namespace runtime {
 
 // The runtime's own memory: a fixed arena, as on a microcontroller or in a
 // delegate that plans its memory ahead of time.
-alignas(64) static std::uint8_t g_arena[1 << 20];
+// (In .bss: pages the loads do not reach are never touched.)
+alignas(64) static std::uint8_t g_arena[16 << 20];
 static std::size_t g_used = 0;
 
+// `alignment` is the key's (any positive value a store may ask for, 4096
+// as often as 64): the address is rounded, not the offset in the arena,
+// which is itself only 64-aligned.
 void* arena_alloc(std::size_t size, std::size_t alignment) {
-  std::size_t at = (g_used + alignment - 1) / alignment * alignment;
-  if (at + size > sizeof g_arena) return nullptr;
-  g_used = at + size;
-  return g_arena + at;
+  const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(g_arena);
+  const std::uintptr_t at = (base + g_used + alignment - 1) / alignment * alignment;
+  if (at < base || at - base > sizeof g_arena || size > sizeof g_arena - (at - base)) return nullptr;
+  g_used = at - base + size;
+  return g_arena + (at - base);
 }
 
 struct LoadedTensor {
   char name[64];  // copied: the map's string_views die with the mapping
   const void* data;
   std::size_t size;
+  std::size_t alignment;  // what its key asks for
 };
 
-// Loads every tensor of one compiled function. Returns the count, or -1.
-int load_function(const char* path, std::string_view function_name, LoadedTensor* out, int capacity) {
+// Loads every tensor of the function compiled for (method, partition).
+// Returns the count, or -1.
+int load_function(const char* path, std::string_view method, std::uint32_t partition, LoadedTensor* out,
+                  int capacity) {
   wdedup::Result<wdedup::MmapSource> source = wdedup::MmapSource::open(path);
   if (!source) {
     std::printf("cannot map %s: %s\n", path, wdedup::error_name(source.error()));
@@ -51,11 +66,13 @@ int load_function(const char* path, std::string_view function_name, LoadedTensor
                 (unsigned long long)map.failure().at);
     return -1;
   }
-  wdedup::Result<wdedup::FunctionView> fn = map->find_function(function_name);
+  wdedup::Result<wdedup::FunctionView> fn = map->find_function(method, partition);
   if (!fn) {
-    std::printf("no function %.*s in %s\n", (int)function_name.size(), function_name.data(), path);
+    std::printf("no function for method %.*s partition %u in %s\n", (int)method.size(), method.data(), partition,
+                path);
     return -1;
   }
+  const wdedup::KeyView function_name = fn->function_name();
   std::printf("function %.*s: method %.*s partition %u, blob %.*s, %zu tensors\n", (int)function_name.size(),
               function_name.data(), (int)fn->method().size(), fn->method().data(), fn->partition_index(),
               (int)fn->blob_key().size(), fn->blob_key().data(), fn->tensor_count());
@@ -74,7 +91,8 @@ int load_function(const char* path, std::string_view function_name, LoadedTensor
     if (!info) return -1;
     void* dst = arena_alloc(info->size, info->alignment);
     if (dst == nullptr) {
-      std::printf("arena full\n");
+      std::printf("arena full: %llu bytes at alignment %llu do not fit after %zu of %zu bytes\n",
+                  (unsigned long long)info->size, (unsigned long long)info->alignment, g_used, sizeof g_arena);
       return -1;
     }
     // A copy into runtime-owned memory; the map itself allocates nothing.
@@ -88,6 +106,7 @@ int load_function(const char* path, std::string_view function_name, LoadedTensor
     lt.name[len] = '\0';
     lt.data = dst;
     lt.size = static_cast<std::size_t>(info->size);
+    lt.alignment = static_cast<std::size_t>(info->alignment);
   }
   // The loaded bytes outlive the map and the mapping: they are ours.
   return n;
@@ -109,7 +128,7 @@ static bool export_demo_store(const std::string& path) {
   wdedup::Program program;
   auto add_weights = [](wdedup::Partition& p, const std::vector<std::vector<std::uint8_t>>& w) {
     for (int i = 0; i < 3; ++i)
-      p.add("layers." + std::to_string(i) + ".weight", wdedup::ByteSpan(w[i].data(), w[i].size()), 64);
+      p.add("layers." + std::to_string(i) + ".weight", wdedup::ByteSpan(w[i].data(), w[i].size()), i == 2 ? 4096 : 64);
   };
   wdedup::Partition& prefill = program.add_method("prefill").add_partition();
   add_weights(prefill, g_weights);
@@ -130,26 +149,41 @@ static bool export_demo_store(const std::string& path) {
 }
 
 int main(int argc, char** argv) {
-  std::string path;
+  std::string path, dir;
+  if (argc > 3) {
+    std::fprintf(stderr, "usage: %s [store.ptd [method]]\n", argv[0]);
+    return 2;
+  }
   if (argc > 1) {
     path = argv[1];
   } else {
-    path = "custom_runtime_example.ptd";
-    if (!export_demo_store(path)) return 1;
+    const char* tmp = std::getenv("TMPDIR");
+    dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/wdedup-runtime-XXXXXX";
+    if (mkdtemp(dir.data()) == nullptr) {
+      std::perror(dir.c_str());
+      return 1;
+    }
+    path = dir + "/store.ptd";
+    const bool exported = export_demo_store(path);
+    if (!exported) rmdir(dir.c_str());
+    if (!exported) return 1;
   }
-  runtime::LoadedTensor tensors[16];
-  const int n = runtime::load_function(path.c_str(), "decode__0", tensors, 16);
+  static runtime::LoadedTensor tensors[256];
+  const int n = runtime::load_function(path.c_str(), argc > 2 ? argv[2] : "decode", 0, tensors, 256);
+  if (argc > 1) return n < 0 ? 1 : 0;
+  std::remove(path.c_str());
+  rmdir(dir.c_str());
   if (n < 0) return 1;
-  if (argc > 1) return 0;
   // Self-check for the self-contained run: decode__0 got the shared weights
-  // and its own mask, byte for byte.
+  // and its own mask, byte for byte, each at its alignment (one weight asks
+  // for 4096, more than the arena's own).
   bool ok = n == 4 && std::strcmp(tensors[3].name, "mask") == 0 && tensors[3].size == 64 &&
             std::memcmp(tensors[3].data, g_weights[4].data(), 64) == 0;
   for (int i = 0; i < 3 && ok; ++i)
     ok = tensors[i].size == g_weights[i].size() &&
          std::memcmp(tensors[i].data, g_weights[i].data(), g_weights[i].size()) == 0 &&
-         reinterpret_cast<std::uintptr_t>(tensors[i].data) % 64 == 0;
+         tensors[i].alignment == (i == 2 ? 4096u : 64u);
+  for (int i = 0; i < n && ok; ++i) ok = reinterpret_cast<std::uintptr_t>(tensors[i].data) % tensors[i].alignment == 0;
   std::printf("%s\n", ok ? "custom runtime: OK" : "custom runtime: WRONG BYTES");
-  std::remove(path.c_str());
   return ok ? 0 : 1;
 }

@@ -6,8 +6,12 @@
 //   example_merge_ptd_files [OUT.ptd FILE.ptd...]
 //
 // Without arguments it first writes two such files itself (prefill.ptd and
-// decode.ptd, sharing three weights, each with its own mask), then merges
-// them. Built and run as a test.
+// decode.ptd, sharing three weights, each with its own mask) into a fresh
+// temporary directory, merges them there and removes the directory: it
+// never touches files of yours. Built and run as a test.
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -36,6 +40,18 @@ bool write_method_alone(const std::string& path, const std::vector<std::vector<s
   return written.ok();
 }
 
+// The self-contained run's directory, removed with what it holds on every
+// way out.
+struct Scratch {
+  std::string dir;
+  std::vector<std::string> files;
+  ~Scratch() {
+    if (dir.empty()) return;
+    for (const std::string& f : files) std::remove(f.c_str());
+    rmdir(dir.c_str());
+  }
+};
+
 std::uint64_t file_size(const std::string& path) {
   auto s = wdedup::MmapSource::open(path.c_str());
   return s ? s->size() : 0;
@@ -44,7 +60,8 @@ std::uint64_t file_size(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out = "merged_example.ptd";
+  std::string out;
+  Scratch scratch;
   std::vector<std::string> inputs;
   std::vector<std::vector<std::uint8_t>> weights;
   std::vector<std::uint8_t> prefill_mask(256, 0x11), decode_mask(64, 0x22);
@@ -60,7 +77,17 @@ int main(int argc, char** argv) {
       weights.emplace_back(8192 * (i + 1));
       for (std::size_t j = 0; j < weights.back().size(); ++j) weights.back()[j] = static_cast<std::uint8_t>(j * (i + 5));
     }
-    inputs = {"prefill.ptd", "decode.ptd"};
+    const char* tmp = std::getenv("TMPDIR");
+    std::string dir = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/wdedup-merge-XXXXXX";
+    if (mkdtemp(dir.data()) == nullptr) {
+      std::perror(dir.c_str());
+      return 1;
+    }
+    scratch.dir = dir;
+    // The file names become the method names: "prefill", "decode".
+    inputs = {dir + "/prefill.ptd", dir + "/decode.ptd"};
+    out = dir + "/merged.ptd";
+    scratch.files = {inputs[0], inputs[1], out};
     if (!write_method_alone(inputs[0], weights, prefill_mask) || !write_method_alone(inputs[1], weights, decode_mask))
       return 1;
   }
@@ -94,31 +121,40 @@ int main(int argc, char** argv) {
               (unsigned long long)bytes_before, out.c_str(), (unsigned long long)written->file_size,
               (unsigned long long)result->report.bytes_stored, (unsigned long long)result->report.bytes_in);
 
-  // 3. Every method reads, through its function map, exactly the bytes its
-  //    own file held.
+  // 3. Every partition of every method reads, through its function map
+  //    ("<method>__<partition>"), exactly the bytes its own file held (a
+  //    wdedup store given as input comes back with all its partitions).
   auto source = wdedup::MmapSource::open(out.c_str());
   auto merged = source ? wdedup::NamedDataMap::open(*source) : wdedup::Result<wdedup::NamedDataMap>(source.failure());
   if (!merged) return 1;
   bool ok = true;
-  for (const wdedup::Method& m : program.methods) {
-    auto fn = merged->find_function((m.name + "__0").c_str());
-    if (!fn) return 1;
-    for (const wdedup::Tensor& t : m.partitions[0].tensors) {
-      auto key = fn->key_of(t.name);
-      auto data = key ? merged->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
-      ok = ok && data && data->size() == t.bytes.size() && std::memcmp(data->data(), t.bytes.data(), t.bytes.size()) == 0;
+  std::size_t checked = 0;
+  for (const wdedup::Method& m : program.methods)
+    for (std::size_t p = 0; p < m.partitions.size(); ++p) {
+      const std::string function = m.name + "__" + std::to_string(p);
+      auto fn = merged->find_function(function.c_str());
+      if (!fn) {
+        std::printf("%s: no function %s\n", out.c_str(), function.c_str());
+        return 1;
+      }
+      for (const wdedup::Tensor& t : m.partitions[p].tensors) {
+        auto key = fn->key_of(t.name);
+        auto data = key ? merged->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
+        const bool same = data && data->size() == t.bytes.size() &&
+                          std::memcmp(data->data(), t.bytes.data(), t.bytes.size()) == 0;
+        if (!same) std::printf("%s: %s reads other bytes for %s\n", out.c_str(), function.c_str(), t.name.c_str());
+        ok = ok && same;
+        ++checked;
+      }
     }
-  }
   if (argc <= 2) {
     // The self-contained run also knows what to expect: 3 shared weights
     // (48 KiB) and two masks, stored once each, in a file smaller than the
     // two it replaces.
     ok = ok && program.methods.size() == 2 && program.methods[0].name == "prefill" &&
          result->store.buffer_count() == 5 && result->report.bytes_stored == 8192 * 6 + 256 + 64 &&
-         written->file_size < bytes_before;
-    for (const std::string& path : inputs) std::remove(path.c_str());
-    std::remove(out.c_str());
+         written->file_size < bytes_before && checked == 8;
   }
-  std::printf("%s\n", ok ? "merge: OK" : "merge: WRONG BYTES");
+  std::printf("%zu tensors checked\n%s\n", checked, ok ? "merge: OK" : "merge: WRONG BYTES");
   return ok ? 0 : 1;
 }
