@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "harness.hpp"
+#include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads
 #include "wdedup/report.hpp"
 
 #ifndef WBENCH_INCLUDE_DIR
@@ -290,7 +291,8 @@ int parse_args(int argc, char** argv, Config* c) {
       }
       if (opt == "--threads") {
         c->threads.clear();
-        for (std::uint64_t t : list) c->threads.push_back(static_cast<unsigned>(std::min<std::uint64_t>(t, 1024)));
+        for (std::uint64_t t : list)
+          c->threads.push_back(static_cast<unsigned>(std::min<std::uint64_t>(t, wdedup::DedupOptions::kMaxThreads)));
       } else if (opt == "--keys") {
         c->key_counts = list;
       } else {

@@ -86,7 +86,8 @@ struct Opened {
 Opened open_store(const std::string& path) {
   auto src = wdedup::MmapSource::open(path.c_str());
   if (!src) {
-    std::fprintf(stderr, "wdedup-bench: mapping %s: %s\n", path.c_str(), src.failure().what);
+    std::fprintf(stderr, "wdedup-bench: mapping %s: %s\n", path.c_str(),
+                 wdedup::detail::describe_failure(src.failure()).c_str());
     std::exit(1);
   }
   Opened o;

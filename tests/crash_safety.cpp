@@ -406,6 +406,24 @@ TEST_CASE("unwritable destinations: Error::IoError with the path, the operation 
   }
 }
 
+TEST_CASE("no path, or one with a NUL byte: Error::InvalidArgument, and nothing is created") {
+  std::vector<std::vector<std::uint8_t>> data{pattern(1000, 1)};
+  const NamedDataStore store = store_over(data);
+  const std::string dir = fresh_dir("nul_paths");
+  Expected<WriteStats> r = write_ptd_file(store, "");
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "cannot write '': the path is empty");
+  // The system calls would see the path up to the NUL: "DIR/out" would be
+  // written, and reported written as the whole path.
+  using namespace std::string_literals;
+  const std::string nul = dir + "/out\0/model.ptd"s;
+  r = write_ptd_file(store, nul);
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "cannot write '" + dir + "/out\\x00/model.ptd': the path contains a NUL byte at offset " +
+                           std::to_string(dir.size() + 4));
+  CHECK(others(dir, {}).empty());
+}
+
 TEST_CASE("a sink that cannot write (/dev/full) fails with the system's reason") {
   class FdSink final : public ByteSink {
    public:

@@ -282,6 +282,22 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     CHECK(r.error() == Error::InvalidName);
     CHECK(r.message() == "method #0 has an empty name");
   }
+  SUBCASE("more threads than kMaxThreads: refused before any is started") {
+    Program p;
+    p.add_method("decode").add_partition().add("w", span(a));
+    DedupOptions o;
+    o.threads = 0x80000000u;
+    auto r = deduplicate<Strategy<OneBlob>>(p, o);
+    CHECK(r.error() == Error::InvalidArgument);
+    CHECK(r.message() == "DedupOptions::threads is 2147483648; at most 1024 (0: every core)");
+    o.threads = DedupOptions::kMaxThreads + 1;
+    CHECK(deduplicate<Strategy<OneBlob>>(p, o).error() == Error::InvalidArgument);
+    o.threads = DedupOptions::kMaxThreads;
+    r = deduplicate<Strategy<OneBlob>>(p, o);
+    REQUIRE(r.ok());
+    CHECK(r->report.threads == 1024);
+    CHECK(r->store.key_count() == 1);
+  }
   SUBCASE("duplicate method name") {
     Program p;
     p.add_method("decode");

@@ -429,8 +429,8 @@ std::vector<std::uint8_t> one_key_file(const FunctionMaps& maps) {
 
 TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is MalformedFunctionMap") {
   FunctionMaps maps;
-  maps.functions.push_back({"decode", 2, "blob", "decode", {{"w", "w"}}});
-  maps.functions.push_back({"decode", 0, "blob", "decode", {{"w", "w"}}});
+  maps.functions.push_back({"decode", 2, "blob", "decode__2", {{"w", "w"}}});
+  maps.functions.push_back({"decode", 0, "blob", "decode__0", {{"w", "w"}}});
   maps.functions.push_back({"prefill", 0, "blob", "prefill", {{"w", "w"}}});
   std::unique_ptr<Opened> o = open_bytes(one_key_file(maps));
   REQUIRE(o->ok());
@@ -626,7 +626,14 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/no-such-file.ptd";
   Expected<void> e = files.add(program, missing);
   CHECK(e.error() == Error::IoError);
-  CHECK(e.message() == missing + ": open failed (at = errno) (IoError at 2)");  // ENOENT
+  // A failed system call is named by its reason, not by its errno.
+  CHECK(e.message() == missing + ": open failed: No such file or directory (IoError)");
+  unchanged();
+  // A NUL would end the path open(2) sees: simple.ptd would be read instead.
+  e = files.add(program, simple + std::string("\0.other", 7), "nul");
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message() == "cannot read '" + simple + "\\x00.other': the path contains a NUL byte at offset " +
+                           std::to_string(simple.size()));
   unchanged();
   const std::string json = fixture("simple.json");
   e = files.add(program, json);
@@ -738,7 +745,7 @@ TEST_CASE("the demo's methods written apart (--per-method) merge back into the v
 #ifdef WDEDUP_DEMO_PATH
 TEST_CASE("the demo refuses file names that would leave their directory, and keeps the directory in --out") {
   const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/demo_paths";
-  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/in/pm " + dir + "/d.ptd").c_str()) == 0);
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/in " + dir + "/d.ptd").c_str()) == 0);
   const std::string demo = WDEDUP_DEMO_PATH, log = dir + "/log.txt";
   // A store whose method is "../escaped" (a method name comes from the
   // file): --per-method DIR must not write DIR/../escaped.ptd.
@@ -755,6 +762,7 @@ TEST_CASE("the demo refuses file names that would leave their directory, and kee
   CHECK(read_text(log).find("wdedup-demo: --per-method: method '../escaped' is not usable as a file name in " + dir +
                             "/in/pm\n") != std::string::npos);
   CHECK(::access((dir + "/in/escaped.ptd").c_str(), F_OK) != 0);
+  CHECK(::access((dir + "/in/pm").c_str(), F_OK) != 0);  // refused before DIR is made
   // --out d.ptd/store with every strategy: each file goes into d.ptd/.
   status = std::system((demo + " --quiet --out " + dir + "/d.ptd/store > " + log + " 2>&1").c_str());
   CHECK(WIFEXITED(status));
@@ -774,6 +782,15 @@ TEST_CASE("the demo refuses file names that would leave their directory, and kee
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(read_text(log) == "wdedup-demo: cannot write --json " + dir + "/d.ptd: Is a directory\n");
   CHECK(::access((dir + "/never.oneblob.ptd").c_str(), F_OK) != 0);
+  // And an --out that cannot be written, for any strategy's file.
+  status = std::system((demo + " --quiet --out " + dir + "/missing/m.ptd > " + log + " 2>&1").c_str());
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(read_text(log) == "wdedup-demo: cannot write --out " + dir + "/missing/m.positional.ptd: No such file or directory\n");
+  REQUIRE(::mkdir((dir + "/d.ptd/other.oneblob.ptd").c_str(), 0755) == 0);
+  status = std::system((demo + " --quiet --out " + dir + "/d.ptd/other > " + log + " 2>&1").c_str());
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(read_text(log) == "wdedup-demo: cannot write --out " + dir + "/d.ptd/other.oneblob.ptd: Is a directory\n");
+  CHECK(::access((dir + "/d.ptd/other.positional.ptd").c_str(), F_OK) != 0);
 }
 #endif
 

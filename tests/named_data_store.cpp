@@ -258,14 +258,43 @@ TEST_CASE("layouts are checked against the bytes") {
   CHECK(dump(s) == before);
   r = s.add_named_data("t", span(a), 4, Layout{ScalarType::Float, {2, 3}, {0, 0}});
   CHECK(r.error() == Error::LayoutMismatch);
-  CHECK(r.message() == "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0, 0]): unknown type, negative "
-                       "size, dim_order not a permutation of 0..rank-1, or a byte count over 64 bits");
+  CHECK(r.message() == "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0, 0]): dim_order names "
+                       "dimension 0 twice");
   CHECK(dump(s) == before);
   r = s.add_named_data("t", span(a), 4, Layout{static_cast<ScalarType>(9), {6}, {0}});
   CHECK(r.error() == Error::LayoutMismatch);
-  CHECK(r.message() == "key 't': layout is inconsistent (type 9 [6] dim_order [0]): unknown type, negative size, "
-                       "dim_order not a permutation of 0..rank-1, or a byte count over 64 bits");
+  CHECK(r.message() == "key 't': layout is inconsistent (type 9 [6] dim_order [0]): unknown scalar type 9");
   CHECK(dump(s) == before);
+  // Each rule is named on its own: the one the layout breaks.
+  const std::pair<Layout, const char*> broken[] = {
+      {Layout::channels_last(ScalarType::Float, {2, 3}),
+       "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0, 2, 3, 1]): rank 2 but dim_order has 4 entries"},
+      {Layout{ScalarType::Float, {2}, {1}},
+       "key 't': layout is inconsistent (FLOAT [2] dim_order [1]): dim_order[0] is 1, not below rank 1"},
+      {Layout::contiguous(ScalarType::Float, {2, -3}),
+       "key 't': layout is inconsistent (FLOAT [2, -3] dim_order [0, 1]): sizes[1] is negative (-3)"},
+      {Layout::contiguous(ScalarType::Double, {INT32_MAX, INT32_MAX, 4}),
+       "key 't': layout is inconsistent (DOUBLE [2147483647, 2147483647, 4] dim_order [0, 1, 2]): its byte count "
+       "exceeds 2^64 - 1"},
+  };
+  for (const auto& [layout, message] : broken) {
+    r = s.add_named_data("t", span(a), 4, layout);
+    CHECK(r.error() == Error::LayoutMismatch);
+    CHECK(r.message() == message);
+    CHECK(dump(s) == before);
+  }
+  // Over rank 255 contiguous() cannot number the dimensions (a dim_order
+  // entry is a byte): it leaves dim_order empty, and the rank is named.
+  const Layout rank256 = Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>(256, 1));
+  CHECK(rank256.dim_order.empty());
+  CHECK(!rank256.nbytes());
+  r = s.add_named_data("t", span(a), 4, rank256);
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message().size() > 40);
+  const std::string tail = "]): rank 256 exceeds the maximum of 255";
+  CHECK(r.message().substr(r.message().size() - tail.size()) == tail);
+  CHECK(dump(s) == before);
+  CHECK(Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>(255, 1)).dim_order.size() == 255);
   CHECK(s.key_count() == 1);
   CHECK(s.buffer_count() == 1);
   // A zero size makes 0 bytes wherever it is, even after sizes whose

@@ -580,6 +580,17 @@ TEST_CASE("stats") {
   CHECK(st->segment_count == 4);
   CHECK(st->function_count == 0);
   CHECK(bytes.size() == st->file_size);
+  // Function maps count only where they are written: in the WDX1 block.
+  const FunctionMaps maps = small_maps();
+  bytes.clear();
+  st = write_ptd(s, maps, sink, o);
+  REQUIRE(st.ok());
+  CHECK(st->function_count == 0);
+  bytes.clear();
+  st = write_ptd(s, maps, sink, WriteOptions{});
+  REQUIRE(st.ok());
+  CHECK(st->function_count == maps.functions.size());
+  CHECK(maps.functions.size() == 3);
 }
 
 namespace {
@@ -699,6 +710,19 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     expect(m, {}, Error::InvalidArgument,
            "function 'decode' partition 1 ('decode__1b' in blob 'other_blob'): method 'decode' partition 1 appears "
            "twice in the function maps");
+  }
+  SUBCASE("the same function name in the same blob twice") {
+    // find_function(blob, name) would only ever find the first.
+    FunctionMaps m = small_maps();
+    m.functions.push_back(FunctionMap{"encode", 0, "combined_all", "prefill__0", {}});
+    expect(m, {}, Error::InvalidName,
+           "function 'encode' partition 0 ('prefill__0' in blob 'combined_all'): method 'prefill' partition 0 has "
+           "the same function name in the same blob; a reader could find only the first");
+    // One name in two blobs is fine (Positional: "decode" in each
+    // combined_partition_<i>).
+    m = small_maps();
+    m.functions.push_back(FunctionMap{"encode", 0, "other_blob", "prefill__0", {}});
+    CHECK(serialize_ptd(s, m, {}).ok());
   }
   SUBCASE("segment alignment 0 or too large") {
     WriteOptions o;

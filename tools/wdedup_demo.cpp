@@ -56,7 +56,8 @@ void usage(FILE* f) {
       "                             export that serializes methods apart ships them (--ptd input)\n"
       "  --strategy S               positional | oneblob | disabled | all (default all)\n"
       "  --threads N                hashing threads (default: every core)\n"
-      "  --out FILE                 where to write the store (default wdedup-demo.ptd; '' = don't);\n"
+      "  --out FILE                 where to write the store (default wdedup-demo.ptd, and\n"
+      "                             build/demo/llama.ptd under scripts/demo.sh; '' = don't);\n"
       "                             with --strategy all, each strategy's to FILE.<strategy>.ptd\n"
       "  --json FILE                also write the report(s) as JSON\n"
       "  --quiet                    print only the summary lines\n",
@@ -74,7 +75,7 @@ bool parse_u32(const char* s, std::uint32_t* out) {
 
 /// More threads than any machine this runs on has cores (each is a thread
 /// of its own, started per call).
-constexpr std::uint32_t kMaxThreads = 1024;
+constexpr std::uint32_t kMaxThreads = wdedup::DedupOptions::kMaxThreads;
 
 /// Whether a file can be written at `path`: it names a file (not a
 /// directory, nor anything but a regular file if it exists), in a directory
@@ -89,6 +90,17 @@ bool can_create(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   return ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
+/// Where strategy `tag`'s store goes: --out itself, or with --strategy all
+/// FILE.<tag>.ptd. Only a ".ptd" the name ends with is replaced:
+/// "d.ptd/store" is "d.ptd/store.<tag>.ptd", not a file beside the
+/// directory d.ptd.
+std::string out_path(const Args& a, const char* tag) {
+  if (a.out.empty() || a.strategy != "all") return a.out;
+  const std::string& o = a.out;
+  const bool ends_ptd = o.size() >= 4 && o.compare(o.size() - 4, 4, ".ptd") == 0;
+  return (ends_ptd ? o.substr(0, o.size() - 4) : o) + "." + tag + ".ptd";
 }
 
 bool parse_args(int argc, char** argv, Args* a) {
@@ -167,6 +179,13 @@ bool parse_args(int argc, char** argv, Args* a) {
     std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(), std::strerror(errno));
     return false;
   }
+  for (const char* tag : {"positional", "oneblob", "disabled"}) {
+    const std::string out = out_path(*a, tag);
+    if (!out.empty() && !can_create(out)) {
+      std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(), std::strerror(errno));
+      return false;
+    }
+  }
   return true;
 }
 
@@ -175,14 +194,14 @@ bool parse_args(int argc, char** argv, Args* a) {
 bool verify_file(const std::string& path, const wdedup::Program& program, const wdedup::DedupResult& r) {
   auto source = wdedup::MmapSource::open(path.c_str());
   if (!source) {
-    std::fprintf(stderr, "verify: cannot map %s: %s (%s)\n", path.c_str(), wdedup::error_name(source.error()),
-                 source.failure().what);
+    std::fprintf(stderr, "verify: cannot map %s: %s\n", path.c_str(),
+                 wdedup::detail::describe_failure(source.failure()).c_str());
     return false;
   }
   auto map = wdedup::NamedDataMap::open(*source);
   if (!map) {
-    std::fprintf(stderr, "verify: cannot open %s: %s (%s at %llu)\n", path.c_str(),
-                 wdedup::error_name(map.error()), map.failure().what, (unsigned long long)map.failure().at);
+    std::fprintf(stderr, "verify: cannot open %s: %s\n", path.c_str(),
+                 wdedup::detail::describe_failure(map.failure()).c_str());
     return false;
   }
   std::size_t checked = 0;
@@ -245,19 +264,20 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
 /// as keys (identical bytes within the method stored once, as ExecuTorch's
 /// NamedDataStore does within one export), no function maps.
 bool write_per_method(const std::string& dir, const wdedup::Program& program) {
-  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
-    std::fprintf(stderr, "wdedup-demo: --per-method: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
-    return false;
-  }
-  std::uint64_t total = 0;
   // Method names come from the input (an imported file's function maps):
   // one that is not a plain file name would put its file outside DIR.
+  // Checked before DIR is made, so a refusal leaves nothing behind.
   for (const wdedup::Method& m : program.methods)
     if (m.name.find('/') != std::string::npos || m.name == "." || m.name == "..") {
       std::fprintf(stderr, "wdedup-demo: --per-method: method '%s' is not usable as a file name in %s\n",
                    m.name.c_str(), dir.c_str());
       return false;
     }
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "wdedup-demo: --per-method: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::uint64_t total = 0;
   for (const wdedup::Method& m : program.methods) {
     wdedup::NamedDataStore store;
     for (std::size_t p = 0; p < m.partitions.size(); ++p)
@@ -343,14 +363,7 @@ int run_demo(int argc, char** argv) {
 
   std::string json;
   std::string* jp = args.json.empty() ? nullptr : &json;
-  auto out_for = [&](const char* tag) {
-    if (args.out.empty() || args.strategy != "all") return args.out;
-    // Only a ".ptd" the name ends with is replaced: "d.ptd/store" is
-    // "d.ptd/store.<tag>.ptd", not a file beside the directory d.ptd.
-    const std::string& o = args.out;
-    const bool ends_ptd = o.size() >= 4 && o.compare(o.size() - 4, 4, ".ptd") == 0;
-    return (ends_ptd ? o.substr(0, o.size() - 4) : o) + "." + tag + ".ptd";
-  };
+  auto out_for = [&](const char* tag) { return out_path(args, tag); };
   bool ok = true;
   const bool equal_partitions = wdedup::Positional::validate(program).ok();
   if (args.strategy == "positional" || (args.strategy == "all" && equal_partitions))

@@ -45,8 +45,12 @@ namespace wdedup {
 
 struct DedupOptions {
   /// Hashing/comparing threads; 0 = every core. Results are identical for
-  /// any value.
+  /// any value up to kMaxThreads; more is refused (InvalidArgument).
   unsigned threads = 0;
+  /// Thread counts past this are refused rather than started: a count
+  /// read from a command line or a config file could otherwise ask for
+  /// billions of threads, and their per-thread scratch.
+  static constexpr unsigned kMaxThreads = 1024;
 };
 
 /// Everything deduplicate() produces.
@@ -204,6 +208,9 @@ template <class Policy, class Hash>
 Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOptions& options, const Hash& hash) {
   const double t0 = monotonic_seconds();
 
+  if (options.threads > DedupOptions::kMaxThreads)
+    return BuildError{Error::InvalidArgument, cat("DedupOptions::threads is ", options.threads, "; at most ",
+                                                  DedupOptions::kMaxThreads, " (0: every core)")};
   const std::size_t total = tensor_count(program);
   Flat flat;
   NameIndex names(total);

@@ -5,6 +5,7 @@
 #define WDEDUP_EXPECTED_HPP
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -161,6 +162,21 @@ inline std::string unusable_name(std::string_view name) {
   if (name.empty()) return " is empty";
   const std::size_t nul = name.find('\0');
   return nul == std::string_view::npos ? std::string() : cat(" ", quote_name(name), " contains a NUL byte at offset ", nul);
+}
+/// A runtime Failure as part of a build-time message. The runtime keeps
+/// no text it would have to format (its `what` is a fixed string); a
+/// failed system call says so in `what` ("open failed (at = errno)") and
+/// keeps errno in `at`, which a message names by its reason:
+/// "open failed: No such file or directory (IoError)". Any other failure
+/// reads "what (Code at N)", N being the offset or value `what` is about.
+template <int = 0>
+std::string describe_failure(const Failure& f) {
+  constexpr std::string_view kErrno = " (at = errno)";
+  const std::string_view what = f.what;
+  if (what.size() > kErrno.size() && what.substr(what.size() - kErrno.size()) == kErrno)
+    return cat(what.substr(0, what.size() - kErrno.size()), ": ", std::strerror(static_cast<int>(f.at)), " (",
+               error_name(f.code), ")");
+  return cat(what, " (", error_name(f.code), " at ", f.at, ")");
 }
 }  // namespace detail
 

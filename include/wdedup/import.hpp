@@ -95,7 +95,7 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
     return Expected<void>(code, cat(who, ": key #", index, " ", quote_name(key), ": ", what...));
   };
   Result<DataBuffer> data = store.key_data(index);
-  if (!data) return fail(data.error(), data.failure().what, " (", error_name(data.error()), " at ", data.failure().at, ")");
+  if (!data) return fail(data.error(), describe_failure(data.failure()));
   std::optional<Layout> layout;
   if (Result<TensorLayout> l = store.key_layout(index); l.ok()) {
     if (l->nbytes() != data->size())
@@ -311,8 +311,12 @@ class PtdFiles {
   Expected<void> add(Program& program, const std::string& path, std::string method = {},
                      const ImportOptions& options = {}) {
     auto fail = [&](const Failure& f) {
-      return Expected<void>(f.code, detail::cat(path, ": ", f.what, " (", error_name(f.code), " at ", f.at, ")"));
+      return Expected<void>(f.code, detail::cat(path, ": ", detail::describe_failure(f)));
     };
+    // A NUL would end the path open(2) sees: another file would be read.
+    if (const std::size_t nul = path.find('\0'); nul != std::string::npos)
+      return Expected<void>(Error::InvalidArgument, detail::cat("cannot read ", detail::quote_name(path),
+                                                                ": the path contains a NUL byte at offset ", nul));
     Result<MmapSource> src = MmapSource::open(path.c_str());
     if (!src) return fail(src.failure());
     auto file = std::make_unique<MmapSource>(std::move(src).value());

@@ -88,6 +88,29 @@ std::string describe_layout(const std::optional<Layout>& l) {
   return s + "]";
 }
 
+/// Which of layout_byte_size's rules `l` breaks (the first, in its order),
+/// for a message; "" if none.
+template <int = 0>
+std::string layout_problem(const Layout& l) {
+  if (element_size(l.scalar_type) == 0)
+    return cat("unknown scalar type ", static_cast<int>(l.scalar_type));
+  const std::size_t rank = l.sizes.size();
+  if (rank > 255) return cat("rank ", rank, " exceeds the maximum of 255");
+  if (l.dim_order.size() != rank)
+    return cat("rank ", rank, " but dim_order has ", l.dim_order.size(), " entries");
+  bool seen[256] = {};
+  for (std::size_t i = 0; i < rank; ++i) {
+    const unsigned d = l.dim_order[i];
+    if (d >= rank) return cat("dim_order[", i, "] is ", d, ", not below rank ", rank);
+    if (seen[d]) return cat("dim_order names dimension ", d, " twice");
+    seen[d] = true;
+  }
+  for (std::size_t i = 0; i < rank; ++i)
+    if (l.sizes[i] < 0) return cat("sizes[", i, "] is negative (", l.sizes[i], ")");
+  if (!l.nbytes()) return "its byte count exceeds 2^64 - 1";
+  return {};
+}
+
 /// Checks an (alignment, layout, bytes) triple for key `key`: the rules every
 /// entry point shares. `where` prefixes the message (e.g. "method 'decode'
 /// partition 0: ").
@@ -114,9 +137,7 @@ Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpa
     if (!n)
       return Expected<void>(Error::LayoutMismatch,
                             cat(where, "key ", quote_name(key), ": layout is inconsistent (",
-                                describe_layout(layout),
-                                "): unknown type, negative size, dim_order not a permutation of "
-                                "0..rank-1, or a byte count over 64 bits"));
+                                describe_layout(layout), "): ", layout_problem(*layout)));
     if (*n != bytes.size())
       return Expected<void>(Error::LayoutMismatch,
                             cat(where, "key ", quote_name(key), ": layout ", describe_layout(layout),

@@ -28,11 +28,14 @@ struct Layout {
   std::vector<std::int32_t> sizes;
   std::vector<std::uint8_t> dim_order;
 
-  /// Row-major ("contiguous") layout: dim_order = 0, 1, ..., rank-1.
+  /// Row-major ("contiguous") layout: dim_order = 0, 1, ..., rank-1. Over
+  /// rank 255 (the most a dim_order entry can name) dim_order is left
+  /// empty: such a layout is refused, for its rank, wherever it is used.
   template <int = 0>
   static Layout contiguous(ScalarType type, std::vector<std::int32_t> sizes) {
     Layout l{type, std::move(sizes), {}};
-    for (std::size_t i = 0; i < l.sizes.size(); ++i) l.dim_order.push_back(static_cast<std::uint8_t>(i));
+    if (l.sizes.size() <= 255)
+      for (std::size_t i = 0; i < l.sizes.size(); ++i) l.dim_order.push_back(static_cast<std::uint8_t>(i));
     return l;
   }
   /// Channels-last for a rank-4 NCHW tensor: dim_order = 0, 2, 3, 1.

@@ -51,7 +51,7 @@ struct WriteStats {
   std::uint64_t padding_bytes = 0;
   std::uint32_t key_count = 0;
   std::uint32_t segment_count = 0;
-  std::uint32_t function_count = 0;
+  std::uint32_t function_count = 0;  ///< function maps written: 0 without wdedup_extensions
 };
 
 /// Where write_ptd sends the file, front to back, in one pass. A failed

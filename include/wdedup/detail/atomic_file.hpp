@@ -135,7 +135,13 @@ class BasicAtomicFile {
   /// Creates the temporary file next to `path` and reserves `size` bytes.
   Expected<void> open(const std::string& path, std::uint64_t size) {
     path_ = path;
-    if (path.empty()) return fail_msg("the path is empty");
+    // Not paths at all: refused before anything is looked at. A NUL would
+    // end the path the system calls see, so the file would be written (and
+    // reported written) somewhere else than asked.
+    if (path.empty()) return Expected<void>(Error::InvalidArgument, "cannot write '': the path is empty");
+    if (const std::size_t nul = path.find('\0'); nul != std::string::npos)
+      return Expected<void>(Error::InvalidArgument,
+                            cat("cannot write ", quote_name(path), ": the path contains a NUL byte at offset ", nul));
     target_ = path;
     struct stat st {};
     bool exists = false;

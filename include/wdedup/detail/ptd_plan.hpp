@@ -217,6 +217,11 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
   std::vector<std::string> function_ids;
   function_ids.reserve(maps.functions.size());
   NameIndex seen_functions(maps.functions.size());
+  // "<blob key>\0<function name>": what a backend looks a function up by
+  // (find_function(blob, name) returns the first), so no two may share it.
+  std::vector<std::string> function_names;
+  function_names.reserve(maps.functions.size());
+  NameIndex seen_names(maps.functions.size());
   std::uint64_t total_rows = 0;
   out.functions.reserve(maps.functions.size());
   for (std::size_t fi = 0; fi < maps.functions.size(); ++fi) {
@@ -228,6 +233,13 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
       return R(Error::InvalidArgument,
                cat(describe_function(f), ": method ", quote_name(f.method), " partition ", f.partition_index,
                    " appears twice in the function maps"));
+    function_names.push_back(cat(f.blob_key, '\0', f.function_name));
+    const std::uint32_t first = seen_names.find_or_add(function_names.back(), &added);
+    if (!added)
+      return R(Error::InvalidName,
+               cat(describe_function(f), ": method ", quote_name(maps.functions[first].method), " partition ",
+                   maps.functions[first].partition_index,
+                   " has the same function name in the same blob; a reader could find only the first"));
     for (const std::string* s : {&f.method, &f.blob_key, &f.function_name})
       if (s->size() > UINT32_MAX)
         return R(Error::InvalidArgument, cat(describe_function(f), ": a name is longer than ", UINT32_MAX,
@@ -637,7 +649,8 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
   st.padding_bytes = st.file_size - st.metadata_size - st.data_bytes;
   st.key_count = static_cast<std::uint32_t>(keys.size());
   st.segment_count = static_cast<std::uint32_t>(buffers.size());
-  st.function_count = static_cast<std::uint32_t>(in.functions.size());
+  // Without the WDX1 block no function map is written.
+  st.function_count = options.wdedup_extensions ? static_cast<std::uint32_t>(in.functions.size()) : 0;
   return plan;
 }
 
