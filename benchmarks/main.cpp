@@ -324,7 +324,8 @@ int parse_args(int argc, char** argv, Config* c) {
   // Someone timing their own files wants those, not the built-in workloads.
   if (!c->ptd_files.empty() && c->workloads.empty()) c->workloads = {"ptd"};
   if (c->threads.empty()) {
-    const unsigned all = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned all =
+        std::min(std::max(1u, std::thread::hardware_concurrency()), wdedup::DedupOptions::kMaxThreads);
     for (unsigned t : {1u, 2u, all})
       if (t <= all && std::find(c->threads.begin(), c->threads.end(), t) == c->threads.end())
         c->threads.push_back(t);

@@ -39,16 +39,16 @@ std::vector<std::vector<std::uint8_t>> make_buffers(std::size_t count, std::size
   return b;
 }
 
-/// The positive integer after `name`, or `fallback`; anything else ends the
-/// run with a message (0 and "abc" were taken for 0 before).
-unsigned arg(int argc, char** argv, const char* name, unsigned fallback) {
+/// The integer in 1..max after `name`, or `fallback`; anything else ends
+/// the run with a message (0 and "abc" were taken for 0 before).
+unsigned arg(int argc, char** argv, const char* name, unsigned fallback, unsigned long max = 1000000) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], name) != 0) continue;
     char* end = nullptr;
     errno = 0;
     const unsigned long v = std::strtoul(argv[i + 1], &end, 10);
-    if (errno != 0 || end == argv[i + 1] || *end != '\0' || argv[i + 1][0] == '-' || v == 0 || v > 1000000) {
-      std::fprintf(stderr, "%s needs an integer in 1..1000000, got '%s'\n", name, argv[i + 1]);
+    if (errno != 0 || end == argv[i + 1] || *end != '\0' || argv[i + 1][0] == '-' || v == 0 || v > max) {
+      std::fprintf(stderr, "%s needs an integer in 1..%lu, got '%s'\n", name, max, argv[i + 1]);
       std::exit(2);
     }
     return static_cast<unsigned>(v);
@@ -60,7 +60,8 @@ unsigned arg(int argc, char** argv, const char* name, unsigned fallback) {
 
 int main(int argc, char** argv) {
   const unsigned mb = arg(argc, argv, "--mb", 32);  // small by default: this runs as a test
-  const unsigned threads = arg(argc, argv, "--threads", 0);  // 0 = every core
+  // 0 = every core; deduplicate() takes at most kMaxThreads.
+  const unsigned threads = arg(argc, argv, "--threads", 0, wdedup::DedupOptions::kMaxThreads);
   const unsigned reps = arg(argc, argv, "--reps", 9);
 
   // 1. Your buffers, as a Program (tensors point at your memory; no copy).

@@ -29,17 +29,21 @@ namespace runtime {
 
 // The runtime's own memory: a fixed arena, as on a microcontroller or in a
 // delegate that plans its memory ahead of time.
-// (In .bss: pages the loads do not reach are never touched.)
-alignas(64) static std::uint8_t g_arena[16 << 20];
+// (In .bss: pages the loads do not reach are never touched.) It starts
+// 64 bytes past a 4096 boundary, as a runtime's arena may: rounding the
+// offset inside it instead of the address would misplace every tensor that
+// asks for more than 64, and the self-check below would see it.
+constexpr std::size_t kArenaBytes = 16 << 20;
+alignas(4096) static std::uint8_t g_arena_storage[64 + kArenaBytes];
+static std::uint8_t* const g_arena = g_arena_storage + 64;
 static std::size_t g_used = 0;
 
 // `alignment` is the key's (any positive value a store may ask for, 4096
-// as often as 64): the address is rounded, not the offset in the arena,
-// which is itself only 64-aligned.
+// as often as 64): the address is rounded, not the offset in the arena.
 void* arena_alloc(std::size_t size, std::size_t alignment) {
   const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(g_arena);
   const std::uintptr_t at = (base + g_used + alignment - 1) / alignment * alignment;
-  if (at < base || at - base > sizeof g_arena || size > sizeof g_arena - (at - base)) return nullptr;
+  if (at < base || at - base > kArenaBytes || size > kArenaBytes - (at - base)) return nullptr;
   g_used = at - base + size;
   return g_arena + (at - base);
 }
@@ -92,7 +96,7 @@ int load_function(const char* path, std::string_view method, std::uint32_t parti
     void* dst = arena_alloc(info->size, info->alignment);
     if (dst == nullptr) {
       std::printf("arena full: %llu bytes at alignment %llu do not fit after %zu of %zu bytes\n",
-                  (unsigned long long)info->size, (unsigned long long)info->alignment, g_used, sizeof g_arena);
+                  (unsigned long long)info->size, (unsigned long long)info->alignment, g_used, kArenaBytes);
       return -1;
     }
     // A copy into runtime-owned memory; the map itself allocates nothing.

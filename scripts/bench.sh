@@ -11,7 +11,9 @@
 # Paths in the arguments are taken from the directory this is run in.
 set -euo pipefail
 here=$PWD
-root=$(cd "$(dirname "$0")/.." && pwd)
+# The clone: two levels above this file, wherever it is called from or
+# through (a link, a CDPATH that would make cd print, a name with a dash).
+root=$(dirname -- "$(dirname -- "$(realpath -- "$0")")")
 cd "$root"
 bash scripts/deps.sh bench
 source scripts/lib.sh

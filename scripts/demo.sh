@@ -8,7 +8,9 @@
 # the default output (build/demo/llama.<strategy>.ptd) are in the clone.
 set -euo pipefail
 here=$PWD
-root=$(cd "$(dirname "$0")/.." && pwd)
+# The clone: two levels above this file, wherever it is called from or
+# through (a link, a CDPATH that would make cd print, a name with a dash).
+root=$(dirname -- "$(dirname -- "$(realpath -- "$0")")")
 cd "$root"
 bash scripts/deps.sh demo
 source scripts/lib.sh

@@ -13,7 +13,7 @@
 # CI within 20 minutes on 2 cores: C++17 is covered by gcc, clang by C++20.)
 # Usage: scripts/test.sh [config ...]   (default: all of them)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd -- "$(dirname -- "$(dirname -- "$(realpath -- "$0")")")"
 bash scripts/deps.sh test
 
 declare -A CXX_OF=(

@@ -2,6 +2,7 @@
 // NamedDataStore, and the gaps we fix (lcm alignment, all-or-nothing).
 #include <doctest/doctest.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
@@ -440,6 +441,20 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
   CHECK(r.message().find('\0') == std::string::npos);  // printable whole with c_str()
   CHECK(dump(s) == before);
   CHECK(detail::quote_name(std::string_view("a\\b\n\t\x1f\x7f\xc3\xa9", 9)) == "'a\\\\b\\n\\t\\x1f\\x7f\xc3\xa9'");
+}
+
+TEST_CASE("a runtime Failure in a message: a failed system call by its reason, anything else by its offset") {
+  CHECK(detail::describe_failure(Failure{Error::IoError, "open failed (at = errno)", ENOENT}) ==
+        "open failed: No such file or directory (IoError)");
+  CHECK(detail::describe_failure(Failure{Error::MalformedHeader, "flatbuffer identifier is not FT01", 4}) ==
+        "flatbuffer identifier is not FT01 (MalformedHeader at 4)");
+  // The marker only counts at the end, and `at` only as an errno it could
+  // be (a source of the caller's own may put anything there).
+  CHECK(detail::describe_failure(Failure{Error::IoError, "x (at = errno) y", 2}) == "x (at = errno) y (IoError at 2)");
+  CHECK(detail::describe_failure(Failure{Error::IoError, "read failed (at = errno)", (1ull << 32) + 2}) ==
+        "read failed (at = errno) (IoError at 4294967298)");
+  CHECK(detail::describe_failure(Failure{Error::IoError, "read failed (at = errno)", 0}) ==
+        "read failed (at = errno) (IoError at 0)");
 }
 
 #if defined(__cpp_exceptions)

@@ -89,6 +89,11 @@ bool can_create(const std::string& path) {
   }
   const std::size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (::stat(dir.c_str(), &st) != 0) return false;
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return false;
+  }
   return ::access(dir.c_str(), W_OK | X_OK) == 0;
 }
 
@@ -179,8 +184,16 @@ bool parse_args(int argc, char** argv, Args* a) {
     std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(), std::strerror(errno));
     return false;
   }
+  return true;
+}
+
+/// Whether every store the run will write can be written: checked once the
+/// program is known (Positional runs only on equal partition counts), before
+/// any of the work whose result goes there.
+bool outputs_writable(const Args& a, bool positional_runs) {
   for (const char* tag : {"positional", "oneblob", "disabled"}) {
-    const std::string out = out_path(*a, tag);
+    if (std::strcmp(tag, "positional") == 0 && !positional_runs) continue;
+    const std::string out = out_path(a, tag);
     if (!out.empty() && !can_create(out)) {
       std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(), std::strerror(errno));
       return false;
@@ -359,13 +372,14 @@ int run_demo(int argc, char** argv) {
                 wdedup::detail::human_bytes(w->memory_bytes()).c_str());
   }
   const wdedup::Program& program = w ? w->program() : imported;
+  const bool equal_partitions = wdedup::Positional::validate(program).ok();
+  if (!outputs_writable(args, equal_partitions)) return 2;
   if (!args.per_method.empty() && !write_per_method(args.per_method, program)) return 1;
 
   std::string json;
   std::string* jp = args.json.empty() ? nullptr : &json;
   auto out_for = [&](const char* tag) { return out_path(args, tag); };
   bool ok = true;
-  const bool equal_partitions = wdedup::Positional::validate(program).ok();
   if (args.strategy == "positional" || (args.strategy == "all" && equal_partitions))
     ok = run<wdedup::Positional>(args, program, out_for("positional"), jp) && ok;
   if (args.strategy == "oneblob" || args.strategy == "all")

@@ -4,6 +4,7 @@
 #ifndef WDEDUP_EXPECTED_HPP
 #define WDEDUP_EXPECTED_HPP
 
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -163,6 +164,17 @@ inline std::string unusable_name(std::string_view name) {
   const std::size_t nul = name.find('\0');
   return nul == std::string_view::npos ? std::string() : cat(" ", quote_name(name), " contains a NUL byte at offset ", nul);
 }
+/// strerror, thread-safe (strerror itself is not), whichever strerror_r
+/// the C library declares.
+inline std::string errno_text_pick(int rc, const char* buf, int e) {
+  return rc == 0 ? std::string(buf) : cat("errno ", e);
+}
+inline std::string errno_text_pick(const char* msg, const char*, int) { return msg; }
+inline std::string errno_text(int e) {
+  char buf[256] = {};
+  return errno_text_pick(::strerror_r(e, buf, sizeof buf), buf, e);
+}
+
 /// A runtime Failure as part of a build-time message. The runtime keeps
 /// no text it would have to format (its `what` is a fixed string); a
 /// failed system call says so in `what` ("open failed (at = errno)") and
@@ -173,8 +185,11 @@ template <int = 0>
 std::string describe_failure(const Failure& f) {
   constexpr std::string_view kErrno = " (at = errno)";
   const std::string_view what = f.what;
-  if (what.size() > kErrno.size() && what.substr(what.size() - kErrno.size()) == kErrno)
-    return cat(what.substr(0, what.size() - kErrno.size()), ": ", std::strerror(static_cast<int>(f.at)), " (",
+  // (A source of the caller's own may put anything in `at`: only a value
+  // an errno can be is read as one.)
+  if (what.size() > kErrno.size() && what.substr(what.size() - kErrno.size()) == kErrno && f.at > 0 &&
+      f.at <= static_cast<std::uint64_t>(INT_MAX))
+    return cat(what.substr(0, what.size() - kErrno.size()), ": ", errno_text(static_cast<int>(f.at)), " (",
                error_name(f.code), ")");
   return cat(what, " (", error_name(f.code), " at ", f.at, ")");
 }

@@ -25,6 +25,10 @@ struct WriteOptions {
   /// function maps). ExecuTorch ignores it. Without it the file is a plain
   /// FlatTensor file, byte-identical to ExecuTorch's for the same store
   /// whenever ExecuTorch's base-relative alignment is also absolute.
+  /// Function maps given are checked either way (each row's key exists, no
+  /// name repeats where a reader would pick one), so a caller's mistake
+  /// shows whichever way the file is written; without the block they are
+  /// then not written.
   bool wdedup_extensions = true;
   /// Seed of the key index hash (detail::key_hash), stored in the file.
   std::uint64_t hash_seed = 0;

@@ -111,16 +111,6 @@ inline FileOps& default_file_ops() {
   return ops;
 }
 
-/// strerror, thread-safe, whichever strerror_r the C library declares.
-inline std::string errno_text_pick(int rc, const char* buf, int e) {
-  return rc == 0 ? std::string(buf) : "errno " + std::to_string(e);
-}
-inline std::string errno_text_pick(const char* msg, const char*, int) { return msg; }
-inline std::string errno_text(int e) {
-  char buf[256] = {};
-  return errno_text_pick(::strerror_r(e, buf, sizeof buf), buf, e);
-}
-
 /// One in-progress replacement of a file. Not copyable; the destructor
 /// removes the temporary file unless commit() succeeded. (A template only
 /// so that its members compile in the TUs that use them: AtomicFile.)
