@@ -15,12 +15,14 @@
 #ifndef WDEDUP_DETAIL_ATOMIC_FILE_HPP
 #define WDEDUP_DETAIL_ATOMIC_FILE_HPP
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -35,23 +37,23 @@
 namespace wdedup {
 namespace detail {
 
-/// The process umask, read without changing it (umask(2) can only be read
-/// by setting it, which races with other threads creating files), or -1 if
-/// it cannot be read (no /proc, as in some chroots and minimal containers).
-inline int current_umask() {
-#if defined(__linux__)
-  if (std::FILE* f = std::fopen("/proc/self/status", "re")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f)) {
-      if (std::strncmp(line, "Umask:", 6) == 0) {
-        std::fclose(f);
-        return static_cast<int>(std::strtoul(line + 6, nullptr, 8) & 0777);
-      }
-    }
-    std::fclose(f);
-  }
-#endif
-  return -1;
+/// A name for a temporary file: `path_template`'s trailing "XXXXXX"
+/// replaced with 6 characters that differ from call to call and from
+/// process to process (clock, process id, a counter, mixed).
+inline void fill_temp_name(char* path_template) {
+  static std::atomic<std::uint64_t> counter{0};
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  std::uint64_t x = (static_cast<std::uint64_t>(ts.tv_sec) << 30) ^ static_cast<std::uint64_t>(ts.tv_nsec) ^
+                    (static_cast<std::uint64_t>(::getpid()) << 42) ^
+                    (counter.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull);
+  // splitmix64's finalizer: every input bit reaches every output bit.
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  char* end = path_template + std::strlen(path_template);
+  for (char* p = end - 6; p < end; ++p, x /= 62) *p = kChars[x % 62];
 }
 
 /// The system calls the atomic writer makes. Each returns what the POSIX
@@ -59,7 +61,18 @@ inline int current_umask() {
 class FileOps {
  public:
   virtual ~FileOps() = default;
-  virtual int make_temp(char* path_template) { return ::mkostemp(path_template, O_CLOEXEC); }
+  /// Creates a new file (O_EXCL) from `path_template` (ending in
+  /// "XXXXXX", replaced), asking for `mode`, which the kernel then narrows
+  /// as for any new file: by the directory's default ACL if it has one,
+  /// else by the umask. Like mkostemp, but with a mode of the caller's.
+  virtual int make_temp(char* path_template, mode_t mode) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      fill_temp_name(path_template);
+      const int fd = ::open(path_template, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+      if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1;  // errno: EEXIST
+  }
   virtual ssize_t writev(int fd, const struct iovec* iov, int count) { return ::writev(fd, iov, count); }
   virtual ssize_t pwrite(int fd, const void* data, std::size_t size, off_t offset) {
     return ::pwrite(fd, data, size, offset);
@@ -88,8 +101,6 @@ class FileOps {
     return -1;
   }
   virtual int fchmod(int fd, mode_t mode) { return ::fchmod(fd, mode); }
-  /// The process umask, or -1 if it cannot be read.
-  virtual int umask() { return current_umask(); }
   virtual int fsync(int fd) { return ::fsync(fd); }
   virtual int close(int fd) { return ::close(fd); }
   virtual int rename(const char* from, const char* to) { return ::rename(from, to); }
@@ -172,7 +183,13 @@ class BasicAtomicFile {
     std::string tmpl = dir_ + "/." + base + ".tmp-XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
-    const int fd = ops_.make_temp(buf.data());
+    // A new file is created asking for 0666, as any program creating a file
+    // does: the kernel narrows that by the directory's default ACL, or else
+    // by the umask, so the file gets what a fresh file gets there. (Applying
+    // the umask ourselves missed the ACL, and needed /proc to read it.) A
+    // replacement is created 0600 and given the replaced file's mode below:
+    // while it is written, no one may read more than the old file let them.
+    const int fd = ops_.make_temp(buf.data(), exists ? 0600 : 0666);
     if (fd < 0) {
       const int e = errno;
       return fail_errno("create a temporary file in directory " + quote_name(dir_), e);
@@ -180,10 +197,8 @@ class BasicAtomicFile {
     fd_ = fd;
     temp_ = buf.data();
 
-    // mkstemp creates 0600; give the file the mode the destination has, or
-    // the mode a fresh file would get. If the umask cannot be read, a fresh
-    // file keeps 0600: guessing 022 could make a private model world-readable.
-    int mode = exists ? static_cast<int>(st.st_mode & 07777) : -1;  // -1: leave 0600
+    // A replacement takes the destination's mode (a new file has its own).
+    int mode = exists ? static_cast<int>(st.st_mode & 07777) : -1;  // -1: leave it
     // A replaced file keeps its owner and group too, as far as this process
     // may give them (root: both; the owner: a group it belongs to). Its
     // set-user-ID and set-group-ID bits stay only with the owner and group
@@ -203,8 +218,6 @@ class BasicAtomicFile {
       if (!uid_kept) mode &= ~static_cast<int>(S_ISUID);
       if (!gid_kept) mode &= ~static_cast<int>(S_ISGID);
     }
-    if (!exists)
-      if (const int mask = ops_.umask(); mask >= 0) mode = 0666 & ~mask;
     if (mode >= 0)
       if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode))))
         return fail_errno("chmod temporary file " + quote_name(temp_), e);
