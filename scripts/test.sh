@@ -31,7 +31,7 @@ declare -A OPTS_OF=(
 # check; the compile-only suites (headers, must-not-compile) and the benchmark
 # smoke run need one C++17 and one C++20 build, not six.
 declare -A TESTS_OF=(
-  [asan-ubsan]="out_of_memory malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run early_pairs arena table name_index strategy deduplicate key_hash round_trip import fuzz_replay fuzz_named_data_map fuzz_import_replay fuzz_import"
+  [asan-ubsan]="error out_of_memory malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run early_pairs arena table name_index strategy deduplicate key_hash round_trip import fuzz_replay fuzz_named_data_map fuzz_import_replay fuzz_import"
   [tsan]="concurrency identity early_pairs deduplicate allocations table")
 declare -A SKIP_OF=(
   [gcc-c++20-noexcept]="--no-suite headers --no-suite compile_fail"

@@ -910,6 +910,53 @@ TEST_CASE("FileSource: a file that shrinks while open is Truncated where it now 
   CHECK(past.failure().at == 896);
 }
 
+TEST_CASE("a source moved or replaced after open is refused, not read") {
+  // The map keeps its source's address. A FileSource moved from reads
+  // nothing (size 0); one replaced by another file's would read that file's
+  // bytes at this file's offsets. Both are refused once the size differs.
+  const std::string simple = fixture("simple.ptd"), layouts = fixture("layouts.ptd");
+  Result<FileSource> src = FileSource::open(simple.c_str());
+  REQUIRE(src.ok());
+  std::vector<std::uint8_t> metadata(4096);
+  Result<NamedDataMap> m = NamedDataMap::open(*src, Span<std::uint8_t>(metadata.data(), metadata.size()));
+  REQUIRE(m.ok());
+  std::uint8_t buf[256];
+  REQUIRE(m->load_data_into("simple.a", buf, sizeof buf).ok());
+
+  FileSource moved = std::move(*src);  // *src is now empty
+  Status st = m->load_data_into("simple.a", buf, sizeof buf);
+  CHECK(st.error() == Error::InvalidArgument);
+  CHECK(std::string(st.failure().what) == "the source is not the one opened (moved or replaced since open)");
+  CHECK(st.failure().at == 0);
+  Result<DataBuffer> d = m->get_data("simple.a");
+  CHECK(d.error() == Error::InvalidArgument);
+  CHECK(segment_content_hash(*m, 0).error() == Error::InvalidArgument);
+
+  Result<FileSource> other = FileSource::open(layouts.c_str());
+  REQUIRE(other.ok());
+  const std::uint64_t other_size = other->size();
+  REQUIRE(other_size != 896);
+  *src = std::move(*other);  // another file where the map's source was
+  st = m->load_data_into("simple.a", buf, sizeof buf);
+  CHECK(st.error() == Error::InvalidArgument);
+  CHECK(st.failure().at == other_size);
+
+  *src = std::move(moved);  // the file it opened, back in place: reads again
+  REQUIRE(m->load_data_into("simple.a", buf, sizeof buf).ok());
+  const Bytes file = read_file(simple);
+  CHECK(std::memcmp(buf, file.data() + 384, 37) == 0);
+}
+
+TEST_CASE("FileSource: the descriptor is left blocking once the file is known to be regular") {
+  // Opened O_NONBLOCK so that a FIFO cannot hang the open; a FUSE file
+  // system would pass the flag on to reads, which could then fail with EAGAIN.
+  Result<FileSource> src = FileSource::open(fixture("simple.ptd").c_str());
+  REQUIRE(src.ok());
+  const int flags = ::fcntl(src->fd(), F_GETFL);
+  REQUIRE(flags >= 0);
+  CHECK((flags & O_NONBLOCK) == 0);
+}
+
 TEST_CASE("verify_segment through a FileSource: a 10,000-byte segment hashed in 4 KiB chunks") {
   // 10,000 = 2 * 4096 + 1808: two full chunks and a partial one. A key
   // after it keeps the segment away from the end of the file.

@@ -28,9 +28,15 @@ namespace wdedup {
 ///    first; a source returns either a pointer for every in-bounds range or
 ///    for none (NamedDataMap asks once, for the whole file). Memory-backed
 ///    sources should start 8-byte aligned (NamedDataMap::open checks).
-///  - read(offset, dst, size) copies the range into dst. It must be safe to
+///  - read(offset, dst, size) copies the range into dst and returns
+///    wdedup::ok_status() (or Status()), or a Status made from an Error
+///    naming what failed and where, e.g.
+///    `Status(Error::IoError, "pread failed", offset)`. It must be safe to
 ///    call from several threads at once (NamedDataMap's const queries call
 ///    it concurrently) and must not allocate.
+///  - A NamedDataMap keeps the source's address: the source must stay where
+///    it is, unmoved, while a map refers to it (keep it in a variable, a
+///    std::unique_ptr, or a container that never relocates its elements).
 class DataSource {
  public:
   virtual ~DataSource() = default;
@@ -80,7 +86,9 @@ class MemorySource : public DataSource {
 inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) noexcept {
   // O_NONBLOCK: opening a FIFO for reading otherwise blocks until some
   // process opens it for writing, before the check below can refuse it.
-  // Reads from a regular file never block, so the flag is left set.
+  // It is cleared once the file is known to be regular: a local file
+  // system ignores it for reads, but a FUSE one passes it on, and its
+  // reads could then fail with EAGAIN.
   int f = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   // But a regular file under another holder's write lease (Samba and NFS
   // servers take them) refuses a non-blocking open, where a blocking one
@@ -91,17 +99,19 @@ inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) 
     if (::stat(path, &st) == 0 && S_ISREG(st.st_mode)) f = ::open(path, O_RDONLY | O_CLOEXEC);
     else errno = EWOULDBLOCK;
   }
-  if (f < 0) return Status(Error::IoError, "open failed (at = errno)", errno);
+  if (f < 0) return Status(Error::IoError, "open failed (at = errno)", static_cast<std::uint64_t>(errno));
   struct stat st;
   if (::fstat(f, &st) != 0) {
     const int e = errno;
     ::close(f);
-    return Status(Error::IoError, "fstat failed (at = errno)", e);
+    return Status(Error::IoError, "fstat failed (at = errno)", static_cast<std::uint64_t>(e));
   }
   if (!S_ISREG(st.st_mode) || st.st_size < 0) {
     ::close(f);
     return Status(Error::IoError, "not a regular file", 0);
   }
+  if (const int flags = ::fcntl(f, F_GETFL); flags >= 0 && (flags & O_NONBLOCK) != 0)
+    ::fcntl(f, F_SETFL, flags & ~O_NONBLOCK);
   *fd = f;
   *size = static_cast<std::uint64_t>(st.st_size);
   return ok_status();
@@ -141,7 +151,7 @@ class MmapSource final : public detail::MemorySource {
       if (p == MAP_FAILED) {
         const int e = errno;
         ::close(fd);
-        return Result<MmapSource>(Error::IoError, "mmap failed (at = errno)", e);
+        return Result<MmapSource>(Error::IoError, "mmap failed (at = errno)", static_cast<std::uint64_t>(e));
       }
     }
     ::close(fd);  // the mapping keeps the file alive

@@ -85,10 +85,35 @@ struct Failure {
   std::uint64_t at = 0;
 };
 
+namespace detail {
+/// What accessing the value of a failed Result does: stops the program, in
+/// every build, as ExecuTorch's Result does (ET_CHECK). Reading on would
+/// hand out uninitialized storage: a DataBuffer's destructor then frees a
+/// garbage pointer.
+[[noreturn]] inline void value_of_failed_result() noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_trap();
+#else
+  *static_cast<volatile int*>(nullptr) = 0;
+  for (;;) {
+  }
+#endif
+}
+/// A failure made from Error::Ok, which would otherwise be a Result that
+/// is not ok() yet whose error() is Ok (code ported from ExecuTorch returns
+/// Error::Ok for success). ExecuTorch maps it to Internal; wdedup has no
+/// such code, and the caller passed a code that is not a failure.
+constexpr Failure failure_of(Error e, const char* what, std::uint64_t at) noexcept {
+  return e == Error::Ok ? Failure{Error::InvalidArgument, "a Result<T> was made from Error::Ok, without a value", 0}
+                        : Failure{e, what, at};
+}
+}  // namespace detail
+
 /// A value or a Failure. Holds T in place: no heap, no exceptions.
-/// Accessing value() of a failed Result is a programming error (asserted
-/// in debug builds by the caller's checks, undefined otherwise), the same
-/// contract as ExecuTorch's Result.
+/// value(), * and -> of a failed Result stop the program (a trap, in every
+/// build), as ExecuTorch's Result does: check ok() first. A Result made from
+/// Error::Ok (no value) is a failure with InvalidArgument, so ok() is true
+/// exactly when error() is Error::Ok.
 template <class T>
 class [[nodiscard]] Result {
   static_assert(!detail::traits::is_reference<T>::value,
@@ -97,9 +122,8 @@ class [[nodiscard]] Result {
  public:
   Result(const T& v) : ok_(true) { new (&storage_) T(v); }
   Result(T&& v) : ok_(true) { new (&storage_) T(static_cast<T&&>(v)); }
-  Result(Failure f) : failure_(f), ok_(false) {}
-  Result(Error e, const char* what = "", std::uint64_t at = 0)
-      : failure_{e, what, at}, ok_(false) {}
+  Result(Failure f) : failure_(detail::failure_of(f.code, f.what, f.at)), ok_(false) {}
+  Result(Error e, const char* what = "", std::uint64_t at = 0) : failure_(detail::failure_of(e, what, at)), ok_(false) {}
   /// From a Result of a type that converts to T: a Result<KeyView> is
   /// accepted where a Result<std::string_view> is expected. (The storage is
   /// zeroed first only to keep GCC's -Wmaybe-uninitialized quiet.)
@@ -142,20 +166,28 @@ class [[nodiscard]] Result {
   Error error() const noexcept { return ok_ ? Error::Ok : failure_.code; }
   const Failure& failure() const noexcept { return failure_; }
 
-  T& value() & noexcept { return *ptr(); }
-  const T& value() const& noexcept { return *ptr(); }
-  T&& value() && noexcept { return static_cast<T&&>(*ptr()); }
-  T& operator*() & noexcept { return *ptr(); }
-  const T& operator*() const& noexcept { return *ptr(); }
+  T& value() & noexcept { return *checked(); }
+  const T& value() const& noexcept { return *checked(); }
+  T&& value() && noexcept { return static_cast<T&&>(*checked()); }
+  T& operator*() & noexcept { return *checked(); }
+  const T& operator*() const& noexcept { return *checked(); }
   /// Of a temporary Result: the value itself, moved from (so that what
   /// depends on its lifetime can tell, e.g. NamedDataMap::open).
-  T&& operator*() && noexcept { return static_cast<T&&>(*ptr()); }
-  T* operator->() noexcept { return ptr(); }
-  const T* operator->() const noexcept { return ptr(); }
+  T&& operator*() && noexcept { return static_cast<T&&>(*checked()); }
+  T* operator->() noexcept { return checked(); }
+  const T* operator->() const noexcept { return checked(); }
 
  private:
   T* ptr() noexcept { return reinterpret_cast<T*>(&storage_); }
   const T* ptr() const noexcept { return reinterpret_cast<const T*>(&storage_); }
+  T* checked() noexcept {
+    if (!ok_) detail::value_of_failed_result();
+    return ptr();
+  }
+  const T* checked() const noexcept {
+    if (!ok_) detail::value_of_failed_result();
+    return ptr();
+  }
   void reset() noexcept {
     if (ok_) ptr()->~T();
     ok_ = false;
@@ -166,11 +198,37 @@ class [[nodiscard]] Result {
   bool ok_;
 };
 
-/// Result of an operation that yields nothing but may fail.
-using Status = Result<bool>;
+/// Result of an operation that yields nothing but may fail: success is
+/// Status() (or Status(Error::Ok), ExecuTorch's spelling, or ok_status());
+/// a failure is made from an Error and, optionally, what failed and where,
+/// or from a Failure. Not from a bool or a number: `return false;` in a
+/// DataSource::read must not compile, as it would otherwise mean success.
+class [[nodiscard]] Status {
+ public:
+  constexpr Status() noexcept = default;
+  constexpr Status(Error e, const char* what = "", std::uint64_t at = 0) noexcept : failure_{e, what, at} {}
+  constexpr Status(Failure f) noexcept : failure_(f) {}
+  template <class N, detail::traits::enable_if_t<detail::traits::is_arithmetic<N>::value, int> = 0>
+  Status(N) {
+    static_assert(sizeof(N) == 0,
+                  "wdedup::Status is made from an Error (and what failed, and where); success is Status() "
+                  "or wdedup::ok_status(). A bool or a number would mean success whatever its value");
+  }
+
+  constexpr bool ok() const noexcept { return failure_.code == Error::Ok; }
+  constexpr explicit operator bool() const noexcept { return ok(); }
+  constexpr Error error() const noexcept { return failure_.code; }
+  constexpr const Failure& failure() const noexcept { return failure_; }
+
+ private:
+  Failure failure_{};
+};
+
+/// Success, for a DataSource of one's own: `return wdedup::ok_status();`.
+constexpr Status ok_status() noexcept { return Status(); }
 
 namespace detail {
-inline Status ok_status() noexcept { return Status(true); }
+using wdedup::ok_status;  // (its home before it was public)
 }  // namespace detail
 
 }  // namespace wdedup

@@ -284,7 +284,16 @@ inline Result<std::uint64_t> ext_block_size(const std::uint8_t* head16, std::uin
 ///
 /// Lifetimes: the DataSource (and lent metadata memory, if any) must outlive
 /// the map and every view it returns (keys, layouts, DataBuffer views,
-/// FunctionViews). The map itself is a small copyable handle.
+/// FunctionViews), and stay where it is: the map keeps its address, so a
+/// source must not be moved, moved over or relocated (a std::vector of
+/// sources that grows) while a map refers to it. A map whose source reads
+/// (not one opened in place, as MmapSource's are) notices a source whose
+/// size changed and refuses to read it (InvalidArgument); one opened in
+/// place cannot tell. Binding the result of MmapSource::open to a
+/// reference (`auto&& s = *MmapSource::open(p);`) keeps only the Result's
+/// temporary alive for that statement: keep the Result itself in a
+/// variable. The map itself is a small copyable handle: the views do not
+/// depend on the map object, which may be moved or copied freely.
 class NamedDataMap {
  public:
   // ---- opening ---------------------------------------------------------------
@@ -412,7 +421,7 @@ class NamedDataMap {
       std::memcpy(buffer, file_ + k.offset, static_cast<std::size_t>(n));
       return detail::ok_status();
     }
-    return src_->read(k.offset, buffer, n);
+    return read_source(k.offset, buffer, n);
   }
 
   /// Number of keys.
@@ -482,7 +491,8 @@ class NamedDataMap {
                                     reinterpret_cast<std::uintptr_t>(this)};
     std::uint64_t seed = detail::key_hash(where, sizeof where, key_count_);
     Status st = detail::ok_status();
-    for (int attempt = 0; attempt < kBuildAttempts; ++attempt, seed = detail::key_hash(&seed, sizeof seed, attempt)) {
+    for (int attempt = 0; attempt < kBuildAttempts;
+         ++attempt, seed = detail::key_hash(&seed, sizeof seed, static_cast<std::uint64_t>(attempt))) {
       st = build_index(memory, seed);
       if (st.error() != Error::MalformedIndex) return st;
     }
@@ -641,6 +651,16 @@ class NamedDataMap {
     if (lt == 0) return Result<TensorLayout>(Error::NotFound, "key has no tensor layout", i);
     return layout_at(lt);
   }
+  /// A read from the source, unless it is no longer the one opened: a
+  /// source moved from, or moved or assigned over, since open (its size
+  /// differs) would give another file's bytes or a misleading Truncated.
+  /// (A map opened in place reads its memory, not the source.)
+  Status read_source(std::uint64_t offset, void* dst, std::uint64_t n) const noexcept {
+    if (src_->size() != file_size_)
+      return Status(Error::InvalidArgument, "the source is not the one opened (moved or replaced since open)",
+                    src_->size());
+    return src_->read(offset, dst, n);
+  }
   /// get_data and key_data of key i.
   Result<DataBuffer> data_of(std::uint32_t i) const noexcept {
     using R = Result<DataBuffer>;
@@ -658,7 +678,7 @@ class NamedDataMap {
       mem = nullptr;
     }
     if (mem == nullptr) return R(Error::OutOfMemory, "allocating the copy failed", k.size);
-    Status st = src_->read(k.offset, mem, k.size);
+    Status st = read_source(k.offset, mem, k.size);
     if (!st) {
       std::free(mem);
       return st.failure();

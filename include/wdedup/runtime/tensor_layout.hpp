@@ -95,8 +95,9 @@ constexpr const char* scalar_type_name(ScalarType t) noexcept {
 }
 
 /// A tensor's layout as stored in a file: type, sizes and dim order, viewed
-/// in place (the spans point into the store's metadata and live as long as
-/// the NamedDataMap that returned them).
+/// in place (the spans point into the store's metadata: valid while that
+/// memory is, the source's mapping or the lent metadata buffer, not tied
+/// to the NamedDataMap object).
 struct TensorLayout {
   ScalarType scalar_type = ScalarType::Byte;
   Span<const std::int32_t> sizes;

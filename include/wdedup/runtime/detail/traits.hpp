@@ -73,6 +73,40 @@ struct is_constructible {
   static constexpr bool value = __is_constructible(T, Args...);
 };
 
+/// std::is_arithmetic for a by-value (cv-free) type: bool, the character
+/// and integer types, the floating-point types.
+template <class T>
+struct is_arithmetic {
+  static constexpr bool value = false;
+};
+#define WDEDUP_DETAIL_ARITHMETIC(T) \
+  template <>                       \
+  struct is_arithmetic<T> {         \
+    static constexpr bool value = true; \
+  };
+WDEDUP_DETAIL_ARITHMETIC(bool)
+WDEDUP_DETAIL_ARITHMETIC(char)
+WDEDUP_DETAIL_ARITHMETIC(signed char)
+WDEDUP_DETAIL_ARITHMETIC(unsigned char)
+WDEDUP_DETAIL_ARITHMETIC(wchar_t)
+WDEDUP_DETAIL_ARITHMETIC(char16_t)
+WDEDUP_DETAIL_ARITHMETIC(char32_t)
+#if defined(__cpp_char8_t)
+WDEDUP_DETAIL_ARITHMETIC(char8_t)
+#endif
+WDEDUP_DETAIL_ARITHMETIC(short)
+WDEDUP_DETAIL_ARITHMETIC(unsigned short)
+WDEDUP_DETAIL_ARITHMETIC(int)
+WDEDUP_DETAIL_ARITHMETIC(unsigned)
+WDEDUP_DETAIL_ARITHMETIC(long)
+WDEDUP_DETAIL_ARITHMETIC(unsigned long)
+WDEDUP_DETAIL_ARITHMETIC(long long)
+WDEDUP_DETAIL_ARITHMETIC(unsigned long long)
+WDEDUP_DETAIL_ARITHMETIC(float)
+WDEDUP_DETAIL_ARITHMETIC(double)
+WDEDUP_DETAIL_ARITHMETIC(long double)
+#undef WDEDUP_DETAIL_ARITHMETIC
+
 }  // namespace traits
 }  // namespace detail
 }  // namespace wdedup

@@ -1,0 +1,104 @@
+// Tests for wdedup/runtime/error.hpp: Status and Result keep "ok() exactly
+// when error() is Ok", a Status cannot be made from a bool (see also
+// tests/compile_fail/status_from_bool.cpp), and the value of a failed
+// Result is never handed out. Built with -fno-exceptions -fno-rtti.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+
+#include "wdedup/runtime.hpp"
+
+using namespace wdedup;
+
+namespace {
+
+// What a DataSource of one's own returns, in the spellings a user may use.
+Status succeed_default() { return {}; }
+Status succeed_executorch() { return Error::Ok; }  // ExecuTorch's spelling
+Status succeed_named() { return ok_status(); }
+Status fail_io() { return Status(Error::IoError, "pread failed", 4096); }
+
+// Runs fn in a child process; true if the child was killed by a signal
+// (a trap) rather than returning.
+template <class Fn>
+bool dies(Fn fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The test runner's own crash handlers would report the trap as a
+    // failed test case: the child dies of it quietly instead.
+    for (const int sig : {SIGILL, SIGTRAP, SIGSEGV, SIGBUS, SIGABRT}) ::signal(sig, SIG_DFL);
+    fn();
+    ::_exit(0);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return false;
+  return WIFSIGNALED(status);
+}
+
+}  // namespace
+
+TEST_CASE("Status: success three ways, a failure with what and where") {
+  const Status ways[] = {succeed_default(), succeed_executorch(), succeed_named()};
+  for (const Status& s : ways) {
+    CHECK(s.ok());
+    CHECK(static_cast<bool>(s));
+    CHECK(s.error() == Error::Ok);
+  }
+  const Status f = fail_io();
+  CHECK_FALSE(f.ok());
+  CHECK(f.error() == Error::IoError);
+  CHECK(std::strcmp(f.failure().what, "pread failed") == 0);
+  CHECK(f.failure().at == 4096);
+  const Status from_failure = Failure{Error::Truncated, "short", 7};
+  CHECK(from_failure.error() == Error::Truncated);
+  CHECK(from_failure.failure().at == 7);
+  static_assert(ok_status().ok(), "constexpr");
+  static_assert(!Status(Error::NotFound).ok(), "constexpr");
+}
+
+TEST_CASE("Result: made from Error::Ok it is a failure whose error() says so, not Ok") {
+  const Result<int> r = Error::Ok;
+  CHECK_FALSE(r.ok());
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(std::strcmp(r.failure().what, "a Result<T> was made from Error::Ok, without a value") == 0);
+  const Result<int> f = Failure{Error::Ok, "x", 3};
+  CHECK(f.error() == Error::InvalidArgument);
+  const Result<int> v = 5;
+  CHECK(v.ok());
+  CHECK(v.error() == Error::Ok);
+  CHECK(*v == 5);
+  const Result<int> nf(Error::NotFound, "no such key", 2);
+  CHECK(nf.error() == Error::NotFound);
+  CHECK(nf.failure().at == 2);
+}
+
+TEST_CASE("Result: the value of a failed Result stops the program instead of being read") {
+  // A DataBuffer taken from a failed get_data would otherwise free a
+  // garbage pointer when it is destroyed.
+  CHECK(dies([] {
+    Result<DataBuffer> r(Error::NotFound, "no such key", 0);
+    DataBuffer d = static_cast<Result<DataBuffer>&&>(r).value();
+    (void)d;
+  }));
+  CHECK(dies([] {
+    const Result<int> r(Error::NotFound);
+    volatile int x = *r;
+    (void)x;
+  }));
+  CHECK(dies([] {
+    Result<KeyView> r(Error::NotFound);
+    volatile std::size_t n = r->size();
+    (void)n;
+  }));
+  CHECK_FALSE(dies([] {
+    const Result<int> r = 1;
+    volatile int x = *r;
+    (void)x;
+  }));
+}
