@@ -3,8 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <clocale>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -476,6 +479,28 @@ TEST_CASE("the report prints as a table and as JSON") {
         std::string::npos);
   CHECK(table.find("  identity: 2 tensors; skipped by cheap checks: 1 unique size, 0 same pointer, 0 empty; "
                    "1 equal to the first of their name; 0 compared directly; 0 hashed (0 B)\n") != std::string::npos);
+  // Times in JSON are written the same in every locale: printf's %f takes
+  // the locale's decimal point, and "0,000229" is no JSON number.
+  CHECK(detail::json_seconds(0.000229) == "0.000229");
+  CHECK(detail::json_seconds(1.5) == "1.500000");
+  CHECK(detail::json_seconds(12.0000004) == "12.000000");
+  CHECK(detail::json_seconds(0) == "0.000000");
+  CHECK(detail::json_seconds(-1) == "0.000000");
+  CHECK(detail::json_seconds(std::numeric_limits<double>::quiet_NaN()) == "0.000000");
+  const std::size_t at = json.find("\"seconds_total\":");
+  REQUIRE(at != std::string::npos);
+  CHECK(json.find(',', at + 16) > json.find('.', at + 16));  // a point before the next comma
+  if (std::setlocale(LC_NUMERIC, "de_DE.UTF-8") != nullptr) {  // where the host has a comma locale
+    char probe[16];
+    std::snprintf(probe, sizeof probe, "%.1f", 0.5);
+    CHECK(std::string(probe) == "0,5");
+    const std::string in_de = r->report.to_json();
+    CHECK(in_de.find("_seconds\":0,") == std::string::npos);
+    CHECK(in_de.find("\"seconds_total\":" + detail::json_seconds(r->report.seconds_total)) != std::string::npos);
+    std::setlocale(LC_NUMERIC, "C");
+  } else {
+    MESSAGE("no de_DE.UTF-8 locale here: json_seconds checked directly");
+  }
   CHECK(detail::json_string("a\"b\\c\n") == "\"a\\\"b\\\\c\\n\"");
   // JSON is UTF-8; names may hold any byte but NUL. Valid UTF-8 (2, 3 and
   // 4 bytes) is copied; every other byte becomes the code point of its value.

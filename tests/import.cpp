@@ -336,7 +336,8 @@ TEST_CASE("add_ptd_program: a store deduplicate() wrote comes back as its method
   REQUIRE(add_ptd_program(program, o->map()).ok());
   // The small file's functions: prefill#0 {wq: w.q, wk: w.k, norm: norm},
   // decode#0 {wv: w.v, wk: w.k}, decode#1 {odd: odd3, e: empty, raw: raw};
-  // each partition's tensors in its table's order (by name).
+  // each partition's tensors in the order of their keys (the order
+  // deduplicate() first used them), not the table's (by name).
   REQUIRE(program.methods.size() == 3);
   const Method& prefill = program.methods[1];
   const Method& decode = program.methods[2];
@@ -349,7 +350,7 @@ TEST_CASE("add_ptd_program: a store deduplicate() wrote comes back as its method
     std::size_t key;  // index into small_file_keys()
   };
   const std::vector<std::vector<Want>> want = {
-      {{"norm", 3}, {"wk", 1}, {"wq", 0}}, {{"wk", 1}, {"wv", 2}}, {{"e", 5}, {"odd", 4}, {"raw", 6}}};
+      {{"wq", 0}, {"wk", 1}, {"norm", 3}}, {{"wk", 1}, {"wv", 2}}, {{"odd", 4}, {"e", 5}, {"raw", 6}}};
   const Partition* parts[] = {&prefill.partitions[0], &decode.partitions[0], &decode.partitions[1]};
   const std::vector<ExpectedKey>& keys = small_file_keys();
   for (std::size_t p = 0; p < 3; ++p) {
@@ -450,6 +451,59 @@ TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is Malforme
   CHECK(e.error() == Error::MalformedFunctionMap);
   CHECK(e.message() == "add_ptd_program: method 'decode' has partition 2147483648 but the store has only 1 functions");
   CHECK(program.methods.empty());
+}
+
+namespace {
+// Writes `program` deduplicated under S, imports the file back, and
+// deduplicates and writes that again: the two files.
+template <class S>
+std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>> export_twice(const Program& program) {
+  auto first = deduplicate<S>(program);
+  REQUIRE(first.ok());
+  Expected<std::vector<std::uint8_t>> a = serialize_ptd(first->store, first->functions);
+  REQUIRE(a.ok());
+  std::unique_ptr<Opened> o = open_bytes(*a);
+  REQUIRE(o->ok());
+  Program back;
+  REQUIRE(add_ptd_program(back, o->map()).ok());
+  auto second = deduplicate<S>(back);
+  REQUIRE(second.ok());
+  Expected<std::vector<std::uint8_t>> b = serialize_ptd(second->store, second->functions);
+  REQUIRE(b.ok());
+  return {*a, *b};
+}
+}  // namespace
+
+TEST_CASE("add_ptd_program: re-exporting keeps every generated key on its bytes (the same file)") {
+  // Method m holds "x" in both partitions with different bytes, so its
+  // keys are "m/0/x" and "m/1/x"; its partition 0 also holds a tensor
+  // named "0/x", whose key "m/0/x" is taken and becomes "m/0/x~1". Method n
+  // holds other bytes under "0/x". Which content gets "m/0/x" and which the
+  // "~1" follows the order keys are first used in; the file's tables are
+  // sorted by name ("0/x" before "x"), so an import in table order swapped
+  // the two: a program referring to "m/0/x" then loaded other weights.
+  const std::vector<std::uint8_t> a = pattern(64, 1), b = pattern(64, 2), c = pattern(64, 3), d = pattern(64, 4),
+                                  e = pattern(64, 5);
+  Program program;
+  Method& m = program.add_method("m");
+  m.add_partition().add("x", ByteSpan(a.data(), a.size())).add("0/x", ByteSpan(b.data(), b.size()));
+  m.add_partition().add("x", ByteSpan(c.data(), c.size()));
+  Method& n = program.add_method("n");
+  n.add_partition().add("0/x", ByteSpan(d.data(), d.size()));
+  n.add_partition().add("y", ByteSpan(e.data(), e.size()));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  REQUIRE(r->store.bytes_of("m/0/x").size() == 64);
+  CHECK(std::memcmp(r->store.bytes_of("m/0/x").data(), a.data(), 64) == 0);
+  REQUIRE(r->store.bytes_of("m/0/x~1").size() == 64);
+  CHECK(std::memcmp(r->store.bytes_of("m/0/x~1").data(), b.data(), 64) == 0);
+
+  const auto one = export_twice<Strategy<OneBlob>>(program);
+  CHECK(one.first == one.second);
+  const auto positional = export_twice<Strategy<Positional>>(program);
+  CHECK(positional.first == positional.second);
+  const auto disabled = export_twice<Strategy<Disabled>>(program);
+  CHECK(disabled.first == disabled.second);
 }
 
 TEST_CASE("add_ptd_program: a key no function names is refused, or goes to the method the caller names") {

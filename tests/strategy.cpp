@@ -370,6 +370,24 @@ TEST_CASE("a policy's empty blob key or function name, or one with a NUL byte, i
   CHECK(r3.message() == "policy UNUSABLE: method 'a' partition 0: function name is empty");
 }
 
+namespace {
+struct NullName {
+  static constexpr const char* name = nullptr;
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "all"; }
+  static std::string function_name(const Program& p, std::size_t m, std::uint32_t) { return p.methods[m].name; }
+};
+}  // namespace
+
+TEST_CASE("a policy whose name is null is InvalidArgument, not a crash in the report") {
+  std::vector<std::uint8_t> w = fill(8, 1);
+  Program program;
+  program.add_method("a").add_partition().add("w", span(w));
+  auto r = deduplicate<Strategy<NullName>>(program);
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "the strategy policy's name is null; it names the policy in reports");
+}
+
 TEST_CASE("a policy that reuses a function name inside a blob is an error naming both") {
   std::vector<std::uint8_t> w = fill(8, 1);
   Program program;

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -204,9 +205,19 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
   return {};
 }
 
+/// Whether a policy's name is a null pointer (which every message and the
+/// report would read as a C string).
+template <class N>
+constexpr bool is_null_name(const N& name) noexcept {
+  if constexpr (std::is_pointer<N>::value) return name == nullptr;
+  else return false;
+}
+
 template <class Policy, class Hash>
 Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOptions& options, const Hash& hash) {
   const double t0 = monotonic_seconds();
+  if (is_null_name(Policy::name))
+    return BuildError{Error::InvalidArgument, "the strategy policy's name is null; it names the policy in reports"};
 
   if (options.threads > DedupOptions::kMaxThreads)
     return BuildError{Error::InvalidArgument, cat("DedupOptions::threads is ", options.threads, "; at most ",

@@ -180,11 +180,13 @@ Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::
 /// for each function, its method (created in the order first met) gets
 /// partition `partition_index`, holding one tensor per row of the
 /// function's table, named by the row and holding its key's bytes,
-/// alignment and layout. This undoes deduplicate() up to the order of each
-/// partition's tensors (a table is sorted by name): deduplicating the
-/// result again with the same policy gives the same keys, buffers and
-/// functions, every tensor with the same bytes (in another key order, so
-/// not the same file).
+/// alignment and layout. A partition's tensors come back in the order of
+/// their keys, which deduplicate() numbers in order of first use (a table
+/// in the file is sorted by name, so the original order is not stored).
+/// That restores the order in which keys were first used, which is all
+/// that decides which content gets a generated key and which its "~1":
+/// deduplicating the result again with the same policy gives the same
+/// keys, each with the same bytes, the same buffers and the same functions.
 ///
 /// A key no function's table names is refused (InvalidArgument, naming it),
 /// unless options.unmapped_keys_method names a method to take such keys.
@@ -241,7 +243,14 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     seen[mi][p] = 1;
     Partition& part = m.partitions[p];
     part.tensors.reserve(f.tensor_count());
-    for (std::size_t r = 0; r < f.tensor_count(); ++r) {
+    // Rows in key order (see above; the file's order is by name).
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> order;  // (key index, row)
+    order.reserve(f.tensor_count());
+    for (std::size_t r = 0; r < f.tensor_count(); ++r)
+      order.emplace_back(f.tensor(r)->key_index, static_cast<std::uint32_t>(r));
+    std::sort(order.begin(), order.end());
+    for (const auto& entry : order) {
+      const std::uint32_t r = entry.second;  // (a lambda below captures it: clang 14 cannot capture bindings)
       const FunctionTensorView row = *f.tensor(r);
       const std::string_view tname(row.tensor_name.data(), row.tensor_name.size());
       auto what = [&] { return detail::cat("method ", detail::quote_name(mname), " partition ", p, " tensor #", r); };

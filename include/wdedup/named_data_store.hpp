@@ -166,6 +166,13 @@ struct StoreAccess;  // the bulk path used by deduplicate()
 /// A failed add leaves the store exactly as it was; so does running out of
 /// memory, which throws std::bad_alloc as the standard containers do.
 /// Keys and buffers are reported in first-insertion order.
+///
+/// Finding a buffer with the same bytes hashes the contents of every size
+/// that several buffers share (a size held once is compared directly). A
+/// store that deduplicate() filled has no such index yet: the first
+/// add_named_data or merge into it builds it, which reads every buffer
+/// whose size another shares, once (on a model whose weights come from a
+/// mapped file, that reads most of the file again). Later adds are O(1).
 class NamedDataStore {
   /// The key-index's view of the keys (they move when keys_ grows).
   struct KeyOf {

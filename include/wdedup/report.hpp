@@ -111,6 +111,20 @@ std::string format(const char* fmt, A... args) {
   return s;
 }
 
+/// Seconds for JSON, with six decimals, whatever the process's locale:
+/// printf's "%f" writes the locale's decimal point, and a host program that
+/// set a comma-decimal locale would get "0,000229", which is no JSON.
+/// Integers are printed the same in every locale. Not-a-number and
+/// negative times (neither is measured) are 0.
+inline std::string json_seconds(double v) {
+  if (!(v > 0)) v = 0;
+  if (v > 1e12) v = 1e12;  // (no time measured is that long; keeps the integer exact)
+  const auto us = static_cast<unsigned long long>(v * 1e6 + 0.5);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%llu.%06llu", us / 1000000ull, us % 1000000ull);
+  return buf;
+}
+
 /// Bytes of the well-formed UTF-8 sequence at p[0..n) (RFC 3629), or 0.
 inline std::size_t utf8_sequence(const unsigned char* p, std::size_t n) {
   const unsigned char c = p[0];
@@ -257,8 +271,10 @@ std::string Report::to_json() const {
        ",\"compared_directly\":" + u(i.compared_directly) + ",\"hashed\":" + u(i.hashed) +
        ",\"bytes_hashed\":" + u(i.bytes_hashed) + ",\"byte_comparisons\":" + u(i.byte_comparisons) +
        ",\"bytes_compared\":" + u(i.bytes_compared) + ",\"hash_collisions\":" + u(i.hash_collisions) +
-       format(",\"hash_seconds\":%.6f,\"compare_seconds\":%.6f}", i.hash_seconds, i.compare_seconds);
-  s += format(",\"seconds_total\":%.6f,\"seconds_identity\":%.6f}", seconds_total, seconds_identity);
+       ",\"hash_seconds\":" + detail::json_seconds(i.hash_seconds) +
+       ",\"compare_seconds\":" + detail::json_seconds(i.compare_seconds) + "}";
+  s += ",\"seconds_total\":" + detail::json_seconds(seconds_total) +
+       ",\"seconds_identity\":" + detail::json_seconds(seconds_identity) + "}";
   return s;
 }
 

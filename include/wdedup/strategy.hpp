@@ -97,8 +97,10 @@ T implicitly(T);
 
 // One detector per requirement, so the static_assert can name what is
 // missing; each asks what deduplicate() does with the member: the name and
-// validate's result converted implicitly, the names assigned to a
-// std::string (so a std::string_view or a const char* will do).
+// validate's result converted implicitly, the blob key and function name
+// converted implicitly to a std::string_view (so a std::string, a
+// std::string_view or a const char* will do; a number or a char, which a
+// std::string would take as one character, will not).
 //
 // The name is named through `*&P::name`: for a static member that is the
 // member, for a non-static one a pointer to member, which cannot be
@@ -119,14 +121,14 @@ struct policy_validate_ok<P, std::void_t<decltype(implicitly<Expected<void>>(P::
 template <class P, class = void>
 struct policy_blob_key_ok : std::false_type {};
 template <class P>
-struct policy_blob_key_ok<P, std::void_t<decltype(std::declval<std::string&>() = P::blob_key(
-                                             std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))>>
+struct policy_blob_key_ok<P, std::void_t<decltype(implicitly<std::string_view>(P::blob_key(
+                                             std::declval<const Program&>(), std::size_t{}, std::uint32_t{})))>>
     : std::true_type {};
 template <class P, class = void>
 struct policy_function_name_ok : std::false_type {};
 template <class P>
-struct policy_function_name_ok<P, std::void_t<decltype(std::declval<std::string&>() = P::function_name(
-                                                  std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))>>
+struct policy_function_name_ok<P, std::void_t<decltype(implicitly<std::string_view>(P::function_name(
+                                                  std::declval<const Program&>(), std::size_t{}, std::uint32_t{})))>>
     : std::true_type {};
 
 template <class P>

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wdedup/wdedup.hpp"
@@ -77,7 +78,8 @@ bool documented_import_error(Error e, bool with_functions) {
 
 /// The tensors an import added to `program` (methods from `first_method`
 /// on): one per key of a plain store, in file order, named by it; one per
-/// row of a store with function maps, in table order, named by the row.
+/// row of a store with function maps, in the order of the rows' keys (then
+/// table order), named by the row.
 /// Each is a view of exactly its key's bytes, with a valid alignment.
 void check_import(const Program& program, std::size_t first_method, const NamedDataMap& map) {
   auto check = [&](const Tensor& t, KeyView name, std::size_t key_index) {
@@ -106,9 +108,12 @@ void check_import(const Program& program, std::size_t first_method, const NamedD
     FUZZ_CHECK(m != nullptr && f.partition_index() < m->partitions.size(), fi, f.partition_index());
     const std::vector<Tensor>& tensors = m->partitions[f.partition_index()].tensors;
     FUZZ_CHECK(tensors.size() == f.tensor_count(), tensors.size(), f.tensor_count());
-    for (std::size_t r = 0; r < tensors.size(); ++r) {
-      const FunctionTensorView row = *f.tensor(r);
-      check(tensors[r], row.tensor_name, row.key_index);
+    std::vector<std::pair<std::uint32_t, std::size_t>> rows;  // (key index, row)
+    for (std::size_t r = 0; r < tensors.size(); ++r) rows.emplace_back(f.tensor(r)->key_index, r);
+    std::sort(rows.begin(), rows.end());
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const FunctionTensorView row = *f.tensor(rows[i].second);
+      check(tensors[i], row.tensor_name, row.key_index);
     }
   }
 }
