@@ -79,13 +79,9 @@ TEST_CASE("Result: made from Error::Ok it is a failure whose error() says so, no
 }
 
 TEST_CASE("Result: the value of a failed Result stops the program instead of being read") {
-  // A DataBuffer taken from a failed get_data would otherwise free a
-  // garbage pointer when it is destroyed.
-  CHECK(dies([] {
-    Result<DataBuffer> r(Error::NotFound, "no such key", 0);
-    DataBuffer d = static_cast<Result<DataBuffer>&&>(r).value();
-    (void)d;
-  }));
+  // (A DataBuffer taken from a failed get_data freed a garbage pointer when
+  // destroyed; that crashed either way, so these cases read plain values,
+  // which without the trap would be read and returned.)
   CHECK(dies([] {
     const Result<int> r(Error::NotFound);
     volatile int x = *r;

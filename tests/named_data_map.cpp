@@ -947,6 +947,33 @@ TEST_CASE("a source moved or replaced after open is refused, not read") {
   CHECK(std::memcmp(buf, file.data() + 384, 37) == 0);
 }
 
+TEST_CASE("a memory source replaced after an open with lent metadata: its views are refused too") {
+  // Opened with lent metadata, a map over memory asks the source for views
+  // (get_data) instead of reading its own copy: a larger source put in its
+  // place would hand out another file's bytes as a success.
+  const Bytes simple = read_fixture("simple.ptd"), layouts = read_fixture("layouts.ptd");
+  REQUIRE(layouts.size() > simple.size());
+  std::vector<std::uint64_t> a((simple.size() + 7) / 8), b((layouts.size() + 7) / 8);
+  std::memcpy(a.data(), simple.data(), simple.size());
+  std::memcpy(b.data(), layouts.data(), layouts.size());
+  BufferSource src(a.data(), simple.size());
+  std::vector<std::uint8_t> metadata(4096);
+  Result<NamedDataMap> m = NamedDataMap::open(src, Span<std::uint8_t>(metadata.data(), metadata.size()));
+  REQUIRE(m.ok());
+  REQUIRE(m->get_data("simple.a").ok());
+  src = BufferSource(b.data(), layouts.size());
+  Result<DataBuffer> d = m->get_data("simple.a");
+  CHECK(d.error() == Error::InvalidArgument);
+  CHECK(std::string(d.failure().what) == "the source is not the one opened (moved or replaced since open)");
+  CHECK(d.failure().at == layouts.size());
+  std::uint8_t buf[64];
+  CHECK(m->load_data_into("simple.a", buf, sizeof buf).error() == Error::InvalidArgument);
+  src = BufferSource(a.data(), simple.size());  // the same memory again
+  Result<DataBuffer> again = m->get_data("simple.a");
+  REQUIRE(again.ok());
+  CHECK(std::memcmp(again->data(), simple.data() + 384, 37) == 0);
+}
+
 TEST_CASE("FileSource: the descriptor is left blocking once the file is known to be regular") {
   // Opened O_NONBLOCK so that a FIFO cannot hang the open; a FUSE file
   // system would pass the flag on to reads, which could then fail with EAGAIN.

@@ -28,6 +28,9 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#if defined(__linux__)
+#include <sys/random.h>
+#endif
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -38,13 +41,19 @@ namespace wdedup {
 namespace detail {
 
 /// A name for a temporary file: `path_template`'s trailing "XXXXXX"
-/// replaced with 6 characters that differ from call to call and from
-/// process to process (clock, process id, a counter, mixed).
+/// replaced with 6 characters that another user cannot predict (random
+/// bits from the kernel; where it has none to give, the clock, the process
+/// id and a counter, which still differ from call to call and process to
+/// process). A name someone took first only costs a retry (O_EXCL).
 inline void fill_temp_name(char* path_template) {
   static std::atomic<std::uint64_t> counter{0};
+  std::uint64_t random = 0;
+#if defined(__linux__)
+  if (::getrandom(&random, sizeof random, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof random)) random = 0;
+#endif
   struct timespec ts {};
   ::clock_gettime(CLOCK_REALTIME, &ts);
-  std::uint64_t x = (static_cast<std::uint64_t>(ts.tv_sec) << 30) ^ static_cast<std::uint64_t>(ts.tv_nsec) ^
+  std::uint64_t x = random ^ (static_cast<std::uint64_t>(ts.tv_sec) << 30) ^ static_cast<std::uint64_t>(ts.tv_nsec) ^
                     (static_cast<std::uint64_t>(::getpid()) << 42) ^
                     (counter.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull);
   // splitmix64's finalizer: every input bit reaches every output bit.

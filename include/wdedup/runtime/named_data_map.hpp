@@ -654,7 +654,8 @@ class NamedDataMap {
   /// A read from the source, unless it is no longer the one opened: a
   /// source moved from, or moved or assigned over, since open (its size
   /// differs) would give another file's bytes or a misleading Truncated.
-  /// (A map opened in place reads its memory, not the source.)
+  /// (A map opened in place reads its memory, not the source; data_of
+  /// checks the same before it asks the source for a view.)
   Status read_source(std::uint64_t offset, void* dst, std::uint64_t n) const noexcept {
     if (src_->size() != file_size_)
       return Status(Error::InvalidArgument, "the source is not the one opened (moved or replaced since open)",
@@ -666,6 +667,9 @@ class NamedDataMap {
     using R = Result<DataBuffer>;
     const KeyInfo k = info_at(i);
     if (file_ != nullptr) return DataBuffer::view(file_ + k.offset, static_cast<std::size_t>(k.size));
+    if (src_->size() != file_size_)  // (as read_source)
+      return R(Error::InvalidArgument, "the source is not the one opened (moved or replaced since open)",
+               src_->size());
     if (const std::uint8_t* p = src_->view(k.offset, k.size))
       return DataBuffer::view(p, static_cast<std::size_t>(k.size));
     if (k.size > SIZE_MAX - 64) return R(Error::OutOfMemory, "data does not fit in memory", k.size);
