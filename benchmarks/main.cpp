@@ -16,12 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include "harness.hpp"
 #include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads
+#include "wdedup/detail/atomic_file.hpp"  // parent_dir, can_create_file
 #include "wdedup/report.hpp"
 
 #ifndef WBENCH_INCLUDE_DIR
@@ -330,24 +330,13 @@ int parse_args(int argc, char** argv, Config* c) {
       if (t <= all && std::find(c->threads.begin(), c->threads.end(), t) == c->threads.end())
         c->threads.push_back(t);
   }
-  if (!tmpdir_given) {
-    const std::size_t slash = c->json_path.rfind('/');
-    c->tmpdir = slash == std::string::npos ? "." : c->json_path.substr(0, slash == 0 ? 1 : slash);
-  }
+  if (!tmpdir_given) c->tmpdir = wdedup::detail::parent_dir(c->json_path);
   if (c->include_dir.empty()) c->include_dir = WBENCH_INCLUDE_DIR;
-  // The results are written after the run: a directory they cannot go to
-  // is refused before it, not after minutes of measuring.
-  {
-    const std::size_t slash = c->json_path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : c->json_path.substr(0, slash == 0 ? 1 : slash);
-    struct stat st {};
-    const bool not_a_file = c->json_path.empty() || c->json_path.back() == '/' ||
-                            (::stat(c->json_path.c_str(), &st) == 0 && !S_ISREG(st.st_mode));
-    if (not_a_file) errno = EISDIR;
-    if (not_a_file || ::access(dir.c_str(), W_OK | X_OK) != 0) {
-      std::fprintf(stderr, "wdedup-bench: cannot write --json %s: %s\n", c->json_path.c_str(), std::strerror(errno));
-      return 2;
-    }
+  // The results are written after the run: a place they cannot go to is
+  // refused before it, not after minutes of measuring.
+  if (!wdedup::detail::can_create_file(c->json_path)) {
+    std::fprintf(stderr, "wdedup-bench: cannot write --json %s: %s\n", c->json_path.c_str(), std::strerror(errno));
+    return 2;
   }
   return 0;
 }

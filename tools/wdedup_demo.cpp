@@ -19,7 +19,6 @@
 #include <vector>
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <wdedup/bench.hpp>
 #include <wdedup/ptd_writer.hpp>
@@ -76,26 +75,6 @@ bool parse_u32(const char* s, std::uint32_t* out) {
 /// More threads than any machine this runs on has cores (each is a thread
 /// of its own, started per call).
 constexpr std::uint32_t kMaxThreads = wdedup::DedupOptions::kMaxThreads;
-
-/// Whether a file can be written at `path`: it names a file (not a
-/// directory, nor anything but a regular file if it exists), in a directory
-/// that exists and is writable. Checked before the work whose result goes
-/// there; errno says why not.
-bool can_create(const std::string& path) {
-  struct stat st {};
-  if (path.empty() || path.back() == '/' || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
-    errno = EISDIR;
-    return false;
-  }
-  const std::size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  if (::stat(dir.c_str(), &st) != 0) return false;
-  if (!S_ISDIR(st.st_mode)) {
-    errno = ENOTDIR;
-    return false;
-  }
-  return ::access(dir.c_str(), W_OK | X_OK) == 0;
-}
 
 /// Where strategy `tag`'s store goes: --out itself, or with --strategy all
 /// FILE.<tag>.ptd. Only a ".ptd" the name ends with is replaced:
@@ -180,7 +159,7 @@ bool parse_args(int argc, char** argv, Args* a) {
   }
   // Before the work, not after it (the stores would be written, and then
   // the report lost).
-  if (!a->json.empty() && !can_create(a->json)) {
+  if (!a->json.empty() && !wdedup::detail::can_create_file(a->json)) {
     std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(), std::strerror(errno));
     return false;
   }
@@ -194,7 +173,7 @@ bool outputs_writable(const Args& a, bool positional_runs) {
   for (const char* tag : {"positional", "oneblob", "disabled"}) {
     if (std::strcmp(tag, "positional") == 0 && !positional_runs) continue;
     const std::string out = out_path(a, tag);
-    if (!out.empty() && !can_create(out)) {
+    if (!out.empty() && !wdedup::detail::can_create_file(out)) {
       std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(), std::strerror(errno));
       return false;
     }
@@ -378,14 +357,13 @@ int run_demo(int argc, char** argv) {
 
   std::string json;
   std::string* jp = args.json.empty() ? nullptr : &json;
-  auto out_for = [&](const char* tag) { return out_path(args, tag); };
   bool ok = true;
   if (args.strategy == "positional" || (args.strategy == "all" && equal_partitions))
-    ok = run<wdedup::Positional>(args, program, out_for("positional"), jp) && ok;
+    ok = run<wdedup::Positional>(args, program, out_path(args, "positional"), jp) && ok;
   if (args.strategy == "oneblob" || args.strategy == "all")
-    ok = run<wdedup::OneBlob>(args, program, out_for("oneblob"), jp) && ok;
+    ok = run<wdedup::OneBlob>(args, program, out_path(args, "oneblob"), jp) && ok;
   if (args.strategy == "disabled" || args.strategy == "all")
-    ok = run<wdedup::Disabled>(args, program, out_for("disabled"), jp) && ok;
+    ok = run<wdedup::Disabled>(args, program, out_path(args, "disabled"), jp) && ok;
   if (args.strategy == "all" && !equal_partitions)
     std::printf("(Positional skipped: the methods have different partition counts)\n");
 

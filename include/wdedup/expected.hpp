@@ -164,6 +164,16 @@ inline std::string unusable_name(std::string_view name) {
   const std::size_t nul = name.find('\0');
   return nul == std::string_view::npos ? std::string() : cat(" ", quote_name(name), " contains a NUL byte at offset ", nul);
 }
+/// A path with a NUL byte, refused before any system call sees it (they
+/// would take the path up to the NUL: another file, reported as this one):
+/// InvalidArgument, "cannot <verb> '<path>': the path contains a NUL byte
+/// at offset N". Success for any other path.
+inline Expected<void> refuse_nul_in_path(const char* verb, const std::string& path) {
+  const std::size_t nul = path.find('\0');
+  if (nul == std::string::npos) return {};
+  return Expected<void>(Error::InvalidArgument,
+                        cat("cannot ", verb, " ", quote_name(path), ": the path contains a NUL byte at offset ", nul));
+}
 /// strerror, thread-safe (strerror itself is not), whichever strerror_r
 /// the C library declares.
 inline std::string errno_text_pick(int rc, const char* buf, int e) {

@@ -322,10 +322,7 @@ class PtdFiles {
     auto fail = [&](const Failure& f) {
       return Expected<void>(f.code, detail::cat(path, ": ", detail::describe_failure(f)));
     };
-    // A NUL would end the path open(2) sees: another file would be read.
-    if (const std::size_t nul = path.find('\0'); nul != std::string::npos)
-      return Expected<void>(Error::InvalidArgument, detail::cat("cannot read ", detail::quote_name(path),
-                                                                ": the path contains a NUL byte at offset ", nul));
+    if (Expected<void> ok = detail::refuse_nul_in_path("read", path); !ok) return ok;
     Result<MmapSource> src = MmapSource::open(path.c_str());
     if (!src) return fail(src.failure());
     auto file = std::make_unique<MmapSource>(std::move(src).value());

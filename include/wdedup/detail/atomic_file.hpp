@@ -65,6 +65,33 @@ inline void fill_temp_name(char* path_template) {
   for (char* p = end - 6; p < end; ++p, x /= 62) *p = kChars[x % 62];
 }
 
+/// The directory `path` names a file in: "." for a bare name, "/" for a
+/// name right under the root.
+inline std::string parent_dir(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+/// Whether a file can be written at `path`: it names a file (not a
+/// directory, nor anything but a regular file if it exists), in a directory
+/// that exists and is writable; errno says why not. For a tool to check an
+/// output before the work whose result goes there (the writer itself checks
+/// again, with a full message, when it writes).
+inline bool can_create_file(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || path.back() == '/' || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
+    errno = EISDIR;
+    return false;
+  }
+  const std::string dir = parent_dir(path);
+  if (::stat(dir.c_str(), &st) != 0) return false;
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return false;
+  }
+  return ::access(dir.c_str(), W_OK | X_OK) == 0;
+}
+
 /// The system calls the atomic writer makes. Each returns what the POSIX
 /// call returns and sets errno the same way.
 class FileOps {
@@ -149,9 +176,7 @@ class BasicAtomicFile {
     // end the path the system calls see, so the file would be written (and
     // reported written) somewhere else than asked.
     if (path.empty()) return Expected<void>(Error::InvalidArgument, "cannot write '': the path is empty");
-    if (const std::size_t nul = path.find('\0'); nul != std::string::npos)
-      return Expected<void>(Error::InvalidArgument,
-                            cat("cannot write ", quote_name(path), ": the path contains a NUL byte at offset ", nul));
+    if (Expected<void> ok = refuse_nul_in_path("write", path); !ok) return ok;
     target_ = path;
     struct stat st {};
     bool exists = false;
@@ -184,7 +209,7 @@ class BasicAtomicFile {
     }
 
     const std::size_t slash = target_.rfind('/');
-    dir_ = slash == std::string::npos ? "." : (slash == 0 ? "/" : target_.substr(0, slash));
+    dir_ = parent_dir(target_);
     std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
     if (base.empty() || base == "." || base == "..") return fail_msg("the path names a directory, not a file");
     // Stay under NAME_MAX (255) with the ".tmp-XXXXXX" suffix.
@@ -335,8 +360,7 @@ class BasicAtomicFile {
     std::string link = path;
     for (int hop = 0; S_ISLNK(st.st_mode); ++hop) {
       if (hop == 40) return fail_errno("resolve symbolic link", ELOOP);
-      const std::size_t slash = link.rfind('/');
-      const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : link.substr(0, slash));
+      const std::string dir = parent_dir(link);
       struct stat ld {};
       if (const int e = errno_of(::stat(dir.c_str(), &ld))) return fail_errno("stat " + quote_name(dir), e);
       if ((ld.st_mode & S_ISVTX) && (ld.st_mode & S_IWOTH) && st.st_uid != ::geteuid() && st.st_uid != ld.st_uid)

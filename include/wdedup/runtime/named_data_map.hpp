@@ -588,6 +588,16 @@ class NamedDataMap {
   /// Every get_data is a zero-copy view (the map was opened in place).
   bool is_memory_backed() const noexcept { return file_ != nullptr; }
   const DataSource& source() const noexcept { return *src_; }
+  /// Whether the source is still the one opened: InvalidArgument if its
+  /// size changed since open (moved from, or moved or assigned over; see
+  /// Lifetimes). Checked before every read or view of the source; a map
+  /// opened in place reads its memory, not the source.
+  Status check_source() const noexcept {
+    if (src_->size() != file_size_)
+      return Status(Error::InvalidArgument, "the source is not the one opened (moved or replaced since open)",
+                    src_->size());
+    return detail::ok_status();
+  }
 
  private:
   /// Seeds build_index(memory) tries; probes per slot, in all, before a
@@ -651,15 +661,10 @@ class NamedDataMap {
     if (lt == 0) return Result<TensorLayout>(Error::NotFound, "key has no tensor layout", i);
     return layout_at(lt);
   }
-  /// A read from the source, unless it is no longer the one opened: a
-  /// source moved from, or moved or assigned over, since open (its size
-  /// differs) would give another file's bytes or a misleading Truncated.
-  /// (A map opened in place reads its memory, not the source; data_of
-  /// checks the same before it asks the source for a view.)
+  /// A read from the source, unless it is no longer the one opened (which
+  /// would give another file's bytes or a misleading Truncated).
   Status read_source(std::uint64_t offset, void* dst, std::uint64_t n) const noexcept {
-    if (src_->size() != file_size_)
-      return Status(Error::InvalidArgument, "the source is not the one opened (moved or replaced since open)",
-                    src_->size());
+    if (Status st = check_source(); !st) return st;
     return src_->read(offset, dst, n);
   }
   /// get_data and key_data of key i.
@@ -667,9 +672,7 @@ class NamedDataMap {
     using R = Result<DataBuffer>;
     const KeyInfo k = info_at(i);
     if (file_ != nullptr) return DataBuffer::view(file_ + k.offset, static_cast<std::size_t>(k.size));
-    if (src_->size() != file_size_)  // (as read_source)
-      return R(Error::InvalidArgument, "the source is not the one opened (moved or replaced since open)",
-               src_->size());
+    if (Status st = check_source(); !st) return st.failure();
     if (const std::uint8_t* p = src_->view(k.offset, k.size))
       return DataBuffer::view(p, static_cast<std::size_t>(k.size));
     if (k.size > SIZE_MAX - 64) return R(Error::OutOfMemory, "data does not fit in memory", k.size);

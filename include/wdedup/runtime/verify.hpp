@@ -23,9 +23,7 @@ inline Result<std::uint64_t> segment_content_hash(const NamedDataMap& map, std::
   Result<SegmentInfo> s = map.segment(index);
   if (!s) return s.failure();
   const DataSource& src = map.source();
-  if (src.size() != map.file_size())
-    return Result<std::uint64_t>(Error::InvalidArgument,
-                                 "the source is not the one opened (moved or replaced since open)", src.size());
+  if (Status st = map.check_source(); !st) return st.failure();
   if (const std::uint8_t* p = src.view(s->offset, s->size))
     return std::uint64_t{XXH3_64bits(p, static_cast<std::size_t>(s->size))};
   XXH3_state_t state;
