@@ -24,6 +24,7 @@
 #include "flat_tensor_generated.h"
 #include "support/json.hpp"
 #include "wdedup/ptd_writer.hpp"
+#include "wdedup/runtime.hpp"
 
 namespace fts = wdedup_test::flat_tensor;
 using wdedup::ByteSpan;
@@ -375,10 +376,10 @@ namespace {
 /// runtime/core/portable_type/scalar_type.h) with the bytes per element
 /// ExecuTorch's elementSize() gives, written out here rather than taken
 /// from wdedup. `in_schema`: the value is in the FlatTensor schema's enum
-/// (tests/data/flat_tensor.fbs, as in the fixtures' ExecuTorch), so wdedup
-/// reads and writes it (23-29 are in newer ExecuTorch schemas than the
-/// fixtures'). The others (complex, Bits1x8..Bits8) are in neither schema:
-/// element_size() gives 0 for them, the reader's mark of a corrupt type byte.
+/// (tests/data/flat_tensor.fbs, as in the fixtures' ExecuTorch; 23-29 are
+/// in newer ExecuTorch schemas than the fixtures'). The others (complex,
+/// Bits1x8..Bits8) are in no schema, but ExecuTorch's runtime sizes them and
+/// its C++ writer stores them, so wdedup reads and writes every one.
 struct EtScalarType {
   int value;
   const char* name;
@@ -406,10 +407,10 @@ TEST_CASE("element sizes of every ExecuTorch ScalarType, written out; unknown va
     const std::string name = e.name;
     CAPTURE(name);
     const auto t = static_cast<ScalarType>(e.value);
-    CHECK(wdedup::element_size(t) == (e.in_schema ? e.size : 0));
-    CHECK(std::string(wdedup::scalar_type_name(t)) == (e.in_schema ? name : ""));
+    CHECK(wdedup::element_size(t) == e.size);
+    CHECK(std::string(wdedup::scalar_type_name(t)) == name);
     // flatc's enum (what the Verifier and ExecuTorch's generated code know)
-    // holds exactly the values wdedup knows, under the same names.
+    // holds the schema's values, under wdedup's names.
     CHECK(std::string(fts::EnumNameScalarType(static_cast<fts::ScalarType>(e.value))) == (e.in_schema ? name : ""));
     in_schema += e.in_schema;
   }
@@ -422,7 +423,7 @@ TEST_CASE("element sizes of every ExecuTorch ScalarType, written out; unknown va
   }
 }
 
-TEST_CASE("a tensor of every known ScalarType: 15 elements of its size, stored and read the ExecuTorch way") {
+TEST_CASE("a tensor of every ExecuTorch ScalarType, complex and bits too: 15 elements of its size, stored and read the ExecuTorch way") {
   // Each key is a [3, 5] tensor whose byte count is 15 x the written-out
   // element size; the store must accept exactly that many bytes and refuse
   // one byte fewer, and the file must pass the ExecuTorch-style reader.
@@ -430,7 +431,6 @@ TEST_CASE("a tensor of every known ScalarType: 15 elements of its size, stored a
   owned.reserve(std::size(kEtScalarTypes));
   NamedDataStore store;
   for (const EtScalarType& e : kEtScalarTypes) {
-    if (!e.in_schema) continue;
     const std::string name = e.name;
     CAPTURE(name);
     const Layout layout = Layout::contiguous(static_cast<ScalarType>(e.value), {3, 5});
@@ -445,12 +445,29 @@ TEST_CASE("a tensor of every known ScalarType: 15 elements of its size, stored a
                                  std::to_string(15 * e.size - 1) + " bytes") != std::string::npos);
     add(store, "t." + name, owned.back(), static_cast<std::int64_t>(e.size), layout);
   }
-  REQUIRE(store.key_count() == 23);
+  REQUIRE(store.key_count() == 30);
   for (bool ext : {false, true}) {
     CAPTURE(ext);
     WriteOptions o;
     o.wdedup_extensions = ext;
-    check_like_executorch(serialize(store, o), store);
+    const std::vector<std::uint8_t> file = serialize(store, o);
+    check_like_executorch(file, store);
+    // And our reader: every key, with its type, its byte count and bytes.
+    wdedup::BufferSource src(file.data(), file.size());
+    wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+    REQUIRE(map.ok());
+    std::size_t i = 0;
+    for (const EtScalarType& e : kEtScalarTypes) {
+      const std::string key = std::string("t.") + e.name;
+      CAPTURE(key);
+      wdedup::Result<wdedup::TensorLayout> l = map->get_tensor_layout(key);
+      REQUIRE(l.ok());
+      CHECK(static_cast<int>(l->scalar_type) == e.value);
+      CHECK(l->nbytes() == 15 * e.size);
+      std::vector<std::uint8_t> got(15 * e.size);
+      REQUIRE(map->load_data_into(key, got.data(), got.size()).ok());
+      CHECK(got == owned[i++]);
+    }
   }
 }
 

@@ -387,6 +387,12 @@ TEST_CASE("flatbuffer structure: each corruption gets its typed error") {
        "vector length runs past the flatbuffer", g.named_data()},
       {"segment element offset past the buffer", [](Nav& n) { n.set_u32(n.segments() + 4, 0xFFFFFF00u); },
        Error::MalformedFlatbuffer, "vector element points outside the flatbuffer", g.segments() + 4},
+      // A vector that is absent (its vtable slot 0) is not an empty one:
+      // ExecuTorch refuses the file ("malformed PTD file").
+      {"segments vector absent", [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kSegments), 0); },
+       Error::MalformedFlatbuffer, "FlatTensor has no segments vector", root},
+      {"named_data vector absent", [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kNamedData), 0); },
+       Error::MalformedFlatbuffer, "FlatTensor has no named_data vector", root},
       {"named_data element misaligned", [](Nav& n) { n.set_u32(n.named_data() + 4, n.u32(n.named_data() + 4) + 2); },
        Error::MalformedFlatbuffer, "table is not 4-byte aligned", g.named(0) + 2},
   };
@@ -510,7 +516,7 @@ TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
        Error::MalformedLayout, inconsistent, g.layout(0)},
       {"negative scalar type", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 0x80); },
        Error::MalformedLayout, inconsistent, g.layout(0)},
-      {"scalar type 8 (a gap in the enum)", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 8); },
+      {"scalar type 30 (the first past the enum)", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 30); },
        Error::MalformedLayout, inconsistent, g.layout(0)},
       {"negative size", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 0xFFFFFFFFu); }, Error::MalformedLayout, inconsistent,
        g.layout(0)},

@@ -262,9 +262,9 @@ TEST_CASE("layouts are checked against the bytes") {
   CHECK(r.message() == "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0, 0]): dim_order names "
                        "dimension 0 twice");
   CHECK(dump(s) == before);
-  r = s.add_named_data("t", span(a), 4, Layout{static_cast<ScalarType>(9), {6}, {0}});
+  r = s.add_named_data("t", span(a), 4, Layout{static_cast<ScalarType>(30), {6}, {0}});
   CHECK(r.error() == Error::LayoutMismatch);
-  CHECK(r.message() == "key 't': layout is inconsistent (type 9 [6] dim_order [0]): unknown scalar type 9");
+  CHECK(r.message() == "key 't': layout is inconsistent (type 30 [6] dim_order [0]): unknown scalar type 30");
   CHECK(dump(s) == before);
   // Each rule is named on its own: the one the layout breaks.
   const std::pair<Layout, const char*> broken[] = {

@@ -965,8 +965,12 @@ inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std
   if (*version != format::kFlatTensorVersion)
     return R(Error::UnsupportedVersion, "FlatTensor version is not 0", root_pos);
 
+  // Both vectors must be there, if empty: ExecuTorch refuses a file
+  // without either ("malformed PTD file"), so one it cannot read is not
+  // read here as an empty store.
   Result<fb::Vector> segs = fb::vector_field(r, *root, ftf::kSegments, 4, Error::MalformedFlatbuffer);
   if (!segs) return segs.failure();
+  if (!segs->present) return R(Error::MalformedFlatbuffer, "FlatTensor has no segments vector", root_pos);
   m.segments_pos_ = segs->data_pos;
   m.segment_count_ = segs->count;
   Status st = m.validate_segments(r, *segs);
@@ -974,6 +978,7 @@ inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std
 
   Result<fb::Vector> named = fb::vector_field(r, *root, ftf::kNamedData, 4, Error::MalformedFlatbuffer);
   if (!named) return named.failure();
+  if (!named->present) return R(Error::MalformedFlatbuffer, "FlatTensor has no named_data vector", root_pos);
   m.named_pos_ = named->data_pos;
   m.key_count_ = named->count;
   st = m.validate_keys(r, *named);

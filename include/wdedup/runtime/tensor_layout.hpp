@@ -11,9 +11,13 @@
 
 namespace wdedup {
 
-/// Element types. Values match executorch_flatbuffer.ScalarType (a byte in
-/// the file), so they must never be renumbered. 23-29 are the types newer
+/// Element types. Values match ExecuTorch's ScalarType (a byte in the
+/// file), so they must never be renumbered. 23-29 are the types newer
 /// ExecuTorch schemas added (fp8 variants, unsigned 16-64 bit integers).
+/// 8-10 (complex) and 18-21 (bits) are not in the FlatTensor schema's enum,
+/// but ExecuTorch's runtime knows them (its layouts size every ScalarType)
+/// and its C++ .ptd writer stores a tensor's type as it is: a file holding
+/// one must open here as it does there.
 enum class ScalarType : std::int8_t {
   Byte = 0,
   Char = 1,
@@ -23,6 +27,9 @@ enum class ScalarType : std::int8_t {
   Half = 5,
   Float = 6,
   Double = 7,
+  ComplexHalf = 8,
+  ComplexFloat = 9,
+  ComplexDouble = 10,
   Bool = 11,
   QInt8 = 12,
   QUInt8 = 13,
@@ -30,6 +37,10 @@ enum class ScalarType : std::int8_t {
   BFloat16 = 15,
   QUInt4x2 = 16,
   QUInt2x4 = 17,
+  Bits1x8 = 18,
+  Bits2x4 = 19,
+  Bits4x2 = 20,
+  Bits8 = 21,
   Bits16 = 22,
   Float8e5m2 = 23,
   Float8e4m3fn = 24,
@@ -42,12 +53,14 @@ enum class ScalarType : std::int8_t {
 
 /// Bytes per element, or 0 for a value that is not a known ScalarType
 /// (how the reader recognises a corrupt type byte). Packed sub-byte types
-/// (QUInt4x2, QUInt2x4) occupy one byte per element, as in ExecuTorch.
+/// (QUInt4x2, QUInt2x4, Bits1x8 ... Bits8) occupy one byte per element, and
+/// a complex element is two of its parts, as in ExecuTorch.
 constexpr std::size_t element_size(ScalarType t) noexcept {
   switch (t) {
     case ScalarType::Byte: case ScalarType::Char: case ScalarType::Bool:
     case ScalarType::QInt8: case ScalarType::QUInt8:
     case ScalarType::QUInt4x2: case ScalarType::QUInt2x4:
+    case ScalarType::Bits1x8: case ScalarType::Bits2x4: case ScalarType::Bits4x2: case ScalarType::Bits8:
     case ScalarType::Float8e5m2: case ScalarType::Float8e4m3fn:
     case ScalarType::Float8e5m2fnuz: case ScalarType::Float8e4m3fnuz:
       return 1;
@@ -55,10 +68,13 @@ constexpr std::size_t element_size(ScalarType t) noexcept {
     case ScalarType::Bits16: case ScalarType::UInt16:
       return 2;
     case ScalarType::Int: case ScalarType::Float: case ScalarType::QInt32:
-    case ScalarType::UInt32:
+    case ScalarType::UInt32: case ScalarType::ComplexHalf:
       return 4;
     case ScalarType::Long: case ScalarType::Double: case ScalarType::UInt64:
+    case ScalarType::ComplexFloat:
       return 8;
+    case ScalarType::ComplexDouble:
+      return 16;
   }
   return 0;
 }
@@ -75,6 +91,9 @@ constexpr const char* scalar_type_name(ScalarType t) noexcept {
     case ScalarType::Half: return "HALF";
     case ScalarType::Float: return "FLOAT";
     case ScalarType::Double: return "DOUBLE";
+    case ScalarType::ComplexHalf: return "COMPLEXHALF";
+    case ScalarType::ComplexFloat: return "COMPLEXFLOAT";
+    case ScalarType::ComplexDouble: return "COMPLEXDOUBLE";
     case ScalarType::Bool: return "BOOL";
     case ScalarType::QInt8: return "QINT8";
     case ScalarType::QUInt8: return "QUINT8";
@@ -82,6 +101,10 @@ constexpr const char* scalar_type_name(ScalarType t) noexcept {
     case ScalarType::BFloat16: return "BFLOAT16";
     case ScalarType::QUInt4x2: return "QUINT4X2";
     case ScalarType::QUInt2x4: return "QUINT2X4";
+    case ScalarType::Bits1x8: return "BITS1X8";
+    case ScalarType::Bits2x4: return "BITS2X4";
+    case ScalarType::Bits4x2: return "BITS4X2";
+    case ScalarType::Bits8: return "BITS8";
     case ScalarType::Bits16: return "BITS16";
     case ScalarType::Float8e5m2: return "FLOAT8E5M2";
     case ScalarType::Float8e4m3fn: return "FLOAT8E4M3FN";
