@@ -25,6 +25,7 @@ case "$job" in
       doctest-dev
       libssl-dev                # SHA-256 for the fixture manifests, and the benchmark smoke run
       flatbuffers-compiler libflatbuffers-dev  # verify our .ptd files with flatbuffers' own verifier
+      cmake                     # the installed CMake package, taken by a CMake project
     ) ;;
   *) echo "deps.sh: unknown job '$job' (demo, bench or test)" >&2; exit 2 ;;
 esac

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# What `meson install` puts in a prefix works for the builds that take it:
+# a CMake project (find_package(wdedup): ExecuTorch and its delegates build
+# with CMake) and a pkg-config one, each building the runtime half as a
+# delegate does (-fno-exceptions -fno-rtti, strict warnings) and the
+# build-time half, then writing a store with one and reading it with the
+# other. The install is staged with DESTDIR: the CMake package must find
+# its headers from where it is (relocatable), pkg-config through its sysroot.
+#   check_install.sh <meson build dir> <C++ compiler>
+set -euo pipefail
+build=$1
+cxx=$2
+here=$(dirname -- "$(realpath -- "$0")")
+for tool in cmake pkg-config; do
+  command -v "$tool" >/dev/null || { echo "check_install: $tool not found (scripts/deps.sh test installs it)"; exit 1; }
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/wdedup-install.XXXXXX")
+trap 'rm -rf -- "$work"' EXIT
+dest=$work/dest
+meson install -C "$build" --destdir "$dest" --no-rebuild --quiet
+cfg=$(find "$dest" -name wdedupConfig.cmake)
+pcdir=$(dirname -- "$(find "$dest" -name wdedup-runtime.pc)")
+prefix=$(dirname -- "$(find "$dest" -type d -path '*/include/wdedup')")
+prefix=$(dirname -- "$prefix")
+[ -n "$cfg" ] && [ -f "$(dirname -- "$cfg")/wdedupConfigVersion.cmake" ] || { echo "no CMake package installed"; exit 1; }
+
+expected='prefill/mask -> prefill/mask: 256 bytes, align 1, sum 4352
+prefill/w -> w: 4096 bytes, align 64, sum 522240
+decode/mask -> decode/mask: 64 bytes, align 1, sum 2176
+decode/w -> w: 4096 bytes, align 64, sum 522240
+keys 3'
+failed=0
+check() {  # check <what> <expected> <actual>
+  if [ "$2" == "$3" ]; then
+    echo "ok: $1"
+  else
+    echo "FAILED: $1"
+    echo "  expected: $2"
+    echo "  actual:   $3"
+    failed=1
+  fi
+}
+
+# ---- CMake ----------------------------------------------------------------
+cmake_in() {  # cmake_in <dir> <args...>: configure the consumer project
+  local dir=$1
+  shift
+  cmake -S "$here/consumer" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "$@"
+}
+cmake_in "$work/cmake" >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; exit 1; }
+cmake --build "$work/cmake" >"$work/cmake-build.log" 2>&1 || { cat "$work/cmake-build.log"; exit 1; }
+"$work/cmake/write_store" "$work/cmake.ptd" >/dev/null
+check "CMake: wdedup::wdedup writes, wdedup::runtime (-fno-exceptions -fno-rtti) reads" \
+  "$expected" "$("$work/cmake/read_store" "$work/cmake.ptd")"
+
+probe() {  # probe <find_package arguments> [cmake -D...]: the probe lines
+  local args=$1
+  shift
+  cmake_in "$work/probe" -DPROBE_ARGS="$args" "$@" 2>&1 | sed -n 's/^-- probe: //p'
+  rm -rf -- "$work/probe"
+}
+check "CMake: version 0.1 exact" "found=1 runtime=TRUE wdedup=TRUE
+why=" "$(probe '0.1.0;EXACT;CONFIG')"
+check "CMake: version 0.2 refused" "found=0 runtime= wdedup=
+why=" "$(probe '0.2;CONFIG' | sed 's/why=.*/why=/')"
+check "CMake: an unknown component is refused by name" "found=0 runtime=TRUE wdedup=FALSE
+why=unknown component 'gpu' (wdedup has: runtime, wdedup)" "$(probe 'CONFIG;COMPONENTS;gpu')"
+# Without Boost: the runtime half still comes, the rest says what it needs.
+check "CMake: runtime without Boost" "found=1 runtime=TRUE wdedup=FALSE
+why=" "$(probe 'CONFIG;COMPONENTS;runtime' -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE)"
+check "CMake: everything without Boost names what is missing" "found=0 runtime=TRUE wdedup=FALSE
+why=wdedup::wdedup needs Boost >= 1.66 headers (Debian: libboost-dev), not found; find_package(wdedup COMPONENTS runtime) takes the runtime half alone" \
+  "$(probe 'CONFIG' -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE)"
+
+# ---- pkg-config -------------------------------------------------------------
+export PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest
+# shellcheck disable=SC2046
+"$cxx" -std=c++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wconversion -Wsign-conversion -Wshadow -Werror \
+  $(pkg-config --cflags wdedup-runtime) "$here/consumer/read_store.cpp" -o "$work/pc_read"
+# shellcheck disable=SC2046
+"$cxx" -std=c++17 $(pkg-config --cflags wdedup) "$here/consumer/write_store.cpp" -o "$work/pc_write" \
+  $(pkg-config --libs wdedup)
+"$work/pc_write" "$work/pc.ptd" >/dev/null
+check "pkg-config: wdedup writes, wdedup-runtime reads" "$expected" "$("$work/pc_read" "$work/pc.ptd")"
+check "pkg-config: the two ways wrote the same file" "same" "$(cmp -s "$work/cmake.ptd" "$work/pc.ptd" && echo same)"
+exit $failed
