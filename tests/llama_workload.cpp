@@ -111,6 +111,32 @@ TEST_CASE("generation is deterministic and configs are validated") {
   LlamaConfig bad = LlamaConfig::tiny();
   bad.n_heads = 7;
   CHECK(LlamaWorkload::generate(bad).error() == Error::InvalidArgument);
+  CHECK(LlamaWorkload::generate(bad).message() == "invalid Llama config: dim 256 is not divisible by n_heads 7");
+  CHECK(LlamaConfig::tiny().problem().empty());
+  CHECK(LlamaConfig::small().problem().empty());
+  CHECK(LlamaConfig::llama_1b().problem().empty());
+  // Each rule is named with the fields and values that break it.
+  const std::pair<void (*)(LlamaConfig&), const char*> rules[] = {
+      {[](LlamaConfig& c) { c.dim = 0; }, "dim is 0; it must be positive"},
+      {[](LlamaConfig& c) { c.decode_partitions = 0; }, "decode_partitions is 0; it must be positive"},
+      {[](LlamaConfig& c) { c.vocab_size = 0x80000000u; },
+       "vocab_size 2147483648 is more than 2147483647 (a dimension is an int32)"},
+      {[](LlamaConfig& c) { c.n_kv_heads = 3; }, "n_heads 8 is not divisible by n_kv_heads 3"},
+      {[](LlamaConfig& c) { c.n_heads = 256; }, "head_dim (dim 256 / n_heads 256 = 1) is odd; rotary tables need it even"},
+      {[](LlamaConfig& c) { c.prefill_len = 129; }, "prefill_len 129 is more than max_seq_len 128"},
+      {[](LlamaConfig& c) { c.prefill_partitions = 5; },
+       "prefill_partitions 5 is more than n_layers 4 (a partition holds at least one layer)"},
+      {[](LlamaConfig& c) { c.decode_partitions = 9; },
+       "decode_partitions 9 is more than n_layers 4 (a partition holds at least one layer)"},
+      {[](LlamaConfig& c) { c.dtype = static_cast<ScalarType>(30); }, "dtype 30 is not a ScalarType"},
+  };
+  for (const auto& [broken, why] : rules) {
+    CAPTURE(why);
+    LlamaConfig c = LlamaConfig::tiny();
+    broken(c);
+    CHECK(c.problem() == why);
+    CHECK(LlamaWorkload::generate(c).message() == std::string("invalid Llama config: ") + why);
+  }
   CHECK(LlamaConfig::preset("2b").error() == Error::InvalidArgument);
   CHECK(LlamaConfig::preset("2b").message() == "unknown model preset '2b'; expected tiny, small or 1b");
   CHECK(LlamaConfig::preset("1b")->dim == 2048);

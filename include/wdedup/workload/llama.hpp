@@ -22,6 +22,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "wdedup/expected.hpp"
@@ -73,6 +74,37 @@ struct LlamaConfig {
 
   std::uint32_t head_dim() const { return dim / n_heads; }
   std::uint32_t kv_dim() const { return head_dim() * n_kv_heads; }
+
+  /// The first rule this configuration breaks, naming the fields and their
+  /// values ("prefill_partitions 99 is more than n_layers 2"), or "" if it
+  /// makes a model. Command lines name their flags after these fields.
+  template <int = 0>
+  std::string problem() const {
+    using detail::cat;
+    const std::pair<const char*, std::uint32_t> positive[] = {
+        {"dim", dim},           {"n_layers", n_layers},       {"n_heads", n_heads},
+        {"n_kv_heads", n_kv_heads}, {"hidden_dim", hidden_dim}, {"vocab_size", vocab_size},
+        {"max_seq_len", max_seq_len}, {"prefill_len", prefill_len}, {"prefill_partitions", prefill_partitions},
+        {"decode_partitions", decode_partitions}};
+    for (const auto& [name, value] : positive) {
+      if (value == 0) return cat(name, " is 0; it must be positive");
+      // Every one may become a tensor dimension, which a layout holds as int32.
+      if (value > 0x7fffffffu) return cat(name, " ", value, " is more than 2147483647 (a dimension is an int32)");
+    }
+    if (dim % n_heads != 0) return cat("dim ", dim, " is not divisible by n_heads ", n_heads);
+    if (n_heads % n_kv_heads != 0) return cat("n_heads ", n_heads, " is not divisible by n_kv_heads ", n_kv_heads);
+    if (head_dim() % 2 != 0)
+      return cat("head_dim (dim ", dim, " / n_heads ", n_heads, " = ", head_dim(), ") is odd; rotary tables need it even");
+    if (prefill_len > max_seq_len) return cat("prefill_len ", prefill_len, " is more than max_seq_len ", max_seq_len);
+    if (prefill_partitions > n_layers)
+      return cat("prefill_partitions ", prefill_partitions, " is more than n_layers ", n_layers,
+                 " (a partition holds at least one layer)");
+    if (decode_partitions > n_layers)
+      return cat("decode_partitions ", decode_partitions, " is more than n_layers ", n_layers,
+                 " (a partition holds at least one layer)");
+    if (element_size(dtype) == 0) return cat("dtype ", static_cast<int>(dtype), " is not a ScalarType");
+    return {};
+  }
 };
 
 /// A generated Program plus the memory its tensors point into.
@@ -80,15 +112,8 @@ class LlamaWorkload {
  public:
   template <int = 0>
   static Expected<LlamaWorkload> generate(const LlamaConfig& c) {
-    if (c.dim == 0 || c.n_layers == 0 || c.n_heads == 0 || c.dim % c.n_heads != 0 || c.n_kv_heads == 0 ||
-        c.n_heads % c.n_kv_heads != 0 || c.head_dim() % 2 != 0 || c.vocab_size == 0 || c.hidden_dim == 0 ||
-        c.max_seq_len == 0 || c.prefill_len == 0 || c.prefill_len > c.max_seq_len ||
-        c.prefill_partitions == 0 || c.decode_partitions == 0 || c.prefill_partitions > c.n_layers ||
-        c.decode_partitions > c.n_layers || element_size(c.dtype) == 0)
-      return Expected<LlamaWorkload>(
-          Error::InvalidArgument,
-          "invalid Llama config: dims must be positive, dim divisible by n_heads, n_heads by n_kv_heads, "
-          "head_dim even, prefill_len <= max_seq_len, 1 <= partitions <= n_layers");
+    if (std::string why = c.problem(); !why.empty())
+      return Expected<LlamaWorkload>(Error::InvalidArgument, detail::cat("invalid Llama config: ", why));
     LlamaWorkload w;
     w.build(c);
     return w;
