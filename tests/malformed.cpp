@@ -815,7 +815,53 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
        }, Error::MalformedFunctionMap, rows_not_tiled, g.function(1) + fr::kTensorsBegin},
       {"the last row belongs to no function", [](Nav& n) { n.set_u32(n.function(2) + fr::kTensorsCount, 2); },
        Error::MalformedFunctionMap, "rows belong to no function (at = first such row)", 7},
+      // Names a backend may hand to a C-string lookup: what the writer
+      // refuses to write, the reader refuses to open.
+      {"a method name not NUL-terminated", [](Nav& n) {
+         n.set_u32(n.function(0) + fr::kMethodSize, n.u32(n.function(0) + fr::kMethodSize) - 1);
+       }, Error::MalformedFunctionMap, "method name is not NUL-terminated", g.function(0) + fr::kMethodOffset},
+      {"an empty method name", [](Nav& n) {  // points at its own NUL
+         n.set_u32(n.function(0) + fr::kMethodOffset,
+                   n.u32(n.function(0) + fr::kMethodOffset) + n.u32(n.function(0) + fr::kMethodSize));
+         n.set_u32(n.function(0) + fr::kMethodSize, 0);
+       }, Error::MalformedFunctionMap, "method name is empty", g.function(0) + fr::kMethodOffset},
+      {"a blob key holding a NUL byte", [](Nav& n) {  // starts at the NUL before it
+         REQUIRE(n.u32(n.function(0) + fr::kBlobOffset) > 0);
+         n.set_u32(n.function(0) + fr::kBlobOffset, n.u32(n.function(0) + fr::kBlobOffset) - 1);
+         n.set_u32(n.function(0) + fr::kBlobSize, n.u32(n.function(0) + fr::kBlobSize) + 1);
+       }, Error::MalformedFunctionMap, "blob key holds a NUL byte", g.function(0) + fr::kBlobOffset},
+      {"a function name ending at the pool's end", [](Nav& n) {
+         const std::uint32_t pool = n.u32(n.ext() + format::ext_header::kStringsSize);
+         n.set_u32(n.function(1) + fr::kNameOffset, pool - 1);
+         n.set_u32(n.function(1) + fr::kNameSize, 1);
+       }, Error::MalformedFunctionMap, "function name lies outside the strings", g.function(1) + fr::kNameOffset},
+      {"a tensor name not NUL-terminated", [](Nav& n) {
+         n.set_u32(n.function_tensor(0) + ft::kNameSize, n.u32(n.function_tensor(0) + ft::kNameSize) - 1);
+       }, Error::MalformedFunctionMap, "tensor name is not NUL-terminated", g.function_tensor(0) + ft::kNameOffset},
+      // Two functions find_function could not tell apart: it would return
+      // the first, another function's tensor table, as if it were found.
+      {"two functions for one (method, partition)", [](Nav& n) {
+         n.set_u32(n.function(0) + fr::kMethodOffset, n.u32(n.function(1) + fr::kMethodOffset));
+         n.set_u32(n.function(0) + fr::kMethodSize, n.u32(n.function(1) + fr::kMethodSize));
+         n.set_u32(n.function(0) + fr::kPartitionIndex, n.u32(n.function(1) + fr::kPartitionIndex));
+       }, Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)", g.function(1)},
+      {"two functions with one name in one blob", [](Nav& n) {
+         for (std::size_t field : {fr::kBlobOffset, fr::kBlobSize, fr::kNameOffset, fr::kNameSize})
+           n.set_u32(n.function(2) + field, n.u32(n.function(1) + field));
+       }, Error::MalformedFunctionMap, "two functions with one name in one blob (at = the second)", g.function(2)},
   };
+  // The file these cases change: three functions, the second and third of
+  // one method (other partitions), each with its own name in its blob.
+  {
+    std::unique_ptr<Opened> o = open_bytes(good);
+    REQUIRE(o->ok());
+    REQUIRE(o->map().function_count() == 3);
+    const FunctionView f0 = *o->map().function(0), f1 = *o->map().function(1), f2 = *o->map().function(2);
+    CHECK(f0.method() != f1.method());
+    CHECK(f1.method() == f2.method());
+    CHECK(f1.partition_index() != f2.partition_index());
+    CHECK((f1.blob_key() != f2.blob_key() || f1.function_name() != f2.function_name()));
+  }
   run_cases(good, cases);
 }
 
@@ -835,18 +881,18 @@ TEST_CASE("WDX1 function maps: rows naming one long string are refused, not comp
   REQUIRE(pool_size > 64 * 1024);
   REQUIRE(pool_size < 64 * 1024 + 32);
   REQUIRE(g.u32(g.function_tensor(0) + ft::kNameSize) == 64 * 1024);
-  // Every row made a prefix of that name, each longer than the last (still
-  // sorted): 64 KiB compared per row, over the budget at the second pair.
+  // Every row made that name: 64 KiB read per row (its NUL-byte check),
+  // over the budget at the second. (Names must end at a NUL, so rows can
+  // no longer share a long string's prefixes, which once made neighbours
+  // cost their length to compare: a repeat is now found at its first byte.)
   std::vector<Case> cases = {
       {"rows share one long string", [](Nav& n) {
-         const std::uint32_t off = n.u32(n.function_tensor(0) + ft::kNameOffset);
-         for (std::uint32_t r = 0; r < 3; ++r) {
-           n.set_u32(n.function_tensor(r) + ft::kNameOffset, off);
-           n.set_u32(n.function_tensor(r) + ft::kNameSize, 64 * 1024 - 2 + r);
-         }
+         for (std::uint32_t r = 1; r < 3; ++r)
+           for (std::size_t field : {ft::kNameOffset, ft::kNameSize})
+             n.set_u32(n.function_tensor(r) + field, n.u32(n.function_tensor(0) + field));
        }, Error::MalformedFunctionMap,
-       "tensor names too long to check (over 1 KiB a row on average, or sharing one long string)",
-       g.function_tensor(2)},
+       "tensor names too long to check (over 1 KiB a name on average, or sharing one long string)",
+       g.function_tensor(1) + ft::kNameOffset},
   };
   run_cases(good, cases);
 }

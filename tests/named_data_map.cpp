@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -291,6 +292,24 @@ TEST_CASE("get_data: a zero-copy view for memory sources, an owned copy for file
   CHECK(c->size() == 4194304);
   CHECK(std::memcmp(c->data(), src->data() + 384, 4194304) == 0);
   CHECK(f->map().get_data("missing").error() == Error::NotFound);
+
+  // release(): the copy handed over (as to an ExecuTorch FreeableBuffer),
+  // not freed; the buffer left empty. The caller frees it (ASan and LSan
+  // see a double free or a leak if either side gets it wrong).
+  const void* bytes = c->data();
+  void* allocation = c->release();
+  REQUIRE(allocation != nullptr);
+  CHECK(addr(bytes) >= addr(allocation));
+  CHECK_FALSE(c->owns_memory());
+  CHECK(c->data() == nullptr);
+  CHECK(c->size() == 0);
+  CHECK(std::memcmp(bytes, src->data() + 384, 4194304) == 0);  // still there
+  std::free(allocation);
+  // A view has nothing to hand over.
+  Result<DataBuffer> v = m->get_data("large.weight");
+  REQUIRE(v.ok());
+  CHECK(v->release() == nullptr);
+  CHECK(v->data() == nullptr);
 }
 
 TEST_CASE("get_num_keys and get_key follow file order; keys are C strings") {

@@ -724,6 +724,13 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     m.functions.push_back(FunctionMap{"encode", 0, "other_blob", "prefill__0", {}});
     CHECK(serialize_ptd(s, m, {}).ok());
   }
+  SUBCASE("more functions than a reader checks for repeats") {
+    FunctionMaps m;
+    for (std::uint32_t i = 0; i <= wdedup::format::kMaxFunctions; ++i)
+      m.functions.push_back(FunctionMap{"m" + std::to_string(i), 0, "blob", "f" + std::to_string(i), {}});
+    expect(m, {}, Error::InvalidArgument,
+           "2897 functions (methods x partitions); a .ptd file's function maps hold at most 2896");
+  }
   SUBCASE("segment alignment 0 or too large") {
     WriteOptions o;
     o.segment_alignment = 0;
@@ -863,6 +870,28 @@ TEST_CASE("validation of stores filled through the bulk path") {
     SA::add_key(s, "k", b, 1024, std::nullopt);
     const std::vector<std::uint8_t> f = serialize(s, no_ext(1));
     CHECK((header(f).base + Walk{f}.segment_offset(0)) % 1024 == 0);
+  }
+}
+
+TEST_CASE("the most functions a file may hold: written, opened, each found as itself") {
+  // 2,896 functions: the reader checks every pair for a repeat (4.2M).
+  const NamedDataStore s = small_store();
+  FunctionMaps m;
+  for (std::uint32_t i = 0; i < wdedup::format::kMaxFunctions; ++i)
+    m.functions.push_back(FunctionMap{"method" + std::to_string(i / 4), i % 4, "blob" + std::to_string(i % 2),
+                                      "f" + std::to_string(i), {{"t", "w.a"}}});
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, m, {});
+  REQUIRE(file.ok());
+  wdedup::BufferSource src(file->data(), file->size());
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+  REQUIRE(map.ok());
+  REQUIRE(map->function_count() == wdedup::format::kMaxFunctions);
+  for (const std::uint32_t i : {0u, 1u, 1447u, 2895u}) {
+    CAPTURE(i);
+    wdedup::Result<wdedup::FunctionView> f = map->find_function("method" + std::to_string(i / 4), i % 4);
+    REQUIRE(f.ok());
+    CHECK(std::string(f->function_name()) == "f" + std::to_string(i));
+    CHECK(std::string(f->blob_key()) == "blob" + std::to_string(i % 2));
   }
 }
 

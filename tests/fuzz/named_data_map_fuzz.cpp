@@ -88,12 +88,24 @@ void check_functions(const NamedDataMap& m) {
     FUZZ_CHECK(f, fi, 0);
     Result<FunctionView> by_pos = m.find_function(f->method(), f->partition_index());
     FUZZ_CHECK(by_pos, fi, f->partition_index());
+    // Found by either identity, a function is itself: open() refuses two
+    // functions for one (method, partition) or with one name in one blob.
     FUZZ_CHECK(by_pos->method() == f->method() && by_pos->partition_index() == f->partition_index(), fi, 0);
+    FUZZ_CHECK(by_pos->blob_key() == f->blob_key() && by_pos->function_name() == f->function_name(), fi, 0);
     Result<FunctionView> by_blob = m.find_function(f->blob_key(), f->function_name());
     FUZZ_CHECK(by_blob && by_blob->function_name() == f->function_name(), fi, 0);
+    FUZZ_CHECK(by_blob->method() == f->method() && by_blob->partition_index() == f->partition_index(), fi, 0);
+    // Every name is a C string a backend can hand on: not empty, NUL-free,
+    // NUL-terminated.
+    for (const KeyView name : {f->method(), f->blob_key(), f->function_name()}) {
+      FUZZ_CHECK(name.size() > 0 && name.data()[name.size()] == '\0', fi, name.size());
+      FUZZ_CHECK(std::memchr(name.data(), 0, name.size()) == nullptr, fi, name.size());
+    }
     for (std::size_t r = 0; r < f->tensor_count(); ++r) {
       Result<FunctionTensorView> row = f->tensor(r);
       FUZZ_CHECK(row, fi, r);
+      FUZZ_CHECK(row->tensor_name.size() > 0 && row->tensor_name.data()[row->tensor_name.size()] == '\0', fi, r);
+      FUZZ_CHECK(std::memchr(row->tensor_name.data(), 0, row->tensor_name.size()) == nullptr, fi, r);
       FUZZ_CHECK(row->key_index < nkeys, row->key_index, nkeys);
       FUZZ_CHECK(*m.get_key(row->key_index) == row->key, fi, r);
       Result<FunctionTensorView> found = f->find_tensor(row->tensor_name);

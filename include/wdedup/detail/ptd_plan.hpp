@@ -198,8 +198,11 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
 
   // Function maps: every row names an existing key; no function or tensor
   // name appears twice where a reader would have to pick one.
-  if (maps.functions.size() > UINT32_MAX)
-    return R(Error::InvalidArgument, cat(maps.functions.size(), " functions; at most ", UINT32_MAX));
+  // A reader checks the functions for repeats pair by pair, so a file
+  // holds at most format::kMaxFunctions (2,896) of them.
+  if (maps.functions.size() > format::kMaxFunctions)
+    return R(Error::InvalidArgument, cat(maps.functions.size(), " functions (methods x partitions); a .ptd file's ",
+                                         "function maps hold at most ", format::kMaxFunctions));
   // The index the function maps need also finds a repeated key, for one
   // branch: add_named_data cannot repeat one, but the bulk path
   // (add_key_unindexed) does not look, and a reader refuses such a file.

@@ -72,6 +72,20 @@ class DataBuffer {
   ByteSpan bytes() const noexcept { return ByteSpan(static_cast<const std::uint8_t*>(data_), size_); }
   /// True for a copy this buffer frees; false for a zero-copy view.
   bool owns_memory() const noexcept { return owned_ != nullptr; }
+  /// Hands a copy's memory over instead of freeing it: returns the
+  /// allocation (free it with std::free; data() may point inside it) and
+  /// empties the buffer; nullptr for a view, which has nothing to free. Read
+  /// data() and size() first. What a delegate needs to give the bytes to an
+  /// ExecuTorch FreeableBuffer without a heap object per buffer:
+  ///   const void* p = b.data(); std::size_t n = b.size(); void* a = b.release();
+  ///   FreeableBuffer(p, n, [](void* a, void*, std::size_t) { std::free(a); }, a);
+  [[nodiscard]] void* release() noexcept {
+    void* const allocation = owned_;
+    owned_ = nullptr;
+    data_ = nullptr;
+    size_ = 0;
+    return allocation;
+  }
   /// Frees a copy now (ExecuTorch's FreeableBuffer::Free) and empties the buffer.
   void reset() noexcept {
     if (owned_ != nullptr) std::free(owned_);
@@ -605,8 +619,8 @@ class NamedDataMap {
   /// as many).
   static constexpr int kBuildAttempts = 4;
   static constexpr std::uint64_t kProbeBudgetPerSlot = 64;
-  /// Bytes of tensor names open() compares per function-table row, on top
-  /// of the strings pool once (validate_ext_functions).
+  /// Bytes of names open() reads per function-table row and per function
+  /// name, on top of the strings pool once (validate_ext_functions).
   static constexpr std::uint64_t kCompareBytesPerRow = 1024;
   // What a zero-size copy points at: not null, and aligned like a mapping.
   alignas(4096) static constexpr std::uint8_t kEmptyByte = 0;
@@ -1278,14 +1292,60 @@ inline Status NamedDataMap::validate_ext_slots() const noexcept {
 inline Status NamedDataMap::validate_ext_functions() const noexcept {
   namespace fr = format::function_record;
   namespace ft = format::function_tensor;
-  const auto str_ok = [this](const std::uint8_t* p) {
-    const std::uint64_t off = format::load_u32(p), size = format::load_u32(p + 4);
-    return off <= strings_size_ && size <= strings_size_ - off;
+  if (function_count_ > format::kMaxFunctions)
+    return Status(Error::MalformedFunctionMap, "more functions than the 2,896 a reader checks for repeats",
+                  function_count_);
+  // Names may share the pool's bytes (the writer stores each string once,
+  // and rows of several functions name it), so one long string can be
+  // every row's name, and reading each name would cost rows x its length
+  // (a 4 MB file: 131,072 rows of ~2 MB names, 4.5 s). The bytes read are
+  // therefore bounded: the pool once, plus 1 KiB a name, which a real file
+  // exceeds only with names over 1 KiB on average.
+  std::uint64_t compare_budget =
+      strings_size_ + kCompareBytesPerRow * (std::uint64_t{ftensor_count_} + 3 * std::uint64_t{function_count_});
+  const auto spend = [&compare_budget](std::uint64_t bytes) {
+    if (bytes > compare_budget) return false;
+    compare_budget -= bytes;
+    return true;
+  };
+  // Each name: inside the pool, NUL-terminated there (a backend may hand
+  // its data() to a C-string lookup), not empty and without a NUL byte
+  // (a C-string lookup would cut it): what the writer refuses to write.
+  // Returns the problem (kNameFine if none); messages are static, per
+  // field and problem, as every Status message is.
+  enum NameProblem { kNameFine, kOutside, kUnterminated, kEmpty, kTooLong, kHasNul };
+  enum NameField { kTensorField, kMethodField, kBlobField, kFunctionField };
+  static constexpr const char* kNameMessages[4][6] = {
+      {"", "tensor name lies outside the strings", "tensor name is not NUL-terminated", "tensor name is empty",
+       "tensor names too long to check (over 1 KiB a name on average, or sharing one long string)",
+       "tensor name holds a NUL byte"},
+      {"", "method name lies outside the strings", "method name is not NUL-terminated", "method name is empty",
+       "method names too long to check (over 1 KiB a name on average, or sharing one long string)",
+       "method name holds a NUL byte"},
+      {"", "blob key lies outside the strings", "blob key is not NUL-terminated", "blob key is empty",
+       "blob keys too long to check (over 1 KiB a name on average, or sharing one long string)",
+       "blob key holds a NUL byte"},
+      {"", "function name lies outside the strings", "function name is not NUL-terminated", "function name is empty",
+       "function names too long to check (over 1 KiB a name on average, or sharing one long string)",
+       "function name holds a NUL byte"}};
+  const auto check_name = [&](std::uint64_t p, NameField field) -> Status {
+    const std::uint64_t off = format::load_u32(meta_ + p), size = format::load_u32(meta_ + p + 4);
+    NameProblem problem = kNameFine;
+    if (off > strings_size_ || size >= strings_size_ - off) {
+      problem = kOutside;
+    } else {
+      const char* chars = reinterpret_cast<const char*>(meta_ + strings_ + off);
+      if (chars[size] != '\0') problem = kUnterminated;
+      else if (size == 0) problem = kEmpty;
+      else if (!spend(size)) problem = kTooLong;
+      else if (std::memchr(chars, 0, size) != nullptr) problem = kHasNul;
+    }
+    if (problem == kNameFine) return detail::ok_status();
+    return Status(Error::MalformedFunctionMap, kNameMessages[field][problem], p);
   };
   for (std::uint32_t j = 0; j < ftensor_count_; ++j) {
     const std::uint64_t p = ftensors_ + std::uint64_t{j} * ft::kSize;
-    if (!str_ok(meta_ + p + ft::kNameOffset))
-      return Status(Error::MalformedFunctionMap, "tensor name lies outside the strings", p + ft::kNameOffset);
+    if (Status st = check_name(p + ft::kNameOffset, kTensorField); !st) return st;
     if (format::load_u32(meta_ + p + ft::kKeyIndex) >= key_count_)
       return Status(Error::MalformedFunctionMap, "tensor key_index out of range", p + ft::kKeyIndex);
     if (format::load_u32(meta_ + p + ft::kReserved) != 0)
@@ -1297,22 +1357,12 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
   // let a small file make them quadratic (32,000 functions claiming every
   // row of a 2 MB file took 2.5 s).
   std::uint64_t next_row = 0;
-  // Names may share the pool's bytes (the writer stores each string once,
-  // and rows of several functions name it), so one long string can be
-  // every row's name, and comparing neighbours would cost rows x its
-  // length (a 4 MB file: 131,072 rows of ~2 MB names, 4.5 s). The bytes
-  // compared are therefore bounded: the pool once, plus 1 KiB a row, which
-  // a real file exceeds only with names over 1 KiB on average.
-  std::uint64_t compare_budget = strings_size_ + kCompareBytesPerRow * std::uint64_t{ftensor_count_};
   for (std::uint32_t i = 0; i < function_count_; ++i) {
     const std::uint64_t p = functions_ + std::uint64_t{i} * fr::kSize;
     const std::uint8_t* r = meta_ + p;
-    if (!str_ok(r + fr::kMethodOffset))
-      return Status(Error::MalformedFunctionMap, "method name lies outside the strings", p + fr::kMethodOffset);
-    if (!str_ok(r + fr::kBlobOffset))
-      return Status(Error::MalformedFunctionMap, "blob key lies outside the strings", p + fr::kBlobOffset);
-    if (!str_ok(r + fr::kNameOffset))
-      return Status(Error::MalformedFunctionMap, "function name lies outside the strings", p + fr::kNameOffset);
+    if (Status st = check_name(p + fr::kMethodOffset, kMethodField); !st) return st;
+    if (Status st = check_name(p + fr::kBlobOffset, kBlobField); !st) return st;
+    if (Status st = check_name(p + fr::kNameOffset, kFunctionField); !st) return st;
     const std::uint64_t begin = format::load_u32(r + fr::kTensorsBegin);
     const std::uint64_t count = format::load_u32(r + fr::kTensorsCount);
     if (begin > ftensor_count_ || count > ftensor_count_ - begin)
@@ -1329,12 +1379,9 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
     const FunctionView f = function_at(i);
     for (std::uint64_t k = 1; k < count; ++k) {
       const KeyView a = f.row(k - 1).tensor_name, b = f.row(k).tensor_name;
-      const std::uint64_t cost = (a.size() < b.size() ? a.size() : b.size()) + 1;
-      if (cost > compare_budget)
-        return Status(Error::MalformedFunctionMap,
-                      "tensor names too long to check (over 1 KiB a row on average, or sharing one long string)",
+      if (!spend((a.size() < b.size() ? a.size() : b.size()) + 1))
+        return Status(Error::MalformedFunctionMap, kNameMessages[kTensorField][kTooLong],
                       ftensors_ + (begin + k) * ft::kSize);
-      compare_budget -= cost;
       if (!(a < b))
         return Status(Error::MalformedFunctionMap, "function's tensor rows are not sorted by unique name",
                       ftensors_ + (begin + k) * ft::kSize);
@@ -1342,6 +1389,35 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
   }
   if (next_row != ftensor_count_)
     return Status(Error::MalformedFunctionMap, "rows belong to no function (at = first such row)", next_row);
+  // No two functions for one (method, partition), nor with one name in one
+  // blob: find_function would return the first of the two, another
+  // function's tensor table, without an error. Pair by pair (no heap to
+  // sort in; kMaxFunctions bounds the pairs), names compared only where
+  // partitions or name sizes agree. Comparing a name's first 64 bytes is
+  // free (real names fit: 4.2M pairs of short names are a few ms); bytes
+  // past them are charged to the budget, so long look-alike names cannot
+  // make the pairs cost pairs x length.
+  bool out_of_budget = false;
+  const auto same = [&](KeyView a, KeyView b) {
+    if (a.size() != b.size()) return false;
+    if (a.size() > 64 && !spend(a.size() - 64)) {
+      out_of_budget = true;
+      return false;
+    }
+    return std::memcmp(a.data(), b.data(), a.size()) == 0;
+  };
+  for (std::uint32_t i = 1; i < function_count_; ++i) {
+    const FunctionView fi = function_at(i);
+    const std::uint64_t at = functions_ + std::uint64_t{i} * fr::kSize;
+    for (std::uint32_t j = 0; j < i; ++j) {
+      const FunctionView fj = function_at(j);
+      if (fi.partition_ == fj.partition_ && same(fi.method_, fj.method_))
+        return Status(Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)", at);
+      if (same(fi.name_, fj.name_) && same(fi.blob_, fj.blob_))
+        return Status(Error::MalformedFunctionMap, "two functions with one name in one blob (at = the second)", at);
+      if (out_of_budget) return Status(Error::MalformedFunctionMap, kNameMessages[kFunctionField][kTooLong], at);
+    }
+  }
   return detail::ok_status();
 }
 
