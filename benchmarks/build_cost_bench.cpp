@@ -83,7 +83,11 @@ void run_build_cost(const Config& c, Results& out) {
   for (Tu& t : tus) {
     t.path = temp_path(c, std::string(t.header ? t.header + 7 : "empty.hpp") + ".cpp");
     if (!write_file(t.path, t.header ? "#include <" + std::string(t.header) + ">\n" : "")) {
-      std::fprintf(stderr, "wdedup-bench: cannot write %s\n", t.path.c_str());
+      // A failure, not an empty group: "0 of 0 targets met" and exit 0
+      // would read as a run with nothing to say.
+      report_failure("cannot write " + t.path + ": " + std::strerror(errno) + ": no build-cost figures");
+      for (const Tu& w : tus)
+        if (!w.path.empty()) ::unlink(w.path.c_str());
       return;
     }
   }

@@ -132,37 +132,52 @@ void fill_random(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
   }
 }
 
-std::optional<Workload> make_llama(const Config& c, const std::string& name, std::uint32_t prefill_parts,
-                                   std::uint32_t decode_parts, Policy policy) {
-  auto cfg = wdedup::LlamaConfig::preset(c.model);
-  if (!cfg) {
-    std::fprintf(stderr, "wdedup-bench: %s\n", cfg.message().c_str());
-    std::exit(2);
-  }
-  if (c.layers) cfg->n_layers = c.layers;
-  if (c.dim) cfg->dim = c.dim;
-  if (c.hidden_dim) cfg->hidden_dim = c.hidden_dim;
-  if (c.vocab_size) cfg->vocab_size = c.vocab_size;
-  if (c.n_heads) cfg->n_heads = c.n_heads;
-  if (c.n_kv_heads) cfg->n_kv_heads = c.n_kv_heads;
+/// The built-in Llama workloads: prefill and decode partition counts.
+struct LlamaSpec {
+  const char* id;
+  const char* name;
+  std::uint32_t prefill, decode;
+  Policy policy;
+};
+constexpr LlamaSpec kLlamaSpecs[] = {{"llama-1+1", "llama 1+1", 1, 1, Policy::Positional},
+                                     {"llama-3+3", "llama 3+3", 3, 3, Policy::Positional},
+                                     {"llama-3+2", "llama 3+2", 3, 2, Policy::OneBlob}};
+
+/// --model's preset with the shape flags given over it (0: the preset's).
+std::optional<wdedup::LlamaConfig> llama_config(const Config& c) {
+  auto preset = wdedup::LlamaConfig::preset(c.model);
+  if (!preset) return std::nullopt;
+  wdedup::LlamaConfig cfg = *preset;
+  if (c.layers) cfg.n_layers = c.layers;
+  if (c.dim) cfg.dim = c.dim;
+  if (c.hidden_dim) cfg.hidden_dim = c.hidden_dim;
+  if (c.vocab_size) cfg.vocab_size = c.vocab_size;
+  if (c.n_heads) cfg.n_heads = c.n_heads;
+  if (c.n_kv_heads) cfg.n_kv_heads = c.n_kv_heads;
   if (c.max_seq_len) {
-    cfg->max_seq_len = c.max_seq_len;
-    cfg->prefill_len = std::min(cfg->prefill_len, c.max_seq_len);
+    cfg.max_seq_len = c.max_seq_len;
+    cfg.prefill_len = std::min(cfg.prefill_len, c.max_seq_len);
   }
-  cfg->prefill_partitions = std::min(prefill_parts, cfg->n_layers);
-  cfg->decode_partitions = std::min(decode_parts, cfg->n_layers);
-  auto w = wdedup::LlamaWorkload::generate(*cfg);
+  return cfg;
+}
+
+std::optional<Workload> make_llama(const Config& c, const LlamaSpec& spec) {
+  // check_llama passed at start-up: the config exists and fits the spec.
+  wdedup::LlamaConfig cfg = *llama_config(c);
+  cfg.prefill_partitions = spec.prefill;
+  cfg.decode_partitions = spec.decode;
+  auto w = wdedup::LlamaWorkload::generate(cfg);
   if (!w) {
-    std::fprintf(stderr, "wdedup-bench: %s\n", w.message().c_str());
-    std::exit(2);
+    report_failure(std::string(spec.name) + ": " + w.message());
+    return std::nullopt;
   }
   Workload out;
-  out.name = name;
-  out.policy = policy;
+  out.name = spec.name;
+  out.policy = spec.policy;
   char d[160];
   std::snprintf(d, sizeof d, "Llama '%s' (dim %u, %u layers, vocab %u) fp16, prefill %u + decode %u partitions",
-                c.model.c_str(), cfg->dim, cfg->n_layers, cfg->vocab_size, cfg->prefill_partitions,
-                cfg->decode_partitions);
+                c.model.c_str(), cfg.dim, cfg.n_layers, cfg.vocab_size, cfg.prefill_partitions,
+                cfg.decode_partitions);
   out.description = d;
   out.llama.emplace(std::move(w).value());
   return out;
@@ -322,6 +337,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       consume(bench::read_pass(spans, threads));
       std::uint64_t buffers = 0;
       consume(dedup_policy(w, threads, nullptr, &buffers));
+      progress_done(c);  // the line below goes to stdout, often the same terminal
       std::printf("%s, %u thread(s): one read pass and one deduplicate() over %llu tensors, %llu bytes: %llu distinct\n",
                   w.name.c_str(), threads, (unsigned long long)tensors, (unsigned long long)bytes,
                   (unsigned long long)buffers);
@@ -471,21 +487,46 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
 
 }  // namespace
 
-void run_dedup(const Config& c, Results& out) {
-  struct Spec {
-    const char* id;
-    const char* name;
-    std::uint32_t prefill, decode;
-    Policy policy;
+std::string check_llama(const Config& c) {
+  const std::optional<wdedup::LlamaConfig> cfg = llama_config(c);
+  if (!cfg) return "unknown --model '" + c.model + "' (tiny, small or 1b)";
+  // A value the user gave is named as given; one from the preset says so.
+  auto flag = [&](const char* name, std::uint32_t value, std::uint32_t given) {
+    return std::string(name) + " " + std::to_string(value) + (given ? "" : " (from --model " + c.model + ")");
   };
-  const Spec llama[] = {{"llama-1+1", "llama 1+1", 1, 1, Policy::Positional},
-                        {"llama-3+3", "llama 3+3", 3, 3, Policy::Positional},
-                        {"llama-3+2", "llama 3+2", 3, 2, Policy::OneBlob}};
-  for (const Spec& s : llama) {
+  if (cfg->dim % cfg->n_heads != 0)
+    return flag("--dim", cfg->dim, c.dim) + " is not divisible by " + flag("--heads", cfg->n_heads, c.n_heads);
+  if (cfg->n_heads % cfg->n_kv_heads != 0)
+    return flag("--heads", cfg->n_heads, c.n_heads) + " is not divisible by " +
+           flag("--kv-heads", cfg->n_kv_heads, c.n_kv_heads);
+  if (cfg->head_dim() % 2 != 0)
+    return flag("--dim", cfg->dim, c.dim) + " / " + flag("--heads", cfg->n_heads, c.n_heads) +
+           " gives a head dimension of " + std::to_string(cfg->head_dim()) +
+           ": it must be even (rotary embeddings turn pairs of elements)";
+  // Partitions hold whole layers. Only workloads that run need theirs (a
+  // --layers 2 run of llama-1+1 alone is fine); fewer layers than
+  // partitions would shrink a workload that still bears its name and targets.
+  if (!c.once && !c.wants("dedup")) return "";
+  std::string short_of;  // the workloads that need more layers
+  std::uint32_t need = 0, count = 0;
+  for (const LlamaSpec& s : kLlamaSpecs)
+    if (c.wants_workload(s.id) && cfg->n_layers < std::max(s.prefill, s.decode)) {
+      short_of += (short_of.empty() ? "" : " and ") + std::string(s.id);
+      need = std::max({need, s.prefill, s.decode});
+      ++count;
+    }
+  if (count == 0) return "";
+  return (count == 1 ? "workload " + short_of + " needs" : "workloads " + short_of + " need") + " at least " +
+         std::to_string(need) + " layers (a partition holds whole layers), got " +
+         flag("--layers", cfg->n_layers, c.layers) + "; leave " + (count == 1 ? "it" : "them") +
+         " out with --workloads";
+}
+
+void run_dedup(const Config& c, Results& out) {
+  for (const LlamaSpec& s : kLlamaSpecs) {
     if (!c.wants_workload(s.id)) continue;
     progress(c, "dedup %s: generating the workload", s.name);
-    std::optional<Workload> w = make_llama(c, s.name, s.prefill, s.decode, s.policy);
-    run_workload(c, *w, out);
+    if (std::optional<Workload> w = make_llama(c, s)) run_workload(c, *w, out);
   }
   if (c.wants_workload("small-tensors")) {
     progress(c, "dedup small tensors: generating the workload");

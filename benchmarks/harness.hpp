@@ -121,6 +121,11 @@ bool any_failure();
 void consume(std::uint64_t v);
 std::uint64_t consumed();
 
+/// Why the Llama settings (--model and the shape flags) cannot generate
+/// the workloads this run asks for, naming the flags and their values; ""
+/// if they can. Checked before anything runs.
+std::string check_llama(const Config& c);
+
 // The benchmark groups (one file each).
 void run_dedup(const Config& c, Results& out);
 void run_runtime(const Config& c, Results& out);

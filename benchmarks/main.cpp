@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,14 +84,19 @@ using wbench::Results;
 using wbench::Row;
 
 void usage(FILE* f) {
-  std::fputs(
+  std::fprintf(
+      f,
       "usage: wdedup-bench [options]\n"
       "  --quick                 small sizes, few repetitions (what CI runs; no timing checks)\n"
       "  --json FILE             where to write every figure (default results.json)\n"
       "  --tmpdir DIR            where stores are written (default: the JSON file's directory)\n"
       "  --only G[,G...]         run only these groups: dedup, runtime, write, build\n"
-      "  --reps N                repetitions per figure (default 7; --quick 3)\n"
-      "  --threads N[,N...]      thread counts for the dedup workloads (default 1,2,all cores)\n"
+      "  --reps N                repetitions per figure (default 7; --quick 3), except: the write\n"
+      "                          rows take at most 5 (each writes the store 4 times) and the\n"
+      "                          open-time row at least 11 (an open takes microseconds); every\n"
+      "                          row's JSON \"reps\" is the count it used\n"
+      "  --threads N[,N...]      thread counts for the dedup workloads, each at most %u\n"
+      "                          (default 1,2,all cores)\n"
       "  --workloads W[,W...]    dedup workloads to run (default all): llama-1+1, llama-3+3,\n"
       "                          llama-3+2, small-tensors, adversarial, ptd (with --ptd)\n"
       "Llama workload (prefill + decode, fp16):\n"
@@ -98,8 +104,9 @@ void usage(FILE* f) {
       "                          --quick: tiny)\n"
       "  --full                  Llama-1B shapes (= --model 1b)\n"
       "  --layers N --dim N --hidden-dim N --vocab-size N --heads N --kv-heads N --max-seq-len N\n"
+      "                          (llama-3+3 and llama-3+2 need at least 3 layers)\n"
       "Synthetic workloads:\n"
-      "  --small-tensors N       count of 4 KiB tensors, 50% duplicates (default 100000)\n"
+      "  --small-tensors N       count of 4 KiB tensors, 50%% duplicates (default 100000)\n"
       "  --adversarial N,BYTES   distinct tensors sharing first/last KiB (default 2048,262144)\n"
       "Your own weights:\n"
       "  --ptd FILE[,FILE...]    .ptd files, one method each, named after the file\n"
@@ -107,7 +114,8 @@ void usage(FILE* f) {
       "                          its methods and partitions. Workload 'ptd'; with --ptd only\n"
       "                          it runs, unless --workloads names others (and 'ptd')\n"
       "Runtime and writer:\n"
-      "  --keys N[,N...]         store sizes for the lookup benchmark (default 16,256,4096,65536)\n"
+      "  --keys N[,N...]         store sizes for the lookup benchmark (default 16,256,4096,65536);\n"
+      "                          open time and allocations are measured on the largest\n"
       "  --lookups N             lookups per timed pass (default 1048576)\n"
       "  --big-tensor BYTES      the large get_data / load_data_into tensor (default 1 GiB)\n"
       "  --write-bytes BYTES     size of the written store (default 2000000000)\n"
@@ -120,14 +128,20 @@ void usage(FILE* f) {
       "                          once per thread count: nothing timed (for scripts/profile.sh)\n"
       "Output:\n"
       "  --progress / --no-progress   progress on stderr (default: only if stderr is a terminal)\n",
-      f);
+      wdedup::DedupOptions::kMaxThreads);
 }
 
+/// Keys a .ptd file can hold (its key indices are 32-bit).
+constexpr std::uint64_t kMaxKeys = 0xFFFFFFFFu;
+
 bool parse_u64(const char* s, std::uint64_t* out) {
+  // strtoull would skip leading blanks and take a sign (" -1" as 2^64 - 1):
+  // only digits are a number here.
+  if (s[0] < '0' || s[0] > '9') return false;
   char* end = nullptr;
   errno = 0;
   const unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || s[0] == '-') return false;
+  if (errno != 0 || *end != '\0') return false;
   *out = v;
   return true;
 }
@@ -213,6 +227,11 @@ int parse_args(int argc, char** argv, Config* c) {
     } else if (opt == "--tmpdir") {
       if (!value()) return 2;
       c->tmpdir = v;
+      // "" would put every store under "/" (temp_path appends "/name").
+      if (c->tmpdir.empty()) {
+        std::fprintf(stderr, "wdedup-bench: --tmpdir needs a directory, got ''\n");
+        return 2;
+      }
       tmpdir_given = true;
     } else if (opt == "--only") {
       if (!value()) return 2;
@@ -289,11 +308,32 @@ int parse_args(int argc, char** argv, Config* c) {
                      opt.c_str(), v);
         return 2;
       }
+      // A count given twice would only repeat its rows (and, for --keys,
+      // leave "the largest store" ambiguous): a slip, said so.
+      if (opt != "--adversarial")
+        for (std::size_t k = 0; k < list.size(); ++k)
+          if (std::count(list.begin(), list.begin() + k, list[k]) != 0) {
+            std::fprintf(stderr, "wdedup-bench: %s %s gives %llu twice\n", opt.c_str(), v,
+                         (unsigned long long)list[k]);
+            return 2;
+          }
       if (opt == "--threads") {
         c->threads.clear();
-        for (std::uint64_t t : list)
-          c->threads.push_back(static_cast<unsigned>(std::min<std::uint64_t>(t, wdedup::DedupOptions::kMaxThreads)));
+        for (std::uint64_t t : list) {
+          if (t > wdedup::DedupOptions::kMaxThreads) {
+            std::fprintf(stderr, "wdedup-bench: --threads %llu is more than wdedup::DedupOptions::kMaxThreads (%u)\n",
+                         (unsigned long long)t, wdedup::DedupOptions::kMaxThreads);
+            return 2;
+          }
+          c->threads.push_back(static_cast<unsigned>(t));
+        }
       } else if (opt == "--keys") {
+        for (std::uint64_t k : list)
+          if (k > kMaxKeys) {
+            std::fprintf(stderr, "wdedup-bench: --keys %llu is more than a .ptd file holds (%llu)\n",
+                         (unsigned long long)k, (unsigned long long)kMaxKeys);
+            return 2;
+          }
         c->key_counts = list;
       } else {
         if (list.size() != 2) {
@@ -336,6 +376,19 @@ int parse_args(int argc, char** argv, Config* c) {
   // refused before it, not after minutes of measuring.
   if (!wdedup::detail::can_create_file(c->json_path)) {
     std::fprintf(stderr, "wdedup-bench: cannot write --json %s: %s\n", c->json_path.c_str(), std::strerror(errno));
+    return 2;
+  }
+  // Likewise the directory the runtime, write and build benchmarks write
+  // their stores to (the default, the JSON's, was checked just above).
+  if (tmpdir_given && !wdedup::detail::can_create_file(wbench::temp_path(*c, "probe"))) {
+    std::fprintf(stderr, "wdedup-bench: cannot create files in --tmpdir %s: %s\n", c->tmpdir.c_str(),
+                 std::strerror(errno));
+    return 2;
+  }
+  // The Llama settings, whatever --only says: a run records them, so a
+  // wrong one is refused rather than written down.
+  if (const std::string bad = wbench::check_llama(*c); !bad.empty()) {
+    std::fprintf(stderr, "wdedup-bench: %s\n", bad.c_str());
     return 2;
   }
   return 0;
@@ -487,16 +540,26 @@ int main(int argc, char** argv) {
               c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
   std::fflush(stdout);
 
+  // Sizes too large for this machine end the group that asked for them, not
+  // the run: the rows so far still reach the table and the JSON.
+  auto run = [&](void (*group)(const Config&, Results&)) {
+    try {
+      group(c, r);
+    } catch (const std::bad_alloc&) {
+      wbench::report_failure("out of memory (smaller --model, --keys, --big-tensor, --write-bytes, "
+                             "--small-tensors or --adversarial sizes fit)");
+    }
+  };
   if (c.once) {
     // Nothing is timed: only what a profiler should see (scripts/profile.sh).
-    wbench::run_dedup(c, r);
+    run(wbench::run_dedup);
     wbench::progress_done(c);
     std::printf("--once: nothing timed\n");
   } else {
-    if (c.wants("dedup")) wbench::run_dedup(c, r);
-    if (c.wants("runtime")) wbench::run_runtime(c, r);
-    if (c.wants("write")) wbench::run_write(c, r);
-    if (c.wants("build")) wbench::run_build_cost(c, r);
+    if (c.wants("dedup")) run(wbench::run_dedup);
+    if (c.wants("runtime")) run(wbench::run_runtime);
+    if (c.wants("write")) run(wbench::run_write);
+    if (c.wants("build")) run(wbench::run_build_cost);
     wbench::progress_done(c);
     print_table(r);
   }

@@ -50,7 +50,9 @@ struct KeyStore {
   std::string path;
 };
 
-KeyStore write_key_store(const Config& c, std::uint64_t keys) {
+/// The store, or nullopt after report_failure (the run goes on to write
+/// its JSON).
+std::optional<KeyStore> write_key_store(const Config& c, std::uint64_t keys) {
   KeyStore s;
   s.data.resize(keys * 4);
   wdedup::NamedDataStore store;
@@ -61,8 +63,8 @@ KeyStore write_key_store(const Config& c, std::uint64_t keys) {
         s.names.back(), wdedup::ByteSpan(reinterpret_cast<const std::uint8_t*>(&s.data[i * 4]), 16), 16,
         wdedup::Layout::contiguous(wdedup::ScalarType::Float, {4}));
     if (!r) {
-      std::fprintf(stderr, "wdedup-bench: building the key store: %s\n", r.message().c_str());
-      std::exit(1);
+      report_failure("building the " + std::to_string(keys) + "-key store: " + r.message());
+      return std::nullopt;
     }
   }
   s.path = temp_path(c, std::to_string(keys) + "-keys.ptd");
@@ -70,8 +72,8 @@ KeyStore write_key_store(const Config& c, std::uint64_t keys) {
   o.fsync = false;  // read back at once; durability is not what is measured
   auto w = wdedup::write_ptd_file(store, s.path, o);
   if (!w) {
-    std::fprintf(stderr, "wdedup-bench: writing %s: %s\n", s.path.c_str(), w.message().c_str());
-    std::exit(1);
+    report_failure("writing " + s.path + ": " + w.message());
+    return std::nullopt;
   }
   return s;
 }
@@ -83,20 +85,20 @@ struct Opened {
   std::optional<wdedup::NamedDataMap> map;
 };
 
-Opened open_store(const std::string& path) {
+/// The open store, or nullopt after report_failure.
+std::optional<Opened> open_store(const std::string& path) {
   auto src = wdedup::MmapSource::open(path.c_str());
   if (!src) {
-    std::fprintf(stderr, "wdedup-bench: mapping %s: %s\n", path.c_str(),
-                 wdedup::detail::describe_failure(src.failure()).c_str());
-    std::exit(1);
+    report_failure("mapping " + path + ": " + wdedup::detail::describe_failure(src.failure()));
+    return std::nullopt;
   }
   Opened o;
   o.source = std::make_unique<wdedup::MmapSource>(std::move(*src));
   auto m = wdedup::NamedDataMap::open(*o.source);
   if (!m) {
-    std::fprintf(stderr, "wdedup-bench: opening %s: %s (%s at %llu)\n", path.c_str(), wdedup::error_name(m.error()),
-                 m.failure().what, (unsigned long long)m.failure().at);
-    std::exit(1);
+    report_failure("opening " + path + ": " + wdedup::error_name(m.error()) + " (" + m.failure().what + " at " +
+                   std::to_string(m.failure().at) + ")");
+    return std::nullopt;
   }
   o.map.emplace(*m);
   return o;
@@ -137,23 +139,50 @@ double paired_ratio(const std::vector<double>& base, const std::vector<double>& 
 
 /// Seconds per lookup over `n` lookups cycling through the queries `q`,
 /// timed as a latency, not a throughput: each query's index depends on the
-/// previous answer (`chain`, always 0: sizes are 4, error codes small), so
-/// a lookup cannot start before the one before it has finished, and the CPU
-/// cannot overlap their cache misses. `find` maps a query to its answer.
+/// previous answer (`chain`, always 0: an answer is an address in user
+/// space or an error code, both below 2^63), so a lookup cannot start
+/// before the one before it has finished, and the CPU cannot overlap their
+/// cache misses. `find` maps a query to its answer; the answers' sum goes to
+/// `*sum`, for the caller to check once the clock has stopped.
 template <class Find>
-double chained_latency(const std::vector<std::string>& q, std::size_t n, Find find) {
+double chained_latency(const std::vector<std::string>& q, std::size_t n, std::uint64_t* sum, Find find) {
   std::uint64_t acc = 0, chain = 0;
   std::size_t j = 0;
   const double t0 = bench::now_seconds();
   for (std::size_t i = 0; i < n; ++i, j = j + 1 == q.size() ? 0 : j + 1) {
     const std::uint64_t v = find(q[j + chain]);
-    chain = v >> 40;
+    chain = v >> 63;
     acc += v;
   }
   const double t = bench::now_seconds() - t0;
   consume(acc);
+  *sum = acc;
   return t / static_cast<double>(n);
 }
+
+/// The sum chained_latency must report for `n` lookups when query j's
+/// right answer is expect[j].
+std::uint64_t expected_sum(const std::vector<std::uint64_t>& expect, std::size_t n) {
+  std::uint64_t s = 0;
+  for (std::size_t i = 0, j = 0; i < n; ++i, j = j + 1 == expect.size() ? 0 : j + 1) s += expect[j];
+  return s;
+}
+
+/// A lookup's answer for a key found: where its layout's sizes lie in the
+/// mapping (each key's own, so another key's layout is another answer),
+/// plus sizes[0], so the layout is read as a caller would read it.
+std::uint64_t answer(const wdedup::TensorLayout& l) {
+  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(l.sizes.data())) +
+         static_cast<std::uint64_t>(l.sizes[0]);
+}
+/// Every contender's answer for a key not found.
+constexpr std::uint64_t kNotFound = static_cast<std::uint64_t>(wdedup::Error::NotFound);
+
+/// Removes a file when the scope ends, however it ends.
+struct RemoveOnExit {
+  std::string path;
+  ~RemoveOnExit() { ::unlink(path.c_str()); }
+};
 
 /// A row of two timed contenders, in `unit` (seconds times `scale`): the
 /// value, its baseline and every sample are in that one unit.
@@ -178,18 +207,53 @@ Row lookup_row(const Config& c, const std::string& name, const std::vector<doubl
 
 void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   progress(c, "runtime: lookups, %llu keys: writing the store", (unsigned long long)keys);
-  KeyStore ks = write_key_store(c, keys);
-  Opened st = open_store(ks.path);
-  const wdedup::NamedDataMap& map = *st.map;
+  std::optional<KeyStore> written = write_key_store(c, keys);
+  if (!written) return;
+  const KeyStore& ks = *written;
+  const RemoveOnExit remove{ks.path};
+  std::optional<Opened> st = open_store(ks.path);
+  if (!st) return;
+  const wdedup::NamedDataMap& map = *st->map;
+  const std::string k = std::to_string(keys);
+  const std::string in_store = " in the " + k + "-key store";
+
+  // The store holds what was written, checked once, untimed, before any
+  // lookup is timed: every key, under its name its own 16 bytes (so a
+  // lookup that resolves a name to another key's entry shows) and the
+  // layout written. Wrong answers are not worth timing.
+  if (*map.get_num_keys() != keys) {
+    report_failure("get_num_keys()" + in_store + " is " + std::to_string(*map.get_num_keys()));
+    return;
+  }
+  for (std::size_t w = 0; w < ks.names.size(); ++w) {
+    const std::string& name = ks.names[w];
+    const wdedup::Result<wdedup::DataBuffer> d = map.get_data(name);
+    if (!d || d->size() != 16 || std::memcmp(d->data(), &ks.data[w * 4], 16) != 0) {
+      report_failure("get_data('" + name + "')" + in_store + ": " +
+                     (d ? std::to_string(d->size()) + " bytes, not the 16 written" : wdedup::error_name(d.error())));
+      return;
+    }
+    const wdedup::Result<wdedup::TensorLayout> l = map.get_tensor_layout(name);
+    if (!l || l->scalar_type != wdedup::ScalarType::Float || l->sizes.size() != 1 || l->sizes[0] != 4 ||
+        l->dim_order.size() != 1 || l->dim_order[0] != 0) {
+      report_failure("get_tensor_layout('" + name + "')" + in_store + ": " +
+                     (l ? std::string("not the Float {4} layout written") : wdedup::error_name(l.error())));
+      return;
+    }
+  }
 
   // The reference reader's view: the keys as C strings, in file order.
   std::vector<const char*> file_keys;
-  for (std::size_t i = 0; i < *map.get_num_keys(); ++i) file_keys.push_back(map.get_key(i)->data());
-  // unordered_map over the same keys, mapping to the same layout.
+  for (std::size_t i = 0; i < keys; ++i) file_keys.push_back(map.get_key(i)->data());
+  // unordered_map over the same keys, mapping to the same layout. Built
+  // from get_key, not from lookups, it also says which key a query names:
+  // by_index[i] is the right answer for key i.
   std::vector<wdedup::TensorLayout> layouts;
+  std::vector<std::uint64_t> by_index;
   std::unordered_map<std::string, std::uint32_t> umap;
   for (std::size_t i = 0; i < file_keys.size(); ++i) {
-    layouts.push_back(*map.get_tensor_layout(file_keys[i]));
+    layouts.push_back(*map.key_layout(i));
+    by_index.push_back(answer(layouts.back()));
     umap.emplace(file_keys[i], static_cast<std::uint32_t>(i));
   }
 
@@ -211,37 +275,65 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   }
   for (std::uint64_t i = 0; i < nqueries; ++i) missing.push_back(key_name(keys + i));  // same shape, never stored
   shuffle(missing, 0x5678);
+  std::vector<std::uint64_t> present_answers, missing_answers(missing.size(), kNotFound);
+  for (const std::string& q : present) present_answers.push_back(by_index[umap.at(q)]);
   // The scan costs keys/2 strcmps per hit: fewer queries keep a pass short
   // (at least 16, unless --lookups asks for fewer queries than that).
   const std::size_t scan_n = static_cast<std::size_t>(std::clamp<std::uint64_t>(
       c.scan_strcmps / std::max<std::uint64_t>(1, keys / 2), std::min<std::uint64_t>(16, c.lookups), c.lookups));
 
-  auto ours = [&](const std::vector<std::string>& q, std::size_t n) {
-    return chained_latency(q, n, [&](const std::string& s) {
-      wdedup::Result<wdedup::TensorLayout> r = map.get_tensor_layout(s);
-      return r ? static_cast<std::uint64_t>(r->sizes[0]) : static_cast<std::uint64_t>(r.error());
-    });
+  auto ours = [&](const std::string& s) {
+    wdedup::Result<wdedup::TensorLayout> r = map.get_tensor_layout(s);
+    return r ? answer(*r) : static_cast<std::uint64_t>(r.error());
   };
-  auto with_umap = [&](const std::vector<std::string>& q, std::size_t n) {
-    return chained_latency(q, n, [&](const std::string& s) {
-      auto it = umap.find(s);
-      return it != umap.end() ? static_cast<std::uint64_t>(layouts[it->second].sizes[0]) : std::uint64_t{1};
-    });
+  auto with_umap = [&](const std::string& s) {
+    auto it = umap.find(s);
+    return it != umap.end() ? answer(layouts[it->second]) : kNotFound;
   };
-  auto scan = [&](const std::vector<std::string>& q, std::size_t n) {
-    return chained_latency(q, n, [&](const std::string& s) {
-      const char* k = s.c_str();
-      std::size_t j = 0;
-      while (j < file_keys.size() && std::strcmp(k, file_keys[j]) != 0) ++j;
-      return j < file_keys.size() ? static_cast<std::uint64_t>(layouts[j].sizes[0]) : std::uint64_t{1};
-    });
+  auto scan = [&](const std::string& s) {
+    const char* key = s.c_str();
+    std::size_t j = 0;
+    while (j < file_keys.size() && std::strcmp(key, file_keys[j]) != 0) ++j;
+    return j < file_keys.size() ? answer(layouts[j]) : kNotFound;
   };
 
-  const std::string k = std::to_string(keys);
+  // What an answer is, for a message.
+  auto describe = [&](std::uint64_t v) {
+    if (v == kNotFound) return std::string("NotFound");
+    for (std::size_t i = 0; i < by_index.size(); ++i)
+      if (by_index[i] == v) return "the layout of '" + std::string(file_keys[i]) + "'";
+    if (v < 256) return std::string("error ") + wdedup::error_name(static_cast<wdedup::Error>(v));
+    return "an answer that is no key's layout (" + std::to_string(v) + ")";
+  };
+  // A timed pass of `who` over queries `q` (right answers `expect`), checked
+  // once its clock has stopped: the sum of its answers against the sum of
+  // the right ones. On a mismatch the queries are asked again, untimed, to
+  // name the first one answered wrong; one message per store is enough.
+  bool reported = false;
+  auto checked = [&](const char* who, const std::vector<std::string>& q, const std::vector<std::uint64_t>& expect,
+                     std::size_t n, auto find) {
+    return [&, who, n, find, &q = q, &expect = expect, want = expected_sum(expect, n)] {
+      std::uint64_t sum = 0;
+      const double t = chained_latency(q, n, &sum, find);
+      if (sum != want && !reported) {
+        reported = true;
+        std::string what = "the answers of a timed pass of " + std::to_string(n) + " lookups sum to " +
+                           std::to_string(sum) + ", not " + std::to_string(want);
+        for (std::size_t j = 0; j < q.size() && j < n; ++j)
+          if (const std::uint64_t v = find(q[j]); v != expect[j]) {
+            what = "'" + q[j] + "' gave " + describe(v) + ", expected " + describe(expect[j]);
+            break;
+          }
+        report_failure(std::string(who) + in_store + ": " + what);
+      }
+      return t;
+    };
+  };
+
   progress(c, "runtime: lookups, %llu keys: present keys", (unsigned long long)keys);
-  auto s = interleave(c.reps, {[&] { return with_umap(present, c.lookups); },
-                               [&] { return ours(present, c.lookups); },
-                               [&] { return scan(present, scan_n); }});
+  auto s = interleave(c.reps, {checked("unordered_map", present, present_answers, c.lookups, with_umap),
+                               checked("get_tensor_layout", present, present_answers, c.lookups, ours),
+                               checked("strcmp scan", present, present_answers, scan_n, scan)});
   {
     Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[1], "unordered_map", s[0]);
     r.target = Target::ratio_at_least(1.0, ">= 1x");
@@ -256,120 +348,197 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
     out.rows.push_back(std::move(r));
   }
   progress(c, "runtime: lookups, %llu keys: missing keys", (unsigned long long)keys);
-  const std::size_t scan_miss = std::max<std::size_t>(16, scan_n / 2);  // a miss scans every key
-  auto m = interleave(c.reps, {[&] { return with_umap(missing, c.lookups); },
-                               [&] { return ours(missing, c.lookups); },
-                               [&] { return scan(missing, std::min<std::size_t>(scan_miss, c.lookups)); }});
+  const std::size_t scan_miss = std::min<std::size_t>(std::max<std::size_t>(16, scan_n / 2), c.lookups);  // a miss scans every key
+  auto m = interleave(c.reps, {checked("unordered_map", missing, missing_answers, c.lookups, with_umap),
+                               checked("get_tensor_layout", missing, missing_answers, c.lookups, ours),
+                               checked("strcmp scan", missing, missing_answers, scan_miss, scan)});
   out.rows.push_back(lookup_row(c, "missing key, " + k + " keys", m[1], "unordered_map", m[0]));
   out.rows.push_back(lookup_row(c, "missing key, " + k + " keys", m[1], "strcmp scan", m[2]));
 
-  if (keys == c.key_counts.back()) {
-    // ---- open time and allocations, on the largest store ----------------------
-    progress(c, "runtime: open, %llu keys", (unsigned long long)keys);
-    auto open_once = [&] {
-      const double t0 = bench::now_seconds();
-      auto src = wdedup::MmapSource::open(ks.path.c_str());
-      auto mm = wdedup::NamedDataMap::open(*src);
-      const double t = bench::now_seconds() - t0;
-      consume(mm ? *mm->get_num_keys() : 0);
-      return t;
-    };
-    auto umap_build = [&] {
-      const double t0 = bench::now_seconds();
-      std::unordered_map<std::string, std::uint32_t> u;
-      u.reserve(file_keys.size());
-      for (std::size_t i = 0; i < file_keys.size(); ++i) u.emplace(file_keys[i], static_cast<std::uint32_t>(i));
-      const double t = bench::now_seconds() - t0;
-      consume(u.size());
-      return t;
-    };
-    const unsigned open_reps = std::max(c.reps, 11u);
-    Config oc = c;
-    oc.reps = open_reps;
-    auto o = interleave(open_reps, {open_once, umap_build});
+  // ---- open time and allocations, on the largest store ------------------------
+  if (keys != *std::max_element(c.key_counts.begin(), c.key_counts.end())) return;
+  progress(c, "runtime: open, %llu keys", (unsigned long long)keys);
+  std::string open_failure;
+  auto open_once = [&] {
+    const double t0 = bench::now_seconds();
+    auto src = wdedup::MmapSource::open(ks.path.c_str());
+    auto mm = src ? wdedup::NamedDataMap::open(*src) : wdedup::Result<wdedup::NamedDataMap>(src.error(), "", 0);
+    const double t = bench::now_seconds() - t0;
+    if (!mm || *mm->get_num_keys() != keys)
+      open_failure = "reopening " + ks.path + ": " + (mm ? std::to_string(*mm->get_num_keys()) + " keys, not " + k
+                                                         : std::string(wdedup::error_name(mm.error())));
+    consume(mm ? *mm->get_num_keys() : 0);
+    return t;
+  };
+  auto umap_build = [&] {
+    const double t0 = bench::now_seconds();
+    std::unordered_map<std::string, std::uint32_t> u;
+    u.reserve(file_keys.size());
+    for (std::size_t i = 0; i < file_keys.size(); ++i) u.emplace(file_keys[i], static_cast<std::uint32_t>(i));
+    const double t = bench::now_seconds() - t0;
+    consume(u.size());
+    return t;
+  };
+  // The figure is microseconds, more at the mercy of a shared host than a
+  // pass of lookups: at least 11 repetitions whatever --reps says (the
+  // row's reps field is the count used).
+  const unsigned open_reps = std::max(c.reps, 11u);
+  Config oc = c;
+  oc.reps = open_reps;
+  auto o = interleave(open_reps, {open_once, umap_build});
+  if (!open_failure.empty()) {
+    report_failure(open_failure);
+    return;
+  }
+  {
     Row r = lookup_row(oc, "open (mmap + validate), " + k + " keys", o[0], "build unordered_map", o[1], 1e6, "us");
     r.ratio_meaning = "time to build an unordered_map over the keys / MmapSource::open + NamedDataMap::open time";
     r.note = "open maps the file anew each time: page faults on the metadata are included";
+    if (open_reps != c.reps) r.note += "; " + std::to_string(open_reps) + " repetitions (at least 11, whatever --reps)";
     out.rows.push_back(std::move(r));
-
-    // Allocations: one open, then 1M lookups of present keys.
-    const long long a0 = allocation_count();
-    auto src = wdedup::MmapSource::open(ks.path.c_str());
-    if (!src) std::exit(1);
-    auto mm = wdedup::NamedDataMap::open(*src);
-    const long long a1 = allocation_count();
-    if (!mm) std::exit(1);
-    std::uint64_t acc = 0;
-    const std::size_t million = 1000000;
-    for (std::size_t i = 0; i < million; ++i) {
-      auto lr = mm->get_tensor_layout(present[i % present.size()]);
-      acc += lr ? static_cast<std::uint64_t>(lr->sizes[0]) : 1;
-    }
-    const long long a2 = allocation_count();
-    consume(acc);
-    for (int which = 0; which < 2; ++which) {
-      Row ar;
-      ar.group = "alloc";
-      ar.name = which == 0 ? "heap allocations: open, " + k + " keys" : "heap allocations: 1M get_tensor_layout";
-      ar.reps = 1;
-      ar.unit = "allocs";
-      if (a0 < 0) {
-        ar.value = -1;
-        ar.note = "not counted in this build (sanitizer or non-glibc)";
-      } else {
-        ar.value = static_cast<double>(which == 0 ? a1 - a0 : a2 - a1);
-        ar.target = Target::value_at_most(0, "0");
-      }
-      out.rows.push_back(std::move(ar));
-    }
   }
-  ::unlink(ks.path.c_str());
+
+  // Allocations: one open, then 1M lookups of present keys.
+  const long long a0 = allocation_count();
+  auto src = wdedup::MmapSource::open(ks.path.c_str());
+  if (!src) {
+    report_failure("reopening " + ks.path + ": " + wdedup::detail::describe_failure(src.failure()));
+    return;
+  }
+  auto mm = wdedup::NamedDataMap::open(*src);
+  const long long a1 = allocation_count();
+  if (!mm) {
+    report_failure("reopening " + ks.path + ": " + wdedup::error_name(mm.error()));
+    return;
+  }
+  std::uint64_t acc = 0;
+  const std::size_t million = 1000000;
+  for (std::size_t i = 0; i < million; ++i) {
+    auto lr = mm->get_tensor_layout(present[i % present.size()]);
+    acc += lr ? answer(*lr) : static_cast<std::uint64_t>(lr.error());
+  }
+  const long long a2 = allocation_count();
+  consume(acc);
+  // The right answers in this mapping (its addresses are not the first one's).
+  std::vector<std::uint64_t> reopened_answers;
+  for (const std::string& q : present) reopened_answers.push_back(answer(*mm->key_layout(umap.at(q))));
+  if (const std::uint64_t want = expected_sum(reopened_answers, million); acc != want)
+    report_failure("1M get_tensor_layout on a reopened " + k + "-key store: the answers sum to " +
+                   std::to_string(acc) + ", not " + std::to_string(want));
+  for (int which = 0; which < 2; ++which) {
+    Row ar;
+    ar.group = "alloc";
+    ar.name = which == 0 ? "heap allocations: open, " + k + " keys" : "heap allocations: 1M get_tensor_layout";
+    ar.reps = 1;
+    ar.unit = "allocs";
+    if (a0 < 0) {
+      ar.value = -1;
+      ar.note = "not counted in this build (sanitizer or non-glibc)";
+    } else {
+      ar.value = static_cast<double>(which == 0 ? a1 - a0 : a2 - a1);
+      ar.target = Target::value_at_most(0, "0");
+    }
+    out.rows.push_back(std::move(ar));
+  }
+}
+
+/// The big tensor's byte `i`: zero but for one byte a page, so writing it
+/// faults every page in, and a copy that drops or shifts a page shows.
+std::uint8_t big_byte(std::uint64_t i) { return i % 4096 == 0 ? static_cast<std::uint8_t>(i >> 12) : 0; }
+
+/// Where `p` (n bytes) first differs from the big tensor, or n. A page at
+/// a time (memcmp against zeros): a byte loop over 1 GiB takes a second.
+std::uint64_t big_mismatch(const std::uint8_t* p, std::uint64_t n) {
+  static const std::uint8_t zeros[4096] = {};
+  for (std::uint64_t at = 0; at < n; at += 4096) {
+    const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(4096, n - at));
+    if (p[at] != big_byte(at) || std::memcmp(p + at + 1, zeros, len - 1) != 0)
+      for (std::size_t i = 0; i < len; ++i)
+        if (p[at + i] != big_byte(at + i)) return at + i;
+  }
+  return n;
 }
 
 void run_data(const Config& c, Results& out) {
   progress(c, "runtime: get_data / load_data_into: writing a %llu-byte tensor", (unsigned long long)c.big_tensor);
   std::unique_ptr<std::uint8_t[]> big(new std::uint8_t[c.big_tensor]());
   std::uint8_t small[1024];
-  for (std::uint64_t i = 0; i < c.big_tensor; i += 4096) big[i] = static_cast<std::uint8_t>(i >> 12);
+  for (std::uint64_t i = 0; i < c.big_tensor; i += 4096) big[i] = big_byte(i);
   for (std::size_t i = 0; i < sizeof small; ++i) small[i] = static_cast<std::uint8_t>(i * 7);
   wdedup::NamedDataStore store;
-  if (!store.add_named_data("small", wdedup::ByteSpan(small, sizeof small), 64) ||
-      !store.add_named_data("big", wdedup::ByteSpan(big.get(), c.big_tensor), 64)) {
-    std::fprintf(stderr, "wdedup-bench: building the data store failed\n");
-    std::exit(1);
+  if (auto a = store.add_named_data("small", wdedup::ByteSpan(small, sizeof small), 64); !a) {
+    report_failure("building the get_data store: " + a.message());
+    return;
+  }
+  if (auto a = store.add_named_data("big", wdedup::ByteSpan(big.get(), c.big_tensor), 64); !a) {
+    report_failure("building the get_data store: " + a.message());
+    return;
   }
   const std::string path = temp_path(c, "data.ptd");
+  const RemoveOnExit remove{path};
   wdedup::WriteOptions wo;
   wo.fsync = false;
   if (auto w = wdedup::write_ptd_file(store, path, wo); !w) {
-    std::fprintf(stderr, "wdedup-bench: writing %s: %s\n", path.c_str(), w.message().c_str());
-    std::exit(1);
+    report_failure("writing " + path + ": " + w.message());
+    return;
   }
   big.reset();
-  Opened st = open_store(path);
-  const wdedup::NamedDataMap& map = *st.map;
+  std::optional<Opened> st = open_store(path);
+  if (!st) return;
+  const wdedup::NamedDataMap& map = *st->map;
+
+  // Both tensors come back whole, checked once, untimed: the timed calls
+  // below then only have to return the same view.
   const auto big_view = map.get_data("big");
+  const auto small_view = map.get_data("small");
+  if (!big_view || big_view->size() != c.big_tensor) {
+    report_failure("get_data(\"big\") in " + path + ": " +
+                   (big_view ? std::to_string(big_view->size()) + " bytes, not " + std::to_string(c.big_tensor)
+                             : std::string(wdedup::error_name(big_view.error()))));
+    return;
+  }
   const auto* big_ptr = static_cast<const std::uint8_t*>(big_view->data());
   const std::size_t big_n = big_view->size();
+  if (const std::uint64_t at = big_mismatch(big_ptr, big_n); at != big_n) {
+    report_failure("get_data(\"big\") in " + path + ": byte " + std::to_string(at) + " is not the one written");
+    return;
+  }
+  if (!small_view || small_view->size() != sizeof small ||
+      std::memcmp(small_view->data(), small, sizeof small) != 0) {
+    report_failure("get_data(\"small\") in " + path + ": not the 1024 bytes written");
+    return;
+  }
   std::unique_ptr<std::uint8_t[]> dst(new std::uint8_t[big_n]);
   // Warm: fault in the mapping and the destination once, for both contenders.
   std::memcpy(dst.get(), big_ptr, big_n);
 
   const std::string big_name = c.big_tensor == (1ull << 30) ? "1 GiB" : std::to_string(c.big_tensor) + " B";
   const std::size_t calls = c.quick ? 100000 : 1000000;
-  auto get_data = [&](const char* key) {
+  // Each call must give the view checked above: the sum of pointers and
+  // sizes says so, compared once the clock has stopped (a failed call adds
+  // nothing, so it shows too).
+  std::string get_data_failure;
+  auto get_data = [&](const char* key, const wdedup::DataBuffer& right) {
     std::uint64_t acc = 0;
     const double t0 = bench::now_seconds();
     for (std::size_t i = 0; i < calls; ++i) {
       wdedup::Result<wdedup::DataBuffer> d = map.get_data(key);
-      acc += reinterpret_cast<std::uintptr_t>(d->data()) + d->size();
+      if (d) acc += reinterpret_cast<std::uintptr_t>(d->data()) + d->size();
     }
     const double t = bench::now_seconds() - t0;
     consume(acc);
+    if (acc != calls * (reinterpret_cast<std::uintptr_t>(right.data()) + right.size()))
+      get_data_failure = std::string("get_data(\"") + key + "\") in " + path +
+                         ": a timed call failed or gave another view than the first call";
     return t / static_cast<double>(calls);
   };
   progress(c, "runtime: get_data");
-  auto g = interleave(c.reps, {[&] { return get_data("big"); }, [&] { return get_data("small"); }});
+  auto g = interleave(c.reps, {[&] { return get_data("big", *big_view); },
+                               [&] { return get_data("small", *small_view); }});
+  if (!get_data_failure.empty()) {
+    report_failure(get_data_failure);
+    return;
+  }
   {
     Row r = lookup_row(c, "get_data (mmap), " + big_name + " tensor", g[0], "get_data 1 KiB", g[1]);
     r.ratio_meaning = "get_data time for 1 KiB / for the big tensor (0.5 to 2: within 2x of each other)";
@@ -379,10 +548,12 @@ void run_data(const Config& c, Results& out) {
   }
 
   progress(c, "runtime: load_data_into vs memcpy");
+  std::string load_failure;
   auto load = [&] {
     const double t0 = bench::now_seconds();
     wdedup::Status s = map.load_data_into("big", dst.get(), big_n);
     const double t = bench::now_seconds() - t0;
+    if (!s) load_failure = std::string("load_data_into(\"big\") in ") + path + ": " + wdedup::error_name(s.error());
     consume(s ? dst[big_n / 2] : 0);
     return t;
   };
@@ -394,6 +565,21 @@ void run_data(const Config& c, Results& out) {
     return t;
   };
   auto l = interleave(c.reps, {load, copy});
+  // The bytes, once the timing is done: memcpy wrote the same destination
+  // between the timed loads, so the check loads once more into a buffer
+  // that holds none of them.
+  if (load_failure.empty()) {
+    std::memset(dst.get(), 0xA5, big_n);
+    if (wdedup::Status s = map.load_data_into("big", dst.get(), big_n); !s)
+      load_failure = std::string("load_data_into(\"big\") in ") + path + ": " + wdedup::error_name(s.error());
+    else if (std::memcmp(dst.get(), big_ptr, big_n) != 0)
+      load_failure = std::string("load_data_into(\"big\") in ") + path + ": byte " +
+                     std::to_string(big_mismatch(dst.get(), big_n)) + " is not the one written";
+  }
+  if (!load_failure.empty()) {
+    report_failure(load_failure);
+    return;
+  }
   {
     Row r;
     r.group = "runtime";
@@ -411,7 +597,6 @@ void run_data(const Config& c, Results& out) {
     r.baseline_samples = l[1];
     out.rows.push_back(std::move(r));
   }
-  ::unlink(path.c_str());
 }
 
 }  // namespace

@@ -37,26 +37,29 @@ void remove_and_settle(const std::string& path) {
   ::sync();
 }
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "wdedup-bench: %s: %s\n", what.c_str(), std::strerror(errno));
-  std::exit(1);
-}
-
 /// Writes every buffer with write() in pieces of at most 512 KiB (the size
 /// of the writer's own writev batches) to a new file, after reserving its size with fallocate if asked;
 /// with `fsync`, fsyncs it inside the timed region, otherwise after. Returns
-/// the timed seconds.
+/// the timed seconds, or -1 after report_failure (a full disk, say: the run
+/// still writes its JSON).
 constexpr std::size_t kPiece = 512 * 1024;
 
 double plain_write(const std::vector<wdedup::ByteSpan>& bufs, const std::string& path, bool fsync, bool preallocate) {
   std::uint64_t total = 0;
   for (const wdedup::ByteSpan& b : bufs) total += b.size();
+  int fd = -1;
+  auto fail = [&](const char* call) {
+    report_failure(std::string(call) + " " + path + ": " + std::strerror(errno));
+    if (fd >= 0) ::close(fd);
+    ::unlink(path.c_str());
+    return -1.0;
+  };
   const double t0 = bench::now_seconds();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) die("open " + path);
+  fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail("open");
 #if defined(__linux__)
   if (preallocate && ::fallocate(fd, 0, 0, static_cast<off_t>(total)) != 0 && errno != EOPNOTSUPP)
-    die("fallocate " + path);
+    return fail("fallocate");
 #else
   (void)preallocate;
 #endif
@@ -67,17 +70,17 @@ double plain_write(const std::vector<wdedup::ByteSpan>& bufs, const std::string&
       const ssize_t n = ::write(fd, p, std::min<std::size_t>(left, kPiece));
       if (n < 0) {
         if (errno == EINTR) continue;
-        die("write " + path);
+        return fail("write");
       }
       p += n;
       left -= static_cast<std::size_t>(n);
     }
   }
-  if (fsync && ::fsync(fd) != 0) die("fsync " + path);
+  if (fsync && ::fsync(fd) != 0) return fail("fsync");
   const double t = bench::now_seconds() - t0;
   // Untimed for the no-fsync variant: leave no dirty pages for the next
   // contender's fsync to pay for.
-  if (!fsync && ::fsync(fd) != 0) die("fsync " + path);
+  if (!fsync && ::fsync(fd) != 0) return fail("fsync");
   ::close(fd);
   remove_and_settle(path);
   return t;
@@ -97,9 +100,9 @@ void run_write(const Config& c, Results& out) {
     const std::uint64_t n = std::min(chunk, c.write_bytes - at);
     std::memcpy(arena.get() + at, &i, std::min<std::uint64_t>(8, n));
     bufs.emplace_back(arena.get() + at, n);
-    if (!store.add_named_data("w." + std::to_string(i), bufs.back(), 64)) {
-      std::fprintf(stderr, "wdedup-bench: building the write store failed\n");
-      std::exit(1);
+    if (auto a = store.add_named_data("w." + std::to_string(i), bufs.back(), 64); !a) {
+      report_failure("building the write store: " + a.message());
+      return;
     }
   }
   const std::uint64_t data_bytes = bench::total_bytes(bufs);
@@ -110,8 +113,8 @@ void run_write(const Config& c, Results& out) {
     auto st = wdedup::write_ptd_file(store, path);  // default options: fsync on
     const double t = bench::now_seconds() - t0;
     if (!st) {
-      std::fprintf(stderr, "wdedup-bench: write_ptd_file %s: %s\n", path.c_str(), st.message().c_str());
-      std::exit(1);
+      report_failure("write_ptd_file " + path + ": " + st.message());
+      return -1.0;
     }
     file_size = st->file_size;
     remove_and_settle(path);
@@ -121,8 +124,10 @@ void run_write(const Config& c, Results& out) {
   auto no_fallocate = [&] { return plain_write(bufs, temp_path(c, "plain-nofalloc.bin"), true, false); };
   auto without_fsync = [&] { return plain_write(bufs, temp_path(c, "plain-nofsync.bin"), false, true); };
 
-  const unsigned reps = std::min(c.reps, 5u);  // each repetition writes the store 4 times
-  writer();  // warm: page cache, allocator, file system
+  // Each repetition writes the store 4 times (2 GB each by default): at
+  // most 5 repetitions whatever --reps says (each row's reps is the count).
+  const unsigned reps = std::min(c.reps, 5u);
+  if (writer() < 0) return;  // warm: page cache, allocator, file system
   std::vector<double> tw, tf, ta, tn;
   // The writer and its target's baseline (fallocate+write()+fsync) run
   // side by side in every repetition, in the middle, and the order is
@@ -133,10 +138,13 @@ void run_write(const Config& c, Results& out) {
   for (unsigned r = 0; r < reps; ++r) {
     progress(c, "write: repetition %u/%u", r + 1, reps);
     for (unsigned which : kOrder[r % 2]) {
-      if (which == 0) tw.push_back(writer());
-      else if (which == 1) tf.push_back(with_fsync());
-      else if (which == 2) ta.push_back(no_fallocate());
-      else tn.push_back(without_fsync());
+      double t = 0;
+      if (which == 0) t = writer();
+      else if (which == 1) t = with_fsync();
+      else if (which == 2) t = no_fallocate();
+      else t = without_fsync();
+      if (t < 0) return;  // reported; no rows from a partial run
+      (which == 0 ? tw : which == 1 ? tf : which == 2 ? ta : tn).push_back(t);
     }
   }
   auto row = [&](const std::string& base_name, const std::vector<double>& base) {
@@ -161,17 +169,18 @@ void run_write(const Config& c, Results& out) {
     w.samples = tw;
     w.baseline_samples = base;
     w.extra = {{"file_size", double(file_size)}, {"data_bytes", double(data_bytes)}};
+    if (reps != c.reps) w.note = std::to_string(reps) + " repetitions (at most 5, whatever --reps); ";
     return w;
   };
   Row a = row("fallocate+write()+fsync", tf);
   a.target = Target::ratio_at_least(0.7, ">= 0.7x");
-  a.note = "the ratio uses write()+fsync after fallocate, as the writer does (it also fsyncs its directory)";
+  a.note += "the ratio uses write()+fsync after fallocate, as the writer does (it also fsyncs its directory)";
   out.rows.push_back(std::move(a));
   Row b = row("write()+fsync, no fallocate", ta);
-  b.note = "plain write() letting the file system allocate blocks as it goes";
+  b.note += "plain write() letting the file system allocate blocks as it goes";
   out.rows.push_back(std::move(b));
   Row d = row("fallocate+write(), no fsync", tn);
-  d.note = "durability's cost: write_ptd_file fsyncs, this baseline does not";
+  d.note += "durability's cost: write_ptd_file fsyncs, this baseline does not";
   out.rows.push_back(std::move(d));
 }
 

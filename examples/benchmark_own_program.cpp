@@ -39,30 +39,60 @@ std::vector<std::vector<std::uint8_t>> make_buffers(std::size_t count, std::size
   return b;
 }
 
-/// The integer in 1..max after `name`, or `fallback`; anything else ends
-/// the run with a message (0 and "abc" were taken for 0 before).
-unsigned arg(int argc, char** argv, const char* name, unsigned fallback, unsigned long max = 1000000) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], name) != 0) continue;
+/// The command line: --mb N, --threads N, --reps N, --help. A flag this
+/// program does not know, a flag without its value, or a value that is not
+/// an integer in range ends the run with exit code 2 and a message: a typo
+/// must not silently time something else than was asked.
+struct Args {
+  unsigned mb = 32;  // small by default: this runs as a test
+  unsigned threads = 0;  // 0 = every core; deduplicate() takes at most kMaxThreads
+  unsigned reps = 9;
+};
+
+void usage(FILE* f) {
+  std::fprintf(f,
+               "usage: example_benchmark_own_program [--mb N] [--threads N] [--reps N]\n"
+               "  --mb N        megabytes of stand-in weights, 1..1000000 (default 32)\n"
+               "  --threads N   threads of deduplicate() and the read pass, 1..%u (default: every core)\n"
+               "  --reps N      paired repetitions, 1..1000000 (default 9)\n",
+               wdedup::DedupOptions::kMaxThreads);
+}
+
+[[noreturn]] void refuse(const std::string& what) {
+  std::fprintf(stderr, "example_benchmark_own_program: %s\n", what.c_str());
+  usage(stderr);
+  std::exit(2);
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      usage(stdout);
+      std::exit(0);
+    }
+    unsigned* out = flag == "--mb" ? &a.mb : flag == "--threads" ? &a.threads : flag == "--reps" ? &a.reps : nullptr;
+    if (out == nullptr) refuse("unknown option '" + flag + "'");
+    if (i + 1 >= argc) refuse(flag + " needs a value");
+    const char* v = argv[++i];
+    const unsigned long max = out == &a.threads ? wdedup::DedupOptions::kMaxThreads : 1000000;
+    // Digits only: strtoul alone would take " 5", "+5" and "-1" (as a huge number).
     char* end = nullptr;
     errno = 0;
-    const unsigned long v = std::strtoul(argv[i + 1], &end, 10);
-    if (errno != 0 || end == argv[i + 1] || *end != '\0' || argv[i + 1][0] == '-' || v == 0 || v > max) {
-      std::fprintf(stderr, "%s needs an integer in 1..%lu, got '%s'\n", name, max, argv[i + 1]);
-      std::exit(2);
-    }
-    return static_cast<unsigned>(v);
+    const unsigned long n = v[0] >= '0' && v[0] <= '9' ? std::strtoul(v, &end, 10) : 0;
+    if (end == nullptr || errno != 0 || *end != '\0' || n == 0 || n > max)
+      refuse(flag + " needs an integer in 1.." + std::to_string(max) + ", got '" + v + "'");
+    *out = static_cast<unsigned>(n);
   }
-  return fallback;
+  return a;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const unsigned mb = arg(argc, argv, "--mb", 32);  // small by default: this runs as a test
-  // 0 = every core; deduplicate() takes at most kMaxThreads.
-  const unsigned threads = arg(argc, argv, "--threads", 0, wdedup::DedupOptions::kMaxThreads);
-  const unsigned reps = arg(argc, argv, "--reps", 9);
+  const Args args = parse_args(argc, argv);
+  const unsigned mb = args.mb, threads = args.threads, reps = args.reps;
 
   // 1. Your buffers, as a Program (tensors point at your memory; no copy).
   const std::size_t size = 256 * 1024, count = std::max<std::size_t>(1, std::size_t{mb} * 1024 * 1024 / size / 2);

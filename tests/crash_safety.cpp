@@ -428,6 +428,39 @@ TEST_CASE("no path, or one with a NUL byte: Error::InvalidArgument, and nothing 
   CHECK(others(dir, {}).empty());
 }
 
+TEST_CASE("can_create_file: what a tool checks before the work, with the reason in errno") {
+  using wdedup::detail::can_create_file;
+  const std::string dir = fresh_dir("can_create");
+  write_bytes(dir + "/a_file", {1});
+  REQUIRE(::mkdir((dir + "/a_dir").c_str(), 0755) == 0);
+  CHECK(can_create_file(dir + "/new.ptd"));
+  CHECK(can_create_file(dir + "/a_file"));  // replaced, as the writer does
+  // It tried by creating a file of its own, and left nothing behind.
+  CHECK(others(dir, {"a_file", "a_dir"}).empty());
+  const std::pair<std::string, int> refused[] = {
+      {"", EISDIR},
+      {dir + "/", EISDIR},
+      {dir + "/a_dir", EISDIR},
+      {dir + "/missing/new.ptd", ENOENT},
+      {dir + "/a_file/new.ptd", ENOTDIR},
+  };
+  for (const auto& [path, code] : refused) {
+    CAPTURE(path);
+    errno = 0;
+    CHECK_FALSE(can_create_file(path));
+    CHECK(errno == code);
+  }
+  // Where the mode bits would let root through but no file can be made
+  // (/proc: its directory is 0555, and root may write there by mode), the
+  // attempt itself says no, for root too.
+  struct stat st {};
+  if (::stat("/proc/self", &st) == 0) {
+    errno = 0;
+    CHECK_FALSE(can_create_file("/proc/wdedup-test.ptd"));
+    CHECK(errno != 0);
+  }
+}
+
 TEST_CASE("a sink that cannot write (/dev/full) fails with the system's reason") {
   class FdSink final : public ByteSink {
    public:

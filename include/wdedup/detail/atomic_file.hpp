@@ -74,9 +74,12 @@ inline std::string parent_dir(const std::string& path) {
 
 /// Whether a file can be written at `path`: it names a file (not a
 /// directory, nor anything but a regular file if it exists), in a directory
-/// that exists and is writable; errno says why not. For a tool to check an
-/// output before the work whose result goes there (the writer itself checks
-/// again, with a full message, when it writes).
+/// that exists and where a file can be created; errno says why not. For a
+/// tool to check an output before the work whose result goes there (the
+/// writer itself checks again, with a full message, when it writes). It
+/// creates and removes a file of its own there, as the writer will (its
+/// temporary): permission bits say nothing for root, nor for a read-only
+/// mount or a filesystem such as /proc.
 inline bool can_create_file(const std::string& path) {
   struct stat st {};
   if (path.empty() || path.back() == '/' || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
@@ -89,7 +92,17 @@ inline bool can_create_file(const std::string& path) {
     errno = ENOTDIR;
     return false;
   }
-  return ::access(dir.c_str(), W_OK | X_OK) == 0;
+  std::string probe = dir + "/.wdedup-probe-XXXXXX";
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    fill_temp_name(probe.data());
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) continue;
+    if (fd < 0) return false;
+    ::close(fd);
+    ::unlink(probe.c_str());
+    return true;
+  }
+  return false;  // errno: EEXIST
 }
 
 /// The system calls the atomic writer makes. Each returns what the POSIX

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""CI check of the harness's command line (wdedup-bench, and the example
+benchmark_own_program): a mistake is refused before anything runs, with exit
+code 2 and one line naming the flag and its value, and the settings a run
+records are the ones it used. Nothing is timed; every run here is tiny."""
+import json
+import os
+import pty
+import subprocess
+import sys
+
+exe, outdir, example = sys.argv[1], sys.argv[2], sys.argv[3]
+json_path = os.path.join(outdir, "bench-args.json")
+problems = []
+
+
+def run(cmd, timeout=60):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+# ---- refused: exit 2, and exactly this on stderr ------------------------------
+not_a_dir = os.path.join(outdir, "bench-args-not-a-dir")
+with open(not_a_dir, "w"):
+    pass
+missing_dir = os.path.join(outdir, "bench-args-missing", "deeper")
+refusals = [
+    (["--threads", "1,5000"], "--threads 5000 is more than wdedup::DedupOptions::kMaxThreads (1024)"),
+    (["--threads", " -1"], "--threads needs positive integers separated by commas, got ' -1'"),
+    (["--keys", " -1"], "--keys needs positive integers separated by commas, got ' -1'"),
+    (["--keys", "+16"], "--keys needs positive integers separated by commas, got '+16'"),
+    (["--reps", " 3"], "--reps needs a positive integer, got ' 3'"),
+    (["--keys", "16,256,16"], "--keys 16,256,16 gives 16 twice"),
+    (["--threads", "2,1,2"], "--threads 2,1,2 gives 2 twice"),
+    (["--keys", "4294967296"], "--keys 4294967296 is more than a .ptd file holds (4294967295)"),
+    (["--only", "runtime", "--model", "bogus"], "unknown --model 'bogus' (tiny, small or 1b)"),
+    (["--only", "runtime", "--dim", "7", "--heads", "32"], "--dim 7 is not divisible by --heads 32"),
+    (["--heads", "3"], "--dim 256 (from --model tiny) is not divisible by --heads 3"),
+    (["--kv-heads", "3"], "--heads 8 (from --model tiny) is not divisible by --kv-heads 3"),
+    (["--model", "small", "--kv-heads", "5"], "--heads 16 (from --model small) is not divisible by --kv-heads 5"),
+    (["--dim", "48", "--heads", "16", "--kv-heads", "4"],
+     "--dim 48 / --heads 16 gives a head dimension of 3: it must be even (rotary embeddings turn pairs of elements)"),
+    (["--layers", "2"], "workloads llama-3+3 and llama-3+2 need at least 3 layers (a partition holds whole layers), "
+                        "got --layers 2; leave them out with --workloads"),
+    (["--once", "--layers", "2", "--workloads", "llama-3+2"],
+     "workload llama-3+2 needs at least 3 layers (a partition holds whole layers), got --layers 2; "
+     "leave it out with --workloads"),
+    (["--tmpdir", ""], "--tmpdir needs a directory, got ''"),
+    (["--tmpdir", missing_dir], f"cannot create files in --tmpdir {missing_dir}: No such file or directory"),
+    (["--tmpdir", not_a_dir], f"cannot create files in --tmpdir {not_a_dir}: Not a directory"),
+]
+for args, want in refusals:
+    # --quick first: a mistake accepted by a regression runs the small CI
+    # run (seconds), not the full one (explicit flags win over --quick).
+    r = run([exe, "--quick", "--no-progress", "--json", json_path] + args)
+    want = "wdedup-bench: " + want
+    if r.returncode != 2 or r.stderr.strip() != want:
+        problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}; expected 2, {want!r}")
+
+# ---- accepted ------------------------------------------------------------------
+# Two layers are enough for llama-1+1 alone; --once runs it without timing.
+# Under a terminal (progress shown), each result line starts a clean line:
+# the progress line before it was closed, not run into.
+pid, fd = pty.fork()
+if pid == 0:
+    try:
+        os.execv(exe, [exe, "--quick", "--once", "--progress", "--layers", "2", "--workloads", "llama-1+1",
+                       "--threads", "1", "--json", json_path, "--tmpdir", outdir])
+    finally:
+        os._exit(127)
+chunks = []
+while True:
+    try:
+        data = os.read(fd, 65536)
+    except OSError:  # EIO: the child closed the terminal
+        break
+    if not data:
+        break
+    chunks.append(data)
+_, status = os.waitpid(pid, 0)
+tty_out = b"".join(chunks).decode(errors="replace")
+# (A terminal ends lines with "\r\n".)
+lines = [l.rstrip("\r") for l in tty_out.split("\n") if "one read pass and one deduplicate()" in l]
+if os.waitstatus_to_exitcode(status) != 0 or len(lines) != 1:
+    problems.append(f"--once --layers 2 --workloads llama-1+1: exit {os.waitstatus_to_exitcode(status)}, "
+                    f"output {tty_out!r}")
+else:
+    # What a terminal shows on that line: the text after its last carriage
+    # return, less the erase-line sequence.
+    shown = lines[0].split("\r")[-1].replace("\033[K", "")
+    if not shown.startswith("llama 1+1, 1 thread(s): one read pass"):
+        problems.append(f"--once under a terminal: the result line shows {shown!r}")
+
+# The open time and allocations are measured on the largest store, wherever
+# --keys lists it; a row's reps is the count it used (open: at least 11).
+r = run([exe, "--only", "runtime", "--keys", "256,16", "--reps", "2", "--lookups", "1000", "--big-tensor", "65536",
+         "--no-progress", "--json", json_path, "--tmpdir", outdir])
+if r.returncode != 0:
+    problems.append(f"--only runtime --keys 256,16: exit {r.returncode}: {r.stderr}")
+else:
+    with open(json_path) as f:
+        rows = {(x["name"], x.get("baseline")): x for x in json.load(f)["results"]}
+    want = {("open (mmap + validate), 256 keys", "build unordered_map"): 11,
+            ("heap allocations: open, 256 keys", None): 1,
+            ("get_tensor_layout, 16 keys", "unordered_map"): 2,
+            ("get_data (mmap), 65536 B tensor", "get_data 1 KiB"): 2}
+    for key, reps in want.items():
+        if key not in rows or rows[key]["reps"] != reps:
+            problems.append(f"--keys 256,16: row {key} {'reps ' + str(rows[key]['reps']) if key in rows else 'missing'}"
+                            f", expected reps {reps}")
+    if any(name.startswith("open") and "16 keys" in name for name, _ in rows):
+        problems.append("--keys 256,16: an open-time row for the 16-key store")
+
+# Writes: at most 5 repetitions whatever --reps says, and the rows say so.
+r = run([exe, "--only", "write", "--reps", "6", "--write-bytes", "1048576", "--no-progress", "--json", json_path,
+         "--tmpdir", outdir])
+if r.returncode != 0:
+    problems.append(f"--only write --reps 6: exit {r.returncode}: {r.stderr}")
+else:
+    with open(json_path) as f:
+        rows = json.load(f)["results"]
+    if len(rows) != 3 or any(x["reps"] != 5 or len(x["samples"]) != 5 for x in rows):
+        problems.append(f"--only write --reps 6: expected 3 rows of 5 repetitions, got "
+                        f"{[(x['baseline'], x['reps'], len(x['samples'])) for x in rows]}")
+
+# ---- the example's command line -------------------------------------------------
+usage = ("usage: example_benchmark_own_program [--mb N] [--threads N] [--reps N]\n"
+         "  --mb N        megabytes of stand-in weights, 1..1000000 (default 32)\n"
+         "  --threads N   threads of deduplicate() and the read pass, 1..1024 (default: every core)\n"
+         "  --reps N      paired repetitions, 1..1000000 (default 9)\n")
+for args, want in [(["--mbb", "4"], "unknown option '--mbb'"),
+                   (["4"], "unknown option '4'"),
+                   (["--mb", "1", "--reps"], "--reps needs a value"),
+                   (["--threads", "1025"], "--threads needs an integer in 1..1024, got '1025'"),
+                   (["--mb", " 1"], "--mb needs an integer in 1..1000000, got ' 1'"),
+                   (["--reps", "0"], "--reps needs an integer in 1..1000000, got '0'")]:
+    r = run([example] + args)
+    want = "example_benchmark_own_program: " + want + "\n" + usage
+    if r.returncode != 2 or r.stderr != want or r.stdout != "":
+        problems.append(f"example {args}: exit {r.returncode}, stderr {r.stderr!r}; expected 2, {want!r}")
+r = run([example, "--help"])
+if r.returncode != 0 or r.stdout != usage:
+    problems.append(f"example --help: exit {r.returncode}, stdout {r.stdout!r}")
+r = run([example, "--mb", "2", "--reps", "1", "--threads", "1"])
+if r.returncode != 0 or "ratio:" not in r.stdout:
+    problems.append(f"example --mb 2 --reps 1 --threads 1: exit {r.returncode}, {r.stdout!r} {r.stderr!r}")
+
+os.remove(not_a_dir)
+if problems:
+    sys.exit("wdedup-bench command line:\n  " + "\n  ".join(problems))
+print(f"bench_args: {len(refusals)} refusals, the accepted runs and the example's command line as expected")
