@@ -444,11 +444,12 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
       {dir + "/missing/new.ptd", ENOENT},
       {dir + "/a_file/new.ptd", ENOTDIR},
   };
-  for (const auto& [path, code] : refused) {
+  for (const auto& r : refused) {
+    const std::string& path = r.first;  // (clang cannot capture a structured binding)
     CAPTURE(path);
     errno = 0;
     CHECK_FALSE(can_create_file(path));
-    CHECK(errno == code);
+    CHECK(errno == r.second);
   }
   // Where the mode bits would let root through but no file can be made
   // (/proc: its directory is 0555, and root may write there by mode), the

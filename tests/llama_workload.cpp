@@ -130,7 +130,9 @@ TEST_CASE("generation is deterministic and configs are validated") {
        "decode_partitions 9 is more than n_layers 4 (a partition holds at least one layer)"},
       {[](LlamaConfig& c) { c.dtype = static_cast<ScalarType>(30); }, "dtype 30 is not a ScalarType"},
   };
-  for (const auto& [broken, why] : rules) {
+  for (const auto& rule : rules) {
+    const auto broken = rule.first;
+    const std::string why = rule.second;  // (clang cannot capture a structured binding)
     CAPTURE(why);
     LlamaConfig c = LlamaConfig::tiny();
     broken(c);
