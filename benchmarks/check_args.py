@@ -44,6 +44,8 @@ refusals = [
     (["--once", "--layers", "2", "--workloads", "llama-3+2"],
      "workload llama-3+2 needs at least 3 layers (a partition holds whole layers), got --layers 2; "
      "leave it out with --workloads"),
+    (["--only", "dedup", "--workloads", "llama-1+1", "--vocab-size", "2147483648"],
+     "Llama settings for llama-1+1: vocab_size 2147483648 is more than 2147483647 (a dimension is an int32)"),
     (["--tmpdir", ""], "--tmpdir needs a directory, got ''"),
     (["--tmpdir", missing_dir], f"cannot create files in --tmpdir {missing_dir}: No such file or directory"),
     (["--tmpdir", not_a_dir], f"cannot create files in --tmpdir {not_a_dir}: Not a directory"),

@@ -515,11 +515,22 @@ std::string check_llama(const Config& c) {
       need = std::max({need, s.prefill, s.decode});
       ++count;
     }
-  if (count == 0) return "";
-  return (count == 1 ? "workload " + short_of + " needs" : "workloads " + short_of + " need") + " at least " +
-         std::to_string(need) + " layers (a partition holds whole layers), got " +
-         flag("--layers", cfg->n_layers, c.layers) + "; leave " + (count == 1 ? "it" : "them") +
-         " out with --workloads";
+  if (count != 0)
+    return (count == 1 ? "workload " + short_of + " needs" : "workloads " + short_of + " need") + " at least " +
+           std::to_string(need) + " layers (a partition holds whole layers), got " +
+           flag("--layers", cfg->n_layers, c.layers) + "; leave " + (count == 1 ? "it" : "them") +
+           " out with --workloads";
+  // Every other rule, as the generator states it (field names: --vocab-size
+  // is vocab_size), so that nothing it would refuse starts the run.
+  for (const LlamaSpec& s : kLlamaSpecs) {
+    if (!c.wants_workload(s.id)) continue;
+    wdedup::LlamaConfig with_partitions = *cfg;
+    with_partitions.prefill_partitions = s.prefill;
+    with_partitions.decode_partitions = s.decode;
+    if (const std::string why = with_partitions.problem(); !why.empty())
+      return "Llama settings for " + std::string(s.id) + ": " + why;
+  }
+  return "";
 }
 
 void run_dedup(const Config& c, Results& out) {

@@ -834,7 +834,7 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
          const std::uint32_t pool = n.u32(n.ext() + format::ext_header::kStringsSize);
          n.set_u32(n.function(1) + fr::kNameOffset, pool - 1);
          n.set_u32(n.function(1) + fr::kNameSize, 1);
-       }, Error::MalformedFunctionMap, "function name lies outside the strings", g.function(1) + fr::kNameOffset},
+       }, Error::MalformedFunctionMap, "function name is not NUL-terminated", g.function(1) + fr::kNameOffset},
       {"a tensor name not NUL-terminated", [](Nav& n) {
          n.set_u32(n.function_tensor(0) + ft::kNameSize, n.u32(n.function_tensor(0) + ft::kNameSize) - 1);
        }, Error::MalformedFunctionMap, "tensor name is not NUL-terminated", g.function_tensor(0) + ft::kNameOffset},
@@ -882,9 +882,10 @@ TEST_CASE("WDX1 function maps: rows naming one long string are refused, not comp
   REQUIRE(pool_size < 64 * 1024 + 32);
   REQUIRE(g.u32(g.function_tensor(0) + ft::kNameSize) == 64 * 1024);
   // Every row made that name: 64 KiB read per row (its NUL-byte check),
-  // over the budget at the second. (Names must end at a NUL, so rows can
-  // no longer share a long string's prefixes, which once made neighbours
-  // cost their length to compare: a repeat is now found at its first byte.)
+  // over the budget (twice the pool plus 2 KiB a name) at the third.
+  // (Names must end at a NUL, so rows can no longer share a long string's
+  // prefixes, which once made neighbours cost their length to compare: a
+  // repeat is now found at its first byte.)
   std::vector<Case> cases = {
       {"rows share one long string", [](Nav& n) {
          for (std::uint32_t r = 1; r < 3; ++r)
@@ -892,7 +893,7 @@ TEST_CASE("WDX1 function maps: rows naming one long string are refused, not comp
              n.set_u32(n.function_tensor(r) + field, n.u32(n.function_tensor(0) + field));
        }, Error::MalformedFunctionMap,
        "tensor names too long to check (over 1 KiB a name on average, or sharing one long string)",
-       g.function_tensor(1) + ft::kNameOffset},
+       g.function_tensor(2) + ft::kNameOffset},
   };
   run_cases(good, cases);
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -892,6 +893,57 @@ TEST_CASE("the most functions a file may hold: written, opened, each found as it
     REQUIRE(f.ok());
     CHECK(std::string(f->function_name()) == "f" + std::to_string(i));
     CHECK(std::string(f->blob_key()) == "blob" + std::to_string(i % 2));
+  }
+}
+
+TEST_CASE("long names the writer takes, the reader opens; only names alike at both ends are too many to check") {
+  const NamedDataStore s = small_store();
+  auto open_status = [&](const FunctionMaps& m) {
+    Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, m, {});
+    REQUIRE(file.ok());
+    // Copied: the map views its source, which must outlive the checks.
+    auto bytes = std::make_shared<std::vector<std::uint8_t>>(std::move(file).value());
+    wdedup::BufferSource src(bytes->data(), bytes->size());
+    wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+    return map ? std::string("ok") : std::string(map.failure().what);
+  };
+  const auto padded = [](const std::string& head, std::uint32_t i, std::size_t size) {
+    std::string n = head + std::to_string(i);
+    n.insert(head.size(), size - n.size(), '_');  // the number at the end, all names one size
+    return n;
+  };
+  {
+    // 300 functions, method, blob and function names of 100 bytes each,
+    // differing only at the end (one size: every pair's sizes agree).
+    FunctionMaps m;
+    for (std::uint32_t i = 0; i < 300; ++i)
+      m.functions.push_back(FunctionMap{padded("method", i, 100), 0, padded("blob", i % 3, 100),
+                                        padded("function", i, 100), {{"t", "w.a"}}});
+    CHECK(open_status(m) == "ok");
+  }
+  {
+    // 8 functions sharing 100 tensor names of 600 bytes: each read for its
+    // NUL check and its comparison with its neighbour.
+    FunctionMaps m;
+    for (std::uint32_t f = 0; f < 8; ++f) {
+      FunctionMap fm{"m" + std::to_string(f), 0, "blob", "f" + std::to_string(f), {}};
+      for (std::uint32_t t = 0; t < 100; ++t) fm.tensors.push_back({padded("tensor", t, 600), "w.a"});
+      m.functions.push_back(std::move(fm));
+    }
+    CHECK(open_status(m) == "ok");
+  }
+  {
+    // 2,896 function names of 200 bytes that agree in their first and last
+    // 64 bytes: fingerprints alike, so every pair's bytes are compared, past
+    // what open() allows (the pool plus 1 KiB a name): refused, not slow.
+    FunctionMaps m;
+    for (std::uint32_t i = 0; i < wdedup::format::kMaxFunctions; ++i) {
+      std::string name = std::string(64, 'a') + std::to_string(i);
+      name += std::string(200 - name.size(), 'z');
+      m.functions.push_back(FunctionMap{"m" + std::to_string(i), 0, "blob", name, {}});
+    }
+    CHECK(open_status(m) == "function map names too long to check for repeats (names over 128 bytes that agree at "
+                            "both ends, pair after pair)");
   }
 }
 

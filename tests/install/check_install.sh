@@ -6,10 +6,15 @@
 # build-time half, then writing a store with one and reading it with the
 # other. The install is staged with DESTDIR: the CMake package must find
 # its headers from where it is (relocatable), pkg-config through its sysroot.
-#   check_install.sh <meson build dir> <C++ compiler>
+#   check_install.sh <meson build dir> <C++ compiler command...>
+# (The compiler command is Meson's: "ccache g++" where Meson found ccache;
+# CMake takes the compiler itself and the rest as its launcher.)
 set -euo pipefail
 build=$1
-cxx=$2
+shift
+cxx=("$@")
+cmake_compiler=${cxx[${#cxx[@]}-1]}
+cmake_launcher=$(IFS=';'; echo "${cxx[*]:0:${#cxx[@]}-1}")
 here=$(dirname -- "$(realpath -- "$0")")
 for tool in cmake pkg-config; do
   command -v "$tool" >/dev/null || { echo "check_install: $tool not found (scripts/deps.sh test installs it)"; exit 1; }
@@ -45,7 +50,8 @@ check() {  # check <what> <expected> <actual>
 cmake_in() {  # cmake_in <dir> <args...>: configure the consumer project
   local dir=$1
   shift
-  cmake -S "$here/consumer" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" \
+  cmake -S "$here/consumer" -B "$dir" -DCMAKE_CXX_COMPILER="$cmake_compiler" \
+    -DCMAKE_CXX_COMPILER_LAUNCHER="$cmake_launcher" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "$@"
 }
 cmake_in "$work/cmake" >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; exit 1; }
@@ -60,26 +66,32 @@ probe() {  # probe <find_package arguments> [cmake -D...]: the probe lines
   cmake_in "$work/probe" -DPROBE_ARGS="$args" "$@" 2>&1 | sed -n 's/^-- probe: //p'
   rm -rf -- "$work/probe"
 }
-check "CMake: version 0.1 exact" "found=1 runtime=TRUE wdedup=TRUE
+check "CMake: version 0.1 exact" "found=1 runtime=TRUE wdedup=TRUE gpu=
 why=" "$(probe '0.1.0;EXACT;CONFIG')"
-check "CMake: version 0.2 refused" "found=0 runtime= wdedup=
+check "CMake: version 0.2 refused" "found=0 runtime= wdedup= gpu=
 why=" "$(probe '0.2;CONFIG' | sed 's/why=.*/why=/')"
-check "CMake: an unknown component is refused by name" "found=0 runtime=TRUE wdedup=FALSE
+check "CMake: an unknown component is refused by name" "found=0 runtime=TRUE wdedup=FALSE gpu=FALSE
 why=unknown component 'gpu' (wdedup has: runtime, wdedup)" "$(probe 'CONFIG;COMPONENTS;gpu')"
+check "CMake: an unknown optional component is only not found" "found=1 runtime=TRUE wdedup=FALSE gpu=FALSE
+why=" "$(probe 'CONFIG;COMPONENTS;runtime;OPTIONAL_COMPONENTS;gpu')"
+check "CMake: a version range around 0.1.0" "found=1 runtime=TRUE wdedup=TRUE gpu=
+why=" "$(probe '0.0...1.0;CONFIG')"
+check "CMake: a version range that ends before 0.1.0 (excluded)" "found=0 runtime= wdedup= gpu=
+why=" "$(probe '0.0...<0.1.0;CONFIG' | sed 's/why=.*/why=/')"
 # Without Boost: the runtime half still comes, the rest says what it needs.
-check "CMake: runtime without Boost" "found=1 runtime=TRUE wdedup=FALSE
+check "CMake: runtime without Boost" "found=1 runtime=TRUE wdedup=FALSE gpu=
 why=" "$(probe 'CONFIG;COMPONENTS;runtime' -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE)"
-check "CMake: everything without Boost names what is missing" "found=0 runtime=TRUE wdedup=FALSE
+check "CMake: everything without Boost names what is missing" "found=0 runtime=TRUE wdedup=FALSE gpu=
 why=wdedup::wdedup needs Boost >= 1.66 headers (Debian: libboost-dev), not found; find_package(wdedup COMPONENTS runtime) takes the runtime half alone" \
   "$(probe 'CONFIG' -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE)"
 
 # ---- pkg-config -------------------------------------------------------------
 export PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest
 # shellcheck disable=SC2046
-"$cxx" -std=c++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wconversion -Wsign-conversion -Wshadow -Werror \
+"${cxx[@]}" -std=c++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wconversion -Wsign-conversion -Wshadow -Werror \
   $(pkg-config --cflags wdedup-runtime) "$here/consumer/read_store.cpp" -o "$work/pc_read"
 # shellcheck disable=SC2046
-"$cxx" -std=c++17 $(pkg-config --cflags wdedup) "$here/consumer/write_store.cpp" -o "$work/pc_write" \
+"${cxx[@]}" -std=c++17 $(pkg-config --cflags wdedup) "$here/consumer/write_store.cpp" -o "$work/pc_write" \
   $(pkg-config --libs wdedup)
 "$work/pc_write" "$work/pc.ptd" >/dev/null
 check "pkg-config: wdedup writes, wdedup-runtime reads" "$expected" "$("$work/pc_read" "$work/pc.ptd")"

@@ -1292,17 +1292,15 @@ inline Status NamedDataMap::validate_ext_slots() const noexcept {
 inline Status NamedDataMap::validate_ext_functions() const noexcept {
   namespace fr = format::function_record;
   namespace ft = format::function_tensor;
-  if (function_count_ > format::kMaxFunctions)
-    return Status(Error::MalformedFunctionMap, "more functions than the 2,896 a reader checks for repeats",
-                  function_count_);
   // Names may share the pool's bytes (the writer stores each string once,
   // and rows of several functions name it), so one long string can be
   // every row's name, and reading each name would cost rows x its length
   // (a 4 MB file: 131,072 rows of ~2 MB names, 4.5 s). The bytes read are
-  // therefore bounded: the pool once, plus 1 KiB a name, which a real file
-  // exceeds only with names over 1 KiB on average.
-  std::uint64_t compare_budget =
-      strings_size_ + kCompareBytesPerRow * (std::uint64_t{ftensor_count_} + 3 * std::uint64_t{function_count_});
+  // therefore bounded: each name is read twice (its NUL check, then its
+  // comparison with its neighbour), within twice the pool plus 2 KiB a
+  // name, which a real file exceeds only with names over 1 KiB on average.
+  const std::uint64_t names = std::uint64_t{ftensor_count_} + 3 * std::uint64_t{function_count_};
+  std::uint64_t compare_budget = 2 * (strings_size_ + kCompareBytesPerRow * names);
   const auto spend = [&compare_budget](std::uint64_t bytes) {
     if (bytes > compare_budget) return false;
     compare_budget -= bytes;
@@ -1331,11 +1329,11 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
   const auto check_name = [&](std::uint64_t p, NameField field) -> Status {
     const std::uint64_t off = format::load_u32(meta_ + p), size = format::load_u32(meta_ + p + 4);
     NameProblem problem = kNameFine;
-    if (off > strings_size_ || size >= strings_size_ - off) {
+    if (off > strings_size_ || size > strings_size_ - off) {
       problem = kOutside;
     } else {
       const char* chars = reinterpret_cast<const char*>(meta_ + strings_ + off);
-      if (chars[size] != '\0') problem = kUnterminated;
+      if (size == strings_size_ - off || chars[size] != '\0') problem = kUnterminated;
       else if (size == 0) problem = kEmpty;
       else if (!spend(size)) problem = kTooLong;
       else if (std::memchr(chars, 0, size) != nullptr) problem = kHasNul;
@@ -1391,31 +1389,74 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
     return Status(Error::MalformedFunctionMap, "rows belong to no function (at = first such row)", next_row);
   // No two functions for one (method, partition), nor with one name in one
   // blob: find_function would return the first of the two, another
-  // function's tensor table, without an error. Pair by pair (no heap to
-  // sort in; kMaxFunctions bounds the pairs), names compared only where
-  // partitions or name sizes agree. Comparing a name's first 64 bytes is
-  // free (real names fit: 4.2M pairs of short names are a few ms); bytes
-  // past them are charged to the budget, so long look-alike names cannot
-  // make the pairs cost pairs x length.
+  // function's tensor table, without an error. With no heap to sort in,
+  // functions are taken in blocks of kBlock, whose two fingerprints each
+  // sit on the stack (1 KiB); every later function is fingerprinted once
+  // per block and compared with them, and bytes are compared only where a
+  // fingerprint matches. A fingerprint hashes a name's size and at most its
+  // first and last 64 bytes (all of a name up to 128 bytes), so it costs
+  // the same whatever the names: 2,896 functions are ~4.2M pairs of 64-bit
+  // comparisons and ~200k fingerprints, a few ms. Bytes compared where
+  // fingerprints match, beyond a real repeat's (refused at once), stay
+  // within the pool plus 1 KiB a function name: only names over 128 bytes
+  // that agree at both ends, pair after pair, exceed that (refused as too
+  // long to check). Files with more functions than format::kMaxFunctions,
+  // which the writer does not write, are read without this check.
+  if (function_count_ > format::kMaxFunctions) return detail::ok_status();
+  constexpr std::uint32_t kBlock = 64;
+  constexpr std::size_t kEnd = 64;
+  std::uint64_t place_of[kBlock], name_of[kBlock];  // fingerprints of (method, partition), of (blob, name)
+  const auto fingerprint = [](KeyView v, std::uint64_t seed) {
+    const std::size_t n = v.size(), head = n < kEnd ? n : kEnd, tail = n - head < kEnd ? n - head : kEnd;
+    const std::uint64_t h = detail::key_hash(v.data(), head, seed ^ n);
+    return tail != 0 ? detail::key_hash(v.data() + n - tail, tail, h) : h;
+  };
+  const auto place_hash = [&](const FunctionView& f) { return fingerprint(f.method_, f.partition_); };
+  const auto name_hash = [&](const FunctionView& f) { return fingerprint(f.name_, fingerprint(f.blob_, ~0ull)); };
+  std::uint64_t same_budget = strings_size_ + kCompareBytesPerRow * 3 * std::uint64_t{function_count_};
   bool out_of_budget = false;
   const auto same = [&](KeyView a, KeyView b) {
     if (a.size() != b.size()) return false;
-    if (a.size() > 64 && !spend(a.size() - 64)) {
+    if (a.data() == b.data()) return true;  // one pool string (NUL-terminated: the same name)
+    if (a.size() > same_budget) {
       out_of_budget = true;
       return false;
     }
+    same_budget -= a.size();
     return std::memcmp(a.data(), b.data(), a.size()) == 0;
   };
-  for (std::uint32_t i = 1; i < function_count_; ++i) {
-    const FunctionView fi = function_at(i);
-    const std::uint64_t at = functions_ + std::uint64_t{i} * fr::kSize;
-    for (std::uint32_t j = 0; j < i; ++j) {
-      const FunctionView fj = function_at(j);
-      if (fi.partition_ == fj.partition_ && same(fi.method_, fj.method_))
-        return Status(Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)", at);
-      if (same(fi.name_, fj.name_) && same(fi.blob_, fj.blob_))
-        return Status(Error::MalformedFunctionMap, "two functions with one name in one blob (at = the second)", at);
-      if (out_of_budget) return Status(Error::MalformedFunctionMap, kNameMessages[kFunctionField][kTooLong], at);
+  for (std::uint32_t b0 = 0; b0 < function_count_; b0 += kBlock) {
+    const std::uint32_t nb = function_count_ - b0 < kBlock ? function_count_ - b0 : kBlock;
+    for (std::uint32_t k = 0; k < nb; ++k) {
+      const FunctionView f = function_at(b0 + k);
+      place_of[k] = place_hash(f);
+      name_of[k] = name_hash(f);
+    }
+    for (std::uint32_t i = b0 + 1; i < function_count_; ++i) {
+      const FunctionView fi = function_at(i);
+      const bool in_block = i - b0 < nb;
+      const std::uint64_t place = in_block ? place_of[i - b0] : place_hash(fi);
+      const std::uint64_t name = in_block ? name_of[i - b0] : name_hash(fi);
+      const std::uint64_t at = functions_ + std::uint64_t{i} * fr::kSize;
+      const std::uint32_t before = in_block ? i - b0 : nb;  // the block's functions before i
+      for (std::uint32_t k = 0; k < before; ++k) {
+        if (place_of[k] == place) {
+          const FunctionView fj = function_at(b0 + k);
+          if (fi.partition_ == fj.partition_ && same(fi.method_, fj.method_))
+            return Status(Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)",
+                          at);
+        }
+        if (name_of[k] == name) {
+          const FunctionView fj = function_at(b0 + k);
+          if (same(fi.name_, fj.name_) && same(fi.blob_, fj.blob_))
+            return Status(Error::MalformedFunctionMap, "two functions with one name in one blob (at = the second)", at);
+        }
+      }
+      if (out_of_budget)
+        return Status(Error::MalformedFunctionMap,
+                      "function map names too long to check for repeats (names over 128 bytes that agree at both "
+                      "ends, pair after pair)",
+                      at);
     }
   }
   return detail::ok_status();

@@ -85,10 +85,11 @@ constexpr std::uint64_t kDefaultSegmentAlignment = 128;
 // assume segment 0 starts right after the metadata: the base is aligned to
 // the first segment's alignment.
 
-/// Functions a WDX1 block may hold. A reader checks them pair by pair for a
-/// repeated (method, partition) or (blob key, function name), which
-/// find_function could not tell apart (no heap to sort them in): 2,896
-/// functions are ~4.2M pairs, a few ms at open. The writer refuses more.
+/// Functions a WDX1 block written by wdedup holds at most. A reader checks
+/// every pair of them for a repeated (method, partition) or (blob key,
+/// function name), which find_function could not tell apart (no heap to
+/// sort them in): 2,896 functions are ~4.2M pairs of hashes, a few ms at
+/// open. The writer refuses more; a reader takes more without that check.
 constexpr std::uint32_t kMaxFunctions = 2896;
 
 constexpr char kExtMagic[4] = {'W', 'D', 'X', '1'};
