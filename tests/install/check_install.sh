@@ -7,14 +7,23 @@
 # other. The install is staged with DESTDIR: the CMake package must find
 # its headers from where it is (relocatable), pkg-config through its sysroot.
 #   check_install.sh <meson build dir> <C++ compiler command...>
-# (The compiler command is Meson's: "ccache g++" where Meson found ccache;
-# CMake takes the compiler itself and the rest as its launcher.)
+# (The compiler command is Meson's: "ccache g++" where Meson found ccache,
+# "g++ -m64" for CXX="g++ -m64". CMake takes a launcher, the compiler and
+# its flags apart.)
 set -euo pipefail
 build=$1
 shift
 cxx=("$@")
-cmake_compiler=${cxx[${#cxx[@]}-1]}
-cmake_launcher=$(IFS=';'; echo "${cxx[*]:0:${#cxx[@]}-1}")
+launcher=()
+while [ ${#cxx[@]} -gt 1 ]; do
+  case $(basename -- "${cxx[0]}") in
+    ccache | sccache | distcc | icecc) launcher+=("${cxx[0]}"); cxx=("${cxx[@]:1}") ;;
+    *) break ;;
+  esac
+done
+cmake_compiler=${cxx[0]}
+cmake_flags="${cxx[*]:1}"
+cmake_launcher=$(IFS=';'; echo "${launcher[*]}")
 here=$(dirname -- "$(realpath -- "$0")")
 for tool in cmake pkg-config; do
   command -v "$tool" >/dev/null || { echo "check_install: $tool not found (scripts/deps.sh test installs it)"; exit 1; }
@@ -50,7 +59,7 @@ check() {  # check <what> <expected> <actual>
 cmake_in() {  # cmake_in <dir> <args...>: configure the consumer project
   local dir=$1
   shift
-  cmake -S "$here/consumer" -B "$dir" -DCMAKE_CXX_COMPILER="$cmake_compiler" \
+  cmake -S "$here/consumer" -B "$dir" -DCMAKE_CXX_COMPILER="$cmake_compiler" -DCMAKE_CXX_FLAGS="$cmake_flags" \
     -DCMAKE_CXX_COMPILER_LAUNCHER="$cmake_launcher" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "$@"
 }
@@ -74,6 +83,8 @@ check "CMake: an unknown component is refused by name" "found=0 runtime=TRUE wde
 why=unknown component 'gpu' (wdedup has: runtime, wdedup)" "$(probe 'CONFIG;COMPONENTS;gpu')"
 check "CMake: an unknown optional component is only not found" "found=1 runtime=TRUE wdedup=FALSE gpu=FALSE
 why=" "$(probe 'CONFIG;COMPONENTS;runtime;OPTIONAL_COMPONENTS;gpu')"
+check "CMake: version 0 (another minor) refused" "found=0 runtime= wdedup= gpu=
+why=" "$(probe '0;CONFIG' | sed 's/why=.*/why=/')"
 check "CMake: a version range around 0.1.0" "found=1 runtime=TRUE wdedup=TRUE gpu=
 why=" "$(probe '0.0...1.0;CONFIG')"
 check "CMake: a version range that ends before 0.1.0 (excluded)" "found=0 runtime= wdedup= gpu=
@@ -88,10 +99,10 @@ why=wdedup::wdedup needs Boost >= 1.66 headers (Debian: libboost-dev), not found
 # ---- pkg-config -------------------------------------------------------------
 export PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest
 # shellcheck disable=SC2046
-"${cxx[@]}" -std=c++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wconversion -Wsign-conversion -Wshadow -Werror \
+"${launcher[@]}" "${cxx[@]}" -std=c++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wconversion -Wsign-conversion -Wshadow -Werror \
   $(pkg-config --cflags wdedup-runtime) "$here/consumer/read_store.cpp" -o "$work/pc_read"
 # shellcheck disable=SC2046
-"${cxx[@]}" -std=c++17 $(pkg-config --cflags wdedup) "$here/consumer/write_store.cpp" -o "$work/pc_write" \
+"${launcher[@]}" "${cxx[@]}" -std=c++17 $(pkg-config --cflags wdedup) "$here/consumer/write_store.cpp" -o "$work/pc_write" \
   $(pkg-config --libs wdedup)
 "$work/pc_write" "$work/pc.ptd" >/dev/null
 check "pkg-config: wdedup writes, wdedup-runtime reads" "$expected" "$("$work/pc_read" "$work/pc.ptd")"
