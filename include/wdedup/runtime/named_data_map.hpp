@@ -78,7 +78,7 @@ class DataBuffer {
   /// data() and size() first. What a delegate needs to give the bytes to an
   /// ExecuTorch FreeableBuffer without a heap object per buffer:
   ///   const void* p = b.data(); std::size_t n = b.size(); void* a = b.release();
-  ///   FreeableBuffer(p, n, [](void* a, void*, std::size_t) { std::free(a); }, a);
+  ///   FreeableBuffer(p, n, [](void* ctx, void*, std::size_t) { std::free(ctx); }, a);
   [[nodiscard]] void* release() noexcept {
     void* const allocation = owned_;
     owned_ = nullptr;
