@@ -72,39 +72,6 @@ inline std::string parent_dir(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
-/// Whether a file can be written at `path`: it names a file (not a
-/// directory, nor anything but a regular file if it exists), in a directory
-/// that exists and where a file can be created; errno says why not. For a
-/// tool to check an output before the work whose result goes there (the
-/// writer itself checks again, with a full message, when it writes). It
-/// creates and removes a file of its own there, as the writer will (its
-/// temporary): permission bits say nothing for root, nor for a read-only
-/// mount or a filesystem such as /proc.
-inline bool can_create_file(const std::string& path) {
-  struct stat st {};
-  if (path.empty() || path.back() == '/' || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
-    errno = EISDIR;
-    return false;
-  }
-  const std::string dir = parent_dir(path);
-  if (::stat(dir.c_str(), &st) != 0) return false;
-  if (!S_ISDIR(st.st_mode)) {
-    errno = ENOTDIR;
-    return false;
-  }
-  std::string probe = dir + "/.wdedup-probe-XXXXXX";
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    fill_temp_name(probe.data());
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST) continue;
-    if (fd < 0) return false;
-    ::close(fd);
-    ::unlink(probe.c_str());
-    return true;
-  }
-  return false;  // errno: EEXIST
-}
-
 /// The system calls the atomic writer makes. Each returns what the POSIX
 /// call returns and sets errno the same way.
 class FileOps {
@@ -169,6 +136,34 @@ class FileOps {
 inline FileOps& default_file_ops() {
   static FileOps ops;
   return ops;
+}
+
+/// Whether a file can be written at `path`: it names a file (not a
+/// directory, nor anything but a regular file if it exists), in a directory
+/// that exists and where a file can be created; errno says why not. For a
+/// tool to check an output before the work whose result goes there (the
+/// writer itself checks again, with a full message, when it writes). It
+/// creates and removes a file of its own there, as the writer will (its
+/// temporary): permission bits say nothing for root, nor for a read-only
+/// mount or a filesystem such as /proc.
+inline bool can_create_file(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || path.back() == '/' || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))) {
+    errno = EISDIR;
+    return false;
+  }
+  const std::string dir = parent_dir(path);
+  if (::stat(dir.c_str(), &st) != 0) return false;
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return false;
+  }
+  std::string probe = dir + "/.wdedup-probe-XXXXXX";
+  const int fd = default_file_ops().make_temp(probe.data(), 0600);
+  if (fd < 0) return false;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return true;
 }
 
 /// One in-progress replacement of a file. Not copyable; the destructor

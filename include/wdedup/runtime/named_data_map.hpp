@@ -699,7 +699,7 @@ class NamedDataMap {
       mem = nullptr;
     }
     if (mem == nullptr) return R(Error::OutOfMemory, "allocating the copy failed", k.size);
-    Status st = read_source(k.offset, mem, k.size);
+    Status st = src_->read(k.offset, mem, k.size);  // (check_source() passed above)
     if (!st) {
       std::free(mem);
       return st.failure();
@@ -1301,11 +1301,13 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
   // name, which a real file exceeds only with names over 1 KiB on average.
   const std::uint64_t names = std::uint64_t{ftensor_count_} + 3 * std::uint64_t{function_count_};
   std::uint64_t compare_budget = 2 * (strings_size_ + kCompareBytesPerRow * names);
-  const auto spend = [&compare_budget](std::uint64_t bytes) {
-    if (bytes > compare_budget) return false;
-    compare_budget -= bytes;
+  // Takes `bytes` from `budget`, or says there are not that many left.
+  const auto take = [](std::uint64_t& budget, std::uint64_t bytes) {
+    if (bytes > budget) return false;
+    budget -= bytes;
     return true;
   };
+  const auto spend = [&](std::uint64_t bytes) { return take(compare_budget, bytes); };
   // Each name: inside the pool, NUL-terminated there (a backend may hand
   // its data() to a C-string lookup), not empty and without a NUL byte
   // (a C-string lookup would cut it): what the writer refuses to write.
@@ -1418,11 +1420,10 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
   const auto same = [&](KeyView a, KeyView b) {
     if (a.size() != b.size()) return false;
     if (a.data() == b.data()) return true;  // one pool string (NUL-terminated: the same name)
-    if (a.size() > same_budget) {
+    if (!take(same_budget, a.size())) {
       out_of_budget = true;
       return false;
     }
-    same_budget -= a.size();
     return std::memcmp(a.data(), b.data(), a.size()) == 0;
   };
   for (std::uint32_t b0 = 0; b0 < function_count_; b0 += kBlock) {
