@@ -22,7 +22,7 @@
 
 #include "harness.hpp"
 #include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads
-#include "wdedup/detail/atomic_file.hpp"  // parent_dir, can_create_file
+#include "wdedup/detail/atomic_file.hpp"  // parent_dir, can_create_file, write_whole_file
 #include "wdedup/report.hpp"
 
 #ifndef WBENCH_INCLUDE_DIR
@@ -568,9 +568,9 @@ int main(int argc, char** argv) {
   r.notes.push_back({"checksum", std::to_string(wbench::consumed())});
 
   const std::string json = to_json(c, r, command, date);
-  FILE* f = std::fopen(c.json_path.c_str(), "w");
-  if (f == nullptr || std::fwrite(json.data(), 1, json.size(), f) != json.size() || std::fclose(f) != 0) {
-    std::fprintf(stderr, "wdedup-bench: cannot write %s: %s\n", c.json_path.c_str(), std::strerror(errno));
+  // Whole or not at all: a cut-off file over the last run's figures loses both.
+  if (wdedup::Expected<void> w = wdedup::detail::write_whole_file(c.json_path, json, false); !w) {
+    std::fprintf(stderr, "wdedup-bench: %s\n", w.message().c_str());
     return 1;
   }
   std::printf("wrote %s\n", c.json_path.c_str());

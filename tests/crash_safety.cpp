@@ -235,6 +235,41 @@ TEST_CASE("every failing step leaves the destination untouched and removes the t
   }
 }
 
+TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a store") {
+  const std::string text = "[{\"report\": 1}]\n";
+  const std::vector<std::uint8_t> old_bytes = pattern(3000, 7);
+  using Step = FaultyOps::Step;
+  for (Step step : {Step::MakeTemp, Step::Reserve, Step::Write, Step::Fsync, Step::Close, Step::Rename}) {
+    CAPTURE(static_cast<int>(step));
+    const std::string dir = fresh_dir("whole_file");
+    const std::string dest = dir + "/report.json";
+    write_bytes(dest, old_bytes);
+    FaultyOps ops;
+    ops.fail = step;
+    ops.error = ENOSPC;
+    ops.fail_after_bytes = 5;  // a write fails part-way through the text
+    Expected<void> r = detail::write_whole_file(dest, text, true, ops);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error() == Error::IoError);
+    INFO(r.message());
+    CHECK(contains(r.message(), "cannot write '" + dest + "': "));
+    CHECK(contains(r.message(), std::strerror(ENOSPC)));
+    CHECK(read_file(dest) == old_bytes);
+    CHECK(others(dir, {"report.json"}).empty());
+  }
+  const std::string dir = fresh_dir("whole_file_ok");
+  const std::string dest = dir + "/report.json";
+  write_bytes(dest, old_bytes);
+  FaultyOps dribbling;
+  dribbling.dribble = true;  // short writes and EINTR on the way
+  const std::string big(5000, 'x');
+  REQUIRE(detail::write_whole_file(dest, big, false, dribbling).ok());
+  CHECK(read_file(dest) == std::vector<std::uint8_t>(big.begin(), big.end()));
+  REQUIRE(detail::write_whole_file(dest, "", false).ok());
+  CHECK(read_file(dest).empty());
+  CHECK(others(dir, {"report.json"}).empty());
+}
+
 TEST_CASE("a failed directory fsync after the rename is NotDurable, not IoError; the new file is complete") {
   std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1)};
   const NamedDataStore store = store_over(data);

@@ -43,8 +43,8 @@ struct Args {
 void usage(FILE* f) {
   std::fputs(
       "usage: wdedup-demo [options]\n"
-      "  --model tiny|small|1b      built-in Llama-shaped workload (default tiny: a few MB;\n"
-      "                             small: ~2x220 MB; 1b: Llama-3.2-1B shapes, ~2x2.5 GB)\n"
+      "  --model tiny|small|1b      built-in Llama-shaped workload (default tiny:\n"
+      "                             ~2x10 MB; small: ~2x310 MB; 1b: Llama-3.2-1B shapes, ~2x2.5 GB)\n"
       "  --layers N                 override the number of layers\n"
       "  --prefill-partitions N     partitions of prefill (default 1)\n"
       "  --decode-partitions N      partitions of decode (default 1)\n"
@@ -64,6 +64,9 @@ void usage(FILE* f) {
 }
 
 bool parse_u32(const char* s, std::uint32_t* out) {
+  // Digits only: strtoul would also take a sign (and wrap "-1" around to
+  // 2^64-1) and leading blanks.
+  if (*s < '0' || *s > '9') return false;
   char* end = nullptr;
   errno = 0;
   const unsigned long v = std::strtoul(s, &end, 10);
@@ -85,6 +88,21 @@ std::string out_path(const Args& a, const char* tag) {
   const std::string& o = a.out;
   const bool ends_ptd = o.size() >= 4 && o.compare(o.size() - 4, 4, ".ptd") == 0;
   return (ends_ptd ? o.substr(0, o.size() - 4) : o) + "." + tag + ".ptd";
+}
+
+/// Whether --per-method DIR can take the method files: an existing
+/// directory where files can be created, or a name for a new one in an
+/// existing directory (made later, once the method names are known).
+bool per_method_usable(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st {};
+  const bool exists = ::stat(dir.c_str(), &st) == 0;
+  if (exists && !S_ISDIR(st.st_mode)) errno = ENOTDIR;
+  const bool usable = exists ? S_ISDIR(st.st_mode) && wdedup::detail::can_create_file(dir + "/probe")
+                             : wdedup::detail::can_create_file(dir);
+  if (!usable)
+    std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", dir.c_str(), std::strerror(errno));
+  return usable;
 }
 
 bool parse_args(int argc, char** argv, Args* a) {
@@ -163,21 +181,82 @@ bool parse_args(int argc, char** argv, Args* a) {
     std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(), std::strerror(errno));
     return false;
   }
+  // A directory is no --out under any strategy: with --strategy all it
+  // would otherwise become "DIR.oneblob.ptd" beside it, or a hidden
+  // "DIR/.oneblob.ptd" inside it.
+  struct stat st {};
+  if (!a->out.empty() && (a->out.back() == '/' || (::stat(a->out.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))) {
+    std::fprintf(stderr, "wdedup-demo: --out %s is a directory; give the store's file name\n", a->out.c_str());
+    return false;
+  }
+  if (!a->per_method.empty() && !per_method_usable(a->per_method)) return false;
   return true;
 }
 
+/// The strategies this run uses, in order: Positional only on equal
+/// partition counts (--strategy positional on others is refused first).
+std::vector<const char*> strategies_run(const Args& a, bool equal_partitions) {
+  std::vector<const char*> tags;
+  for (const char* tag : {"positional", "oneblob", "disabled"})
+    if ((a.strategy == tag || a.strategy == "all") && (equal_partitions || std::strcmp(tag, "positional") != 0))
+      tags.push_back(tag);
+  return tags;
+}
+
 /// Whether every store the run will write can be written: checked once the
-/// program is known (Positional runs only on equal partition counts), before
-/// any of the work whose result goes there.
-bool outputs_writable(const Args& a, bool positional_runs) {
-  for (const char* tag : {"positional", "oneblob", "disabled"}) {
-    if (std::strcmp(tag, "positional") == 0 && !positional_runs) continue;
+/// program is known, before any of the work whose result goes there.
+bool outputs_writable(const Args& a, const std::vector<const char*>& tags) {
+  for (const char* tag : tags) {
     const std::string out = out_path(a, tag);
     if (!out.empty() && !wdedup::detail::can_create_file(out)) {
       std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(), std::strerror(errno));
       return false;
     }
   }
+  return true;
+}
+
+/// What a path names, so that two names of one file (a link, "./", a
+/// hard link) compare equal: an existing file's device and inode, else its
+/// directory's real path and its own name.
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0)
+    return "inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = wdedup::detail::parent_dir(path);
+  char* real = ::realpath(dir.c_str(), nullptr);
+  std::string id = "path " + (real ? std::string(real) : dir) + "/" + (slash == std::string::npos ? path : path.substr(slash + 1));
+  std::free(real);
+  return id;
+}
+
+/// Refuses a run whose outputs (the stores, --json, the --per-method files)
+/// name one file twice, or an input --ptd file: each write would replace
+/// the file an earlier one reported written and verified, or the input.
+bool outputs_distinct(const Args& a, const wdedup::Program& program, const std::vector<const char*>& tags) {
+  struct Named {
+    const char* flag;
+    std::string path;
+  };
+  std::vector<Named> paths;
+  for (const char* tag : tags)
+    if (!a.out.empty()) paths.push_back({"--out", out_path(a, tag)});
+  if (!a.json.empty()) paths.push_back({"--json", a.json});
+  if (!a.per_method.empty())
+    for (const wdedup::Method& m : program.methods) paths.push_back({"--per-method", a.per_method + "/" + m.name + ".ptd"});
+  const std::size_t outputs = paths.size();
+  for (const std::string& in : a.ptd) paths.push_back({"--ptd", in});
+  std::vector<std::string> ids;
+  for (const Named& n : paths) ids.push_back(file_identity(n.path));
+  for (std::size_t i = 0; i < outputs; ++i)
+    for (std::size_t j = i + 1; j < paths.size(); ++j)
+      if (ids[i] == ids[j]) {
+        std::fprintf(stderr, "wdedup-demo: %s %s and %s %s name the same file: %s\n", paths[i].flag,
+                     paths[i].path.c_str(), paths[j].flag, paths[j].path.c_str(),
+                     j < outputs ? "one output would replace the other" : "the output would replace the input");
+        return false;
+      }
   return true;
 }
 
@@ -351,28 +430,44 @@ int run_demo(int argc, char** argv) {
                 wdedup::detail::human_bytes(w->memory_bytes()).c_str());
   }
   const wdedup::Program& program = w ? w->program() : imported;
-  const bool equal_partitions = wdedup::Positional::validate(program).ok();
-  if (!outputs_writable(args, equal_partitions)) return 2;
+  const wdedup::Expected<void> positional_fits = wdedup::Positional::validate(program);
+  // Refused before any work: under --model 1b that is gigabytes generated,
+  // and per-method files written, for a run that cannot happen.
+  if (args.strategy == "positional" && !positional_fits) {
+    std::fprintf(stderr, "wdedup-demo: --strategy positional: %s\n", positional_fits.message().c_str());
+    return 2;
+  }
+  const std::vector<const char*> tags = strategies_run(args, positional_fits.ok());
+  if (!outputs_writable(args, tags) || !outputs_distinct(args, program, tags)) return 2;
   if (!args.per_method.empty() && !write_per_method(args.per_method, program)) return 1;
 
   std::string json;
   std::string* jp = args.json.empty() ? nullptr : &json;
   bool ok = true;
-  if (args.strategy == "positional" || (args.strategy == "all" && equal_partitions))
-    ok = run<wdedup::Positional>(args, program, out_path(args, "positional"), jp) && ok;
-  if (args.strategy == "oneblob" || args.strategy == "all")
-    ok = run<wdedup::OneBlob>(args, program, out_path(args, "oneblob"), jp) && ok;
-  if (args.strategy == "disabled" || args.strategy == "all")
-    ok = run<wdedup::Disabled>(args, program, out_path(args, "disabled"), jp) && ok;
-  if (args.strategy == "all" && !equal_partitions)
+  for (const char* tag : tags) {
+    const std::string out = out_path(args, tag);
+    if (std::strcmp(tag, "positional") == 0) ok = run<wdedup::Positional>(args, program, out, jp) && ok;
+    if (std::strcmp(tag, "oneblob") == 0) ok = run<wdedup::OneBlob>(args, program, out, jp) && ok;
+    if (std::strcmp(tag, "disabled") == 0) ok = run<wdedup::Disabled>(args, program, out, jp) && ok;
+  }
+  if (args.strategy == "all" && !positional_fits)
     std::printf("(Positional skipped: the methods have different partition counts)\n");
 
-  if (jp) {
-    FILE* f = std::fopen(args.json.c_str(), "w");
-    if (!f || std::fprintf(f, "[%s]\n", json.c_str()) < 0 || std::fclose(f) != 0) {
-      std::fprintf(stderr, "wdedup-demo: cannot write %s: %s\n", args.json.c_str(), std::strerror(errno));
+  // Replaced whole or not at all, as the stores are; and only with a
+  // report: a run where every strategy failed leaves the last one.
+  if (jp && json.empty()) {
+    std::fprintf(stderr, "wdedup-demo: no report to write; --json %s left as it was\n", args.json.c_str());
+  } else if (jp) {
+    if (wdedup::Expected<void> w = wdedup::detail::write_whole_file(args.json, "[" + json + "]\n", false); !w) {
+      std::fprintf(stderr, "wdedup-demo: %s\n", w.message().c_str());
       return 1;
     }
+  }
+  // Everything above went to stdout: a full disk or a closed pipe there
+  // lost it, which is a failed run, not exit 0.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "wdedup-demo: writing to standard output failed: %s\n", std::strerror(errno));
+    return 1;
   }
   return ok ? 0 : 1;
 }

@@ -407,6 +407,20 @@ class BasicAtomicFile {
 };
 using AtomicFile = BasicAtomicFile<>;
 
+/// Replaces `path` with `text`, as write_ptd_file replaces a store: on any
+/// failure the destination is untouched. For the tools' reports (JSON):
+/// a report cut off by a full disk, over the previous good one, is worse
+/// than the previous one.
+template <int = 0>
+Expected<void> write_whole_file(const std::string& path, const std::string& text, bool durable,
+                                FileOps& ops = default_file_ops()) {
+  AtomicFile file(ops);
+  if (Expected<void> r = file.open(path, text.size()); !r) return r;
+  std::vector<struct iovec> iov{iovec{const_cast<char*>(text.data()), text.size()}};
+  if (Expected<void> r = file.write(iov); !r) return r;
+  return file.commit(durable);
+}
+
 }  // namespace detail
 }  // namespace wdedup
 

@@ -45,16 +45,17 @@ struct LlamaConfig {
   std::uint64_t seed = 0x5eed;
   std::int64_t alignment = 64;          ///< asked for every weight
 
-  /// A few MB: the default, runs in well under a second.
+  /// About 2 x 10 MB of tensors (bytes in, per method): the default, runs in
+  /// well under a second.
   static LlamaConfig tiny() { return LlamaConfig{}; }
-  /// About 2 x 220 MB.
+  /// About 2 x 310 MB of tensors.
   static LlamaConfig small() {
     LlamaConfig c;
     c.dim = 1024, c.n_layers = 8, c.n_heads = 16, c.n_kv_heads = 4, c.hidden_dim = 2816, c.vocab_size = 32000;
     c.max_seq_len = 512, c.prefill_len = 128;
     return c;
   }
-  /// Llama-3.2-1B shapes, fp16: about 2 x 2.5 GB.
+  /// Llama-3.2-1B shapes, fp16: about 2 x 2.5 GB of tensors.
   static LlamaConfig llama_1b() {
     LlamaConfig c;
     c.dim = 2048, c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8, c.hidden_dim = 8192,

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""CI check of wdedup-demo's command line: a mistake is refused before any
+work and before any file is written, with exit code 2 and one line naming
+the flag and its value; outputs never replace each other nor an input; the
+JSON report is replaced whole or not at all. Every run is the tiny model."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+exe, outdir = sys.argv[1], sys.argv[2]
+work = os.path.join(outdir, "demo-args")
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+problems = []
+
+
+def run(args, **kw):
+    return subprocess.run([exe, "--quiet", "--threads", "1"] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=120, cwd=work, **kw)
+
+
+def listing():
+    found = set()
+    for root, dirs, files in os.walk(work):
+        for name in dirs + files:
+            found.add(os.path.relpath(os.path.join(root, name), work))
+    return found
+
+
+def expect(args, code, stderr, note=""):
+    r = run(args)
+    if r.returncode != code or r.stderr.strip() != stderr:
+        problems.append(f"{args}{note}: exit {r.returncode}, stderr {r.stderr.strip()!r}; "
+                        f"expected {code}, {stderr!r}")
+    return r
+
+
+# A report and a store from a good run: what the refusals below must leave alone.
+r = run(["--strategy", "oneblob", "--out", "good.ptd", "--json", "good.json"])
+if r.returncode != 0:
+    sys.exit(f"the reference run failed: {r.stderr}")
+with open(os.path.join(work, "good.json"), "rb") as f:
+    good_json = f.read()
+with open(os.path.join(work, "good.ptd"), "rb") as f:
+    good_ptd = f.read()
+if [x["strategy"] for x in json.loads(good_json)] != ["ONE_BLOB"]:
+    problems.append(f"the reference report: {good_json[:200]!r}")
+os.makedirs(os.path.join(work, "adir"))
+os.makedirs(os.path.join(work, "pm2"))
+with open(os.path.join(work, "afile"), "w"):
+    pass
+before = listing()
+
+# ---- refused before any work: exit 2, exactly this, nothing written ----------
+refusals = [
+    (["--layers", "-18446744073709551615"], "--layers needs a positive integer, got '-18446744073709551615'"),
+    (["--layers", " 3"], "--layers needs a positive integer, got ' 3'"),
+    (["--threads", "+2"], "--threads needs a positive integer, got '+2'"),
+    (["--layers", "0"], "--layers needs a positive integer, got '0'"),
+    (["--threads", "1025"], "--threads 1025 is more than 1024"),
+    (["--out", "adir"], "--out adir is a directory; give the store's file name"),
+    (["--out", "adir", "--strategy", "oneblob"], "--out adir is a directory; give the store's file name"),
+    (["--out", "new/"], "--out new/ is a directory; give the store's file name"),
+    (["--per-method", "no/such/dir"], "cannot write --per-method no/such/dir: No such file or directory"),
+    (["--per-method", "afile"], "cannot write --per-method afile: Not a directory"),
+    (["--json", "adir"], "cannot write --json adir: Is a directory"),
+    (["--strategy", "positional", "--prefill-partitions", "2", "--per-method", "pm"],
+     "--strategy positional: Strategy<Positional> requires every method to have the same number of partitions: "
+     "method 'decode' has 1, but the first method 'prefill' has 2; Strategy<OneBlob> (or Strategy<Disabled>) "
+     "accepts unequal partition counts"),
+    (["--strategy", "oneblob", "--out", "same.ptd", "--json", "same.ptd"],
+     "--out same.ptd and --json same.ptd name the same file: one output would replace the other"),
+    (["--strategy", "oneblob", "--out", "good.ptd", "--json", "./adir/../good.ptd"],
+     "--out good.ptd and --json ./adir/../good.ptd name the same file: one output would replace the other"),
+    (["--strategy", "oneblob", "--out", "pm2/decode.ptd", "--per-method", "pm2"],
+     "--out pm2/decode.ptd and --per-method pm2/decode.ptd name the same file: one output would replace the other"),
+    (["--ptd", "good.ptd", "--out", "", "--json", "good.ptd"],
+     "--json good.ptd and --ptd good.ptd name the same file: the output would replace the input"),
+]
+os.symlink("good.ptd", os.path.join(work, "link.ptd"))
+refusals.append((["--ptd", "good.ptd", "--strategy", "disabled", "--out", "link.ptd"],
+                 "--out link.ptd and --ptd good.ptd name the same file: the output would replace the input"))
+before.add("link.ptd")
+for args, want in refusals:
+    expect(args, 2, "wdedup-demo: " + want)
+    if listing() != before:
+        problems.append(f"{args}: left {sorted(listing() - before)} behind")
+        shutil.rmtree(os.path.join(work, "pm"), ignore_errors=True)
+
+# ---- --strategy all writes FILE.<strategy>.ptd; an input is never an output --
+r = run(["--out", "s.ptd"])
+for tag in ("positional", "oneblob", "disabled"):
+    if r.returncode != 0 or not os.path.exists(os.path.join(work, f"s.{tag}.ptd")):
+        problems.append(f"--strategy all --out s.ptd: exit {r.returncode}, no s.{tag}.ptd: {r.stderr!r}")
+
+# ---- the report: replaced whole, or left as it was --------------------------
+# A run whose report cannot be written in full (file size limit): the old one stays.
+shutil.copy(os.path.join(work, "good.json"), os.path.join(work, "r2.json"))
+script = f"ulimit -f 1; exec {exe!r} --quiet --threads 1 --out '' --json r2.json"
+r = subprocess.run(["bash", "-c", "trap '' XFSZ; " + script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   text=True, timeout=120, cwd=work)
+with open(os.path.join(work, "r2.json"), "rb") as f:
+    kept = f.read()
+if r.returncode != 1 or kept != good_json or "File too large" not in r.stderr:
+    problems.append(f"report over the size limit: exit {r.returncode}, stderr {r.stderr!r}, "
+                    f"r2.json {'kept' if kept == good_json else 'changed'}")
+if any(n.startswith(".r2.json.tmp") for n in os.listdir(work)):
+    problems.append("report over the size limit: a temporary file was left behind")
+# A good run replaces it with every strategy's report.
+r = run(["--out", "", "--json", "r2.json"])
+with open(os.path.join(work, "r2.json")) as f:
+    strategies = [x["strategy"] for x in json.load(f)]
+if r.returncode != 0 or strategies != ["POSITIONAL", "ONE_BLOB", "DISABLED"]:
+    problems.append(f"--json r2.json: exit {r.returncode}, strategies {strategies}")
+
+# ---- standard output lost: a failed run --------------------------------------
+if os.path.exists("/dev/full"):
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([exe, "--threads", "1", "--out", ""], stdout=full, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+    if r.returncode != 1 or not r.stderr.startswith("wdedup-demo: writing to standard output failed: "):
+        problems.append(f"stdout on /dev/full: exit {r.returncode}, stderr {r.stderr!r}")
+
+with open(os.path.join(work, "good.ptd"), "rb") as f:
+    if f.read() != good_ptd:
+        problems.append("good.ptd changed")
+
+for p in problems:
+    print("FAIL:", p)
+print(f"{len(refusals)} refusals checked; {len(problems)} problem(s)")
+sys.exit(1 if problems else 0)
