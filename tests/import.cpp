@@ -12,11 +12,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,28 @@
 
 using namespace wdedup;
 using namespace wdedup_test;
+
+// Every byte this process asks operator new for: what bounds the memory an
+// import of a hostile file takes (the import has no allocation hook).
+namespace {
+std::atomic<std::uint64_t> g_new_bytes{0};
+}  // namespace
+void* operator new(std::size_t n) {
+  g_new_bytes.fetch_add(n, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+#if defined(__cpp_exceptions)
+  throw std::bad_alloc();
+#else
+  std::abort();
+#endif
+}
+// (GCC flags free() in a replaced operator delete as a mismatch once it
+// inlines the pair; here the two are matched by construction.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -470,7 +494,39 @@ TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is Malforme
   REQUIRE(f->ok());
   e = add_ptd_program(program, f->map());
   CHECK(e.error() == Error::MalformedFunctionMap);
-  CHECK(e.message() == "add_ptd_program: method 'decode' has partition 2147483648 but the store has only 1 functions");
+  CHECK(e.message() == "add_ptd_program: method 'decode' has partition 2147483648 but no function for partition 0");
+  CHECK(program.methods.empty());
+}
+
+TEST_CASE("add_ptd_program: partition indices size nothing past the function count, across methods") {
+  // The writer's most functions, each a method of its own claiming the
+  // last partition index: sized by each method's highest index, this
+  // 179 KB file asked for 2,896 x 2,896 partitions (200 MB) before the gap
+  // was found.
+  FunctionMaps maps;
+  const std::uint32_t n = static_cast<std::uint32_t>(format::kMaxFunctions);
+  for (std::uint32_t i = 0; i < n; ++i)
+    maps.functions.push_back({"m" + std::to_string(i), n - 1, "blob", "m" + std::to_string(i), {{"w", "w"}}});
+  std::unique_ptr<Opened> o = open_bytes(one_key_file(maps));
+  REQUIRE(o->ok());
+  Program program;
+  const std::uint64_t before = g_new_bytes.load();
+  Expected<void> e = add_ptd_program(program, o->map());
+  const std::uint64_t asked = g_new_bytes.load() - before;
+  CHECK(e.error() == Error::MalformedFunctionMap);
+  CHECK(e.message() == "add_ptd_program: method 'm0' has partition 2895 but no function for partition 0");
+  CHECK(program.methods.empty());
+  CHECK(asked < (std::uint64_t{2} << 20));  // linear in the functions: ~0.3 MB here
+  // The gap is found in the method that has it, wherever its functions are.
+  FunctionMaps late;
+  late.functions.push_back({"a", 0, "blob", "a__0", {{"w", "w"}}});
+  late.functions.push_back({"b", 1, "blob", "b__1", {{"w", "w"}}});
+  late.functions.push_back({"a", 1, "blob", "a__1", {{"w", "w"}}});
+  late.functions.push_back({"b", 2, "blob", "b__2", {{"w", "w"}}});
+  std::unique_ptr<Opened> l = open_bytes(one_key_file(late));
+  REQUIRE(l->ok());
+  e = add_ptd_program(program, l->map());
+  CHECK(e.message() == "add_ptd_program: method 'b' has partition 2 but no function for partition 0");
   CHECK(program.methods.empty());
 }
 
