@@ -14,6 +14,8 @@
 
 #include "wdedup/wdedup.hpp"
 
+#include "support/no_access.hpp"
+
 using namespace wdedup;
 
 namespace {
@@ -554,6 +556,31 @@ TEST_CASE("a store filled by deduplicate() indexes its buffers on the first late
   CHECK(s.find("d_copy")->buffer_index == 3);
   CHECK(s.buffer_count() == 4);
   CHECK(s.key_count() == 8);
+}
+
+TEST_CASE("a store filled by deduplicate(): once indexed, an add reads only the buffer it finds") {
+  // The first add builds the buffer indexes (reading the buffers of shared
+  // sizes); after it, with every buffer's page but #700's unreadable, a
+  // copy of #700 is found by content and a range already held by pointer.
+  wdedup_test::PagedBuffers pages(1000, 32);
+  Program program;
+  Partition& part = program.add_method("m").add_partition();
+  for (std::size_t i = 0; i < 1000; ++i) {
+    std::memcpy(pages.at(i), &i, sizeof i);
+    part.add("t" + std::to_string(i), ByteSpan(pages.at(i), 32));
+  }
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  NamedDataStore& s = r->store;
+  const std::vector<std::uint8_t> first(64, 5);
+  REQUIRE(s.add_named_data("first", span(first)).ok());
+  pages.protect_all_but(700);
+  const std::vector<std::uint8_t> copy(pages.at(700), pages.at(700) + 32);
+  REQUIRE(s.add_named_data("copy", span(copy)).ok());
+  REQUIRE(s.add_named_data("same_memory", ByteSpan(pages.at(3), 32)).ok());
+  CHECK(s.find("copy")->buffer_index == 700);
+  CHECK(s.find("same_memory")->buffer_index == 3);
+  CHECK(s.buffer_count() == 1001);
 }
 
 TEST_CASE("the store's key index finds every key, whether the name index was handed over or not") {

@@ -12,6 +12,8 @@
 
 #include "wdedup/named_data_store.hpp"
 
+#include "support/no_access.hpp"
+
 using namespace wdedup;
 
 namespace {
@@ -409,6 +411,29 @@ TEST_CASE("many same-size buffers: copies are found through the content index, n
   CHECK(s.buffer_count() == 3000);
   CHECK(s.find("c2999")->buffer_index == 2999);
   CHECK(s.find("c0")->buffer_index == 0);
+}
+
+TEST_CASE("the buffer indexes read only the buffer they find: every other one may be unreadable") {
+  // 3000 same-size buffers on pages of their own; then all but #1234 are
+  // made unreadable. A scan, or a compare with any other buffer, faults.
+  wdedup_test::PagedBuffers pages(3000, 16);
+  NamedDataStore s;
+  for (std::size_t i = 0; i < 3000; ++i) {
+    pages.at(i)[0] = static_cast<std::uint8_t>(i);
+    pages.at(i)[1] = static_cast<std::uint8_t>(i >> 8);
+    REQUIRE(s.add_named_data("k" + std::to_string(i), ByteSpan(pages.at(i), 16)).ok());
+  }
+  pages.protect_all_but(1234);
+  const std::vector<std::uint8_t> copy(pages.at(1234), pages.at(1234) + 16);
+  std::vector<std::uint8_t> fresh = copy;
+  fresh[15] = 1;
+  REQUIRE(s.add_named_data("copy", span(copy)).ok());              // by content
+  REQUIRE(s.add_named_data("same_memory", ByteSpan(pages.at(7), 16)).ok());  // by pointer, never read
+  REQUIRE(s.add_named_data("fresh", span(fresh)).ok());            // no buffer has its hash
+  CHECK(s.find("copy")->buffer_index == 1234);
+  CHECK(s.find("same_memory")->buffer_index == 7);
+  CHECK(s.find("fresh")->buffer_index == 3000);
+  CHECK(s.buffer_count() == 3001);
 }
 
 TEST_CASE("merge: a buffer alignment carried over that overflows the lcm fails whole, with the same prefix") {

@@ -288,6 +288,37 @@ TEST_CASE("a generated key that a real tensor name already took gets a suffix") 
   CHECK(r->store.bytes_of("decode/mask").data() == literal.data());
 }
 
+TEST_CASE("a generated key that a real tensor name took for the same bytes and layout is shared") {
+  // The literal "decode/mask" holds decode's own mask (a copy elsewhere in
+  // memory): one content, one key, no "~1"; with another layout it is
+  // another content, and decode's mask gets the suffix.
+  std::vector<std::uint8_t> m1 = fill(16, 1), m2 = fill(16, 2), m2_copy = m2;
+  for (bool same_layout : {true, false}) {
+    CAPTURE(same_layout);
+    Program program;
+    const std::optional<Layout> flat = Layout::contiguous(ScalarType::Byte, {16});
+    const std::optional<Layout> square = Layout::contiguous(ScalarType::Byte, {4, 4});
+    Partition& prefill = program.add_method("prefill").add_partition();
+    prefill.add("mask", span(m1), 1, flat);
+    prefill.add("decode/mask", span(m2_copy), 1, same_layout ? flat : square);
+    program.add_method("decode").add_partition().add("mask", span(m2), 1, flat);
+    auto r = deduplicate<Strategy<OneBlob>>(program);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    const FunctionMap& p = *r->functions.find("prefill", 0);
+    const FunctionMap& d = *r->functions.find("decode", 0);
+    CHECK(*p.key_of("decode/mask") == "decode/mask");
+    CHECK(r->store.buffers().size() == 2);
+    if (same_layout) {
+      CHECK(key_names(r->store) == std::vector<std::string>{"prefill/mask", "decode/mask"});
+      CHECK(*d.key_of("mask") == "decode/mask");
+    } else {
+      CHECK(key_names(r->store) == std::vector<std::string>{"prefill/mask", "decode/mask", "decode/mask~1"});
+      CHECK(*d.key_of("mask") == "decode/mask~1");
+      CHECK(r->store.bytes_of("decode/mask~1").size() == 16);
+    }
+  }
+}
+
 TEST_CASE("a tied embedding is one buffer under two keys with their own layouts") {
   std::vector<std::uint8_t> emb = fill(48, 7), emb_copy = emb;
   Program program;
@@ -395,8 +426,39 @@ TEST_CASE("a policy that reuses a function name inside a blob is an error naming
   program.add_method("b").add_partition().add("w", span(w));
   auto r = deduplicate<Strategy<CollidingNames>>(program);
   CHECK(r.error() == Error::InvalidName);
-  CHECK(r.message() == "policy COLLIDING gave function name 'f' in blob 'all' to two partitions (again for "
-                       "method 'b' partition 0)");
+  CHECK(r.message() == "policy COLLIDING gave function name 'f' in blob 'all' to two partitions: method 'a' "
+                       "partition 0 and method 'b' partition 0");
+}
+
+namespace {
+// Policies returning a null const char* for a blob key or a function name.
+template <bool NullBlob>
+struct NullPointers {
+  static constexpr const char* name = "NULLS";
+  static Expected<void> validate(const Program&) { return {}; }
+  static const char* blob_key(const Program&, std::size_t, std::uint32_t p) {
+    return NullBlob && p == 1 ? nullptr : "all";
+  }
+  static const char* function_name(const Program&, std::size_t m, std::uint32_t p) {
+    static const char* const names[] = {"f0", "f1"};
+    return !NullBlob && m == 1 ? nullptr : names[p];
+  }
+};
+}  // namespace
+
+TEST_CASE("a policy's null blob key or function name is InvalidName naming the partition, not a crash") {
+  std::vector<std::uint8_t> w = fill(8, 1);
+  Program program;
+  Method& a = program.add_method("a");
+  a.add_partition().add("w", span(w));
+  a.add_partition().add("v", span(w));
+  program.add_method("b").add_partition().add("w", span(w));
+  auto blob = deduplicate<Strategy<NullPointers<true>>>(program);
+  CHECK(blob.error() == Error::InvalidName);
+  CHECK(blob.message() == "policy NULLS: method 'a' partition 1: blob key is a null pointer");
+  auto function = deduplicate<Strategy<NullPointers<false>>>(program);
+  CHECK(function.error() == Error::InvalidName);
+  CHECK(function.message() == "policy NULLS: method 'b' partition 0: function name is a null pointer");
 }
 
 TEST_CASE("a program the policy refuses: its name errors come first, and no byte is read") {
@@ -441,6 +503,7 @@ TEST_CASE("a policy's function-name error comes after the keys' errors, with any
     auto policy_next = deduplicate<Strategy<CollidingNames>>(program, o);
     CHECK(policy_next.error() == Error::InvalidName);
     CHECK(policy_next.message() ==
-          "policy COLLIDING gave function name 'f' in blob 'all' to two partitions (again for method 'b' partition 0)");
+          "policy COLLIDING gave function name 'f' in blob 'all' to two partitions: method 'a' partition 0 and "
+          "method 'b' partition 0");
   }
 }

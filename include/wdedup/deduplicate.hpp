@@ -262,8 +262,17 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
         FunctionMap f;
         f.method = method.name;
         f.partition_index = p;
-        f.blob_key = Policy::blob_key(program, m, p);
-        f.function_name = Policy::function_name(program, m, p);
+        // (A policy may return a const char*: a null one would crash the
+        // string it is assigned to.)
+        auto blob_key = Policy::blob_key(program, m, p);
+        auto function_name = Policy::function_name(program, m, p);
+        for (const char* what : {is_null_name(blob_key) ? "blob key" : nullptr,
+                                 is_null_name(function_name) ? "function name" : nullptr})
+          if (what != nullptr)
+            return Expected<void>(Error::InvalidName, cat("policy ", Policy::name, ": method ", quote_name(method.name),
+                                                          " partition ", p, ": ", what, " is a null pointer"));
+        f.blob_key = std::move(blob_key);
+        f.function_name = std::move(function_name);
         // Looked up by name (a backend's strcmp among them): see unusable_name.
         const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},
                                                                     {"function name", &f.function_name}};
@@ -273,11 +282,14 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
                                                           " partition ", p, ": ", what, why));
         std::string fid = f.blob_key + '\0' + f.function_name;
         const std::uint64_t fh = IdIndex::hash(fid);
-        if (function_index.find(fid, fh, function_id_of) != IdIndex::kNone)
+        if (const std::uint32_t first = function_index.find(fid, fh, function_id_of); first != IdIndex::kNone) {
+          const FunctionMap& had = out.functions.functions[first];  // ids are in function order
           return Expected<void>(Error::InvalidName,
                                 cat("policy ", Policy::name, " gave function name ", quote_name(f.function_name),
-                                    " in blob ", quote_name(f.blob_key), " to two partitions (again for method ",
-                                    quote_name(method.name), " partition ", p, ")"));
+                                    " in blob ", quote_name(f.blob_key), " to two partitions: method ",
+                                    quote_name(had.method), " partition ", had.partition_index, " and method ",
+                                    quote_name(method.name), " partition ", p));
+        }
         function_ids.push_back(std::move(fid));
         function_index.insert(function_ids.back(), fh, static_cast<std::uint32_t>(function_ids.size() - 1),
                               function_id_of);
