@@ -28,38 +28,21 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#if defined(__linux__)
-#include <sys/random.h>
-#endif
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "wdedup/detail/random.hpp"
 #include "wdedup/expected.hpp"
 
 namespace wdedup {
 namespace detail {
 
 /// A name for a temporary file: `path_template`'s trailing "XXXXXX"
-/// replaced with 6 characters that another user cannot predict (random
-/// bits from the kernel; where it has none to give, the clock, the process
-/// id and a counter, which still differ from call to call and process to
-/// process). A name someone took first only costs a retry (O_EXCL).
+/// replaced with 6 characters that another user cannot predict. A name
+/// someone took first only costs a retry (O_EXCL).
 inline void fill_temp_name(char* path_template) {
-  static std::atomic<std::uint64_t> counter{0};
-  std::uint64_t random = 0;
-#if defined(__linux__)
-  if (::getrandom(&random, sizeof random, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof random)) random = 0;
-#endif
-  struct timespec ts {};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  std::uint64_t x = random ^ (static_cast<std::uint64_t>(ts.tv_sec) << 30) ^ static_cast<std::uint64_t>(ts.tv_nsec) ^
-                    (static_cast<std::uint64_t>(::getpid()) << 42) ^
-                    (counter.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull);
-  // splitmix64's finalizer: every input bit reaches every output bit.
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
+  std::uint64_t x = unpredictable_u64();
   static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   char* end = path_template + std::strlen(path_template);
   for (char* p = end - 6; p < end; ++p, x /= 62) *p = kChars[x % 62];
