@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -130,6 +131,24 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
     CHECK(std::memcmp(head + 4, "FT01", 4) == 0);
     CHECK(g.read(896, head, 1).error() == Error::Truncated);
   }
+}
+
+TEST_CASE("a FileSource whose read fails names the errno, with the offset in `at`") {
+  // The source's descriptor made a directory's (dup2): pread gives EISDIR.
+  const std::string simple = fixture("simple.ptd");
+  Result<FileSource> f = FileSource::open(simple.c_str());
+  REQUIRE(f.ok());
+  const int dir = ::open(WDEDUP_FIXTURES_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(dir >= 0);
+  REQUIRE(::dup2(dir, f->fd()) == f->fd());
+  ::close(dir);
+  std::uint8_t b[8];
+  const Status st = f->read(64, b, sizeof b);
+  CHECK(st.error() == Error::IoError);
+  CHECK(std::string(st.failure().what) == "pread failed: EISDIR, the descriptor is a directory (at = offset)");
+  CHECK(st.failure().at == 64);
+  CHECK(std::string(detail::pread_failure(EIO)) == "pread failed: EIO, an I/O error (at = offset)");
+  CHECK(std::string(detail::pread_failure(EPERM)).rfind("pread failed: an errno other than EIO", 0) == 0);
 }
 
 TEST_CASE("open: in place for memory, lent metadata otherwise") {

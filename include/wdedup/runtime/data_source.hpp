@@ -31,7 +31,7 @@ namespace wdedup {
 ///  - read(offset, dst, size) copies the range into dst and returns
 ///    wdedup::ok_status() (or Status()), or a Status made from an Error
 ///    naming what failed and where, e.g.
-///    `Status(Error::IoError, "pread failed", offset)`. It must be safe to
+///    `Status(Error::IoError, "pread failed (at = offset)", offset)`. It must be safe to
 ///    call from several threads at once (NamedDataMap's const queries call
 ///    it concurrently) and must not allocate.
 ///  - A NamedDataMap keeps the source's address: the source must stay where
@@ -80,6 +80,26 @@ class MemorySource : public DataSource {
   const std::uint8_t* data_ = nullptr;
   std::uint64_t size_ = 0;
 };
+
+/// The text of a failed pread: a Status holds one static string and one
+/// number, the offset here, so the errno goes into the string, named for
+/// those a read of an open regular file can give.
+constexpr const char* pread_failure(int e) noexcept {
+  switch (e) {
+    case EIO: return "pread failed: EIO, an I/O error (at = offset)";
+    case EBADF: return "pread failed: EBADF, the descriptor is not open for reading (at = offset)";
+    case EISDIR: return "pread failed: EISDIR, the descriptor is a directory (at = offset)";
+    case EINVAL: return "pread failed: EINVAL, the descriptor cannot be read at an offset (at = offset)";
+    case EFAULT: return "pread failed: EFAULT, the destination is not writable memory (at = offset)";
+    case EOVERFLOW: return "pread failed: EOVERFLOW (at = offset)";
+    case ENXIO: return "pread failed: ENXIO, the device is gone (at = offset)";
+    case EAGAIN: return "pread failed: EAGAIN, no data ready on a non-blocking descriptor (at = offset)";
+    case ENOMEM: return "pread failed: ENOMEM (at = offset)";
+    case ESTALE: return "pread failed: ESTALE, the network file system lost the file (at = offset)";
+    default: return "pread failed: an errno other than EIO, EBADF, EISDIR, EINVAL, EFAULT, EOVERFLOW, ENXIO, EAGAIN, "
+                    "ENOMEM or ESTALE (at = offset)";
+  }
+}
 
 /// Opens `path` read-only and checks that it is a regular file. On success
 /// the caller owns *fd; on failure nothing is left open.
@@ -227,8 +247,9 @@ class FileSource final : public DataSource {
                                                                 : static_cast<std::size_t>(size);
       const ssize_t n = ::pread(fd_, out, chunk, static_cast<off_t>(offset));
       if (n < 0) {
-        if (errno == EINTR) continue;
-        return Status(Error::IoError, "pread failed", offset);
+        const int e = errno;
+        if (e == EINTR) continue;
+        return Status(Error::IoError, detail::pread_failure(e), offset);
       }
       if (n == 0) return Status(Error::Truncated, "file shrank while open", offset);
       out += n;
