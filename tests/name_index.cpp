@@ -62,7 +62,7 @@ TEST_CASE("NameIndex: ids in order of first insertion; exact matches only") {
   CHECK(index.name(2) == "layers.0.attention.wq.weight");
 }
 
-TEST_CASE("IdIndex hashes under a seed of this process: names chosen to collide under seed 0 spread out") {
+TEST_CASE("IdIndex hashes under a seed of its own: names chosen to collide under seed 0 spread out") {
   // 16,384 names whose seed-0 hashes all start in the first 256 of the
   // 32,768 slots an index sized for them has (what a hostile file's keys
   // would be): under seed 0 every insert walked one run of up to 16,384.
@@ -74,20 +74,33 @@ TEST_CASE("IdIndex hashes under a seed of this process: names chosen to collide 
     std::string n = "layers." + std::to_string(i) + ".weight";
     if ((key_hash(n.data(), n.size(), 0) & (kSlots - 1)) < 256) names.push_back(std::move(n));
   }
+  const IdIndex index(kNames), other(kNames);
   std::vector<char> used(kSlots, 0);
   std::size_t distinct = 0;
   for (const std::string& n : names) {
-    const std::size_t slot = IdIndex::hash(n) & (kSlots - 1);
+    const std::size_t slot = index.hash(n) & (kSlots - 1);
     distinct += used[slot] == 0;
     used[slot] = 1;
   }
-  CHECK(IdIndex::hash("w") == IdIndex::hash(std::string("w")));  // one seed for the process
   // A random seed puts them in ~12,900 distinct slots (1 - e^-0.5 of them);
   // seed 0 in at most 256.
   CHECK(distinct > 11000);
+  // Each index draws its own seed (a fixed one, zero or not, gives two
+  // indexes the same hashes); a copy or a move keeps it with the slots.
+  CHECK(index.hash("w") == index.hash(std::string("w")));
+  CHECK(index.hash("w") != other.hash("w"));
+  IdIndex copy = index;
+  CHECK(copy.hash("w") == index.hash("w"));
+  IdIndex moved = std::move(copy);
+  CHECK(moved.hash("w") == index.hash("w"));
   // And they work as names: each found under its own id.
-  NameIndex index(kNames);
-  for (std::size_t i = 0; i < kNames; ++i) REQUIRE(index.find_or_add(names[i]) == i);
-  CHECK(index.find(names[12345]) == 12345);
-  CHECK(index.find("layers.x.weight") == NameIndex::kNone);
+  NameIndex ids(kNames);
+  for (std::size_t i = 0; i < kNames; ++i) REQUIRE(ids.find_or_add(names[i]) == i);
+  CHECK(ids.find(names[12345]) == 12345);
+  CHECK(ids.find("layers.x.weight") == NameIndex::kNone);
+  // A handed-over index finds by its own hash.
+  const std::string_view probe = names[777];
+  IdIndex handed = ids.release_index();
+  auto name_of = [&](std::uint32_t id) { return ids.name(id); };
+  CHECK(handed.find(probe, handed.hash(probe), name_of) == 777);
 }

@@ -161,8 +161,7 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
       auto where = [&] { return cat("method ", quote_name(method.name), " partition ", p, ": "); };
       const auto count = static_cast<std::uint32_t>(part.tensors.size());
       auto name_at = [&](std::size_t j) -> std::string_view { return part.tensors[j].name; };
-      auto prefetch = [&](std::uint64_t h) { names->prefetch(h); };
-      HashAhead<decltype(name_at), decltype(prefetch)> ahead(count, name_at, prefetch);
+      HashAhead<decltype(name_at)> ahead(count, name_at, names->index());
       for (std::uint32_t t = 0; t < count; ++t) {
         const Tensor& tensor = part.tensors[t];
         if (tensor.name.empty())
@@ -281,7 +280,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
             return Expected<void>(Error::InvalidName, cat("policy ", Policy::name, ": method ", quote_name(method.name),
                                                           " partition ", p, ": ", what, why));
         std::string fid = f.blob_key + '\0' + f.function_name;
-        const std::uint64_t fh = IdIndex::hash(fid);
+        const std::uint64_t fh = function_index.hash(fid);
         if (const std::uint32_t first = function_index.find(fid, fh, function_id_of); first != IdIndex::kNone) {
           const FunctionMap& had = out.functions.functions[first];  // ids are in function order
           return Expected<void>(Error::InvalidName,
@@ -293,7 +292,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
         function_ids.push_back(std::move(fid));
         function_index.insert(function_ids.back(), fh, static_cast<std::uint32_t>(function_ids.size() - 1),
                               function_id_of);
-        const std::uint64_t bh = IdIndex::hash(f.blob_key);
+        const std::uint64_t bh = blob_index.hash(f.blob_key);
         std::uint32_t b = blob_index.find(f.blob_key, bh, blob_of);
         if (b == IdIndex::kNone) {
           b = static_cast<std::uint32_t>(blob_order.size());
@@ -504,12 +503,12 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
         const std::string candidate =
             method_consistent_at[i] ? cat(mname, "/", tname) : cat(mname, "/", s.partition, "/", tname);
         std::string k = candidate;
-        std::uint64_t h = IdIndex::hash(k);
+        std::uint64_t h = generated_index.hash(k);
         bool taken = false;
         id = owner_of(k, h, i, &taken);
         for (unsigned n = 1; taken; ++n) {
           k = cat(candidate, "~", n);
-          h = IdIndex::hash(k);
+          h = generated_index.hash(k);
           id = owner_of(k, h, i, &taken);
         }
         if (id == IdIndex::kNone) {
@@ -585,8 +584,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
         index_released = true;
       } else {
         StoreAccess::set_key_index(out.store, IdIndex(slots.size()));
-        auto prefetch = [&](std::uint64_t h) { StoreAccess::prefetch_key(out.store, h); };
-        HashAhead<decltype(key_text_of), decltype(prefetch)> ahead(slots.size(), key_text_of, prefetch);
+        HashAhead<decltype(key_text_of)> ahead(slots.size(), key_text_of, StoreAccess::key_index(out.store));
         for (std::size_t k = 0; k < slots.size(); ++k) {
           const KeySlot& slot = slots[k];
           StoreAccess::add_key(out.store, key_text(slot), ahead.take(k), content[slot.first_site], slot.alignment,

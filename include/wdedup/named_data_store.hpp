@@ -186,7 +186,7 @@ class NamedDataStore {
                                 std::optional<Layout> layout = std::nullopt) {
     if (Expected<void> c = detail::check_entry("", key, bytes, alignment, layout); !c) return c;
     const auto align = static_cast<std::uint64_t>(alignment);
-    const std::uint64_t key_h = detail::IdIndex::hash(key);
+    const std::uint64_t key_h = key_index_.hash(key);
 
     if (const std::uint32_t found = key_index_.find(key, key_h, key_of()); found != detail::IdIndex::kNone) {
       StoreKey& k = keys_[found];
@@ -290,7 +290,7 @@ class NamedDataStore {
   /// The key's entry, or nullptr.
   template <int = 0>
   const StoreKey* find(std::string_view key) const {
-    const std::uint32_t k = key_index_.find(key, detail::IdIndex::hash(key), key_of());
+    const std::uint32_t k = key_index_.find(key, key_index_.hash(key), key_of());
     return k == detail::IdIndex::kNone ? nullptr : &keys_[k];
   }
   /// The bytes a key names (empty span if absent).
@@ -457,16 +457,17 @@ struct StoreAccess {
   template <int = 0>
   static void add_key(NamedDataStore& s, std::string_view key, std::uint32_t buffer, std::uint64_t alignment,
                       std::optional<Layout> layout) {
-    s.append_key(key, IdIndex::hash(key), buffer, alignment, std::move(layout));
+    s.append_key(key, s.key_index_.hash(key), buffer, alignment, std::move(layout));
   }
-  /// The same, with `key_hash` = IdIndex::hash(key) computed by the caller
-  /// (who may have prefetched its slot with prefetch_key).
+  /// The same, with `key_hash` = key_index(s).hash(key) computed by the
+  /// caller (who may have prefetched its slot).
   template <int = 0>
   static void add_key(NamedDataStore& s, std::string_view key, std::uint64_t key_hash, std::uint32_t buffer,
                       std::uint64_t alignment, std::optional<Layout> layout) {
     s.append_key(key, key_hash, buffer, alignment, std::move(layout));
   }
-  static void prefetch_key(const NamedDataStore& s, std::uint64_t key_hash) { s.key_index_.prefetch(key_hash); }
+  /// The key index: what a caller hashes and prefetches keys with.
+  static const IdIndex& key_index(const NamedDataStore& s) noexcept { return s.key_index_; }
   /// Appends a key that is not indexed: the caller hands over the index of
   /// every key with set_key_index once they are all added. Nothing checks
   /// that `key` is new here; the writer refuses a store that repeats one.
@@ -475,7 +476,7 @@ struct StoreAccess {
                                 std::uint64_t alignment, std::optional<Layout> layout) {
     s.push_key(key, buffer, alignment, std::move(layout));
   }
-  /// `index` maps every key's text (IdIndex::hash) to its position, or is
+  /// `index` maps every key's text (under its own seed) to its position, or is
   /// empty and sized for the keys add_key will add.
   static void set_key_index(NamedDataStore& s, IdIndex&& index) { s.key_index_ = std::move(index); }
   /// Hands the key index back; the store is then only fit to be dropped.

@@ -127,13 +127,6 @@ class FlatIndex {
 /// lookup, for stored names that can answer faster).
 inline bool same_name(std::string_view a, std::string_view b) noexcept { return a == b; }
 
-/// IdIndex's seed: drawn once per process (a function-local static, so an
-/// index used during another object's static initialization gets it too).
-inline std::uint64_t process_seed() noexcept {
-  static const std::uint64_t seed = unpredictable_u64();
-  return seed;
-}
-
 /// A set of names handing out dense ids, where the names live with the
 /// caller: every call takes `name_of(id)`, so they may sit in a vector that
 /// grows (and moves its strings) between calls. A slot keeps 32 bits of the
@@ -142,13 +135,14 @@ class IdIndex {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
-  explicit IdIndex(std::size_t expected = 0) : slots_(capacity_for(expected), 0) {}
+  explicit IdIndex(std::size_t expected = 0) : slots_(capacity_for(expected), 0), seed_(unpredictable_u64()) {}
   IdIndex(const IdIndex&) = default;
   IdIndex& operator=(const IdIndex&) = default;
   /// A moved-from index is empty and usable: it finds nothing, and its
   /// first insert gives it slots again (a moved-from NamedDataStore used to
-  /// probe an empty table with mask SIZE_MAX).
-  IdIndex(IdIndex&& o) noexcept : slots_(std::move(o.slots_)), count_(o.count_) {
+  /// probe an empty table with mask SIZE_MAX). The seed goes with the
+  /// entries (and stays with the moved-from index too: any seed will do).
+  IdIndex(IdIndex&& o) noexcept : slots_(std::move(o.slots_)), count_(o.count_), seed_(o.seed_) {
     o.slots_.clear();
     o.count_ = 0;
   }
@@ -156,23 +150,24 @@ class IdIndex {
     if (this != &o) {
       slots_ = std::move(o.slots_);
       count_ = o.count_;
+      seed_ = o.seed_;
       o.slots_.clear();
       o.count_ = 0;
     }
     return *this;
   }
 
-  /// key_hash under this process's seed, which is random: names chosen to
+  /// key_hash under this index's own seed, which is random: names chosen to
   /// collide under a known seed (a hostile .ptd file's keys, imported and
   /// deduplicated) would pile into one run of slots, making every insert
   /// walk it. 65,536 such keys took an import 3.9-6.9 s, and deduplicate()
   /// on the result 4 s, against 15-23 ms and 33 ms for as many plain keys.
-  /// Slots never reach an output (ids go in insertion order), so results
-  /// do not depend on the seed; every IdIndex of the process shares it, so
-  /// one can be handed over to another owner (NameIndex::release_index).
-  static std::uint64_t hash(std::string_view name) noexcept {
-    return key_hash(name.data(), name.size(), process_seed());
-  }
+  /// Slots never reach an output (ids go in insertion order), so results do
+  /// not depend on the seed. Each index draws its own (not one per process:
+  /// a library built with hidden symbols, or loaded RTLD_LOCAL, would hold a
+  /// process seed of its own, and a store made there would be looked up
+  /// under another), and a hash is only good for the index that made it.
+  std::uint64_t hash(std::string_view name) const noexcept { return key_hash(name.data(), name.size(), seed_); }
 
   /// The id of `name` (hash `h`), or kNone.
   template <class NameOf>
@@ -238,21 +233,22 @@ class IdIndex {
 
   Table<std::uint64_t> slots_;
   std::size_t count_ = 0;
+  std::uint64_t seed_;
 };
 
-/// Hashes the names of a run of items a few items ahead of their probes and
-/// starts loading each one's slot: on big tables every probe is otherwise a
-/// cache miss. name_at(j) gives item j's name; prefetch(h) starts the load.
-template <class NameAt, class Prefetch>
+/// Hashes the names of a run of items a few items ahead of their probes in
+/// `index` and starts loading each one's slot: on big tables every probe is
+/// otherwise a cache miss. name_at(j) gives item j's name.
+template <class NameAt>
 class HashAhead {
  public:
   static constexpr std::size_t kAhead = 8;
 
-  HashAhead(std::size_t count, const NameAt& name_at, const Prefetch& prefetch)
-      : count_(count), name_at_(name_at), prefetch_(prefetch) {
+  HashAhead(std::size_t count, const NameAt& name_at, const IdIndex& index)
+      : count_(count), name_at_(name_at), index_(index) {
     for (std::size_t j = 0; j < kAhead && j < count; ++j) fill(j);
   }
-  /// IdIndex::hash of item i's name; call for i = 0, 1, 2, ... in order.
+  /// index.hash of item i's name; call for i = 0, 1, 2, ... in order.
   std::uint64_t take(std::size_t i) {
     const std::uint64_t h = ring_[i % kAhead];
     if (i + kAhead < count_) fill(i + kAhead);
@@ -261,13 +257,13 @@ class HashAhead {
 
  private:
   void fill(std::size_t j) {
-    ring_[j % kAhead] = IdIndex::hash(name_at_(j));
-    prefetch_(ring_[j % kAhead]);
+    ring_[j % kAhead] = index_.hash(name_at_(j));
+    index_.prefetch(ring_[j % kAhead]);
   }
 
   std::size_t count_;
   const NameAt& name_at_;
-  const Prefetch& prefetch_;
+  const IdIndex& index_;
   std::uint64_t ring_[kAhead] = {};
 };
 

@@ -65,9 +65,9 @@ class NameIndex {
   /// The id of `name`, adding it (with the next id) if it is new. The
   /// viewed characters must outlive the index.
   std::uint32_t find_or_add(std::string_view name, bool* added = nullptr) {
-    return find_or_add(name, IdIndex::hash(name), added);
+    return find_or_add(name, index_.hash(name), added);
   }
-  /// The same, with `h` = IdIndex::hash(name) computed by the caller.
+  /// The same, with `h` = hash(name) computed by the caller.
   std::uint32_t find_or_add(std::string_view name, std::uint64_t h, bool* added = nullptr) {
     const std::uint32_t id = index_.find(name, h, name_of());
     if (added) *added = id == kNone;
@@ -82,10 +82,10 @@ class NameIndex {
   }
 
   /// The id of `name`, or kNone.
-  std::uint32_t find(std::string_view name) const { return index_.find(name, IdIndex::hash(name), name_of()); }
+  std::uint32_t find(std::string_view name) const { return index_.find(name, index_.hash(name), name_of()); }
 
   std::string_view name(std::uint32_t id) const { return std::string_view(names_[id].data, names_[id].size); }
-  /// Hands the index over (name -> id, hashed with IdIndex::hash); this
+  /// Hands the index over (name -> id, with its seed); this
   /// index is then empty: find() finds nothing, name() still works.
   IdIndex release_index() {
     IdIndex out;
@@ -95,6 +95,10 @@ class NameIndex {
   /// Takes back an index release_index() handed over.
   void restore_index(IdIndex&& index) noexcept { index_ = std::move(index); }
   void prefetch(std::uint64_t h) const noexcept { index_.prefetch(h); }
+  /// The hash find_or_add(name, h) takes: the index's own (see IdIndex::hash).
+  std::uint64_t hash(std::string_view name) const noexcept { return index_.hash(name); }
+  /// What HashAhead hashes and prefetches with.
+  const IdIndex& index() const noexcept { return index_; }
   std::size_t size() const noexcept { return names_.size(); }
 
  private:
