@@ -6,6 +6,7 @@ records are the ones it used. Nothing is timed; every run here is tiny."""
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 
@@ -57,6 +58,14 @@ for args, want in refusals:
     want = "wdedup-bench: " + want
     if r.returncode != 2 or r.stderr.strip() != want:
         problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}; expected 2, {want!r}")
+
+# A Llama size no machine holds: refused from its size before anything runs.
+r = run([exe, "--quick", "--no-progress", "--json", json_path, "--only", "dedup", "--workloads", "llama-1+1",
+         "--layers", "2000000000"])
+pattern = (r"wdedup-bench: Llama settings for llama-1\+1: the tensors need [0-9.]+ TiB of memory, more than this "
+           r"machine's [0-9.]+ (GiB|TiB)")
+if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()):
+    problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
 # ---- accepted ------------------------------------------------------------------
 # Two layers are enough for llama-1+1 alone; --once runs it without timing.

@@ -529,6 +529,11 @@ std::string check_llama(const Config& c) {
     with_partitions.decode_partitions = s.decode;
     if (const std::string why = with_partitions.problem(); !why.empty())
       return "Llama settings for " + std::string(s.id) + ": " + why;
+    // Refused before the run, not met as an out-of-memory kill part-way.
+    const std::uint64_t need = with_partitions.memory_bytes(), have = wdedup::bench::physical_memory();
+    if (have != 0 && need > have)
+      return "Llama settings for " + std::string(s.id) + ": the tensors need " + wdedup::detail::human_bytes(need) +
+             " of memory, more than this machine's " + wdedup::detail::human_bytes(have);
   }
   return "";
 }

@@ -144,6 +144,28 @@ TEST_CASE("generation is deterministic and configs are validated") {
   CHECK(LlamaConfig::preset("1b")->dim == 2048);
 }
 
+TEST_CASE("LlamaConfig::memory_bytes() is what generate() allocates, without allocating it") {
+  std::vector<LlamaConfig> configs(5, LlamaConfig::tiny());
+  configs[1].n_layers = 3, configs[1].prefill_partitions = 3, configs[1].decode_partitions = 2;
+  configs[2].dtype = ScalarType::Float, configs[2].vocab_size = 1001, configs[2].hidden_dim = 77;
+  configs[3].n_kv_heads = 8, configs[3].max_seq_len = 96, configs[3].prefill_len = 96;
+  configs[4].dtype = ScalarType::Bool, configs[4].n_layers = 1;
+  for (const LlamaConfig& c : configs) {
+    auto w = LlamaWorkload::generate(c);
+    REQUIRE(w.ok());
+    CHECK(c.memory_bytes() == w->memory_bytes());
+  }
+  // The 1b preset: ~2 x 2.5 GB of weights, computed rather than allocated.
+  const std::uint64_t b1 = LlamaConfig::llama_1b().memory_bytes();
+  CHECK(b1 > 2 * 2470000000ull);
+  CHECK(b1 < 2 * 2520000000ull);
+  // Past 2^64 it saturates rather than wraps (a --layers no machine holds).
+  LlamaConfig huge = LlamaConfig::llama_1b();
+  huge.n_layers = 0x7fffffffu, huge.hidden_dim = 0x7fffffffu;
+  CHECK(huge.problem().empty());
+  CHECK(huge.memory_bytes() == ~std::uint64_t{0});
+}
+
 #ifdef WDEDUP_DEMO_PATH
 TEST_CASE("the demo runs on its default workload and prints the right numbers") {
   const std::string dir = WDEDUP_TEST_TMPDIR;

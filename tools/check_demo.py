@@ -5,6 +5,7 @@ the flag and its value; outputs never replace each other nor an input; the
 JSON report is replaced whole or not at all. Every run is the tiny model."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,6 +89,13 @@ for args, want in refusals:
     if listing() != before:
         problems.append(f"{args}: left {sorted(listing() - before)} behind")
         shutil.rmtree(os.path.join(work, "pm"), ignore_errors=True)
+
+# A workload no machine holds: refused from its size, before allocating.
+r = run(["--layers", "2000000000"])
+pattern = (r"wdedup-demo: the workload's tensors need [0-9.]+ TiB of memory, more than this machine's "
+           r"[0-9.]+ (GiB|TiB) \(a smaller --model or --layers fits\)")
+if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()) or listing() != before:
+    problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
 # ---- --strategy all writes FILE.<strategy>.ptd; an input is never an output --
 r = run(["--out", "s.ptd"])

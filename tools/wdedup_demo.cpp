@@ -417,6 +417,18 @@ int run_demo(int argc, char** argv) {
     if (args.layers) config->n_layers = args.layers;
     if (args.prefill_partitions) config->prefill_partitions = args.prefill_partitions;
     if (args.decode_partitions) config->decode_partitions = args.decode_partitions;
+    // Before allocating: a --layers this machine cannot hold would otherwise
+    // end with the kernel killing the process part-way.
+    if (config->problem().empty()) {
+      const std::uint64_t need = config->memory_bytes(), have = wdedup::bench::physical_memory();
+      if (have != 0 && need > have) {
+        std::fprintf(stderr,
+                     "wdedup-demo: the workload's tensors need %s of memory, more than this machine's %s (a smaller "
+                     "--model or --layers fits)\n",
+                     wdedup::detail::human_bytes(need).c_str(), wdedup::detail::human_bytes(have).c_str());
+        return 2;
+      }
+    }
     auto generated = wdedup::LlamaWorkload::generate(*config);
     if (!generated) {
       std::fprintf(stderr, "wdedup-demo: %s\n", generated.message().c_str());

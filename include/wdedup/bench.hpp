@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "wdedup/program.hpp"
 #include "wdedup/runtime/span.hpp"
 
@@ -29,6 +31,14 @@ namespace bench {
 /// Monotonic seconds from an arbitrary origin.
 inline double now_seconds() noexcept {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// Bytes of physical memory, or 0 where the system does not say: a tool
+/// refuses a workload larger than this before building it, rather than
+/// being killed for memory part-way.
+inline std::uint64_t physical_memory() noexcept {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
 }
 
 /// Median of `samples` (the mean of the middle two for an even count; 0 for

@@ -76,6 +76,24 @@ struct LlamaConfig {
   std::uint32_t head_dim() const { return dim / n_heads; }
   std::uint32_t kv_dim() const { return head_dim() * n_kv_heads; }
 
+  /// Bytes of memory LlamaWorkload::generate(*this) allocates for tensors
+  /// (what its memory_bytes() then says), computed without allocating, so
+  /// that a tool can refuse a model this machine cannot hold before it runs
+  /// out of memory building it. Saturates at UINT64_MAX. Only meaningful
+  /// for a configuration problem() accepts.
+  std::uint64_t memory_bytes() const noexcept {
+    constexpr std::uint64_t kMax = ~std::uint64_t{0};
+    const auto mul = [](std::uint64_t a, std::uint64_t b) { return a != 0 && b > kMax / a ? kMax : a * b; };
+    const auto add = [](std::uint64_t a, std::uint64_t b) { return b > kMax - a ? kMax : a + b; };
+    const std::uint64_t el = element_size(dtype), d = dim, kv = kv_dim(), h = hidden_dim;
+    // A layer: two norms, wq and wo, wk and wv, w1..w3, and two float rotary tables.
+    std::uint64_t layer = mul(el, add(add(mul(2, d), mul(2, mul(d, d))), add(mul(2, mul(kv, d)), mul(3, mul(h, d)))));
+    layer = add(layer, mul(2, mul(4, mul(max_seq_len, head_dim() / 2))));
+    const std::uint64_t one_copy = add(mul(el, add(mul(vocab_size, d), d)), mul(n_layers, layer));
+    // Both methods' copies, and each one's float causal mask.
+    return add(mul(2, one_copy), mul(4, mul(add(prefill_len, 1), max_seq_len)));
+  }
+
   /// The first rule this configuration breaks, naming the fields and their
   /// values ("prefill_partitions 99 is more than n_layers 2"), or "" if it
   /// makes a model. Command lines name their flags after these fields.
