@@ -472,7 +472,13 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
   CHECK(can_create_file(dir + "/a_file"));  // replaced, as the writer does
   // It tried by creating a file of its own, and left nothing behind.
   CHECK(others(dir, {"a_file", "a_dir"}).empty());
+  // A link to nothing is refused, as the writer refuses it; one to a file is fine.
+  REQUIRE(::symlink("nothing_there", (dir + "/dangling").c_str()) == 0);
+  REQUIRE(::symlink("a_file", (dir + "/to_file").c_str()) == 0);
+  CHECK(can_create_file(dir + "/to_file"));
+  CHECK_FALSE(detail::write_whole_file(dir + "/dangling", "x", false).ok());
   const std::pair<std::string, int> refused[] = {
+      {dir + "/dangling", ENOENT},
       {"", EISDIR},
       {dir + "/", EISDIR},
       {dir + "/a_dir", EISDIR},

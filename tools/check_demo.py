@@ -81,6 +81,22 @@ refusals = [
      "--json good.ptd and --ptd good.ptd name the same file: the output would replace the input"),
 ]
 os.symlink("good.ptd", os.path.join(work, "link.ptd"))
+os.symlink("nothing_there.json", os.path.join(work, "dangling.json"))
+os.link(os.path.join(work, "good.ptd"), os.path.join(work, "hard.ptd"))
+before |= {"dangling.json", "hard.ptd"}
+refusals += [
+    (["--json", "dangling.json"], "cannot write --json dangling.json: No such file or directory"),
+    (["--strategy", "oneblob", "--per-method", "newdir", "--out", "newdir"],
+     "--out newdir and --per-method newdir name the same file: one output would replace the other"),
+    (["--per-method", "nd2/", "--json", "nd2"],
+     "--json nd2 and --per-method nd2 name the same file: one output would replace the other"),
+]
+# Refused before the workload is generated: the output says nothing of it.
+for args in (["--strategy", "positional", "--prefill-partitions", "2"],
+             ["--strategy", "oneblob", "--out", "s2.ptd", "--json", "s2.ptd"]):
+    r = run(args)
+    if r.returncode != 2 or "workload:" in r.stdout:
+        problems.append(f"{args}: exit {r.returncode}, stdout {r.stdout[:120]!r}: not refused before generating")
 refusals.append((["--ptd", "good.ptd", "--strategy", "disabled", "--out", "link.ptd"],
                  "--out link.ptd and --ptd good.ptd name the same file: the output would replace the input"))
 before.add("link.ptd")
@@ -96,6 +112,15 @@ pattern = (r"wdedup-demo: the workload's tensors need [0-9.]+ TiB of memory, mor
            r"[0-9.]+ (GiB|TiB) \(a smaller --model or --layers fits\)")
 if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()) or listing() != before:
     problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+
+# A hard link of an input is another name: writing it renames over that name
+# and leaves the input as it was.
+r = run(["--ptd", "good.ptd", "--strategy", "disabled", "--out", "hard.ptd"])
+with open(os.path.join(work, "good.ptd"), "rb") as f:
+    input_kept = f.read() == good_ptd
+if r.returncode != 0 or not input_kept:
+    problems.append(f"--out hard.ptd (a hard link of the input): exit {r.returncode}, {r.stderr.strip()!r}, "
+                    f"input {'kept' if input_kept else 'changed'}")
 
 # ---- --strategy all writes FILE.<strategy>.ptd; an input is never an output --
 r = run(["--out", "s.ptd"])

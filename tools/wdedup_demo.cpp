@@ -216,17 +216,21 @@ bool outputs_writable(const Args& a, const std::vector<const char*>& tags) {
   return true;
 }
 
-/// What a path names, so that two names of one file (a link, "./", a
-/// hard link) compare equal: an existing file's device and inode, else its
-/// directory's real path and its own name.
+/// What a path names, so that two names of one file (a symbolic link,
+/// "./", "dir/..") compare equal: the real path of the file, or of its
+/// directory and its own name when it does not exist yet. Hard links stay
+/// apart: a write renames over the name it is given, which leaves the
+/// file's other names holding the old bytes.
 std::string file_identity(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0)
-    return "inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  if (char* real = ::realpath(path.c_str(), nullptr)) {
+    std::string id = real;
+    std::free(real);
+    return id;
+  }
   const std::size_t slash = path.rfind('/');
   const std::string dir = wdedup::detail::parent_dir(path);
   char* real = ::realpath(dir.c_str(), nullptr);
-  std::string id = "path " + (real ? std::string(real) : dir) + "/" + (slash == std::string::npos ? path : path.substr(slash + 1));
+  std::string id = (real ? std::string(real) : dir) + "/" + (slash == std::string::npos ? path : path.substr(slash + 1));
   std::free(real);
   return id;
 }
@@ -243,8 +247,12 @@ bool outputs_distinct(const Args& a, const wdedup::Program& program, const std::
   for (const char* tag : tags)
     if (!a.out.empty()) paths.push_back({"--out", out_path(a, tag)});
   if (!a.json.empty()) paths.push_back({"--json", a.json});
-  if (!a.per_method.empty())
-    for (const wdedup::Method& m : program.methods) paths.push_back({"--per-method", a.per_method + "/" + m.name + ".ptd"});
+  if (!a.per_method.empty()) {
+    std::string dir = a.per_method;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    paths.push_back({"--per-method", dir});  // a directory an --out or --json would need as a file
+    for (const wdedup::Method& m : program.methods) paths.push_back({"--per-method", dir + "/" + m.name + ".ptd"});
+  }
   const std::size_t outputs = paths.size();
   for (const std::string& in : a.ptd) paths.push_back({"--ptd", in});
   std::vector<std::string> ids;
@@ -258,6 +266,20 @@ bool outputs_distinct(const Args& a, const wdedup::Program& program, const std::
         return false;
       }
   return true;
+}
+
+/// The checks that need the program's shape (method names, partition
+/// counts), before any work: Positional on unequal counts, outputs that
+/// cannot be written or that name one file twice. Sets the strategies
+/// that run.
+bool runs_as_asked(const Args& args, const wdedup::Program& program, std::vector<const char*>* tags) {
+  const wdedup::Expected<void> positional_fits = wdedup::Positional::validate(program);
+  if (args.strategy == "positional" && !positional_fits) {
+    std::fprintf(stderr, "wdedup-demo: --strategy positional: %s\n", positional_fits.message().c_str());
+    return false;
+  }
+  *tags = strategies_run(args, positional_fits.ok());
+  return outputs_writable(args, *tags) && outputs_distinct(args, program, *tags);
 }
 
 /// Reads the written store back through the runtime half and checks that
@@ -429,6 +451,18 @@ int run_demo(int argc, char** argv) {
         return 2;
       }
     }
+    // The mistakes that depend only on the methods' names and partition
+    // counts are refused before generating: under --model 1b that is 5 GB.
+    if (config->problem().empty()) {
+      wdedup::Program shape;
+      for (const char* name : {"prefill", "decode"}) {
+        wdedup::Method& m = shape.add_method(name);
+        const std::uint32_t n = m.name == "prefill" ? config->prefill_partitions : config->decode_partitions;
+        for (std::uint32_t p = 0; p < n; ++p) m.add_partition();
+      }
+      std::vector<const char*> tags;
+      if (!runs_as_asked(args, shape, &tags)) return 2;
+    }
     auto generated = wdedup::LlamaWorkload::generate(*config);
     if (!generated) {
       std::fprintf(stderr, "wdedup-demo: %s\n", generated.message().c_str());
@@ -442,15 +476,8 @@ int run_demo(int argc, char** argv) {
                 wdedup::detail::human_bytes(w->memory_bytes()).c_str());
   }
   const wdedup::Program& program = w ? w->program() : imported;
-  const wdedup::Expected<void> positional_fits = wdedup::Positional::validate(program);
-  // Refused before any work: under --model 1b that is gigabytes generated,
-  // and per-method files written, for a run that cannot happen.
-  if (args.strategy == "positional" && !positional_fits) {
-    std::fprintf(stderr, "wdedup-demo: --strategy positional: %s\n", positional_fits.message().c_str());
-    return 2;
-  }
-  const std::vector<const char*> tags = strategies_run(args, positional_fits.ok());
-  if (!outputs_writable(args, tags) || !outputs_distinct(args, program, tags)) return 2;
+  std::vector<const char*> tags;
+  if (!runs_as_asked(args, program, &tags)) return 2;  // (again for imported files; the same answer)
   if (!args.per_method.empty() && !write_per_method(args.per_method, program)) return 1;
 
   std::string json;
@@ -462,7 +489,7 @@ int run_demo(int argc, char** argv) {
     if (std::strcmp(tag, "oneblob") == 0) ok = run<wdedup::OneBlob>(args, program, out, jp) && ok;
     if (std::strcmp(tag, "disabled") == 0) ok = run<wdedup::Disabled>(args, program, out, jp) && ok;
   }
-  if (args.strategy == "all" && !positional_fits)
+  if (args.strategy == "all" && std::strcmp(tags.front(), "positional") != 0)
     std::printf("(Positional skipped: the methods have different partition counts)\n");
 
   // Replaced whole or not at all, as the stores are; and only with a

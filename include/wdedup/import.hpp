@@ -199,7 +199,9 @@ Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::
 /// (deduplicate() could not take it back); MalformedFunctionMap
 /// for a (method, partition) given twice, or a method whose partitions are
 /// not 0..n-1; InvalidAlignment, LayoutMismatch and the reader's codes as
-/// for add_ptd_method.
+/// for add_ptd_method. Method names are checked first, then the partition
+/// numbering (before anything is sized by it), then each function's rows,
+/// then the keys no row names.
 template <int = 0>
 Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, const ImportOptions& options = {}) {
   constexpr const char* who = "add_ptd_program";
@@ -288,11 +290,11 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
   for (std::size_t k = 0; k < mapped.size(); ++k) {
     if (mapped[k]) continue;
     if (rest.empty()) {
-      std::size_t count = 0;
-      for (char m : mapped) count += m == 0;
+      std::size_t unmapped = 0;
+      for (char m : mapped) unmapped += m == 0;
       return Expected<void>(Error::InvalidArgument,
                             detail::cat(who, ": key #", k, " ", detail::quote_name(*store.get_key(k)), " (and ",
-                                        count - 1, " more) is in no function's table, so no method or partition "
+                                        unmapped - 1, " more) is in no function's table, so no method or partition "
                                         "holds it; ImportOptions::unmapped_keys_method names a method to take such "
                                         "keys"));
     }

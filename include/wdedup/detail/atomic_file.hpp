@@ -122,7 +122,8 @@ inline FileOps& default_file_ops() {
 }
 
 /// Whether a file can be written at `path`: it names a file (not a
-/// directory, nor anything but a regular file if it exists), in a directory
+/// directory, nor anything but a regular file if it exists, nor a link to
+/// nothing), in a directory
 /// that exists and where a file can be created; errno says why not. For a
 /// tool to check an output before the work whose result goes there (the
 /// writer itself checks again, with a full message, when it writes). It
@@ -135,6 +136,9 @@ inline bool can_create_file(const std::string& path) {
     errno = EISDIR;
     return false;
   }
+  // A symbolic link to nothing: the writer refuses it (it replaces what a
+  // link points at, and there is nothing), so say so before the work.
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && ::stat(path.c_str(), &st) != 0) return false;
   const std::string dir = parent_dir(path);
   if (::stat(dir.c_str(), &st) != 0) return false;
   if (!S_ISDIR(st.st_mode)) {
