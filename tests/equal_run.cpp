@@ -151,10 +151,13 @@ TEST_CASE("equal_pairs: a single pair, aliasing pointers and the public entry po
   CHECK(eq[0]);
 }
 
-TEST_CASE("equal_pairs: two pairs at a time, every combination of verdicts and difference positions") {
-  // Pairs go through equal_two two by two: one may differ and the other not
-  // (the other then goes on alone from the end of that stride), both may
-  // differ, in any stride or only in the tail. A run of 3 leaves one alone.
+TEST_CASE("equal_pairs: a group of pairs at a time, every combination of verdicts and difference positions") {
+  // Pairs go through equal_group kGroup (4) at a time: one may differ and the
+  // others not (they then go on alone from the end of that stride), several
+  // may differ, in any stride or only in the tail. Runs that are not a
+  // multiple of four leave a short group, which repeats its last pair.
+  constexpr std::size_t kMax = 9;
+  static_assert(wdedup::detail::equal_run_impl::kGroup == 4, "the counts below are chosen around groups of four");
   for (const NamedKernel& k : kernels()) {
     CAPTURE(k.name);
     for (std::size_t n : {std::size_t{65}, kStride, kStride + 1, 3 * kStride + 17, std::size_t{4096}}) {
@@ -169,15 +172,19 @@ TEST_CASE("equal_pairs: two pairs at a time, every combination of verdicts and d
       if (tail < n && tail > 0) where.push_back(tail - 1);
       for (std::size_t w0 : where)
         for (std::size_t w1 : where)
-          for (std::size_t count : {std::size_t{2}, std::size_t{3}}) {
+          for (std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{5},
+                                    std::size_t{8}, kMax}) {
             CAPTURE(w0);
             CAPTURE(w1);
             CAPTURE(count);
-            std::vector<std::vector<std::uint8_t>> a(3), b(3);
-            const std::uint8_t* x[3];
-            const std::uint8_t* y[3];
-            const std::size_t diff_at[3] = {w0, w1, w0 == n ? n : n - 1};
-            for (std::size_t i = 0; i < 3; ++i) {
+            std::vector<std::vector<std::uint8_t>> a(kMax), b(kMax);
+            const std::uint8_t* x[kMax];
+            const std::uint8_t* y[kMax];
+            // Pairs 0 and 1 take every combination; the others a pattern
+            // that puts equal and unequal pairs beside them in every group.
+            std::size_t diff_at[kMax] = {w0, w1};
+            for (std::size_t i = 2; i < kMax; ++i) diff_at[i] = where[(i * 5 + w0 + w1) % where.size()];
+            for (std::size_t i = 0; i < kMax; ++i) {
               a[i].resize(n);
               fill(a[i].data(), n, 50 + i);
               b[i] = a[i];
@@ -185,40 +192,48 @@ TEST_CASE("equal_pairs: two pairs at a time, every combination of verdicts and d
               x[i] = a[i].data();
               y[i] = b[i].data();
             }
-            bool eq[3] = {false, false, false};
+            bool eq[kMax];
+            for (std::size_t i = 0; i < kMax; ++i) eq[i] = i % 2 == 0;  // stale values that must be overwritten
             k.fn(x, y, nullptr, count, n, eq);
             for (std::size_t i = 0; i < count; ++i) {
               CAPTURE(i);
               CHECK(eq[i] == (diff_at[i] == n));
             }
+            // Past the count nothing is written.
+            for (std::size_t i = count; i < kMax; ++i) CHECK(eq[i] == (i % 2 == 0));
           }
     }
   }
 }
 
-TEST_CASE("equal_two_ahead: the next pairs are only prefetched, pointers may alias") {
+TEST_CASE("equal_group_ahead: the next pairs are only prefetched, pointers may alias, a pair may repeat") {
+  constexpr std::size_t G = wdedup::detail::equal_run_impl::kGroup;
   std::vector<std::uint8_t> buf(3 * 4096);
   fill(buf.data(), buf.size(), 5);
   std::vector<std::uint8_t> copy(buf.begin(), buf.begin() + 4096);
-  const std::uint8_t* x[2] = {buf.data(), buf.data()};
-  const std::uint8_t* y[2] = {copy.data(), buf.data() + 1};  // equal; a shifted (different) view
+  // Pairs: equal; a shifted (different) view; the first pair again (as a
+  // caller fills a short group); equal but for the last byte.
+  std::vector<std::uint8_t> last = copy;
+  last[4095] ^= 1;
+  const std::uint8_t* x[G] = {buf.data(), buf.data(), buf.data(), buf.data()};
+  const std::uint8_t* y[G] = {copy.data(), buf.data() + 1, copy.data(), last.data()};
   // The next pairs: bytes that differ from everything, never compared.
-  const std::uint8_t* nx[2] = {buf.data() + 4096, buf.data() + 8192};
-  const std::uint8_t* ny[2] = {buf.data() + 8192, buf.data() + 4096};
-  bool eq[2] = {false, true};
-  wdedup::detail::equal_two_ahead(x, y, 4096, nx, ny, eq);
+  const std::uint8_t* nx[G] = {buf.data() + 4096, buf.data() + 8192, buf.data() + 4096, buf.data() + 8192};
+  const std::uint8_t* ny[G] = {buf.data() + 8192, buf.data() + 4096, buf.data() + 8192, buf.data() + 4096};
+  bool eq[G] = {false, true, false, true};
+  wdedup::detail::equal_group_ahead(x, y, 4096, nx, ny, eq);
   CHECK(eq[0]);
   CHECK_FALSE(eq[1]);
-  // Both pairs the same pointers (a pair compared with itself as partner).
-  const std::uint8_t* same[2] = {buf.data(), buf.data()};
-  eq[0] = eq[1] = false;
-  wdedup::detail::equal_two_ahead(same, same, 5000, same, same, eq);
-  CHECK(eq[0]);
-  CHECK(eq[1]);
+  CHECK(eq[2]);
+  CHECK_FALSE(eq[3]);
+  // Every pair the same pointers (a pair compared with itself as partner).
+  const std::uint8_t* same[G] = {buf.data(), buf.data(), buf.data(), buf.data()};
+  for (bool& e : eq) e = false;
+  wdedup::detail::equal_group_ahead(same, same, 5000, same, same, eq);
+  for (bool e : eq) CHECK(e);
   // Zero length: equal, nothing read.
-  const std::uint8_t* null_ptrs[2] = {nullptr, nullptr};
-  eq[0] = eq[1] = false;
-  wdedup::detail::equal_two_ahead(null_ptrs, null_ptrs, 0, null_ptrs, null_ptrs, eq);
-  CHECK(eq[0]);
-  CHECK(eq[1]);
+  const std::uint8_t* null_ptrs[G] = {nullptr, nullptr, nullptr, nullptr};
+  for (bool& e : eq) e = false;
+  wdedup::detail::equal_group_ahead(null_ptrs, null_ptrs, 0, null_ptrs, null_ptrs, eq);
+  for (bool e : eq) CHECK(e);
 }

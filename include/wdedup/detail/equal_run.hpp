@@ -4,17 +4,16 @@
 // Why not memcmp, one pair after another: small tensors sit on pages of
 // their own at scattered places, and the hardware prefetcher neither crosses
 // a page nor guesses the next pair, so each pair starts with a full memory
-// latency and its page streams in slowly. Here, while pair i is compared,
-// every cache line of pair i + 1 is prefetched at the same offset: the memory
-// system always has the next pair in flight (measured on this project's
-// 2-core EPYC VM, 50,000 pairs of 4 KiB, one side at random places: 28 ms
-// with memcmp, 25 ms with this loop unprefetched, 12 ms prefetched, against
-// 10 ms for one sequential AVX2 read pass of the same 400 MB). The lines
-// are prefetched into L2 (prefetcht1), not L1: 128 lines in flight are
-// more than L1's fill buffers hold, and on the 2-core Xeon VM the
-// comparisons of 100,000 small tensors took 34.5 ms against 37.5 ms with
-// prefetcht0 (6 alternating runs each; prefetcht2 the same as t1, two or
-// three pairs ahead no better).
+// latency and its page streams in slowly. Here pairs are compared kGroup at
+// a time, 2 * kGroup streams in flight, and while one group is compared the
+// first line of every pair of the next group is prefetched: each page is
+// already on its way when its comparison starts, and the hardware
+// prefetcher streams the rest of it from its first touches. (Measured
+// history: an older EPYC VM wanted every line of the next pair prefetched,
+// 12 ms against 25 ms for 50,000 pairs of 4 KiB; the Xeon VM two pairs at a
+// time with their first 1 KiB, 27.1 ms against 30.3 ms. The Zen 5 EPYC VM
+// of 2026-11-26 is slowed by that much prefetching: see kGroup.) The lines
+// are prefetched into L2 (prefetcht1), not L1, which has few fill buffers.
 //
 // Vectors are GCC/Clang vector extensions, not intrinsics: <immintrin.h>
 // would cost every includer ~0.1 s of compile time. The 32-byte kernel is
@@ -34,9 +33,20 @@ namespace equal_run_impl {
 /// Bytes compared between checks for a difference: pairs that differ stop
 /// early. A check every 512 bytes made the loop 25% slower on 4 KiB pairs.
 constexpr std::size_t kExitStride = 2048;
-/// Bytes of each following pair that equal_two prefetches (16 lines: 4 or
-/// 8 did as well, whole pairs worse; see equal_two).
-constexpr std::size_t kAheadBytes = 1024;
+/// Pairs compared in one loop, and bytes of each pair of the next group
+/// that loop prefetches. 50,000 pairs of 4 KiB, one side at random places,
+/// one thread, Zen 5 EPYC VM (2026-11-26, medians of 21, same process, a
+/// 410 MB one-stream read pass 12-13 ms): 2 pairs with 1 KiB ahead (the
+/// Xeon's choice, where 4 or 8 lines did as well and four pairs no better)
+/// 20.8-21.0 ms; 2 pairs with 64 B 15.4-15.8 ms, with 256 B 17.3-18.0 ms;
+/// 3 pairs with 64 B 14.0-14.3 ms; 4 pairs with 64 B 14.2-15.6 ms, 256 B
+/// 15.1-16.4 ms; 8 pairs 18.5-19.2 ms. Sixteen lines a pair in flight fill
+/// the core's queue of misses that the comparisons' own loads wait in. In
+/// EarlyPairs, with its bookkeeping per pair, 3 pairs took 18.5-19.3 ms,
+/// 4 pairs 17.2-17.5 ms, 5 pairs 16.7-17.2 ms: four keeps most of that with
+/// four accumulators.
+constexpr std::size_t kGroup = 4;
+constexpr std::size_t kAheadBytes = 64;
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define WDEDUP_EQUAL_RUN_VECTORS 1
@@ -90,55 +100,50 @@ __attribute__((always_inline)) inline bool equal_one(const std::uint8_t* x, cons
   return tail_equal(x, y, whole, n);
 }
 
-/// Compares pairs (x[0], y[0]) and (x[1], y[1]) of n bytes in one loop and
-/// prefetches the first kAheadBytes of nx[0], ny[0], nx[1], ny[1] while it
-/// reads its own first lines; the hardware prefetcher streams the rest of
-/// those pages once they are touched. Four streams in flight get more from
-/// memory than two (50,000 pairs of 4 KiB at random places, one thread:
-/// 27.1 ms against 30.3 ms for one pair at a time with every line of the
-/// next pair prefetched, 34.4 ms for a sequential one-stream read pass;
-/// prefetching whole pairs, or four pairs at once, did no better). A pair
-/// found different stops being read: the other one goes on alone.
+/// Compares the kGroup pairs (x[p], y[p]) of n bytes in one loop and
+/// prefetches the first kAheadBytes of the next group's pairs (nx[p],
+/// ny[p]) while it reads its own first lines. A pair found different stops
+/// being read: the others go on alone from the end of that stride. A
+/// caller with fewer pairs repeats one (its lines are then read twice, from
+/// cache).
 template <std::size_t W>
-__attribute__((always_inline)) inline void equal_two(const std::uint8_t* const* x, const std::uint8_t* const* y,
-                                                     std::size_t n, const std::uint8_t* const* nx,
-                                                     const std::uint8_t* const* ny, bool* eq) noexcept {
+__attribute__((always_inline)) inline void equal_group(const std::uint8_t* const* x, const std::uint8_t* const* y,
+                                                       std::size_t n, const std::uint8_t* const* nx,
+                                                       const std::uint8_t* const* ny, bool* eq) noexcept {
   using V = typename Vec<W>::type;
   constexpr std::size_t kPerLine = 64 / W;
   const std::size_t whole = n & ~std::size_t{63};
   const std::size_t ahead = whole < kAheadBytes ? whole : kAheadBytes;
   for (std::size_t o = 0; o < whole; o += kExitStride) {
     const std::size_t end = whole - o < kExitStride ? whole : o + kExitStride;
-    V acc0{}, acc1{};
+    V acc[kGroup] = {};
     for (std::size_t q = o; q < end; q += 64) {
-      if (q < ahead) {
-        __builtin_prefetch(nx[0] + q, 0, 2);
-        __builtin_prefetch(ny[0] + q, 0, 2);
-        __builtin_prefetch(nx[1] + q, 0, 2);
-        __builtin_prefetch(ny[1] + q, 0, 2);
-      }
-      const V* a0 = reinterpret_cast<const V*>(x[0] + q);
-      const V* b0 = reinterpret_cast<const V*>(y[0] + q);
-      const V* a1 = reinterpret_cast<const V*>(x[1] + q);
-      const V* b1 = reinterpret_cast<const V*>(y[1] + q);
-      for (std::size_t k = 0; k < kPerLine; ++k) {
-        acc0 |= a0[k] ^ b0[k];
-        acc1 |= a1[k] ^ b1[k];
+      if (q < ahead)
+        for (std::size_t p = 0; p < kGroup; ++p) {
+          __builtin_prefetch(nx[p] + q, 0, 2);
+          __builtin_prefetch(ny[p] + q, 0, 2);
+        }
+      for (std::size_t p = 0; p < kGroup; ++p) {
+        const V* a = reinterpret_cast<const V*>(x[p] + q);
+        const V* b = reinterpret_cast<const V*>(y[p] + q);
+        for (std::size_t k = 0; k < kPerLine; ++k) acc[p] |= a[k] ^ b[k];
       }
     }
-    const bool d0 = any_bit(acc0), d1 = any_bit(acc1);
-    if (d0 || d1) {
-      eq[0] = !d0 && equal_one<W, false>(x[0] + end, y[0] + end, n - end, x[0] + end, y[0] + end);
-      eq[1] = !d1 && equal_one<W, false>(x[1] + end, y[1] + end, n - end, x[1] + end, y[1] + end);
+    bool differ[kGroup];
+    bool any = false;
+    for (std::size_t p = 0; p < kGroup; ++p) any |= differ[p] = any_bit(acc[p]);
+    if (any) {
+      for (std::size_t p = 0; p < kGroup; ++p)
+        eq[p] = !differ[p] && equal_one<W, false>(x[p] + end, y[p] + end, n - end, x[p] + end, y[p] + end);
       return;
     }
   }
-  for (std::size_t p = 0; p < 2; ++p) eq[p] = tail_equal(x[p], y[p], whole, n);
+  for (std::size_t p = 0; p < kGroup; ++p) eq[p] = tail_equal(x[p], y[p], whole, n);
 }
 
 /// The loop over a run, W bytes at a time. y == nullptr: every x is
 /// compared with `one` (a block already hot in cache, so not prefetched).
-/// Otherwise pairs go two at a time, each two prefetching the next two.
+/// Otherwise pairs go kGroup at a time, each group prefetching the next.
 template <std::size_t W>
 __attribute__((always_inline)) inline void run(const std::uint8_t* const* x, const std::uint8_t* const* y,
                                                const std::uint8_t* one, std::size_t count, std::size_t n,
@@ -150,25 +155,35 @@ __attribute__((always_inline)) inline void run(const std::uint8_t* const* x, con
     }
     return;
   }
-  std::size_t i = 0;
-  for (; i + 1 < count; i += 2) {
-    // The last two prefetch themselves (their lines are being read anyway).
-    const std::size_t a = i + 2 < count ? i + 2 : i, b = i + 3 < count ? i + 3 : a;
-    const std::uint8_t* nx[2] = {x[a], x[b]};
-    const std::uint8_t* ny[2] = {y[a], y[b]};
-    equal_two<W>(x + i, y + i, n, nx, ny, eq + i);
+  for (std::size_t i = 0; i < count; i += kGroup) {
+    // A short last group repeats its last pair; the last group prefetches
+    // itself (its lines are being read anyway).
+    const std::uint8_t* gx[kGroup];
+    const std::uint8_t* gy[kGroup];
+    const std::uint8_t* nx[kGroup];
+    const std::uint8_t* ny[kGroup];
+    for (std::size_t p = 0; p < kGroup; ++p) {
+      const std::size_t j = i + p < count ? i + p : count - 1;
+      const std::size_t next = i + kGroup + p < count ? i + kGroup + p : j;
+      gx[p] = x[j];
+      gy[p] = y[j];
+      nx[p] = x[next];
+      ny[p] = y[next];
+    }
+    bool geq[kGroup];
+    equal_group<W>(gx, gy, n, nx, ny, geq);
+    for (std::size_t p = 0; p < kGroup && i + p < count; ++p) eq[i + p] = geq[p];
   }
-  if (i < count) eq[i] = equal_one<W, true>(x[i], y[i], n, x[i], y[i]);
 }
 
-__attribute__((target("avx2"))) inline void two_avx2(const std::uint8_t* const* x, const std::uint8_t* const* y,
+__attribute__((target("avx2"))) inline void group_avx2(const std::uint8_t* const* x, const std::uint8_t* const* y,
                                                     std::size_t n, const std::uint8_t* const* nx,
                                                     const std::uint8_t* const* ny, bool* eq) noexcept {
-  equal_two<32>(x, y, n, nx, ny, eq);
+  equal_group<32>(x, y, n, nx, ny, eq);
 }
-inline void two_sse2(const std::uint8_t* const* x, const std::uint8_t* const* y, std::size_t n,
+inline void group_sse2(const std::uint8_t* const* x, const std::uint8_t* const* y, std::size_t n,
                      const std::uint8_t* const* nx, const std::uint8_t* const* ny, bool* eq) noexcept {
-  equal_two<16>(x, y, n, nx, ny, eq);
+  equal_group<16>(x, y, n, nx, ny, eq);
 }
 __attribute__((target("avx2"))) inline void run_avx2(const std::uint8_t* const* x, const std::uint8_t* const* y,
                                                     const std::uint8_t* one, std::size_t count, std::size_t n,
@@ -198,15 +213,15 @@ inline void dispatch(const std::uint8_t* const* x, const std::uint8_t* const* y,
 #endif
 }
 
-inline void dispatch_two(const std::uint8_t* const* x, const std::uint8_t* const* y, std::size_t n,
+inline void dispatch_group(const std::uint8_t* const* x, const std::uint8_t* const* y, std::size_t n,
                          const std::uint8_t* const* nx, const std::uint8_t* const* ny, bool* eq) noexcept {
 #if defined(WDEDUP_EQUAL_RUN_VECTORS)
-  if (has_avx2()) return two_avx2(x, y, n, nx, ny, eq);
-  return two_sse2(x, y, n, nx, ny, eq);
+  if (has_avx2()) return group_avx2(x, y, n, nx, ny, eq);
+  return group_sse2(x, y, n, nx, ny, eq);
 #else
   (void)nx;
   (void)ny;
-  for (std::size_t p = 0; p < 2; ++p) eq[p] = x[p] == y[p] || std::memcmp(x[p], y[p], n) == 0;
+  for (std::size_t p = 0; p < kGroup; ++p) eq[p] = x[p] == y[p] || std::memcmp(x[p], y[p], n) == 0;
 #endif
 }
 
@@ -219,13 +234,14 @@ inline void equal_pairs(const std::uint8_t* const* x, const std::uint8_t* const*
   equal_run_impl::dispatch(x, y, nullptr, count, n, eq);
 }
 
-/// eq[p] = bytes [x[p], x[p] + n) == bytes [y[p], y[p] + n), p = 0, 1,
-/// while the first lines of the pairs (nx[p], ny[p]) are prefetched: two
-/// pairs at a time, for a caller that learns its pairs as it goes
-/// (detail/early_pairs.hpp). Pointers may alias.
-inline void equal_two_ahead(const std::uint8_t* const* x, const std::uint8_t* const* y, std::size_t n,
-                            const std::uint8_t* const* nx, const std::uint8_t* const* ny, bool* eq) noexcept {
-  equal_run_impl::dispatch_two(x, y, n, nx, ny, eq);
+/// eq[p] = bytes [x[p], x[p] + n) == bytes [y[p], y[p] + n), p < kGroup
+/// (every array has kGroup entries), while the first line of each next pair
+/// (nx[p], ny[p]) is prefetched: a group at a time, for a caller that learns
+/// its pairs as it goes (detail/early_pairs.hpp). Pointers may alias, and a
+/// pair may be given twice.
+inline void equal_group_ahead(const std::uint8_t* const* x, const std::uint8_t* const* y, std::size_t n,
+                              const std::uint8_t* const* nx, const std::uint8_t* const* ny, bool* eq) noexcept {
+  equal_run_impl::dispatch_group(x, y, n, nx, ny, eq);
 }
 
 /// eq[i] = bytes [x[i], x[i] + n) == bytes [one, one + n): many members
