@@ -212,6 +212,91 @@ constexpr bool is_null_name(const N& name) noexcept {
   else return false;
 }
 
+/// A policy's name as a view ("" for a null pointer, which is refused first).
+template <class N>
+std::string_view name_view(const N& name) noexcept {
+  if (is_null_name(name)) return {};
+  return std::string_view(name);
+}
+
+/// What the strategy policy decides for a program, asked before any byte is
+/// read: whether it takes the program, and each (method, partition)'s blob
+/// key and function name. It is the only part of deduplicate() made per
+/// policy: the rest (deduplicate_with) is compiled once per hash. Compiled
+/// per policy, each policy a translation unit used cost it the whole
+/// pipeline again (a test file with twelve policies took 45 s with gcc -O2).
+struct PolicyPlan {
+  std::string_view name;
+  Expected<void> valid;           ///< Policy::validate's verdict
+  Expected<void> functions_made;  ///< reported after the keys' errors
+  FunctionMaps functions;         ///< without their tensor tables
+  std::vector<std::string> blob_order;
+  std::vector<std::uint32_t> function_blob;  ///< function -> index in blob_order
+};
+
+/// The blobs and function maps `Policy` gives `program`, into `plan`.
+template <class Policy>
+Expected<void> plan_functions(const Program& program, PolicyPlan& plan) {
+  IdIndex blob_index;  // blob key -> index in plan.blob_order
+  auto blob_of = [&](std::uint32_t b) -> std::string_view { return plan.blob_order[b]; };
+  std::vector<std::string> function_ids;  // blob + '\0' + function name
+  IdIndex function_index;
+  auto function_id_of = [&](std::uint32_t f) -> std::string_view { return function_ids[f]; };
+  for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
+    const Method& method = program.methods[m];
+    for (std::uint32_t p = 0; p < method.partitions.size(); ++p) {
+      FunctionMap f;
+      f.method = method.name;
+      f.partition_index = p;
+      // (A policy may return a const char*: a null one would crash the
+      // string it is assigned to.)
+      auto blob_key = Policy::blob_key(program, m, p);
+      auto function_name = Policy::function_name(program, m, p);
+      for (const char* what : {is_null_name(blob_key) ? "blob key" : nullptr,
+                               is_null_name(function_name) ? "function name" : nullptr})
+        if (what != nullptr)
+          return Expected<void>(Error::InvalidName, cat("policy ", plan.name, ": method ", quote_name(method.name),
+                                                        " partition ", p, ": ", what, " is a null pointer"));
+      f.blob_key = std::move(blob_key);
+      f.function_name = std::move(function_name);
+      // Looked up by name (a backend's strcmp among them): see unusable_name.
+      const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},
+                                                                  {"function name", &f.function_name}};
+      for (const auto& [what, name] : names)
+        if (std::string why = unusable_name(*name); !why.empty())
+          return Expected<void>(Error::InvalidName, cat("policy ", plan.name, ": method ", quote_name(method.name),
+                                                        " partition ", p, ": ", what, why));
+      std::string fid = f.blob_key + '\0' + f.function_name;
+      const std::uint64_t fh = function_index.hash(fid);
+      if (const std::uint32_t first = function_index.find(fid, fh, function_id_of); first != IdIndex::kNone) {
+        const FunctionMap& had = plan.functions.functions[first];  // ids are in function order
+        return Expected<void>(Error::InvalidName,
+                              cat("policy ", plan.name, " gave function name ", quote_name(f.function_name),
+                                  " in blob ", quote_name(f.blob_key), " to two partitions: method ",
+                                  quote_name(had.method), " partition ", had.partition_index, " and method ",
+                                  quote_name(method.name), " partition ", p));
+      }
+      function_ids.push_back(std::move(fid));
+      function_index.insert(function_ids.back(), fh, static_cast<std::uint32_t>(function_ids.size() - 1),
+                            function_id_of);
+      const std::uint64_t bh = blob_index.hash(f.blob_key);
+      std::uint32_t b = blob_index.find(f.blob_key, bh, blob_of);
+      if (b == IdIndex::kNone) {
+        b = static_cast<std::uint32_t>(plan.blob_order.size());
+        plan.blob_order.push_back(f.blob_key);
+        blob_index.insert(plan.blob_order.back(), bh, b, blob_of);
+      }
+      plan.function_blob.push_back(b);
+      plan.functions.functions.push_back(std::move(f));
+    }
+  }
+  return {};
+}
+
+template <class Hash>
+Expected<DedupResult> deduplicate_with(const Program& program, const DedupOptions& options, const Hash& hash,
+                                       PolicyPlan& plan, double t0, double t_id);
+
 template <class Policy, class Hash>
 Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOptions& options, const Hash& hash) {
   const double t0 = monotonic_seconds();
@@ -221,6 +306,22 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   if (options.threads > DedupOptions::kMaxThreads)
     return BuildError{Error::InvalidArgument, cat("DedupOptions::threads is ", options.threads, "; at most ",
                                                   DedupOptions::kMaxThreads, " (0: every core)")};
+  PolicyPlan plan;
+  plan.name = name_view(Policy::name);
+  const double t_id = monotonic_seconds();
+  plan.valid = Policy::validate(program);
+  // Made before the checks so that, with two or more threads, a thread can
+  // fill their tensor tables while the name check runs (see build_tables);
+  // their errors are reported where they were before, after the keys'.
+  if (plan.valid) plan.functions_made = plan_functions<Policy>(program, plan);
+  return deduplicate_with(program, options, hash, plan, t0, t_id);
+}
+
+/// Everything after the policy's say: the checks, the identity, the keys,
+/// the store, the tables and the report.
+template <class Hash>
+Expected<DedupResult> deduplicate_with(const Program& program, const DedupOptions& options, const Hash& hash,
+                                       PolicyPlan& plan, double t0, double t_id) {
   const std::size_t total = tensor_count(program);
   Flat flat;
   NameIndex names(total);
@@ -236,76 +337,17 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
   // tables below, 23.8-24.2 ms).
   // A program the policy refuses is refused whatever its bytes: its names
   // are checked first (their errors come first), and no byte is read.
-  const double t_id = monotonic_seconds();
-  if (Expected<void> v = Policy::validate(program); !v) {
+  if (!plan.valid) {
     if (Expected<void> n = validate_program<EarlyPairs<Hash>>(program, &flat, &names, nullptr); !n)
       return n.build_error();
-    return v.build_error();
+    return plan.valid.build_error();
   }
-  // ---- 0b. blobs and function maps ----------------------------------------------
-  // Made before the checks so that, with two or more threads, a thread can
-  // fill their tensor tables while the name check runs (see build_tables);
-  // their errors are reported where they were before, after the keys'.
+  // ---- 0b. blobs and function maps (plan_functions) -----------------------------
   DedupResult out;
-  std::vector<std::string> blob_order;
-  IdIndex blob_index;  // blob key -> index in blob_order
-  auto blob_of = [&](std::uint32_t b) -> std::string_view { return blob_order[b]; };
-  std::vector<std::string> function_ids;  // blob + '\0' + function name
-  IdIndex function_index;
-  auto function_id_of = [&](std::uint32_t f) -> std::string_view { return function_ids[f]; };
-  std::vector<std::uint32_t> function_blob;
-  auto make_functions = [&]() -> Expected<void> {
-    for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
-      const Method& method = program.methods[m];
-      for (std::uint32_t p = 0; p < method.partitions.size(); ++p) {
-        FunctionMap f;
-        f.method = method.name;
-        f.partition_index = p;
-        // (A policy may return a const char*: a null one would crash the
-        // string it is assigned to.)
-        auto blob_key = Policy::blob_key(program, m, p);
-        auto function_name = Policy::function_name(program, m, p);
-        for (const char* what : {is_null_name(blob_key) ? "blob key" : nullptr,
-                                 is_null_name(function_name) ? "function name" : nullptr})
-          if (what != nullptr)
-            return Expected<void>(Error::InvalidName, cat("policy ", Policy::name, ": method ", quote_name(method.name),
-                                                          " partition ", p, ": ", what, " is a null pointer"));
-        f.blob_key = std::move(blob_key);
-        f.function_name = std::move(function_name);
-        // Looked up by name (a backend's strcmp among them): see unusable_name.
-        const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},
-                                                                    {"function name", &f.function_name}};
-        for (const auto& [what, name] : names)
-          if (std::string why = unusable_name(*name); !why.empty())
-            return Expected<void>(Error::InvalidName, cat("policy ", Policy::name, ": method ", quote_name(method.name),
-                                                          " partition ", p, ": ", what, why));
-        std::string fid = f.blob_key + '\0' + f.function_name;
-        const std::uint64_t fh = function_index.hash(fid);
-        if (const std::uint32_t first = function_index.find(fid, fh, function_id_of); first != IdIndex::kNone) {
-          const FunctionMap& had = out.functions.functions[first];  // ids are in function order
-          return Expected<void>(Error::InvalidName,
-                                cat("policy ", Policy::name, " gave function name ", quote_name(f.function_name),
-                                    " in blob ", quote_name(f.blob_key), " to two partitions: method ",
-                                    quote_name(had.method), " partition ", had.partition_index, " and method ",
-                                    quote_name(method.name), " partition ", p));
-        }
-        function_ids.push_back(std::move(fid));
-        function_index.insert(function_ids.back(), fh, static_cast<std::uint32_t>(function_ids.size() - 1),
-                              function_id_of);
-        const std::uint64_t bh = blob_index.hash(f.blob_key);
-        std::uint32_t b = blob_index.find(f.blob_key, bh, blob_of);
-        if (b == IdIndex::kNone) {
-          b = static_cast<std::uint32_t>(blob_order.size());
-          blob_order.push_back(f.blob_key);
-          blob_index.insert(blob_order.back(), bh, b, blob_of);
-        }
-        function_blob.push_back(b);
-        out.functions.functions.push_back(std::move(f));
-      }
-    }
-    return {};
-  };
-  const Expected<void> functions_made = make_functions();
+  out.functions = std::move(plan.functions);
+  const std::vector<std::string>& blob_order = plan.blob_order;
+  const std::vector<std::uint32_t>& function_blob = plan.function_blob;
+  const Expected<void>& functions_made = plan.functions_made;
   // Each function's tensor table with every key its tensor's own name: what
   // it is for a name consistent everywhere (most programs); the keys stage
   // patches the others. It reads only the program, so a comparing thread
@@ -599,7 +641,7 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     // cost more in fresh pages than in work.
     Report& r = out.report;
     auto build_report = [&] {
-      r.strategy = Policy::name;
+      r.strategy = std::string(plan.name);
       r.threads = threads;
       r.methods = program.methods.size();
       r.functions = out.functions.functions.size();
