@@ -59,11 +59,14 @@ struct Vec {
 };
 
 /// Whether any bit of acc is set. (By reference: a vector passed by value
-/// draws a note on the ABI of 32-byte arguments from GCC in every includer.)
-template <class V>
-__attribute__((always_inline)) inline bool any_bit(const V& acc) noexcept {
+/// draws a note on the ABI of 32-byte arguments from GCC in every includer.
+/// W is given, not deduced: a deduced type would lose Vec's aligned(1), and
+/// an accumulator the compiler placed at a 16-byte boundary would then be
+/// bound as a misaligned 32-byte vector, which UBSan reports.)
+template <std::size_t W>
+__attribute__((always_inline)) inline bool any_bit(const typename Vec<W>::type& acc) noexcept {
   long long bits = 0;
-  for (std::size_t k = 0; k < sizeof(V) / sizeof(long long); ++k) bits |= acc[k];
+  for (std::size_t k = 0; k < W / sizeof(long long); ++k) bits |= acc[k];
   return bits != 0;
 }
 
@@ -95,7 +98,7 @@ __attribute__((always_inline)) inline bool equal_one(const std::uint8_t* x, cons
       const V* b = reinterpret_cast<const V*>(y + q);
       for (std::size_t k = 0; k < kPerLine; ++k) acc |= a[k] ^ b[k];
     }
-    if (any_bit(acc)) return false;
+    if (any_bit<W>(acc)) return false;
   }
   return tail_equal(x, y, whole, n);
 }
@@ -131,7 +134,7 @@ __attribute__((always_inline)) inline void equal_group(const std::uint8_t* const
     }
     bool differ[kGroup];
     bool any = false;
-    for (std::size_t p = 0; p < kGroup; ++p) any |= differ[p] = any_bit(acc[p]);
+    for (std::size_t p = 0; p < kGroup; ++p) any |= differ[p] = any_bit<W>(acc[p]);
     if (any) {
       for (std::size_t p = 0; p < kGroup; ++p)
         eq[p] = !differ[p] && equal_one<W, false>(x[p] + end, y[p] + end, n - end, x[p] + end, y[p] + end);
