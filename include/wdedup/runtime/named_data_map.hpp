@@ -880,8 +880,17 @@ class NamedDataMap {
     return format::load_u64(x) == format::load_u64(y) && format::load_u64(x + n - 8) == format::load_u64(y + n - 8) &&
            same_middle(x, y, n);
   }
+  /// The tag scan inline, the rest out of line: with all three inlined,
+  /// every lookup paid the bigger function's register saves (missing keys,
+  /// Zen 5 EPYC VM: 16 keys 7.4 -> 6.6 ns, 32 keys 11.5 -> 8.4 ns).
   bool lookup(KeyView key, std::uint32_t* out) const noexcept {
     if (key_count_ <= kTagKeys) return tagged_scan(key, out);
+    return lookup_indexed(key, out);
+  }
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((noinline))
+#endif
+  bool lookup_indexed(KeyView key, std::uint32_t* out) const noexcept {
     if (ext_ != 0) return probe(meta_ + slots_, slot_count_, seed_, key, out);
     if (built_slots_ != nullptr) return probe(built_slots_, built_slot_count_, built_seed_, key, out);
     return scan(key, out);
