@@ -23,6 +23,8 @@
 #include <system_error>
 #include <vector>
 
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include "wdedup/runtime.hpp"
@@ -89,10 +91,19 @@ inline bool write_file(const std::string& path, const std::vector<std::uint8_t>&
   return std::fclose(f) == 0 && ok;
 }
 
-/// Writes `bytes` to WDEDUP_TEST_TMPDIR/name and returns the path.
+/// Writes `bytes` to WDEDUP_TEST_TMPDIR/name and returns the path. Several
+/// test programs write the same file (wdedup_file_path()) and meson runs
+/// them in parallel: written in place, one of them truncated the file while
+/// another was reading it (a sporadic failure of named_data_map beside
+/// allocations). Written to a name of this process's own and renamed over
+/// it, a reader sees the old file or the new one, each whole (the same bytes).
 inline std::string write_temp(const std::string& name, const std::vector<std::uint8_t>& bytes) {
   const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/" + name;
-  write_file(path, bytes);
+  const std::string tmp = path + ".tmp" + std::to_string(static_cast<long long>(::getpid()));
+  if (!write_file(tmp, bytes) || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    write_file(path, bytes);  // (the test that reads it says what is wrong)
+  }
   return path;
 }
 
