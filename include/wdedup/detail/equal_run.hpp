@@ -9,10 +9,11 @@
 // first line of every pair of the next group is prefetched: each page is
 // already on its way when its comparison starts, and the hardware
 // prefetcher streams the rest of it from its first touches. (Measured
-// history: an older EPYC VM wanted every line of the next pair prefetched,
-// 12 ms against 25 ms for 50,000 pairs of 4 KiB; the Xeon VM two pairs at a
-// time with their first 1 KiB, 27.1 ms against 30.3 ms. The Zen 5 EPYC VM
-// of 2026-11-26 is slowed by that much prefetching: see kGroup.) The lines
+// history: on the EPYC VM of 2026-11-23 one pair at a time wanted every
+// line of the next prefetched, 12 ms against 25 ms for 50,000 pairs of
+// 4 KiB; the Xeon VM two pairs at a time with their first 1 KiB, 27.1 ms
+// against 30.3 ms. The Zen 5 EPYC VM of 2026-11-26 is slowed by that much
+// prefetching: see kGroup.) The lines
 // are prefetched into L2 (prefetcht1), not L1, which has few fill buffers.
 //
 // Vectors are GCC/Clang vector extensions, not intrinsics: <immintrin.h>
