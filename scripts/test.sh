@@ -20,13 +20,16 @@ declare -A CXX_OF=(
   [gcc-c++17]=g++ [gcc-c++20-noexcept]=g++ [clang-c++17]=clang++ [clang-c++20]=clang++
   [asan-ubsan]=clang++ [tsan]=clang++)
 # -Ddebug=false: no debug info where no sanitizer needs it (compiles much faster).
+# The sanitizers get line tables only (-gline-tables-only): their reports
+# still name file, line and function, and clang compiled round_trip.cpp
+# under ASan+UBSan in 34 s instead of 50 s with full -g (EPYC VM, 2026-11-26).
 declare -A OPTS_OF=(
   [gcc-c++17]="-Dcpp_std=c++17 -Ddebug=false"
   [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Dbenchmarks=false"
   [clang-c++17]="-Dcpp_std=c++17 -Ddebug=false -Dbenchmarks=false"
   [clang-c++20]="-Dcpp_std=c++20 -Ddebug=false -Dbenchmarks=false"
-  [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=1 -Dexamples=false -Dbenchmarks=false -Dfuzz=true"
-  [tsan]="-Dcpp_std=c++17 -Db_sanitize=thread -Db_lundef=false -Dexamples=false -Dbenchmarks=false")
+  [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=1 -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false -Dfuzz=true"
+  [tsan]="-Dcpp_std=c++17 -Db_sanitize=thread -Db_lundef=false -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false")
 # The sanitizer builds build and run only the tests that exercise what they
 # check; the compile-only suites (headers, must-not-compile) and the benchmark
 # smoke run need one C++17 and one C++20 build, not six.
