@@ -78,12 +78,12 @@ __attribute__((always_inline)) inline bool tail_equal(const std::uint8_t* x, con
   return whole == n || std::memcmp(x + whole, y + whole, n - whole) == 0;
 }
 
-/// Compares pair (x, y) of n bytes and prefetches nx and ny at the offsets
-/// it reads, W bytes at a time (W divides 64). Always inlined, so that
-/// under run_avx2's target attribute all of it is compiled for AVX2.
-template <std::size_t W, bool kPrefetchY>
+/// Compares pair (x, y) of n bytes and prefetches nx at the offsets it
+/// reads, W bytes at a time (W divides 64). Always inlined, so that under
+/// run_avx2's target attribute all of it is compiled for AVX2.
+template <std::size_t W>
 __attribute__((always_inline)) inline bool equal_one(const std::uint8_t* x, const std::uint8_t* y, std::size_t n,
-                                                     const std::uint8_t* nx, const std::uint8_t* ny) noexcept {
+                                                     const std::uint8_t* nx) noexcept {
   using V = typename Vec<W>::type;
   constexpr std::size_t kPerLine = 64 / W;
   const std::size_t whole = n & ~std::size_t{63};
@@ -94,7 +94,6 @@ __attribute__((always_inline)) inline bool equal_one(const std::uint8_t* x, cons
       // The builtin itself: a helper function would not be inlined across
       // the target attribute, and GCC drops a call to it as side-effect free.
       __builtin_prefetch(nx + q, 0, 2);
-      if (kPrefetchY) __builtin_prefetch(ny + q, 0, 2);
       const V* a = reinterpret_cast<const V*>(x + q);
       const V* b = reinterpret_cast<const V*>(y + q);
       for (std::size_t k = 0; k < kPerLine; ++k) acc |= a[k] ^ b[k];
@@ -138,7 +137,7 @@ __attribute__((always_inline)) inline void equal_group(const std::uint8_t* const
     for (std::size_t p = 0; p < kGroup; ++p) any |= differ[p] = any_bit<W>(acc[p]);
     if (any) {
       for (std::size_t p = 0; p < kGroup; ++p)
-        eq[p] = !differ[p] && equal_one<W, false>(x[p] + end, y[p] + end, n - end, x[p] + end, y[p] + end);
+        eq[p] = !differ[p] && equal_one<W>(x[p] + end, y[p] + end, n - end, x[p] + end);
       return;
     }
   }
@@ -155,7 +154,7 @@ __attribute__((always_inline)) inline void run(const std::uint8_t* const* x, con
   if (y == nullptr) {
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t next = i + 1 < count ? i + 1 : i;
-      eq[i] = equal_one<W, false>(x[i], one, n, x[next], one);
+      eq[i] = equal_one<W>(x[i], one, n, x[next]);
     }
     return;
   }
