@@ -3,6 +3,7 @@
 // independently of the library's own accounting.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>

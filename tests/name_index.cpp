@@ -4,6 +4,7 @@
 // in length; views are never read past their size.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>

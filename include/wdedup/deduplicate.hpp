@@ -18,7 +18,6 @@
 
 #include <sched.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <cstdint>
@@ -31,6 +30,7 @@
 
 #include "wdedup/detail/early_pairs.hpp"
 #include "wdedup/detail/identity.hpp"
+#include "wdedup/detail/min_max.hpp"
 #include "wdedup/detail/name_index.hpp"
 #include "wdedup/detail/threads.hpp"
 #include "wdedup/expected.hpp"
@@ -192,7 +192,7 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
         }
         site_of[site] = TensorSite{m, p, &tensor};
         input_of[site] = tensor.bytes;
-        max_size = std::max<std::uint64_t>(max_size, tensor.bytes.size());
+        max_size = detail::max_of<std::uint64_t>(max_size, tensor.bytes.size());
         has_layout[site] = tensor.layout.has_value();
         if (early != nullptr && hint != UINT32_MAX) early->offer(hint, site, input_of[hint], tensor.bytes);
         ++site;
@@ -833,7 +833,7 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
   if (speculated && early.all_equal()) {
     finished = std::move(assumed);
     // The identity was known once the last pair was compared.
-    out.report.seconds_identity = std::max(out.report.seconds_identity, monotonic_seconds() - t_id);
+    out.report.seconds_identity = detail::max_of(out.report.seconds_identity, monotonic_seconds() - t_id);
   } else {
     if (speculated) {  // undo it
       if (index_released) names.restore_index(StoreAccess::take_key_index(out.store));

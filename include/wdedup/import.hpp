@@ -14,14 +14,15 @@
 #ifndef WDEDUP_IMPORT_HPP
 #define WDEDUP_IMPORT_HPP
 
-#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "wdedup/detail/min_max.hpp"
 #include "wdedup/detail/name_index.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/named_data_store.hpp"
@@ -54,6 +55,12 @@ struct ImportOptions {
 };
 
 namespace detail {
+
+/// qsort's comparator for std::uint64_t.
+inline int compare_u64(const void* a, const void* b) noexcept {
+  const std::uint64_t x = *static_cast<const std::uint64_t*>(a), y = *static_cast<const std::uint64_t*>(b);
+  return x < y ? -1 : (x > y ? 1 : 0);
+}
 
 /// The checks of the options and the store both imports make first. `who`
 /// names the caller in messages. Refuses a store whose bytes are not in memory before reading
@@ -111,7 +118,7 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
       const std::uint64_t p2 = offset == 0 ? ImportOptions::kMaxInferred : pow2_part(offset);
       return static_cast<std::int64_t>(p2 < ImportOptions::kMaxInferred ? p2 : ImportOptions::kMaxInferred);
     };
-    alignment = std::max(inferred(info.offset - store.header().segment_base_offset), inferred(info.offset));
+    alignment = detail::max_of(inferred(info.offset - store.header().segment_base_offset), inferred(info.offset));
   }
   part.add(std::string(name), data->bytes(), alignment, std::move(layout));
   return {};
@@ -230,7 +237,7 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     }
     method_of[fi] = mi;
     ++count[mi];
-    last[mi] = std::max(last[mi], f.partition_index());
+    last[mi] = detail::max_of(last[mi], f.partition_index());
   }
   // A method's partitions 0..n-1 take its n functions, one each: an index
   // at n or past it leaves a partition below it without one. Found before
@@ -244,7 +251,8 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     for (std::size_t fi = 0; fi < n_functions; ++fi)
       if (method_of[fi] == mi && store.function(fi)->partition_index() < count[mi])
         given[store.function(fi)->partition_index()] = 1;
-    const std::size_t gap = static_cast<std::size_t>(std::find(given.begin(), given.end(), 0) - given.begin());
+    std::size_t gap = 0;
+    while (given[gap] != 0) ++gap;  // one is: the function at last[mi] marks none of the count[mi]
     return Expected<void>(Error::MalformedFunctionMap,
                           detail::cat(who, ": method ", detail::quote_name(methods[mi].name), " has partition ",
                                       last[mi], " but no function for partition ", gap));
@@ -268,13 +276,14 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     Partition& part = m.partitions[p];
     part.tensors.reserve(f.tensor_count());
     // Rows in key order (see above; the file's order is by name).
-    std::vector<std::pair<std::uint32_t, std::uint32_t>> order;  // (key index, row)
+    // (key index << 32 | row): sorted as numbers, the pairs' order, with
+    // qsort rather than <algorithm> (see detail/min_max.hpp).
+    std::vector<std::uint64_t> order;
     order.reserve(f.tensor_count());
-    for (std::size_t r = 0; r < f.tensor_count(); ++r)
-      order.emplace_back(f.tensor(r)->key_index, static_cast<std::uint32_t>(r));
-    std::sort(order.begin(), order.end());
-    for (const auto& entry : order) {
-      const std::uint32_t r = entry.second;  // (a lambda below captures it: clang 14 cannot capture bindings)
+    for (std::size_t r = 0; r < f.tensor_count(); ++r) order.push_back(std::uint64_t{f.tensor(r)->key_index} << 32 | r);
+    if (order.size() > 1) std::qsort(order.data(), order.size(), sizeof(std::uint64_t), detail::compare_u64);
+    for (const std::uint64_t entry : order) {
+      const auto r = static_cast<std::uint32_t>(entry);
       const FunctionTensorView row = *f.tensor(r);
       const std::string_view tname(row.tensor_name.data(), row.tensor_name.size());
       auto what = [&] { return detail::cat("method ", detail::quote_name(mname), " partition ", p, " tensor #", r); };

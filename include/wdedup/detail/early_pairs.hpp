@@ -18,7 +18,6 @@
 
 #include <sched.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +26,7 @@
 #include "wdedup/detail/arena.hpp"
 #include "wdedup/detail/equal_run.hpp"
 #include "wdedup/detail/identity.hpp"
+#include "wdedup/detail/min_max.hpp"
 #include "wdedup/runtime/span.hpp"
 
 namespace wdedup {
@@ -180,7 +180,7 @@ class EarlyPairs {
     for (;;) {
       const std::size_t p = published_.load(std::memory_order_acquire);
       if (p <= c + keep) return 0;
-      const std::size_t take = std::min(max, p - c - keep);
+      const std::size_t take = detail::min_of(max, p - c - keep);
       if (!shared_) {
         claimed_.store(c + take, std::memory_order_relaxed);
         *k = c;
@@ -232,7 +232,7 @@ class EarlyPairs {
         nx[p] = queue_[ahead].x;
         ny[p] = queue_[ahead].y;
       }
-      const std::size_t hl = std::min<std::size_t>(len, kHead);
+      const std::size_t hl = detail::min_of<std::size_t>(len, kHead);
       for (std::size_t p = 0; p < m; ++p) {
         const Pair& q = queue_[a + p];
         if (q.fingerprint == identity::kNone) continue;

@@ -12,7 +12,6 @@
 #ifndef WDEDUP_DETAIL_IDENTITY_HPP
 #define WDEDUP_DETAIL_IDENTITY_HPP
 
-#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <cstddef>
@@ -26,6 +25,7 @@
 #include "wdedup/detail/equal_run.hpp"
 #include "wdedup/detail/flat_index.hpp"
 #include "wdedup/detail/identity_stats.hpp"
+#include "wdedup/detail/min_max.hpp"
 #include "wdedup/detail/threads.hpp"
 #include "wdedup/hash.hpp"
 #include "wdedup/runtime/span.hpp"
@@ -212,7 +212,7 @@ struct alignas(64) Worker {
 template <class Fn>
 void run_tasks(std::size_t n_tasks, std::vector<Worker>& workers, const Fn& fn) {
   if (n_tasks == 0) return;
-  const std::size_t n_threads = std::min(workers.size(), n_tasks);
+  const std::size_t n_threads = detail::min_of(workers.size(), n_tasks);
   std::atomic<std::size_t> next{0};
   // Workers pull tasks, so a thread that could not start only costs speed.
   run_workers(n_threads, [&](std::size_t w) {
@@ -289,9 +289,9 @@ bool refine_block(const std::uint8_t* const* base, const std::uint32_t* cls, std
   bool eq[kRun];
   // Members per run: at most kRun, and no more than half of L2 holds, so
   // the blocks of a run are still cached when the ones that differ are hashed.
-  const std::size_t run = len <= kRunMaxBytes ? std::max<std::size_t>(1, std::min(kRun, kHotBytes / len)) : 1;
+  const std::size_t run = len <= kRunMaxBytes ? detail::max_of<std::size_t>(1, detail::min_of(kRun, kHotBytes / len)) : 1;
   for (std::size_t i = 1; i < n; i += run) {
-    const std::size_t cnt = std::min(run, n - i);
+    const std::size_t cnt = detail::min_of(run, n - i);
     bool any_left = false;
     for (std::size_t g = 0; g < cnt; ++g) x[g] = base[cls[i + g]] + off;
     if (len <= kRunMaxBytes) {
@@ -367,7 +367,7 @@ bool refine_range(std::size_t k, std::size_t lo, std::size_t hi, std::size_t blk
   w.active.close();
   bool hashed = false;
   for (std::size_t off = lo; off < hi && !w.active.empty(); off += blk) {
-    const std::size_t len = std::min(blk, hi - off);
+    const std::size_t len = detail::min_of(blk, hi - off);
     w.refined.clear();
     for (std::size_t a = 0; a < w.active.size(); ++a) {
       const std::uint32_t* cl = w.active.items.data() + w.active.begin_of(a);
@@ -451,14 +451,14 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   // first-touch page faults were the biggest cost on many small inputs).
   Arena arena(n * 96);
 
-  const std::size_t block = std::max(kMinBlock, opts.block_size != 0 ? opts.block_size : IdentityOptions{}.block_size);
+  const std::size_t block = detail::max_of(kMinBlock, opts.block_size != 0 ? opts.block_size : IdentityOptions{}.block_size);
   std::size_t n_threads = opts.threads != 0 ? opts.threads : hardware_threads();
   if (n_threads == 0) n_threads = 1;
   std::vector<Worker> workers(n_threads);
   Counters serial;  // work done outside parallel stages
   auto ptr = [&](std::uint32_t i) { return inputs[i].data(); };
   auto task_target = [&](std::uint64_t total) {
-    return std::clamp<std::uint64_t>(total / (n_threads * 16), 256u << 10, 64u << 20);
+    return detail::clamp_to<std::uint64_t>(total / (n_threads * 16), 256u << 10, 64u << 20);
   };
 
   // -- 1. Size classes (stable). ---------------------------------------------
@@ -641,14 +641,14 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
     constexpr std::size_t kAhead = 16;
     run_tasks((n + kChunk - 1) / kChunk, workers, [&](std::size_t t, Worker& w) {
       const Clock::time_point t0 = Clock::now();
-      const std::size_t lo = t * kChunk, hi = std::min(n, lo + kChunk);
+      const std::size_t lo = t * kChunk, hi = detail::min_of(n, lo + kChunk);
       for (std::size_t i = lo; i < hi; ++i) {
         if (i + kAhead < hi && is_cand(i + kAhead) && !early_prefix(i + kAhead))
           prefetch_read(ptr(static_cast<std::uint32_t>(i + kAhead)));
         if (!is_cand(i)) continue;
         std::uint64_t fp = 0;
         if (class_role[cls[i]] == kFingerprint) {
-          const std::size_t len = std::min<std::size_t>(inputs[i].size(), kPrefixBytes);
+          const std::size_t len = detail::min_of<std::size_t>(inputs[i].size(), kPrefixBytes);
           fp = early_prefix(i) ? early.prefix[i] : hash(ptr(static_cast<std::uint32_t>(i)), len, kPrefixSeed);
           w.counters.bytes_hashed += len;
         }
@@ -762,11 +762,13 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   head_units.reserve(n_groups);  // one unit per group, more only for big groups
   head_weight.reserve(n_groups);
   ArenaVector<std::uint8_t> multi_chunk = arena_vector<std::uint8_t>(arena, n_groups, 0);
+  bool any_multi_chunk = false;
   for (std::size_t g = 0; g < n_groups; ++g) {
-    const std::size_t k = group_size(g), h = std::min(group_bytes(g), block);
-    const std::size_t per = std::max(kMinChunkMembers, kHeadChunkBlocks * block / h);
+    const std::size_t k = group_size(g), h = detail::min_of(group_bytes(g), block);
+    const std::size_t per = detail::max_of(kMinChunkMembers, kHeadChunkBlocks * block / h);
     const std::size_t chunks = k == 2 ? 1 : (k + per - 1) / per;
     multi_chunk[g] = chunks > 1;
+    any_multi_chunk = any_multi_chunk || chunks > 1;
     for (std::size_t j = 0; j < chunks; ++j) {
       head_units.push_back(HeadUnit{static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(j * k / chunks),
                                     static_cast<std::uint32_t>((j + 1) * k / chunks)});
@@ -776,7 +778,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   // head_lab[slot]: position (in its group) of the slot's first equal member.
   std::uint32_t* const head_lab = arena.alloc<std::uint32_t>(group_members.size());
   std::vector<std::uint64_t> rep_hash;
-  if (std::find(multi_chunk.begin(), multi_chunk.end(), 1) != multi_chunk.end()) rep_hash.resize(group_members.size());
+  if (any_multi_chunk) rep_hash.resize(group_members.size());
   ArenaVector<std::uint8_t> head_hashed = arena_vector<std::uint8_t>(arena, head_units.size(), 0);
   {
     std::uint64_t total = 0;
@@ -790,7 +792,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
         const HeadUnit hu = head_units[u];
         const std::uint8_t* const* gp = group_ptr.data() + group_begin[hu.group];
         std::uint32_t* lab = head_lab + group_begin[hu.group];
-        const std::size_t h = std::min(group_bytes(hu.group), block);
+        const std::size_t h = detail::min_of(group_bytes(hu.group), block);
         if (is_pair(hu)) {
           // Pairs: no hashing. Runs of small ones of one size go through
           // equal_run, each pair prefetching the next; pairs are often
@@ -804,7 +806,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
           if (h <= kRunMaxBytes) {
             for (; cnt < kRun && u + cnt < end; ++cnt) {
               const HeadUnit& v = head_units[u + cnt];
-              if (!is_pair(v) || std::min(group_bytes(v.group), block) != h) break;
+              if (!is_pair(v) || detail::min_of(group_bytes(v.group), block) != h) break;
               x[cnt] = group_ptr[group_begin[v.group]];
               y[cnt] = group_ptr[group_begin[v.group] + 1];
             }
@@ -847,7 +849,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
     const Clock::time_point t0 = Clock::now();
     for (std::size_t g = 0; g < n_groups; ++g) {
       if (!multi_chunk[g]) continue;
-      const std::size_t k = group_size(g), h = std::min(group_bytes(g), block);
+      const std::size_t k = group_size(g), h = detail::min_of(group_bytes(g), block);
       const std::uint8_t* const* gp = group_ptr.data() + group_begin[g];
       std::uint32_t* lab = head_lab + group_begin[g];
       const std::uint64_t* rh = rep_hash.data() + group_begin[g];
@@ -907,14 +909,14 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   ArenaVector<SweepUnit> sweep_units = arena_vector<SweepUnit>(arena);
   std::vector<std::uint64_t> sweep_weight;
   std::vector<std::uint32_t> sweep_classes;
-  const std::size_t sweep_block = std::min(block, kSweepBlock);
+  const std::size_t sweep_block = detail::min_of(block, kSweepBlock);
   for (std::size_t c = 0; c < n_body; ++c) {
     const std::size_t k = body_begin[c + 1] - body_begin[c];
     const std::size_t size = inputs[body_members[body_begin[c]]].size();
     if (k > kItemBlocks) {
       sweep_classes.push_back(static_cast<std::uint32_t>(c));
       for (std::size_t lo = 1; lo < k; lo += kSweepChunk) {
-        const std::size_t hi = std::min(k, lo + kSweepChunk);
+        const std::size_t hi = detail::min_of(k, lo + kSweepChunk);
         sweep_units.push_back(SweepUnit{static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(lo),
                                         static_cast<std::uint32_t>(hi)});
         sweep_weight.push_back(static_cast<std::uint64_t>(hi - lo) * (size - block));
@@ -923,8 +925,8 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
       continue;
     }
     const std::size_t range = (kItemBlocks / k) * block;
-    for (std::size_t lo = block; lo < size; lo += std::min(range, size - lo)) {
-      const std::size_t hi = lo + std::min(range, size - lo);
+    for (std::size_t lo = block; lo < size; lo += detail::min_of(range, size - lo)) {
+      const std::size_t hi = lo + detail::min_of(range, size - lo);
       body_units.push_back(BodyUnit{static_cast<std::uint32_t>(c), lo, hi});
       body_weight.push_back(static_cast<std::uint64_t>(k) * (hi - lo));
     }
@@ -1012,10 +1014,10 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
         const std::size_t size = inputs[m[0]].size();
         const std::uint8_t* lead = ptr(m[0]);
         for (std::size_t g0 = su.lo; g0 < su.hi; g0 += kSweepGroup) {
-          std::size_t nl = std::min<std::size_t>(kSweepGroup, su.hi - g0);
+          std::size_t nl = detail::min_of<std::size_t>(kSweepGroup, su.hi - g0);
           for (std::size_t i = 0; i < nl; ++i) live[i] = static_cast<std::uint32_t>(g0 + i);
           for (std::size_t off = block; off < size && nl > 0; off += sweep_block) {
-            const std::size_t len = std::min(sweep_block, size - off);
+            const std::size_t len = detail::min_of(sweep_block, size - off);
             for (std::size_t i = 0; i < nl; ++i) x[i] = ptr(m[live[i]]) + off;
             equal_run(x, nullptr, lead + off, nl, len, eq, w.counters);
             std::size_t keep = 0;
@@ -1059,7 +1061,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
       for (std::size_t j = 1; j < k; ++j) {
         if (fd[j] == kNoDiff) continue;
         any_diff = true;
-        const std::size_t off = fd[j], len = std::min(sweep_block, size - off);
+        const std::size_t off = fd[j], len = detail::min_of(sweep_block, size - off);
         auto same = [&](std::uint32_t q) { return equal_bytes(ptr(m[j]) + off, ptr(m[q]) + off, len, w.counters); };
         lab[j] = bucket_and_confirm(index, next.data(), dh[j], fd[j], static_cast<std::uint32_t>(j), same, w.counters);
       }
@@ -1077,7 +1079,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
       for (std::size_t r = 1, b = 0; r < k; ++r) {
         if (lab[r] != r) continue;
         const std::size_t e = cursor[r], cnt = e - b;  // cursor[r]: end of r's members
-        const std::size_t done = fd[r] + std::min(sweep_block, size - fd[r]);
+        const std::size_t done = fd[r] + detail::min_of(sweep_block, size - fd[r]);
         if (cnt >= 2 && done < size) {
           w.base.resize(cnt);
           for (std::size_t i = 0; i < cnt; ++i) w.base[i] = ptr(m[order[b + i]]);
