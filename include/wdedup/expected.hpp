@@ -7,7 +7,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
-#include <optional>
+#include <new>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -24,31 +24,76 @@ struct BuildError {
 };
 
 /// Either a T or a BuildError. Build-time code returns this; it never throws.
+///
+/// The T lives in a union of its own rather than a std::optional<T>: the
+/// library instantiates Expected for a dozen types, and libstdc++'s
+/// optional<T>, with its constraints on every converting constructor and
+/// assignment, cost 4-11 ms of compile time each (clang -ftime-trace of
+/// <wdedup/wdedup.hpp>). Copies and moves exist where T's do: a class
+/// template's members are instantiated only when used.
 template <class T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : value_(std::move(value)) {}
+  Expected(T value) : has_value_(true) { ::new (static_cast<void*>(&value_)) T(std::move(value)); }
   Expected(BuildError e) : error_(std::move(e)) {}
   Expected(Error code, std::string message) : error_(BuildError{code, std::move(message)}) {}
+  Expected(const Expected& o) : error_(o.error_), has_value_(o.has_value_) {
+    if (has_value_) ::new (static_cast<void*>(&value_)) T(o.value_);
+  }
+  Expected(Expected&& o) noexcept(std::is_nothrow_move_constructible<T>::value)
+      : error_(std::move(o.error_)), has_value_(o.has_value_) {
+    if (has_value_) ::new (static_cast<void*>(&value_)) T(std::move(o.value_));
+  }
+  Expected& operator=(const Expected& o) {
+    if (this != &o) assign(o);
+    return *this;
+  }
+  Expected& operator=(Expected&& o) noexcept(std::is_nothrow_move_constructible<T>::value &&
+                                             std::is_nothrow_move_assignable<T>::value) {
+    if (this != &o) assign(std::move(o));
+    return *this;
+  }
+  ~Expected() {
+    if (has_value_) value_.~T();
+  }
 
-  bool ok() const noexcept { return value_.has_value(); }
+  bool ok() const noexcept { return has_value_; }
   explicit operator bool() const noexcept { return ok(); }
   Error error() const noexcept { return ok() ? Error::Ok : error_.code; }
   /// The message of a failure; empty on success.
   const std::string& message() const noexcept { return error_.message; }
   const BuildError& build_error() const noexcept { return error_; }
 
-  T& value() & noexcept { return *value_; }
-  const T& value() const& noexcept { return *value_; }
-  T&& value() && noexcept { return std::move(*value_); }
-  T& operator*() & noexcept { return *value_; }
-  const T& operator*() const& noexcept { return *value_; }
-  T* operator->() noexcept { return &*value_; }
-  const T* operator->() const noexcept { return &*value_; }
+  T& value() & noexcept { return value_; }
+  const T& value() const& noexcept { return value_; }
+  T&& value() && noexcept { return std::move(value_); }
+  T& operator*() & noexcept { return value_; }
+  const T& operator*() const& noexcept { return value_; }
+  T* operator->() noexcept { return &value_; }
+  const T* operator->() const noexcept { return &value_; }
 
  private:
-  std::optional<T> value_;
+  /// As std::optional's assignments: T's own assignment when both hold a
+  /// value, else a construction or a destruction.
+  template <class E>
+  void assign(E&& o) {
+    error_ = std::forward<E>(o).error_;
+    if (has_value_ && o.has_value_) {
+      value_ = std::forward<E>(o).value_;
+    } else if (o.has_value_) {
+      ::new (static_cast<void*>(&value_)) T(std::forward<E>(o).value_);
+      has_value_ = true;
+    } else if (has_value_) {
+      value_.~T();
+      has_value_ = false;
+    }
+  }
+
+  union {
+    T value_;
+  };
   BuildError error_;
+  bool has_value_ = false;
 };
 
 /// Expected<void>: success, or a BuildError.

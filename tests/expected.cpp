@@ -1,0 +1,170 @@
+// Tests for wdedup/expected.hpp: Expected<T> holds a T or a BuildError, and
+// its copies, moves and assignments construct, assign and destroy the T
+// exactly as std::optional<T> would (it keeps the T in a union of its own;
+// a counting type below sees every construction and destruction).
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "wdedup/expected.hpp"
+
+using namespace wdedup;
+
+namespace {
+
+// Counts live objects and how each came to be or changed.
+struct Counts {
+  int live = 0, copies = 0, moves = 0, copy_assigns = 0, move_assigns = 0;
+};
+Counts counts;
+
+struct Tracked {
+  std::string text;
+  explicit Tracked(std::string t) : text(std::move(t)) { ++counts.live; }
+  Tracked(const Tracked& o) : text(o.text) {
+    ++counts.live;
+    ++counts.copies;
+  }
+  Tracked(Tracked&& o) noexcept : text(std::move(o.text)) {
+    ++counts.live;
+    ++counts.moves;
+  }
+  Tracked& operator=(const Tracked& o) {
+    text = o.text;
+    ++counts.copy_assigns;
+    return *this;
+  }
+  Tracked& operator=(Tracked&& o) noexcept {
+    text = std::move(o.text);
+    ++counts.move_assigns;
+    return *this;
+  }
+  ~Tracked() { --counts.live; }
+};
+
+Expected<Tracked> good(const char* t) { return Tracked(t); }
+Expected<Tracked> bad(const char* m) { return Expected<Tracked>(Error::InvalidArgument, m); }
+
+}  // namespace
+
+TEST_CASE("Expected: a value or an error, and which one it holds") {
+  counts = {};
+  {
+    Expected<Tracked> v = good("weights");
+    CHECK(v.ok());
+    CHECK(static_cast<bool>(v));
+    CHECK(v.error() == Error::Ok);
+    CHECK(v.message().empty());
+    CHECK(v->text == "weights");
+    CHECK((*v).text == "weights");
+    CHECK(counts.live == 1);
+
+    Expected<Tracked> e = bad("key 'w' is empty");
+    CHECK_FALSE(e.ok());
+    CHECK(e.error() == Error::InvalidArgument);
+    CHECK(e.message() == "key 'w' is empty");
+    CHECK(e.build_error().code == Error::InvalidArgument);
+    CHECK(counts.live == 1);  // an error constructs no T
+
+    Tracked out = std::move(v).value();
+    CHECK(out.text == "weights");
+    CHECK(counts.live == 2);
+  }
+  CHECK(counts.live == 0);
+}
+
+TEST_CASE("Expected: copies and moves construct the T once, or not at all for an error") {
+  counts = {};
+  {
+    Expected<Tracked> v = good("a");
+    const Counts before = counts;
+    Expected<Tracked> c(v);
+    CHECK(counts.copies == before.copies + 1);
+    CHECK(c->text == "a");
+    CHECK(v->text == "a");
+    Expected<Tracked> m(std::move(v));
+    CHECK(counts.moves == before.moves + 1);
+    CHECK(m->text == "a");
+    CHECK(counts.live == 3);  // v still holds its (moved-from) T
+
+    Expected<Tracked> e = bad("no such method 'decode'");
+    Expected<Tracked> ec(e);
+    Expected<Tracked> em(std::move(e));
+    CHECK(counts.live == 3);
+    CHECK(ec.error() == Error::InvalidArgument);
+    CHECK(ec.message() == "no such method 'decode'");
+    CHECK(em.message() == "no such method 'decode'");
+  }
+  CHECK(counts.live == 0);
+  // As optional: a move that cannot throw exactly when T's cannot.
+  struct ThrowingMove {
+    ThrowingMove(ThrowingMove&&) noexcept(false);
+  };
+  CHECK(std::is_nothrow_move_constructible<Expected<Tracked>>::value);
+  CHECK_FALSE(std::is_nothrow_move_constructible<Expected<ThrowingMove>>::value);
+}
+
+TEST_CASE("Expected: assignment between every pair of states") {
+  counts = {};
+  {
+    // value <- value: T's own assignment.
+    Expected<Tracked> a = good("a"), b = good("b");
+    Counts before = counts;
+    a = b;
+    CHECK(counts.copy_assigns == before.copy_assigns + 1);
+    CHECK(counts.live == before.live);
+    CHECK(a->text == "b");
+    a = good("c");
+    CHECK(counts.move_assigns == before.move_assigns + 1);
+    CHECK(a->text == "c");
+
+    // value <- error: the T destroyed, the error taken.
+    before = counts;
+    Expected<Tracked> e = bad("partition 2 of 'prefill' has no function");
+    a = e;
+    CHECK(counts.live == before.live - 1);
+    CHECK_FALSE(a.ok());
+    CHECK(a.error() == Error::InvalidArgument);
+    CHECK(a.message() == "partition 2 of 'prefill' has no function");
+
+    // error <- value: a T constructed, the error cleared.
+    before = counts;
+    a = b;
+    CHECK(counts.live == before.live + 1);
+    CHECK(counts.copies == before.copies + 1);
+    REQUIRE(a.ok());
+    CHECK(a.error() == Error::Ok);
+    CHECK(a.message().empty());
+    CHECK(a->text == "b");
+
+    // error <- error (moved): no T anywhere.
+    Expected<Tracked> f = bad("first");
+    before = counts;
+    f = bad("second");
+    CHECK(counts.live == before.live);
+    CHECK(f.message() == "second");
+
+    // Self-assignment keeps the value.
+    Expected<Tracked>& self = b;
+    b = self;
+    CHECK(b->text == "b");
+    b = std::move(self);
+    CHECK(b->text == "b");
+  }
+  CHECK(counts.live == 0);
+}
+
+TEST_CASE("Expected: a T without a default constructor or a copy") {
+  // (optional<T> needs neither; nor does this.)
+  Expected<std::unique_ptr<int>> p = std::make_unique<int>(7);
+  REQUIRE(p.ok());
+  CHECK(**p == 7);
+  Expected<std::unique_ptr<int>> q = std::move(p);
+  REQUIRE(q.ok());
+  CHECK(**q == 7);
+  CHECK(p->get() == nullptr);
+  CHECK_FALSE(std::is_copy_constructible<std::unique_ptr<int>>::value);
+}
