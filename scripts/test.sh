@@ -7,8 +7,8 @@
 #                       portable code in place of x86 builtins (WDEDUP_NO_X86_BUILTINS)
 #   clang-c++20         clang, C++20 (with the header and must-not-compile checks)
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all),
-#                       the reader's libFuzzer target for a fixed 1M inputs (~40 s) and the
-#                       import's (import, deduplicate, write, read back) for 300k (~35 s)
+#                       the reader's libFuzzer target for a fixed 500k inputs (~35 s) and the
+#                       import's (import, deduplicate, write, read back) for 150k (~35 s), side by side
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
 # (clang-c++17 is available too; it is left out of the default run to keep
 # CI within 20 minutes on 2 cores: C++17 is covered by gcc, clang by C++20.)
