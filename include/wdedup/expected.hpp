@@ -29,8 +29,10 @@ struct BuildError {
 /// library instantiates Expected for a dozen types, and libstdc++'s
 /// optional<T>, with its constraints on every converting constructor and
 /// assignment, cost 4-11 ms of compile time each (clang -ftime-trace of
-/// <wdedup/wdedup.hpp>). Copies and moves exist where T's do: a class
-/// template's members are instantiated only when used.
+/// <wdedup/wdedup.hpp>). Copies and moves compile where T's do (a class
+/// template's members are instantiated only when used); unlike optional's,
+/// they are always declared, so std::is_copy_constructible<Expected<T>> is
+/// true even for a move-only T. Nothing in the library asks.
 template <class T>
 class [[nodiscard]] Expected {
  public:
