@@ -3,8 +3,7 @@
 # then configures, builds and runs every test in each configuration:
 #   gcc-c++17           the reference build: every test, the demo, the examples,
 #                       the must-not-compile and header checks, the benchmark smoke run
-#   gcc-c++20-noexcept  C++20, everything built with -fno-exceptions -fno-rtti, and the
-#                       portable code in place of x86 builtins (WDEDUP_NO_X86_BUILTINS)
+#   gcc-c++20-noexcept  C++20, everything built with -fno-exceptions -fno-rtti
 #   clang-c++20         clang, C++20 (with the header and must-not-compile checks)
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all),
 #                       the reader's libFuzzer target for a fixed 500k inputs (~35 s) and the
@@ -26,7 +25,7 @@ declare -A CXX_OF=(
 # under ASan+UBSan in 34 s instead of 50 s with full -g (EPYC VM, 2026-11-26).
 declare -A OPTS_OF=(
   [gcc-c++17]="-Dcpp_std=c++17 -Ddebug=false"
-  [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Dbenchmarks=false -Dcpp_args=-DWDEDUP_NO_X86_BUILTINS"
+  [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Dbenchmarks=false"
   [clang-c++17]="-Dcpp_std=c++17 -Ddebug=false -Dbenchmarks=false"
   [clang-c++20]="-Dcpp_std=c++20 -Ddebug=false -Dbenchmarks=false"
   [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=1 -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false -Dfuzz=true"

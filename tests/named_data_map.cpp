@@ -708,9 +708,9 @@ TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignmen
 }
 
 TEST_CASE("lookups: small stores scanned, large ones hashed; keys alike but for one middle byte") {
-  // Up to 32 keys a lookup compares one-byte tags, then the keys whose tag
-  // matched (first and last 8 bytes, then the middle a word at a time);
-  // past that it hashes. Keys of every
+  // Up to 32 keys a lookup reads the slot of the query's one-byte tag, then
+  // compares the key there (first and last 8 bytes, then the middle a word
+  // at a time); past that it hashes. Keys of every
   // length 1-40 that are equal but for one byte, placed in the first word,
   // the last, or the middle, so each comparison path must tell them apart.
   auto key_of = [](std::size_t i, char mark) {
@@ -781,34 +781,42 @@ TEST_CASE("lookups: small stores scanned, large ones hashed; keys alike but for 
 
 TEST_CASE("lookups: 32 keys with one tag (alike in length, first, middle and last 8 bytes)") {
   // 40-byte keys that differ only in bytes 9 and 10, which no tag reads
-  // (it reads bytes 0-7, 16-23 and 32-39): every key matches every query's
-  // tag, and only the comparison of the keys themselves tells them apart.
-  auto key_of = [](std::size_t i) {
+  // (it reads bytes 0-7, 16-23 and 32-39): every key of a family has the
+  // same tag, so open() puts them in one run of slots, in file order, and
+  // only the comparison of the keys themselves tells them apart. Byte 0
+  // names the family and moves its tag: a run of 32 from a tag above 224
+  // wraps past the last slot (1 family in 8; some of these 48 do).
+  auto key_of = [](char family, std::size_t i) {
     std::string k(40, 'q');
+    k[0] = family;
     k[9] = static_cast<char>('a' + i / 26);
     k[10] = static_cast<char>('a' + i % 26);
     return k;
   };
-  for (const std::size_t n : {2u, 9u, 32u}) {
-    CAPTURE(n);
-    std::vector<Bytes> data;
-    NamedDataStore store;
-    for (std::size_t i = 0; i < n; ++i) data.push_back(pattern(8 + i, static_cast<std::uint32_t>(i)));
-    for (std::size_t i = 0; i < n; ++i)
-      REQUIRE(store.add_named_data(key_of(i), ByteSpan(data[i].data(), data[i].size()), 1).ok());
-    for (const bool ext : {true, false}) {
-      CAPTURE(ext);
-      WriteOptions o;
-      o.wdedup_extensions = ext;
-      std::unique_ptr<Opened> f = open_bytes(write_or_die(store, FunctionMaps{}, o));
-      REQUIRE(f->ok());
-      for (std::size_t i = n; i-- > 0;) {
-        Result<KeyInfo> info = f->map().find(key_of(i));
-        REQUIRE(info.ok());
-        CHECK(info->key_index == i);
-        CHECK(info->size == 8 + i);
+  for (char family = '0'; family < '0' + 48; ++family) {
+    for (const std::size_t n : {2u, 9u, 32u}) {
+      CAPTURE(family);
+      CAPTURE(n);
+      std::vector<Bytes> data;
+      NamedDataStore store;
+      for (std::size_t i = 0; i < n; ++i) data.push_back(pattern(8 + i, static_cast<std::uint32_t>(i)));
+      for (std::size_t i = 0; i < n; ++i)
+        REQUIRE(store.add_named_data(key_of(family, i), ByteSpan(data[i].data(), data[i].size()), 1).ok());
+      for (const bool ext : {true, false}) {
+        CAPTURE(ext);
+        WriteOptions o;
+        o.wdedup_extensions = ext;
+        std::unique_ptr<Opened> f = open_bytes(write_or_die(store, FunctionMaps{}, o));
+        REQUIRE(f->ok());
+        for (std::size_t i = n; i-- > 0;) {
+          Result<KeyInfo> info = f->map().find(key_of(family, i));
+          REQUIRE(info.ok());
+          CHECK(info->key_index == i);
+          CHECK(info->size == 8 + i);
+        }
+        CHECK(f->map().find(key_of(family, n)).error() == Error::NotFound);  // same tag, not a key
+        CHECK(f->map().find(key_of(static_cast<char>(family + 48), 0)).error() == Error::NotFound);
       }
-      CHECK(f->map().find(key_of(n)).error() == Error::NotFound);  // same tag, not a key
     }
   }
 }

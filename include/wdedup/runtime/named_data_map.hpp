@@ -625,24 +625,30 @@ class NamedDataMap {
   // What a zero-size copy points at: not null, and aligned like a mapping.
   alignas(4096) static constexpr std::uint8_t kEmptyByte = 0;
 
-  NamedDataMap() noexcept = default;
+  // Every slot empty, so no map's bytes are left indeterminate (only maps
+  // of at most kTagKeys keys read the slots; open() fills theirs).
+  NamedDataMap() noexcept { std::memset(tag_slots_, kNoTag, sizeof tag_slots_); }
 
   // ---- queries over validated state ------------------------------------------
 
+  /// Key i's WDX1 entry (ext_ != 0): from a pointer kept at open, not
+  /// meta_ + entries_, an add fewer on the way to every key and layout.
+  const std::uint8_t* entry(std::uint32_t i) const noexcept {
+    return entry_base_ + std::uint64_t{i} * format::key_entry::kSize;
+  }
   std::uint64_t named_table(std::uint32_t i) const noexcept {
     return detail::fb::trusted_element(meta_, named_pos_, i);
   }
   /// Absolute offset of key i's characters.
   std::uint64_t key_pos(std::uint32_t i) const noexcept {
     if (ext_ != 0)
-      return format::load_u32(meta_ + entries_ + std::uint64_t{i} * format::key_entry::kSize +
-                              format::key_entry::kKeyOffset);
+      return format::load_u32(entry(i) + format::key_entry::kKeyOffset);
     return detail::fb::trusted_ref(meta_, named_table(i), format::named_data_field::kKey) + 4;
   }
   KeyView key_at(std::uint32_t i) const noexcept {
     const char* base = reinterpret_cast<const char*>(meta_);
     if (ext_ != 0) {
-      const std::uint8_t* e = meta_ + entries_ + std::uint64_t{i} * format::key_entry::kSize;
+      const std::uint8_t* e = entry(i);
       return KeyView(base + format::load_u32(e + format::key_entry::kKeyOffset),
                               format::load_u32(e + format::key_entry::kKeySize));
     }
@@ -652,8 +658,7 @@ class NamedDataMap {
   /// Absolute position of key i's TensorLayout table, 0 if none.
   std::uint64_t layout_pos(std::uint32_t i) const noexcept {
     if (ext_ != 0)
-      return format::load_u32(meta_ + entries_ + std::uint64_t{i} * format::key_entry::kSize +
-                              format::key_entry::kLayoutOffset);
+      return format::load_u32(entry(i) + format::key_entry::kLayoutOffset);
     return detail::fb::trusted_ref(meta_, named_table(i), format::named_data_field::kTensorLayout);
   }
   std::uint32_t segment_index_fb(std::uint32_t i) const noexcept {
@@ -712,7 +717,7 @@ class NamedDataMap {
     k.key_index = i;
     if (ext_ != 0) {
       namespace ke = format::key_entry;
-      const std::uint8_t* e = meta_ + entries_ + std::uint64_t{i} * ke::kSize;
+      const std::uint8_t* e = entry(i);
       k.offset = format::load_u64(e + ke::kDataOffset);
       k.size = format::load_u64(e + ke::kDataSize);
       k.alignment = format::load_u64(e + ke::kAlignment);
@@ -775,26 +780,36 @@ class NamedDataMap {
     }
     return false;
   }
-  /// Up to this many keys, a lookup needs no hash: open() keeps a one-byte
-  /// tag of every key in the map object itself (scan_tag), and a lookup
-  /// compares the query's tag with all of them at once (tag_matches), then compares
-  /// keys only where a tag matched (normally once; 1 in 256 other keys
-  /// matches by chance). A hash, slot, entry, key chain of dependent loads
-  /// costs more than that at this size; so did comparing the keys in turn,
-  /// whose loop ends on a branch taken at a random key: on the 2-core Xeon
-  /// VM, get_tensor_layout latency at 16 / 32 keys was 26-28 / 36-41 ns
-  /// that way and 19 / 19.5 ns hashed, against 27-28 / 27-30 ns for
-  /// std::unordered_map; on the EPYC VM it was the other way round (the
-  /// hash chain 0.60x of unordered_map at 16 keys, the comparison loop
-  /// 1.08x). The tags need neither the chain nor that branch: 20-21 ns.
+  /// Up to this many keys, a lookup needs no hash chain: open() keeps a
+  /// table of 256 one-byte slots in the map object itself, indexed by a
+  /// key's tag (scan_tag), and a lookup reads the slot of the query's tag
+  /// and compares that one key (normally the only one tried). A hash, slot,
+  /// entry, key chain of dependent loads costs more than that at this size;
+  /// so did comparing the keys in turn, whose loop ends on a branch taken at
+  /// a random key: on the 2-core Xeon VM, get_tensor_layout latency at 16 /
+  /// 32 keys was 26-28 / 36-41 ns that way and 19 / 19.5 ns hashed, against
+  /// 27-28 / 27-30 ns for std::unordered_map; on the EPYC VM it was the
+  /// other way round (the hash chain 0.60x of unordered_map at 16 keys, the
+  /// comparison loop 1.08x). Comparing the query's tag with every key's at
+  /// once (SSE2 pcmpeqb, then the lowest match) took 16.0-16.6 ns at 16
+  /// keys on the Zen 5 EPYC VM, and the slot 14.5-14.8 ns: the broadcast,
+  /// compare, mask and bit scan are a dozen cycles of the chain, where the
+  /// slot is one load (13.8 ns with entry() too; unordered_map 14.4-16.3).
   static constexpr std::uint32_t kTagKeys = 32;
+  /// Multipliers open() tries for the tags (place_tags).
+  static constexpr int kTagTries = 16;
+  /// An empty tag slot (the others hold a key index, below kTagKeys): not
+  /// index + 1, whose subtraction would be one more step of every lookup.
+  static constexpr std::uint8_t kNoTag = 0xFF;
   /// A key's tag: its length and its first, middle and last 8 bytes
   /// (keys under 8 bytes: all of them) mixed into one byte: the words
-  /// rotated apart and xored, then the top byte of one product, which
-  /// depends on every bit of the word. It is on the latency path of every lookup: one
-  /// multiply instead of three folded took 1.4 ns off a 16-key lookup
-  /// (Zen 5 EPYC VM, 18.7 -> 17.3 ns).
-  static std::uint8_t scan_tag(const std::uint8_t* p, std::size_t n) noexcept {
+  /// rotated apart and xored, then the top byte of one product by `mul`
+  /// (odd), which depends on every bit of the word. It is on the latency
+  /// path of every lookup: one multiply instead of three folded took 1.4 ns
+  /// off a 16-key lookup (Zen 5 EPYC VM, 18.7 -> 17.3 ns).
+  static std::uint8_t scan_tag(KeyView key, std::uint64_t mul) noexcept {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(key.data());
+    const std::size_t n = key.size();
     std::uint64_t a = 0, b = 0, c = 0;
     if (n >= 8) {
       a = format::load_u64(p);
@@ -803,67 +818,55 @@ class NamedDataMap {
     } else {
       for (std::size_t i = 0; i < n; ++i) a |= std::uint64_t{p[i]} << (8 * i);
     }
-    return static_cast<std::uint8_t>(((a ^ (b << 1 | b >> 63) ^ (c << 2 | c >> 62) ^ n) * 0x9E3779B97F4A7C15ull) >> 56);
+    return static_cast<std::uint8_t>(((a ^ (b << 1 | b >> 63) ^ (c << 2 | c >> 62) ^ n) * mul) >> 56);
   }
-  /// Bit i set where tag i equals the query's (bits at and past
-  /// key_count_ may be set: the tags there are 0). Keys are then tried in
-  /// file order, lowest bit first, so the first of equal keys is the one
-  /// found, as scan finds it.
-  std::uint32_t tag_matches(std::uint8_t tag) const noexcept {
-#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(WDEDUP_NO_X86_BUILTINS)
-    // Every x86-64 has SSE2: 16 tags a compare, one bit each by pmovmskb;
-    // the second 16 only in a map that has them (a branch the predictor
-    // learns per map, as the loop below). Against the word-at-a-time code
-    // below, on the Zen 5 EPYC VM: 16 keys 17.3 -> 16.4-18.0 ns, 32 keys
-    // 21.9-23.5 -> 18.0-19.3 ns, missing keys at 16 keys 2.7-4.9 ns
-    // (6.6-10.8 before).
-    typedef char V16 __attribute__((vector_size(16)));
-    const V16 q = V16{} + static_cast<char>(tag);
-    V16 v;
-    std::memcpy(&v, scan_tags_, 16);
-    auto hits = static_cast<std::uint32_t>(__builtin_ia32_pmovmskb128(static_cast<V16>(v == q)));
-    if (key_count_ > 16) {
-      std::memcpy(&v, scan_tags_ + 2, 16);
-      hits |= static_cast<std::uint32_t>(__builtin_ia32_pmovmskb128(static_cast<V16>(v == q))) << 16;
+  /// Fills tag_slots_ (a map of at most kTagKeys keys): key i goes in the
+  /// slot of its tag, or the next free one after it (linear probing, in
+  /// file order, so of equal keys the first is found, as scan finds it).
+  /// A key not in its own slot costs its lookups a second compare and a
+  /// mispredicted branch, so of kTagTries multipliers the one under which
+  /// the keys sit the fewest slots past their own is kept (32 keys all in place under one
+  /// multiplier: 13% of multipliers, so 90% of maps of 32 keys and nearly
+  /// every smaller one end with none out of place).
+  void place_tags() noexcept {
+    std::uint8_t best[256];
+    std::uint32_t best_moves = UINT32_MAX;
+    std::uint64_t best_mul = 0;
+    for (int t = 0; t < kTagTries && best_moves != 0; ++t) {
+      // Odd multipliers, one splitmix64 output each.
+      std::uint64_t mul = (static_cast<std::uint64_t>(t) + 1) * 0x9E3779B97F4A7C15ull;
+      mul = (mul ^ (mul >> 30)) * 0xBF58476D1CE4E5B9ull;
+      mul = (mul ^ (mul >> 27)) * 0x94D049BB133111EBull;
+      mul = (mul ^ (mul >> 31)) | 1;
+      std::uint8_t slots[256];
+      std::memset(slots, kNoTag, sizeof slots);
+      std::uint32_t moves = 0;
+      for (std::uint32_t i = 0; i < key_count_; ++i) {
+        std::uint8_t s = scan_tag(key_at(i), mul);
+        for (; slots[s] != kNoTag; ++s) ++moves;  // (wraps at 256; 32 keys leave 224 free)
+        slots[s] = static_cast<std::uint8_t>(i);
+      }
+      if (moves < best_moves) {
+        best_moves = moves;
+        best_mul = mul;
+        std::memcpy(best, slots, sizeof best);
+      }
     }
-    return hits;
-#else
-    // Elsewhere (and with WDEDUP_NO_X86_BUILTINS defined, as CI's
-    // gcc-c++20-noexcept build does to test this path): per word of eight
-    // tags, the bytes equal to the query's are the zero
-    // bytes of word ^ query, found without a branch per byte and gathered
-    // into a bit each; a byte can be reported falsely only above a true
-    // zero byte of its word, so the lowest bit is real (and same_key checks
-    // every one).
-    constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
-    // y * kGather puts bit 8k of y (k < 8) at bit 56 + k, without carries.
-    constexpr std::uint64_t kGather = 0x0102040810204080ull;
-    const std::uint64_t t = tag * kOnes;
-    // As many words as the map has keys for: a trip count the branch
-    // predictor learns per map (a fixed 4 took get_data on a 2-key store
-    // from 7.5 to 10.8 ns).
-    std::uint32_t hits = 0;
-    for (std::uint32_t w = 0; w * 8 < key_count_; ++w) {
-      const std::uint64_t x = scan_tags_[w] ^ t;
-      const std::uint64_t zero = (x - kOnes) & ~x & kHighs;
-      hits |= static_cast<std::uint32_t>(((zero >> 7) * kGather) >> 56) << (8 * w);
-    }
-    return hits;
-#endif
+    tag_mul_ = best_mul;
+    std::memcpy(tag_slots_, best, sizeof best);
   }
-  /// Lookup in a map of at most kTagKeys keys: the keys whose tag matches
-  /// the query's are compared (normally one). Branches: one per tag match.
+  /// Lookup in a map of at most kTagKeys keys: the key in the slot of the
+  /// query's tag, then the next slots up to an empty one. Ends: at most 32
+  /// of the 256 slots are taken.
   bool tagged_scan(KeyView key, std::uint32_t* out) const noexcept {
-    std::uint32_t hits = tag_matches(scan_tag(reinterpret_cast<const std::uint8_t*>(key.data()), key.size()));
-    if (key_count_ < kTagKeys) hits &= (std::uint32_t{1} << key_count_) - 1;
-    for (; hits != 0; hits &= hits - 1) {
-      const auto i = static_cast<std::uint32_t>(__builtin_ctz(hits));
-      if (same_key(key_at(i), key)) {
-        *out = i;
+    for (std::uint8_t s = scan_tag(key, tag_mul_);; ++s) {
+      const std::uint32_t k = tag_slots_[s];
+      if (k == kNoTag) return false;
+      if (same_key(key_at(k), key)) {
+        *out = k;
         return true;
       }
     }
-    return false;
   }
   /// Lookup in a plain file of more than kTagKeys keys without an index
   /// (build_index not called): same_key against every key in turn, with
@@ -969,6 +972,7 @@ class NamedDataMap {
   std::uint64_t ext_ = 0;
   std::uint64_t seed_ = 0;
   std::uint64_t slot_count_ = 0;
+  const std::uint8_t* entry_base_ = nullptr;  ///< meta_ + entries_
   std::uint64_t entries_ = 0, slots_ = 0, seginfo_ = 0, functions_ = 0, ftensors_ = 0, strings_ = 0;
   std::uint32_t function_count_ = 0, ftensor_count_ = 0, strings_size_ = 0;
   // build_index
@@ -980,9 +984,10 @@ class NamedDataMap {
   std::uint32_t layouts_seen_ = 0;
   bool layout_uniform_ = false;
   std::uint16_t layout_fields_[3] = {0, 0, 0};
-  // Maps of at most kTagKeys keys: scan_tag of key i in byte i % 8 of word
-  // i / 8 (see tagged_scan).
-  std::uint64_t scan_tags_[kTagKeys / 8] = {};
+  // Maps of at most kTagKeys keys: the index of the key in each tag's slot
+  // (kNoTag: none), and the tags' multiplier (see place_tags).
+  std::uint64_t tag_mul_ = 0;
+  std::uint8_t tag_slots_[256];
 };
 
 // ---- validation --------------------------------------------------------------
@@ -1040,13 +1045,7 @@ inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std
 
   st = m.validate_ext(meta_size);
   if (!st) return st.failure();
-  if (m.key_count_ <= kTagKeys) {
-    for (std::uint32_t i = 0; i < m.key_count_; ++i) {
-      const KeyView k = m.key_at(i);
-      m.scan_tags_[i / 8] |= std::uint64_t{scan_tag(reinterpret_cast<const std::uint8_t*>(k.data()), k.size())}
-                             << (8 * (i % 8));
-    }
-  }
+  if (m.key_count_ <= kTagKeys) m.place_tags();
   return m;
 }
 
@@ -1239,6 +1238,7 @@ inline Status NamedDataMap::validate_ext(std::uint64_t meta_size) noexcept {
   // Entries are checked against the flatbuffer first: the slot and function
   // checks read keys through them (key_at reads entries once ext_ is set).
   ext_ = x;
+  entry_base_ = meta_ + entries_;
   Status st = validate_ext_entries();
   if (st) st = validate_ext_slots();
   if (st) st = validate_ext_functions();
