@@ -833,11 +833,9 @@ class NamedDataMap {
     std::uint32_t best_moves = UINT32_MAX;
     std::uint64_t best_mul = 0;
     for (int t = 0; t < kTagTries && best_moves != 0; ++t) {
-      // Odd multipliers, one splitmix64 output each.
-      std::uint64_t mul = (static_cast<std::uint64_t>(t) + 1) * 0x9E3779B97F4A7C15ull;
-      mul = (mul ^ (mul >> 30)) * 0xBF58476D1CE4E5B9ull;
-      mul = (mul ^ (mul >> 27)) * 0x94D049BB133111EBull;
-      mul = (mul ^ (mul >> 31)) | 1;
+      // Odd multipliers, one key hash of the try's number each (as
+      // build_index derives its seeds).
+      const std::uint64_t mul = detail::key_hash(&t, sizeof t, kTagKeys) | 1;
       std::uint8_t slots[256];
       std::memset(slots, kNoTag, sizeof slots);
       std::uint32_t moves = 0;
@@ -943,7 +941,7 @@ class NamedDataMap {
     f.rows_ = meta_ + ftensors_ +
               std::uint64_t{format::load_u32(r + fr::kTensorsBegin)} * format::function_tensor::kSize;
     f.strings_ = s;
-    f.entries_ = meta_ + entries_;
+    f.entries_ = entry_base_;
     f.meta_ = meta_;
     return f;
   }
