@@ -762,13 +762,11 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   head_units.reserve(n_groups);  // one unit per group, more only for big groups
   head_weight.reserve(n_groups);
   ArenaVector<std::uint8_t> multi_chunk = arena_vector<std::uint8_t>(arena, n_groups, 0);
-  bool any_multi_chunk = false;
   for (std::size_t g = 0; g < n_groups; ++g) {
     const std::size_t k = group_size(g), h = detail::min_of(group_bytes(g), block);
     const std::size_t per = detail::max_of(kMinChunkMembers, kHeadChunkBlocks * block / h);
     const std::size_t chunks = k == 2 ? 1 : (k + per - 1) / per;
     multi_chunk[g] = chunks > 1;
-    any_multi_chunk = any_multi_chunk || chunks > 1;
     for (std::size_t j = 0; j < chunks; ++j) {
       head_units.push_back(HeadUnit{static_cast<std::uint32_t>(g), static_cast<std::uint32_t>(j * k / chunks),
                                     static_cast<std::uint32_t>((j + 1) * k / chunks)});
@@ -778,7 +776,9 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   // head_lab[slot]: position (in its group) of the slot's first equal member.
   std::uint32_t* const head_lab = arena.alloc<std::uint32_t>(group_members.size());
   std::vector<std::uint64_t> rep_hash;
-  if (any_multi_chunk) rep_hash.resize(group_members.size());
+  // Every group has at least one unit, so more units than groups means a
+  // group in several chunks.
+  if (head_units.size() > n_groups) rep_hash.resize(group_members.size());
   ArenaVector<std::uint8_t> head_hashed = arena_vector<std::uint8_t>(arena, head_units.size(), 0);
   {
     std::uint64_t total = 0;
