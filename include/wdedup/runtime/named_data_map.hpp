@@ -829,9 +829,7 @@ class NamedDataMap {
   /// multiplier: 13% of multipliers, so 90% of maps of 32 keys and nearly
   /// every smaller one end with none out of place).
   void place_tags() noexcept {
-    std::uint8_t best[256];
-    std::uint32_t best_moves = UINT32_MAX;
-    std::uint64_t best_mul = 0;
+    std::uint32_t best_moves = UINT32_MAX;  // of the try now in tag_slots_
     for (int t = 0; t < kTagTries && best_moves != 0; ++t) {
       // Odd multipliers, one key hash of the try's number each (as
       // build_index derives its seeds).
@@ -846,12 +844,10 @@ class NamedDataMap {
       }
       if (moves < best_moves) {
         best_moves = moves;
-        best_mul = mul;
-        std::memcpy(best, slots, sizeof best);
+        tag_mul_ = mul;
+        std::memcpy(tag_slots_, slots, sizeof slots);
       }
     }
-    tag_mul_ = best_mul;
-    std::memcpy(tag_slots_, best, sizeof best);
   }
   /// Lookup in a map of at most kTagKeys keys: the key in the slot of the
   /// query's tag, then the next slots up to an empty one. Ends: at most 32
