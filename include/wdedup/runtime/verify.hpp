@@ -9,11 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#ifndef XXH_INLINE_ALL
-#define XXH_INLINE_ALL
-#endif
-#include <xxhash.h>
-
+#include "wdedup/runtime/detail/xxhash.hpp"  // xxhash.h, header-only
 #include "wdedup/runtime/named_data_map.hpp"
 
 namespace wdedup {
