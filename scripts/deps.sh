@@ -26,7 +26,10 @@ case "$job" in
       libssl-dev                # SHA-256 for the fixture manifests, and the benchmark smoke run
       flatbuffers-compiler libflatbuffers-dev  # verify our .ptd files with flatbuffers' own verifier
       cmake                     # the installed CMake package, taken by a CMake project
-    ) ;;
+    )
+    # The runtime headers are also compiled for a 32-bit target (-m32).
+    [ "$(dpkg --print-architecture)" = amd64 ] && packages+=(g++-multilib)
+    ;;
   *) echo "deps.sh: unknown job '$job' (demo, bench or test)" >&2; exit 2 ;;
 esac
 packages+=("$@")  # what the caller needs besides

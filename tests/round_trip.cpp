@@ -171,7 +171,7 @@ struct RandomProgram {
     std::mt19937 rng(seed);
     auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
     auto name_hash = [](const char* s) {  // FNV-1a: the same on every platform
-      std::size_t h = 14695981039346656037ull;
+      std::uint64_t h = 14695981039346656037ull;
       for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ull;
       return h;
     };
@@ -207,7 +207,7 @@ struct RandomProgram {
         for (std::size_t t = 0; t < n_tensors; ++t) {
           // Names repeat across partitions and methods, often with the
           // same content (a shared weight), sometimes not.
-          const std::size_t c = pick(3) == 0 ? pick(contents.size()) : name_hash(names[t]) % contents.size();
+          const std::size_t c = pick(3) == 0 ? pick(contents.size()) : static_cast<std::size_t>(name_hash(names[t]) % contents.size());
           const std::vector<std::uint8_t>& bytes = contents[c];
           const std::int64_t aligns[] = {1, 1, 16, 64, 3, 4096};
           std::optional<Layout> layout;

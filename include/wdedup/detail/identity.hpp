@@ -1061,7 +1061,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
       for (std::size_t j = 1; j < k; ++j) {
         if (fd[j] == kNoDiff) continue;
         any_diff = true;
-        const std::size_t off = fd[j], len = detail::min_of(sweep_block, size - off);
+        const std::size_t off = static_cast<std::size_t>(fd[j]), len = detail::min_of(sweep_block, size - off);
         auto same = [&](std::uint32_t q) { return equal_bytes(ptr(m[j]) + off, ptr(m[q]) + off, len, w.counters); };
         lab[j] = bucket_and_confirm(index, next.data(), dh[j], fd[j], static_cast<std::uint32_t>(j), same, w.counters);
       }
@@ -1079,7 +1079,8 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
       for (std::size_t r = 1, b = 0; r < k; ++r) {
         if (lab[r] != r) continue;
         const std::size_t e = cursor[r], cnt = e - b;  // cursor[r]: end of r's members
-        const std::size_t done = fd[r] + detail::min_of(sweep_block, size - fd[r]);
+        const std::size_t from = static_cast<std::size_t>(fd[r]);  // an offset into the tensor: fits
+        const std::size_t done = from + detail::min_of(sweep_block, size - from);
         if (cnt >= 2 && done < size) {
           w.base.resize(cnt);
           for (std::size_t i = 0; i < cnt; ++i) w.base[i] = ptr(m[order[b + i]]);

@@ -1372,7 +1372,7 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
       if (size == strings_size_ - off || chars[size] != '\0') problem = kUnterminated;
       else if (size == 0) problem = kEmpty;
       else if (!spend(size)) problem = kTooLong;
-      else if (std::memchr(chars, 0, size) != nullptr) problem = kHasNul;
+      else if (std::memchr(chars, 0, static_cast<std::size_t>(size)) != nullptr) problem = kHasNul;  // in memory: fits
     }
     if (problem == kNameFine) return detail::ok_status();
     return Status(Error::MalformedFunctionMap, kNameMessages[field][problem], p);
@@ -1411,7 +1411,7 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
     // Rows sorted strictly by name: binary search needs it, and a repeated
     // name would make key_of ambiguous.
     const FunctionView f = function_at(i);
-    for (std::uint64_t k = 1; k < count; ++k) {
+    for (std::size_t k = 1; k < count; ++k) {  // count < 2^32
       const KeyView a = f.row(k - 1).tensor_name, b = f.row(k).tensor_name;
       if (!spend((a.size() < b.size() ? a.size() : b.size()) + 1))
         return Status(Error::MalformedFunctionMap, kNameMessages[kTensorField][kTooLong],
