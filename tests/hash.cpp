@@ -1,8 +1,9 @@
 // tests/hash.cpp — wdedup/hash.hpp and the XXH3-64 content hashes the writer
 // stores and verify_segment checks: the values are XXH3-64's (the expected
-// ones were computed by an independent implementation, hash-wasm 4's
-// xxhash3), one-shot and piecewise hashing agree, and all of it builds and
-// holds at every optimization level. meson builds this file twice: test_hash
+// ones were computed outside wdedup, by hash-wasm 4.13's xxhash3: xxHash's
+// C code built to WebAssembly by another project, through none of our
+// headers or flags), one-shot and piecewise hashing agree, and all of it
+// builds and holds at every optimization level. meson builds this file twice: test_hash
 // with the build's own flags, and test_hash_og at -Og, where GCC 12 could
 // not compile xxHash 0.8.1's streaming API under XXH_INLINE_ALL (see
 // wdedup/runtime/detail/xxhash.hpp).
@@ -42,7 +43,7 @@ struct Vector {
 // One size in each of XXH3-64's length classes (0, 1-3, 17-128, 129-240,
 // above 240 in one block, several blocks) and one above the writer's 512 KiB
 // hash chunk, at seed 0 (the content hash) and at a non-zero seed (what
-// deduplicate() uses). From hash-wasm 4.12's xxhash3(bytes, seedLow, 0).
+// deduplicate() uses). From hash-wasm 4.13's xxhash3(bytes, seedLow, 0), on Node.js 20.
 constexpr Vector kVectors[] = {
     {0, 0, 0x2d06800538d394c2},           {0, 0x9e3779b9, 0x64ce21f217f362b1},
     {3, 0, 0x6811538b444fc6dc},           {3, 0x9e3779b9, 0xfe7d64c19a96adae},
