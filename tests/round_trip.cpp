@@ -207,7 +207,8 @@ struct RandomProgram {
         for (std::size_t t = 0; t < n_tensors; ++t) {
           // Names repeat across partitions and methods, often with the
           // same content (a shared weight), sometimes not.
-          const std::size_t c = pick(3) == 0 ? pick(contents.size()) : static_cast<std::size_t>(name_hash(names[t]) % contents.size());
+          const std::size_t c = pick(3) == 0 ? pick(contents.size())
+                                             : static_cast<std::size_t>(name_hash(names[t]) % contents.size());
           const std::vector<std::uint8_t>& bytes = contents[c];
           const std::int64_t aligns[] = {1, 1, 16, 64, 3, 4096};
           std::optional<Layout> layout;
