@@ -191,8 +191,8 @@ Workload make_small_tensors(const Config& c) {
   const std::uint64_t half = (n + 1) / 2;
   w.name = "small tensors";
   char d[128];
-  std::snprintf(d, sizeof d, "%llu tensors of %llu B, 50%% duplicates", (unsigned long long)n,
-                (unsigned long long)size);
+  std::snprintf(d, sizeof d, "%llu tensors of %llu B, 50%% duplicates", static_cast<unsigned long long>(n),
+                static_cast<unsigned long long>(size));
   w.description = d;
   w.arena.reset(new std::uint8_t[n * size]);
   std::uint8_t* base = w.arena.get();
@@ -244,7 +244,7 @@ Workload make_ptd(const Config& c) {
   if (!wdedup::Positional::validate(w.own)) w.policy = Policy::OneBlob;
   char d[160];
   std::snprintf(d, sizeof d, "%zu .ptd file(s), %zu method(s): %llu tensors, %llu bytes", c.ptd_files.size(),
-                w.own.methods.size(), (unsigned long long)tensors, (unsigned long long)bytes);
+                w.own.methods.size(), static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(bytes));
   w.description = d;
   return w;
 }
@@ -259,7 +259,7 @@ Workload make_adversarial(const Config& c) {
   w.name = "adversarial";
   char d[160];
   std::snprintf(d, sizeof d, "%llu distinct tensors of %llu B, equal but for 8 B before the shared last KiB",
-                (unsigned long long)n, (unsigned long long)size);
+                static_cast<unsigned long long>(n), static_cast<unsigned long long>(size));
   w.description = d;
   w.read_target = 0.5;
   w.arena.reset(new std::uint8_t[n * size]);
@@ -338,9 +338,10 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       std::uint64_t buffers = 0;
       consume(dedup_policy(w, threads, nullptr, &buffers));
       progress_done(c);  // the line below goes to stdout, often the same terminal
-      std::printf("%s, %u thread(s): one read pass and one deduplicate() over %llu tensors, %llu bytes: %llu distinct\n",
-                  w.name.c_str(), threads, (unsigned long long)tensors, (unsigned long long)bytes,
-                  (unsigned long long)buffers);
+      std::printf(
+          "%s, %u thread(s): one read pass and one deduplicate() over %llu tensors, %llu bytes: %llu distinct\n",
+          w.name.c_str(), threads, static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(bytes),
+          static_cast<unsigned long long>(buffers));
       if (w.expected_distinct != 0 && buffers != w.expected_distinct)
         report_failure(w.name + ": deduplicate found " + std::to_string(buffers) + " distinct buffers, expected " +
                        std::to_string(w.expected_distinct));
@@ -530,9 +531,9 @@ std::string check_llama(const Config& c) {
     if (const std::string why = with_partitions.problem(); !why.empty())
       return "Llama settings for " + std::string(s.id) + ": " + why;
     // Refused before the run, not met as an out-of-memory kill part-way.
-    const std::uint64_t need = with_partitions.memory_bytes(), have = wdedup::bench::physical_memory();
-    if (have != 0 && need > have)
-      return "Llama settings for " + std::string(s.id) + ": the tensors need " + wdedup::detail::human_bytes(need) +
+    const std::uint64_t bytes = with_partitions.memory_bytes(), have = wdedup::bench::physical_memory();
+    if (have != 0 && bytes > have)
+      return "Llama settings for " + std::string(s.id) + ": the tensors need " + wdedup::detail::human_bytes(bytes) +
              " of memory, more than this machine's " + wdedup::detail::human_bytes(have);
   }
   return "";

@@ -313,9 +313,9 @@ int parse_args(int argc, char** argv, Config* c) {
       // leave "the largest store" ambiguous): a slip, said so.
       if (opt != "--adversarial")
         for (std::size_t k = 0; k < list.size(); ++k)
-          if (std::count(list.begin(), list.begin() + k, list[k]) != 0) {
+          if (std::count(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k), list[k]) != 0) {
             std::fprintf(stderr, "wdedup-bench: %s %s gives %llu twice\n", opt.c_str(), v,
-                         (unsigned long long)list[k]);
+                         static_cast<unsigned long long>(list[k]));
             return 2;
           }
       if (opt == "--threads") {
@@ -323,7 +323,7 @@ int parse_args(int argc, char** argv, Config* c) {
         for (std::uint64_t t : list) {
           if (t > wdedup::DedupOptions::kMaxThreads) {
             std::fprintf(stderr, "wdedup-bench: --threads %llu is more than wdedup::DedupOptions::kMaxThreads (%u)\n",
-                         (unsigned long long)t, wdedup::DedupOptions::kMaxThreads);
+                         static_cast<unsigned long long>(t), wdedup::DedupOptions::kMaxThreads);
             return 2;
           }
           c->threads.push_back(static_cast<unsigned>(t));
@@ -332,7 +332,7 @@ int parse_args(int argc, char** argv, Config* c) {
         for (std::uint64_t k : list)
           if (k > kMaxKeys) {
             std::fprintf(stderr, "wdedup-bench: --keys %llu is more than a .ptd file holds (%llu)\n",
-                         (unsigned long long)k, (unsigned long long)kMaxKeys);
+                         static_cast<unsigned long long>(k), static_cast<unsigned long long>(kMaxKeys));
             return 2;
           }
         c->key_counts = list;
@@ -462,7 +462,7 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
   for (const Row& w : r.rows)
     if (w.met()) {
       ++targets;
-      met += *w.met() ? 1 : 0;
+      met += *w.met() ? 1u : 0u;
     }
   o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) + "\n}\n";
   return o;
@@ -503,7 +503,7 @@ void print_table(const Results& r) {
   for (const Row& w : r.rows)
     if (w.met()) {
       ++targets;
-      met += *w.met() ? 1 : 0;
+      met += *w.met() ? 1u : 0u;
     }
   std::printf("\n%zu of %zu targets met. ratio = baseline time / wdedup time (above 1: wdedup faster),\n"
               "except where a row's JSON ratio_meaning says otherwise.\n",

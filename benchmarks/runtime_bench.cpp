@@ -58,7 +58,7 @@ std::optional<KeyStore> write_key_store(const Config& c, std::uint64_t keys) {
   wdedup::NamedDataStore store;
   for (std::uint64_t i = 0; i < keys; ++i) {
     s.names.push_back(key_name(i));
-    for (int k = 0; k < 4; ++k) s.data[i * 4 + k] = static_cast<std::uint32_t>(i * 4 + k);
+    for (std::uint64_t k = 0; k < 4; ++k) s.data[i * 4 + k] = static_cast<std::uint32_t>(i * 4 + k);
     auto r = store.add_named_data(
         s.names.back(), wdedup::ByteSpan(reinterpret_cast<const std::uint8_t*>(&s.data[i * 4]), 16), 16,
         wdedup::Layout::contiguous(wdedup::ScalarType::Float, {4}));
@@ -206,7 +206,7 @@ Row lookup_row(const Config& c, const std::string& name, const std::vector<doubl
 }
 
 void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
-  progress(c, "runtime: lookups, %llu keys: writing the store", (unsigned long long)keys);
+  progress(c, "runtime: lookups, %llu keys: writing the store", static_cast<unsigned long long>(keys));
   std::optional<KeyStore> written = write_key_store(c, keys);
   if (!written) return;
   const KeyStore& ks = *written;
@@ -330,7 +330,7 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
     };
   };
 
-  progress(c, "runtime: lookups, %llu keys: present keys", (unsigned long long)keys);
+  progress(c, "runtime: lookups, %llu keys: present keys", static_cast<unsigned long long>(keys));
   auto s = interleave(c.reps, {checked("unordered_map", present, present_answers, c.lookups, with_umap),
                                checked("get_tensor_layout", present, present_answers, c.lookups, ours),
                                checked("strcmp scan", present, present_answers, scan_n, scan)});
@@ -347,7 +347,7 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
     r.extra = {{"keys", double(keys)}, {"scan_lookups_per_pass", double(scan_n)}};
     out.rows.push_back(std::move(r));
   }
-  progress(c, "runtime: lookups, %llu keys: missing keys", (unsigned long long)keys);
+  progress(c, "runtime: lookups, %llu keys: missing keys", static_cast<unsigned long long>(keys));
   const std::size_t scan_miss = std::min<std::size_t>(std::max<std::size_t>(16, scan_n / 2), c.lookups);  // a miss scans every key
   auto m = interleave(c.reps, {checked("unordered_map", missing, missing_answers, c.lookups, with_umap),
                                checked("get_tensor_layout", missing, missing_answers, c.lookups, ours),
@@ -357,7 +357,7 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
 
   // ---- open time and allocations, on the largest store ------------------------
   if (keys != *std::max_element(c.key_counts.begin(), c.key_counts.end())) return;
-  progress(c, "runtime: open, %llu keys", (unsigned long long)keys);
+  progress(c, "runtime: open, %llu keys", static_cast<unsigned long long>(keys));
   std::string open_failure;
   auto open_once = [&] {
     const double t0 = bench::now_seconds();
@@ -460,7 +460,8 @@ std::uint64_t big_mismatch(const std::uint8_t* p, std::uint64_t n) {
 }
 
 void run_data(const Config& c, Results& out) {
-  progress(c, "runtime: get_data / load_data_into: writing a %llu-byte tensor", (unsigned long long)c.big_tensor);
+  progress(c, "runtime: get_data / load_data_into: writing a %llu-byte tensor",
+           static_cast<unsigned long long>(c.big_tensor));
   std::unique_ptr<std::uint8_t[]> big(new std::uint8_t[c.big_tensor]());
   std::uint8_t small[1024];
   for (std::uint64_t i = 0; i < c.big_tensor; i += 4096) big[i] = big_byte(i);

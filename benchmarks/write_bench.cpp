@@ -61,7 +61,7 @@ double plain_write(const std::vector<wdedup::ByteSpan>& bufs, const std::string&
   if (preallocate && ::fallocate(fd, 0, 0, static_cast<off_t>(total)) != 0 && errno != EOPNOTSUPP)
     return fail("fallocate");
 #else
-  (void)preallocate;
+  static_cast<void>(preallocate);
 #endif
   for (const wdedup::ByteSpan& b : bufs) {
     const std::uint8_t* p = b.data();
@@ -92,7 +92,7 @@ void run_write(const Config& c, Results& out) {
   // Buffers of up to 64 MiB, each distinct (an index in its first 8 bytes),
   // in one arena written by memset so every page is real memory.
   const std::uint64_t chunk = std::min<std::uint64_t>(64u << 20, c.write_bytes);
-  progress(c, "write: preparing a %llu-byte store", (unsigned long long)c.write_bytes);
+  progress(c, "write: preparing a %llu-byte store", static_cast<unsigned long long>(c.write_bytes));
   std::unique_ptr<std::uint8_t[]> arena(new std::uint8_t[c.write_bytes]());
   std::vector<wdedup::ByteSpan> bufs;
   wdedup::NamedDataStore store;

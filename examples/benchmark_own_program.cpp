@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   const std::size_t size = 256 * 1024, count = std::max<std::size_t>(1, std::size_t{mb} * 1024 * 1024 / size / 2);
   const std::vector<std::vector<std::uint8_t>> buffers = make_buffers(count, size);
   wdedup::Program program;
-  for (int m = 0; m < 2; ++m) {
+  for (std::size_t m = 0; m < 2; ++m) {
     wdedup::Partition& part = program.add_method(m == 0 ? "prefill" : "decode").add_partition();
     for (std::size_t i = 0; i < count; ++i) part.add("w" + std::to_string(i), buffers[m * count + i]);
   }
@@ -126,8 +126,9 @@ int main(int argc, char** argv) {
       },
       [&] { checksum += wdedup::bench::read_pass(input, threads); });
 
-  std::printf("input: %zu tensors, %.1f MB examined; stored %.1f MB in %zu buffers\n", 2 * count, bytes / 1e6,
-              first->report.bytes_stored / 1e6, static_cast<std::size_t>(first->report.buffers));
+  std::printf("input: %zu tensors, %.1f MB examined; stored %.1f MB in %zu buffers\n", 2 * count,
+              static_cast<double>(bytes) / 1e6, static_cast<double>(first->report.bytes_stored) / 1e6,
+              static_cast<std::size_t>(first->report.buffers));
   std::printf("deduplicate: %.2f GB/s   read pass (same bytes, same threads): %.2f GB/s\n",
               wdedup::bench::gb_per_s(bytes, p.seconds), wdedup::bench::gb_per_s(bytes, p.baseline_seconds));
   std::printf("ratio: %.2fx of the read pass (median of %u paired runs; 1.0 = as fast as reading every byte once)\n",

@@ -22,7 +22,7 @@ int main() {
 
   wdedup::Program program;
   const char* names[] = {"prefill_2k", "decode_2k", "prefill_8k", "decode_8k"};
-  for (int m = 0; m < 4; ++m) {
+  for (std::size_t m = 0; m < 4; ++m) {
     wdedup::Partition& p = program.add_method(names[m]).add_partition();
     p.add("layers.0.wq.weight", wdedup::ByteSpan(copies[m].data(), copies[m].size()), 64);
     const std::vector<std::uint8_t>& rope = m < 2 ? rope_short : rope_long;

@@ -67,24 +67,25 @@ int load_function(const char* path, std::string_view method, std::uint32_t parti
   wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(*source);
   if (!map) {
     std::printf("cannot open %s: %s (%s at %llu)\n", path, wdedup::error_name(map.error()), map.failure().what,
-                (unsigned long long)map.failure().at);
+                static_cast<unsigned long long>(map.failure().at));
     return -1;
   }
   wdedup::Result<wdedup::FunctionView> fn = map->find_function(method, partition);
   if (!fn) {
-    std::printf("no function for method %.*s partition %u in %s\n", (int)method.size(), method.data(), partition,
-                path);
+    std::printf("no function for method %.*s partition %u in %s\n", static_cast<int>(method.size()), method.data(),
+                partition, path);
     return -1;
   }
   const wdedup::KeyView function_name = fn->function_name();
-  std::printf("function %.*s: method %.*s partition %u, blob %.*s, %zu tensors\n", (int)function_name.size(),
-              function_name.data(), (int)fn->method().size(), fn->method().data(), fn->partition_index(),
-              (int)fn->blob_key().size(), fn->blob_key().data(), fn->tensor_count());
+  std::printf("function %.*s: method %.*s partition %u, blob %.*s, %zu tensors\n",
+              static_cast<int>(function_name.size()), function_name.data(), static_cast<int>(fn->method().size()),
+              fn->method().data(), fn->partition_index(), static_cast<int>(fn->blob_key().size()),
+              fn->blob_key().data(), fn->tensor_count());
   // A fixed-size table, as an embedded runtime has: a function with more
   // tensors than it holds is an error, not a silent partial load.
   if (fn->tensor_count() > static_cast<std::size_t>(capacity)) {
-    std::printf("%.*s has %zu tensors; this runtime holds %d\n", (int)function_name.size(), function_name.data(),
-                fn->tensor_count(), capacity);
+    std::printf("%.*s has %zu tensors; this runtime holds %d\n", static_cast<int>(function_name.size()),
+                function_name.data(), fn->tensor_count(), capacity);
     return -1;
   }
   int n = 0;
@@ -96,14 +97,15 @@ int load_function(const char* path, std::string_view method, std::uint32_t parti
     void* dst = arena_alloc(info->size, info->alignment);
     if (dst == nullptr) {
       std::printf("arena full: %llu bytes at alignment %llu do not fit after %zu of %zu bytes\n",
-                  (unsigned long long)info->size, (unsigned long long)info->alignment, g_used, kArenaBytes);
+                  static_cast<unsigned long long>(info->size), static_cast<unsigned long long>(info->alignment), g_used,
+                  kArenaBytes);
       return -1;
     }
     // A copy into runtime-owned memory; the map itself allocates nothing.
     if (!map->load_data_into(t->key, dst, info->size)) return -1;
-    std::printf("  %-28.*s <- key %-28.*s %8llu bytes, align %llu\n", (int)t->tensor_name.size(),
-                t->tensor_name.data(), (int)t->key.size(), t->key.data(), (unsigned long long)info->size,
-                (unsigned long long)info->alignment);
+    std::printf("  %-28.*s <- key %-28.*s %8llu bytes, align %llu\n", static_cast<int>(t->tensor_name.size()),
+                t->tensor_name.data(), static_cast<int>(t->key.size()), t->key.data(),
+                static_cast<unsigned long long>(info->size), static_cast<unsigned long long>(info->alignment));
     LoadedTensor& lt = out[n++];
     const std::size_t len = t->tensor_name.size() < sizeof lt.name - 1 ? t->tensor_name.size() : sizeof lt.name - 1;
     std::memcpy(lt.name, t->tensor_name.data(), len);
@@ -122,7 +124,7 @@ int load_function(const char* path, std::string_view method, std::uint32_t parti
 // their weights; each has its own attention mask.
 static std::vector<std::vector<std::uint8_t>> g_weights;
 static bool export_demo_store(const std::string& path) {
-  for (int i = 0; i < 3; ++i) {
+  for (std::size_t i = 0; i < 3; ++i) {
     g_weights.emplace_back(4096 * (i + 1));
     for (std::size_t j = 0; j < g_weights.back().size(); ++j) g_weights.back()[j] = static_cast<std::uint8_t>(j * (i + 3));
   }
@@ -131,7 +133,7 @@ static bool export_demo_store(const std::string& path) {
   std::vector<std::vector<std::uint8_t>> decode_copy(g_weights.begin(), g_weights.begin() + 3);
   wdedup::Program program;
   auto add_weights = [](wdedup::Partition& p, const std::vector<std::vector<std::uint8_t>>& w) {
-    for (int i = 0; i < 3; ++i)
+    for (std::size_t i = 0; i < 3; ++i)
       p.add("layers." + std::to_string(i) + ".weight", wdedup::ByteSpan(w[i].data(), w[i].size()), i == 2 ? 4096 : 64);
   };
   wdedup::Partition& prefill = program.add_method("prefill").add_partition();
@@ -147,8 +149,9 @@ static bool export_demo_store(const std::string& path) {
     std::printf("%s\n", written.message().c_str());
     return false;
   }
-  std::printf("exported %s: %llu bytes in, %llu stored\n", path.c_str(), (unsigned long long)result->report.bytes_in,
-              (unsigned long long)result->report.bytes_stored);
+  std::printf("exported %s: %llu bytes in, %llu stored\n", path.c_str(),
+              static_cast<unsigned long long>(result->report.bytes_in),
+              static_cast<unsigned long long>(result->report.bytes_stored));
   return true;
 }
 
@@ -183,7 +186,7 @@ int main(int argc, char** argv) {
   // for 4096, more than the arena's own).
   bool ok = n == 4 && std::strcmp(tensors[3].name, "mask") == 0 && tensors[3].size == 64 &&
             std::memcmp(tensors[3].data, g_weights[4].data(), 64) == 0;
-  for (int i = 0; i < 3 && ok; ++i)
+  for (std::size_t i = 0; i < 3 && ok; ++i)
     ok = tensors[i].size == g_weights[i].size() &&
          std::memcmp(tensors[i].data, g_weights[i].data(), g_weights[i].size()) == 0 &&
          tensors[i].alignment == (i == 2 ? 4096u : 64u);

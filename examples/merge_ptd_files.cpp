@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     out = argv[1];
     inputs.assign(argv + 2, argv + argc);
   } else {
-    for (int i = 0; i < 3; ++i) {
+    for (std::size_t i = 0; i < 3; ++i) {
       weights.emplace_back(8192 * (i + 1));
       for (std::size_t j = 0; j < weights.back().size(); ++j) weights.back()[j] = static_cast<std::uint8_t>(j * (i + 5));
     }
@@ -118,8 +118,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::printf("%zu files, %llu bytes -> %s, %llu bytes (%llu tensor bytes stored once of %llu)\n", inputs.size(),
-              (unsigned long long)bytes_before, out.c_str(), (unsigned long long)written->file_size,
-              (unsigned long long)result->report.bytes_stored, (unsigned long long)result->report.bytes_in);
+              static_cast<unsigned long long>(bytes_before), out.c_str(),
+              static_cast<unsigned long long>(written->file_size),
+              static_cast<unsigned long long>(result->report.bytes_stored),
+              static_cast<unsigned long long>(result->report.bytes_in));
 
   // 3. Every partition of every method reads, through its function map
   //    ("<method>__<partition>"), exactly the bytes its own file held (a

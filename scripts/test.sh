@@ -23,6 +23,8 @@ declare -A CXX_OF=(
 # The sanitizers get line tables only (-gline-tables-only): their reports
 # still name file, line and function, and clang compiled round_trip.cpp
 # under ASan+UBSan in 34 s instead of 50 s with full -g (EPYC VM, 2026-11-26).
+# Every configuration builds with -Dwerror=true: the project's code is
+# held to the strict warnings of meson.build, which users' builds turn on.
 declare -A OPTS_OF=(
   [gcc-c++17]="-Dcpp_std=c++17 -Ddebug=false"
   [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Dbenchmarks=false"
@@ -62,7 +64,7 @@ for cfg in "${order[@]}"; do
   echo "=== $cfg ==="
   if [ ! -f "$dir/build.ninja" ]; then
     # shellcheck disable=SC2086
-    CXX=${CXX_OF[$cfg]} quiet "$dir.setup.log" meson setup "$dir" ${OPTS_OF[$cfg]}
+    CXX=${CXX_OF[$cfg]} quiet "$dir.setup.log" meson setup "$dir" -Dwerror=true ${OPTS_OF[$cfg]}
   fi
   # Counted from this run's log only: a stale one from an earlier run (or
   # none, if meson found no test to run) must not count as a pass.

@@ -182,7 +182,7 @@ class FaultyOps final : public detail::FileOps {
 
 TEST_CASE("every failing step leaves the destination untouched and removes the temporary file") {
   std::vector<std::vector<std::uint8_t>> data;
-  for (int i = 0; i < 4; ++i) data.push_back(pattern(700000 + 1000 * i, 10 + i));
+  for (std::size_t i = 0; i < 4; ++i) data.push_back(pattern(700000 + 1000 * i, 10 + i));
   const NamedDataStore store = store_over(data);
   FunctionMaps maps;
   maps.functions.push_back(FunctionMap{"forward", 0, "blob", "forward", {{"w", "layer.0.weight"}}});
@@ -824,8 +824,8 @@ TEST_CASE("killed by SIGKILL at each step, then at random points: the destinatio
   // Two stores of 12 MB and 10 MB (deterministic bytes), written alternately
   // over one destination by child processes that the parent kills.
   std::vector<std::vector<std::uint8_t>> data_a, data_b;
-  for (int i = 0; i < 4; ++i) data_a.push_back(pattern((3u << 20) + 4099u * i, 100 + i));
-  for (int i = 0; i < 5; ++i) data_b.push_back(pattern((2u << 20) + 777u * i, 200 + i));
+  for (std::size_t i = 0; i < 4; ++i) data_a.push_back(pattern((3u << 20) + 4099u * i, 100 + i));
+  for (std::size_t i = 0; i < 5; ++i) data_b.push_back(pattern((2u << 20) + 777u * i, 200 + i));
   const NamedDataStore store_a = store_over(data_a), store_b = store_over(data_b);
   const std::vector<std::uint8_t> bytes_a = serialize(store_a), bytes_b = serialize(store_b);
   REQUIRE(bytes_a.size() > (12u << 20));

@@ -108,7 +108,7 @@ TEST_CASE("forced collisions on distinct same-size tensors: zero merges, every c
   for (int i = 0; i < 10; ++i) data.push_back(std::vector<std::uint8_t>(512, static_cast<std::uint8_t>(i)));
   Program program;
   Partition& p = program.add_method("m").add_partition();
-  for (int i = 0; i < 10; ++i) p.add("t" + std::to_string(i), span(data[i]));
+  for (std::size_t i = 0; i < 10; ++i) p.add("t" + std::to_string(i), span(data[i]));
   auto r = deduplicate<Strategy<OneBlob>>(program, {}, AlwaysCollideHash{});
   REQUIRE(r.ok());
   CHECK(r->store.buffer_count() == 10);
@@ -612,7 +612,7 @@ TEST_CASE("the store's key index finds every key, whether the name index was han
     // Adds after it grow the same index (past a rehash) and find old and new keys.
     std::vector<std::vector<std::uint8_t>> extra;
     for (int i = 0; i < 40; ++i) extra.push_back(std::vector<std::uint8_t>(8, static_cast<std::uint8_t>(i)));
-    for (int i = 0; i < 40; ++i) REQUIRE(s.add_named_data("extra." + std::to_string(i), span(extra[i])).ok());
+    for (std::size_t i = 0; i < 40; ++i) REQUIRE(s.add_named_data("extra." + std::to_string(i), span(extra[i])).ok());
     CHECK(s.key_count() == keys.size() + 40);
     for (const std::string& k : keys) CHECK(s.find(k) != nullptr);
     CHECK(s.find("extra.39")->key == "extra.39");

@@ -97,19 +97,23 @@ struct EtData {
 };
 EtData et_get_data(const EtMap& m, const char* key) {
   EtData d;
+  auto fail = [&d](const char* why) {
+    d.error = why;
+    return d;
+  };
   const auto* named = m.root->named_data();
   for (flatbuffers::uoffset_t i = 0; i < named->size(); ++i) {
     if (std::strcmp(named->Get(i)->key()->c_str(), key) != 0) continue;
     d.named = named->Get(i);
     const std::uint32_t si = d.named->segment_index();
-    if (si >= m.root->segments()->size()) return d.error = "segment index out of bounds", d;
+    if (si >= m.root->segments()->size()) return fail("segment index out of bounds");
     const fts::DataSegment* seg = m.root->segments()->Get(si);
     if (!(seg->offset() < m.segment_base_offset + m.segment_data_size))
-      return d.error = "segment offset beyond segment_base_offset + segment_data_size", d;
+      return fail("segment offset beyond segment_base_offset + segment_data_size");
     d.offset = m.segment_base_offset + seg->offset();
     // The DataLoader's own bounds check.
     if (d.offset > m.file->size() || seg->size() > m.file->size() - d.offset)
-      return d.error = "segment beyond the end of the file", d;
+      return fail("segment beyond the end of the file");
     d.bytes = ByteSpan(m.file->data() + d.offset, seg->size());
     return d;
   }
@@ -340,10 +344,11 @@ TEST_CASE("our files pass the verifier and the ExecuTorch-style reader") {
     stores.emplace_back("alignment", std::move(s));
   }
   std::vector<std::vector<std::uint8_t>> many;  // the many_keys store views these
-  for (int i = 0; i < 300; ++i) many.push_back(pattern(1 + (i * 7) % 97, 100 + i % 150));
+  for (std::uint32_t i = 0; i < 300; ++i) many.push_back(pattern(1 + (i * 7) % 97, 100 + i % 150));
   {
     NamedDataStore s;
-    for (int i = 0; i < 300; ++i) add(s, "model.layers." + std::to_string(i) + ".weight", many[i], 1 << (i % 6));
+    for (std::size_t i = 0; i < 300; ++i)
+      add(s, "model.layers." + std::to_string(i) + ".weight", many[i], 1 << (i % 6));
     stores.emplace_back("many_keys", std::move(s));
   }
 

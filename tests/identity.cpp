@@ -257,7 +257,7 @@ TEST_CASE("identity: groups of three or more") {
 TEST_CASE("identity: a constant hash never merges different bytes") {
   SUBCASE("all distinct") {
     std::vector<Bytes> bufs;
-    for (int i = 0; i < 20; ++i) bufs.push_back(pattern(300, 100 + i));
+    for (std::uint64_t i = 0; i < 20; ++i) bufs.push_back(pattern(300, 100 + i));
     const Run r = run(spans(bufs), 0, AlwaysCollideHash{});
     std::vector<std::uint32_t> identity(20);
     for (std::uint32_t i = 0; i < 20; ++i) identity[i] = i;
@@ -299,7 +299,7 @@ TEST_CASE("identity: members proven unique stop being read") {
       mmap(nullptr, 6 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   REQUIRE(p != MAP_FAILED);
   std::vector<ByteSpan> in;
-  for (int i = 0; i < 3; ++i) {
+  for (std::size_t i = 0; i < 3; ++i) {
     std::uint8_t* q = p + 2 * i * page;
     const Bytes b = pattern(page, 50 + i);
     std::memcpy(q, b.data(), page);
@@ -558,10 +558,10 @@ TEST_CASE("identity: randomized against brute force") {
     std::vector<Bytes> bufs;
     std::vector<ByteSpan> in;
     std::vector<Bytes> family;  // one template per size: shared prefixes
-    for (std::size_t s : sizes) family.push_back(pattern(s, 1000 + round));
-    const int n = 200 + static_cast<int>(rng() % 200);
+    for (std::size_t s : sizes) family.push_back(pattern(s, 1000 + static_cast<std::uint64_t>(round)));
+    const std::size_t n = 200 + static_cast<std::size_t>(rng() % 200);
     bufs.reserve(n);
-    for (int i = 0; i < n; ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
       const unsigned what = rng() % 8;
       if (what == 0 && !in.empty()) {  // the same span again
         in.push_back(in[rng() % in.size()]);
@@ -573,7 +573,7 @@ TEST_CASE("identity: randomized against brute force") {
         const std::size_t si = rng() % std::size(sizes);
         Bytes b = what == 3 ? pattern(sizes[si], rng()) : family[si];
         // Flip a byte or two near the start, the middle or the end.
-        for (unsigned flips = rng() % 3; flips > 0 && !b.empty(); --flips) {
+        for (auto flips = static_cast<unsigned>(rng() % 3); flips > 0 && !b.empty(); --flips) {
           const std::size_t at = rng() % 3 == 0 ? rng() % std::min<std::size_t>(b.size(), 300)
                                  : rng() % 2 ? b.size() - 1 - rng() % std::min<std::size_t>(b.size(), 70)
                                              : rng() % b.size();

@@ -147,10 +147,17 @@ TEST_CASE("generation is deterministic and configs are validated") {
 
 TEST_CASE("LlamaConfig::memory_bytes() is what generate() allocates, without allocating it") {
   std::vector<LlamaConfig> configs(5, LlamaConfig::tiny());
-  configs[1].n_layers = 3, configs[1].prefill_partitions = 3, configs[1].decode_partitions = 2;
-  configs[2].dtype = ScalarType::Float, configs[2].vocab_size = 1001, configs[2].hidden_dim = 77;
-  configs[3].n_kv_heads = 8, configs[3].max_seq_len = 96, configs[3].prefill_len = 96;
-  configs[4].dtype = ScalarType::Bool, configs[4].n_layers = 1;
+  configs[1].n_layers = 3;
+  configs[1].prefill_partitions = 3;
+  configs[1].decode_partitions = 2;
+  configs[2].dtype = ScalarType::Float;
+  configs[2].vocab_size = 1001;
+  configs[2].hidden_dim = 77;
+  configs[3].n_kv_heads = 8;
+  configs[3].max_seq_len = 96;
+  configs[3].prefill_len = 96;
+  configs[4].dtype = ScalarType::Bool;
+  configs[4].n_layers = 1;
   for (const LlamaConfig& c : configs) {
     auto w = LlamaWorkload::generate(c);
     REQUIRE(w.ok());
@@ -162,7 +169,8 @@ TEST_CASE("LlamaConfig::memory_bytes() is what generate() allocates, without all
   CHECK(b1 < 2 * 2520000000ull);
   // Past 2^64 it saturates rather than wraps (a --layers no machine holds).
   LlamaConfig huge = LlamaConfig::llama_1b();
-  huge.n_layers = 0x7fffffffu, huge.hidden_dim = 0x7fffffffu;
+  huge.n_layers = 0x7fffffffu;
+  huge.hidden_dim = 0x7fffffffu;
   CHECK(huge.problem().empty());
   CHECK(huge.memory_bytes() == ~std::uint64_t{0});
 }

@@ -114,10 +114,10 @@ void exercise(const NamedDataMap& map, const Bytes& bytes) {
     if (l.ok()) CHECK(l->nbytes() <= info->size);
     // load_data_into copies the layout's bytes (or, without one, the
     // segment's): a prefix of get_data's.
-    const std::uint64_t n = l.ok() ? l->nbytes() : info->size;
+    const std::uint64_t loaded = l.ok() ? l->nbytes() : info->size;
     std::vector<std::uint8_t> buf(static_cast<std::size_t>(info->size) + 1);
     REQUIRE(map.load_data_into(*key, buf.data(), buf.size()).ok());
-    if (n != 0) CHECK(std::memcmp(buf.data(), data->data(), static_cast<std::size_t>(n)) == 0);
+    if (loaded != 0) CHECK(std::memcmp(buf.data(), data->data(), static_cast<std::size_t>(loaded)) == 0);
   }
   for (std::uint32_t s = 0; s < map.segment_count(); ++s) {
     Result<SegmentInfo> si = map.segment(s);
@@ -310,7 +310,10 @@ TEST_CASE("header fields: each corruption gets its typed error") {
       // The flatbuffer then ends at 44, inside the header's 48 bytes: the
       // lent-metadata open still copies (and checks) the whole header
       // (the fuzzer found them disagreeing: Truncated against this).
-      {"flatbuffer_offset 44 and an empty flatbuffer", [](Nav& n) { n.set_u64(16, 44), n.set_u64(24, 0); },
+      {"flatbuffer_offset 44 and an empty flatbuffer", [](Nav& n) {
+         n.set_u64(16, 44);
+         n.set_u64(24, 0);
+       },
        Error::MalformedFlatbuffer, "root offset points outside the flatbuffer", 0},
       {"flatbuffer_offset + size overflows", [](Nav& n) { n.set_u64(16, UINT64_MAX - 8); }, Error::MalformedHeader,
        "flatbuffer_offset + flatbuffer_size overflows", 24},
@@ -529,20 +532,20 @@ TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
       {"layout larger than its segment", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 3); }, Error::MalformedLayout,
        "layout describes more bytes than its segment holds", g.layout(0)},
       {"byte count over 64 bits", [](Nav& n) {
-         for (int d = 0; d < 3; ++d) n.set_u32(n.sizes(5) + 4 + 4 * d, 0x7FFFFFFFu);
+         for (std::uint64_t d = 0; d < 3; ++d) n.set_u32(n.sizes(5) + 4 + 4 * d, 0x7FFFFFFFu);
        }, Error::MalformedLayout, inconsistent, g.layout(5)},
       // Key 9: float32 [1, 2, 3, 2]. A zero makes 0 bytes wherever it is,
       // even after sizes whose product overflows 64 bits.
       {"a zero after an overflowing product is 0 bytes", [](Nav& n) {
-         for (int d = 0; d < 3; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
+         for (std::uint64_t d = 0; d < 3; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
          n.set_u32(n.sizes(9) + 4 + 4 * 3, 0);
        }, Error::Ok, "", 0},
       {"a zero before an overflowing product is 0 bytes", [](Nav& n) {
          n.set_u32(n.sizes(9) + 4, 0);
-         for (int d = 1; d < 4; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
+         for (std::uint64_t d = 1; d < 4; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
        }, Error::Ok, "", 0},
       {"byte count over 64 bits, rank 4", [](Nav& n) {
-         for (int d = 0; d < 4; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
+         for (std::uint64_t d = 0; d < 4; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
        }, Error::MalformedLayout, inconsistent, g.layout(9)},
       {"sizes vector runs past the flatbuffer", [](Nav& n) { n.set_u32(n.sizes(0), 0x40000000u); },
        Error::MalformedLayout, "vector length runs past the flatbuffer", g.sizes(0)},
@@ -786,11 +789,11 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
       {"tensor rows not sorted", [](Nav& n) {
          // Swap the names of a function's first two rows.
          const std::uint64_t a = n.function_tensor(0), b = n.function_tensor(1);
-         for (int k = 0; k < 8; ++k) std::swap(n.b[a + k], n.b[b + k]);
+         for (std::uint64_t k = 0; k < 8; ++k) std::swap(n.b[a + k], n.b[b + k]);
        }, Error::MalformedFunctionMap, rows_unsorted, g.function_tensor(1)},
       {"a tensor name repeated", [](Nav& n) {
          const std::uint64_t a = n.function_tensor(0), b = n.function_tensor(1);
-         for (int k = 0; k < 8; ++k) n.b[b + k] = n.b[a + k];
+         for (std::uint64_t k = 0; k < 8; ++k) n.b[b + k] = n.b[a + k];
        }, Error::MalformedFunctionMap, rows_unsorted, g.function_tensor(1)},
       // Rows tile the table in function order: [0,3) [3,5) [5,8).
       {"function 1's rows start inside function 0's", [](Nav& n) { n.set_u32(n.function(1) + fr::kTensorsBegin, 2); },

@@ -729,7 +729,7 @@ TEST_CASE("lookups: small stores scanned, large ones hashed; keys alike but for 
       NamedDataStore store;
       for (std::size_t i = 0; i < n; ++i) {
         const bool as_bytes = byte_first && i == 0;
-        data.push_back(pattern(as_bytes ? i + 1 : 4 * (i + 1), static_cast<std::uint32_t>(i)));
+        data.push_back(pattern(as_bytes ? i + 1 : 4 * (i + 1), static_cast<std::uint8_t>(i)));
         const Layout l = Layout::contiguous(as_bytes ? ScalarType::Byte : ScalarType::Float,
                                             {static_cast<int>(i + 1)});
         REQUIRE(store.add_named_data(stored(i), ByteSpan(data[i].data(), data[i].size()), 4, l).ok());
@@ -799,7 +799,7 @@ TEST_CASE("lookups: 32 keys with one tag (alike in length, first, middle and las
       CAPTURE(n);
       std::vector<Bytes> data;
       NamedDataStore store;
-      for (std::size_t i = 0; i < n; ++i) data.push_back(pattern(8 + i, static_cast<std::uint32_t>(i)));
+      for (std::size_t i = 0; i < n; ++i) data.push_back(pattern(8 + i, static_cast<std::uint8_t>(i)));
       for (std::size_t i = 0; i < n; ++i)
         REQUIRE(store.add_named_data(key_of(family, i), ByteSpan(data[i].data(), data[i].size()), 1).ok());
       for (const bool ext : {true, false}) {

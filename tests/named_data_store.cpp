@@ -335,7 +335,7 @@ TEST_CASE("several same-size candidates: the right one is found and different by
   NamedDataStore s;
   std::vector<std::vector<std::uint8_t>> v;
   for (int i = 0; i < 5; ++i) v.push_back(bytes(256, static_cast<std::uint8_t>(i)));
-  for (int i = 0; i < 5; ++i) REQUIRE(s.add_named_data("k" + std::to_string(i), span(v[i])).ok());
+  for (std::size_t i = 0; i < 5; ++i) REQUIRE(s.add_named_data("k" + std::to_string(i), span(v[i])).ok());
   CHECK(s.buffer_count() == 5);
   const auto copy3 = v[3];
   REQUIRE(s.add_named_data("again3", span(copy3)).ok());
@@ -406,8 +406,8 @@ TEST_CASE("many same-size buffers: copies are found through the content index, n
     v.back()[1] = static_cast<std::uint8_t>(i >> 8);
   }
   copies = v;
-  for (int i = 0; i < 3000; ++i) REQUIRE(s.add_named_data("k" + std::to_string(i), span(v[i])).ok());
-  for (int i = 0; i < 3000; ++i) REQUIRE(s.add_named_data("c" + std::to_string(i), span(copies[i])).ok());
+  for (std::size_t i = 0; i < 3000; ++i) REQUIRE(s.add_named_data("k" + std::to_string(i), span(v[i])).ok());
+  for (std::size_t i = 0; i < 3000; ++i) REQUIRE(s.add_named_data("c" + std::to_string(i), span(copies[i])).ok());
   CHECK(s.buffer_count() == 3000);
   CHECK(s.find("c2999")->buffer_index == 2999);
   CHECK(s.find("c0")->buffer_index == 0);

@@ -342,7 +342,7 @@ TEST_CASE("a user policy (examples/pair_policy.hpp) groups methods in pairs") {
   std::vector<std::vector<std::uint8_t>> copies(3, w);
   Program program;
   const char* names[] = {"prefill", "decode", "verify"};
-  for (int i = 0; i < 3; ++i) program.add_method(names[i]).add_partition().add("w", span(copies[i]));
+  for (std::size_t i = 0; i < 3; ++i) program.add_method(names[i]).add_partition().add("w", span(copies[i]));
   program.methods[0].add_partition().add("w_extra", span(copies[0]));
   auto r = deduplicate<Strategy<PairedMethods>>(program);
   REQUIRE_MESSAGE(r.ok(), r.message());

@@ -335,10 +335,10 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
   const wdedup::Report& rep = r->report;
   if (!args.quiet) std::fputs(rep.to_table().c_str(), stdout);
   std::printf("%-10s in %llu B, stored %llu B, saved %llu B (%.1f%%), shared across blobs %llu B, %.3f s\n",
-              rep.strategy.c_str(), (unsigned long long)rep.bytes_in, (unsigned long long)rep.bytes_stored,
-              (unsigned long long)rep.bytes_saved,
+              rep.strategy.c_str(), static_cast<unsigned long long>(rep.bytes_in),
+              static_cast<unsigned long long>(rep.bytes_stored), static_cast<unsigned long long>(rep.bytes_saved),
               rep.bytes_in ? 100.0 * static_cast<double>(rep.bytes_saved) / static_cast<double>(rep.bytes_in) : 0.0,
-              (unsigned long long)rep.bytes_shared_across_blobs, rep.seconds_total);
+              static_cast<unsigned long long>(rep.bytes_shared_across_blobs), rep.seconds_total);
   if (json) *json += (json->empty() ? "" : ",") + rep.to_json();
   if (!out.empty()) {
     auto stats = wdedup::write_ptd_file(r->store, r->functions, out);
@@ -346,7 +346,7 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
       std::fprintf(stderr, "wdedup-demo: %s\n", stats.message().c_str());
       return false;
     }
-    std::printf("  wrote %s: %llu bytes\n", out.c_str(), (unsigned long long)stats->file_size);
+    std::printf("  wrote %s: %llu bytes\n", out.c_str(), static_cast<unsigned long long>(stats->file_size));
     if (!verify_file(out, program, *r)) return false;
   }
   if (!args.quiet) std::printf("\n");
@@ -386,10 +386,12 @@ bool write_per_method(const std::string& dir, const wdedup::Program& program) {
       std::fprintf(stderr, "wdedup-demo: --per-method: %s\n", stats.message().c_str());
       return false;
     }
-    std::printf("  method alone: wrote %s: %llu bytes\n", path.c_str(), (unsigned long long)stats->file_size);
+    std::printf("  method alone: wrote %s: %llu bytes\n", path.c_str(),
+                static_cast<unsigned long long>(stats->file_size));
     total += stats->file_size;
   }
-  std::printf("  every method alone: %llu bytes in %zu files\n\n", (unsigned long long)total, program.methods.size());
+  std::printf("  every method alone: %llu bytes in %zu files\n\n", static_cast<unsigned long long>(total),
+              program.methods.size());
   return true;
 }
 
@@ -497,8 +499,9 @@ int run_demo(int argc, char** argv) {
   if (jp && json.empty()) {
     std::fprintf(stderr, "wdedup-demo: no report to write; --json %s left as it was\n", args.json.c_str());
   } else if (jp) {
-    if (wdedup::Expected<void> w = wdedup::detail::write_whole_file(args.json, "[" + json + "]\n", false); !w) {
-      std::fprintf(stderr, "wdedup-demo: %s\n", w.message().c_str());
+    if (wdedup::Expected<void> written = wdedup::detail::write_whole_file(args.json, "[" + json + "]\n", false);
+        !written) {
+      std::fprintf(stderr, "wdedup-demo: %s\n", written.message().c_str());
       return 1;
     }
   }

@@ -208,7 +208,10 @@ struct SpanCursor {
   void advance(std::uint64_t n) noexcept {
     offset += n;
     left -= n;
-    while (left > 0 && offset == (*spans)[index].size()) ++index, offset = 0;
+    while (left > 0 && offset == (*spans)[index].size()) {
+      ++index;
+      offset = 0;
+    }
   }
 };
 

@@ -152,9 +152,9 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
     if (const std::size_t nul = method.name.find('\0'); nul != std::string::npos)
       return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name),
                                                     " contains a NUL byte at offset ", nul));
-    bool fresh = false;
-    method_names.find_or_add(method.name, &fresh);
-    if (!fresh)
+    bool new_method = false;
+    method_names.find_or_add(method.name, &new_method);
+    if (!new_method)
       return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name), " is used twice"));
     for (std::uint32_t p = 0; p < method.partitions.size(); ++p, ++serial) {
       const Partition& part = method.partitions[p];
@@ -493,7 +493,7 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
     auto key_text = [&](const KeySlot& k) -> std::string_view {
       return k.is_generated ? std::string_view(generated[k.text]) : names.name(k.text);
     };
-    auto key_text_of = [&](std::uint32_t key) { return key_text(slots[key]); };
+    auto key_text_of = [&](std::size_t key) { return key_text(slots[key]); };
     IdIndex generated_index;  // generated key -> key id
     Table<std::uint32_t> key_of_name, key_of_site;
     key_of_name.assign(nnames, IdIndex::kNone);

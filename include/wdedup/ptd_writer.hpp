@@ -218,8 +218,12 @@ Expected<std::vector<std::uint8_t>> serialize_ptd(const NamedDataStore& store, c
                                                   const WriteOptions& options = {}) {
   Expected<detail::PtdPlan> planned = detail::plan_ptd(store, maps, options);
   if (!planned) return Expected<std::vector<std::uint8_t>>(planned.build_error());
+  if (planned->file_size > SIZE_MAX)  // (only where std::size_t is 32 bits)
+    return Expected<std::vector<std::uint8_t>>(
+        Error::OutOfMemory, detail::cat("the file takes ", planned->file_size,
+                                        " bytes, more than this platform's address space (", SIZE_MAX, ")"));
   std::vector<std::uint8_t> bytes;
-  bytes.reserve(planned->file_size);
+  bytes.reserve(static_cast<std::size_t>(planned->file_size));
   VectorSink sink(bytes);
   if (Expected<void> r = detail::write_plan(*planned, sink); !r)
     return Expected<std::vector<std::uint8_t>>(r.build_error());

@@ -103,13 +103,27 @@ inline std::string human_bytes(std::uint64_t n) {
   return buf;
 }
 
+/// printf into a std::string. Every caller passes a literal format, which
+/// -Wformat checks at the call to snprintf only when it sees the literal:
+/// here it sees a parameter, so -Wformat-nonliteral (in -Wformat=2, which
+/// users build with) is silenced for these two calls alone.
 template <class... A>
 std::string format(const char* fmt, A... args) {
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+#endif
   const int n = std::snprintf(nullptr, 0, fmt, args...);
   std::string s(static_cast<std::size_t>(n > 0 ? n : 0), '\0');
   std::snprintf(&s[0], s.size() + 1, fmt, args...);
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
   return s;
 }
+
+/// For printf's %llu: std::uint64_t is unsigned long on LP64 hosts.
+constexpr unsigned long long ull(std::uint64_t v) noexcept { return v; }
 
 /// Seconds for JSON, with six decimals, whatever the process's locale:
 /// printf's "%f" writes the locale's decimal point, and a host program that
@@ -130,9 +144,17 @@ inline std::size_t utf8_sequence(const unsigned char* p, std::size_t n) {
   const unsigned char c = p[0];
   std::size_t len = 0;
   unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  else if (c >= 0xE0 && c <= 0xEF) len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-  else if (c >= 0xF0 && c <= 0xF4) len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    lo = c == 0xE0 ? 0xA0 : 0x80;
+    hi = c == 0xED ? 0x9F : 0xBF;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    lo = c == 0xF0 ? 0x90 : 0x80;
+    hi = c == 0xF4 ? 0x8F : 0xBF;
+  }
   if (len == 0 || n < len || p[1] < lo || p[1] > hi) return 0;
   for (std::size_t i = 2; i < len; ++i)
     if (p[i] < 0x80 || p[i] > 0xBF) return 0;
@@ -183,44 +205,37 @@ template <int>
 std::string Report::to_table() const {
   using detail::format;
   using detail::human_bytes;
+  using detail::ull;
   std::string s;
   s += format("wdedup report — strategy %s, %u thread(s)\n", strategy.c_str(), threads);
-  s += format("  methods %llu, functions %llu, blobs %llu, tensors %llu, keys %llu, buffers %llu\n",
-              (unsigned long long)methods, (unsigned long long)functions, (unsigned long long)blobs,
-              (unsigned long long)tensors, (unsigned long long)keys, (unsigned long long)buffers);
-  s += format("  bytes in      %14llu  (%s)\n", (unsigned long long)bytes_in, human_bytes(bytes_in).c_str());
-  s += format("  bytes stored  %14llu  (%s)\n", (unsigned long long)bytes_stored,
-              human_bytes(bytes_stored).c_str());
-  s += format("  bytes saved   %14llu  (%s, %.1f%%)\n", (unsigned long long)bytes_saved,
-              human_bytes(bytes_saved).c_str(), detail::percent(bytes_saved, bytes_in));
+  s += format("  methods %llu, functions %llu, blobs %llu, tensors %llu, keys %llu, buffers %llu\n", ull(methods),
+              ull(functions), ull(blobs), ull(tensors), ull(keys), ull(buffers));
+  s += format("  bytes in      %14llu  (%s)\n", ull(bytes_in), human_bytes(bytes_in).c_str());
+  s += format("  bytes stored  %14llu  (%s)\n", ull(bytes_stored), human_bytes(bytes_stored).c_str());
+  s += format("  bytes saved   %14llu  (%s, %.1f%%)\n", ull(bytes_saved), human_bytes(bytes_saved).c_str(),
+              detail::percent(bytes_saved, bytes_in));
   s += format("  shared across blobs %8llu  (%s: shipped again by a backend compiling one blob at a time)\n",
-              (unsigned long long)bytes_shared_across_blobs, human_bytes(bytes_shared_across_blobs).c_str());
+              ull(bytes_shared_across_blobs), human_bytes(bytes_shared_across_blobs).c_str());
   s += "\n  per method            partitions  tensors        bytes in     distinct  shared w/ others       saved\n";
   for (const MethodReport& m : per_method)
-    s += format("  %-20s %11u %8llu %15llu %12llu %17llu %11llu\n", m.method.c_str(), m.partitions,
-                (unsigned long long)m.tensors, (unsigned long long)m.bytes_in,
-                (unsigned long long)m.bytes_distinct, (unsigned long long)m.bytes_shared_with_other_methods,
-                (unsigned long long)m.bytes_saved);
+    s += format("  %-20s %11u %8llu %15llu %12llu %17llu %11llu\n", m.method.c_str(), m.partitions, ull(m.tensors),
+                ull(m.bytes_in), ull(m.bytes_distinct), ull(m.bytes_shared_with_other_methods), ull(m.bytes_saved));
   s += "\n  per blob                        functions  tensors        bytes in     distinct  shared inside  shared across\n";
   for (const BlobReport& b : per_blob)
-    s += format("  %-30s %10u %8llu %15llu %12llu %14llu %14llu\n", b.blob_key.c_str(), b.functions,
-                (unsigned long long)b.tensors, (unsigned long long)b.bytes_in,
-                (unsigned long long)b.bytes_distinct, (unsigned long long)b.bytes_shared_inside,
-                (unsigned long long)b.bytes_shared_across);
-  s += format("\n  alias groups %llu; largest:\n", (unsigned long long)alias_groups);
+    s += format("  %-30s %10u %8llu %15llu %12llu %14llu %14llu\n", b.blob_key.c_str(), b.functions, ull(b.tensors),
+                ull(b.bytes_in), ull(b.bytes_distinct), ull(b.bytes_shared_inside), ull(b.bytes_shared_across));
+  s += format("\n  alias groups %llu; largest:\n", ull(alias_groups));
   for (const AliasGroup& g : largest_alias_groups)
-    s += format("    %-44s %4u tensors %3u keys %12llu B each, saves %llu B\n", g.first_key.c_str(), g.tensors,
-                g.keys, (unsigned long long)g.size, (unsigned long long)g.bytes_saved);
+    s += format("    %-44s %4u tensors %3u keys %12llu B each, saves %llu B\n", g.first_key.c_str(), g.tensors, g.keys,
+                ull(g.size), ull(g.bytes_saved));
   const IdentityReport& i = identity;
-  s += format("\n  identity: %llu tensors; skipped by cheap checks: %llu unique size, %llu same pointer, "
-              "%llu empty; %llu equal to the first of their name; %llu compared directly; %llu hashed (%s)\n",
-              (unsigned long long)i.inputs, (unsigned long long)i.skipped_unique_size,
-              (unsigned long long)i.skipped_same_pointer, (unsigned long long)i.skipped_empty,
-              (unsigned long long)i.matched_hint, (unsigned long long)i.compared_directly,
-              (unsigned long long)i.hashed,
-              human_bytes(i.bytes_hashed).c_str());
-  s += format("  byte comparisons %llu (%s), hash collisions %llu\n", (unsigned long long)i.byte_comparisons,
-              human_bytes(i.bytes_compared).c_str(), (unsigned long long)i.hash_collisions);
+  s += format(
+      "\n  identity: %llu tensors; skipped by cheap checks: %llu unique size, %llu same pointer, "
+      "%llu empty; %llu equal to the first of their name; %llu compared directly; %llu hashed (%s)\n",
+      ull(i.inputs), ull(i.skipped_unique_size), ull(i.skipped_same_pointer), ull(i.skipped_empty), ull(i.matched_hint),
+      ull(i.compared_directly), ull(i.hashed), human_bytes(i.bytes_hashed).c_str());
+  s += format("  byte comparisons %llu (%s), hash collisions %llu\n", ull(i.byte_comparisons),
+              human_bytes(i.bytes_compared).c_str(), ull(i.hash_collisions));
   s += format("  time: total %.3f s, checks and identity %.3f s (engine cpu: hashing %.3f s, comparing %.3f s)\n", seconds_total,
               seconds_identity, i.hash_seconds, i.compare_seconds);
   return s;

@@ -62,6 +62,11 @@ class JsonParser {
   }
 
  private:
+  /// Steps past the closing bracket just seen: the value is complete.
+  bool close() {
+    ++i_;
+    return true;
+  }
   void ws() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t')) ++i_;
   }
@@ -169,7 +174,7 @@ class JsonParser {
       j.kind = Json::Kind::Object;
       ++i_;
       ws();
-      if (i_ < s_.size() && s_[i_] == '}') return ++i_, true;
+      if (i_ < s_.size() && s_[i_] == '}') return close();
       for (;;) {
         ws();
         std::string key;
@@ -183,7 +188,7 @@ class JsonParser {
         ws();
         if (i_ >= s_.size()) return false;
         if (s_[i_] == ',') { ++i_; continue; }
-        if (s_[i_] == '}') return ++i_, true;
+        if (s_[i_] == '}') return close();
         return false;
       }
     }
@@ -191,7 +196,7 @@ class JsonParser {
       j.kind = Json::Kind::Array;
       ++i_;
       ws();
-      if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
+      if (i_ < s_.size() && s_[i_] == ']') return close();
       for (;;) {
         Json v;
         if (!value(v, depth + 1)) return false;
@@ -199,7 +204,7 @@ class JsonParser {
         ws();
         if (i_ >= s_.size()) return false;
         if (s_[i_] == ',') { ++i_; continue; }
-        if (s_[i_] == ']') return ++i_, true;
+        if (s_[i_] == ']') return close();
         return false;
       }
     }

@@ -158,7 +158,16 @@ class MappingCache {
     for (std::size_t i = 0; i < n; ++i) ::munmap(out[i].p, out[i].size);  // outside the lock
   }
 
+  // glibc's initializer spells its null list pointers as 0, which a user's
+  // -Wzero-as-null-pointer-constant would otherwise report here.
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wzero-as-null-pointer-constant"
+#endif
   pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
   Block blocks_[kSlots] = {};
   std::size_t count_ = 0, bytes_ = 0, limit_ = kDefaultLimit;
 };

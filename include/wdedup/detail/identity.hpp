@@ -510,7 +510,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
     // Members of each class in input order; repeats of a pointer (or of a
     // pointer seen before within the class) become aliases.
     std::vector<std::uint32_t> begin(n_classes + 1, 0);
-    ArenaVector<std::uint32_t> members = arena_vector<std::uint32_t>(arena, n - st.skipped_empty);
+    ArenaVector<std::uint32_t> members = arena_vector<std::uint32_t>(arena, static_cast<std::size_t>(n - st.skipped_empty));
     for (std::size_t c = 0; c < n_classes; ++c) begin[c + 1] = begin[c] + class_count[c];
     {
       std::vector<std::uint32_t> cursor(begin.begin(), begin.end() - 1);
@@ -1012,14 +1012,14 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
         const std::uint32_t* m = body_members.data() + body_begin[su.cls];
         const std::size_t at = body_begin[su.cls];
         const std::size_t size = inputs[m[0]].size();
-        const std::uint8_t* lead = ptr(m[0]);
+        const std::uint8_t* leader_bytes = ptr(m[0]);
         for (std::size_t g0 = su.lo; g0 < su.hi; g0 += kSweepGroup) {
           std::size_t nl = detail::min_of<std::size_t>(kSweepGroup, su.hi - g0);
           for (std::size_t i = 0; i < nl; ++i) live[i] = static_cast<std::uint32_t>(g0 + i);
           for (std::size_t off = block; off < size && nl > 0; off += sweep_block) {
             const std::size_t len = detail::min_of(sweep_block, size - off);
             for (std::size_t i = 0; i < nl; ++i) x[i] = ptr(m[live[i]]) + off;
-            equal_run(x, nullptr, lead + off, nl, len, eq, w.counters);
+            equal_run(x, nullptr, leader_bytes + off, nl, len, eq, w.counters);
             std::size_t keep = 0;
             for (std::size_t i = 0; i < nl; ++i) {
               if (eq[i]) {

@@ -42,11 +42,11 @@ struct NameRef {
   operator std::string_view() const noexcept { return std::string_view(e->data, e->size); }
   friend bool same_name(NameRef r, std::string_view n) noexcept {
     constexpr std::size_t kHead = NameEntry::kHead;
-    const NameEntry& e = *r.e;
-    if (e.size != n.size()) return false;
+    const NameEntry& entry = *r.e;
+    if (entry.size != n.size()) return false;
     if (n.empty()) return true;  // (an empty view may have no data pointer)
-    if (std::memcmp(e.head, n.data(), n.size() < kHead ? n.size() : kHead) != 0) return false;
-    return n.size() <= kHead || std::memcmp(e.data + kHead, n.data() + kHead, n.size() - kHead) == 0;
+    if (std::memcmp(entry.head, n.data(), n.size() < kHead ? n.size() : kHead) != 0) return false;
+    return n.size() <= kHead || std::memcmp(entry.data + kHead, n.data() + kHead, n.size() - kHead) == 0;
   }
 };
 

@@ -457,7 +457,8 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
   const Table<StoreBuffer>& buffers = store.buffers();
   const Table<StoreKey>& keys = store.keys();
 
-  if (flat_tensor_size_bound(store) > FlatbufferBuilder::kMaxSize - format::kFlatbufferOffset) {
+  const std::uint64_t fb_bound = flat_tensor_size_bound(store);
+  if (fb_bound > FlatbufferBuilder::kMaxSize - format::kFlatbufferOffset) {
     std::uint64_t key_bytes = 0;
     for (const StoreKey& k : keys) key_bytes += k.key.size();
     return R(Error::InvalidArgument,
@@ -508,7 +509,7 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
   FlatTensorRefs refs;
   std::vector<std::uint64_t> rel(buffers.size(), 0);
   std::vector<std::uint64_t> abs(buffers.size(), 0);
-  FlatbufferBuilder fb(flat_tensor_size_bound(store));
+  FlatbufferBuilder fb(static_cast<std::size_t>(fb_bound));  // (under kMaxSize: checked above)
   build_flat_tensor(store, rel, base_segments, fb, refs);  // values do not change the size
   if (fb.overflowed())
     return R(Error::InvalidArgument, cat("the store's metadata does not fit in a flatbuffer (at most ",
@@ -532,7 +533,7 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
     rel[i] = at - base;
   }
   if (buffers.size() > 0) {
-    fb = FlatbufferBuilder(flat_tensor_size_bound(store));
+    fb = FlatbufferBuilder(static_cast<std::size_t>(fb_bound));
     build_flat_tensor(store, rel, base_segments, fb, refs);
   }
   plan.flatbuffer_size = fb.size();
@@ -545,8 +546,12 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
   // Only the bytes that carry something are held in memory: the padding up
   // to segment_base_offset (as large as the first segment's alignment,
   // up to 4 GiB) is written from a shared block of zeros.
+  const std::uint64_t meta_size = options.wdedup_extensions ? plan.extension_offset + plan.extension_size : fb_end;
+  if (meta_size > SIZE_MAX)  // (up to 6 GiB: only where std::size_t is 32 bits)
+    return R(Error::OutOfMemory, cat("the file's metadata takes ", meta_size,
+                                     " bytes, more than this platform's address space (", SIZE_MAX, ")"));
   std::vector<std::uint8_t>& m = plan.metadata;
-  m.assign(options.wdedup_extensions ? plan.extension_offset + plan.extension_size : fb_end, 0);
+  m.assign(static_cast<std::size_t>(meta_size), 0);
   const std::uint8_t* fbd = fb.data();
   // ExecuTorch's layout: the flatbuffer's first 8 bytes (root offset and
   // identifier), the padded FH01 header, then the rest of the flatbuffer.

@@ -1161,7 +1161,9 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
         static_cast<std::uint16_t>(field_offset(r.data, lt->pos, tlf::kSizes)),
         static_cast<std::uint16_t>(field_offset(r.data, lt->pos, tlf::kDimOrder))};
     if (layouts_seen_++ == 0) {
-      layout_fields_[0] = at[0], layout_fields_[1] = at[1], layout_fields_[2] = at[2];
+      layout_fields_[0] = at[0];
+      layout_fields_[1] = at[1];
+      layout_fields_[2] = at[2];
       layout_uniform_ = true;
     } else if (at[0] != layout_fields_[0] || at[1] != layout_fields_[1] || at[2] != layout_fields_[2]) {
       layout_uniform_ = false;

@@ -51,15 +51,27 @@ struct LlamaConfig {
   /// About 2 x 310 MB of tensors.
   static LlamaConfig small() {
     LlamaConfig c;
-    c.dim = 1024, c.n_layers = 8, c.n_heads = 16, c.n_kv_heads = 4, c.hidden_dim = 2816, c.vocab_size = 32000;
-    c.max_seq_len = 512, c.prefill_len = 128;
+    c.dim = 1024;
+    c.n_layers = 8;
+    c.n_heads = 16;
+    c.n_kv_heads = 4;
+    c.hidden_dim = 2816;
+    c.vocab_size = 32000;
+    c.max_seq_len = 512;
+    c.prefill_len = 128;
     return c;
   }
   /// Llama-3.2-1B shapes, fp16: about 2 x 2.5 GB of tensors.
   static LlamaConfig llama_1b() {
     LlamaConfig c;
-    c.dim = 2048, c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8, c.hidden_dim = 8192,
-    c.vocab_size = 128256, c.max_seq_len = 2048, c.prefill_len = 512;
+    c.dim = 2048;
+    c.n_layers = 16;
+    c.n_heads = 32;
+    c.n_kv_heads = 8;
+    c.hidden_dim = 8192;
+    c.vocab_size = 128256;
+    c.max_seq_len = 2048;
+    c.prefill_len = 512;
     return c;
   }
   /// Looks a preset up by name: "tiny", "small", "1b".
@@ -133,6 +145,12 @@ class LlamaWorkload {
   static Expected<LlamaWorkload> generate(const LlamaConfig& c) {
     if (std::string why = c.problem(); !why.empty())
       return Expected<LlamaWorkload>(Error::InvalidArgument, detail::cat("invalid Llama config: ", why));
+    // Where std::size_t is 32 bits, a model past 4 GiB cannot be held: said
+    // here rather than truncated into a smaller allocation below.
+    if (const std::uint64_t need = c.memory_bytes(); need > SIZE_MAX)
+      return Expected<LlamaWorkload>(Error::OutOfMemory,
+                                     detail::cat("the Llama workload needs ", need,
+                                                 " bytes, more than this platform's address space (", SIZE_MAX, ")"));
     LlamaWorkload w;
     w.build(c);
     return w;
@@ -156,7 +174,7 @@ class LlamaWorkload {
   /// std::unique_ptr<std::uint8_t[]> would do, without <memory>.
   class Block {
    public:
-    explicit Block(std::uint64_t n) : p_(new std::uint8_t[n ? n : 1]) {}
+    explicit Block(std::size_t n) : p_(new std::uint8_t[n ? n : 1]) {}
     Block(Block&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
     Block& operator=(Block&& o) noexcept {
       std::uint8_t* const mine = p_;
@@ -173,9 +191,10 @@ class LlamaWorkload {
 
   template <int = 0>
   ByteSpan allocate(std::uint64_t n) {
-    blocks_.emplace_back(n);
+    const auto size = static_cast<std::size_t>(n);  // (generate checked that the total fits)
+    blocks_.emplace_back(size);
     memory_bytes_ += n;
-    return ByteSpan(blocks_.back().get(), n);
+    return ByteSpan(blocks_.back().get(), size);
   }
 
   /// splitmix64: fast, deterministic, good enough that no two weights are equal.
@@ -237,12 +256,12 @@ class LlamaWorkload {
       ByteSpan b = allocate(n);
       auto* p = const_cast<std::uint8_t*>(b.data());
       if (all[i].kind == Spec::kRope) {
-        const int which = all[i].name.find("freqs_sin") != std::string::npos ? 1 : 0;
+        const std::size_t which = all[i].name.find("freqs_sin") != std::string::npos ? 1 : 0;
         if (rope_pattern[which].data() == nullptr) {
           fill_random(p, n, c.seed ^ (0xC05 + which));
           rope_pattern[which] = b;
         } else {
-          std::memcpy(p, rope_pattern[which].data(), n);
+          std::memcpy(p, rope_pattern[which].data(), static_cast<std::size_t>(n));
         }
       } else {
         fill_random(p, n, c.seed * 1315423911u + i);
