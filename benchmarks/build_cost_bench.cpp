@@ -116,7 +116,10 @@ void run_build_cost(const Config& c, Results& out) {
       t.samples.push_back(s.cpu);
       t.wall.push_back(s.wall);
     } else {
-      for (std::size_t i = 1; i < tus.size(); ++i) beside[i].push_back(s.cpu), beside_wall[i].push_back(s.wall);
+      for (std::size_t i = 1; i < tus.size(); ++i) {
+        beside[i].push_back(s.cpu);
+        beside_wall[i].push_back(s.wall);
+      }
     }
   }
   // Every header is compiled next to an empty TU, before it in even

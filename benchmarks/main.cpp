@@ -180,7 +180,8 @@ int parse_args(int argc, char** argv, Config* c) {
       c->compile_reps = 1;
       c->model = "tiny";
       c->small_tensors = 10000;
-      c->adversarial_count = 256, c->adversarial_size = 64 * 1024;
+      c->adversarial_count = 256;
+      c->adversarial_size = 64 * 1024;
       c->lookups = 1u << 15;
       c->scan_strcmps = 1000000;
       c->big_tensor = 16u << 20;
@@ -341,7 +342,8 @@ int parse_args(int argc, char** argv, Config* c) {
           std::fprintf(stderr, "wdedup-bench: --adversarial needs COUNT,BYTES\n");
           return 2;
         }
-        c->adversarial_count = list[0], c->adversarial_size = list[1];
+        c->adversarial_count = list[0];
+        c->adversarial_size = list[1];
       }
     } else {
       std::fprintf(stderr, "wdedup-bench: unknown option '%s'\n", opt.c_str());

@@ -212,7 +212,8 @@ Expected<WriteStats> write_ptd_file(const NamedDataStore& store, const std::stri
   return write_ptd_file(store, FunctionMaps{}, path, options);
 }
 
-/// The whole file in memory.
+/// The whole file in memory. Where std::size_t is 32 bits, a file past
+/// 4 GiB is refused with OutOfMemory.
 template <int = 0>
 Expected<std::vector<std::uint8_t>> serialize_ptd(const NamedDataStore& store, const FunctionMaps& maps,
                                                   const WriteOptions& options = {}) {
@@ -220,8 +221,9 @@ Expected<std::vector<std::uint8_t>> serialize_ptd(const NamedDataStore& store, c
   if (!planned) return Expected<std::vector<std::uint8_t>>(planned.build_error());
   if (planned->file_size > SIZE_MAX)  // (only where std::size_t is 32 bits)
     return Expected<std::vector<std::uint8_t>>(
-        Error::OutOfMemory, detail::cat("the file takes ", planned->file_size,
-                                        " bytes, more than this platform's address space (", SIZE_MAX, ")"));
+        Error::OutOfMemory, detail::cat("the file (", planned->file_size,
+                                        " bytes) does not fit in memory on this platform (std::size_t holds at most ",
+                                        SIZE_MAX, ")"));
   std::vector<std::uint8_t> bytes;
   bytes.reserve(static_cast<std::size_t>(planned->file_size));
   VectorSink sink(bytes);

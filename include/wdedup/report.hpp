@@ -5,6 +5,7 @@
 #ifndef WDEDUP_REPORT_HPP
 #define WDEDUP_REPORT_HPP
 
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -103,22 +104,21 @@ inline std::string human_bytes(std::uint64_t n) {
   return buf;
 }
 
-/// printf into a std::string. Every caller passes a literal format, which
-/// -Wformat checks at the call to snprintf only when it sees the literal:
-/// here it sees a parameter, so -Wformat-nonliteral (in -Wformat=2, which
-/// users build with) is silenced for these two calls alone.
-template <class... A>
-std::string format(const char* fmt, A... args) {
+/// printf into a std::string. A C variadic function rather than a
+/// template, so that the format attribute lets -Wformat check every call's
+/// arguments against its literal format.
 #if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+__attribute__((format(printf, 1, 2)))
 #endif
-  const int n = std::snprintf(nullptr, 0, fmt, args...);
+inline std::string format(const char* fmt, ...) {
+  std::va_list args, again;
+  va_start(args, fmt);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, args);
+  va_end(args);
   std::string s(static_cast<std::size_t>(n > 0 ? n : 0), '\0');
-  std::snprintf(&s[0], s.size() + 1, fmt, args...);
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
+  std::vsnprintf(&s[0], s.size() + 1, fmt, again);
+  va_end(again);
   return s;
 }
 

@@ -40,7 +40,8 @@ enum class Error : std::uint32_t {
   Misaligned = 0x39,             ///< memory handed to the reader is misaligned
 
   IoError = 0x40,                ///< open/read/write/fsync/rename failed
-  OutOfMemory = 0x41,            ///< an allocation the caller asked for failed
+  OutOfMemory = 0x41,            ///< an allocation the caller asked for failed, or could not
+                                 ///< be made: more bytes than std::size_t holds (32-bit targets)
   /// The new file replaced the destination, but the fsync that makes the
   /// rename survive a power loss failed: unlike every other write error,
   /// the destination is no longer the old file.

@@ -141,6 +141,8 @@ struct LlamaConfig {
 /// A generated Program plus the memory its tensors point into.
 class LlamaWorkload {
  public:
+  /// InvalidArgument for a config problem() refuses; OutOfMemory where
+  /// memory_bytes() is more than std::size_t holds (32-bit targets).
   template <int = 0>
   static Expected<LlamaWorkload> generate(const LlamaConfig& c) {
     if (std::string why = c.problem(); !why.empty())
@@ -148,9 +150,9 @@ class LlamaWorkload {
     // Where std::size_t is 32 bits, a model past 4 GiB cannot be held: said
     // here rather than truncated into a smaller allocation below.
     if (const std::uint64_t need = c.memory_bytes(); need > SIZE_MAX)
-      return Expected<LlamaWorkload>(Error::OutOfMemory,
-                                     detail::cat("the Llama workload needs ", need,
-                                                 " bytes, more than this platform's address space (", SIZE_MAX, ")"));
+      return Expected<LlamaWorkload>(
+          Error::OutOfMemory, detail::cat("the Llama workload (", need, " bytes) does not fit in memory on this",
+                                          " platform (std::size_t holds at most ", SIZE_MAX, ")"));
     LlamaWorkload w;
     w.build(c);
     return w;
