@@ -65,8 +65,9 @@ for cfg in "${order[@]}"; do
   if [ ! -f "$dir/build.ninja" ]; then
     # shellcheck disable=SC2086
     CXX=${CXX_OF[$cfg]} quiet "$dir.setup.log" meson setup "$dir" -Dwerror=true ${OPTS_OF[$cfg]}
-  else
-    # (A directory set up before -Dwerror=true was added gets it too.)
+  elif ! grep -q '"name": "werror", "value": true' "$dir/meson-info/intro-buildoptions.json" 2>/dev/null; then
+    # A directory set up before -Dwerror=true was added gets it too (only
+    # then: a configure makes the next build regenerate its files).
     quiet "$dir.setup.log" meson configure "$dir" -Dwerror=true
   fi
   # Counted from this run's log only: a stale one from an earlier run (or

@@ -178,6 +178,15 @@ std::string cat(const P&... pieces) {
   const Piece list[] = {Piece(pieces)..., Piece(std::string_view())};
   return cat_pieces(list, sizeof...(P));
 }
+/// OutOfMemory naming `what` if its `bytes` are more than std::size_t holds
+/// (only where it is 32 bits), else success: said before a size is cast
+/// to std::size_t for an allocation, instead of truncating it.
+template <int = 0>
+Expected<void> check_addressable(const char* what, std::uint64_t bytes) {
+  if (bytes <= SIZE_MAX) return {};
+  return Expected<void>(Error::OutOfMemory, cat(what, " (", bytes, " bytes) does not fit in memory on this platform",
+                                                " (std::size_t holds at most ", SIZE_MAX, ")"));
+}
 /// Quotes a name for a message: 'name', with control characters (a NUL
 /// would cut the message short for anyone printing it with c_str()) and
 /// backslashes escaped: "\x00", "\n", "\\".

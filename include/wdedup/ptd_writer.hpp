@@ -219,11 +219,8 @@ Expected<std::vector<std::uint8_t>> serialize_ptd(const NamedDataStore& store, c
                                                   const WriteOptions& options = {}) {
   Expected<detail::PtdPlan> planned = detail::plan_ptd(store, maps, options);
   if (!planned) return Expected<std::vector<std::uint8_t>>(planned.build_error());
-  if (planned->file_size > SIZE_MAX)  // (only where std::size_t is 32 bits)
-    return Expected<std::vector<std::uint8_t>>(
-        Error::OutOfMemory, detail::cat("the file (", planned->file_size,
-                                        " bytes) does not fit in memory on this platform (std::size_t holds at most ",
-                                        SIZE_MAX, ")"));
+  if (Expected<void> fits = detail::check_addressable("the file", planned->file_size); !fits)
+    return Expected<std::vector<std::uint8_t>>(fits.build_error());
   std::vector<std::uint8_t> bytes;
   bytes.reserve(static_cast<std::size_t>(planned->file_size));
   VectorSink sink(bytes);

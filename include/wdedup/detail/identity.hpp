@@ -510,7 +510,8 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
     // Members of each class in input order; repeats of a pointer (or of a
     // pointer seen before within the class) become aliases.
     std::vector<std::uint32_t> begin(n_classes + 1, 0);
-    ArenaVector<std::uint32_t> members = arena_vector<std::uint32_t>(arena, static_cast<std::size_t>(n - st.skipped_empty));
+    ArenaVector<std::uint32_t> members =
+        arena_vector<std::uint32_t>(arena, static_cast<std::size_t>(n - st.skipped_empty));
     for (std::size_t c = 0; c < n_classes; ++c) begin[c + 1] = begin[c] + class_count[c];
     {
       std::vector<std::uint32_t> cursor(begin.begin(), begin.end() - 1);

@@ -547,10 +547,8 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
   // to segment_base_offset (as large as the first segment's alignment,
   // up to 4 GiB) is written from a shared block of zeros.
   const std::uint64_t meta_size = options.wdedup_extensions ? plan.extension_offset + plan.extension_size : fb_end;
-  if (meta_size > SIZE_MAX)  // (up to 6 GiB: only where std::size_t is 32 bits)
-    return R(Error::OutOfMemory, cat("the file's metadata (", meta_size,
-                                     " bytes) does not fit in memory on this platform (std::size_t holds at most ",
-                                     SIZE_MAX, ")"));
+  // (Up to 6 GiB: too much only where std::size_t is 32 bits.)
+  if (Expected<void> fits = check_addressable("the file's metadata", meta_size); !fits) return R(fits.build_error());
   std::vector<std::uint8_t>& m = plan.metadata;
   m.assign(static_cast<std::size_t>(meta_size), 0);
   const std::uint8_t* fbd = fb.data();

@@ -149,10 +149,8 @@ class LlamaWorkload {
       return Expected<LlamaWorkload>(Error::InvalidArgument, detail::cat("invalid Llama config: ", why));
     // Where std::size_t is 32 bits, a model past 4 GiB cannot be held: said
     // here rather than truncated into a smaller allocation below.
-    if (const std::uint64_t need = c.memory_bytes(); need > SIZE_MAX)
-      return Expected<LlamaWorkload>(
-          Error::OutOfMemory, detail::cat("the Llama workload (", need, " bytes) does not fit in memory on this",
-                                          " platform (std::size_t holds at most ", SIZE_MAX, ")"));
+    if (Expected<void> fits = detail::check_addressable("the Llama workload", c.memory_bytes()); !fits)
+      return Expected<LlamaWorkload>(fits.build_error());
     LlamaWorkload w;
     w.build(c);
     return w;
