@@ -22,6 +22,7 @@ case "$job" in
   test)
     packages+=(
       clang libclang-rt-dev     # the second compiler; its sanitizer runtimes
+      libc++-dev libc++abi-dev  # clang's libc++, Android's standard library (tests/headers, examples)
       doctest-dev
       libssl-dev                # SHA-256 for the fixture manifests, and the benchmark smoke run
       flatbuffers-compiler libflatbuffers-dev  # verify our .ptd files with flatbuffers' own verifier
