@@ -48,6 +48,7 @@ refusals = [
     (["--only", "dedup", "--workloads", "llama-1+1", "--vocab-size", "2147483648"],
      "Llama settings for llama-1+1: vocab_size 2147483648 is more than 2147483647 (a dimension is an int32)"),
     (["--tmpdir", ""], "--tmpdir needs a directory, got ''"),
+    (["--input-pages", "giant"], "--input-pages needs default, huge or small, got 'giant'"),
     (["--tmpdir", missing_dir], f"cannot create files in --tmpdir {missing_dir}: No such file or directory"),
     (["--tmpdir", not_a_dir], f"cannot create files in --tmpdir {not_a_dir}: Not a directory"),
 ]
@@ -120,6 +121,22 @@ else:
                             f", expected reps {reps}")
     if any(name.startswith("open") and "16 keys" in name for name, _ in rows):
         problems.append("--keys 256,16: an open-time row for the 16-key store")
+
+# --input-pages small: the small tensors' memory is advised off huge pages
+# before it is first touched, so none of it is on one; every dedup row and
+# the printed line say so, and the run records the setting.
+r = run([exe, "--only", "dedup", "--workloads", "small-tensors", "--small-tensors", "2000", "--threads", "1",
+         "--reps", "1", "--input-pages", "small", "--no-progress", "--json", json_path, "--tmpdir", outdir])
+line = "dedup input on huge pages (--input-pages small): small tensors POSITIONAL 0%."
+if r.returncode != 0 or line not in r.stdout.splitlines():
+    problems.append(f"--input-pages small: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}")
+else:
+    with open(json_path) as f:
+        doc = json.load(f)
+    shares = [x["extra"].get("input_on_huge_pages") for x in doc["results"] if x["group"] == "dedup" and "extra" in x]
+    if not shares or any(v != 0 for v in shares) or doc["facts"].get("input_pages") != "small" or \
+            not doc["facts"].get("transparent_hugepage"):
+        problems.append(f"--input-pages small: shares {shares}, facts {doc['facts']}")
 
 # Writes: at most 5 repetitions whatever --reps says, and the rows say so.
 r = run([exe, "--only", "write", "--reps", "6", "--write-bytes", "1048576", "--no-progress", "--json", json_path,

@@ -23,6 +23,11 @@ struct Config {
   // Synthetic workloads.
   std::uint64_t small_tensors = 100000, small_tensor_size = 4096;
   std::uint64_t adversarial_count = 2048, adversarial_size = 256 * 1024;
+  /// Pages for the synthetic workloads' memory (--input-pages): "default"
+  /// (the system's transparent-huge-page policy decides, as for any
+  /// program's new[]), "huge" or "small" (asked for with madvise before
+  /// the memory is first touched).
+  std::string input_pages = "default";
   // The user's own weights: .ptd files, one method each (workload "ptd").
   std::vector<std::string> ptd_files;
   // Runtime.
@@ -116,6 +121,10 @@ std::string temp_path(const Config& c, const std::string& stem);
 /// still finishes and writes its JSON, then exits non-zero.
 void report_failure(const std::string& what);
 bool any_failure();
+
+/// /sys/kernel/mm/transparent_hugepage/enabled (e.g. "always [madvise]
+/// never"), or "unknown".
+std::string thp_policy();
 
 /// Keeps a value observable so no computation feeding it can be dropped.
 void consume(std::uint64_t v);

@@ -109,6 +109,11 @@ void usage(FILE* f) {
       "Synthetic workloads:\n"
       "  --small-tensors N       count of 4 KiB tensors, 50%% duplicates (default 100000)\n"
       "  --adversarial N,BYTES   distinct tensors sharing first/last KiB (default 2048,262144)\n"
+      "  --input-pages default|huge|small\n"
+      "                          pages of these two workloads' memory: default (what new[] gets:\n"
+      "                          the system's transparent-huge-page policy decides), huge or small\n"
+      "                          (madvise before it is first touched). Every dedup workload's\n"
+      "                          share on huge pages is printed and in the JSON\n"
       "Your own weights:\n"
       "  --ptd FILE[,FILE...]    .ptd files, one method each, named after the file\n"
       "                          (prefill.ptd,decode.ptd); a store wdedup wrote comes back as\n"
@@ -271,6 +276,13 @@ int parse_args(int argc, char** argv, Config* c) {
     } else if (opt == "--model") {
       if (!value()) return 2;
       c->model = v;
+    } else if (opt == "--input-pages") {
+      if (!value()) return 2;
+      if (std::strcmp(v, "default") != 0 && std::strcmp(v, "huge") != 0 && std::strcmp(v, "small") != 0) {
+        std::fprintf(stderr, "wdedup-bench: --input-pages needs default, huge or small, got '%s'\n", v);
+        return 2;
+      }
+      c->input_pages = v;
     } else if (opt == "--cxx") {
       if (!value()) return 2;
       c->cxx = v;
@@ -484,7 +496,7 @@ std::string fmt_value(double v, const std::string& unit) {
   return buf;
 }
 
-void print_table(const Results& r) {
+void print_table(const Results& r, const char* input_pages) {
   std::printf("%-8s %-44s %3s %13s  %-30s %9s  %-12s %s\n", "group", "benchmark", "thr", "figure", "baseline (same run)",
               "ratio", "target", "met");
   std::string last;
@@ -510,6 +522,21 @@ void print_table(const Results& r) {
   std::printf("\n%zu of %zu targets met. ratio = baseline time / wdedup time (above 1: wdedup faster),\n"
               "except where a row's JSON ratio_meaning says otherwise.\n",
               met, targets);
+  // Where the input sits moves the read pass more than deduplicate() (see
+  // README, Benchmarks): each dedup workload's share on huge pages, once.
+  std::string shares;
+  for (const Row& w : r.rows) {
+    if (w.group != "dedup") continue;
+    const std::string label = w.name.substr(0, w.name.find(':'));
+    for (const auto& [key, value] : w.extra)
+      if (key == "input_on_huge_pages" && shares.find(label + " ") == std::string::npos) {
+        char pct[32];
+        if (value < 0) std::snprintf(pct, sizeof pct, "unknown");
+        else std::snprintf(pct, sizeof pct, "%.0f%%", 100 * value);
+        shares += (shares.empty() ? "" : ", ") + label + " " + pct;
+      }
+  }
+  if (!shares.empty()) std::printf("dedup input on huge pages (--input-pages %s): %s.\n", input_pages, shares.c_str());
 }
 
 }  // namespace
@@ -538,6 +565,8 @@ int main(int argc, char** argv) {
   for (unsigned t : c.threads) threads += (threads.empty() ? "" : ",") + std::to_string(t);
   r.notes.push_back({"dedup_threads", threads});
   r.notes.push_back({"llama_model", c.model});
+  r.notes.push_back({"input_pages", c.input_pages});
+  r.notes.push_back({"transparent_hugepage", wbench::thp_policy()});
 
   std::printf("wdedup-bench: %s\n%s, %u cores%s\n\n", command.c_str(), date, std::thread::hardware_concurrency(),
               c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
@@ -564,7 +593,7 @@ int main(int argc, char** argv) {
     if (c.wants("write")) run(wbench::run_write);
     if (c.wants("build")) run(wbench::run_build_cost);
     wbench::progress_done(c);
-    print_table(r);
+    print_table(r, c.input_pages.c_str());
   }
 
   r.notes.push_back({"checksum", std::to_string(wbench::consumed())});
