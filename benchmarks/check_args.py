@@ -122,21 +122,45 @@ else:
     if any(name.startswith("open") and "16 keys" in name for name, _ in rows):
         problems.append("--keys 256,16: an open-time row for the 16-key store")
 
-# --input-pages small: the small tensors' memory is advised off huge pages
-# before it is first touched, so none of it is on one; every dedup row and
-# the printed line say so, and the run records the setting.
-r = run([exe, "--only", "dedup", "--workloads", "small-tensors", "--small-tensors", "2000", "--threads", "1",
-         "--reps", "1", "--input-pages", "small", "--no-progress", "--json", json_path, "--tmpdir", outdir])
-line = "dedup input on huge pages (--input-pages small): small tensors POSITIONAL 0%."
-if r.returncode != 0 or line not in r.stdout.splitlines():
-    problems.append(f"--input-pages small: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}")
-else:
+# --input-pages: the small tensors' memory is advised off or onto huge pages
+# before it is first touched. Off ("small"), none of it is on one; on
+# ("huge"), most of it, wherever the kernel has them to give (not under
+# "[never]"; the madvised range's unaligned ends may be small pages). Every
+# dedup row and the printed line say so, and the run records the setting.
+def thp_setting(name):
+    try:
+        with open(f"/sys/kernel/mm/transparent_hugepage/{name}") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def input_pages_run(pages):
+    r = run([exe, "--only", "dedup", "--workloads", "small-tensors", "--small-tensors", "4000", "--threads", "1",
+             "--reps", "1", "--input-pages", pages, "--no-progress", "--json", json_path, "--tmpdir", outdir])
+    if r.returncode != 0:
+        problems.append(f"--input-pages {pages}: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}")
+        return None, None
     with open(json_path) as f:
         doc = json.load(f)
-    shares = [x["extra"].get("input_on_huge_pages") for x in doc["results"] if x["group"] == "dedup" and "extra" in x]
-    if not shares or any(v != 0 for v in shares) or doc["facts"].get("input_pages") != "small" or \
-            not doc["facts"].get("transparent_hugepage"):
-        problems.append(f"--input-pages small: shares {shares}, facts {doc['facts']}")
+    shares = [x["extra"].get("input_on_huge_pages") for x in doc["results"] if x["group"] == "dedup"]
+    if not shares or len(set(shares)) != 1 or doc["facts"].get("input_pages") != pages or \
+            doc["facts"].get("transparent_hugepage") != (thp_setting("enabled") or "unknown"):
+        problems.append(f"--input-pages {pages}: shares {shares}, facts {doc['facts']}")
+        return None, None
+    return shares[0], r.stdout.splitlines()
+
+
+share, lines = input_pages_run("small")
+line = ("dedup input on huge pages: small tensors POSITIONAL 0% "
+        "(--input-pages small: the small-tensor and adversarial workloads).")
+if lines is not None and (share != 0 or line not in lines):
+    problems.append(f"--input-pages small: share {share}, output {lines}")
+enabled, defrag = thp_setting("enabled"), thp_setting("defrag")
+if enabled is not None and "[never]" not in enabled and defrag is not None and "[never]" not in defrag:
+    share, lines = input_pages_run("huge")
+    if lines is not None and not share > 0.5:
+        problems.append(f"--input-pages huge: {share} of the input on huge pages (THP {enabled!r}, defrag {defrag!r})")
 
 # Writes: at most 5 repetitions whatever --reps says, and the rows say so.
 r = run([exe, "--only", "write", "--reps", "6", "--write-bytes", "1048576", "--no-progress", "--json", json_path,

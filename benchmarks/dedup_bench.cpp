@@ -131,31 +131,61 @@ struct Workload {
 // deduplicate() took 46 and 48 ms: the pages the input happens to get move
 // the ratio from 0.47x to 0.66x. A default run keeps what new[] gets (the
 // system's policy, and the memory left by earlier workloads, decide);
-// --input-pages asks for one kind, and every run says what it got.
+// --input-pages asks for one kind, and every timed run says what it got.
 
-/// --input-pages: madvise over the whole pages of [p, p + n), before
-/// anything touches them (the kernel picks a page size at the first touch).
+/// --input-pages: madvise over the whole pages of [p, p + n), a new[]
+/// whose bytes are not written yet, so that the next touch picks the page
+/// size. The pages are dropped after the advice (MADV_DONTNEED: they come
+/// back as zeros): the allocator may have touched them already, as glibc
+/// does under MALLOC_PERTURB_ (which meson test sets), and a page already
+/// there keeps its size. The bytes stay where new[] put them, at the same
+/// place in a page as by default, so only the page size differs. A kernel
+/// without transparent huge pages has nothing to advise (madvise would fail
+/// with EINVAL): "small" is then what it gets anyway, and "huge" was
+/// refused at start-up.
 void advise_pages(const Config& c, std::uint8_t* p, std::uint64_t n) {
-  if (c.input_pages == "default") return;
+  if (c.input_pages == "default" || thp_policy() == "unknown") return;
   const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   const std::uintptr_t lo = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
   const std::uintptr_t hi = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(page - 1);
   if (hi <= lo) return;
   const int advice = c.input_pages == "huge" ? MADV_HUGEPAGE : MADV_NOHUGEPAGE;
-  if (::madvise(reinterpret_cast<void*>(lo), hi - lo, advice) != 0)
-    report_failure("--input-pages " + c.input_pages + ": madvise: " + std::strerror(errno));
+  for (const auto& [what, how] : {std::pair<const char*, int>{"madvise", advice}, {"MADV_DONTNEED", MADV_DONTNEED}})
+    if (::madvise(reinterpret_cast<void*>(lo), hi - lo, how) != 0) {
+      report_failure("--input-pages " + c.input_pages + ": " + what + " of " + std::to_string(hi - lo) +
+                     " bytes: " + std::strerror(errno));
+      return;
+    }
 }
 
-/// The share of the bytes of `spans` (sorted, disjoint: input_spans) that
-/// sit on huge pages, from /proc/self/smaps: each mapping's huge-page
-/// bytes are counted in proportion to its overlap with the spans (exact
-/// for a mapping the input fills, as a big new[] or a madvised range
-/// does). -1 where smaps cannot be read.
+/// The share of the bytes of `spans` that sit on huge pages, from
+/// /proc/self/smaps: each mapping's huge-page bytes are counted in
+/// proportion to its overlap with the spans. Exact for a mapping the input
+/// fills alone (a madvised range is a mapping of its own); an estimate
+/// where the kernel merged the input's mapping with a neighbour of the same
+/// flags (a default new[] may be). -1 where smaps cannot be read.
 double huge_page_share(const std::vector<ByteSpan>& spans) {
   std::FILE* f = std::fopen("/proc/self/smaps", "r");
   if (f == nullptr) return -1;
+  // The input's address ranges, sorted and merged: tensors side by side in
+  // one buffer (100,000 of them for the small tensors) become one range,
+  // and bytes two tensors share count once.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+  for (const ByteSpan& s : spans) {
+    const auto a = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(s.data()));
+    ranges.push_back({a, a + s.size()});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::size_t kept = 0;
+  for (const auto& r : ranges) {
+    if (kept != 0 && r.first <= ranges[kept - 1].second)
+      ranges[kept - 1].second = std::max(ranges[kept - 1].second, r.second);
+    else
+      ranges[kept++] = r;
+  }
+  ranges.resize(kept);
   std::uint64_t total = 0;
-  for (const ByteSpan& s : spans) total += s.size();
+  for (const auto& r : ranges) total += r.second - r.first;
   double huge = 0;
   std::uint64_t lo = 0, hi = 0, overlap = 0;  // the current mapping
   char line[512];
@@ -163,16 +193,15 @@ double huge_page_share(const std::vector<ByteSpan>& spans) {
     unsigned long long a = 0, b = 0, kb = 0;
     char field[64];
     // A mapping's header starts with "start-end " in hex; its fields are
-    // "Name:   N kB".
+    // "Name:   N kB" (a field's first letter may be a hex digit, as in
+    // "AnonHugePages", but no field name is followed by '-').
     if (std::sscanf(line, "%llx-%llx ", &a, &b) == 2) {
       lo = a;
       hi = b;
       overlap = 0;
-      for (const ByteSpan& s : spans) {
-        const auto s_lo = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(s.data()));
-        const std::uint64_t s_hi = s_lo + s.size();
-        if (s_hi > lo && s_lo < hi) overlap += std::min(s_hi, hi) - std::max(s_lo, lo);
-      }
+      for (const auto& r : ranges)
+        if (r.second > lo && r.first < hi)
+          overlap += std::min<std::uint64_t>(r.second, hi) - std::max<std::uint64_t>(r.first, lo);
     } else if (overlap != 0 && std::sscanf(line, "%63[A-Za-z]: %llu kB", field, &kb) == 2 &&
                (std::strcmp(field, "AnonHugePages") == 0 || std::strcmp(field, "FilePmdMapped") == 0 ||
                 std::strcmp(field, "ShmemPmdMapped") == 0)) {
@@ -180,7 +209,7 @@ double huge_page_share(const std::vector<ByteSpan>& spans) {
     }
   }
   std::fclose(f);
-  return total == 0 ? 0 : std::min(1.0, huge / static_cast<double>(total));
+  return total == 0 ? 0 : huge / static_cast<double>(total);
 }
 
 void fill_random(std::uint8_t* p, std::size_t n, std::uint64_t seed) {

@@ -112,8 +112,8 @@ void usage(FILE* f) {
       "  --input-pages default|huge|small\n"
       "                          pages of these two workloads' memory: default (what new[] gets:\n"
       "                          the system's transparent-huge-page policy decides), huge or small\n"
-      "                          (madvise before it is first touched). Every dedup workload's\n"
-      "                          share on huge pages is printed and in the JSON\n"
+      "                          (madvise before it is first touched). Every timed run prints\n"
+      "                          each dedup workload's share on huge pages and writes it to the JSON\n"
       "Your own weights:\n"
       "  --ptd FILE[,FILE...]    .ptd files, one method each, named after the file\n"
       "                          (prefill.ptd,decode.ptd); a store wdedup wrote comes back as\n"
@@ -283,6 +283,11 @@ int parse_args(int argc, char** argv, Config* c) {
         return 2;
       }
       c->input_pages = v;
+      if (c->input_pages == "huge" && wbench::thp_policy() == "unknown") {
+        std::fprintf(stderr, "wdedup-bench: --input-pages huge: this kernel has no transparent huge pages "
+                             "(no /sys/kernel/mm/transparent_hugepage/enabled)\n");
+        return 2;
+      }
     } else if (opt == "--cxx") {
       if (!value()) return 2;
       c->cxx = v;
@@ -524,19 +529,23 @@ void print_table(const Results& r, const char* input_pages) {
               met, targets);
   // Where the input sits moves the read pass more than deduplicate() (see
   // README, Benchmarks): each dedup workload's share on huge pages, once.
+  std::vector<std::string> seen;
   std::string shares;
   for (const Row& w : r.rows) {
     if (w.group != "dedup") continue;
     const std::string label = w.name.substr(0, w.name.find(':'));
-    for (const auto& [key, value] : w.extra)
-      if (key == "input_on_huge_pages" && shares.find(label + " ") == std::string::npos) {
-        char pct[32];
-        if (value < 0) std::snprintf(pct, sizeof pct, "unknown");
-        else std::snprintf(pct, sizeof pct, "%.0f%%", 100 * value);
-        shares += (shares.empty() ? "" : ", ") + label + " " + pct;
-      }
+    for (const auto& [key, value] : w.extra) {
+      if (key != "input_on_huge_pages" || std::find(seen.begin(), seen.end(), label) != seen.end()) continue;
+      seen.push_back(label);
+      char pct[32];
+      if (value < 0) std::snprintf(pct, sizeof pct, "unknown");
+      else std::snprintf(pct, sizeof pct, "%.0f%%", 100 * value);
+      shares += (shares.empty() ? "" : ", ") + label + " " + pct;
+    }
   }
-  if (!shares.empty()) std::printf("dedup input on huge pages (--input-pages %s): %s.\n", input_pages, shares.c_str());
+  if (!shares.empty())
+    std::printf("dedup input on huge pages: %s (--input-pages %s: the small-tensor and adversarial workloads).\n",
+                shares.c_str(), input_pages);
 }
 
 }  // namespace
