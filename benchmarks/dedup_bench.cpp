@@ -444,13 +444,13 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
   }
   Sha256Reference reference;
   double read_base = 0, dedup_base = 0;
-  double huge_share = -2;  // measured once every page has been touched
+  double huge_share = -1;  // measured on the first thread count, once every page has been touched
   for (unsigned threads : c.threads) {
     progress(c, "dedup %s, %u thread(s): warming", w.name.c_str(), threads);
     // Warm the same way for every contender: one full pass over the bytes
     // (faults the pages in, fills the TLB), one run of each.
     consume(bench::read_pass(spans, threads));
-    if (huge_share == -2) huge_share = huge_page_share(spans);
+    if (threads == c.threads.front()) huge_share = huge_page_share(spans);
     std::uint64_t buffers = 0;
     consume(dedup_policy(w, threads, nullptr, &buffers));
     std::size_t ref_distinct = reference.run(spans, threads);
