@@ -111,7 +111,9 @@ for args, want in [(["--only", ""], "wdedup-bench: --only needs at least one gro
         problems.append(f"{args}: exit {refused.returncode}, stderr {refused.stderr.strip()!r}, expected 2, {want!r}")
 bad = subprocess.run([exe, "--only", "dedup", "--ptd", os.path.join(fixtures, "simple.json"), "--json", ptd_path],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-want = f"wdedup-bench: {os.path.join(fixtures, 'simple.json')}: flatbuffer identifier is not FT01 (MalformedHeader at 4)"
+json_fixture = os.path.join(fixtures, 'simple.json')
+want = (f"wdedup-bench: {json_fixture} ({os.path.getsize(json_fixture)} bytes): "
+        "flatbuffer identifier is not FT01 (MalformedHeader at 4)")
 if bad.returncode != 2 or bad.stderr.strip() != want:
     problems.append(f"a file that is not a .ptd: exit {bad.returncode}, stderr {bad.stderr.strip()!r}, expected 2, {want!r}")
 # A store wdedup wrote comes back as its methods and partitions: prefill 3 +

@@ -89,7 +89,7 @@ struct Opened {
 std::optional<Opened> open_store(const std::string& path) {
   auto src = wdedup::MmapSource::open(path.c_str());
   if (!src) {
-    report_failure("mapping " + path + ": " + wdedup::detail::describe_failure(src.failure()));
+    report_failure("mapping " + path + ": " + wdedup::describe_failure(src.failure()));
     return std::nullopt;
   }
   Opened o;
@@ -402,7 +402,7 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   const long long a0 = allocation_count();
   auto src = wdedup::MmapSource::open(ks.path.c_str());
   if (!src) {
-    report_failure("reopening " + ks.path + ": " + wdedup::detail::describe_failure(src.failure()));
+    report_failure("reopening " + ks.path + ": " + wdedup::describe_failure(src.failure()));
     return;
   }
   auto mm = wdedup::NamedDataMap::open(*src);

@@ -340,6 +340,20 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     CHECK(r.error() == Error::InvalidAlignment);
     CHECK(r.message() == "method 'decode' partition 1: key 'w': alignment must be a positive integer, got -8");
   }
+  SUBCASE("a null data pointer with a size") {
+    // A failed mapping handed on: the tensor's size occurs once, so nothing
+    // reads it before the write, which would be the first to touch it.
+    Program p;
+    Partition& part = p.add_method("decode").add_partition();
+    part.add("w", span(a)).add("nul", ByteSpan(nullptr, 64));
+    part.add("empty", ByteSpan(nullptr, 0));  // no bytes: nothing to read, accepted
+    auto r = deduplicate<Strategy<OneBlob>>(p);
+    CHECK(r.error() == Error::InvalidArgument);
+    CHECK(r.message() == "method 'decode' partition 0: key 'nul': the data pointer is null but the size is 64 bytes");
+    Program q;
+    q.add_method("decode").add_partition().add("w", span(a)).add("empty", ByteSpan(nullptr, 0));
+    CHECK(deduplicate<Strategy<OneBlob>>(q).ok());
+  }
   SUBCASE("alignments whose lcm is over the maximum: at the first tensor that makes it so") {
     const std::int64_t max = std::int64_t{1} << 32;
     std::vector<std::uint8_t> c(8, 9);

@@ -4,10 +4,16 @@
 // a counting type below sees every construction and destruction).
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "wdedup/expected.hpp"
 
@@ -166,4 +172,62 @@ TEST_CASE("Expected: a T without a default constructor or a copy") {
   REQUIRE(q.ok());
   CHECK(**q == 7);
   CHECK(p->get() == nullptr);
+}
+
+namespace {
+// Runs fn in a child process with its stderr captured: whether it was
+// killed by a signal (the trap) and what it wrote.
+template <class Fn>
+bool dies(Fn fn, std::string* err) {
+  int fds[2];
+  if (::pipe(fds) != 0) return false;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The test runner's crash handlers would report the trap as a failed
+    // test case: the child dies of it quietly instead.
+    for (const int sig : {SIGILL, SIGTRAP, SIGSEGV, SIGBUS, SIGABRT}) ::signal(sig, SIG_DFL);
+    ::close(fds[0]);
+    ::dup2(fds[1], 2);
+    fn();
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) err->append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return false;
+  return WIFSIGNALED(status);
+}
+}  // namespace
+
+TEST_CASE("Expected: the value of a failed Expected names its error and stops the program") {
+  // Without the check, value() of an error read the union's uninitialized
+  // storage: a vector's size came out as garbage.
+  const std::string said =
+      "wdedup: the value of a failed Expected was used (check ok() first); it held InvalidArgument: "
+      "alignment must be positive\n";
+  for (int how = 0; how < 4; ++how) {
+    std::string err;
+    CHECK(dies(
+        [how] {
+          Expected<std::vector<int>> r(Error::InvalidArgument, "alignment must be positive");
+          volatile std::size_t n = how == 0   ? r->size()
+                                   : how == 1 ? (*r).size()
+                                   : how == 2 ? r.value().size()
+                                              : std::move(r).value().size();
+          (void)n;
+        },
+        &err));
+    CHECK(err == said);
+  }
+  std::string err;
+  CHECK_FALSE(dies(
+      [] {
+        const Expected<std::vector<int>> r = std::vector<int>(3);
+        volatile std::size_t n = r->size();
+        (void)n;
+      },
+      &err));
+  CHECK(err.empty());
 }

@@ -755,7 +755,17 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   const std::string json = fixture("simple.json");
   e = files.add(program, json);
   CHECK(e.error() == Error::MalformedHeader);
-  CHECK(e.message() == json + ": flatbuffer identifier is not FT01 (MalformedHeader at 4)");
+  CHECK(e.message() == json + " (" + std::to_string(read_file(json).size()) +
+                           " bytes): flatbuffer identifier is not FT01 (MalformedHeader at 4)");
+  unchanged();
+  // Cut short: the reader names the header field whose range passes the
+  // end (flatbuffer_size, at 24), the message the file's own size.
+  const std::string cut = std::string(WDEDUP_TEST_TMPDIR) + "/import_cut.ptd";
+  const std::vector<std::uint8_t> whole = read_file(simple);
+  REQUIRE(write_file(cut, std::vector<std::uint8_t>(whole.begin(), whole.begin() + 100)));
+  e = files.add(program, cut);
+  CHECK(e.error() == Error::Truncated);
+  CHECK(e.message() == cut + " (100 bytes): file ends inside the flatbuffer (Truncated at 24)");
   unchanged();
   e = files.add(program, simple, "decode");
   CHECK(e.error() == Error::InvalidName);
@@ -766,12 +776,15 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == wdedup_file_path() + ": add_ptd_program: method 'decode' is already in the program");
   unchanged();
-  // ...and it cannot be squeezed into one method.
+  // ...and it cannot be squeezed into one method: the message says how
+  // to have it through this call (add_ptd_method's own names
+  // add_ptd_program, above).
   e = files.add(program, wdedup_file_path(), "merged");
   CHECK(e.error() == Error::InvalidArgument);
   CHECK(e.message() == wdedup_file_path() +
-                           ": add_ptd_method: the store has 3 function maps (methods and partitions); "
-                           "add_ptd_program restores them");
+                           ": the file has 3 function maps (methods and partitions, as deduplicate() writes them); "
+                           "PtdFiles::add restores them when given no method name, and does not merge them into "
+                           "method 'merged'");
   unchanged();
   Program fresh;
   REQUIRE(files.add(fresh, wdedup_file_path()).ok());

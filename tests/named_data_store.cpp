@@ -322,6 +322,20 @@ TEST_CASE("an empty key is refused") {
   CHECK(dump(s) == before);
 }
 
+TEST_CASE("a null data pointer with a size is refused, naming the key; with no bytes it is an empty buffer") {
+  NamedDataStore s;
+  const auto a = bytes(64, 1);
+  REQUIRE(s.add_named_data("kept", span(a)).ok());
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data("w", ByteSpan(nullptr, 64), 16);
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "key 'w': the data pointer is null but the size is 64 bytes");
+  CHECK(dump(s) == before);
+  REQUIRE(s.add_named_data("none", ByteSpan(nullptr, 0)).ok());
+  CHECK(s.buffer_count() == 2);
+  CHECK(s.buffers()[s.find("none")->buffer_index].bytes.empty());
+}
+
 TEST_CASE("zero-size buffers are all the same buffer") {
   NamedDataStore s;
   const std::uint8_t x = 1, y = 2;
@@ -469,16 +483,16 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
 }
 
 TEST_CASE("a runtime Failure in a message: a failed system call by its reason, anything else by its offset") {
-  CHECK(detail::describe_failure(Failure{Error::IoError, "open failed (at = errno)", ENOENT}) ==
+  CHECK(describe_failure(Failure{Error::IoError, "open failed (at = errno)", ENOENT}) ==
         "open failed: No such file or directory (IoError)");
-  CHECK(detail::describe_failure(Failure{Error::MalformedHeader, "flatbuffer identifier is not FT01", 4}) ==
+  CHECK(describe_failure(Failure{Error::MalformedHeader, "flatbuffer identifier is not FT01", 4}) ==
         "flatbuffer identifier is not FT01 (MalformedHeader at 4)");
   // The marker only counts at the end, and `at` only as an errno it could
   // be (a source of the caller's own may put anything there).
-  CHECK(detail::describe_failure(Failure{Error::IoError, "x (at = errno) y", 2}) == "x (at = errno) y (IoError at 2)");
-  CHECK(detail::describe_failure(Failure{Error::IoError, "read failed (at = errno)", (1ull << 32) + 2}) ==
+  CHECK(describe_failure(Failure{Error::IoError, "x (at = errno) y", 2}) == "x (at = errno) y (IoError at 2)");
+  CHECK(describe_failure(Failure{Error::IoError, "read failed (at = errno)", (1ull << 32) + 2}) ==
         "read failed (at = errno) (IoError at 4294967298)");
-  CHECK(detail::describe_failure(Failure{Error::IoError, "read failed (at = errno)", 0}) ==
+  CHECK(describe_failure(Failure{Error::IoError, "read failed (at = errno)", 0}) ==
         "read failed (at = errno) (IoError at 0)");
 }
 

@@ -58,7 +58,7 @@ before = listing()
 refusals = [
     (["--layers", "-18446744073709551615"], "--layers needs a positive integer, got '-18446744073709551615'"),
     (["--layers", " 3"], "--layers needs a positive integer, got ' 3'"),
-    (["--threads", "+2"], "--threads needs a positive integer, got '+2'"),
+    (["--threads", "+2"], "--threads needs a non-negative integer, got '+2'"),
     (["--layers", "0"], "--layers needs a positive integer, got '0'"),
     (["--threads", "1025"], "--threads 1025 is more than 1024"),
     (["--out", "adir"], "--out adir is a directory; give the store's file name"),
@@ -91,9 +91,12 @@ refusals += [
     (["--per-method", "nd2/", "--json", "nd2"],
      "--json nd2 and --per-method nd2 name the same file: one output would replace the other"),
 ]
-# Refused before the workload is generated: the output says nothing of it.
+# Refused before the workload is generated or the --ptd inputs are mapped:
+# the output says nothing of it.
 for args in (["--strategy", "positional", "--prefill-partitions", "2"],
-             ["--strategy", "oneblob", "--out", "s2.ptd", "--json", "s2.ptd"]):
+             ["--strategy", "oneblob", "--out", "s2.ptd", "--json", "s2.ptd"],
+             ["--ptd", "good.ptd", "--strategy", "disabled", "--out", "link.ptd"],
+             ["--ptd", "good.ptd", "--strategy", "oneblob", "--out", "", "--json", "good.ptd"]):
     r = run(args)
     if r.returncode != 2 or "workload:" in r.stdout:
         problems.append(f"{args}: exit {r.returncode}, stdout {r.stdout[:120]!r}: not refused before generating")
@@ -105,6 +108,11 @@ for args, want in refusals:
     if listing() != before:
         problems.append(f"{args}: left {sorted(listing() - before)} behind")
         shutil.rmtree(os.path.join(work, "pm"), ignore_errors=True)
+
+# --threads 0 is every core, as DedupOptions::threads = 0.
+r = run(["--threads", "0", "--strategy", "oneblob", "--out", ""])
+if r.returncode != 0:
+    problems.append(f"--threads 0: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
 # A workload no machine holds: refused from its size, before allocating.
 r = run(["--layers", "2000000000"])

@@ -54,7 +54,7 @@ void usage(FILE* f) {
       "  --per-method DIR           also write each method on its own as DIR/<method>.ptd, as an\n"
       "                             export that serializes methods apart ships them (--ptd input)\n"
       "  --strategy S               positional | oneblob | disabled | all (default all)\n"
-      "  --threads N                hashing threads (default: every core)\n"
+      "  --threads N                hashing threads (default 0: every core)\n"
       "  --out FILE                 where to write the store (default wdedup-demo.ptd, and\n"
       "                             build/demo/llama.ptd under scripts/demo.sh; '' = don't);\n"
       "                             with --strategy all, each strategy's to FILE.<strategy>.ptd\n"
@@ -146,8 +146,11 @@ bool parse_args(int argc, char** argv, Args* a) {
     } else if (opt == "--layers" || opt == "--prefill-partitions" || opt == "--decode-partitions" ||
                opt == "--threads") {
       if (!value(&v)) return false;
-      if (!parse_u32(v, &n) || n == 0) {
-        std::fprintf(stderr, "wdedup-demo: %s needs a positive integer, got '%s'\n", opt.c_str(), v);
+      // --threads 0 is every core, as DedupOptions::threads = 0 is.
+      const bool zero_ok = opt == "--threads";
+      if (!parse_u32(v, &n) || (n == 0 && !zero_ok)) {
+        std::fprintf(stderr, "wdedup-demo: %s needs a %s integer, got '%s'\n", opt.c_str(),
+                     zero_ok ? "non-negative" : "positive", v);
         return false;
       }
       if (opt == "--threads" && n > kMaxThreads) {
@@ -288,13 +291,13 @@ bool verify_file(const std::string& path, const wdedup::Program& program, const 
   auto source = wdedup::MmapSource::open(path.c_str());
   if (!source) {
     std::fprintf(stderr, "verify: cannot map %s: %s\n", path.c_str(),
-                 wdedup::detail::describe_failure(source.failure()).c_str());
+                 wdedup::describe_failure(source.failure()).c_str());
     return false;
   }
   auto map = wdedup::NamedDataMap::open(*source);
   if (!map) {
     std::fprintf(stderr, "verify: cannot open %s: %s\n", path.c_str(),
-                 wdedup::detail::describe_failure(map.failure()).c_str());
+                 wdedup::describe_failure(map.failure()).c_str());
     return false;
   }
   std::size_t checked = 0;
@@ -431,6 +434,13 @@ int run_demo(int argc, char** argv) {
   wdedup::PtdFiles files;
   wdedup::Program imported;
   if (!args.ptd.empty()) {
+    // An output that names an input is refused before the inputs are
+    // mapped: --out with the strategies that run whatever the files hold
+    // (Positional needs their partition counts), --json, the --per-method
+    // directory. Its files, named after the methods, are checked below.
+    const std::vector<const char*> sure = args.strategy == "all" ? std::vector<const char*>{"oneblob", "disabled"}
+                                                                 : std::vector<const char*>{args.strategy.c_str()};
+    if (!outputs_distinct(args, wdedup::Program(), sure)) return 2;
     if (!import_files(args, &files, &imported)) return 2;
   } else {
     auto config = wdedup::LlamaConfig::preset(args.model);

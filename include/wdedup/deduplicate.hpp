@@ -184,6 +184,7 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
         // (A name with a NUL byte is no key: check_entry says so.)
         const bool fine = std::memchr(tensor.name.data(), 0, tensor.name.size()) == nullptr &&
                           tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
+                          (tensor.bytes.data() != nullptr || tensor.bytes.empty()) &&
                           (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));
         if (!fine) return check_entry(where(), tensor.name, tensor.bytes, tensor.alignment, tensor.layout);
         if (tensor.alignment != first_alignment) {

@@ -6,6 +6,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -23,7 +24,22 @@ struct BuildError {
   std::string message;
 };
 
+namespace detail {
+/// What using the value of a failed Expected does: names the error it held
+/// on stderr, then stops the program as the value of a failed runtime
+/// Result does. Reading on would hand out uninitialized storage (a garbage
+/// key count, then a destructor freeing a garbage pointer).
+[[noreturn]] inline void value_of_failed_expected(const BuildError& e) noexcept {
+  std::fprintf(stderr, "wdedup: the value of a failed Expected was used (check ok() first); it held %s: %s\n",
+               error_name(e.code), e.message.c_str());
+  std::fflush(stderr);
+  value_of_failed_result();
+}
+}  // namespace detail
+
 /// Either a T or a BuildError. Build-time code returns this; it never throws.
+/// value(), * and -> of a failed Expected print its error and stop the
+/// program (a trap, in every build): check ok() first.
 ///
 /// The T lives in a union of its own rather than a std::optional<T>: the
 /// library instantiates Expected for a dozen types, and libstdc++'s
@@ -66,15 +82,24 @@ class [[nodiscard]] Expected {
   const std::string& message() const noexcept { return error_.message; }
   const BuildError& build_error() const noexcept { return error_; }
 
-  T& value() & noexcept { return value_; }
-  const T& value() const& noexcept { return value_; }
-  T&& value() && noexcept { return std::move(value_); }
-  T& operator*() & noexcept { return value_; }
-  const T& operator*() const& noexcept { return value_; }
-  T* operator->() noexcept { return &value_; }
-  const T* operator->() const noexcept { return &value_; }
+  T& value() & noexcept { return *checked(); }
+  const T& value() const& noexcept { return *checked(); }
+  T&& value() && noexcept { return std::move(*checked()); }
+  T& operator*() & noexcept { return *checked(); }
+  const T& operator*() const& noexcept { return *checked(); }
+  T* operator->() noexcept { return checked(); }
+  const T* operator->() const noexcept { return checked(); }
 
  private:
+  T* checked() noexcept {
+    if (!has_value_) detail::value_of_failed_expected(error_);
+    return &value_;
+  }
+  const T* checked() const noexcept {
+    if (!has_value_) detail::value_of_failed_expected(error_);
+    return &value_;
+  }
+
   /// As std::optional's assignments: T's own assignment when both hold a
   /// value, else a construction or a destruction.
   template <class E>
@@ -241,7 +266,9 @@ inline std::string errno_text(int e) {
   return errno_text_pick(::strerror_r(e, buf, sizeof buf), buf, e);
 }
 
-/// A runtime Failure as part of a build-time message. The runtime keeps
+}  // namespace detail
+
+/// A runtime Failure as text, for a message or a log line. The runtime keeps
 /// no text it would have to format (its `what` is a fixed string); a
 /// failed system call says so in `what` ("open failed (at = errno)") and
 /// keeps errno in `at`, which a message names by its reason:
@@ -255,11 +282,10 @@ std::string describe_failure(const Failure& f) {
   // an errno can be is read as one.)
   if (what.size() > kErrno.size() && what.substr(what.size() - kErrno.size()) == kErrno && f.at > 0 &&
       f.at <= static_cast<std::uint64_t>(INT_MAX))
-    return cat(what.substr(0, what.size() - kErrno.size()), ": ", errno_text(static_cast<int>(f.at)), " (",
-               error_name(f.code), ")");
-  return cat(what, " (", error_name(f.code), " at ", f.at, ")");
+    return detail::cat(what.substr(0, what.size() - kErrno.size()), ": ",
+                       detail::errno_text(static_cast<int>(f.at)), " (", error_name(f.code), ")");
+  return detail::cat(what, " (", error_name(f.code), " at ", f.at, ")");
 }
-}  // namespace detail
 
 }  // namespace wdedup
 

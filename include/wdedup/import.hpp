@@ -341,20 +341,33 @@ class PtdFiles {
   /// is one method (add_ptd_method) named `method`, or if that is empty,
   /// after the file: its name without directories and ".ptd", then "#2",
   /// "#3", ... if that is taken. A file that cannot be mapped or read is an
-  /// error with the reader's code, naming the path, the failed check and
-  /// its offset. On any error neither `program` nor this object changes.
+  /// error with the reader's code, naming the path, its size, the failed
+  /// check and its offset. On any error neither `program` nor this object
+  /// changes.
   template <int = 0>
   Expected<void> add(Program& program, const std::string& path, std::string method = {},
                      const ImportOptions& options = {}) {
     auto fail = [&](const Failure& f) {
-      return Expected<void>(f.code, detail::cat(path, ": ", detail::describe_failure(f)));
+      return Expected<void>(f.code, detail::cat(path, ": ", describe_failure(f)));
     };
     if (Expected<void> ok = detail::refuse_nul_in_path("read", path); !ok) return ok;
     Result<MmapSource> src = MmapSource::open(path.c_str());
     if (!src) return fail(src.failure());
     MmapSource file = std::move(src).value();
     Result<NamedDataMap> map = NamedDataMap::open(file);
-    if (!map) return fail(map.failure());
+    // With the file's size: a Truncated check names the header field whose
+    // range passes the end, not how long the file is.
+    if (!map)
+      return Expected<void>(map.error(),
+                            detail::cat(path, " (", file.size(), " bytes): ", describe_failure(map.failure())));
+    // The method name would flatten it into one partition, which
+    // add_ptd_method refuses; through this call the fix is to pass none.
+    if (map->function_count() != 0 && !method.empty())
+      return Expected<void>(Error::InvalidArgument,
+                            detail::cat(path, ": the file has ", map->function_count(),
+                                        " function maps (methods and partitions, as deduplicate() writes them); "
+                                        "PtdFiles::add restores them when given no method name, and does not merge "
+                                        "them into method ", detail::quote_name(method)));
     // Reserved first: once the program holds tensors into this mapping,
     // keeping the mapping must not fail.
     files_.reserve(files_.size() + 1);

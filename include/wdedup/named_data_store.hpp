@@ -132,6 +132,12 @@ Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpa
     return Expected<void>(Error::InvalidAlignment,
                           cat(where, "key ", quote_name(key), ": alignment ", alignment,
                               " exceeds the maximum of ", kMaxAlignment));
+  // A null pointer with a size is a mapping or allocation that failed
+  // upstream: a size that occurs once is never read before the store is
+  // written, so the write would be the first to touch it.
+  if (bytes.data() == nullptr && !bytes.empty())
+    return Expected<void>(Error::InvalidArgument, cat(where, "key ", quote_name(key), ": the data pointer is null "
+                                                      "but the size is ", bytes.size(), " bytes"));
   if (layout) {
     const std::optional<std::uint64_t> n = layout->nbytes();
     if (!n)

@@ -5,7 +5,8 @@
 # delegate does (-fno-exceptions -fno-rtti, strict warnings) and the
 # build-time half, then writing a store with one and reading it with the
 # other. The install is staged with DESTDIR: the CMake package must find
-# its headers from where it is (relocatable), pkg-config through its sysroot.
+# its headers from where it is, and the pkg-config files theirs from where
+# they are once the prefix is moved (both relocatable).
 #   check_install.sh <meson build dir> <C++ compiler command...>
 # (The compiler command is Meson's: "ccache g++" where Meson found ccache,
 # "g++ -m64" for CXX="g++ -m64". CMake takes a launcher, the compiler and
@@ -97,7 +98,15 @@ why=wdedup::wdedup needs Boost >= 1.66 headers (Debian: libboost-dev), not found
   "$(probe 'CONFIG' -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE)"
 
 # ---- pkg-config -------------------------------------------------------------
-export PKG_CONFIG_PATH=$pcdir PKG_CONFIG_SYSROOT_DIR=$dest
+# Relocatable too (pkgconfig.relocatable, a default option): the staged
+# prefix is moved elsewhere first, and no sysroot is given.
+moved=$work/moved
+mv -- "$prefix" "$moved"
+pcdir=$moved/${pcdir#"$prefix"/}
+export PKG_CONFIG_PATH=$pcdir
+unset PKG_CONFIG_SYSROOT_DIR
+inc=$(pkg-config --cflags-only-I wdedup-runtime | sed 's/^-I//; s/ *$//')
+check "pkg-config: relocatable (the prefix moved after install)" "$moved/include" "$(realpath -m -- "$inc")"
 # shellcheck disable=SC2046
 "${launcher[@]}" "${cxx[@]}" -std=c++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wconversion -Wsign-conversion -Wshadow -Werror \
   $(pkg-config --cflags wdedup-runtime) "$here/consumer/read_store.cpp" -o "$work/pc_read"
