@@ -32,6 +32,12 @@ refusals = [
     (["--reps", " 3"], "--reps needs a positive integer, got ' 3'"),
     (["--keys", "16,256,16"], "--keys 16,256,16 gives 16 twice"),
     (["--threads", "2,1,2"], "--threads 2,1,2 gives 2 twice"),
+    (["--only", "dedup,dedup"], "--only dedup,dedup gives dedup twice"),
+    (["--only", "alloc"], "unknown group 'alloc' (dedup, runtime, write, build; the alloc rows are runtime's)"),
+    (["--workloads", "adversarial,llama-1+1,adversarial"],
+     "--workloads adversarial,llama-1+1,adversarial gives adversarial twice"),
+    (["--workloads", "llama"],
+     "unknown workload 'llama' (llama-1+1, llama-3+3, llama-3+2, small-tensors, adversarial, ptd)"),
     (["--keys", "4294967296"], "--keys 4294967296 is more than a .ptd file holds (4294967295)"),
     (["--only", "runtime", "--model", "bogus"], "unknown --model 'bogus' (tiny, small or 1b)"),
     (["--only", "runtime", "--dim", "7", "--heads", "32"], "--dim 7 is not divisible by --heads 32"),
@@ -189,6 +195,12 @@ for args, want in [(["--mbb", "4"], "unknown option '--mbb'"),
     want = "example_benchmark_own_program: " + want + "\n" + usage
     if r.returncode != 2 or r.stderr != want or r.stdout != "":
         problems.append(f"example {args}: exit {r.returncode}, stderr {r.stderr!r}; expected 2, {want!r}")
+# More memory than the machine has: refused before allocating (it ended in
+# std::bad_alloc, exit 134).
+r = run([example, "--mb", "1000000"])
+if r.returncode != 2 or not re.fullmatch(r"example_benchmark_own_program: --mb 1000000 is more than this "
+                                         r"machine's [0-9]+ MB of memory\n", r.stderr):
+    problems.append(f"example --mb 1000000: exit {r.returncode}, stderr {r.stderr!r}")
 r = run([example, "--help"])
 if r.returncode != 0 or r.stdout != usage:
     problems.append(f"example --help: exit {r.returncode}, stdout {r.stdout!r}")

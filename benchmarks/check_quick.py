@@ -5,6 +5,7 @@ is asserted: CI machines are shared and small sizes mean nothing."""
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -68,13 +69,17 @@ with open(once_path) as f:
 print(f"bench_once: {len(lines)} workload runs")
 
 # --ptd: a user's own .ptd files as a workload, one method each. aliases.ptd
-# twice (separate mappings: prefill and decode exported apart) and simple.ptd:
-# 6 + 6 + 3 tensors over 4 + 3 distinct contents, no targets.
+# and a copy of it (prefill and decode exported apart; the same file twice is
+# refused, below) and simple.ptd: 6 + 6 + 3 tensors over 4 + 3 distinct
+# contents, no targets.
 ptd_path = os.path.join(outdir, "bench-ptd.json")
-files = [os.path.join(fixtures, f) for f in ("aliases.ptd", "simple.ptd", "aliases.ptd")]
+files = [os.path.join(fixtures, f) for f in ("aliases.ptd", "simple.ptd")]
 missing = [f for f in files if not os.path.exists(f)]
 if missing:
     sys.exit(f"bench_ptd: fixtures not found ({missing[0]}): ../shared must sit beside the repository")
+aliases_copy = os.path.join(outdir, "bench-ptd-aliases-copy.ptd")
+shutil.copyfile(files[0], aliases_copy)
+files.append(aliases_copy)
 ptd = subprocess.run([exe, "--quick", "--only", "dedup", "--threads", "1,2", "--no-progress", "--ptd", ",".join(files),
                       "--json", ptd_path, "--tmpdir", outdir],
                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -112,10 +117,29 @@ for args, want in [(["--only", ""], "wdedup-bench: --only needs at least one gro
 bad = subprocess.run([exe, "--only", "dedup", "--ptd", os.path.join(fixtures, "simple.json"), "--json", ptd_path],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 json_fixture = os.path.join(fixtures, 'simple.json')
-want = (f"wdedup-bench: {json_fixture} ({os.path.getsize(json_fixture)} bytes): "
+want = (f"wdedup-bench: --ptd {json_fixture} ({os.path.getsize(json_fixture)} bytes): "
         "flatbuffer identifier is not FT01 (MalformedHeader at 4)")
-if bad.returncode != 2 or bad.stderr.strip() != want:
-    problems.append(f"a file that is not a .ptd: exit {bad.returncode}, stderr {bad.stderr.strip()!r}, expected 2, {want!r}")
+if bad.returncode != 2 or bad.stderr.strip() != want or bad.stdout:
+    problems.append(f"a file that is not a .ptd: exit {bad.returncode}, stderr {bad.stderr.strip()!r}, stdout "
+                    f"{bad.stdout[:80]!r}, expected 2, {want!r} and nothing run")
+# Checked before anything runs, even when other workloads come first; one
+# file twice (here through a link) is refused: the two mappings share pages.
+link = os.path.join(outdir, "bench-ptd-link.ptd")
+if os.path.lexists(link):
+    os.remove(link)
+os.symlink(files[0], link)
+for args, want in [(["--workloads", "llama-1+1,ptd", "--ptd", json_fixture],
+                    f"wdedup-bench: --ptd {json_fixture} ({os.path.getsize(json_fixture)} bytes): "
+                    "flatbuffer identifier is not FT01 (MalformedHeader at 4)"),
+                   (["--ptd", f"{files[0]},{link}"],
+                    f"wdedup-bench: --ptd names one file twice ({files[0]} and {link}): their mappings share "
+                    "pages, so the figures would count bytes never read; copy the file to time identical methods"),
+                   (["--ptd", f"{files[0]},"], f"wdedup-bench: --ptd {files[0]}, has an empty file name")]:
+    r = subprocess.run([exe, "--quick", "--only", "dedup", "--no-progress", "--json", ptd_path] + args,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    if r.returncode != 2 or r.stderr.strip() != want or r.stdout:
+        problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}, stdout {r.stdout[:80]!r}; "
+                        f"expected 2, {want!r} and nothing run")
 # A store wdedup wrote comes back as its methods and partitions: prefill 3 +
 # decode 2 cannot go through Positional, so the workload runs OneBlob.
 merged = os.path.join(outdir, "bench-ptd-oneblob.ptd")

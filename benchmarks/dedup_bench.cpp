@@ -322,8 +322,9 @@ Workload make_ptd(const Config& c) {
   w.has_targets = false;
   for (const std::string& path : c.ptd_files)
     if (wdedup::Expected<void> added = w.files.add(w.own, path); !added) {
-      std::fprintf(stderr, "wdedup-bench: %s\n", added.message().c_str());
-      std::exit(2);
+      // (Checked before the run: the file changed since.)
+      report_failure("--ptd " + added.message());
+      std::exit(1);
     }
   std::uint64_t tensors = 0, bytes = 0;
   for (const wdedup::Method& m : w.own.methods)
@@ -379,7 +380,7 @@ std::uint64_t dedup_once(const wdedup::Program& p, unsigned threads, double* ide
   o.threads = threads;
   auto r = wdedup::deduplicate<wdedup::Strategy<Policy_>>(p, o);
   if (!r) {
-    std::fprintf(stderr, "wdedup-bench: deduplicate failed: %s\n", r.message().c_str());
+    report_failure("deduplicate failed: " + r.message());
     std::exit(1);
   }
   if (identity_seconds) *identity_seconds = r->report.seconds_identity;

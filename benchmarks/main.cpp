@@ -15,14 +15,17 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include "harness.hpp"
 #include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads
 #include "wdedup/detail/atomic_file.hpp"  // parent_dir, can_create_file, write_whole_file
+#include "wdedup/import.hpp"  // PtdFiles: --ptd files checked before the run
 #include "wdedup/report.hpp"
 
 #ifndef WBENCH_INCLUDE_DIR
@@ -87,10 +90,12 @@ void usage(FILE* f) {
   std::fprintf(
       f,
       "usage: wdedup-bench [options]\n"
-      "  --quick                 small sizes, few repetitions (what CI runs; no timing checks)\n"
+      "  --quick                 small sizes, few repetitions (what CI runs: the figures and\n"
+      "                          the targets' yes/NO are printed, but mean nothing at these sizes)\n"
       "  --json FILE             where to write every figure (default results.json)\n"
       "  --tmpdir DIR            where stores are written (default: the JSON file's directory)\n"
-      "  --only G[,G...]         run only these groups: dedup, runtime, write, build\n"
+      "  --only G[,G...]         run only these groups: dedup, runtime (with the alloc rows),\n"
+      "                          write, build\n"
       "  --reps N                repetitions per figure (default 7; --quick 3), except: the write\n"
       "                          rows take at most 5 (each writes the store 4 times), the\n"
       "                          open-time row at least 11 (an open takes a few ms), the\n"
@@ -101,8 +106,8 @@ void usage(FILE* f) {
       "  --workloads W[,W...]    dedup workloads to run (default all): llama-1+1, llama-3+3,\n"
       "                          llama-3+2, small-tensors, adversarial, ptd (with --ptd)\n"
       "Llama workload (prefill + decode, fp16):\n"
-      "  --model tiny|small|1b   generator preset (default small: ~2x220 MB; 1b: ~2x2.5 GB;\n"
-      "                          --quick: tiny)\n"
+      "  --model tiny|small|1b   generator preset (default small: 2x313 MB of tensors, 494 MB of\n"
+      "                          distinct bytes; 1b: ~2x2.5 GB; --quick: tiny)\n"
       "  --full                  Llama-1B shapes (= --model 1b)\n"
       "  --layers N --dim N --hidden-dim N --vocab-size N --heads N --kv-heads N --max-seq-len N\n"
       "                          (llama-3+3 and llama-3+2 need at least 3 layers)\n"
@@ -117,8 +122,10 @@ void usage(FILE* f) {
       "Your own weights:\n"
       "  --ptd FILE[,FILE...]    .ptd files, one method each, named after the file\n"
       "                          (prefill.ptd,decode.ptd); a store wdedup wrote comes back as\n"
-      "                          its methods and partitions. Workload 'ptd'; with --ptd only\n"
-      "                          it runs, unless --workloads names others (and 'ptd')\n"
+      "                          its methods and partitions; each file once (checked before\n"
+      "                          anything runs). Workload 'ptd': with --ptd it is the only dedup\n"
+      "                          workload, unless --workloads names others (and 'ptd'); the\n"
+      "                          runtime, write and build groups still run (--only dedup)\n"
       "Runtime and writer:\n"
       "  --keys N[,N...]         store sizes for the lookup benchmark (default 16,256,4096,65536);\n"
       "                          open time and allocations are measured on the largest\n"
@@ -174,6 +181,43 @@ std::vector<std::string> split(const std::string& s) {
     at = comma + 1;
   }
   return out;
+}
+
+/// The first value a list gives twice, or nullptr.
+const char* repeated(const std::vector<std::string>& list) {
+  for (std::size_t k = 0; k < list.size(); ++k)
+    if (std::count(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k), list[k]) != 0) return list[k].c_str();
+  return nullptr;
+}
+
+/// The --ptd files, before anything runs (the ptd workload is made last,
+/// after minutes of the others): each one file once, and each a .ptd the
+/// import takes. Two names of one file (a link, a hard link) share their
+/// pages, so deduplicate() would read half the bytes its figures count:
+/// the same file twice ran at 1.44x of its read pass, a copy at 0.83x.
+bool check_ptd_files(const Config& c) {
+  std::vector<std::pair<dev_t, ino_t>> ids(c.ptd_files.size(), {0, 0});
+  for (std::size_t k = 0; k < c.ptd_files.size(); ++k) {
+    struct stat st;
+    if (::stat(c.ptd_files[k].c_str(), &st) != 0) continue;  // the import below names the error
+    ids[k] = {st.st_dev, st.st_ino};
+    for (std::size_t j = 0; j < k; ++j)
+      if (ids[j] == ids[k]) {
+        std::fprintf(stderr,
+                     "wdedup-bench: --ptd names one file twice (%s and %s): their mappings share pages, so the "
+                     "figures would count bytes never read; copy the file to time identical methods\n",
+                     c.ptd_files[j].c_str(), c.ptd_files[k].c_str());
+        return false;
+      }
+  }
+  wdedup::PtdFiles files;
+  wdedup::Program scratch;
+  for (const std::string& path : c.ptd_files)
+    if (wdedup::Expected<void> added = files.add(scratch, path); !added) {
+      std::fprintf(stderr, "wdedup-bench: --ptd %s\n", added.message().c_str());
+      return false;
+    }
+  return true;
 }
 
 int parse_args(int argc, char** argv, Config* c) {
@@ -250,9 +294,14 @@ int parse_args(int argc, char** argv, Config* c) {
       }
       for (const std::string& g : c->only)
         if (g != "dedup" && g != "runtime" && g != "write" && g != "build") {
-          std::fprintf(stderr, "wdedup-bench: unknown group '%s' (dedup, runtime, write, build)\n", g.c_str());
+          std::fprintf(stderr, "wdedup-bench: unknown group '%s' (dedup, runtime, write, build; the alloc rows "
+                               "are runtime's)\n", g.c_str());
           return 2;
         }
+      if (const char* twice = repeated(c->only)) {
+        std::fprintf(stderr, "wdedup-bench: --only %s gives %s twice\n", v, twice);
+        return 2;
+      }
     } else if (opt == "--workloads") {
       if (!value()) return 2;
       c->workloads = split(v);
@@ -263,14 +312,24 @@ int parse_args(int argc, char** argv, Config* c) {
       for (const std::string& w : c->workloads)
         if (w != "llama-1+1" && w != "llama-3+3" && w != "llama-3+2" && w != "small-tensors" && w != "adversarial" &&
             w != "ptd") {
-          std::fprintf(stderr, "wdedup-bench: unknown workload '%s'\n", w.c_str());
+          std::fprintf(stderr, "wdedup-bench: unknown workload '%s' (llama-1+1, llama-3+3, llama-3+2, "
+                               "small-tensors, adversarial, ptd)\n", w.c_str());
           return 2;
         }
+      if (const char* twice = repeated(c->workloads)) {
+        std::fprintf(stderr, "wdedup-bench: --workloads %s gives %s twice\n", v, twice);
+        return 2;
+      }
     } else if (opt == "--ptd") {
       if (!value()) return 2;
       c->ptd_files = split(v);
       if (c->ptd_files.empty()) {
         std::fprintf(stderr, "wdedup-bench: --ptd needs at least one file\n");
+        return 2;
+      }
+      // (split drops empty names: "a.ptd," would otherwise pass for "a.ptd".)
+      if (c->ptd_files.size() != static_cast<std::size_t>(std::count(v, v + std::strlen(v), ',')) + 1) {
+        std::fprintf(stderr, "wdedup-bench: --ptd %s has an empty file name\n", v);
         return 2;
       }
     } else if (opt == "--model") {
@@ -383,6 +442,7 @@ int parse_args(int argc, char** argv, Config* c) {
   }
   // Someone timing their own files wants those, not the built-in workloads.
   if (!c->ptd_files.empty() && c->workloads.empty()) c->workloads = {"ptd"};
+  if (!c->ptd_files.empty() && c->wants("dedup") && c->wants_workload("ptd") && !check_ptd_files(*c)) return 2;
   if (c->threads.empty()) {
     const unsigned all =
         std::min(std::max(1u, std::thread::hardware_concurrency()), wdedup::DedupOptions::kMaxThreads);
@@ -501,7 +561,7 @@ std::string fmt_value(double v, const std::string& unit) {
   return buf;
 }
 
-void print_table(const Results& r, const char* input_pages) {
+void print_table(const Results& r, const char* input_pages, bool quick) {
   std::printf("%-8s %-44s %3s %13s  %-30s %9s  %-12s %s\n", "group", "benchmark", "thr", "figure", "baseline (same run)",
               "ratio", "target", "met");
   std::string last;
@@ -524,9 +584,10 @@ void print_table(const Results& r, const char* input_pages) {
       ++targets;
       met += *w.met() ? 1u : 0u;
     }
-  std::printf("\n%zu of %zu targets met. ratio = baseline time / wdedup time (above 1: wdedup faster),\n"
-              "except where a row's JSON ratio_meaning says otherwise.\n",
-              met, targets);
+  std::printf("\n%zu of %zu targets met%s. ratio = baseline time / wdedup time (above 1: wdedup faster),\n"
+              "except: 'scaling vs 1 thr' (wdedup's speed-up over the read pass's) and build rows (empty TU\n"
+              "time / this TU's, their target on the figure); each row's JSON ratio_meaning says which.\n",
+              met, targets, quick ? " (--quick: small sizes, the yes/NO mean nothing)" : "");
   // Where the input sits moves the read pass more than deduplicate() (see
   // README, Benchmarks): each dedup workload's share on huge pages, once.
   std::vector<std::string> seen;
@@ -602,7 +663,7 @@ int main(int argc, char** argv) {
     if (c.wants("write")) run(wbench::run_write);
     if (c.wants("build")) run(wbench::run_build_cost);
     wbench::progress_done(c);
-    print_table(r, c.input_pages.c_str());
+    print_table(r, c.input_pages.c_str(), c.quick);
   }
 
   r.notes.push_back({"checksum", std::to_string(wbench::consumed())});

@@ -6,6 +6,10 @@
 //
 //   example_benchmark_own_program [--mb N] [--threads N] [--reps N]
 //
+// Built with the project (meson: examples/example_benchmark_own_program, run
+// as a test), or on its own from the clone:
+//   g++ -std=c++17 -O2 -I include examples/benchmark_own_program.cpp -pthread
+//
 // Here the "model" is two methods that share most of their weights in
 // separate memory, as two separately exported graphs do. Replace
 // make_buffers() with your own bytes (an mmap'd file, tensors you hold).
@@ -93,6 +97,12 @@ Args parse_args(int argc, char** argv) {
 int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
   const unsigned mb = args.mb, threads = args.threads, reps = args.reps;
+  // Refused up front rather than ended by the allocator (or the kernel).
+  if (const std::uint64_t have = wdedup::bench::physical_memory(); have != 0 && std::uint64_t{mb} << 20 > have) {
+    std::fprintf(stderr, "example_benchmark_own_program: --mb %u is more than this machine's %llu MB of memory\n",
+                 mb, static_cast<unsigned long long>(have >> 20));
+    return 2;
+  }
 
   // 1. Your buffers, as a Program (tensors point at your memory; no copy).
   const std::size_t size = 256 * 1024, count = std::max<std::size_t>(1, std::size_t{mb} * 1024 * 1024 / size / 2);
@@ -122,7 +132,11 @@ int main(int argc, char** argv) {
       reps,
       [&] {
         auto r = wdedup::deduplicate<wdedup::Strategy<wdedup::Positional>>(program, options);
-        checksum += r ? r->report.bytes_stored : 0;
+        if (!r) {  // a failed call is no figure (it would time as a fast one)
+          std::fprintf(stderr, "deduplicate failed: %s\n", r.message().c_str());
+          std::exit(1);
+        }
+        checksum += r->report.bytes_stored;
       },
       [&] { checksum += wdedup::bench::read_pass(input, threads); });
 

@@ -3,12 +3,19 @@
 // limit of any exact deduplication), interleaved repetitions and medians.
 // Build-time half; not part of the umbrella header (include it on its own).
 //
+//   using S = wdedup::Strategy<wdedup::Positional>;
 //   std::vector<wdedup::ByteSpan> in = wdedup::bench::input_spans(program);
-//   wdedup::bench::read_pass(in, threads);                 // warm both the same way
+//   wdedup::DedupOptions opts;
+//   opts.threads = threads;
+//   std::uint64_t sink = wdedup::bench::read_pass(in, threads);   // warm both
+//   if (!wdedup::deduplicate<S>(program, opts)) return 1;        // (and check it works)
 //   wdedup::bench::Paired p = wdedup::bench::compare(7,
-//       [&] { (void)wdedup::deduplicate<S>(program, {threads}); },
+//       [&] { if (!wdedup::deduplicate<S>(program, opts)) std::abort(); },
 //       [&] { sink += wdedup::bench::read_pass(in, threads); });
-//   // p.ratio: read-pass time / dedup time (1.0 = as fast as reading the bytes)
+//   // p.ratio: read-pass time / dedup time (1.0 = as fast as reading the bytes);
+//   // GB/s: bench::gb_per_s(bench::total_bytes(in), p.seconds), bytes counted
+//   // once per distinct memory range (input_spans)
+// examples/benchmark_own_program.cpp is this, whole.
 #ifndef WDEDUP_BENCH_HPP
 #define WDEDUP_BENCH_HPP
 
