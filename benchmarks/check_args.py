@@ -33,6 +33,7 @@ refusals = [
     (["--keys", "16,256,16"], "--keys 16,256,16 gives 16 twice"),
     (["--threads", "2,1,2"], "--threads 2,1,2 gives 2 twice"),
     (["--only", "dedup,dedup"], "--only dedup,dedup gives dedup twice"),
+    (["--only", "write", "--ptd", "nope.ptd"], "--ptd gives files, but --only does not run dedup"),
     (["--only", "alloc"], "unknown group 'alloc' (dedup, runtime, write, build; the alloc rows are runtime's)"),
     (["--workloads", "adversarial,llama-1+1,adversarial"],
      "--workloads adversarial,llama-1+1,adversarial gives adversarial twice"),

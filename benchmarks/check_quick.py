@@ -87,9 +87,12 @@ print(ptd.stdout)
 if ptd.returncode != 0:
     sys.exit(f"wdedup-bench --ptd exited with {ptd.returncode}")
 with open(ptd_path) as f:
-    rows = json.load(f)["results"]
+    ptd_json = json.load(f)
+rows = ptd_json["results"]
 dedup_rows = [r for r in rows if r["name"] == "ptd files POSITIONAL: deduplicate" and r["baseline"] == "read pass"]
 problems = []
+if ptd_json["facts"].get("llama_model") != "none ran":
+    problems.append(f"facts.llama_model of a --ptd run: {ptd_json['facts'].get('llama_model')!r}, expected 'none ran'")
 if sorted(r["threads"] for r in dedup_rows) != [1, 2]:
     problems.append(f"expected one deduplicate-vs-read-pass row per thread count, got {len(dedup_rows)}")
 for r in dedup_rows:

@@ -442,7 +442,11 @@ int parse_args(int argc, char** argv, Config* c) {
   }
   // Someone timing their own files wants those, not the built-in workloads.
   if (!c->ptd_files.empty() && c->workloads.empty()) c->workloads = {"ptd"};
-  if (!c->ptd_files.empty() && c->wants("dedup") && c->wants_workload("ptd") && !check_ptd_files(*c)) return 2;
+  if (!c->ptd_files.empty() && !c->wants("dedup")) {
+    std::fprintf(stderr, "wdedup-bench: --ptd gives files, but --only does not run dedup\n");
+    return 2;
+  }
+  if (!c->ptd_files.empty() && c->wants_workload("ptd") && !check_ptd_files(*c)) return 2;
   if (c->threads.empty()) {
     const unsigned all =
         std::min(std::max(1u, std::thread::hardware_concurrency()), wdedup::DedupOptions::kMaxThreads);
@@ -570,7 +574,8 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
     last = w.group;
     std::string base = w.baseline.empty() ? "-" : w.baseline + " " + fmt_value(w.baseline_value, w.baseline_unit);
     char ratio[32] = "-";
-    if (w.ratio) std::snprintf(ratio, sizeof ratio, "%.3gx", *w.ratio);
+    // Three significant digits, without an exponent (6170x, not 6.17e+03x).
+    if (w.ratio) std::snprintf(ratio, sizeof ratio, *w.ratio >= 1000 ? "%.0fx" : "%.3gx", *w.ratio);
     const char* met = !w.met() ? "" : *w.met() ? "yes" : "NO";
     char thr[16] = "-";
     if (w.threads) std::snprintf(thr, sizeof thr, "%u", w.threads);
@@ -634,7 +639,13 @@ int main(int argc, char** argv) {
   std::string threads;
   for (unsigned t : c.threads) threads += (threads.empty() ? "" : ",") + std::to_string(t);
   r.notes.push_back({"dedup_threads", threads});
-  r.notes.push_back({"llama_model", c.model});
+  // What the Llama workloads ran as, or that none ran (a --ptd run).
+  bool llama_ran = c.wants("dedup");
+  if (llama_ran) {
+    llama_ran = false;
+    for (const char* id : {"llama-1+1", "llama-3+3", "llama-3+2"}) llama_ran = llama_ran || c.wants_workload(id);
+  }
+  r.notes.push_back({"llama_model", llama_ran ? c.model : "none ran"});
   r.notes.push_back({"input_pages", c.input_pages});
   r.notes.push_back({"transparent_hugepage", wbench::thp_policy()});
 
