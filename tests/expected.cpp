@@ -231,3 +231,25 @@ TEST_CASE("Expected: the value of a failed Expected names its error and stops th
       &err));
   CHECK(err.empty());
 }
+
+TEST_CASE("Expected: made from Error::Ok where a failure is meant, it fails with InvalidArgument and says so") {
+  // A policy's validate that refuses with Error::Ok was read as success,
+  // and an Expected<T> without a value had error() == Ok.
+  const Expected<int> t(Error::Ok, "no value");
+  CHECK_FALSE(t.ok());
+  CHECK(t.error() == Error::InvalidArgument);
+  CHECK(t.message() == "an Expected<T> was made from Error::Ok, without a value: no value");
+  const Expected<int> bare = BuildError{};
+  CHECK(bare.error() == Error::InvalidArgument);
+  CHECK(bare.message() == "an Expected<T> was made from Error::Ok, without a value");
+  const Expected<void> refused(Error::Ok, "I refuse");
+  CHECK_FALSE(refused.ok());
+  CHECK(refused.error() == Error::InvalidArgument);
+  CHECK(refused.message() == "an Expected<void> was made from Error::Ok with a message: I refuse");
+  const Expected<void> fine(Error::Ok, "");
+  CHECK(fine.ok());
+  CHECK(fine.message().empty());
+  const Expected<void> failed(Error::KeyConflict, "kept as it is");
+  CHECK(failed.error() == Error::KeyConflict);
+  CHECK(failed.message() == "kept as it is");
+}

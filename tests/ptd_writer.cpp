@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -732,6 +733,32 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     expect(m, {}, Error::InvalidArgument,
            "2897 functions (methods x partitions); a .ptd file's function maps hold at most 2896");
   }
+  SUBCASE("long function-map names a reader could not check for repeats") {
+    // 150-byte names that differ only in their middle: a reader's
+    // fingerprints (first and last 64 bytes) all match, and comparing them
+    // pair after pair exceeds the bytes it compares at open. The writer runs
+    // the same check and refuses before writing (it wrote the file, which
+    // then failed to open, until it did).
+    const auto name = [](char end, std::uint32_t i) {
+      return std::string(70, end) + std::to_string(1000 + i) + std::string(76, end);
+    };
+    FunctionMaps m;
+    for (std::uint32_t i = 0; i < 32; ++i) m.functions.push_back(FunctionMap{name('m', i), 0, "blob", name('f', i), {}});
+    // Named: the 28th, where the bytes a reader compares run out.
+    expect(m, {}, Error::InvalidName,
+           "function '" + name('m', 27) + "' partition 0 ('" + name('f', 27) +
+               "' in blob 'blob'): a reader could not check the function maps for repeats (names over 128 bytes "
+               "that agree in their first and last 64 bytes, function after function, exceed what it compares) and "
+               "would refuse the file; make such names differ within 64 bytes of either end");
+    // Fewer such names fit what a reader compares: written, and they open.
+    m.functions.resize(16);
+    Expected<std::vector<std::uint8_t>> bytes = serialize_ptd(s, m, {});
+    REQUIRE(bytes.ok());
+    BufferSource src(bytes->data(), bytes->size());
+    Result<NamedDataMap> map = NamedDataMap::open(src);
+    REQUIRE(map.ok());
+    CHECK(map->function_count() == 16);
+  }
   SUBCASE("segment alignment 0 or too large") {
     WriteOptions o;
     o.segment_alignment = 0;
@@ -935,15 +962,40 @@ TEST_CASE("long names the writer takes, the reader opens; only names alike at bo
   {
     // 2,896 function names of 200 bytes that agree in their first and last
     // 64 bytes: fingerprints alike, so every pair's bytes are compared, past
-    // what open() allows (the pool plus 1 KiB a name): refused, not slow.
+    // what open() allows (the pool plus 1 KiB a name): a reader refuses such
+    // maps, not slow. Both run detail::check_function_repeats: the reader
+    // over the file's pool, the writer over the pool it is about to write,
+    // so the writer refuses them first and no file it writes fails to open.
     FunctionMaps m;
     for (std::uint32_t i = 0; i < wdedup::format::kMaxFunctions; ++i) {
       std::string name = std::string(64, 'a') + std::to_string(i);
       name += std::string(200 - name.size(), 'z');
       m.functions.push_back(FunctionMap{"m" + std::to_string(i), 0, "blob", name, {}});
     }
-    CHECK(open_status(m) == "function map names too long to check for repeats (names over 128 bytes that agree at "
-                            "both ends, pair after pair)");
+    Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, m, {});
+    CHECK(file.error() == Error::InvalidName);
+    CHECK(file.message().find(": a reader could not check the function maps for repeats") != std::string::npos);
+    // The check itself over a pool as the writer lays it out (each string
+    // once): too long, where the bytes it compares run out.
+    std::string pool;
+    std::map<std::string, std::size_t> at;
+    const auto place = [&](const std::string& v) {
+      const auto it = at.emplace(v, pool.size());
+      if (it.second) pool += v + '\0';
+      return it.first->second;
+    };
+    for (const FunctionMap& f : m.functions)
+      for (const std::string* v : {&f.method, &f.blob_key, &f.function_name}) place(*v);
+    std::vector<wdedup::detail::FunctionNames> names;
+    for (const FunctionMap& f : m.functions) {
+      const auto view = [&](const std::string& v) { return wdedup::KeyView(pool.data() + at[v], v.size()); };
+      names.push_back({view(f.method), view(f.blob_key), view(f.function_name), f.partition_index});
+    }
+    const wdedup::detail::RepeatCheck rc = wdedup::detail::check_function_repeats(
+        static_cast<std::uint32_t>(names.size()), pool.size(), wdedup::format::kCheckBytesPerName,
+        [&](std::uint32_t i) noexcept { return names[i]; });
+    CHECK(rc.problem == wdedup::detail::RepeatCheck::kTooLong);
+    CHECK(file.message().rfind(wdedup::detail::describe_function(m.functions[rc.at]) + ": ", 0) == 0);
   }
 }
 

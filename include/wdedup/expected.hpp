@@ -35,6 +35,17 @@ namespace detail {
   std::fflush(stderr);
   value_of_failed_result();
 }
+/// A BuildError made from Error::Ok where a failure is meant (a policy's
+/// validate returning Expected<void>(Error::Ok, "refused"), an Expected<T>
+/// with no value): as a runtime Result made from Error::Ok, a failure with
+/// InvalidArgument that says so, never a failure whose error() is Ok or a
+/// refusal read as success.
+inline BuildError build_failure_of(BuildError e, const char* made) {
+  if (e.code != Error::Ok) return e;
+  e.code = Error::InvalidArgument;
+  e.message = e.message.empty() ? std::string(made) : std::string(made) + ": " + e.message;
+  return e;
+}
 }  // namespace detail
 
 /// Either a T or a BuildError. Build-time code returns this; it never throws.
@@ -53,8 +64,9 @@ template <class T>
 class [[nodiscard]] Expected {
  public:
   Expected(T value) : has_value_(true) { ::new (static_cast<void*>(&value_)) T(std::move(value)); }
-  Expected(BuildError e) : error_(std::move(e)) {}
-  Expected(Error code, std::string message) : error_(BuildError{code, std::move(message)}) {}
+  Expected(BuildError e) : error_(detail::build_failure_of(std::move(e), kMadeFromOk)) {}
+  Expected(Error code, std::string message)
+      : error_(detail::build_failure_of(BuildError{code, std::move(message)}, kMadeFromOk)) {}
   Expected(const Expected& o) : error_(o.error_), has_value_(o.has_value_) {
     if (has_value_) ::new (static_cast<void*>(&value_)) T(o.value_);
   }
@@ -116,6 +128,8 @@ class [[nodiscard]] Expected {
     }
   }
 
+  static constexpr const char* kMadeFromOk = "an Expected<T> was made from Error::Ok, without a value";
+
   union {
     T value_;
   };
@@ -128,8 +142,11 @@ template <>
 class [[nodiscard]] Expected<void> {
  public:
   Expected() = default;
-  Expected(BuildError e) : error_(std::move(e)) {}
-  Expected(Error code, std::string message) : error_(BuildError{code, std::move(message)}) {}
+  /// Error::Ok with a message is no success: a failure (InvalidArgument)
+  /// that keeps the message. Error::Ok without one is success.
+  Expected(BuildError e)
+      : error_(e.message.empty() ? std::move(e) : detail::build_failure_of(std::move(e), kMadeFromOk)) {}
+  Expected(Error code, std::string message) : Expected(BuildError{code, std::move(message)}) {}
 
   bool ok() const noexcept { return error_.code == Error::Ok; }
   explicit operator bool() const noexcept { return ok(); }
@@ -138,6 +155,8 @@ class [[nodiscard]] Expected<void> {
   const BuildError& build_error() const noexcept { return error_; }
 
  private:
+  static constexpr const char* kMadeFromOk = "an Expected<void> was made from Error::Ok with a message";
+
   BuildError error_;
 };
 

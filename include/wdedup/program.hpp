@@ -91,10 +91,28 @@ struct Tensor {
 struct Partition {
   std::vector<Tensor> tensors;
 
+  // Three overloads rather than one with `std::optional<Layout> layout =
+  // std::nullopt`: moving that disengaged default made GCC 12 warn
+  // -Wmaybe-uninitialized (a false positive, but an error under -Werror)
+  // in callers' code at -O1 and up.
   template <int = 0>
-  Partition& add(std::string name, ByteSpan bytes, std::int64_t alignment = 1,
-                 std::optional<Layout> layout = std::nullopt) {
-    tensors.push_back(Tensor{std::move(name), bytes, alignment, std::move(layout)});
+  Partition& add(std::string name, ByteSpan bytes, std::int64_t alignment = 1) {
+    Tensor& t = tensors.emplace_back();
+    t.name = std::move(name);
+    t.bytes = bytes;
+    t.alignment = alignment;
+    return *this;
+  }
+  template <int = 0>
+  Partition& add(std::string name, ByteSpan bytes, std::int64_t alignment, Layout layout) {
+    add(std::move(name), bytes, alignment);
+    tensors.back().layout.emplace(std::move(layout));
+    return *this;
+  }
+  template <int = 0>
+  Partition& add(std::string name, ByteSpan bytes, std::int64_t alignment, std::optional<Layout> layout) {
+    add(std::move(name), bytes, alignment);
+    if (layout) tensors.back().layout.emplace(std::move(*layout));
     return *this;
   }
 };

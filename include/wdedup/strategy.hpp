@@ -131,8 +131,17 @@ struct policy_function_name_ok<P, std::void_t<decltype(implicitly<std::string_vi
                                                   std::declval<const Program&>(), std::size_t{}, std::uint32_t{})))>>
     : std::true_type {};
 
+// `static constexpr auto name = nullptr;` converts to a std::string_view as
+// well (C++17), and would be read as a C string: no name.
+template <class P, class = void>
+struct policy_name_is_nullptr : std::false_type {};
 template <class P>
-constexpr bool policy_has_name = decltype(has_policy_name(hana::type_c<P>))::value;
+struct policy_name_is_nullptr<P, std::void_t<decltype(P::name)>>
+    : std::is_same<std::decay_t<decltype(P::name)>, std::nullptr_t> {};
+
+template <class P>
+constexpr bool policy_has_name =
+    decltype(has_policy_name(hana::type_c<P>))::value && !policy_name_is_nullptr<P>::value;
 template <class P>
 constexpr bool policy_has_validate = policy_validate_ok<P>::value;
 template <class P>

@@ -25,6 +25,7 @@
 #include "wdedup/function_map.hpp"
 #include "wdedup/named_data_store.hpp"
 #include "wdedup/runtime/detail/format.hpp"
+#include "wdedup/runtime/detail/function_repeats.hpp"
 #include "wdedup/runtime/detail/key_hash.hpp"
 #include "wdedup/write_options.hpp"
 
@@ -476,6 +477,28 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
       pool.add(f.function->function_name);
       for (const auto& row : f.rows) pool.add(row.name);
     }
+  }
+  // A reader checks the function maps for repeats at open with no heap,
+  // within a budget of bytes, and refuses maps whose long names exhaust it
+  // (check_function_repeats). The same check over the same pool here: a
+  // file this writes always opens. (Repeats themselves were refused above.)
+  if (options.wdedup_extensions && !in.functions.empty()) {
+    const std::string& chars = pool.bytes();
+    const auto view = [&](const std::string& name) { return KeyView(chars.data() + pool.add(name), name.size()); };
+    std::vector<FunctionNames> names;
+    names.reserve(in.functions.size());
+    for (const ResolvedFunction& f : in.functions)
+      names.push_back(FunctionNames{view(f.function->method), view(f.function->blob_key),
+                                    view(f.function->function_name), f.function->partition_index});
+    const RepeatCheck rc = check_function_repeats(static_cast<std::uint32_t>(names.size()), chars.size(),
+                                                  format::kCheckBytesPerName,
+                                                  [&](std::uint32_t i) noexcept { return names[i]; });
+    if (rc.problem != RepeatCheck::kNone)
+      return R(Error::InvalidName,
+               cat(describe_function(*in.functions[rc.at].function), ": a reader could not check the function maps "
+                   "for repeats (names over 128 bytes that agree in their first and last 64 bytes, function after "
+                   "function, exceed what it compares) and would refuse the file; make such names differ within 64 "
+                   "bytes of either end"));
   }
   ExtensionShape shape;
   if (options.wdedup_extensions) {

@@ -17,6 +17,7 @@
 #include "wdedup/runtime/data_source.hpp"
 #include "wdedup/runtime/detail/flatbuffer.hpp"
 #include "wdedup/runtime/detail/format.hpp"
+#include "wdedup/runtime/detail/function_repeats.hpp"
 #include "wdedup/runtime/detail/key_hash.hpp"
 #include "wdedup/runtime/error.hpp"
 #include "wdedup/runtime/key_view.hpp"
@@ -621,7 +622,7 @@ class NamedDataMap {
   static constexpr std::uint64_t kProbeBudgetPerSlot = 64;
   /// Bytes of names open() reads per function-table row and per function
   /// name, on top of the strings pool once (validate_ext_functions).
-  static constexpr std::uint64_t kCompareBytesPerRow = 1024;
+  static constexpr std::uint64_t kCompareBytesPerRow = format::kCheckBytesPerName;
   // What a zero-size copy points at: not null, and aligned like a mapping.
   alignas(4096) static constexpr std::uint8_t kEmptyByte = 0;
 
@@ -1426,75 +1427,28 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
   if (next_row != ftensor_count_)
     return Status(Error::MalformedFunctionMap, "rows belong to no function (at = first such row)", next_row);
   // No two functions for one (method, partition), nor with one name in one
-  // blob: find_function would return the first of the two, another
-  // function's tensor table, without an error. With no heap to sort in,
-  // functions are taken in blocks of kBlock, whose two fingerprints each
-  // sit on the stack (1 KiB); every later function is fingerprinted once
-  // per block and compared with them, and bytes are compared only where a
-  // fingerprint matches. A fingerprint hashes a name's size and at most its
-  // first and last 64 bytes (all of a name up to 128 bytes), so it costs
-  // the same whatever the names: 2,896 functions are ~4.2M pairs of 64-bit
-  // comparisons and ~200k fingerprints, a few ms. Bytes compared where
-  // fingerprints match, beyond a real repeat's (refused at once), stay
-  // within the pool plus 1 KiB a function name: only names over 128 bytes
-  // that agree at both ends, pair after pair, exceed that (refused as too
-  // long to check). Files with more functions than format::kMaxFunctions,
-  // which the writer does not write, are read without this check.
+  // blob (detail::check_function_repeats). Files with more functions than
+  // format::kMaxFunctions, which the writer does not write, are read
+  // without this check.
   if (function_count_ > format::kMaxFunctions) return detail::ok_status();
-  constexpr std::uint32_t kBlock = 64;
-  constexpr std::size_t kEnd = 64;
-  std::uint64_t place_of[kBlock], name_of[kBlock];  // fingerprints of (method, partition), of (blob, name)
-  const auto fingerprint = [](KeyView v, std::uint64_t seed) {
-    const std::size_t n = v.size(), head = n < kEnd ? n : kEnd, tail = n - head < kEnd ? n - head : kEnd;
-    const std::uint64_t h = detail::key_hash(v.data(), head, seed ^ n);
-    return tail != 0 ? detail::key_hash(v.data() + n - tail, tail, h) : h;
-  };
-  const auto place_hash = [&](const FunctionView& f) { return fingerprint(f.method_, f.partition_); };
-  const auto name_hash = [&](const FunctionView& f) { return fingerprint(f.name_, fingerprint(f.blob_, ~0ull)); };
-  std::uint64_t same_budget = strings_size_ + kCompareBytesPerRow * 3 * std::uint64_t{function_count_};
-  bool out_of_budget = false;
-  const auto same = [&](KeyView a, KeyView b) {
-    if (a.size() != b.size()) return false;
-    if (a.data() == b.data()) return true;  // one pool string (NUL-terminated: the same name)
-    if (!take(same_budget, a.size())) {
-      out_of_budget = true;
-      return false;
-    }
-    return std::memcmp(a.data(), b.data(), a.size()) == 0;
-  };
-  for (std::uint32_t b0 = 0; b0 < function_count_; b0 += kBlock) {
-    const std::uint32_t nb = function_count_ - b0 < kBlock ? function_count_ - b0 : kBlock;
-    for (std::uint32_t k = 0; k < nb; ++k) {
-      const FunctionView f = function_at(b0 + k);
-      place_of[k] = place_hash(f);
-      name_of[k] = name_hash(f);
-    }
-    for (std::uint32_t i = b0 + 1; i < function_count_; ++i) {
-      const FunctionView fi = function_at(i);
-      const bool in_block = i - b0 < nb;
-      const std::uint64_t place = in_block ? place_of[i - b0] : place_hash(fi);
-      const std::uint64_t name = in_block ? name_of[i - b0] : name_hash(fi);
-      const std::uint64_t at = functions_ + std::uint64_t{i} * fr::kSize;
-      const std::uint32_t before = in_block ? i - b0 : nb;  // the block's functions before i
-      for (std::uint32_t k = 0; k < before; ++k) {
-        if (place_of[k] == place) {
-          const FunctionView fj = function_at(b0 + k);
-          if (fi.partition_ == fj.partition_ && same(fi.method_, fj.method_))
-            return Status(Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)",
-                          at);
-        }
-        if (name_of[k] == name) {
-          const FunctionView fj = function_at(b0 + k);
-          if (same(fi.name_, fj.name_) && same(fi.blob_, fj.blob_))
-            return Status(Error::MalformedFunctionMap, "two functions with one name in one blob (at = the second)", at);
-        }
-      }
-      if (out_of_budget)
-        return Status(Error::MalformedFunctionMap,
-                      "function map names too long to check for repeats (names over 128 bytes that agree at both "
-                      "ends, pair after pair)",
-                      at);
-    }
+  const detail::RepeatCheck rc = detail::check_function_repeats(
+      function_count_, strings_size_, format::kCheckBytesPerName, [this](std::uint32_t i) noexcept {
+        const FunctionView f = function_at(i);
+        return detail::FunctionNames{f.method_, f.blob_, f.name_, f.partition_};
+      });
+  const std::uint64_t at = functions_ + std::uint64_t{rc.at} * fr::kSize;
+  switch (rc.problem) {
+    case detail::RepeatCheck::kNone:
+      break;
+    case detail::RepeatCheck::kPlace:
+      return Status(Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)", at);
+    case detail::RepeatCheck::kName:
+      return Status(Error::MalformedFunctionMap, "two functions with one name in one blob (at = the second)", at);
+    case detail::RepeatCheck::kTooLong:
+      return Status(Error::MalformedFunctionMap,
+                    "function map names too long to check for repeats (names over 128 bytes that agree at both "
+                    "ends, pair after pair)",
+                    at);
   }
   return detail::ok_status();
 }
