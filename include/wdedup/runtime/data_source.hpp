@@ -26,11 +26,18 @@ namespace wdedup {
 ///  - view(offset, size) returns a pointer to bytes [offset, offset + size)
 ///    if the source is memory-backed, else nullptr. Callers bounds-check
 ///    first; a source returns either a pointer for every in-bounds range or
-///    for none (NamedDataMap asks once, for the whole file). Memory-backed
-///    sources should start 8-byte aligned (NamedDataMap::open checks).
-///  - read(offset, dst, size) copies the range into dst and returns
+///    for none (NamedDataMap::open(src) asks once, for the whole file; a map
+///    opened with lent metadata memory asks again for each get_data).
+///    Memory-backed sources should start 8-byte aligned (NamedDataMap::open
+///    checks).
+///  - read(offset, dst, size) copies the whole range into dst and returns
 ///    wdedup::ok_status() (or Status()), or a Status made from an Error
-///    naming what failed and where, e.g.
+///    naming what failed and where: never success after fewer bytes (a
+///    pread that returns short must be retried until done, or fail; the
+///    reader cannot tell a short read from the bytes it asked for). Its
+///    Error reaches the caller as it is, so use IoError (or your own
+///    meaning of another code), not NotFound, which reads as "no such
+///    key". E.g.
 ///    `Status(Error::IoError, "pread failed (at = offset)", offset)`. It must be safe to
 ///    call from several threads at once (NamedDataMap's const queries call
 ///    it concurrently) and must not allocate.
