@@ -597,6 +597,13 @@ std::string thp_policy() {
   return out;
 }
 
+bool runs_llama(const Config& c) {
+  if (!c.runs_dedup()) return false;
+  for (const LlamaSpec& s : kLlamaSpecs)
+    if (c.wants_workload(s.id)) return true;
+  return false;
+}
+
 std::string check_llama(const Config& c) {
   const std::optional<wdedup::LlamaConfig> cfg = llama_config(c);
   if (!cfg) return "unknown --model '" + c.model + "' (tiny, small or 1b)";
@@ -616,7 +623,7 @@ std::string check_llama(const Config& c) {
   // Partitions hold whole layers. Only workloads that run need theirs (a
   // --layers 2 run of llama-1+1 alone is fine); fewer layers than
   // partitions would shrink a workload that still bears its name and targets.
-  if (!c.once && !c.wants("dedup")) return "";
+  if (!c.runs_dedup()) return "";
   std::string short_of;  // the workloads that need more layers
   std::uint32_t need = 0, count = 0;
   for (const LlamaSpec& s : kLlamaSpecs)

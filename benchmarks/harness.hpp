@@ -51,6 +51,8 @@ struct Config {
   bool once = false;
 
   bool wants(const std::string& group) const { return any_of(only, group); }
+  /// The dedup workloads run: --once runs them whatever --only says.
+  bool runs_dedup() const { return once || wants("dedup"); }
   bool wants_workload(const std::string& w) const { return any_of(workloads, w); }
 
  private:
@@ -134,6 +136,8 @@ std::uint64_t consumed();
 /// the workloads this run asks for, naming the flags and their values; ""
 /// if they can. Checked before anything runs.
 std::string check_llama(const Config& c);
+/// Whether any Llama workload runs (for the record: llama_model).
+bool runs_llama(const Config& c);
 
 // The benchmark groups (one file each).
 void run_dedup(const Config& c, Results& out);

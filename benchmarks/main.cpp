@@ -183,10 +183,13 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-/// The first value a list gives twice, or nullptr.
-const char* repeated(const std::vector<std::string>& list) {
+/// The first value a list gives twice, or nullptr: a value given twice
+/// would only repeat its rows (and, for --keys, leave "the largest store"
+/// ambiguous), so each list flag refuses it.
+template <class T>
+const T* repeated(const std::vector<T>& list) {
   for (std::size_t k = 0; k < list.size(); ++k)
-    if (std::count(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k), list[k]) != 0) return list[k].c_str();
+    if (std::count(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k), list[k]) != 0) return &list[k];
   return nullptr;
 }
 
@@ -298,8 +301,8 @@ int parse_args(int argc, char** argv, Config* c) {
                                "are runtime's)\n", g.c_str());
           return 2;
         }
-      if (const char* twice = repeated(c->only)) {
-        std::fprintf(stderr, "wdedup-bench: --only %s gives %s twice\n", v, twice);
+      if (const std::string* twice = repeated(c->only)) {
+        std::fprintf(stderr, "wdedup-bench: --only %s gives %s twice\n", v, twice->c_str());
         return 2;
       }
     } else if (opt == "--workloads") {
@@ -316,8 +319,8 @@ int parse_args(int argc, char** argv, Config* c) {
                                "small-tensors, adversarial, ptd)\n", w.c_str());
           return 2;
         }
-      if (const char* twice = repeated(c->workloads)) {
-        std::fprintf(stderr, "wdedup-bench: --workloads %s gives %s twice\n", v, twice);
+      if (const std::string* twice = repeated(c->workloads)) {
+        std::fprintf(stderr, "wdedup-bench: --workloads %s gives %s twice\n", v, twice->c_str());
         return 2;
       }
     } else if (opt == "--ptd") {
@@ -386,15 +389,11 @@ int parse_args(int argc, char** argv, Config* c) {
                      opt.c_str(), v);
         return 2;
       }
-      // A count given twice would only repeat its rows (and, for --keys,
-      // leave "the largest store" ambiguous): a slip, said so.
-      if (opt != "--adversarial")
-        for (std::size_t k = 0; k < list.size(); ++k)
-          if (std::count(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(k), list[k]) != 0) {
-            std::fprintf(stderr, "wdedup-bench: %s %s gives %llu twice\n", opt.c_str(), v,
-                         static_cast<unsigned long long>(list[k]));
-            return 2;
-          }
+      if (const std::uint64_t* twice = opt != "--adversarial" ? repeated(list) : nullptr) {
+        std::fprintf(stderr, "wdedup-bench: %s %s gives %llu twice\n", opt.c_str(), v,
+                     static_cast<unsigned long long>(*twice));
+        return 2;
+      }
       if (opt == "--threads") {
         c->threads.clear();
         for (std::uint64_t t : list) {
@@ -442,7 +441,7 @@ int parse_args(int argc, char** argv, Config* c) {
   }
   // Someone timing their own files wants those, not the built-in workloads.
   if (!c->ptd_files.empty() && c->workloads.empty()) c->workloads = {"ptd"};
-  if (!c->ptd_files.empty() && !c->wants("dedup")) {
+  if (!c->ptd_files.empty() && !c->runs_dedup()) {
     std::fprintf(stderr, "wdedup-bench: --ptd gives files, but --only does not run dedup\n");
     return 2;
   }
@@ -640,12 +639,7 @@ int main(int argc, char** argv) {
   for (unsigned t : c.threads) threads += (threads.empty() ? "" : ",") + std::to_string(t);
   r.notes.push_back({"dedup_threads", threads});
   // What the Llama workloads ran as, or that none ran (a --ptd run).
-  bool llama_ran = c.wants("dedup");
-  if (llama_ran) {
-    llama_ran = false;
-    for (const char* id : {"llama-1+1", "llama-3+3", "llama-3+2"}) llama_ran = llama_ran || c.wants_workload(id);
-  }
-  r.notes.push_back({"llama_model", llama_ran ? c.model : "none ran"});
+  r.notes.push_back({"llama_model", wbench::runs_llama(c) ? c.model : "none ran"});
   r.notes.push_back({"input_pages", c.input_pages});
   r.notes.push_back({"transparent_hugepage", wbench::thp_policy()});
 

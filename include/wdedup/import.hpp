@@ -347,19 +347,17 @@ class PtdFiles {
   template <int = 0>
   Expected<void> add(Program& program, const std::string& path, std::string method = {},
                      const ImportOptions& options = {}) {
-    auto fail = [&](const Failure& f) {
-      return Expected<void>(f.code, detail::cat(path, ": ", describe_failure(f)));
+    // `size`: the file's, once it is mapped (a Truncated check names the
+    // header field whose range passes the end, not how long the file is).
+    auto fail = [&](const Failure& f, std::string size = {}) {
+      return Expected<void>(f.code, detail::cat(path, size, ": ", describe_failure(f)));
     };
     if (Expected<void> ok = detail::refuse_nul_in_path("read", path); !ok) return ok;
     Result<MmapSource> src = MmapSource::open(path.c_str());
     if (!src) return fail(src.failure());
     MmapSource file = std::move(src).value();
     Result<NamedDataMap> map = NamedDataMap::open(file);
-    // With the file's size: a Truncated check names the header field whose
-    // range passes the end, not how long the file is.
-    if (!map)
-      return Expected<void>(map.error(),
-                            detail::cat(path, " (", file.size(), " bytes): ", describe_failure(map.failure())));
+    if (!map) return fail(map.failure(), detail::cat(" (", file.size(), " bytes)"));
     // The method name would flatten it into one partition, which
     // add_ptd_method refuses; through this call the fix is to pass none.
     if (map->function_count() != 0 && !method.empty())

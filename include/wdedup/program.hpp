@@ -111,9 +111,8 @@ struct Partition {
   }
   template <int = 0>
   Partition& add(std::string name, ByteSpan bytes, std::int64_t alignment, std::optional<Layout> layout) {
-    add(std::move(name), bytes, alignment);
-    if (layout) tensors.back().layout.emplace(std::move(*layout));
-    return *this;
+    if (layout) return add(std::move(name), bytes, alignment, std::move(*layout));
+    return add(std::move(name), bytes, alignment);
   }
 };
 

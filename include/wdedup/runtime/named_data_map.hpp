@@ -620,9 +620,6 @@ class NamedDataMap {
   /// as many).
   static constexpr int kBuildAttempts = 4;
   static constexpr std::uint64_t kProbeBudgetPerSlot = 64;
-  /// Bytes of names open() reads per function-table row and per function
-  /// name, on top of the strings pool once (validate_ext_functions).
-  static constexpr std::uint64_t kCompareBytesPerRow = format::kCheckBytesPerName;
   // What a zero-size copy points at: not null, and aligned like a mapping.
   alignas(4096) static constexpr std::uint8_t kEmptyByte = 0;
 
@@ -1337,7 +1334,7 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
   // comparison with its neighbour), within twice the pool plus 2 KiB a
   // name, which a real file exceeds only with names over 1 KiB on average.
   const std::uint64_t names = std::uint64_t{ftensor_count_} + 3 * std::uint64_t{function_count_};
-  std::uint64_t compare_budget = 2 * (strings_size_ + kCompareBytesPerRow * names);
+  std::uint64_t compare_budget = 2 * (strings_size_ + format::kCheckBytesPerName * names);
   // Takes `bytes` from `budget`, or says there are not that many left.
   const auto take = [](std::uint64_t& budget, std::uint64_t bytes) {
     if (bytes > budget) return false;

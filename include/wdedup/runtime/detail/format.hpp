@@ -91,10 +91,11 @@ constexpr std::uint64_t kDefaultSegmentAlignment = 128;
 /// sort them in): 2,896 functions are ~4.2M pairs of hashes, a few ms at
 /// open. The writer refuses more; a reader takes more without that check.
 constexpr std::uint32_t kMaxFunctions = 2896;
-/// Bytes of names a reader compares per name at open, on top of the strings
-/// pool once, before it calls them too long to check: what bounds open()'s
-/// work on a hostile file. The writer checks its function maps against the
-/// same bound (detail::check_function_repeats).
+/// Bytes of names a reader reads per name of the function maps at open
+/// (each row's tensor name, each function's method, blob key and name), on
+/// top of the strings pool once, before it calls them too long to check:
+/// what bounds open()'s work on a hostile file. The writer checks its
+/// function maps against the same bound (detail::check_function_repeats).
 constexpr std::uint64_t kCheckBytesPerName = 1024;
 
 constexpr char kExtMagic[4] = {'W', 'D', 'X', '1'};
