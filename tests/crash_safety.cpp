@@ -287,6 +287,55 @@ TEST_CASE("a failed directory fsync after the rename is NotDurable, not IoError;
   CHECK(others(dir, {"model.ptd"}).empty());
 }
 
+TEST_CASE("the directory fsync opens '<dir>/.': a directory reached through a link is not a trailing link") {
+  // The kernel's fs.protected_symlinks applies to a link that is the last
+  // part of a path only: opened as "<dir>", a directory reached through a
+  // link another user owns in a sticky, world-writable directory (as /tmp)
+  // was refused after the rename, and every write there ended NotDurable.
+  struct RecordingOps final : detail::FileOps {
+    std::vector<std::string> dirs;
+    int fsync_directory(const char* d) override {
+      dirs.push_back(d);
+      return FileOps::fsync_directory(d);
+    }
+  };
+  std::vector<std::vector<std::uint8_t>> data{pattern(3000, 4)};
+  const NamedDataStore store = store_over(data);
+  const std::string dir = fresh_dir("fsync_dot");
+  REQUIRE(::mkdir((dir + "/real").c_str(), 0755) == 0);
+  REQUIRE(::symlink("real", (dir + "/lnk").c_str()) == 0);
+  RecordingOps ops;
+  REQUIRE(detail::write_ptd_file_with(store, FunctionMaps{}, dir + "/lnk/model.ptd", WriteOptions{}, ops).ok());
+  CHECK(ops.dirs == std::vector<std::string>{dir + "/lnk/."});
+  CHECK(read_file(dir + "/real/model.ptd") == serialize(store));
+  // A bare file name: the working directory, as "./.".
+  ops.dirs.clear();
+  char cwd[4096];
+  REQUIRE(::getcwd(cwd, sizeof cwd) != nullptr);
+  REQUIRE(::chdir((dir + "/real").c_str()) == 0);
+  const bool ok = detail::write_ptd_file_with(store, FunctionMaps{}, "here.ptd", WriteOptions{}, ops).ok();
+  REQUIRE(::chdir(cwd) == 0);
+  CHECK(ok);
+  CHECK(ops.dirs == std::vector<std::string>{"./."});
+
+  // With the kernel's rule in force and root to plant the link as another
+  // user: the write through it is complete and durable.
+  if (::geteuid() != 0 || read_file("/proc/sys/fs/protected_symlinks") != std::vector<std::uint8_t>{'1', '\n'}) {
+    MESSAGE("not root, or fs.protected_symlinks is not 1: the planted directory link is not tried");
+    return;
+  }
+  const std::string sticky = dir + "/tmp";
+  REQUIRE(::mkdir(sticky.c_str(), 0777) == 0);
+  REQUIRE(::chmod(sticky.c_str(), 01777) == 0);
+  const std::string planted = sticky + "/out";
+  REQUIRE(::symlink((dir + "/real").c_str(), planted.c_str()) == 0);
+  REQUIRE(::lchown(planted.c_str(), 12345, 12345) == 0);
+  Expected<WriteStats> r = write_ptd_file(store, planted + "/model2.ptd");
+  CHECK(r.ok());
+  CHECK(r.message() == "");
+  CHECK(read_file(dir + "/real/model2.ptd") == serialize(store));
+}
+
 TEST_CASE("short writes and EINTR are retried until every byte is written") {
   std::vector<std::vector<std::uint8_t>> data{pattern(300000, 1), pattern(77, 2), pattern(0, 3), pattern(9000, 4)};
   const NamedDataStore store = store_over(data);

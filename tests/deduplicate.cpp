@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "wdedup/wdedup.hpp"
@@ -77,6 +78,35 @@ struct Mixed {
 };
 
 }  // namespace
+
+// Bytes from untyped pointers, as mmap and ExecuTorch's FreeableBuffer give
+// them; a typed pointer of another type does not convert (its count would be
+// taken for bytes).
+static_assert(std::is_constructible<ByteSpan, const void*, std::size_t>::value, "const void*");
+static_assert(std::is_constructible<ByteSpan, void*, std::size_t>::value, "void*");
+static_assert(std::is_constructible<ByteSpan, std::uint8_t*, std::size_t>::value, "uint8_t*");
+static_assert(std::is_constructible<ByteSpan, std::nullptr_t, std::size_t>::value, "nullptr");
+static_assert(!std::is_constructible<ByteSpan, const float*, std::size_t>::value, "float*");
+static_assert(!std::is_constructible<ByteSpan, const char*, std::size_t>::value, "char*");
+static_assert(!std::is_constructible<Span<const float>, const void*, std::size_t>::value, "only bytes");
+
+TEST_CASE("tensors given as untyped pointers (void*, const void*) are the same bytes") {
+  std::vector<std::uint8_t> a(4096), b(4096);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = b[i] = static_cast<std::uint8_t>(i * 7);
+  const void* pa = a.data();
+  void* pb = b.data();
+  Program p;
+  p.add_method("prefill").add_partition().add("w", ByteSpan(pa, a.size()));
+  p.add_method("decode").add_partition().add("w", ByteSpan(pb, b.size()));
+  auto r = deduplicate<Strategy<Positional>>(p);
+  REQUIRE(r.ok());
+  REQUIRE(r->store.buffer_count() == 1);
+  const ByteSpan held = r->store.bytes_of("w");
+  CHECK(held.data() == a.data());
+  CHECK(held.size() == 4096);
+  CHECK(r->report.bytes_in == 8192);
+  CHECK(r->report.bytes_saved == 4096);
+}
 
 TEST_CASE("forced hash collisions never merge different bytes") {
   Mixed m(7);
@@ -487,6 +517,17 @@ TEST_CASE("the report prints as a table and as JSON") {
   const std::string table = r->report.to_table();
   CHECK(table.find("wdedup report — strategy ONE_BLOB, 1 thread(s)") == 0);
   CHECK(table.find("  bytes saved               10  (10 B, 50.0%)") != std::string::npos);
+  CHECK(table.find("\n  alias groups 1; largest:\n    w ") != std::string::npos);
+  // No alias group: no "largest:" with nothing after it.
+  std::vector<std::uint8_t> c(10, 2);
+  Program distinct;
+  distinct.add_method("prefill").add_partition().add("w", span(a));
+  distinct.add_method("decode").add_partition().add("w", span(c));
+  auto d = deduplicate<Strategy<OneBlob>>(distinct, o);
+  REQUIRE(d.ok());
+  const std::string none = d->report.to_table();
+  CHECK(none.find("\n  alias groups 0\n\n  identity: ") != std::string::npos);
+  CHECK(none.find("largest") == std::string::npos);
   // decode's w is settled by comparing it with prefill's (the first w),
   // which is then the only tensor of its size.
   CHECK(json.find(",\"identity\":{\"tensors\":2,\"bytes_in\":20,\"skipped_empty\":0,\"skipped_unique_size\":1,"

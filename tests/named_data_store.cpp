@@ -293,9 +293,9 @@ TEST_CASE("layouts are checked against the bytes") {
   CHECK(!rank256.nbytes());
   r = s.add_named_data("t", span(a), 4, rank256);
   CHECK(r.error() == Error::LayoutMismatch);
-  CHECK(r.message().size() > 40);
-  const std::string tail = "]): rank 256 exceeds the maximum of 255";
-  CHECK(r.message().substr(r.message().size() - tail.size()) == tail);
+  // The sizes shown are the first 16 and their count, not all 256.
+  CHECK(r.message() == "key 't': layout is inconsistent (BYTE [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, "
+                       "... (256 in all)] dim_order []): rank 256 exceeds the maximum of 255");
   CHECK(dump(s) == before);
   CHECK(Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>(255, 1)).dim_order.size() == 255);
   CHECK(s.key_count() == 1);

@@ -174,9 +174,9 @@ TEST_CASE("unequal partitions: Positional names both methods and counts; OneBlob
   auto pos = deduplicate<Strategy<Positional>>(m.program);
   CHECK(pos.error() == Error::PartitionCountMismatch);
   CHECK(pos.message() ==
-        "Strategy<Positional> requires every method to have the same number of partitions: method 'decode' has "
-        "2, but the first method 'prefill' has 3; Strategy<OneBlob> (or Strategy<Disabled>) accepts unequal "
-        "partition counts");
+        "policy POSITIONAL refused the program: every method must have the same number of partitions: method "
+        "'decode' has 2, but the first method 'prefill' has 3; Strategy<OneBlob> (or Strategy<Disabled>) accepts "
+        "unequal partition counts");
 
   auto one = deduplicate<Strategy<OneBlob>>(m.program);
   REQUIRE_MESSAGE(one.ok(), one.message());
@@ -402,21 +402,51 @@ TEST_CASE("a policy's empty blob key or function name, or one with a NUL byte, i
 }
 
 namespace {
-struct NullName {
-  static constexpr const char* name = nullptr;
+template <const char* const* Name>
+struct NamedBy {
+  static constexpr const char* name = *Name;
   static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "all"; }
+  static std::string function_name(const Program& p, std::size_t m, std::uint32_t) { return p.methods[m].name; }
+};
+constexpr const char* kNullName = nullptr;
+constexpr const char* kEmptyName = "";
+}  // namespace
+
+TEST_CASE("a policy whose name is null or empty is InvalidArgument, not a crash or a blank in the report") {
+  std::vector<std::uint8_t> w = fill(8, 1);
+  Program program;
+  program.add_method("a").add_partition().add("w", span(w));
+  auto r = deduplicate<Strategy<NamedBy<&kNullName>>>(program);
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "the strategy policy's name is null; it names the policy in reports and messages");
+  r = deduplicate<Strategy<NamedBy<&kEmptyName>>>(program);
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "the strategy policy's name is empty; it names the policy in reports and messages");
+}
+
+namespace {
+// A policy that takes programs of one method only, in its own words.
+struct OneMethodOnly {
+  static constexpr const char* name = "ONE_METHOD";
+  static Expected<void> validate(const Program& p) {
+    if (p.methods.size() == 1) return {};
+    return Expected<void>(Error::InvalidArgument, "I take one method, not " + std::to_string(p.methods.size()));
+  }
   static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "all"; }
   static std::string function_name(const Program& p, std::size_t m, std::uint32_t) { return p.methods[m].name; }
 };
 }  // namespace
 
-TEST_CASE("a policy whose name is null is InvalidArgument, not a crash in the report") {
+TEST_CASE("a policy's refusal keeps its error code and words, after the policy's name") {
   std::vector<std::uint8_t> w = fill(8, 1);
   Program program;
   program.add_method("a").add_partition().add("w", span(w));
-  auto r = deduplicate<Strategy<NullName>>(program);
+  REQUIRE(deduplicate<Strategy<OneMethodOnly>>(program).ok());
+  program.add_method("b").add_partition().add("w", span(w));
+  auto r = deduplicate<Strategy<OneMethodOnly>>(program);
   CHECK(r.error() == Error::InvalidArgument);
-  CHECK(r.message() == "the strategy policy's name is null; it names the policy in reports");
+  CHECK(r.message() == "policy ONE_METHOD refused the program: I take one method, not 2");
 }
 
 TEST_CASE("a policy that reuses a function name inside a blob is an error naming both") {

@@ -68,9 +68,9 @@ refusals = [
     (["--per-method", "afile"], "cannot write --per-method afile: Not a directory"),
     (["--json", "adir"], "cannot write --json adir: Is a directory"),
     (["--strategy", "positional", "--prefill-partitions", "2", "--per-method", "pm"],
-     "--strategy positional: Strategy<Positional> requires every method to have the same number of partitions: "
-     "method 'decode' has 1, but the first method 'prefill' has 2; Strategy<OneBlob> (or Strategy<Disabled>) "
-     "accepts unequal partition counts"),
+     "--strategy positional: every method must have the same number of partitions: method 'decode' has 1, but "
+     "the first method 'prefill' has 2; Strategy<OneBlob> (or Strategy<Disabled>) accepts unequal partition "
+     "counts"),
     (["--strategy", "oneblob", "--out", "same.ptd", "--json", "same.ptd"],
      "--out same.ptd and --json same.ptd name the same file: one output would replace the other"),
     (["--strategy", "oneblob", "--out", "good.ptd", "--json", "./adir/../good.ptd"],

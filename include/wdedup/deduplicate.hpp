@@ -301,8 +301,10 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
 template <class Policy, class Hash>
 Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOptions& options, const Hash& hash) {
   const double t0 = monotonic_seconds();
-  if (is_null_name(Policy::name))
-    return BuildError{Error::InvalidArgument, "the strategy policy's name is null; it names the policy in reports"};
+  if (is_null_name(Policy::name) || name_view(Policy::name).empty())
+    return BuildError{Error::InvalidArgument, cat("the strategy policy's name is ",
+                                                  is_null_name(Policy::name) ? "null" : "empty",
+                                                  "; it names the policy in reports and messages")};
 
   if (options.threads > DedupOptions::kMaxThreads)
     return BuildError{Error::InvalidArgument, cat("DedupOptions::threads is ", options.threads, "; at most ",
@@ -341,7 +343,9 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
   if (!plan.valid) {
     if (Expected<void> n = validate_program<EarlyPairs<Hash>>(program, &flat, &names, nullptr); !n)
       return n.build_error();
-    return plan.valid.build_error();
+    // Named: a caller may try several policies, and a policy of its own
+    // may not say which it is.
+    return BuildError{plan.valid.error(), cat("policy ", plan.name, " refused the program: ", plan.valid.message())};
   }
   // ---- 0b. blobs and function maps (plan_functions) -----------------------------
   DedupResult out;

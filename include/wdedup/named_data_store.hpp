@@ -80,12 +80,20 @@ std::string describe_layout(const std::optional<Layout>& l) {
   if (!l) return "no layout";
   std::string s = scalar_type_name(l->scalar_type);
   if (s.empty()) s = "type " + std::to_string(static_cast<int>(l->scalar_type));
-  s += " [";
-  for (std::size_t i = 0; i < l->sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(l->sizes[i]);
-  s += "] dim_order [";
-  for (std::size_t i = 0; i < l->dim_order.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(l->dim_order[i]);
-  return s + "]";
+  // At most kShown entries a list: a rank of thousands (refused as over
+  // 255) would otherwise make a message of kilobytes.
+  constexpr std::size_t kShown = 16;
+  auto list = [&s](const auto& v) {
+    s += '[';
+    for (std::size_t i = 0; i < v.size() && i < kShown; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    if (v.size() > kShown) s += cat(", ... (", v.size(), " in all)");
+    s += ']';
+  };
+  s += ' ';
+  list(l->sizes);
+  s += " dim_order ";
+  list(l->dim_order);
+  return s;
 }
 
 /// Which of layout_byte_size's rules `l` breaks (the first, in its order),

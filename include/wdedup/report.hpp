@@ -224,7 +224,8 @@ std::string Report::to_table() const {
   for (const BlobReport& b : per_blob)
     s += format("  %-30s %10u %8llu %15llu %12llu %14llu %14llu\n", b.blob_key.c_str(), b.functions, ull(b.tensors),
                 ull(b.bytes_in), ull(b.bytes_distinct), ull(b.bytes_shared_inside), ull(b.bytes_shared_across));
-  s += format("\n  alias groups %llu; largest:\n", ull(alias_groups));
+  s += alias_groups == 0 ? std::string("\n  alias groups 0\n")
+                         : format("\n  alias groups %llu; largest:\n", ull(alias_groups));
   for (const AliasGroup& g : largest_alias_groups)
     s += format("    %-44s %4u tensors %3u keys %12llu B each, saves %llu B\n", g.first_key.c_str(), g.tensors, g.keys,
                 ull(g.size), ull(g.bytes_saved));

@@ -35,8 +35,7 @@ struct Positional {
       if (m.partitions.size() != first.partitions.size()) {
         return Expected<void>(
             Error::PartitionCountMismatch,
-            detail::cat("Strategy<Positional> requires every method to have the same number of "
-                        "partitions: method ",
+            detail::cat("every method must have the same number of partitions: method ",
                         detail::quote_name(m.name), " has ", m.partitions.size(), ", but the first method ",
                         detail::quote_name(first.name), " has ", first.partitions.size(),
                         "; Strategy<OneBlob> (or Strategy<Disabled>) accepts unequal partition counts"));

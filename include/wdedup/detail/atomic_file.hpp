@@ -320,8 +320,14 @@ class BasicAtomicFile {
     committed_ = true;
     // From here on the destination is the new file: a failure is no longer
     // an IoError (which promises the destination untouched) but NotDurable.
+    // The directory is opened as "<dir>/.", not "<dir>": one reached
+    // through a symbolic link is then followed as a middle part of the path,
+    // as it was for the temporary file and the rename. As the last part,
+    // fs.protected_symlinks refuses a link in a sticky, world-writable
+    // directory owned by neither this user nor the directory's owner, and
+    // every write through it would have ended NotDurable.
     if (durable)
-      if (const int e = errno_of(ops_.fsync_directory(dir_.c_str())))
+      if (const int e = errno_of(ops_.fsync_directory((dir_ + "/.").c_str())))
         return Expected<void>(Error::NotDurable,
                               "wrote " + quote_name(path_) + ", but fsync directory " + quote_name(dir_) +
                                   " failed: " + errno_text(e) +

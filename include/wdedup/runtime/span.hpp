@@ -7,6 +7,20 @@
 #include <cstdint>
 
 namespace wdedup {
+namespace detail {
+// Which untyped pointers a span of T takes (<type_traits>' enable_if,
+// without including it: the runtime half includes as little as it can).
+template <class T, class V>
+struct untyped {};
+template <>
+struct untyped<const std::uint8_t, const void> {
+  using type = int;
+};
+template <>
+struct untyped<const std::uint8_t, void> {
+  using type = int;
+};
+}  // namespace detail
 
 /// A pointer and a count. Mirrors ExecuTorch's runtime Span.
 template <class T>
@@ -14,6 +28,12 @@ class Span {
  public:
   constexpr Span() noexcept = default;
   constexpr Span(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  /// Read-only bytes (ByteSpan) also from a void* or const void*: what
+  /// mmap, ExecuTorch's FreeableBuffer::data() and most C APIs hand out.
+  /// Only untyped pointers: a float* with its element count must not pass
+  /// as bytes. (Not constexpr: C++17 cannot cast from void* there.)
+  template <class V, typename detail::untyped<T, V>::type = 0>
+  Span(V* data, std::size_t size) noexcept : data_(static_cast<T*>(data)), size_(size) {}
   template <std::size_t N>
   constexpr Span(T (&array)[N]) noexcept : data_(array), size_(N) {}
   /// Any contiguous container with data() and size() (std::vector,
