@@ -999,6 +999,116 @@ TEST_CASE("long names the writer takes, the reader opens; only names alike at bo
   }
 }
 
+TEST_CASE("long tensor names shared by many functions: the writer refuses what a reader could not check") {
+  // The pool holds each name once, but a reader reads a name for every row
+  // that names it (its NUL check, and its comparison with the row before),
+  // within format::name_check_budget. Such files were written, then
+  // refused at open ("tensor names too long to check").
+  const NamedDataStore s = small_store();
+  const auto maps = [](std::uint32_t functions, std::size_t name_size) {
+    FunctionMaps m;
+    for (std::uint32_t f = 0; f < functions; ++f) {
+      FunctionMap fm{"m" + std::to_string(f), 0, "blob", "f" + std::to_string(f), {}};
+      for (std::uint32_t t = 0; t < 20; ++t) {
+        std::string name(name_size, 'n');
+        name += std::to_string(t + 10);  // 20 names of one size, sorted as numbered
+        fm.tensors.push_back({name, "w.a"});
+      }
+      m.functions.push_back(std::move(fm));
+    }
+    return m;
+  };
+  // Every size either is refused by the writer or opens.
+  for (const std::uint32_t functions : {1u, 4u, 32u}) {
+    std::size_t largest_written = 0, smallest_refused = 0;
+    for (std::size_t size = 1000; size <= 3000 && smallest_refused == 0; size += 8) {
+      CAPTURE(functions);
+      CAPTURE(size);
+      Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, maps(functions, size), {});
+      if (!file) {
+        CHECK(file.error() == Error::InvalidName);
+        smallest_refused = size;
+        continue;
+      }
+      auto bytes = std::make_shared<std::vector<std::uint8_t>>(std::move(file).value());
+      wdedup::BufferSource src(bytes->data(), bytes->size());
+      wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+      CHECK_MESSAGE(map.ok(), map.failure().what);
+      largest_written = size;
+    }
+    CAPTURE(functions);
+    CHECK(largest_written != 0);
+    if (functions > 1) CHECK(smallest_refused == largest_written + 8);
+  }
+  // The message: the sums, and the longest name.
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, maps(32, 3000), {});
+  REQUIRE(!file.ok());
+  // Names: 32 functions x (3 + 20 rows). Read: each function's "mN" (2 or
+  // 3 bytes), "blob" and "fN", and 20 rows of 3002 bytes, each but the
+  // first compared with the one before over 3002 + 1 bytes. Pool: the 20
+  // tensor names, "blob" and 64 short names, each with its NUL.
+  const std::uint64_t read = (10 * 2 + 22 * 3) * 2 + 32 * 4 + 32 * (20 * 3002 + 19 * 3003);
+  const std::uint64_t pool = 20 * 3003 + 5 + (10 * 3 + 22 * 4) * 2;
+  const std::uint64_t names = 32 * 23;
+  CHECK(file.error() == Error::InvalidName);
+  CHECK(file.message() == "the function maps' names are too long for a reader to check: it would read " +
+                              std::to_string(read) + " bytes of them, over its budget of " +
+                              std::to_string(2 * (pool + 1024 * names)) + " (twice the " + std::to_string(pool) +
+                              "-byte strings pool plus 1024 bytes for each of 736 names), and refuse the file; the "
+                              "longest tensor name is 3002 bytes ('" + std::string(40, 'n') +
+                              "'... in function 'm0' partition 0 ('f0' in blob 'blob')); shorten the names");
+  // write_ptd_file: refused before the destination is touched.
+  const std::string dest = tmp_path("long_shared_names.ptd");
+  std::remove(dest.c_str());
+  Expected<WriteStats> w = write_ptd_file(s, maps(32, 3000), dest);
+  CHECK(w.error() == Error::InvalidName);
+  CHECK(std::fopen(dest.c_str(), "rb") == nullptr);
+}
+
+TEST_CASE("keys chosen to collide under the seed: the writer places them under a derived seed, and the file opens") {
+  // 512 keys whose hash under seed 0 has its low 10 bits zero: one home
+  // slot in a table of 1,024, 131,328 probes to look them all up, past the
+  // 66,560 a reader allows. Written under seed 0, a reader refused the
+  // file ("slot table probe sequences are too long").
+  const std::uint32_t n = 512, slots = 1024;
+  std::vector<std::string> names;
+  char buf[17];
+  for (std::uint64_t c = 0; names.size() < n; ++c) {
+    std::snprintf(buf, sizeof buf, "k%015llx", static_cast<unsigned long long>(c));
+    if ((wdedup::detail::key_hash(buf, 16, 0) & (slots - 1)) == 0) names.push_back(buf);
+  }
+  const std::vector<std::uint8_t> bytes(64, 7);
+  NamedDataStore s;
+  for (const std::string& k : names) REQUIRE(s.add_named_data(k, ByteSpan(bytes.data(), bytes.size()), 16).ok());
+  std::vector<std::uint8_t> table(std::size_t{slots} * 8);
+  CHECK_FALSE(wdedup::detail::place_keys(s.keys(), slots, 0, table.data()));
+  const std::uint64_t derived = wdedup::detail::next_index_seed(0, 1);
+  CHECK(derived == wdedup::detail::key_hash("\0\0\0\0\0\0\0\0", 8, 1));
+  CHECK(wdedup::detail::place_keys(s.keys(), slots, derived, table.data()));
+
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, FunctionMaps{}, {});
+  REQUIRE(file.ok());
+  const std::vector<std::uint8_t>& f = *file;
+  const std::uint64_t x = 48 + header(f).fb_size + (16 - (48 + header(f).fb_size) % 16) % 16;
+  CHECK(u64(f, x + format::ext_header::kHashSeed) == derived);
+  CHECK(u32(f, x + format::ext_header::kSlotCount) == slots);
+  wdedup::BufferSource src(f.data(), f.size());
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+  REQUIRE_MESSAGE(map.ok(), map.failure().what);
+  CHECK(map->has_index());
+  for (const std::string& k : names) {
+    wdedup::Result<wdedup::DataBuffer> d = map->get_data(k);
+    REQUIRE(d.ok());
+    CHECK(d->size() == 64);
+  }
+  // A seed asked for that the keys do not collide under is kept.
+  WriteOptions o;
+  o.hash_seed = derived;
+  Expected<std::vector<std::uint8_t>> again = serialize_ptd(s, FunctionMaps{}, o);
+  REQUIRE(again.ok());
+  CHECK(*again == f);
+}
+
 TEST_CASE("a failing sink stops the writer and its error is passed on") {
   class FailingSink final : public ByteSink {
    public:

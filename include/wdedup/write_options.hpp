@@ -30,7 +30,11 @@ struct WriteOptions {
   /// shows whichever way the file is written; without the block they are
   /// then not written.
   bool wdedup_extensions = true;
-  /// Seed of the key index hash (detail::key_hash), stored in the file.
+  /// Seed of the key index hash (detail::key_hash), stored in the file:
+  /// the first one tried. Keys that collide under it past the probes a
+  /// reader allows (format::probe_budget: keys chosen against it) are
+  /// placed under seeds derived from it instead, and the file stores the
+  /// one used; InvalidArgument if three more fail too.
   std::uint64_t hash_seed = 0;
   /// write_ptd_file only: fsync the file before the rename and the directory
   /// after it, so the new file survives a power loss. Without it the

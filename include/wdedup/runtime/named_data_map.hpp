@@ -528,7 +528,7 @@ class NamedDataMap {
     std::uint8_t* s = memory.data();
     std::memset(s, 0, static_cast<std::size_t>(8 * slots));
     const std::uint64_t mask = slots - 1;
-    std::uint64_t budget = kProbeBudgetPerSlot * slots + 1024;
+    std::uint64_t budget = format::probe_budget(slots);
     for (std::uint32_t i = 0; i < key_count_; ++i) {
       const KeyView k = key_at(i);
       const std::uint64_t h = detail::key_hash(k.data(), k.size(), seed);
@@ -615,11 +615,9 @@ class NamedDataMap {
   }
 
  private:
-  /// Seeds build_index(memory) tries; probes per slot, in all, before a
-  /// seed is given up (the stored index's check, validate_ext_slots, allows
-  /// as many).
+  /// Seeds build_index(memory) tries, each within format::probe_budget
+  /// (the stored index's check, validate_ext_slots, allows as many).
   static constexpr int kBuildAttempts = 4;
-  static constexpr std::uint64_t kProbeBudgetPerSlot = 64;
   // What a zero-size copy points at: not null, and aligned like a mapping.
   alignas(4096) static constexpr std::uint8_t kEmptyByte = 0;
 
@@ -1300,7 +1298,7 @@ inline Status NamedDataMap::validate_ext_slots() const noexcept {
   // a distinct key with the right tag. Probing is bounded: a valid table at
   // load factor <= 1/2 probes ~1.5 slots per key; an adversarial one must not
   // turn open() quadratic.
-  std::uint64_t budget = kProbeBudgetPerSlot * slot_count_ + 1024;
+  std::uint64_t budget = format::probe_budget(slot_count_);
   const std::uint64_t mask = slot_count_ - 1;
   for (std::uint32_t i = 0; i < key_count_; ++i) {
     const KeyView k = key_at(i);
@@ -1334,7 +1332,7 @@ inline Status NamedDataMap::validate_ext_functions() const noexcept {
   // comparison with its neighbour), within twice the pool plus 2 KiB a
   // name, which a real file exceeds only with names over 1 KiB on average.
   const std::uint64_t names = std::uint64_t{ftensor_count_} + 3 * std::uint64_t{function_count_};
-  std::uint64_t compare_budget = 2 * (strings_size_ + format::kCheckBytesPerName * names);
+  std::uint64_t compare_budget = format::name_check_budget(strings_size_, names);
   // Takes `bytes` from `budget`, or says there are not that many left.
   const auto take = [](std::uint64_t& budget, std::uint64_t bytes) {
     if (bytes > budget) return false;

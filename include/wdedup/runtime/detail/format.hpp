@@ -97,6 +97,16 @@ constexpr std::uint32_t kMaxFunctions = 2896;
 /// what bounds open()'s work on a hostile file. The writer checks its
 /// function maps against the same bound (detail::check_function_repeats).
 constexpr std::uint64_t kCheckBytesPerName = 1024;
+/// The bytes of names a reader reads at open before it calls a block's
+/// names too long to check: twice the strings pool and kCheckBytesPerName
+/// for each of `names` (rows plus three a function). It reads each name
+/// once for its NUL check, and each row's name again beside the row before
+/// (as many bytes as the shorter of the two, plus one); a name the pool
+/// holds once may be read for every row that names it. The writer adds up
+/// the same reads and refuses a block that needs more.
+constexpr std::uint64_t name_check_budget(std::uint64_t strings_size, std::uint64_t names) noexcept {
+  return 2 * (strings_size + kCheckBytesPerName * names);
+}
 
 constexpr char kExtMagic[4] = {'W', 'D', 'X', '1'};
 constexpr std::uint32_t kExtVersion = 1;
@@ -143,6 +153,13 @@ constexpr std::size_t kSize = 40;
 constexpr std::uint64_t slot_value(std::uint64_t hash, std::uint32_t entry) noexcept {
   return (hash & 0xFFFFFFFF00000000ull) | (static_cast<std::uint64_t>(entry) + 1);
 }
+
+/// Probes a reader allows for looking every key up in a table of `slots`
+/// (64 a slot, in all, plus 1,024): a valid table at load factor 1/2 takes
+/// about 1.5 a key, and keys chosen to collide under a known seed must not
+/// make open() quadratic. The writer places its keys within the same
+/// budget, under another seed if it must.
+constexpr std::uint64_t probe_budget(std::uint64_t slots) noexcept { return 64 * slots + 1024; }
 
 /// One per segment, same order as FlatTensor.segments.
 namespace segment_info {
