@@ -36,6 +36,11 @@ TEST_CASE("KeyView: constructors view the caller's characters") {
   const KeyView c = text;  // NUL-terminated: stops at the first NUL
   CHECK(c.data() == text);
   CHECK(c.size() == 3);
+  const char* const none = nullptr;  // a null C string: the empty key, not strlen(nullptr)
+  const KeyView z = none;
+  CHECK(z.data() == nullptr);
+  CHECK(z.size() == 0);
+  CHECK(z == KeyView(""));
   const KeyView n(text, 7);  // (pointer, size): NULs inside are kept
   CHECK(n.size() == 7);
   CHECK(n.length() == 7);

@@ -246,6 +246,10 @@ TEST_CASE("get_tensor_layout: exact layouts; NotFound without a layout or a key"
     CHECK(absent.error() == Error::NotFound);
     CHECK(std::string(absent.failure().what) == "no such key");
     CHECK(m.get_tensor_layout("").error() == Error::NotFound);
+    // A null C string: the empty key, NotFound (strlen(nullptr) crashed).
+    const char* const no_name = nullptr;
+    CHECK(m.get_tensor_layout(no_name).error() == Error::NotFound);
+    CHECK(m.get_data(no_name).error() == Error::NotFound);
   }
 }
 

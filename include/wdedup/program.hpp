@@ -121,6 +121,9 @@ struct Method {
   std::string name;
   std::vector<Partition> partitions;
 
+  /// The new, empty partition. The reference lives in `partitions` (a
+  /// std::vector): the next add_partition() on this method may move it, so
+  /// fill a partition before adding the next.
   template <int = 0>
   Partition& add_partition() {
     partitions.emplace_back();
@@ -132,6 +135,8 @@ struct Method {
 struct Program {
   std::vector<Method> methods;
 
+  /// The new method, without partitions. As with add_partition, the
+  /// reference is valid until the next add_method() on this program.
   template <int = 0>
   Method& add_method(std::string name) {
     methods.push_back(Method{std::move(name), {}});

@@ -98,7 +98,7 @@ constexpr const char* pread_failure(int e) noexcept {
     case EISDIR: return "pread failed: EISDIR, the descriptor is a directory (at = offset)";
     case EINVAL: return "pread failed: EINVAL, the descriptor cannot be read at an offset (at = offset)";
     case EFAULT: return "pread failed: EFAULT, the destination is not writable memory (at = offset)";
-    case EOVERFLOW: return "pread failed: EOVERFLOW (at = offset)";
+    case EOVERFLOW: return "pread failed: EOVERFLOW, an offset past what off_t holds (at = offset)";
     case ENXIO: return "pread failed: ENXIO, the device is gone (at = offset)";
     case EAGAIN: return "pread failed: EAGAIN, no data ready on a non-blocking descriptor (at = offset)";
     case ENOMEM: return "pread failed: ENOMEM (at = offset)";
@@ -108,6 +108,36 @@ constexpr const char* pread_failure(int e) noexcept {
   }
 }
 
+// Files over 2 GiB on 32-bit ABIs whose off_t has 32 bits unless the
+// includer builds with _FILE_OFFSET_BITS=64 (glibc's i386 and armhf,
+// Bionic's arm and x86): there the 64-bit calls are made, so such a file
+// opens and is read at its true offsets whatever the includer defines. A
+// 32-bit off_t elsewhere refuses an offset it cannot hold (EOVERFLOW)
+// rather than wrap it and read other bytes.
+#if !defined(__LP64__) && (!defined(_FILE_OFFSET_BITS) || _FILE_OFFSET_BITS != 64) && \
+    ((defined(__GLIBC__) && defined(__USE_LARGEFILE64)) || defined(__BIONIC__))
+using FileStat = struct stat64;
+inline int file_stat(const char* path, FileStat* st) noexcept { return ::stat64(path, st); }
+inline int file_fstat(int fd, FileStat* st) noexcept { return ::fstat64(fd, st); }
+inline ssize_t file_pread(int fd, void* dst, std::size_t n, std::uint64_t offset) noexcept {
+  return ::pread64(fd, dst, n, static_cast<off64_t>(offset));
+}
+constexpr int kOpenLargeFile = O_LARGEFILE;
+#else
+using FileStat = struct stat;
+inline int file_stat(const char* path, FileStat* st) noexcept { return ::stat(path, st); }
+inline int file_fstat(int fd, FileStat* st) noexcept { return ::fstat(fd, st); }
+inline ssize_t file_pread(int fd, void* dst, std::size_t n, std::uint64_t offset) noexcept {
+  constexpr std::uint64_t kMaxOffset = (std::uint64_t{1} << (8 * sizeof(off_t) - 1)) - 1;
+  if (offset > kMaxOffset) {
+    errno = EOVERFLOW;
+    return -1;
+  }
+  return ::pread(fd, dst, n, static_cast<off_t>(offset));
+}
+constexpr int kOpenLargeFile = 0;
+#endif
+
 /// Opens `path` read-only and checks that it is a regular file. On success
 /// the caller owns *fd; on failure nothing is left open.
 inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) noexcept {
@@ -116,19 +146,19 @@ inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) 
   // It is cleared once the file is known to be regular: a local file
   // system ignores it for reads, but a FUSE one passes it on, and its
   // reads could then fail with EAGAIN.
-  int f = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int f = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | kOpenLargeFile);
   // But a regular file under another holder's write lease (Samba and NFS
   // servers take them) refuses a non-blocking open, where a blocking one
   // waits for the lease to be given up, as ExecuTorch's loader would: a
   // regular file is opened again, blocking.
   if (f < 0 && errno == EWOULDBLOCK) {
-    struct stat st;
-    if (::stat(path, &st) == 0 && S_ISREG(st.st_mode)) f = ::open(path, O_RDONLY | O_CLOEXEC);
+    FileStat st;
+    if (file_stat(path, &st) == 0 && S_ISREG(st.st_mode)) f = ::open(path, O_RDONLY | O_CLOEXEC | kOpenLargeFile);
     else errno = EWOULDBLOCK;
   }
   if (f < 0) return Status(Error::IoError, "open failed (at = errno)", static_cast<std::uint64_t>(errno));
-  struct stat st;
-  if (::fstat(f, &st) != 0) {
+  FileStat st;
+  if (file_fstat(f, &st) != 0) {
     const int e = errno;
     ::close(f);
     return Status(Error::IoError, "fstat failed (at = errno)", static_cast<std::uint64_t>(e));
@@ -252,7 +282,7 @@ class FileSource final : public DataSource {
       // pread's count is capped well below SSIZE_MAX; loop for the rest.
       const std::size_t chunk = size > (std::uint64_t{1} << 30) ? (std::size_t{1} << 30)
                                                                 : static_cast<std::size_t>(size);
-      const ssize_t n = ::pread(fd_, out, chunk, static_cast<off_t>(offset));
+      const ssize_t n = detail::file_pread(fd_, out, chunk, offset);
       if (n < 0) {
         const int e = errno;
         if (e == EINTR) continue;

@@ -58,8 +58,10 @@ class KeyView {
  public:
   constexpr KeyView() noexcept = default;
   constexpr KeyView(const char* data, std::size_t size) noexcept : data_(data), size_(size) {}
-  /// A NUL-terminated string (not null).
-  KeyView(const char* c_string) noexcept : data_(c_string), size_(std::strlen(c_string)) {}
+  /// A NUL-terminated string; a null one is the empty key (a delegate
+  /// handing on a name it never got finds nothing, where strlen crashed).
+  KeyView(const char* c_string) noexcept
+      : data_(c_string), size_(c_string != nullptr ? std::strlen(c_string) : 0) {}
   /// std::string, std::string_view, or any type with char data() and size().
   template <class S, detail::traits::enable_if_t<detail::is_char_range<S>::value, int> = 0>
   constexpr KeyView(const S& s) noexcept(noexcept(s.data()) && noexcept(s.size()))

@@ -1,0 +1,75 @@
+// Files past 4 GiB through FileSource and MmapSource: opened, sized and
+// read at their true offsets. Built twice: for this machine, and (where a
+// 32-bit program builds and runs: tests/meson.build) with -m32 and without
+// _FILE_OFFSET_BITS=64, whose off_t has 32 bits. There the runtime makes
+// the 64-bit calls itself; before, open() failed with EOVERFLOW, and a
+// libc whose open() forces O_LARGEFILE would have read wrapped offsets.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "wdedup/runtime.hpp"
+
+namespace {
+
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+
+/// A sparse file of `size` bytes holding `n` bytes at `at` (64-bit calls:
+/// the test itself is built with a 32-bit off_t in one of its builds).
+bool make_sparse(const std::string& path, std::uint64_t size, std::uint64_t at, const char* bytes, std::size_t n) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_LARGEFILE, 0644);
+  if (fd < 0) return false;
+  const bool ok = ::ftruncate64(fd, static_cast<off64_t>(size)) == 0 &&
+                  ::pwrite64(fd, bytes, n, static_cast<off64_t>(at)) == static_cast<ssize_t>(n);
+  return ::close(fd) == 0 && ok;
+}
+
+}  // namespace
+
+TEST_CASE("a sparse file of 5 GiB: FileSource reads past 2 and 4 GiB; MmapSource maps it or says it cannot") {
+  const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/large_file_" + std::to_string(8 * sizeof(void*)) + ".bin";
+  const std::uint64_t size = 5 * kGiB + 16, at = 4 * kGiB - 4;
+  const char marks[] = "wdedup: across 4 GiB";  // 20 bytes from 4 GiB - 4
+  if (!make_sparse(path, size, at, marks, sizeof marks - 1)) {
+    MESSAGE("cannot make a sparse 5 GiB file in " WDEDUP_TEST_TMPDIR ": not tried");
+    return;
+  }
+  {
+    wdedup::Result<wdedup::FileSource> src = wdedup::FileSource::open(path.c_str());
+    REQUIRE_MESSAGE(src.ok(), src.failure().what, " ", src.failure().at);
+    CHECK(src->size() == size);
+    char got[20] = {};
+    REQUIRE(src->read(at, got, sizeof got).ok());
+    CHECK(std::memcmp(got, marks, sizeof got) == 0);
+    // Past 2 GiB (a 32-bit off_t's limit), in the holes: zeros.
+    char zeros[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    REQUIRE(src->read(2 * kGiB + 1, zeros, sizeof zeros).ok());
+    CHECK(std::memcmp(zeros, "\0\0\0\0\0\0\0\0", 8) == 0);
+    // The last bytes, and one past them.
+    REQUIRE(src->read(size - 8, zeros, sizeof zeros).ok());
+    const wdedup::Status past = src->read(size - 4, zeros, sizeof zeros);
+    CHECK(past.error() == wdedup::Error::Truncated);
+    CHECK(past.failure().at == size - 4);
+  }
+  {
+    wdedup::Result<wdedup::MmapSource> m = wdedup::MmapSource::open(path.c_str());
+    if (sizeof(void*) < 8) {
+      // More than a 32-bit address space: refused, with the size.
+      CHECK(m.error() == wdedup::Error::IoError);
+      CHECK(std::string(m.failure().what) == "file too large to map");
+      CHECK(m.failure().at == size);
+    } else {
+      REQUIRE(m.ok());
+      CHECK(m->size() == size);
+      const std::uint8_t* v = m->view(at, 20);
+      REQUIRE(v != nullptr);
+      CHECK(std::memcmp(v, marks, 20) == 0);
+    }
+  }
+  CHECK(::unlink(path.c_str()) == 0);
+}
