@@ -22,10 +22,17 @@ constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 /// A sparse file of `size` bytes holding `n` bytes at `at` (64-bit calls:
 /// the test itself is built with a 32-bit off_t in one of its builds).
 bool make_sparse(const std::string& path, std::uint64_t size, std::uint64_t at, const char* bytes, std::size_t n) {
+#if defined(__GLIBC__) && defined(__USE_LARGEFILE64)
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_LARGEFILE, 0644);
   if (fd < 0) return false;
   const bool ok = ::ftruncate64(fd, static_cast<off64_t>(size)) == 0 &&
                   ::pwrite64(fd, bytes, n, static_cast<off64_t>(at)) == static_cast<ssize_t>(n);
+#else  // (musl, macOS: off_t has 64 bits everywhere)
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  const bool ok = ::ftruncate(fd, static_cast<off_t>(size)) == 0 &&
+                  ::pwrite(fd, bytes, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
+#endif
   return ::close(fd) == 0 && ok;
 }
 

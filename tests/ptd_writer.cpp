@@ -1055,8 +1055,20 @@ TEST_CASE("long tensor names shared by many functions: the writer refuses what a
                               std::to_string(read) + " bytes of them, over its budget of " +
                               std::to_string(2 * (pool + 1024 * names)) + " (twice the " + std::to_string(pool) +
                               "-byte strings pool plus 1024 bytes for each of 736 names), and refuse the file; the "
-                              "longest tensor name is 3002 bytes ('" + std::string(40, 'n') +
-                              "'... in function 'm0' partition 0 ('f0' in blob 'blob')); shorten the names");
+                              "longest is the tensor name '" + std::string(40, 'n') +
+                              "'... (3002 bytes) of method 'm0' partition 0; shorten the names");
+  // A long blob key shared by every function counts once a function: named.
+  FunctionMaps shared_key;
+  const std::string blob(10000, 'b');
+  for (std::uint32_t f = 0; f < 100; ++f)
+    shared_key.functions.push_back(FunctionMap{"m" + std::to_string(f), 0, blob, "f" + std::to_string(f), {{"t", "w.a"}}});
+  file = serialize_ptd(s, shared_key, {});
+  CHECK(file.error() == Error::InvalidName);
+  const std::string tail = "; the longest is the blob key '" + std::string(40, 'b') +
+                           "'... (10000 bytes) of method 'm0' partition 0; shorten the names";
+  REQUIRE(file.message().size() > tail.size());
+  CHECK(file.message().substr(file.message().size() - tail.size()) == tail);
+  CHECK(file.message().size() < 400);
   // write_ptd_file: refused before the destination is touched.
   const std::string dest = tmp_path("long_shared_names.ptd");
   std::remove(dest.c_str());

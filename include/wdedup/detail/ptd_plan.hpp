@@ -542,19 +542,28 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
     }
     const std::uint64_t budget = format::name_check_budget(pool.bytes().size(), names);
     if (read > budget) {
-      const ResolvedRow* longest = nullptr;
+      // The longest name of any kind (a long blob key counts once a function).
+      std::string_view longest;
+      const char* kind = "";
       const FunctionMap* in_function = nullptr;
-      for (const ResolvedFunction& f : in.functions)
-        for (const ResolvedRow& r : f.rows)
-          if (longest == nullptr || r.name.size() > longest->name.size()) {
-            longest = &r;
-            in_function = f.function;
-          }
-      std::string longest_is;
-      if (longest != nullptr)
-        longest_is = cat("; the longest tensor name is ", longest->name.size(), " bytes (",
-                         quote_name(longest->name.substr(0, 40)), longest->name.size() > 40 ? "..." : "", " in ",
-                         describe_function(*in_function), ")");
+      const auto consider = [&](std::string_view name, const char* what, const FunctionMap* f) {
+        if (name.size() > longest.size()) {
+          longest = name;
+          kind = what;
+          in_function = f;
+        }
+      };
+      for (const ResolvedFunction& f : in.functions) {
+        consider(f.function->method, "method name", f.function);
+        consider(f.function->blob_key, "blob key", f.function);
+        consider(f.function->function_name, "function name", f.function);
+        for (const ResolvedRow& r : f.rows) consider(r.name, "tensor name", f.function);
+      }
+      // Names cut at 40 bytes: the message is about their length.
+      const auto clip = [](std::string_view n) { return cat(quote_name(n.substr(0, 40)), n.size() > 40 ? "..." : ""); };
+      const std::string longest_is = cat("; the longest is the ", kind, " ", clip(longest), " (", longest.size(),
+                                         " bytes) of method ", clip(in_function->method), " partition ",
+                                         in_function->partition_index);
       return R(Error::InvalidName,
                cat("the function maps' names are too long for a reader to check: it would read ", read,
                    " bytes of them, over its budget of ", budget, " (twice the ", pool.bytes().size(),
