@@ -327,7 +327,7 @@ class BasicAtomicFile {
     // directory owned by neither this user nor the directory's owner, and
     // every write through it would have ended NotDurable.
     if (durable)
-      if (const int e = errno_of(ops_.fsync_directory((dir_ + "/.").c_str())))
+      if (const int e = errno_of(ops_.fsync_directory((dir_ == "/" ? std::string("/.") : dir_ + "/.").c_str())))
         return Expected<void>(Error::NotDurable,
                               "wrote " + quote_name(path_) + ", but fsync directory " + quote_name(dir_) +
                                   " failed: " + errno_text(e) +

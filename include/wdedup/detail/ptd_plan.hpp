@@ -451,7 +451,9 @@ Expected<ExtensionShape> extension_shape(const NamedDataStore& store, const Vali
 /// seeds derived from it (next_index_seed).
 constexpr int kSeedAttempts = 4;
 inline std::uint64_t next_index_seed(std::uint64_t seed, int attempt) noexcept {
-  return key_hash(&seed, sizeof seed, static_cast<std::uint64_t>(attempt));
+  std::uint8_t bytes[8];  // little-endian, as the file stores it: the same file on any host
+  format::store_u64(bytes, seed);
+  return key_hash(bytes, sizeof bytes, static_cast<std::uint64_t>(attempt));
 }
 
 /// Fills the `slot_count` slots at `slots` with every key (linear probing,
