@@ -1093,10 +1093,12 @@ TEST_CASE("keys chosen to collide under the seed: the writer places them under a
   NamedDataStore s;
   for (const std::string& k : names) REQUIRE(s.add_named_data(k, ByteSpan(bytes.data(), bytes.size()), 16).ok());
   std::vector<std::uint8_t> table(std::size_t{slots} * 8);
-  CHECK_FALSE(wdedup::detail::place_keys(s.keys(), slots, 0, table.data()));
+  const auto key_at = [&](std::uint32_t i) { return wdedup::KeyView(s.keys()[i].key); };
+  const wdedup::detail::SlotFill at_zero = wdedup::detail::fill_slots(n, key_at, 0, table.data(), slots);
+  CHECK(at_zero.result == wdedup::detail::SlotFill::kTooManyProbes);
   const std::uint64_t derived = wdedup::detail::next_index_seed(0, 1);
   CHECK(derived == wdedup::detail::key_hash("\0\0\0\0\0\0\0\0", 8, 1));
-  CHECK(wdedup::detail::place_keys(s.keys(), slots, derived, table.data()));
+  CHECK(wdedup::detail::fill_slots(n, key_at, derived, table.data(), slots).result == wdedup::detail::SlotFill::kDone);
 
   Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, FunctionMaps{}, {});
   REQUIRE(file.ok());

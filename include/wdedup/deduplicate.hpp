@@ -301,7 +301,7 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
 template <class Policy, class Hash>
 Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOptions& options, const Hash& hash) {
   const double t0 = monotonic_seconds();
-  if (is_null_name(Policy::name) || name_view(Policy::name).empty())
+  if (name_view(Policy::name).empty())  // (a null name's view is empty too)
     return BuildError{Error::InvalidArgument, cat("the strategy policy's name is ",
                                                   is_null_name(Policy::name) ? "null" : "empty",
                                                   "; it names the policy in reports and messages")};

@@ -447,36 +447,6 @@ Expected<ExtensionShape> extension_shape(const NamedDataStore& store, const Vali
   return s;
 }
 
-/// Seeds the writer tries for its key index: the one asked for, then
-/// seeds derived from it (next_index_seed).
-constexpr int kSeedAttempts = 4;
-inline std::uint64_t next_index_seed(std::uint64_t seed, int attempt) noexcept {
-  std::uint8_t bytes[8];  // little-endian, as the file stores it: the same file on any host
-  format::store_u64(bytes, seed);
-  return key_hash(bytes, sizeof bytes, static_cast<std::uint64_t>(attempt));
-}
-
-/// Fills the `slot_count` slots at `slots` with every key (linear probing,
-/// in key order: the order a reader's check looks them up in, which then
-/// takes the same probes), within format::probe_budget; false if keys
-/// collide under `seed` past it.
-template <int = 0>
-bool place_keys(const Table<StoreKey>& keys, std::uint32_t slot_count, std::uint64_t seed, std::uint8_t* slots) {
-  std::memset(slots, 0, std::size_t{slot_count} * 8);
-  std::uint64_t budget = format::probe_budget(slot_count);
-  const std::uint32_t mask = slot_count - 1;
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    const std::uint64_t h = key_hash(keys[i].key.data(), keys[i].key.size(), seed);
-    std::uint32_t s = static_cast<std::uint32_t>(h) & mask;
-    for (;; s = (s + 1) & mask) {
-      if (budget-- == 0) return false;
-      if (format::load_u64(slots + std::uint64_t{s} * 8) == 0) break;
-    }
-    format::store_u64(slots + std::uint64_t{s} * 8, format::slot_value(h, static_cast<std::uint32_t>(i)));
-  }
-  return true;
-}
-
 /// Decides the whole file layout. On success the plan's metadata is final
 /// except for the WDX1 content hashes (set_content_hash).
 template <int = 0>
@@ -530,19 +500,18 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
                    "for repeats (names over 128 bytes that agree in their first and last 64 bytes, function after "
                    "function, exceed what it compares) and would refuse the file; make such names differ within 64 "
                    "bytes of either end"));
-  }
-  // The reader also reads every name within a budget (format::
-  // name_check_budget): a long tensor name the pool holds once is read for
-  // each row that names it. The same sum here, in the reader's order.
-  if (options.wdedup_extensions && !in.functions.empty()) {
-    std::uint64_t names = 0, read = 0;
+
+    // The reader also reads every name within a budget (format::
+    // name_check_budget): a long tensor name the pool holds once is read
+    // for each row that names it. The same sum here, in the reader's order.
+    std::uint64_t name_count = 0, read = 0;
     for (const ResolvedFunction& f : in.functions) {
-      names += 3 + f.rows.size();
+      name_count += 3 + f.rows.size();
       read += f.function->method.size() + f.function->blob_key.size() + f.function->function_name.size();
       for (std::size_t k = 0; k < f.rows.size(); ++k)
         read += f.rows[k].name.size() + (k == 0 ? 0 : min_of(f.rows[k - 1].name.size(), f.rows[k].name.size()) + 1);
     }
-    const std::uint64_t budget = format::name_check_budget(pool.bytes().size(), names);
+    const std::uint64_t budget = format::name_check_budget(chars.size(), name_count);
     if (read > budget) {
       // The longest name of any kind (a long blob key counts once a function).
       std::string_view longest;
@@ -568,8 +537,8 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
                                          in_function->partition_index);
       return R(Error::InvalidName,
                cat("the function maps' names are too long for a reader to check: it would read ", read,
-                   " bytes of them, over its budget of ", budget, " (twice the ", pool.bytes().size(),
-                   "-byte strings pool plus ", format::kCheckBytesPerName, " bytes for each of ", names,
+                   " bytes of them, over its budget of ", budget, " (twice the ", chars.size(),
+                   "-byte strings pool plus ", format::kCheckBytesPerName, " bytes for each of ", name_count,
                    " names), and refuse the file", longest_is, "; shorten the names"));
     }
   }
@@ -679,13 +648,15 @@ Expected<PtdPlan> plan_ptd(const NamedDataStore& store, const FunctionMaps& maps
     // converted) would take a reader more probes than it allows, and it
     // would refuse the file: then seeds derived from it are tried, as
     // build_index does, and the file stores the one used.
+    // (The store's keys are distinct: fill_slots finds no duplicate.)
+    const auto key_at = [&](std::uint32_t i) noexcept { return KeyView(keys[i].key); };
     std::uint64_t seed = options.hash_seed;
     int attempt = 0;
-    while (!place_keys(keys, shape.slot_count, seed, x + shape.slots)) {
-      if (++attempt == kSeedAttempts)
+    while (fill_slots(shape.key_count, key_at, seed, x + shape.slots, shape.slot_count).result != SlotFill::kDone) {
+      if (++attempt == kIndexSeedAttempts)
         return R(Error::InvalidArgument,
                  cat("the store's ", keys.size(), " keys collide in the key index under hash seed ",
-                     options.hash_seed, " and the ", kSeedAttempts - 1, " seeds derived from it, past the ",
+                     options.hash_seed, " and the ", kIndexSeedAttempts - 1, " seeds derived from it, past the ",
                      format::probe_budget(shape.slot_count), " probes a reader allows (keys chosen to collide?); "
                      "write with another WriteOptions::hash_seed"));
       seed = next_index_seed(seed, attempt);

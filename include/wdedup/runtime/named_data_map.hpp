@@ -506,8 +506,8 @@ class NamedDataMap {
                                     reinterpret_cast<std::uintptr_t>(this)};
     std::uint64_t seed = detail::key_hash(where, sizeof where, key_count_);
     Status st = detail::ok_status();
-    for (int attempt = 0; attempt < kBuildAttempts;
-         ++attempt, seed = detail::key_hash(&seed, sizeof seed, static_cast<std::uint64_t>(attempt))) {
+    for (int attempt = 0; attempt < detail::kIndexSeedAttempts;
+         ++attempt, seed = detail::next_index_seed(seed, attempt)) {
       st = build_index(memory, seed);
       if (st.error() != Error::MalformedIndex) return st;
     }
@@ -526,24 +526,12 @@ class NamedDataMap {
     if (memory.size() / 8 < slots)
       return Status(Error::BufferTooSmall, "index memory is smaller than index_memory_size()", 8 * slots);
     std::uint8_t* s = memory.data();
-    std::memset(s, 0, static_cast<std::size_t>(8 * slots));
-    const std::uint64_t mask = slots - 1;
-    std::uint64_t budget = format::probe_budget(slots);
-    for (std::uint32_t i = 0; i < key_count_; ++i) {
-      const KeyView k = key_at(i);
-      const std::uint64_t h = detail::key_hash(k.data(), k.size(), seed);
-      std::uint64_t at = h & mask;
-      for (;;) {
-        if (budget-- == 0)
-          return Status(Error::MalformedIndex, "keys collide in the built index under this seed (at = keys placed)", i);
-        const std::uint64_t v = format::load_u64(s + 8 * at);
-        if (v == 0) break;
-        if ((v >> 32) == (h >> 32) && key_at(static_cast<std::uint32_t>(v) - 1) == k)
-          return Status(Error::MalformedKey, "duplicate key", key_pos(i));
-        at = (at + 1) & mask;
-      }
-      format::store_u64(s + 8 * at, format::slot_value(h, i));
-    }
+    const detail::SlotFill fill =
+        detail::fill_slots(key_count_, [this](std::uint32_t i) noexcept { return key_at(i); }, seed, s, slots);
+    if (fill.result == detail::SlotFill::kTooManyProbes)
+      return Status(Error::MalformedIndex, "keys collide in the built index under this seed (at = keys placed)",
+                    fill.at);
+    if (fill.result == detail::SlotFill::kDuplicate) return Status(Error::MalformedKey, "duplicate key", key_pos(fill.at));
     built_slots_ = s;
     built_slot_count_ = slots;
     built_seed_ = seed;
@@ -615,9 +603,6 @@ class NamedDataMap {
   }
 
  private:
-  /// Seeds build_index(memory) tries, each within format::probe_budget
-  /// (the stored index's check, validate_ext_slots, allows as many).
-  static constexpr int kBuildAttempts = 4;
   // What a zero-size copy points at: not null, and aligned like a mapping.
   alignas(4096) static constexpr std::uint8_t kEmptyByte = 0;
 

@@ -67,6 +67,54 @@ inline std::uint64_t key_hash(const void* data, std::size_t len, std::uint64_t s
   return key_mix(a ^ k0, inner ^ k1);
 }
 
+/// Seeds a key index is built under, the first included, before keys that
+/// collide under every one of them are given up on: build_index and the
+/// writer both try as many.
+constexpr int kIndexSeedAttempts = 4;
+/// The seed tried after `seed` at attempt `attempt` (1, 2, ...): the hash
+/// of its little-endian bytes, so that the writer derives the same seed
+/// (and writes the same file) on any host.
+inline std::uint64_t next_index_seed(std::uint64_t seed, int attempt) noexcept {
+  std::uint8_t bytes[8];
+  format::store_u64(bytes, seed);
+  return key_hash(bytes, sizeof bytes, static_cast<std::uint64_t>(attempt));
+}
+
+/// What fill_slots found.
+struct SlotFill {
+  enum Result { kDone, kTooManyProbes, kDuplicate } result = kDone;
+  std::uint32_t at = 0;  ///< the key being placed when it stopped
+};
+
+/// Fills `slot_count` (a power of two) slots at `slots` with keys 0 to
+/// count - 1 (key_at(i): a KeyView), linear probing in key order, within
+/// format::probe_budget: the order and the probes with which a reader's
+/// check (validate_ext_slots) then finds them. Stops at a key equal to one
+/// placed before it. Shared by build_index and the writer, so that a table
+/// either builds is one a reader accepts.
+template <class KeyAt>
+SlotFill fill_slots(std::uint32_t count, const KeyAt& key_at, std::uint64_t seed, std::uint8_t* slots,
+                    std::uint64_t slot_count) noexcept {
+  std::memset(slots, 0, static_cast<std::size_t>(8 * slot_count));
+  std::uint64_t budget = format::probe_budget(slot_count);
+  const std::uint64_t mask = slot_count - 1;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const auto k = key_at(i);
+    const std::uint64_t h = key_hash(k.data(), k.size(), seed);
+    for (std::uint64_t at = h & mask;; at = (at + 1) & mask) {
+      if (budget-- == 0) return SlotFill{SlotFill::kTooManyProbes, i};
+      const std::uint64_t v = format::load_u64(slots + 8 * at);
+      if (v == 0) {
+        format::store_u64(slots + 8 * at, format::slot_value(h, i));
+        break;
+      }
+      if ((v >> 32) == (h >> 32) && key_at(static_cast<std::uint32_t>(v) - 1) == k)
+        return SlotFill{SlotFill::kDuplicate, i};
+    }
+  }
+  return SlotFill{};
+}
+
 }  // namespace detail
 }  // namespace wdedup
 
