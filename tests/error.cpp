@@ -10,7 +10,11 @@
 
 #include <cstdint>
 #include <cstring>
+#include <cstdlib>
 #include <initializer_list>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "wdedup/runtime.hpp"
 
@@ -97,4 +101,60 @@ TEST_CASE("Result: the value of a failed Result stops the program instead of bei
     volatile int x = *r;
     (void)x;
   }));
+}
+
+// Traits that say "copyable" for a Result<DataBuffer> would make generic
+// code (std::vector growing, a std::function holding it) pick a copy that
+// then fails to compile deep in error.hpp.
+static_assert(!std::is_copy_constructible<Result<DataBuffer>>::value, "DataBuffer is move-only, so is its Result");
+static_assert(!std::is_copy_assignable<Result<DataBuffer>>::value, "DataBuffer is move-only, so is its Result");
+static_assert(std::is_nothrow_move_constructible<Result<DataBuffer>>::value, "moves");
+static_assert(std::is_nothrow_move_assignable<Result<DataBuffer>>::value, "moves");
+static_assert(std::is_copy_constructible<Result<int>>::value && std::is_copy_assignable<Result<int>>::value,
+              "a Result of a copyable T copies");
+static_assert(std::is_copy_constructible<Result<KeyView>>::value && std::is_copy_assignable<Result<KeyView>>::value,
+              "a Result of a copyable T copies");
+
+TEST_CASE("Result: copyable exactly when its T is; a Result<DataBuffer> moves its ownership") {
+  // Copies of a copyable T, both states.
+  Result<int> a = 5;
+  Result<int> b = a;
+  CHECK(*b == 5);
+  const Result<int> missing(Error::NotFound, "no such key", 9);
+  a = missing;
+  CHECK(a.error() == Error::NotFound);
+  CHECK(std::strcmp(a.failure().what, "no such key") == 0);
+  CHECK(a.failure().at == 9);
+  b = a;
+  CHECK(b.error() == Error::NotFound);
+
+  // A vector of move-only Results grows by moving: the one allocation each
+  // buffer owns is handed along, never copied or freed twice (ASan).
+  std::vector<Result<DataBuffer>> v;
+  for (int i = 0; i < 40; ++i) {
+    auto* p = static_cast<std::uint8_t*>(std::malloc(4));
+    REQUIRE(p != nullptr);
+    std::memcpy(p, &i, sizeof i);
+    if (i % 3 == 2)
+      v.emplace_back(Error::NotFound, "key", static_cast<std::uint64_t>(i));
+    else
+      v.emplace_back(DataBuffer::adopt(p, p, 4));
+    if (i % 3 == 2) std::free(p);
+  }
+  REQUIRE(v.size() == 40);
+  for (int i = 0; i < 40; ++i) {
+    if (i % 3 == 2) {
+      CHECK(v[static_cast<std::size_t>(i)].error() == Error::NotFound);
+      CHECK(v[static_cast<std::size_t>(i)].failure().at == static_cast<std::uint64_t>(i));
+      continue;
+    }
+    REQUIRE(v[static_cast<std::size_t>(i)].ok());
+    CHECK(v[static_cast<std::size_t>(i)]->owns_memory());
+    int got = -1;
+    std::memcpy(&got, v[static_cast<std::size_t>(i)]->data(), sizeof got);
+    CHECK(got == i);
+  }
+  Result<DataBuffer> moved = std::move(v[0]);
+  CHECK(moved->owns_memory());
+  CHECK(moved->size() == 4);
 }

@@ -163,6 +163,49 @@ TEST_CASE("Expected: assignment between every pair of states") {
   CHECK(counts.live == 0);
 }
 
+namespace {
+// Move-only, and its move may throw: std::vector grows a vector of these by
+// moving only if nothing says they copy (std::move_if_noexcept).
+struct MoveMayThrow {
+  explicit MoveMayThrow(int v) : value(v) {}
+  MoveMayThrow(MoveMayThrow&& o) noexcept(false) : value(o.value) { o.value = -1; }
+  MoveMayThrow& operator=(MoveMayThrow&&) = default;
+  MoveMayThrow(const MoveMayThrow&) = delete;
+  int value;
+};
+}  // namespace
+
+static_assert(!std::is_copy_constructible<Expected<std::unique_ptr<int>>>::value &&
+                  !std::is_copy_assignable<Expected<std::unique_ptr<int>>>::value,
+              "an Expected of a move-only T is move-only, as std::optional's is");
+static_assert(std::is_nothrow_move_constructible<Expected<std::unique_ptr<int>>>::value, "moves");
+static_assert(!std::is_copy_constructible<Expected<MoveMayThrow>>::value, "move-only");
+static_assert(std::is_copy_constructible<Expected<std::string>>::value &&
+                  std::is_copy_assignable<Expected<std::string>>::value,
+              "an Expected of a copyable T copies");
+
+TEST_CASE("Expected: copyable exactly when its T is, so a vector of move-only ones grows by moving") {
+  // With copies declared for every T, this did not compile: the vector
+  // chose the copy over the move that may throw.
+  std::vector<Expected<MoveMayThrow>> v;
+  for (int i = 0; i < 40; ++i) {
+    if (i % 4 == 3)
+      v.emplace_back(Error::NotFound, "tensor " + std::to_string(i));
+    else
+      v.emplace_back(MoveMayThrow(i));
+  }
+  REQUIRE(v.size() == 40);
+  for (int i = 0; i < 40; ++i) {
+    if (i % 4 == 3) {
+      CHECK(v[static_cast<std::size_t>(i)].error() == Error::NotFound);
+      CHECK(v[static_cast<std::size_t>(i)].message() == "tensor " + std::to_string(i));
+    } else {
+      REQUIRE(v[static_cast<std::size_t>(i)].ok());
+      CHECK(v[static_cast<std::size_t>(i)]->value == i);
+    }
+  }
+}
+
 TEST_CASE("Expected: a T without a default constructor or a copy") {
   // (optional<T> needs neither; nor does this.)
   Expected<std::unique_ptr<int>> p = std::make_unique<int>(7);

@@ -57,9 +57,10 @@ inline BuildError build_failure_of(BuildError e, const char* made) {
 /// optional<T>, with its constraints on every converting constructor and
 /// assignment, cost 4-11 ms of compile time each (clang -ftime-trace of
 /// <wdedup/wdedup.hpp>). Copies and moves compile where T's do (a class
-/// template's members are instantiated only when used); unlike optional's,
-/// they are always declared, so std::is_copy_constructible<Expected<T>> is
-/// true even for a move-only T. Nothing in the library asks.
+/// template's members are instantiated only when used), and the copies are
+/// declared only where T's are (detail::traits::copy_source_t): the traits
+/// of an Expected of a move-only T say it is move-only, as optional's do, so
+/// std::vector moves it when it grows rather than failing on a copy.
 template <class T>
 class [[nodiscard]] Expected {
  public:
@@ -67,14 +68,14 @@ class [[nodiscard]] Expected {
   Expected(BuildError e) : error_(detail::build_failure_of(std::move(e), kMadeFromOk)) {}
   Expected(Error code, std::string message)
       : error_(detail::build_failure_of(BuildError{code, std::move(message)}, kMadeFromOk)) {}
-  Expected(const Expected& o) : error_(o.error_), has_value_(o.has_value_) {
+  Expected(const detail::traits::copy_source_t<Expected, T>& o) : error_(o.error_), has_value_(o.has_value_) {
     if (has_value_) ::new (static_cast<void*>(&value_)) T(o.value_);
   }
   Expected(Expected&& o) noexcept(std::is_nothrow_move_constructible<T>::value)
       : error_(std::move(o.error_)), has_value_(o.has_value_) {
     if (has_value_) ::new (static_cast<void*>(&value_)) T(std::move(o.value_));
   }
-  Expected& operator=(const Expected& o) {
+  Expected& operator=(const detail::traits::copy_source_t<Expected, T>& o) {
     if (this != &o) assign(o);
     return *this;
   }

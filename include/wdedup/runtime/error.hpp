@@ -139,7 +139,9 @@ class [[nodiscard]] Result {
   Result(Result&& o) noexcept : failure_(o.failure_), ok_(o.ok_) {
     if (ok_) new (&storage_) T(static_cast<T&&>(*o.ptr()));
   }
-  Result(const Result& o) : failure_(o.failure_), ok_(o.ok_) {
+  /// Declared only for a T that can be copied (detail::traits::copy_source_t):
+  /// Result<DataBuffer> is move-only, and its traits say so.
+  Result(const detail::traits::copy_source_t<Result, T>& o) : failure_(o.failure_), ok_(o.ok_) {
     if (ok_) new (&storage_) T(*o.ptr());
   }
   Result& operator=(Result&& o) noexcept {
@@ -151,7 +153,7 @@ class [[nodiscard]] Result {
     }
     return *this;
   }
-  Result& operator=(const Result& o) {
+  Result& operator=(const detail::traits::copy_source_t<Result, T>& o) {
     if (this != &o) {
       reset();
       failure_ = o.failure_;

@@ -19,6 +19,35 @@ struct enable_if<true, T> {
 template <bool B, class T = void>
 using enable_if_t = typename enable_if<B, T>::type;
 
+template <bool B, class T, class F>
+struct conditional {
+  using type = T;
+};
+template <class T, class F>
+struct conditional<false, T, F> {
+  using type = F;
+};
+template <bool B, class T, class F>
+using conditional_t = typename conditional<B, T, F>::type;
+
+/// A type nothing converts to: the parameter of a copy constructor or copy
+/// assignment that a class template must not have (see copy_source_t).
+class NoCopySource {
+  NoCopySource();  // private, never defined: no value of it can be made
+};
+
+/// The parameter type of a wrapper's copy constructor and copy assignment:
+/// `const Self&` when T can be copied, else `const NoCopySource&`. They are
+/// then not a copy constructor or assignment at all, and the ones the
+/// compiler would declare are deleted (the wrapper declares its moves), so
+/// std::is_copy_constructible of Result<DataBuffer> or of
+/// Expected<std::unique_ptr<X>> says false, as it does for optional<T>.
+/// (A user-written copy constructor is declared whether or not its body
+/// compiles: the traits would say true and a copy fail deep in the header;
+/// std::vector would pick that copy over a move that may throw.)
+template <class Self, class T>
+using copy_source_t = typename conditional<__is_constructible(T, const T&), Self, NoCopySource>::type;
+
 template <class A, class B>
 struct is_same {
   static constexpr bool value = false;
