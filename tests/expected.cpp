@@ -184,6 +184,17 @@ static_assert(std::is_copy_constructible<Expected<std::string>>::value &&
                   std::is_copy_assignable<Expected<std::string>>::value,
               "an Expected of a copyable T copies");
 
+namespace {
+// Copies, but cannot be assigned (a const member), like a struct holding a
+// reference: its Expected copies, and is not copy-assignable, as optional.
+struct ConstMember {
+  const int value;
+};
+}  // namespace
+static_assert(std::is_copy_constructible<Expected<ConstMember>>::value &&
+                  !std::is_copy_assignable<Expected<ConstMember>>::value,
+              "copy-assigning two held values would assign the T");
+
 TEST_CASE("Expected: copyable exactly when its T is, so a vector of move-only ones grows by moving") {
   // With copies declared for every T, this did not compile: the vector
   // chose the copy over the move that may throw.

@@ -75,7 +75,10 @@ class [[nodiscard]] Expected {
       : error_(std::move(o.error_)), has_value_(o.has_value_) {
     if (has_value_) ::new (static_cast<void*>(&value_)) T(std::move(o.value_));
   }
-  Expected& operator=(const detail::traits::copy_source_t<Expected, T>& o) {
+  /// (Assigning one held value to another uses T's own assignment, as
+  /// optional's does, so this needs T copy-assignable too.)
+  Expected& operator=(const std::conditional_t<std::is_copy_constructible<T>::value && std::is_copy_assignable<T>::value,
+                                               Expected, detail::traits::NoCopySource>& o) {
     if (this != &o) assign(o);
     return *this;
   }
