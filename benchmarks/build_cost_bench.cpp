@@ -29,6 +29,7 @@ namespace bench = wdedup::bench;
 
 struct RunTime {
   double wall = -1, cpu = -1;  ///< seconds; -1 if the command failed
+  int spawn_error = 0;         ///< posix_spawnp's error, if it could not start
 };
 
 /// Runs argv, output to `log`, and times it.
@@ -44,7 +45,11 @@ RunTime timed_run(const std::vector<std::string>& args, const std::string& log) 
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) return {};
+  if (rc != 0) {
+    RunTime t;
+    t.spawn_error = rc;
+    return t;
+  }
   int status = 0;
   struct rusage ru;
   while (::wait4(pid, &status, 0, &ru) < 0)
@@ -64,7 +69,25 @@ bool write_file(const std::string& path, const std::string& text) {
   return std::fclose(f) == 0 && ok;
 }
 
+/// What the command that failed to start said (a --cxx that is not there).
+std::string spawn_note(const RunTime& t) {
+  return t.spawn_error != 0 ? std::string(": cannot start it: ") + std::strerror(t.spawn_error) : std::string();
+}
+
 }  // namespace
+
+std::string check_build(const Config& c) {
+  // The headers are there, and --cxx compiles an empty C++17 TU: refused
+  // before the run, not after minutes of the other groups.
+  const std::string probe = c.include_dir + "/wdedup/runtime.hpp";
+  if (::access(probe.c_str(), R_OK) != 0)
+    return "--include-dir " + c.include_dir + ": no readable " + probe + " (" + std::strerror(errno) + ")";
+  const RunTime t = timed_run({c.cxx, "-std=c++17", "-fsyntax-only", "-x", "c++", "/dev/null"}, "/dev/null");
+  if (t.cpu < 0)
+    return "--cxx " + c.cxx + ": `" + c.cxx + " -std=c++17 -fsyntax-only -x c++ /dev/null` failed" +
+           (t.spawn_error != 0 ? spawn_note(t) : std::string(" (a compiler taking -std=c++17 and -fsyntax-only is needed)"));
+  return "";
+}
 
 void run_build_cost(const Config& c, Results& out) {
   struct Tu {
@@ -95,9 +118,9 @@ void run_build_cost(const Config& c, Results& out) {
     return timed_run({c.cxx, "-std=c++17", "-fsyntax-only", "-I", c.include_dir, t.path}, log);
   };
   bool failed = false;
-  auto fail = [&](const Tu& t) {
-    report_failure("`" + c.cxx + " -std=c++17 -fsyntax-only -I " + c.include_dir + " " + t.path +
-                   "` failed (see " + log + "): no build-cost figures");
+  auto fail = [&](const Tu& t, const RunTime& r) {
+    report_failure("`" + c.cxx + " -std=c++17 -fsyntax-only -I " + c.include_dir + " " + t.path + "` failed" +
+                   (r.spawn_error != 0 ? spawn_note(r) : " (see " + log + ")") + ": no build-cost figures");
     failed = true;
   };
   // The empty TU's times compiled right beside each header (tus[0] is the
@@ -108,7 +131,7 @@ void run_build_cost(const Config& c, Results& out) {
   for (Tu& t : tus) {
     const RunTime s = compile(t);
     if (s.cpu < 0) {
-      fail(t);
+      fail(t, s);
       break;
     }
     if (!c.quick) continue;
@@ -130,10 +153,12 @@ void run_build_cost(const Config& c, Results& out) {
       for (int step = 0; step < 2; ++step) {
         const bool header_now = (step == 1) == (r % 2 == 0);
         Tu& t = header_now ? tus[i] : tus[0];
-        progress(c, "build cost: %s, compilation %u/%u", t.header ? t.header : "empty TU", r + 1, c.compile_reps);
+        // (--quick's first sample was the warm-up compilation.)
+        progress(c, "build cost: %s, compilation %u/%u", t.header ? t.header : "empty TU", r + (c.quick ? 2 : 1),
+                 c.compile_reps);
         const RunTime s = compile(t);
         if (s.cpu < 0) {  // a failed compile is not a sample
-          fail(t);
+          fail(t, s);
           break;
         }
         (header_now ? t.samples : beside[i]).push_back(s.cpu);

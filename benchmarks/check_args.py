@@ -20,6 +20,18 @@ def run(cmd, timeout=60):
 
 
 # ---- refused: exit 2, and exactly this on stderr ------------------------------
+# This machine's memory, as the harness words it (detail::human_bytes of
+# bench::physical_memory()).
+def human_bytes(n):
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    v, u = float(n), 0
+    while v >= 1024 and u + 1 < len(units):
+        v /= 1024
+        u += 1
+    return f"{int(n)} B" if u == 0 else f"{v:.2f} {units[u]}"
+
+
+MEM = human_bytes(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
 not_a_dir = os.path.join(outdir, "bench-args-not-a-dir")
 with open(not_a_dir, "w"):
     pass
@@ -58,6 +70,31 @@ refusals = [
     (["--input-pages", "giant"], "--input-pages needs default, huge or small, got 'giant'"),
     (["--tmpdir", missing_dir], f"cannot create files in --tmpdir {missing_dir}: No such file or directory"),
     (["--tmpdir", not_a_dir], f"cannot create files in --tmpdir {not_a_dir}: Not a directory"),
+    (["--json", "/dev/null"], "cannot write --json /dev/null: Invalid argument"),
+    # An option is never a value (this wrote the results to a file named --quick).
+    (["--json", "--quick"], "--json needs a value, got the option '--quick'"),
+    # A stray comma is refused by every list flag alike.
+    (["--only", "dedup,"], "--only dedup, has an empty item (a stray comma)"),
+    (["--workloads", "llama-1+1,,adversarial"], "--workloads llama-1+1,,adversarial has an empty item (a stray comma)"),
+    (["--ptd", "a.ptd,"], "--ptd a.ptd, has an empty item (a stray comma)"),
+    (["--threads", "1,2,"], "--threads needs positive integers separated by commas, got '1,2,'"),
+    (["--adversarial", "10,100"], "--adversarial 10,100: BYTES must be at least 4096 (two shared KiB and more)"),
+    # Sizes whose product wraps (this allocated 4 KiB and wrote past it) or
+    # that no machine holds: refused before anything runs.
+    (["--only", "dedup", "--workloads", "small-tensors", "--small-tensors", "4503599627370497"],
+     "--small-tensors asks for more than 2^64 bytes of memory, more than this machine's " + MEM),
+    (["--only", "dedup", "--workloads", "adversarial", "--adversarial", "4503599627370497,4096"],
+     "--adversarial asks for more than 2^64 bytes of memory, more than this machine's " + MEM),
+    (["--only", "runtime", "--big-tensor", "100000000000000"],
+     "--big-tensor asks for 90.95 TiB of memory, more than this machine's " + MEM),
+    (["--only", "write", "--write-bytes", "100000000000000"],
+     "--write-bytes asks for 90.95 TiB of memory, more than this machine's " + MEM),
+    # The build group's compiler and headers, checked before the other groups run.
+    (["--only", "runtime,build", "--cxx", "/nonexistent/g++"],
+     "--cxx /nonexistent/g++: `/nonexistent/g++ -std=c++17 -fsyntax-only -x c++ /dev/null` failed: cannot start "
+     "it: No such file or directory"),
+    (["--only", "build", "--include-dir", "/nonexistent"],
+     "--include-dir /nonexistent: no readable /nonexistent/wdedup/runtime.hpp (No such file or directory)"),
 ]
 for args, want in refusals:
     # --quick first: a mistake accepted by a regression runs the small CI
@@ -75,7 +112,52 @@ pattern = (r"wdedup-bench: Llama settings for llama-1\+1: the tensors need [0-9.
 if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()):
     problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
+# ---- out of memory part-way: the group that ran out fails, the rest stand -----
+# (The harness's operator new aborted, which lost every row and the JSON.)
+# Under a 1.5 GiB address-space limit the runtime group fits and the write
+# group's 2 GB store does not.
+import resource
+
+
+def limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+
+
+oom_json = os.path.join(outdir, "bench-args-oom.json")
+if os.path.exists(oom_json):
+    os.remove(oom_json)
+r = subprocess.run([exe, "--quick", "--no-progress", "--only", "runtime,write", "--keys", "16", "--write-bytes",
+                    "2000000000", "--json", oom_json, "--tmpdir", outdir],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=limit_memory)
+want = ("wdedup-bench: FAILURE: out of memory (smaller --model, --keys, --big-tensor, --write-bytes, "
+        "--small-tensors or --adversarial sizes fit)")
+if r.returncode != 1 or r.stderr.strip() != want or not os.path.exists(oom_json):
+    problems.append(f"out of memory in the write group: exit {r.returncode}, stderr {r.stderr.strip()!r}, JSON "
+                    f"written: {os.path.exists(oom_json)}; expected 1, {want!r}, the JSON")
+else:
+    with open(oom_json) as f:
+        groups = sorted({x["group"] for x in json.load(f)["results"]})
+    if groups != ["alloc", "runtime"]:
+        problems.append(f"out of memory in the write group: the JSON holds the groups {groups}, expected the "
+                        "runtime group's rows (alloc, runtime)")
+
 # ---- accepted ------------------------------------------------------------------
+# A Llama row's note records every shape setting the run used, flags and
+# preset alike (it named only dim, layers and vocab).
+r = run([exe, "--quick", "--only", "dedup", "--workloads", "llama-1+1", "--threads", "1", "--reps", "1",
+         "--hidden-dim", "1024", "--heads", "4", "--kv-heads", "1", "--max-seq-len", "64", "--no-progress", "--json",
+         json_path, "--tmpdir", outdir])
+want = ("Llama 'tiny' (dim 256, 4 layers, hidden dim 1024, 4 heads, 1 kv heads, vocab 4096, max seq len 64) fp16, "
+        "prefill 1 + decode 1 partitions")
+if r.returncode != 0:
+    problems.append(f"--hidden-dim 1024 --heads 4 --kv-heads 1 --max-seq-len 64: exit {r.returncode}: {r.stderr}")
+else:
+    with open(json_path) as f:
+        notes = {x.get("note") for x in json.load(f)["results"]
+                 if x["name"].endswith(": deduplicate") and x["baseline"] == "read pass"}
+    if notes != {want}:
+        problems.append(f"Llama rows' notes {sorted(map(str, notes))}, expected {want!r}")
+
 # Two layers are enough for llama-1+1 alone; --once runs it without timing.
 # Under a terminal (progress shown), each result line starts a clean line:
 # the progress line before it was closed, not run into.

@@ -108,8 +108,8 @@ if any(not r["name"].startswith("ptd files") for r in rows):
 # Mistakes refused at once, with exit 2 and one line naming them: an empty
 # list must not mean "everything" (a full run), nor an unwritable --json be
 # found only after the run.
-for args, want in [(["--only", ""], "wdedup-bench: --only needs at least one group (dedup, runtime, write, build)"),
-                   (["--workloads", ","], "wdedup-bench: --workloads needs at least one workload"),
+for args, want in [(["--only", ""], "wdedup-bench: --only needs at least one item, got ''"),
+                   (["--workloads", ","], "wdedup-bench: --workloads , has an empty item (a stray comma)"),
                    (["--quick", "--json", os.path.join(outdir, "missing", "r.json")],
                     "wdedup-bench: cannot write --json " + os.path.join(outdir, "missing", "r.json") +
                     ": No such file or directory"),
@@ -137,12 +137,26 @@ for args, want in [(["--workloads", "llama-1+1,ptd", "--ptd", json_fixture],
                    (["--ptd", f"{files[0]},{link}"],
                     f"wdedup-bench: --ptd names one file twice ({files[0]} and {link}): their mappings share "
                     "pages, so the figures would count bytes never read; copy the file to time identical methods"),
-                   (["--ptd", f"{files[0]},"], f"wdedup-bench: --ptd {files[0]}, has an empty file name")]:
+                   (["--ptd", f"{files[0]},"], f"wdedup-bench: --ptd {files[0]}, has an empty item (a stray comma)"),
+                   # Every --ptd adds its files (the second replaced the first).
+                   (["--ptd", files[0], "--ptd", link],
+                    f"wdedup-bench: --ptd names one file twice ({files[0]} and {link}): their mappings share "
+                    "pages, so the figures would count bytes never read; copy the file to time identical methods")]:
     r = subprocess.run([exe, "--quick", "--only", "dedup", "--no-progress", "--json", ptd_path] + args,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     if r.returncode != 2 or r.stderr.strip() != want or r.stdout:
         problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}, stdout {r.stdout[:80]!r}; "
                         f"expected 2, {want!r} and nothing run")
+# The JSON never goes over an input: it would replace the user's weights.
+victim = os.path.join(outdir, "bench-ptd-victim.ptd")
+shutil.copyfile(files[0], victim)
+before = open(victim, "rb").read()
+r = subprocess.run([exe, "--quick", "--only", "dedup", "--no-progress", "--ptd", f"{victim},{files[1]}", "--json",
+                    victim], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+want = f"wdedup-bench: --json {victim} names the --ptd input {victim}: the results would replace it"
+if r.returncode != 2 or r.stderr.strip() != want or open(victim, "rb").read() != before:
+    problems.append(f"--json naming a --ptd input: exit {r.returncode}, stderr {r.stderr.strip()!r}; expected 2, "
+                    f"{want!r} and the input untouched")
 # A store wdedup wrote comes back as its methods and partitions: prefill 3 +
 # decode 2 cannot go through Positional, so the workload runs OneBlob.
 merged = os.path.join(outdir, "bench-ptd-oneblob.ptd")

@@ -266,10 +266,14 @@ std::optional<Workload> make_llama(const Config& c, const LlamaSpec& spec) {
   Workload out;
   out.name = spec.name;
   out.policy = spec.policy;
-  char d[160];
-  std::snprintf(d, sizeof d, "Llama '%s' (dim %u, %u layers, vocab %u) fp16, prefill %u + decode %u partitions",
-                c.model.c_str(), cfg.dim, cfg.n_layers, cfg.vocab_size, cfg.prefill_partitions,
-                cfg.decode_partitions);
+  // Every shape setting, as the run used it (preset or flag): the note is
+  // what a JSON read later says the workload was.
+  char d[256];
+  std::snprintf(d, sizeof d,
+                "Llama '%s' (dim %u, %u layers, hidden dim %u, %u heads, %u kv heads, vocab %u, max seq len %u) "
+                "fp16, prefill %u + decode %u partitions",
+                c.model.c_str(), cfg.dim, cfg.n_layers, cfg.hidden_dim, cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size,
+                cfg.max_seq_len, cfg.prefill_partitions, cfg.decode_partitions);
   out.description = d;
   out.llama.emplace(std::move(w).value());
   return out;
@@ -323,8 +327,7 @@ Workload make_ptd(const Config& c) {
   for (const std::string& path : c.ptd_files)
     if (wdedup::Expected<void> added = w.files.add(w.own, path); !added) {
       // (Checked before the run: the file changed since.)
-      report_failure("--ptd " + added.message());
-      std::exit(1);
+      fail_group("--ptd " + added.message());
     }
   std::uint64_t tensors = 0, bytes = 0;
   for (const wdedup::Method& m : w.own.methods)
@@ -380,8 +383,7 @@ std::uint64_t dedup_once(const wdedup::Program& p, unsigned threads, double* ide
   o.threads = threads;
   auto r = wdedup::deduplicate<wdedup::Strategy<Policy_>>(p, o);
   if (!r) {
-    report_failure("deduplicate failed: " + r.message());
-    std::exit(1);
+    fail_group("deduplicate failed: " + r.message());
   }
   if (identity_seconds) *identity_seconds = r->report.seconds_identity;
   if (buffers) *buffers = r->report.buffers;
@@ -457,7 +459,23 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     std::size_t ref_distinct = reference.run(spans, threads);
     wdedup::detail::IdentityOptions io;
     io.threads = threads;
-    consume(wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, nullptr).size());
+    // The engine's answer as a count of groups (an input that is its own
+    // representative starts one), checked against deduplicate()'s buffers.
+    auto groups_of = [](const std::vector<std::uint32_t>& rep) {
+      std::uint64_t g = 0;
+      for (std::size_t i = 0; i < rep.size(); ++i) g += rep[i] == i;
+      return g;
+    };
+    const std::uint64_t id_groups = groups_of(wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, nullptr));
+    consume(id_groups);
+    // Every timed call's answer, checked after its clock stops: a wrong or
+    // racy answer in any repetition is a failure, not a figure.
+    std::string wrong;
+    auto check_answer = [&](const char* who, unsigned rep, std::uint64_t got, std::uint64_t want) {
+      if (got != want && wrong.empty())
+        wrong = std::string(who) + " found " + std::to_string(got) + " distinct buffers in repetition " +
+                std::to_string(rep + 1) + ", " + std::to_string(want) + " in the untimed call";
+    };
 
     std::vector<double> t_read, t_dedup, t_ref, t_id, t_read2, id_share;
     wdedup::detail::IdentityStats last_stats;
@@ -471,16 +489,24 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
           consume(bench::read_pass(spans, threads));
         } else if (which == kDedup) {
           double id_s = 0;
-          consume(dedup_policy(w, threads, &id_s, nullptr));
+          std::uint64_t b = 0;
+          consume(dedup_policy(w, threads, &id_s, &b));
           ts[kDedup] = bench::now_seconds() - t0;
           id_share.push_back(ts[kDedup] > 0 ? id_s / ts[kDedup] : 0);
+          check_answer("deduplicate()", rep, b, buffers);
           continue;
         } else if (which == kSha) {
-          ref_distinct = reference.run(spans, threads);
+          const std::size_t d = reference.run(spans, threads);
+          ts[kSha] = bench::now_seconds() - t0;
+          check_answer("the SHA-256 reference", rep, d, ref_distinct);
+          continue;
         } else if (which == kIdentity) {
           wdedup::detail::IdentityStats st;
-          consume(wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, &st).size());
+          const std::vector<std::uint32_t> rep_of = wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, &st);
+          ts[kIdentity] = bench::now_seconds() - t0;
           last_stats = st;
+          check_answer("the identity engine", rep, groups_of(rep_of), id_groups);
+          continue;
         } else {
           consume(bench::read_pass(spans, threads, 2));
         }
@@ -496,9 +522,11 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     const double m_read = bench::median(t_read), m_dedup = bench::median(t_dedup), m_ref = bench::median(t_ref),
                  m_id = bench::median(t_id), m_read2 = bench::median(t_read2);
     const bool consistent = ref_distinct == buffers && (w.expected_distinct == 0 || buffers == w.expected_distinct);
-    if (!consistent)
-      report_failure(w.name + ": deduplicate found " + std::to_string(buffers) + " distinct buffers, SHA-256 " +
-                     std::to_string(ref_distinct) + ", expected " + std::to_string(w.expected_distinct));
+    if (!consistent || id_groups != buffers)
+      report_failure(w.name + ": deduplicate found " + std::to_string(buffers) + " distinct buffers, the identity "
+                     "engine " + std::to_string(id_groups) + ", SHA-256 " + std::to_string(ref_distinct) +
+                     (w.expected_distinct != 0 ? ", expected " + std::to_string(w.expected_distinct) : std::string()));
+    if (!wrong.empty()) report_failure(w.name + ", " + std::to_string(threads) + " thread(s): " + wrong);
 
     const std::string label = w.name + (w.policy == Policy::OneBlob ? " ONE_BLOB" : " POSITIONAL");
     auto row = [&](const std::string& what, double subject_s, const std::vector<double>& subj,

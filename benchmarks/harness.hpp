@@ -123,6 +123,12 @@ std::string temp_path(const Config& c, const std::string& stem);
 /// still finishes and writes its JSON, then exits non-zero.
 void report_failure(const std::string& what);
 bool any_failure();
+/// What ends a group that cannot go on (deduplicate() refused its input):
+/// main() catches it, so the other groups and the rows so far still reach
+/// the table and the JSON.
+struct GroupFailed {};
+/// report_failure(what), then ends the group.
+[[noreturn]] void fail_group(const std::string& what);
 
 /// /sys/kernel/mm/transparent_hugepage/enabled (e.g. "always [madvise]
 /// never"), or "unknown".
@@ -136,6 +142,10 @@ std::uint64_t consumed();
 /// the workloads this run asks for, naming the flags and their values; ""
 /// if they can. Checked before anything runs.
 std::string check_llama(const Config& c);
+/// Why the build-cost group cannot run (--include-dir has no wdedup
+/// headers, --cxx does not compile an empty TU), naming the flag; "" if it
+/// can. Checked before anything runs, where the group is asked for.
+std::string check_build(const Config& c);
 /// Whether any Llama workload runs (for the record: llama_model).
 bool runs_llama(const Config& c);
 

@@ -27,6 +27,7 @@
 #include "wdedup/detail/atomic_file.hpp"  // parent_dir, can_create_file, write_whole_file
 #include "wdedup/import.hpp"  // PtdFiles: --ptd files checked before the run
 #include "wdedup/report.hpp"
+#include "wdedup/bench.hpp"  // physical_memory
 
 #ifndef WBENCH_INCLUDE_DIR
 #define WBENCH_INCLUDE_DIR ""
@@ -50,6 +51,10 @@ void report_failure(const std::string& what) {
   g_failed = true;
 }
 bool any_failure() { return g_failed; }
+void fail_group(const std::string& what) {
+  report_failure(what);
+  throw GroupFailed{};
+}
 
 void consume(std::uint64_t v) { g_sink.fetch_add(v, std::memory_order_relaxed); }
 std::uint64_t consumed() { return g_sink.load(std::memory_order_relaxed); }
@@ -172,15 +177,19 @@ bool parse_list(const std::string& s, std::vector<std::uint64_t>* out) {
   return !out->empty();
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
+/// The items of a comma-separated list, or false if one is empty ("a,,b",
+/// "dedup,"): a stray comma is refused alike by every list flag, rather than
+/// taken by some and dropped by others.
+bool split_items(const std::string& s, std::vector<std::string>* out) {
+  out->clear();
   std::size_t at = 0;
   while (at <= s.size()) {
     const std::size_t comma = std::min(s.find(',', at), s.size());
-    if (comma > at) out.push_back(s.substr(at, comma - at));
+    if (comma == at) return false;
+    out->push_back(s.substr(at, comma - at));
     at = comma + 1;
   }
-  return out;
+  return true;
 }
 
 /// The first value a list gives twice, or nullptr: a value given twice
@@ -213,6 +222,15 @@ bool check_ptd_files(const Config& c) {
         return false;
       }
   }
+  // The JSON goes where no input is: written over a --ptd file it would
+  // replace the user's weights with the figures.
+  if (struct stat js; ::stat(c.json_path.c_str(), &js) == 0)
+    for (std::size_t k = 0; k < c.ptd_files.size(); ++k)
+      if (ids[k] == std::make_pair(js.st_dev, js.st_ino)) {
+        std::fprintf(stderr, "wdedup-bench: --json %s names the --ptd input %s: the results would replace it\n",
+                     c.json_path.c_str(), c.ptd_files[k].c_str());
+        return false;
+      }
   wdedup::PtdFiles files;
   wdedup::Program scratch;
   for (const std::string& path : c.ptd_files)
@@ -220,7 +238,48 @@ bool check_ptd_files(const Config& c) {
       std::fprintf(stderr, "wdedup-bench: --ptd %s\n", added.message().c_str());
       return false;
     }
+  // And deduplicate() takes them (a file the import takes may still ask
+  // for alignments whose lcm no store holds): once, untimed, under the
+  // policy the workload will use, rather than after the other workloads.
+  wdedup::DedupOptions o;
+  o.threads = 0;
+  const bool positional = static_cast<bool>(wdedup::Positional::validate(scratch));
+  const wdedup::Expected<wdedup::DedupResult> r =
+      positional ? wdedup::deduplicate<wdedup::Strategy<wdedup::Positional>>(scratch, o)
+                 : wdedup::deduplicate<wdedup::Strategy<wdedup::OneBlob>>(scratch, o);
+  if (!r) {
+    std::fprintf(stderr, "wdedup-bench: --ptd files: deduplicate() refuses them: %s\n", r.message().c_str());
+    return false;
+  }
   return true;
+}
+
+/// The memory a size flag asks for, refused before the run when it cannot
+/// be had: a product past 2^64 wrapped (--small-tensors 2^52 allocated 4 KiB
+/// and wrote past it), and one past the machine's memory would end in an
+/// out-of-memory kill part-way, or a failed group. "" if every size fits.
+std::string check_sizes(const Config& c) {
+  const std::uint64_t have = wdedup::bench::physical_memory();
+  struct Ask {
+    bool runs;
+    const char* flag;
+    std::uint64_t count, size;  ///< count items of size bytes
+  };
+  const Ask asks[] = {
+      {c.runs_dedup() && c.wants_workload("small-tensors"), "--small-tensors", c.small_tensors, c.small_tensor_size},
+      {c.runs_dedup() && c.wants_workload("adversarial"), "--adversarial", c.adversarial_count, c.adversarial_size},
+      {!c.once && c.wants("runtime"), "--big-tensor", 1, c.big_tensor},
+      {!c.once && c.wants("write"), "--write-bytes", 1, c.write_bytes},
+  };
+  for (const Ask& a : asks) {
+    if (!a.runs) continue;
+    const bool wraps = a.size != 0 && a.count > UINT64_MAX / a.size;
+    const std::uint64_t bytes = wraps ? UINT64_MAX : a.count * a.size;
+    if (wraps || (have != 0 && bytes > have))
+      return std::string(a.flag) + " asks for " + (wraps ? std::string("more than 2^64 bytes") : wdedup::detail::human_bytes(bytes)) +
+             " of memory, more than this machine's " + wdedup::detail::human_bytes(have);
+  }
+  return "";
 }
 
 int parse_args(int argc, char** argv, Config* c) {
@@ -250,6 +309,25 @@ int parse_args(int argc, char** argv, Config* c) {
         return false;
       }
       v = argv[++i];
+      // "--json --quick" would write the results to a file named --quick
+      // and run the full benchmark: an option is never taken as a value.
+      if (std::strncmp(v, "--", 2) == 0) {
+        std::fprintf(stderr, "wdedup-bench: %s needs a value, got the option '%s'\n", opt.c_str(), v);
+        return false;
+      }
+      return true;
+    };
+    // A list flag's items, each non-empty.
+    auto items = [&](std::vector<std::string>* out) {
+      if (!value()) return false;
+      if (*v == '\0') {
+        std::fprintf(stderr, "wdedup-bench: %s needs at least one item, got ''\n", opt.c_str());
+        return false;
+      }
+      if (!split_items(v, out)) {
+        std::fprintf(stderr, "wdedup-bench: %s %s has an empty item (a stray comma)\n", opt.c_str(), v);
+        return false;
+      }
       return true;
     };
     auto number = [&](auto* out) {
@@ -288,13 +366,8 @@ int parse_args(int argc, char** argv, Config* c) {
       }
       tmpdir_given = true;
     } else if (opt == "--only") {
-      if (!value()) return 2;
-      c->only = split(v);
-      // Empty would mean "every group": a typo must not start the full run.
-      if (c->only.empty()) {
-        std::fprintf(stderr, "wdedup-bench: --only needs at least one group (dedup, runtime, write, build)\n");
-        return 2;
-      }
+      // (Empty would mean "every group": a typo must not start the full run.)
+      if (!items(&c->only)) return 2;
       for (const std::string& g : c->only)
         if (g != "dedup" && g != "runtime" && g != "write" && g != "build") {
           std::fprintf(stderr, "wdedup-bench: unknown group '%s' (dedup, runtime, write, build; the alloc rows "
@@ -306,12 +379,7 @@ int parse_args(int argc, char** argv, Config* c) {
         return 2;
       }
     } else if (opt == "--workloads") {
-      if (!value()) return 2;
-      c->workloads = split(v);
-      if (c->workloads.empty()) {
-        std::fprintf(stderr, "wdedup-bench: --workloads needs at least one workload\n");
-        return 2;
-      }
+      if (!items(&c->workloads)) return 2;
       for (const std::string& w : c->workloads)
         if (w != "llama-1+1" && w != "llama-3+3" && w != "llama-3+2" && w != "small-tensors" && w != "adversarial" &&
             w != "ptd") {
@@ -324,17 +392,11 @@ int parse_args(int argc, char** argv, Config* c) {
         return 2;
       }
     } else if (opt == "--ptd") {
-      if (!value()) return 2;
-      c->ptd_files = split(v);
-      if (c->ptd_files.empty()) {
-        std::fprintf(stderr, "wdedup-bench: --ptd needs at least one file\n");
-        return 2;
-      }
-      // (split drops empty names: "a.ptd," would otherwise pass for "a.ptd".)
-      if (c->ptd_files.size() != static_cast<std::size_t>(std::count(v, v + std::strlen(v), ',')) + 1) {
-        std::fprintf(stderr, "wdedup-bench: --ptd %s has an empty file name\n", v);
-        return 2;
-      }
+      // Every --ptd adds its files ("--ptd a.ptd --ptd b.ptd" is a,b: the
+      // second used to replace the first, timing one file of two).
+      std::vector<std::string> files;
+      if (!items(&files)) return 2;
+      c->ptd_files.insert(c->ptd_files.end(), files.begin(), files.end());
     } else if (opt == "--model") {
       if (!value()) return 2;
       c->model = v;
@@ -427,7 +489,9 @@ int parse_args(int argc, char** argv, Config* c) {
     }
   }
   if (c->adversarial_size < 4096) {
-    std::fprintf(stderr, "wdedup-bench: adversarial tensors need at least 4096 bytes (two shared KiB and more)\n");
+    std::fprintf(stderr, "wdedup-bench: --adversarial %llu,%llu: BYTES must be at least 4096 (two shared KiB and "
+                         "more)\n", static_cast<unsigned long long>(c->adversarial_count),
+                 static_cast<unsigned long long>(c->adversarial_size));
     return 2;
   }
   const bool ptd_named = std::count(c->workloads.begin(), c->workloads.end(), "ptd") != 0;
@@ -466,6 +530,15 @@ int parse_args(int argc, char** argv, Config* c) {
   if (tmpdir_given && !wdedup::detail::can_create_file(wbench::temp_path(*c, "probe"))) {
     std::fprintf(stderr, "wdedup-bench: cannot create files in --tmpdir %s: %s\n", c->tmpdir.c_str(),
                  std::strerror(errno));
+    return 2;
+  }
+  if (!c->once && c->wants("build"))
+    if (const std::string bad = wbench::check_build(*c); !bad.empty()) {
+      std::fprintf(stderr, "wdedup-bench: %s\n", bad.c_str());
+      return 2;
+    }
+  if (const std::string bad = check_sizes(*c); !bad.empty()) {
+    std::fprintf(stderr, "wdedup-bench: %s\n", bad.c_str());
     return 2;
   }
   // The Llama settings, whatever --only says: a run records them, so a
@@ -589,8 +662,9 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
       met += *w.met() ? 1u : 0u;
     }
   std::printf("\n%zu of %zu targets met%s. ratio = baseline time / wdedup time (above 1: wdedup faster),\n"
-              "except: 'scaling vs 1 thr' (wdedup's speed-up over the read pass's) and build rows (empty TU\n"
-              "time / this TU's, their target on the figure); each row's JSON ratio_meaning says which.\n",
+              "except: 'scaling vs N thr' (wdedup's speed-up over its first thread count, over the read pass's)\n"
+              "and build rows (empty TU time / this TU's, their target on the figure); each row's JSON\n"
+              "ratio_meaning says which.\n",
               met, targets, quick ? " (--quick: small sizes, the yes/NO mean nothing)" : "");
   // Where the input sits moves the read pass more than deduplicate() (see
   // README, Benchmarks): each dedup workload's share on huge pages, once.
@@ -642,6 +716,9 @@ int main(int argc, char** argv) {
   r.notes.push_back({"llama_model", wbench::runs_llama(c) ? c.model : "none ran"});
   r.notes.push_back({"input_pages", c.input_pages});
   r.notes.push_back({"transparent_hugepage", wbench::thp_policy()});
+  // Where the runtime, write and build groups put their files: the write
+  // figures are that filesystem's.
+  r.notes.push_back({"tmpdir", c.tmpdir});
 
   std::printf("wdedup-bench: %s\n%s, %u cores%s\n\n", command.c_str(), date, std::thread::hardware_concurrency(),
               c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
@@ -652,6 +729,8 @@ int main(int argc, char** argv) {
   auto run = [&](void (*group)(const Config&, Results&)) {
     try {
       group(c, r);
+    } catch (const wbench::GroupFailed&) {
+      // (said by fail_group)
     } catch (const std::bad_alloc&) {
       wbench::report_failure("out of memory (smaller --model, --keys, --big-tensor, --write-bytes, "
                              "--small-tensors or --adversarial sizes fit)");

@@ -18,6 +18,10 @@ cd "$root"
 bash scripts/deps.sh bench
 source scripts/lib.sh
 build=build/bench
+# The first build takes a minute or so in silence (its output goes to a
+# log): say so, --help included, whose text the harness itself prints.
+[ -x "$build/benchmarks/wdedup-bench" ] ||
+  echo "scripts/bench.sh: building wdedup-bench (release) in $root/$build first; output in $build/build.log" >&2
 release_build "$build" benchmarks/wdedup-bench -Dtests=false -Dexamples=false -Dbenchmarks=true
 cd "$here"
 exec "$root/$build/benchmarks/wdedup-bench" --json "$root/$build/results.json" --tmpdir "$root/$build" "$@"

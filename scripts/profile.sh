@@ -22,8 +22,13 @@ here=$PWD
 # through (a link, a CDPATH that would make cd print, a name with a dash).
 root=$(dirname -- "$(dirname -- "$(realpath -- "$0")")")
 cd "$root"
-workload="${1:-small-tensors}"
-[ $# -gt 0 ] && shift
+# The workload is the first argument unless that is already a flag for
+# wdedup-bench (profile.sh --quick profiles the small tensors, quick).
+workload=small-tensors
+case "${1:-}" in
+  "" | -*) ;;
+  *) workload=$1; shift ;;
+esac
 extra=("$@")
 bash scripts/deps.sh bench valgrind
 source scripts/lib.sh

@@ -533,6 +533,7 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
       {dir + "/a_dir", EISDIR},
       {dir + "/missing/new.ptd", ENOENT},
       {dir + "/a_file/new.ptd", ENOTDIR},
+      {"/dev/null", EINVAL},  // a device: not a file to replace, nor a directory
   };
   for (const auto& r : refused) {
     const std::string& path = r.first;  // (clang cannot capture a structured binding)

@@ -14,7 +14,7 @@
 //       [&] { sink += wdedup::bench::read_pass(in, threads); });
 //   // p.ratio: read-pass time / dedup time (1.0 = as fast as reading the bytes);
 //   // GB/s: bench::gb_per_s(bench::total_bytes(in), p.seconds), bytes counted
-//   // once per distinct memory range (input_spans)
+//   // once per distinct (pointer, size) range (input_spans)
 // examples/benchmark_own_program.cpp is this, whole.
 #ifndef WDEDUP_BENCH_HPP
 #define WDEDUP_BENCH_HPP
@@ -63,7 +63,10 @@ inline double median(std::vector<double> samples) {
 /// Every tensor's bytes in program order, each memory range once: a tensor
 /// whose (pointer, size) repeats an earlier one (a tied weight) is left out.
 /// deduplicate() never reads such an alias, so a baseline that read it again
-/// would flatter deduplicate. Empty tensors are left out too.
+/// would flatter deduplicate. Empty tensors are left out too. Views that
+/// only overlap (one inside another, or sharing part of their bytes) are
+/// kept, each whole: deduplicate() examines each of them, so the baseline
+/// reads what it reads.
 inline std::vector<ByteSpan> input_spans(Span<const Method> methods) {
   std::vector<ByteSpan> all;
   for (const Method& m : methods)
@@ -297,7 +300,8 @@ struct Paired {
   std::vector<double> samples, baseline_samples;
 };
 
-/// Runs `subject` and `baseline` `reps` times each, interleaved: even
+/// Runs `subject` and `baseline` `reps` times each (at least once: 0 counts
+/// as 1, so a Paired always holds a measurement), interleaved: even
 /// repetitions run the subject first, odd ones the baseline first, so
 /// neither always inherits the other's cache or frequency state. Warm up
 /// before calling (run each once): compare() measures every call it makes.
