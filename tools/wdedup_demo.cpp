@@ -271,6 +271,21 @@ bool outputs_distinct(const Args& a, const wdedup::Program& program, const std::
   return true;
 }
 
+/// Method names come from the input (an imported file's function maps):
+/// one that is not a plain file name would put its --per-method file
+/// outside DIR. A mistake like the others, refused (exit 2) before any
+/// work and before DIR is made.
+bool per_method_names_usable(const Args& a, const wdedup::Program& program) {
+  if (a.per_method.empty()) return true;
+  for (const wdedup::Method& m : program.methods)
+    if (m.name.find('/') != std::string::npos || m.name == "." || m.name == "..") {
+      std::fprintf(stderr, "wdedup-demo: --per-method: method '%s' is not usable as a file name in %s\n",
+                   m.name.c_str(), a.per_method.c_str());
+      return false;
+    }
+  return true;
+}
+
 /// The checks that need the program's shape (method names, partition
 /// counts), before any work: Positional on unequal counts, outputs that
 /// cannot be written or that name one file twice. Sets the strategies
@@ -282,7 +297,8 @@ bool runs_as_asked(const Args& args, const wdedup::Program& program, std::vector
     return false;
   }
   *tags = strategies_run(args, positional_fits.ok());
-  return outputs_writable(args, *tags) && outputs_distinct(args, program, *tags);
+  return per_method_names_usable(args, program) && outputs_writable(args, *tags) &&
+         outputs_distinct(args, program, *tags);
 }
 
 /// Reads the written store back through the runtime half and checks that
@@ -360,15 +376,7 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
 /// as keys (identical bytes within the method stored once, as ExecuTorch's
 /// NamedDataStore does within one export), no function maps.
 bool write_per_method(const std::string& dir, const wdedup::Program& program) {
-  // Method names come from the input (an imported file's function maps):
-  // one that is not a plain file name would put its file outside DIR.
-  // Checked before DIR is made, so a refusal leaves nothing behind.
-  for (const wdedup::Method& m : program.methods)
-    if (m.name.find('/') != std::string::npos || m.name == "." || m.name == "..") {
-      std::fprintf(stderr, "wdedup-demo: --per-method: method '%s' is not usable as a file name in %s\n",
-                   m.name.c_str(), dir.c_str());
-      return false;
-    }
+  // (Every method name was checked by runs_as_asked: per_method_names_usable.)
   if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
     std::fprintf(stderr, "wdedup-demo: --per-method: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
     return false;

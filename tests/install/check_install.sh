@@ -113,6 +113,8 @@ check "pkg-config: relocatable (the prefix moved after install)" "$moved/include
 # shellcheck disable=SC2046
 "${launcher[@]}" "${cxx[@]}" -std=c++17 $(pkg-config --cflags wdedup) "$here/consumer/write_store.cpp" -o "$work/pc_write" \
   $(pkg-config --libs wdedup)
+# The build-time half links nothing of xxHash's (it is inlined): no -lxxhash.
+check "pkg-config: wdedup's --libs" "-pthread" "$(pkg-config --libs wdedup | sed 's/ *$//')"
 "$work/pc_write" "$work/pc.ptd" >/dev/null
 check "pkg-config: wdedup writes, wdedup-runtime reads" "$expected" "$("$work/pc_read" "$work/pc.ptd")"
 check "pkg-config: the two ways wrote the same file" "same" "$(cmp -s "$work/cmake.ptd" "$work/pc.ptd" && echo same)"
