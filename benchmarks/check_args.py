@@ -72,7 +72,9 @@ refusals = [
     (["--tmpdir", not_a_dir], f"cannot create files in --tmpdir {not_a_dir}: Not a directory"),
     (["--json", "/dev/null"], "cannot write --json /dev/null: Invalid argument"),
     # An option is never a value (this wrote the results to a file named --quick).
-    (["--json", "--quick"], "--json needs a value, got the option '--quick'"),
+    (["--json", "--quick"], "--json needs a value, got the option '--quick' (a path starting with '-' is written "
+                            "./--quick)"),
+    (["--json", "-h"], "--json needs a value, got the option '-h' (a path starting with '-' is written ./-h)"),
     # A stray comma is refused by every list flag alike.
     (["--only", "dedup,"], "--only dedup, has an empty item (a stray comma)"),
     (["--workloads", "llama-1+1,,adversarial"], "--workloads llama-1+1,,adversarial has an empty item (a stray comma)"),
@@ -82,9 +84,9 @@ refusals = [
     # Sizes whose product wraps (this allocated 4 KiB and wrote past it) or
     # that no machine holds: refused before anything runs.
     (["--only", "dedup", "--workloads", "small-tensors", "--small-tensors", "4503599627370497"],
-     "--small-tensors asks for more than 2^64 bytes of memory, more than this machine's " + MEM),
+     "--small-tensors asks for more than 2^64 bytes of memory"),
     (["--only", "dedup", "--workloads", "adversarial", "--adversarial", "4503599627370497,4096"],
-     "--adversarial asks for more than 2^64 bytes of memory, more than this machine's " + MEM),
+     "--adversarial asks for more than 2^64 bytes of memory"),
     (["--only", "runtime", "--big-tensor", "100000000000000"],
      "--big-tensor asks for 90.95 TiB of memory, more than this machine's " + MEM),
     (["--only", "write", "--write-bytes", "100000000000000"],
@@ -126,12 +128,20 @@ def limit_memory():
 oom_json = os.path.join(outdir, "bench-args-oom.json")
 if os.path.exists(oom_json):
     os.remove(oom_json)
-r = subprocess.run([exe, "--quick", "--no-progress", "--only", "runtime,write", "--keys", "16", "--write-bytes",
-                    "2000000000", "--json", oom_json, "--tmpdir", outdir],
-                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=limit_memory)
+if os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") < 2_200_000_000:
+    # (Below that the 2 GB store is refused before the run, exit 2.)
+    print("bench_args: the out-of-memory case needs 2.2 GB of memory here; skipped")
+    r = None
+else:
+    r = subprocess.run([exe, "--quick", "--no-progress", "--only", "runtime,write", "--keys", "16", "--write-bytes",
+                        "2000000000", "--json", oom_json, "--tmpdir", outdir],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
+                       preexec_fn=limit_memory)
 want = ("wdedup-bench: FAILURE: out of memory (smaller --model, --keys, --big-tensor, --write-bytes, "
         "--small-tensors or --adversarial sizes fit)")
-if r.returncode != 1 or r.stderr.strip() != want or not os.path.exists(oom_json):
+if r is None:
+    pass
+elif r.returncode != 1 or r.stderr.strip() != want or not os.path.exists(oom_json):
     problems.append(f"out of memory in the write group: exit {r.returncode}, stderr {r.stderr.strip()!r}, JSON "
                     f"written: {os.path.exists(oom_json)}; expected 1, {want!r}, the JSON")
 else:

@@ -147,6 +147,22 @@ for args, want in [(["--workloads", "llama-1+1,ptd", "--ptd", json_fixture],
     if r.returncode != 2 or r.stderr.strip() != want or r.stdout:
         problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}, stdout {r.stdout[:80]!r}; "
                         f"expected 2, {want!r} and nothing run")
+# A file with an empty tensor (ExecuTorch's layouts.ptd): deduplicate() holds
+# the empty content as a buffer, the SHA-256 reference (over input_spans,
+# which leave empty tensors out) does not see it: no false failure.
+layouts = os.path.join(fixtures, "layouts.ptd")
+layouts_copy = os.path.join(outdir, "bench-ptd-layouts-copy.ptd")
+shutil.copyfile(layouts, layouts_copy)
+r = subprocess.run([exe, "--quick", "--only", "dedup", "--threads", "1", "--reps", "2", "--no-progress", "--ptd",
+                    f"{layouts},{layouts_copy}", "--json", ptd_path, "--tmpdir", outdir],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+if r.returncode != 0:
+    problems.append(f"--ptd layouts.ptd (an empty tensor): exit {r.returncode}, stderr {r.stderr.strip()!r}")
+else:
+    with open(ptd_path) as f:
+        lrows = [x for x in json.load(f)["results"] if x["name"].endswith(": deduplicate")]
+    if not lrows or any(x["extra"].get("consistent_with_sha256") != 1 for x in lrows):
+        problems.append(f"--ptd layouts.ptd: rows {[(x['name'], x.get('extra')) for x in lrows]}")
 # The JSON never goes over an input: it would replace the user's weights.
 victim = os.path.join(outdir, "bench-ptd-victim.ptd")
 shutil.copyfile(files[0], victim)

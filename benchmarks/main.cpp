@@ -241,14 +241,23 @@ bool check_ptd_files(const Config& c) {
   // And deduplicate() takes them (a file the import takes may still ask
   // for alignments whose lcm no store holds): once, untimed, under the
   // policy the workload will use, rather than after the other workloads.
+  // Not under --once: a profile must hold one deduplicate() (the
+  // workload's own call reports a refusal there).
+  if (c.once) return true;
   wdedup::DedupOptions o;
   o.threads = 0;
   const bool positional = static_cast<bool>(wdedup::Positional::validate(scratch));
-  const wdedup::Expected<wdedup::DedupResult> r =
-      positional ? wdedup::deduplicate<wdedup::Strategy<wdedup::Positional>>(scratch, o)
-                 : wdedup::deduplicate<wdedup::Strategy<wdedup::OneBlob>>(scratch, o);
-  if (!r) {
-    std::fprintf(stderr, "wdedup-bench: --ptd files: deduplicate() refuses them: %s\n", r.message().c_str());
+  try {
+    const wdedup::Expected<wdedup::DedupResult> r =
+        positional ? wdedup::deduplicate<wdedup::Strategy<wdedup::Positional>>(scratch, o)
+                   : wdedup::deduplicate<wdedup::Strategy<wdedup::OneBlob>>(scratch, o);
+    if (!r) {
+      std::fprintf(stderr, "wdedup-bench: --ptd files: deduplicate() refuses them: %s\n", r.message().c_str());
+      return false;
+    }
+  } catch (const std::bad_alloc&) {
+    // (Outside any group: main's handler has not started yet.)
+    std::fprintf(stderr, "wdedup-bench: --ptd files: out of memory deduplicating them\n");
     return false;
   }
   return true;
@@ -275,8 +284,9 @@ std::string check_sizes(const Config& c) {
     if (!a.runs) continue;
     const bool wraps = a.size != 0 && a.count > UINT64_MAX / a.size;
     const std::uint64_t bytes = wraps ? UINT64_MAX : a.count * a.size;
-    if (wraps || (have != 0 && bytes > have))
-      return std::string(a.flag) + " asks for " + (wraps ? std::string("more than 2^64 bytes") : wdedup::detail::human_bytes(bytes)) +
+    if (wraps) return std::string(a.flag) + " asks for more than 2^64 bytes of memory";
+    if (have != 0 && bytes > have)
+      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) +
              " of memory, more than this machine's " + wdedup::detail::human_bytes(have);
   }
   return "";
@@ -311,8 +321,11 @@ int parse_args(int argc, char** argv, Config* c) {
       v = argv[++i];
       // "--json --quick" would write the results to a file named --quick
       // and run the full benchmark: an option is never taken as a value.
-      if (std::strncmp(v, "--", 2) == 0) {
-        std::fprintf(stderr, "wdedup-bench: %s needs a value, got the option '%s'\n", opt.c_str(), v);
+      // (No value here starts with '-': not a number, a list, a name; a
+      // path that does is written ./-name.)
+      if (v[0] == '-') {
+        std::fprintf(stderr, "wdedup-bench: %s needs a value, got the option '%s' (a path starting with '-' is "
+                             "written ./%s)\n", opt.c_str(), v, v);
         return false;
       }
       return true;
@@ -509,7 +522,6 @@ int parse_args(int argc, char** argv, Config* c) {
     std::fprintf(stderr, "wdedup-bench: --ptd gives files, but --only does not run dedup\n");
     return 2;
   }
-  if (!c->ptd_files.empty() && c->wants_workload("ptd") && !check_ptd_files(*c)) return 2;
   if (c->threads.empty()) {
     const unsigned all =
         std::min(std::max(1u, std::thread::hardware_concurrency()), wdedup::DedupOptions::kMaxThreads);
@@ -547,6 +559,8 @@ int parse_args(int argc, char** argv, Config* c) {
     std::fprintf(stderr, "wdedup-bench: %s\n", bad.c_str());
     return 2;
   }
+  // Last: it imports (and deduplicates) the files, the one slow check.
+  if (!c->ptd_files.empty() && c->wants_workload("ptd") && !check_ptd_files(*c)) return 2;
   return 0;
 }
 

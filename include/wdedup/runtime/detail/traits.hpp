@@ -33,7 +33,10 @@ using conditional_t = typename conditional<B, T, F>::type;
 /// A type nothing converts to: the parameter of a copy constructor or copy
 /// assignment that a class template must not have (see copy_source_t).
 class NoCopySource {
-  NoCopySource();  // private, never defined: no value of it can be made
+  // Only a private copy constructor, never defined: no value of it can be
+  // made, and none is default-constructed from `{}` (so `r = {}` on a
+  // move-only Result says "no viable operator=", not this class's name).
+  NoCopySource(const NoCopySource&);
 };
 
 /// The parameter type of a wrapper's copy constructor and copy assignment:
