@@ -78,9 +78,11 @@ class Sha256Reference {
       EVP_MD_CTX_free(ctx);
     };
     std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& t : pool) t.join();
+    {
+      const wdedup::bench::detail::JoinAll join_all{pool};  // (a failed start joins the others first)
+      for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+      work();
+    }
     std::unordered_map<Digest, std::uint32_t, DigestHash> by_digest;
     by_digest.reserve(buffers.size());
     for (std::size_t i = 0; i < buffers.size(); ++i)

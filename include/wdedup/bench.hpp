@@ -107,6 +107,15 @@ inline std::uint64_t total_bytes(const std::vector<ByteSpan>& spans) noexcept {
 
 namespace detail {
 
+/// Joins every joinable thread of `pool` when it goes out of scope.
+struct JoinAll {
+  std::vector<std::thread>& pool;
+  ~JoinAll() {
+    for (std::thread& t : pool)
+      if (t.joinable()) t.join();
+  }
+};
+
 /// Sums the 64-bit words of [p, p + n) (the last < 8 bytes one by one).
 /// Four independent accumulators let the compiler vectorize the loop and
 /// keep the loads, not the adds, on the critical path.
@@ -281,10 +290,15 @@ inline std::uint64_t read_pass(const std::vector<ByteSpan>& spans, unsigned thre
     sums[t] = sum(cut(t), cut(t + 1));
   };
   std::vector<std::thread> pool;
-  pool.reserve(threads - 1);
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(share, t);
-  share(0);
-  for (std::thread& th : pool) th.join();
+  {
+    // Joined on every way out: if starting a thread fails (std::system_error),
+    // the ones started are joined before the exception leaves, where a
+    // joinable std::thread destroyed would end the program.
+    const detail::JoinAll join_all{pool};
+    pool.reserve(threads - 1);
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(share, t);
+    share(0);
+  }
   std::uint64_t out = 0;
   for (std::uint64_t v : sums) out += v;
   return out;
