@@ -78,19 +78,27 @@ int posix_memalign(void** out, std::size_t a, std::size_t n) noexcept {
 }  // extern "C"
 
 namespace {
+// As the standard operator new: the new_handler, if one is set, gets its
+// chance, then bad_alloc is thrown. main() catches it, reports the group
+// that ran out and keeps the rows so far (an abort lost them all).
 void* counted_new(std::size_t n) {
-  void* p = malloc(n == 0 ? 1 : n);
-  // Thrown, as the standard operator new does: main() catches it, reports
-  // the group that ran out and keeps the rows so far (an abort lost them all).
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
+  for (;;) {
+    if (void* p = malloc(n == 0 ? 1 : n)) return p;
+    const std::new_handler h = std::get_new_handler();
+    if (h == nullptr) throw std::bad_alloc();
+    h();
+  }
 }
 void* counted_new_aligned(std::size_t n, std::align_val_t a) {
-  void* p = nullptr;
   std::size_t al = static_cast<std::size_t>(a);
   if (al < sizeof(void*)) al = sizeof(void*);
-  if (posix_memalign(&p, al, n == 0 ? 1 : n) != 0) throw std::bad_alloc();
-  return p;
+  for (;;) {
+    void* p = nullptr;
+    if (posix_memalign(&p, al, n == 0 ? 1 : n) == 0) return p;
+    const std::new_handler h = std::get_new_handler();
+    if (h == nullptr) throw std::bad_alloc();
+    h();
+  }
 }
 }  // namespace
 
