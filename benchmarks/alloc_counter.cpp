@@ -78,27 +78,29 @@ int posix_memalign(void** out, std::size_t a, std::size_t n) noexcept {
 }  // extern "C"
 
 namespace {
-// As the standard operator new: the new_handler, if one is set, gets its
-// chance, then bad_alloc is thrown. main() catches it, reports the group
-// that ran out and keeps the rows so far (an abort lost them all).
-void* counted_new(std::size_t n) {
+// As the standard operator new: while `attempt` finds no memory, the
+// new_handler, if one is set, gets its chance; then bad_alloc is thrown.
+// main() catches it, reports the group that ran out and keeps the rows so
+// far (an abort lost them all).
+template <class Attempt>
+void* allocate_or_throw(Attempt attempt) {
   for (;;) {
-    if (void* p = malloc(n == 0 ? 1 : n)) return p;
+    if (void* p = attempt()) return p;
     const std::new_handler h = std::get_new_handler();
     if (h == nullptr) throw std::bad_alloc();
     h();
   }
 }
+void* counted_new(std::size_t n) {
+  return allocate_or_throw([n] { return malloc(n == 0 ? 1 : n); });
+}
 void* counted_new_aligned(std::size_t n, std::align_val_t a) {
   std::size_t al = static_cast<std::size_t>(a);
   if (al < sizeof(void*)) al = sizeof(void*);
-  for (;;) {
+  return allocate_or_throw([n, al]() -> void* {
     void* p = nullptr;
-    if (posix_memalign(&p, al, n == 0 ? 1 : n) == 0) return p;
-    const std::new_handler h = std::get_new_handler();
-    if (h == nullptr) throw std::bad_alloc();
-    h();
-  }
+    return posix_memalign(&p, al, n == 0 ? 1 : n) == 0 ? p : nullptr;
+  });
 }
 }  // namespace
 

@@ -318,6 +318,13 @@ Workload make_small_tensors(const Config& c) {
   return w;
 }
 
+/// The policy a --ptd workload runs under: Positional needs equal partition
+/// counts (a wdedup store's methods may differ: 3 + 2 under OneBlob);
+/// OneBlob takes any.
+Policy ptd_policy(const wdedup::Program& p) {
+  return wdedup::Positional::validate(p) ? Policy::Positional : Policy::OneBlob;
+}
+
 /// The user's .ptd files (c.ptd_files), mapped and imported (PtdFiles: one
 /// method each, named after the file, or a wdedup store's own methods and
 /// partitions), every tensor over the mapping: what deduplicating their
@@ -338,9 +345,7 @@ Workload make_ptd(const Config& c) {
         ++tensors;
         bytes += t.bytes.size();
       }
-  // Positional needs equal partition counts (a wdedup store's methods may
-  // differ: 3 + 2 under OneBlob); OneBlob takes any.
-  if (!wdedup::Positional::validate(w.own)) w.policy = Policy::OneBlob;
+  w.policy = ptd_policy(w.own);
   char d[160];
   std::snprintf(d, sizeof d, "%zu .ptd file(s), %zu method(s): %llu tensors, %llu bytes", c.ptd_files.size(),
                 w.own.methods.size(), static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(bytes));
@@ -390,6 +395,14 @@ std::uint64_t dedup_once(const wdedup::Program& p, unsigned threads, double* ide
   if (identity_seconds) *identity_seconds = r->report.seconds_identity;
   if (buffers) *buffers = r->report.buffers;
   return r->report.bytes_stored;
+}
+
+template <class Policy_>
+std::string refusal(const wdedup::Program& p) {
+  wdedup::DedupOptions o;
+  o.threads = 0;
+  const wdedup::Expected<wdedup::DedupResult> r = wdedup::deduplicate<wdedup::Strategy<Policy_>>(p, o);
+  return r ? std::string() : r.message();
 }
 
 std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity_seconds, std::uint64_t* buffers) {
@@ -486,33 +499,34 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       progress(c, "dedup %s, %u thread(s): repetition %u/%u", w.name.c_str(), threads, rep + 1, c.reps);
       double ts[kContenders] = {};
       for (const unsigned which : kContenderOrder) {
+        // What a contender answers, kept for after its clock stops (the
+        // engine's answer is freed after it too).
+        std::uint64_t answer = 0;
+        double id_s = 0;
+        wdedup::detail::IdentityStats st;
+        std::vector<std::uint32_t> rep_of;
         const double t0 = bench::now_seconds();
         if (which == kRead) {
           consume(bench::read_pass(spans, threads));
         } else if (which == kDedup) {
-          double id_s = 0;
-          std::uint64_t b = 0;
-          consume(dedup_policy(w, threads, &id_s, &b));
-          ts[kDedup] = bench::now_seconds() - t0;
-          id_share.push_back(ts[kDedup] > 0 ? id_s / ts[kDedup] : 0);
-          check_answer("deduplicate()", rep, b, buffers);
-          continue;
+          consume(dedup_policy(w, threads, &id_s, &answer));
         } else if (which == kSha) {
-          const std::size_t d = reference.run(spans, threads);
-          ts[kSha] = bench::now_seconds() - t0;
-          check_answer("the SHA-256 reference", rep, d, ref_distinct);
-          continue;
+          answer = reference.run(spans, threads);
         } else if (which == kIdentity) {
-          wdedup::detail::IdentityStats st;
-          const std::vector<std::uint32_t> rep_of = wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, &st);
-          ts[kIdentity] = bench::now_seconds() - t0;
-          last_stats = st;
-          check_answer("the identity engine", rep, groups_of(rep_of), id_groups);
-          continue;
+          rep_of = wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, &st);
         } else {
           consume(bench::read_pass(spans, threads, 2));
         }
         ts[which] = bench::now_seconds() - t0;
+        if (which == kDedup) {
+          id_share.push_back(ts[kDedup] > 0 ? id_s / ts[kDedup] : 0);
+          check_answer("deduplicate()", rep, answer, buffers);
+        } else if (which == kSha) {
+          check_answer("the SHA-256 reference", rep, answer, ref_distinct);
+        } else if (which == kIdentity) {
+          last_stats = st;
+          check_answer("the identity engine", rep, groups_of(rep_of), id_groups);
+        }
       }
       consume(bench::read_pass(spans, threads));  // untimed: SHA-256's successor
       t_read.push_back(ts[kRead]);
@@ -689,6 +703,10 @@ std::string check_llama(const Config& c) {
              " of memory, more than this machine's " + wdedup::detail::human_bytes(have);
   }
   return "";
+}
+
+std::string ptd_dedup_problem(const wdedup::Program& p) {
+  return ptd_policy(p) == Policy::OneBlob ? refusal<wdedup::OneBlob>(p) : refusal<wdedup::Positional>(p);
 }
 
 void run_dedup(const Config& c, Results& out) {

@@ -10,6 +10,10 @@
 #include <utility>
 #include <vector>
 
+namespace wdedup {
+struct Program;
+}  // namespace wdedup
+
 namespace wbench {
 
 struct Config {
@@ -146,6 +150,9 @@ std::string check_llama(const Config& c);
 /// headers, --cxx does not compile an empty TU), naming the flag; "" if it
 /// can. Checked before anything runs, where the group is asked for.
 std::string check_build(const Config& c);
+/// Why deduplicate() refuses a --ptd program under the policy its workload
+/// will run (deduplicate()'s message), or "" if it takes it. Untimed.
+std::string ptd_dedup_problem(const wdedup::Program& p);
 /// Whether any Llama workload runs (for the record: llama_model).
 bool runs_llama(const Config& c);
 

@@ -244,15 +244,9 @@ bool check_ptd_files(const Config& c) {
   // Not under --once: a profile must hold one deduplicate() (the
   // workload's own call reports a refusal there).
   if (c.once) return true;
-  wdedup::DedupOptions o;
-  o.threads = 0;
-  const bool positional = static_cast<bool>(wdedup::Positional::validate(scratch));
   try {
-    const wdedup::Expected<wdedup::DedupResult> r =
-        positional ? wdedup::deduplicate<wdedup::Strategy<wdedup::Positional>>(scratch, o)
-                   : wdedup::deduplicate<wdedup::Strategy<wdedup::OneBlob>>(scratch, o);
-    if (!r) {
-      std::fprintf(stderr, "wdedup-bench: --ptd files: deduplicate() refuses them: %s\n", r.message().c_str());
+    if (const std::string why = wbench::ptd_dedup_problem(scratch); !why.empty()) {
+      std::fprintf(stderr, "wdedup-bench: --ptd files: deduplicate() refuses them: %s\n", why.c_str());
       return false;
     }
   } catch (const std::bad_alloc&) {
@@ -282,9 +276,9 @@ std::string check_sizes(const Config& c) {
   };
   for (const Ask& a : asks) {
     if (!a.runs) continue;
-    const bool wraps = a.size != 0 && a.count > UINT64_MAX / a.size;
-    const std::uint64_t bytes = wraps ? UINT64_MAX : a.count * a.size;
-    if (wraps) return std::string(a.flag) + " asks for more than 2^64 bytes of memory";
+    if (a.size != 0 && a.count > UINT64_MAX / a.size)
+      return std::string(a.flag) + " asks for more than 2^64 bytes of memory";
+    const std::uint64_t bytes = a.count * a.size;
     if (have != 0 && bytes > have)
       return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) +
              " of memory, more than this machine's " + wdedup::detail::human_bytes(have);
@@ -544,21 +538,16 @@ int parse_args(int argc, char** argv, Config* c) {
                  std::strerror(errno));
     return 2;
   }
-  if (!c->once && c->wants("build"))
-    if (const std::string bad = wbench::check_build(*c); !bad.empty()) {
-      std::fprintf(stderr, "wdedup-bench: %s\n", bad.c_str());
-      return 2;
-    }
-  if (const std::string bad = check_sizes(*c); !bad.empty()) {
-    std::fprintf(stderr, "wdedup-bench: %s\n", bad.c_str());
-    return 2;
-  }
+  // A check's answer: "" passes, anything else is said and refused.
+  auto refused = [](const std::string& bad) {
+    if (!bad.empty()) std::fprintf(stderr, "wdedup-bench: %s\n", bad.c_str());
+    return !bad.empty();
+  };
+  if (!c->once && c->wants("build") && refused(wbench::check_build(*c))) return 2;
+  if (refused(check_sizes(*c))) return 2;
   // The Llama settings, whatever --only says: a run records them, so a
   // wrong one is refused rather than written down.
-  if (const std::string bad = wbench::check_llama(*c); !bad.empty()) {
-    std::fprintf(stderr, "wdedup-bench: %s\n", bad.c_str());
-    return 2;
-  }
+  if (refused(wbench::check_llama(*c))) return 2;
   // Last: it imports (and deduplicates) the files, the one slow check.
   if (!c->ptd_files.empty() && c->wants_workload("ptd") && !check_ptd_files(*c)) return 2;
   return 0;

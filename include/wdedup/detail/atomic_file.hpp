@@ -132,14 +132,15 @@ inline FileOps& default_file_ops() {
 /// mount or a filesystem such as /proc.
 inline bool can_create_file(const std::string& path) {
   struct stat st {};
-  if (path.empty() || path.back() == '/' || (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+  const bool exists = !path.empty() && ::stat(path.c_str(), &st) == 0;
+  if (path.empty() || path.back() == '/' || (exists && S_ISDIR(st.st_mode))) {
     errno = EISDIR;
     return false;
   }
   // A device, a fifo or a socket (/dev/null): the writer would replace it
   // with a regular file where it may (root), so it is refused too, but it
   // is no directory ("Is a directory" for /dev/null misled).
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  if (exists && !S_ISREG(st.st_mode)) {
     errno = EINVAL;
     return false;
   }
