@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 exe, outdir, fixtures, demo = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+# The fuzz corpus's seed writer (built with the tests; absent with -Dtests=false).
+make_seeds = sys.argv[5] if len(sys.argv) > 5 else None
 path = os.path.join(outdir, "bench-quick.json")
 if os.path.exists(path):
     os.remove(path)
@@ -163,6 +165,24 @@ else:
         lrows = [x for x in json.load(f)["results"] if x["name"].endswith(": deduplicate")]
     if not lrows or any(x["extra"].get("consistent_with_sha256") != 1 for x in lrows):
         problems.append(f"--ptd layouts.ptd: rows {[(x['name'], x.get('extra')) for x in lrows]}")
+# A file the import takes but deduplicate() refuses (identical empty segments
+# asking for alignments 2048, 2047 and 2045, whose lcm no store holds) is
+# refused before anything runs, even after another workload in the list:
+# exit 2, deduplicate()'s message, and no row printed.
+if make_seeds:
+    seeds = os.path.join(outdir, "bench-seeds")
+    os.makedirs(seeds, exist_ok=True)
+    subprocess.run([make_seeds, seeds], check=True)
+    lcm = os.path.join(seeds, "alignment_lcm_overflow.ptd")
+    r = subprocess.run([exe, "--quick", "--only", "dedup", "--no-progress", "--workloads", "llama-1+1,ptd", "--ptd",
+                        lcm, "--json", ptd_path, "--tmpdir", outdir],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    want = ("wdedup-bench: --ptd files: deduplicate() refuses them: method 'alignment_lcm_overflow' partition 0 "
+            "tensor 'c': lcm of alignments 4192256 and 2045 exceeds 4294967296: key 'c' shares its bytes with keys "
+            "that ask for 4192256")
+    if r.returncode != 2 or r.stderr.strip() != want or r.stdout:
+        problems.append(f"--ptd a file deduplicate() refuses: exit {r.returncode}, stderr {r.stderr.strip()!r}, "
+                        f"stdout {r.stdout[:80]!r}; expected 2, {want!r} and nothing run")
 # The JSON never goes over an input: it would replace the user's weights.
 victim = os.path.join(outdir, "bench-ptd-victim.ptd")
 shutil.copyfile(files[0], victim)
