@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -114,16 +115,20 @@ std::uint64_t address_space_in_use() {
 }
 }  // namespace
 
+constexpr const char* kThreadLimitChild = "WDEDUP_TEST_READ_PASS_UNDER_LIMIT";
+
 TEST_CASE("read_pass: a thread that cannot start leaves as std::system_error, the started ones joined") {
-  // In a child whose address space has room for one more thread stack
+  // In a process whose address space has room for one more thread stack
   // (8 MiB) but not two, read_pass on 4 threads starts one, fails on the
   // next, and must join the first before the exception leaves: a joinable
   // std::thread destroyed would call std::terminate (the child's abort).
-  std::vector<std::uint8_t> bytes(1 << 20, 1);
-  const std::vector<wdedup::ByteSpan> spans{wdedup::ByteSpan(bytes.data(), bytes.size())};
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
+  // The limited run is a fresh process (this binary again, this case only):
+  // a fork of this one would inherit glibc's cache of the stacks of earlier
+  // tests' threads, and every new thread started on a cached stack under
+  // the limit (the case then silently tested nothing in a whole-file run).
+  if (std::getenv(kThreadLimitChild) != nullptr) {
+    std::vector<std::uint8_t> bytes(1 << 20, 1);
+    const std::vector<wdedup::ByteSpan> spans{wdedup::ByteSpan(bytes.data(), bytes.size())};
     const std::uint64_t used = address_space_in_use();
     if (used == 0) ::_exit(3);
     const rlim_t limit = static_cast<rlim_t>(used + (std::uint64_t{8} << 20) + (std::uint64_t{3} << 20));
@@ -136,15 +141,20 @@ TEST_CASE("read_pass: a thread that cannot start leaves as std::system_error, th
     }
     ::_exit(5);  // every thread started: the limit did not bite
   }
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv(kThreadLimitChild, "1", 1);
+    ::execl("/proc/self/exe", "/proc/self/exe", "-tc=read_pass: a thread that cannot start*", "--no-intro=true",
+            static_cast<char*>(nullptr));
+    ::_exit(6);  // could not run the binary again
+  }
   int status = 0;
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   CAPTURE(status);
   REQUIRE(WIFEXITED(status));  // not killed by std::terminate's abort
-  const int code = WEXITSTATUS(status);
-  if (code == 5) {
-    MESSAGE("every thread started under the limit (stacks smaller than 8 MiB here?): case not exercised");
-  } else {
-    CHECK(code == 0);
-  }
+  // 0: refused with system_error; 5 would be every thread started (the
+  // case not exercised), 3, 4, 6 a child that could not set itself up.
+  CHECK(WEXITSTATUS(status) == 0);
 }
 #endif
