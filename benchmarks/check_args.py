@@ -101,10 +101,15 @@ refusals = [
 for args, want in refusals:
     # --quick first: a mistake accepted by a regression runs the small CI
     # run (seconds), not the full one (explicit flags win over --quick).
+    # Before anything runs: nothing on stdout (not even the run's header
+    # line), no JSON written.
+    if os.path.exists(json_path):
+        os.remove(json_path)
     r = run([exe, "--quick", "--no-progress", "--json", json_path] + args)
     want = "wdedup-bench: " + want
-    if r.returncode != 2 or r.stderr.strip() != want:
-        problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}; expected 2, {want!r}")
+    if r.returncode != 2 or r.stderr.strip() != want or r.stdout or os.path.exists(json_path):
+        problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}, stdout {r.stdout[:80]!r}, "
+                        f"JSON written: {os.path.exists(json_path)}; expected 2, {want!r}, nothing run or written")
 
 # A Llama size no machine holds: refused from its size before anything runs.
 r = run([exe, "--quick", "--no-progress", "--json", json_path, "--only", "dedup", "--workloads", "llama-1+1",

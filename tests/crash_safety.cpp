@@ -457,7 +457,9 @@ TEST_CASE("unwritable destinations: Error::IoError with the path, the operation 
     CHECK(others(dir, {}).empty());
   }
   SUBCASE("a directory that does not exist, in an existing one") {
-    fails(dir + "/missing/model.ptd", "failed: " + std::string(std::strerror(ENOENT)));
+    fails(dir + "/missing/model.ptd",
+          "create a temporary file in directory '" + dir + "/missing' failed: " + std::strerror(ENOENT));
+    CHECK(others(dir, {}).empty());
   }
   SUBCASE("a path under a regular file") {
     write_bytes(dir + "/file", {1});

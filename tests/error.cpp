@@ -73,6 +73,8 @@ TEST_CASE("Result: made from Error::Ok it is a failure whose error() says so, no
   CHECK(std::strcmp(r.failure().what, "a Result<T> was made from Error::Ok, without a value") == 0);
   const Result<int> f = Failure{Error::Ok, "x", 3};
   CHECK(f.error() == Error::InvalidArgument);
+  CHECK(std::strcmp(f.failure().what, "a Result<T> was made from Error::Ok, without a value") == 0);
+  CHECK(f.failure().at == 0);
   const Result<int> v = 5;
   CHECK(v.ok());
   CHECK(v.error() == Error::Ok);

@@ -31,6 +31,26 @@
 using namespace wdedup;
 using namespace wdedup_test;
 
+namespace {
+/// Everything an import adds, for "a refusal changes nothing": each method's
+/// name, each partition's tensors with their names, bytes (where and how
+/// many), alignments and layouts.
+std::string snapshot(const Program& program) {
+  std::string d;
+  for (const Method& m : program.methods) {
+    d += "method " + m.name + "\n";
+    for (const Partition& p : m.partitions) {
+      d += " partition\n";
+      for (const Tensor& t : p.tensors)
+        d += "  " + t.name + " @" + std::to_string(reinterpret_cast<std::uintptr_t>(t.bytes.data())) + " " +
+             std::to_string(t.bytes.size()) + " align " + std::to_string(t.alignment) + " " +
+             wdedup::detail::describe_layout(t.layout) + "\n";
+    }
+  }
+  return d;
+}
+}  // namespace
+
 // Every byte this process asks operator new for: what bounds the memory an
 // import of a hostile file takes (the import has no allocation hook).
 namespace {
@@ -227,11 +247,11 @@ TEST_CASE("import: refusals are typed, name what was wrong and leave the program
   std::unique_ptr<Opened> o = open_fixture("simple.ptd");
   Program program;
   REQUIRE(add_ptd_method(program, o->map(), "prefill").ok());
-  auto unchanged = [&] {
-    REQUIRE(program.methods.size() == 1);
-    CHECK(program.methods[0].name == "prefill");
-    CHECK(program.methods[0].partitions[0].tensors.size() == 3);
-  };
+  REQUIRE(program.methods.size() == 1);
+  CHECK(program.methods[0].name == "prefill");
+  CHECK(program.methods[0].partitions[0].tensors.size() == 3);
+  const std::string before = snapshot(program);
+  auto unchanged = [&] { CHECK(snapshot(program) == before); };
 
   Expected<void> e = add_ptd_method(program, o->map(), "");
   CHECK(e.error() == Error::InvalidName);
@@ -392,10 +412,12 @@ TEST_CASE("add_ptd_program: a store deduplicate() wrote comes back as its method
     }
   }
   // Refusals change nothing: the methods are there now.
+  const std::string before = snapshot(program);
   Expected<void> e = add_ptd_program(program, o->map());
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == "add_ptd_program: method 'prefill' is already in the program");
   CHECK(program.methods.size() == 3);
+  CHECK(snapshot(program) == before);
 }
 
 namespace {
@@ -526,6 +548,7 @@ TEST_CASE("add_ptd_program: partition indices size nothing past the function cou
   std::unique_ptr<Opened> l = open_bytes(one_key_file(late));
   REQUIRE(l->ok());
   e = add_ptd_program(program, l->map());
+  CHECK(e.error() == Error::MalformedFunctionMap);
   CHECK(e.message() == "add_ptd_program: method 'b' has partition 2 but no function for partition 0");
   CHECK(program.methods.empty());
 }
@@ -736,9 +759,11 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   CHECK(program.methods[3].partitions[0].tensors[2].name == "simple.c");
 
   // Failures change nothing: no method added, no file kept.
+  const std::string before = snapshot(program);
   auto unchanged = [&] {
     CHECK(files.size() == 4);
     CHECK(program.methods.size() == 4);
+    CHECK(snapshot(program) == before);
   };
   const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/no-such-file.ptd";
   Expected<void> e = files.add(program, missing);
@@ -988,7 +1013,7 @@ TEST_CASE("import: every one-byte corruption of a store's metadata imports exact
           // InvalidArgument: a row retargeted, leaving a key no row names.
           CHECK((c == Error::InvalidName || c == Error::MalformedKey || c == Error::LayoutMismatch ||
                  c == Error::MalformedFunctionMap || (as_program && c == Error::InvalidArgument)));
-          CHECK(program.methods.size() == 1);
+          CHECK(snapshot(program) == "method before\n");
           continue;
         }
         ++imported;

@@ -105,10 +105,32 @@ TEST_CASE("generation is deterministic and configs are validated") {
   auto b = LlamaWorkload::generate(LlamaConfig::tiny());
   REQUIRE(a.ok());
   REQUIRE(b.ok());
-  const Tensor& ta = a->program().methods[1].partitions[0].tensors[5];
-  const Tensor& tb = b->program().methods[1].partitions[0].tensors[5];
-  CHECK(ta.name == tb.name);
-  CHECK(std::equal(ta.bytes.begin(), ta.bytes.end(), tb.bytes.begin()));
+  // Every method, partition and tensor: the same names, sizes, bytes,
+  // alignments and layouts (in different memory: two generations).
+  const Program& pa = a->program();
+  const Program& pb = b->program();
+  REQUIRE(pa.methods.size() == pb.methods.size());
+  std::size_t tensors = 0;
+  for (std::size_t m = 0; m < pa.methods.size(); ++m) {
+    CHECK(pa.methods[m].name == pb.methods[m].name);
+    REQUIRE(pa.methods[m].partitions.size() == pb.methods[m].partitions.size());
+    for (std::size_t p = 0; p < pa.methods[m].partitions.size(); ++p) {
+      const std::vector<Tensor>& xa = pa.methods[m].partitions[p].tensors;
+      const std::vector<Tensor>& xb = pb.methods[m].partitions[p].tensors;
+      REQUIRE(xa.size() == xb.size());
+      for (std::size_t i = 0; i < xa.size(); ++i, ++tensors) {
+        CAPTURE(xa[i].name);
+        CHECK(xa[i].name == xb[i].name);
+        CHECK(xa[i].alignment == xb[i].alignment);
+        CHECK(xa[i].layout == xb[i].layout);
+        REQUIRE(xa[i].bytes.size() == xb[i].bytes.size());
+        CHECK(std::equal(xa[i].bytes.begin(), xa[i].bytes.end(), xb[i].bytes.begin()));
+      }
+    }
+  }
+  // Each method: 11 names a layer and 4 more (expected_for's keys but one:
+  // the attention mask is one name with two keys).
+  CHECK(tensors == 2 * (11 * std::size_t{LlamaConfig::tiny().n_layers} + 4));
   LlamaConfig bad = LlamaConfig::tiny();
   bad.n_heads = 7;
   CHECK(LlamaWorkload::generate(bad).error() == Error::InvalidArgument);

@@ -585,6 +585,7 @@ TEST_CASE("a layout smaller than its segment: load_data_into copies the layout's
   CHECK(std::all_of(buf.begin() + 16, buf.end(), [](std::uint8_t b) { return b == 0xEE; }));
   // A key without a layout copies its whole segment (key 10: 10 bytes).
   const std::string raw(*m.get_key(10));
+  CHECK(m.load_data_into(raw, buf.data(), 9).error() == Error::BufferTooSmall);
   CHECK(m.load_data_into(raw, buf.data(), 9).failure().at == 10);
   CHECK(m.load_data_into(raw, buf.data(), 10).ok());
 }

@@ -304,8 +304,13 @@ TEST_CASE("layouts are checked against the bytes") {
   // product overflows 64 bits.
   REQUIRE(s.add_named_data("z_last", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {INT32_MAX, INT32_MAX, INT32_MAX, 0})).ok());
   REQUIRE(s.add_named_data("z_first", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {0, INT32_MAX, INT32_MAX, INT32_MAX})).ok());
+  const std::string before_overflow = dump(s);
   r = s.add_named_data("t", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {INT32_MAX, INT32_MAX, INT32_MAX, 1}));
   CHECK(r.error() == Error::LayoutMismatch);
+  // (2^31 - 1)^3 * 4 bytes is about 2^95.
+  CHECK(r.message() == "key 't': layout is inconsistent (FLOAT [2147483647, 2147483647, 2147483647, 1] "
+                       "dim_order [0, 1, 2, 3]): its byte count exceeds 2^64 - 1");
+  CHECK(dump(s) == before_overflow);
   CHECK(s.key_count() == 3);
   REQUIRE(s.add_named_data("cl", span(a), 1, Layout::channels_last(ScalarType::Byte, {1, 2, 3, 4})).ok());
   CHECK(s.find("cl")->layout->dim_order == std::vector<std::uint8_t>{0, 2, 3, 1});

@@ -4,6 +4,7 @@
 // through the runtime reader (NamedDataMap).
 #include <doctest/doctest.h>
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -133,6 +134,28 @@ std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
 using wdedup_test::read_file;  // tests/support/ptd_files.hpp
 
 std::string tmp_path(const std::string& name) { return std::string(WDEDUP_TEST_TMPDIR) + "/ptd_writer_" + name; }
+
+/// A destination that already holds other bytes, for "a refused write
+/// leaves it untouched": its old bytes.
+std::vector<std::uint8_t> occupy(const std::string& path) {
+  const std::vector<std::uint8_t> old{'o', 'l', 'd', ' ', 'b', 'y', 't', 'e', 's', '\n'};
+  REQUIRE(wdedup_test::write_file(path, old));
+  return old;
+}
+
+/// The temporaries a write to `path` would leave behind if it stopped
+/// midway (".<name>.tmp-XXXXXX", beside it).
+std::vector<std::string> temporaries_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  const std::string dir = path.substr(0, slash), prefix = "." + path.substr(slash + 1) + ".tmp-";
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.push_back(e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
 
 // The small store of the golden tests: an alias asking 4096 after its first
 // key asked 16, two keys asking 3 and 4 of the same bytes (lcm 12), a
@@ -560,6 +583,12 @@ TEST_CASE("the hash seed changes the slots and the seed field, nothing else") {
   REQUIRE(fa.size() == fb.size());
   const std::uint64_t x = 512, slots = x + u32(fa, x + eh::kSlotsOffset);
   CHECK(u64(fb, x + eh::kHashSeed) == 99);
+  CHECK(u64(fa, x + eh::kHashSeed) == WriteOptions{}.hash_seed);
+  // The slots do change (40 of their 128 bytes, for these keys and seeds):
+  // without this, a writer that ignored the seed for placing keys would pass.
+  std::size_t slot_bytes_changed = 0;
+  for (std::size_t i = slots; i < slots + 128; ++i) slot_bytes_changed += fa[i] != fb[i];
+  CHECK(slot_bytes_changed == 40);
   for (std::size_t i = 0; i < fa.size(); ++i)
     if (fa[i] != fb[i]) CHECK(((i >= x + eh::kHashSeed && i < x + eh::kHashSeed + 8) || (i >= slots && i < slots + 128)));
 }
@@ -647,7 +676,7 @@ TEST_CASE("serialize_ptd, write_ptd into a sink and write_ptd_file write identic
 TEST_CASE("validation: every error names what is wrong, and nothing is written") {
   const NamedDataStore s = small_store();
   const std::string path = tmp_path("never_written.ptd");
-  ::unlink(path.c_str());
+  const std::vector<std::uint8_t> old = occupy(path);
   const auto expect = [&](const FunctionMaps& maps, const WriteOptions& o, Error code, const std::string& message) {
     Expected<std::vector<std::uint8_t>> r = serialize_ptd(s, maps, o);
     REQUIRE_FALSE(r.ok());
@@ -661,8 +690,8 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     Expected<WriteStats> fw = write_ptd_file(s, maps, path, o);
     CHECK(fw.error() == code);
     CHECK(fw.message() == message);
-    struct stat st {};
-    CHECK(::stat(path.c_str(), &st) != 0);
+    CHECK(read_file(path) == old);
+    CHECK(temporaries_of(path).empty());
   };
 
   SUBCASE("a tensor mapped to a key that is not in the store") {
@@ -780,7 +809,7 @@ TEST_CASE("validation of stores filled through the bulk path") {
   const auto bytes = pattern(8, 1);
   const ByteSpan data(bytes.data(), 8);
   const std::string path = tmp_path("bulk_never_written.ptd");
-  ::unlink(path.c_str());
+  const std::vector<std::uint8_t> old = occupy(path);
   const auto expect = [&](const NamedDataStore& s, Error code, const std::string& message) {
     for (bool ext : {true, false}) {
       CAPTURE(ext);
@@ -798,8 +827,8 @@ TEST_CASE("validation of stores filled through the bulk path") {
       Expected<WriteStats> fw = write_ptd_file(s, path, o);
       CHECK(fw.error() == code);
       CHECK(fw.message() == message);
-      struct stat st {};
-      CHECK(::stat(path.c_str(), &st) != 0);
+      CHECK(read_file(path) == old);
+      CHECK(temporaries_of(path).empty());
     }
   };
   using SA = detail::StoreAccess;
@@ -1071,10 +1100,11 @@ TEST_CASE("long tensor names shared by many functions: the writer refuses what a
   CHECK(file.message().size() < 400);
   // write_ptd_file: refused before the destination is touched.
   const std::string dest = tmp_path("long_shared_names.ptd");
-  std::remove(dest.c_str());
+  const std::vector<std::uint8_t> old = occupy(dest);
   Expected<WriteStats> w = write_ptd_file(s, maps(32, 3000), dest);
   CHECK(w.error() == Error::InvalidName);
-  CHECK(std::fopen(dest.c_str(), "rb") == nullptr);
+  CHECK(read_file(dest) == old);
+  CHECK(temporaries_of(dest).empty());
 }
 
 TEST_CASE("keys chosen to collide under the seed: the writer places them under a derived seed, and the file opens") {

@@ -505,6 +505,10 @@ TEST_CASE("a program the policy refuses: its name errors come first, and no byte
   decode.add_partition().add("x", w1);
   auto mismatch = deduplicate<Strategy<Positional>>(program);
   CHECK(mismatch.error() == Error::PartitionCountMismatch);
+  CHECK(mismatch.message() ==
+        "policy POSITIONAL refused the program: every method must have the same number of partitions: method 'decode' "
+        "has 2, but the first method 'prefill' has 1; Strategy<OneBlob> (or Strategy<Disabled>) accepts unequal "
+        "partition counts");
   // A name used twice in one partition is reported before the mismatch.
   decode.partitions[1].add("x", w0);
   auto named = deduplicate<Strategy<Positional>>(program);

@@ -103,11 +103,20 @@ for args in (["--strategy", "positional", "--prefill-partitions", "2"],
 refusals.append((["--ptd", "good.ptd", "--strategy", "disabled", "--out", "link.ptd"],
                  "--out link.ptd and --ptd good.ptd name the same file: the output would replace the input"))
 before.add("link.ptd")
+def contents(name):
+    with open(os.path.join(work, name), "rb") as f:
+        return f.read()
+
+
 for args, want in refusals:
     expect(args, 2, "wdedup-demo: " + want)
     if listing() != before:
         problems.append(f"{args}: left {sorted(listing() - before)} behind")
         shutil.rmtree(os.path.join(work, "pm"), ignore_errors=True)
+    # Names kept are not enough: the good run's files keep their bytes
+    # (several refusals name good.ptd, through a link, a hard link or a path).
+    if contents("good.json") != good_json or contents("good.ptd") != good_ptd:
+        problems.append(f"{args}: good.json or good.ptd changed")
 
 # --threads 0 is every core, as DedupOptions::threads = 0.
 r = run(["--threads", "0", "--strategy", "oneblob", "--out", ""])
@@ -124,11 +133,14 @@ if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()) or listing()
 # A hard link of an input is another name: writing it renames over that name
 # and leaves the input as it was.
 r = run(["--ptd", "good.ptd", "--strategy", "disabled", "--out", "hard.ptd"])
-with open(os.path.join(work, "good.ptd"), "rb") as f:
-    input_kept = f.read() == good_ptd
-if r.returncode != 0 or not input_kept:
+input_kept = contents("good.ptd") == good_ptd
+# The new name holds the new store: another file now (os.link made them one),
+# with other bytes (DISABLED's blobs, not ONE_BLOB's).
+replaced = not os.path.samefile(os.path.join(work, "good.ptd"), os.path.join(work, "hard.ptd")) and \
+    contents("hard.ptd") != good_ptd
+if r.returncode != 0 or not input_kept or not replaced:
     problems.append(f"--out hard.ptd (a hard link of the input): exit {r.returncode}, {r.stderr.strip()!r}, "
-                    f"input {'kept' if input_kept else 'changed'}")
+                    f"input {'kept' if input_kept else 'changed'}, hard.ptd {'replaced' if replaced else 'not replaced'}")
 
 # ---- --strategy all writes FILE.<strategy>.ptd; an input is never an output --
 r = run(["--out", "s.ptd"])
