@@ -500,6 +500,36 @@ TEST_CASE("same bytes under one name but different layouts in two methods: separ
   CHECK(r->store.keys()[1].layout->sizes == std::vector<std::int32_t>{3, 2});
 }
 
+TEST_CASE("the report's largest alias groups: at most five, largest saving first, ties in order of first use") {
+  // One name of 64 bytes ("big", first) and seven of 16, each the same bytes
+  // in both methods and distinct between names: eight alias groups, each of
+  // 2 tensors under 1 key, saving 16 bytes (big: 64). t4, t5 and t6 tie
+  // with t3 for the last place, and lose it: they were used later.
+  std::vector<std::vector<std::uint8_t>> data;
+  for (std::uint8_t i = 0; i < 7; ++i) data.push_back(std::vector<std::uint8_t>(16, static_cast<std::uint8_t>(i + 1)));
+  data.push_back(std::vector<std::uint8_t>(64, 99));
+  Program program;
+  for (const char* method : {"prefill", "decode"}) {
+    Partition& part = program.add_method(method).add_partition();
+    part.add("big", span(data[7]));
+    for (std::size_t i = 0; i < 7; ++i) part.add("t" + std::to_string(i), span(data[i]));
+  }
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(r->report.alias_groups == 8);
+  const std::vector<AliasGroup>& top = r->report.largest_alias_groups;
+  REQUIRE(top.size() == 5);
+  const char* const want[] = {"big", "t0", "t1", "t2", "t3"};
+  for (std::size_t k = 0; k < 5; ++k) {
+    CAPTURE(k);
+    CHECK(top[k].first_key == want[k]);
+    CHECK(top[k].tensors == 2);
+    CHECK(top[k].keys == 1);
+    CHECK(top[k].size == (k == 0 ? 64 : 16));
+    CHECK(top[k].bytes_saved == (k == 0 ? 64 : 16));
+  }
+}
+
 TEST_CASE("the report prints as a table and as JSON") {
   std::vector<std::uint8_t> a(10, 1), b = a;
   Program program;

@@ -420,6 +420,17 @@ TEST_CASE("segments: out of range, overflowing or partly overlapping segments ar
       {"containment is not identity", [&](Nav& n) { n.set_u64(off(n, 1), 300); n.set_u64(size(n, 1), 10); },
        Error::MalformedSegment, overlap, 2},
       {"partial overlap (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 100); }, Error::MalformedSegment, overlap, 2},
+      // The pair-by-pair check's two bounds, each at one byte: [36,46)
+      // shares byte 36 with [0,37), [118,129) byte 128 with [128,228);
+      // one byte further, they only touch.
+      {"one byte of overlap at an end (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 36); n.set_u64(size(n, 2), 10); },
+       Error::MalformedSegment, overlap, 2},
+      {"touching an end (unsorted) is fine", [&](Nav& n) { n.set_u64(off(n, 2), 37); n.set_u64(size(n, 2), 10); },
+       Error::Ok, "", 0},
+      {"one byte of overlap at a start (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 118); n.set_u64(size(n, 2), 11); },
+       Error::MalformedSegment, overlap, 2},
+      {"touching a start (unsorted) is fine", [&](Nav& n) { n.set_u64(off(n, 2), 118); n.set_u64(size(n, 2), 10); },
+       Error::Ok, "", 0},
       {"disjoint but unsorted is fine", [&](Nav& n) { n.set_u64(off(n, 2), 40); n.set_u64(size(n, 2), 80); },
        Error::Ok, "", 0},
       {"identical ranges are fine", [&](Nav& n) { n.set_u64(off(n, 1), 256); n.set_u64(size(n, 1), 256); },

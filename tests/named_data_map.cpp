@@ -336,6 +336,40 @@ TEST_CASE("get_data: a zero-copy view for memory sources, an owned copy for file
   CHECK(v->data() == nullptr);
 }
 
+TEST_CASE("get_data through a FileSource: every copy has the key's alignment, whatever malloc gives") {
+  // malloc promises alignof(max_align_t) (16 here); a key asking for 32,
+  // 64 or 4096 gets memory aligned to that. One copy can be aligned by luck,
+  // so 16 of each are held at once: were they malloc's, each would miss
+  // the alignment with a chance of 1 in 2 (32) or 3 in 4 (64).
+  const std::vector<std::uint8_t> bytes = pattern(48, 5);
+  NamedDataStore store;
+  struct Key {
+    const char* name;
+    std::int64_t alignment;
+    std::size_t from;  ///< distinct bytes each: four buffers, no aliases
+  };
+  const Key keys[] = {{"a8", 8, 0}, {"a32", 32, 1}, {"a64", 64, 2}, {"a4096", 4096, 3}};
+  for (const Key& k : keys) REQUIRE(store.add_named_data(k.name, ByteSpan(bytes.data() + k.from, 40), k.alignment).ok());
+  REQUIRE(store.buffer_count() == 4);
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(store, FunctionMaps{}, WriteOptions{});
+  REQUIRE(file);
+  std::unique_ptr<Opened> o = open_via(Via::File, write_temp("file_copy_alignment.ptd", *file));
+  REQUIRE(o->ok());
+  for (const Key& k : keys) {
+    CAPTURE(k.name);
+    std::vector<DataBuffer> copies;
+    for (int i = 0; i < 16; ++i) {
+      Result<DataBuffer> d = o->map().get_data(k.name);
+      REQUIRE(d.ok());
+      CHECK(d->owns_memory());
+      REQUIRE(d->size() == 40);
+      CHECK(std::memcmp(d->data(), bytes.data() + k.from, 40) == 0);
+      CHECK(addr(d->data()) % static_cast<std::uint64_t>(k.alignment) == 0);
+      copies.push_back(std::move(d).value());
+    }
+  }
+}
+
 TEST_CASE("get_num_keys and get_key follow file order; keys are C strings") {
   std::unique_ptr<Opened> o = open_via(Via::Mmap, fixture("aliases.ptd"));
   REQUIRE(o->ok());

@@ -622,6 +622,24 @@ TEST_CASE("stats") {
   REQUIRE(st.ok());
   CHECK(st->function_count == maps.functions.size());
   CHECK(maps.functions.size() == 3);
+  // With the WDX1 block after a flatbuffer whose end is not 16-aligned (an
+  // empty store's: 48 + 40 = 88), the gap up to the block (96) is padding:
+  // 8 bytes there and 72 from the block's end (96 + 88 = 184) to the
+  // segment base (256, the next multiple of 128).
+  bytes.clear();
+  st = write_ptd(NamedDataStore(), sink, WriteOptions{});
+  REQUIRE(st.ok());
+  CHECK(st->flatbuffer_size == 40);
+  CHECK(st->extension_size == 88);
+  CHECK(st->metadata_size == 48 + 40 + 88);
+  CHECK(st->segment_base_offset == 256);
+  CHECK(st->file_size == 256);
+  CHECK(st->data_bytes == 0);
+  CHECK(st->padding_bytes == 8 + 72);
+  REQUIRE(bytes.size() == 256);
+  CHECK(all_zero(bytes, 88, 96));
+  CHECK(hex(bytes, 96, 100) == "57445831");  // "WDX1"
+  CHECK(all_zero(bytes, 184, 256));
 }
 
 namespace {
@@ -706,6 +724,14 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     m.functions[0].tensors.push_back({"ln", "w.a"});
     expect(m, {}, Error::InvalidName,
            "function 'decode' partition 0 ('decode__0' in blob 'combined_all'): tensor 'ln' appears twice in its "
+           "tensor table");
+  }
+  SUBCASE("a tensor name twice in one function, first in sorted order (rows 0 and 1)") {
+    FunctionMaps m = small_maps();
+    m.functions[0].tensors.push_back({"A", "w.a"});  // 'A' sorts before every other name
+    m.functions[0].tensors.push_back({"A", "w.b"});
+    expect(m, {}, Error::InvalidName,
+           "function 'decode' partition 0 ('decode__0' in blob 'combined_all'): tensor 'A' appears twice in its "
            "tensor table");
   }
   SUBCASE("a method, blob key, function or tensor name that is empty or holds a NUL byte") {
@@ -837,6 +863,11 @@ TEST_CASE("validation of stores filled through the bulk path") {
     NamedDataStore s;
     SA::add_key(s, "k", 3, 1, std::nullopt);
     expect(s, Error::InvalidArgument, "key 'k' points at buffer 3 but the store has 0 buffers");
+  }
+  SUBCASE("a key pointing one past the last buffer") {
+    NamedDataStore s;
+    SA::add_key(s, "k", SA::add_buffer(s, data, 1) + 1, 1, std::nullopt);
+    expect(s, Error::InvalidArgument, "key 'k' points at buffer 1 but the store has 1 buffers");
   }
   SUBCASE("a layout that does not match the bytes") {
     NamedDataStore s;
