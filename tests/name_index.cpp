@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 
 using wdedup::detail::NameEntry;
 using wdedup::detail::NameIndex;
+using wdedup::detail::NameRef;
 
 TEST_CASE("NameIndex: ids in order of first insertion; exact matches only") {
   static_assert(NameEntry::kHead == 12);
@@ -61,6 +63,33 @@ TEST_CASE("NameIndex: ids in order of first insertion; exact matches only") {
   const wdedup::detail::IdIndex ids = index.release_index();
   CHECK(index.find("w.1") == NameIndex::kNone);
   CHECK(index.name(2) == "layers.0.attention.wq.weight");
+}
+
+TEST_CASE("same_name: every character counts, in the copied head, at its last character and past it") {
+  // The index compares names only when their hashes meet, so the test above
+  // cannot steer two names that differ in one character into one
+  // comparison: the comparison is checked on its own, for every character.
+  constexpr std::size_t kHead = NameEntry::kHead;
+  const std::string letters = "abcdefghijklmnopqrst";
+  for (const std::size_t len : {std::size_t{1}, kHead - 1, kHead, kHead + 1, std::size_t{20}}) {
+    CAPTURE(len);
+    const std::string name = letters.substr(0, len);
+    NameEntry e{};
+    e.data = name.data();
+    e.size = static_cast<std::uint32_t>(len);
+    std::memcpy(e.head, name.data(), std::min(len, kHead));
+    const NameRef r{&e};
+    CHECK(same_name(r, name));
+    CHECK(same_name(r, std::string(name)));  // the same text in other memory
+    for (std::size_t i = 0; i < len; ++i) {
+      CAPTURE(i);
+      std::string other = name;
+      other[i] = static_cast<char>(other[i] ^ 1);
+      CHECK_FALSE(same_name(r, other));
+    }
+    CHECK_FALSE(same_name(r, name.substr(0, len - 1)));
+    CHECK_FALSE(same_name(r, name + "u"));
+  }
 }
 
 TEST_CASE("IdIndex hashes under a seed of its own: names chosen to collide under seed 0 spread out") {
