@@ -610,6 +610,40 @@ TEST_CASE("identity: randomized against brute force") {
   }
 }
 
+TEST_CASE("identity: a swept class whose members differ only in the last, partial block, or leave in pairs") {
+  // 300 inputs of 4,196 bytes (block 256: the class is swept, and its last
+  // block holds 100 bytes) equal to the leader but where planted:
+  // 10 and 20 differ from it only in the last byte, alike; 30 only in the
+  // last full block; 40 and 50 leave it in block 5 with the same bytes, and
+  // 50 differs from 40 again in the last block; 60 and 70 leave it there
+  // with other bytes, and 70 differs from 60 in block 7. Every difference must be read: the last
+  // block as the others, and a family of two read on like a bigger one.
+  constexpr std::size_t kSize = 4196, kBlock = 256, kN = 300;
+  const Bytes base = pattern(kSize, 9);
+  std::vector<Bytes> bufs(kN, base);
+  bufs[10][kSize - 1] ^= 1;
+  bufs[20][kSize - 1] ^= 1;
+  bufs[30][4000] ^= 2;
+  for (std::size_t i : {40u, 50u}) bufs[i][1300] = static_cast<std::uint8_t>(base[1300] ^ 0xC3);
+  for (std::size_t i : {60u, 70u}) bufs[i][1300] = static_cast<std::uint8_t>(base[1300] ^ 0x3C);
+  bufs[50][kSize - 2] ^= 4;
+  bufs[70][1900] ^= 8;
+  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<std::uint32_t> want = brute_force(in);
+  CHECK(want[10] == 10);
+  CHECK(want[20] == 10);
+  CHECK(want[30] == 30);
+  CHECK(want[40] == 40);
+  CHECK(want[50] == 50);
+  CHECK(want[60] == 60);
+  CHECK(want[70] == 70);
+  CHECK(want[299] == 0);
+  const Run r = run(in, kBlock);
+  CHECK(r.result == want);
+  const Run c = run(in, kBlock, AlwaysCollideHash{});
+  CHECK(c.result == want);
+}
+
 TEST_CASE("identity: a swept class with families that leave the leader in the same block") {
   // 300 inputs of 4 KiB sharing block 0 (block 256, so the class of 300 is
   // swept). By i % 5: 0 equal to the leader; 1 and 2 leave it in block 5
