@@ -152,6 +152,17 @@ TEST_CASE("identity: same pointers among distinct buffers") {
     CHECK(r.stats.bytes_compared == 50);
     CHECK(r.stats.hashed == 0);
   }
+  SUBCASE("overlapping views a byte apart are other pointers, out of order") {
+    // Views of one buffer at offsets 1, 0, 2, 1: only the last is a same
+    // pointer (input 0's); the others start a byte apart, hold other bytes,
+    // and must be compared, never taken for one pointer.
+    const std::uint8_t* b = bufs[0].data();
+    const std::vector<ByteSpan> in{{b + 1, 40}, {b, 40}, {b + 2, 40}, {b + 1, 40}};
+    const Run r = run(in);
+    CHECK(r.result == std::vector<std::uint32_t>{0, 1, 2, 0});
+    CHECK(r.result == brute_force(in));
+    CHECK(r.stats.skipped_same_pointer == 1);
+  }
   SUBCASE("equal bytes") {
     const std::vector<ByteSpan> in{{bufs[0].data(), 50}, {bufs[2].data(), 50}, {bufs[0].data(), 50}};
     const Run r = run(in);
