@@ -16,7 +16,8 @@ struct Golden {
   std::uint64_t seed1234;  // seed 0x1234567890abcdef
 };
 // Inputs cover every code path: empty, 1-3 bytes, 4-8, 9-16, the 16-byte
-// loop (exactly 16, 17..32, more).
+// loop (exactly 16, 17..32, more). The values were checked against a
+// separate Python implementation of the same definition (2026-11-27).
 constexpr Golden kGolden[] = {
     {"", 0xddb1c1a5a86787d7ull, 0xc0e938852d991fe9ull},
     {"a", 0xd5c801c44e54b6c7ull, 0x98b5733d5867b93dull},
@@ -27,6 +28,18 @@ constexpr Golden kGolden[] = {
     {"layers.0.attention.wq.weight", 0x557867d3849b07bbull, 0xb05403f4b4ac5b4full},
     {"decode/attention_mask~1", 0x9e00efaaaa7a40a2ull, 0xaec3ab9f538280e7ull},
     {"0123456789abcdef0123456789abcdef0", 0x0fd64cbcd16aacbfull, 0x86aec2139b07ad07ull},
+    // Each length at a branch's edge: 5 and 7 (two 4-byte reads), 8 (the
+    // last of them), 9 (two 8-byte reads), 12, 15, 17 (one loop step and a
+    // 1-byte tail), 31 and 32 (one step and 15 or 16 bytes).
+    {"w.q.b", 0xdde4f16e7e305929ull, 0xdb17908a5943c0cfull},
+    {"w.q.bia", 0x6551584732e81feaull, 0x37d92e4a4cf410c0ull},
+    {"w.q.bias", 0xd80d69aef2793376ull, 0xfb468b1a134b8d27ull},
+    {"w.q.bias0", 0xdf4815d3586fd791ull, 0x741c8769653b2ab6ull},
+    {"norm.weight.", 0x8518ea14f75b52f4ull, 0x72160eb268539a30ull},
+    {"norm.weight.abc", 0xf9c65a23dd8b4bd5ull, 0xbb5f07c353777ed7ull},
+    {"0123456789abcdef0", 0x75a6d5b885b499a6ull, 0xfbf5f8912df36b85ull},
+    {"0123456789abcdef0123456789abcde", 0xe11d3a6867288b81ull, 0xe4a3f38a840b7d60ull},
+    {"0123456789abcdef0123456789abcdef", 0x20a7f242dce43c6cull, 0x63266a8bc8716ae9ull},
 };
 }  // namespace
 
@@ -36,6 +49,33 @@ TEST_CASE("key_hash golden vectors (file format: must never change silently)") {
     CHECK(wdedup::detail::key_hash(g.key, std::strlen(g.key), 0) == g.seed0);
     CHECK(wdedup::detail::key_hash(g.key, std::strlen(g.key), 0x1234567890abcdefull) == g.seed1234);
   }
+}
+
+TEST_CASE("key_mix: the portable multiply (32-bit targets) gives the 128-bit product's fold") {
+  // Where the compiler has no 128-bit type, key_mix is key_mix_portable: it
+  // must give the same values or 32-bit builds would write, and look up,
+  // other indexes. Operands at the carries' edges, then pseudo-random ones.
+  const std::uint64_t edges[] = {0, 1, 0xFFFFFFFFull, 0x100000000ull, 0xFFFFFFFF00000000ull,
+                                 0x8000000000000000ull, ~std::uint64_t{0}, 0x9E3779B97F4A7C15ull};
+  for (std::uint64_t a : edges)
+    for (std::uint64_t b : edges) {
+      CAPTURE(a);
+      CAPTURE(b);
+      CHECK(wdedup::detail::key_mix_portable(a, b) == wdedup::detail::key_mix(a, b));
+    }
+  std::uint64_t x = 0x243F6A8885A308D3ull;
+  for (int i = 0; i < 10000; ++i) {
+    const std::uint64_t a = x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const std::uint64_t b = x = x * 6364136223846793005ull + 1442695040888963407ull;
+    if (wdedup::detail::key_mix_portable(a, b) != wdedup::detail::key_mix(a, b)) {
+      CAPTURE(a);
+      CAPTURE(b);
+      FAIL("key_mix_portable differs");
+    }
+  }
+  // A known fold: (2^64 - 1)^2 = 2^128 - 2^65 + 1, whose halves are
+  // 0xFFFFFFFFFFFFFFFE and 1.
+  CHECK(wdedup::detail::key_mix_portable(~std::uint64_t{0}, ~std::uint64_t{0}) == 0xFFFFFFFFFFFFFFFFull);
 }
 
 TEST_CASE("key_hash reads only the bytes it is given") {

@@ -116,6 +116,13 @@ TEST_CASE("Positional on equal partitions: one blob per partition index, functio
                                  "decode#0 combined_partition_0:decode", "decode#1 combined_partition_1:decode"});
   CHECK(table(*r->functions.find("decode", 0)) == std::vector<std::string>{"emb=emb", "w0=w0", "mask=decode/mask"});
   CHECK(table(*r->functions.find("prefill", 1)) == std::vector<std::string>{"w1=w1", "out=out"});
+  // A method's name is its function's in every partition blob: the blob key
+  // tells them apart.
+  CHECK(r->functions.find_by_name("combined_partition_1", "prefill") == r->functions.find("prefill", 1));
+  CHECK(r->functions.find_by_name("combined_partition_0", "decode") == r->functions.find("decode", 0));
+  CHECK(r->functions.find_by_name("combined_partition_1", "decode")->partition_index == 1);
+  CHECK(r->functions.find_by_name("combined_partition_2", "decode") == nullptr);
+  CHECK(r->functions.find_by_name("prefill") == r->functions.find("prefill", 0));
   REQUIRE(r->report.per_blob.size() == 2);
   const BlobReport& b0 = r->report.per_blob[0];
   CHECK(b0.blob_key == "combined_partition_0");

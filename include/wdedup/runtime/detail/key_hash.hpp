@@ -18,14 +18,10 @@
 namespace wdedup {
 namespace detail {
 
-/// 64x64 -> 128 multiply, folded to 64 bits.
-inline std::uint64_t key_mix(std::uint64_t a, std::uint64_t b) noexcept {
-#if defined(__SIZEOF_INT128__)
-  __extension__ typedef unsigned __int128 u128;
-  const u128 r = static_cast<u128>(a) * b;
-  return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
-#else
-  // Portable schoolbook multiply with the same result.
+/// key_mix without a 128-bit type: a schoolbook multiply with the same
+/// result, what 32-bit targets use. Defined everywhere so that 64-bit tests
+/// check it against the 128-bit product.
+inline std::uint64_t key_mix_portable(std::uint64_t a, std::uint64_t b) noexcept {
   const std::uint64_t a_lo = a & 0xFFFFFFFFu, a_hi = a >> 32;
   const std::uint64_t b_lo = b & 0xFFFFFFFFu, b_hi = b >> 32;
   const std::uint64_t lo_lo = a_lo * b_lo, hi_lo = a_hi * b_lo;
@@ -34,6 +30,16 @@ inline std::uint64_t key_mix(std::uint64_t a, std::uint64_t b) noexcept {
   const std::uint64_t hi = hi_hi + (hi_lo >> 32) + (cross >> 32);
   const std::uint64_t lo = (cross << 32) | (lo_lo & 0xFFFFFFFFu);
   return lo ^ hi;
+}
+
+/// 64x64 -> 128 multiply, folded to 64 bits.
+inline std::uint64_t key_mix(std::uint64_t a, std::uint64_t b) noexcept {
+#if defined(__SIZEOF_INT128__)
+  __extension__ typedef unsigned __int128 u128;
+  const u128 r = static_cast<u128>(a) * b;
+  return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
+#else
+  return key_mix_portable(a, b);
 #endif
 }
 
