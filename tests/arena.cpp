@@ -36,6 +36,29 @@ TEST_CASE("Arena: every array is 64-byte aligned, sizes round up to 64, arrays d
   CHECK(z[15] == 0xccccccccu);
 }
 
+TEST_CASE("Arena: a heap chunk made for one array bigger than the next chunk holds its header and the array") {
+  // 512 KiB after the first 64 KiB chunk: more than the next chunk (128
+  // KiB), less than a huge page, so a heap chunk sized by the request. Its
+  // 64-byte header must come on top: short of it, the array would run
+  // past the chunk, and the next array would start outside it (ASan sees
+  // the memset overflow).
+  Arena a(0);
+  std::uint8_t* first = a.alloc<std::uint8_t>(1000);
+  std::memset(first, 0x11, 1000);
+  const std::size_t big = std::size_t{512} << 10;
+  std::uint8_t* p = a.alloc<std::uint8_t>(big);
+  std::memset(p, 0x5a, big);
+  // The chunk is exactly full: the next array starts a new chunk, past
+  // the big one's header-sized heap block, never right at its end (with
+  // the header short, the count of what is left wrapped and it did).
+  std::uint8_t* q = a.alloc<std::uint8_t>(64);
+  std::memset(q, 0xa5, 64);
+  CHECK((q < p || q > p + big));
+  CHECK(a.bytes_taken() == 1024 + big + 64);
+  CHECK(first[999] == 0x11);
+  CHECK(p[big - 1] == 0x5a);
+}
+
 TEST_CASE("Arena: grows past its first chunk, into mapped huge-page chunks, keeping earlier arrays") {
   Arena a(0);  // first chunk: the 64 KiB minimum
   std::uint8_t* first = a.alloc<std::uint8_t>(1000);

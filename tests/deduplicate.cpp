@@ -601,6 +601,9 @@ TEST_CASE("the report prints as a table and as JSON") {
   CHECK(detail::json_string("\xED\xA0\x80") == "\"\\u00ed\\u00a0\\u0080\""); // a surrogate
   CHECK(detail::json_string("\xF4\x90\x80\x80") == "\"\\u00f4\\u0090\\u0080\\u0080\"");  // past U+10FFFF
   CHECK(detail::json_string("\x01\x7F") == "\"\\u0001\x7F\"");
+  // Every control character below 0x20 is escaped, the last (0x1F) too; the
+  // space (0x20) is not. \b and \f as \u escapes, which JSON allows.
+  CHECK(detail::json_string(std::string("\x1F \x00x\b\f", 6)) == "\"\\u001f \\u0000x\\u0008\\u000c\"");
 }
 
 TEST_CASE("a store filled by deduplicate() still deduplicates later adds") {

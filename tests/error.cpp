@@ -47,6 +47,44 @@ bool dies(Fn fn) {
 
 }  // namespace
 
+TEST_CASE("error_name: each code's enumerator name, and its value (the codes are stable)") {
+  // What messages and the demo print, and what a delegate logs: the name as
+  // written in the enum; the values are the documented ones.
+  const std::pair<wdedup::Error, const char*> names[] = {
+      {wdedup::Error::Ok, "Ok"},
+      {wdedup::Error::InvalidArgument, "InvalidArgument"},
+      {wdedup::Error::InvalidAlignment, "InvalidAlignment"},
+      {wdedup::Error::KeyConflict, "KeyConflict"},
+      {wdedup::Error::LayoutMismatch, "LayoutMismatch"},
+      {wdedup::Error::PartitionCountMismatch, "PartitionCountMismatch"},
+      {wdedup::Error::BufferTooSmall, "BufferTooSmall"},
+      {wdedup::Error::InvalidName, "InvalidName"},
+      {wdedup::Error::NotFound, "NotFound"},
+      {wdedup::Error::Truncated, "Truncated"},
+      {wdedup::Error::MalformedHeader, "MalformedHeader"},
+      {wdedup::Error::MalformedFlatbuffer, "MalformedFlatbuffer"},
+      {wdedup::Error::MalformedSegment, "MalformedSegment"},
+      {wdedup::Error::MalformedKey, "MalformedKey"},
+      {wdedup::Error::MalformedLayout, "MalformedLayout"},
+      {wdedup::Error::MalformedIndex, "MalformedIndex"},
+      {wdedup::Error::MalformedFunctionMap, "MalformedFunctionMap"},
+      {wdedup::Error::UnsupportedVersion, "UnsupportedVersion"},
+      {wdedup::Error::Misaligned, "Misaligned"},
+      {wdedup::Error::IoError, "IoError"},
+      {wdedup::Error::OutOfMemory, "OutOfMemory"},
+      {wdedup::Error::NotDurable, "NotDurable"},
+  };
+  for (const auto& entry : names) {
+    const char* const name = entry.second;
+    CAPTURE(name);
+    CHECK(std::strcmp(wdedup::error_name(entry.first), name) == 0);
+  }
+  const std::uint32_t values[] = {0x00, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x20, 0x30, 0x31,
+                                  0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x40, 0x41, 0x42};
+  for (std::size_t i = 0; i < 22; ++i) CHECK(static_cast<std::uint32_t>(names[i].first) == values[i]);
+  CHECK(std::strcmp(wdedup::error_name(static_cast<wdedup::Error>(0x17)), "Unknown") == 0);
+}
+
 TEST_CASE("Status: success three ways, a failure with what and where") {
   const Status ways[] = {succeed_default(), succeed_executorch(), succeed_named()};
   for (const Status& s : ways) {

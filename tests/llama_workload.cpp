@@ -100,6 +100,43 @@ TEST_CASE("partitions: layers are split evenly; OneBlob on prefill 3 / decode 2"
   CHECK(one->functions.functions[4].function_name == "decode__1");
 }
 
+TEST_CASE("tensor shapes are Llama's: linear weights [out, in], tables and norms as exported") {
+  // nn.Linear keeps its weight as [out_features, in_features]: w1 and w3
+  // map dim to hidden_dim, w2 maps back; wk and wv produce the kv heads.
+  const LlamaConfig c = LlamaConfig::tiny();
+  auto w = LlamaWorkload::generate(c);
+  REQUIRE(w.ok());
+  const auto dim = static_cast<std::int32_t>(c.dim), hidden = static_cast<std::int32_t>(c.hidden_dim);
+  const auto kv = static_cast<std::int32_t>(c.dim / c.n_heads * c.n_kv_heads);
+  const auto rope = static_cast<std::int32_t>(c.dim / c.n_heads / 2);
+  const std::pair<const char*, std::vector<std::int32_t>> want[] = {
+      {"tok_embeddings.weight", {static_cast<std::int32_t>(c.vocab_size), dim}},
+      {"layers.0.attention_norm.weight", {dim}},
+      {"layers.0.attention.wq.weight", {dim, dim}},
+      {"layers.0.attention.wk.weight", {kv, dim}},
+      {"layers.0.attention.wv.weight", {kv, dim}},
+      {"layers.0.attention.wo.weight", {dim, dim}},
+      {"layers.0.attention.rope.freqs_cos", {static_cast<std::int32_t>(c.max_seq_len), rope}},
+      {"layers.0.ffn_norm.weight", {dim}},
+      {"layers.0.feed_forward.w1.weight", {hidden, dim}},
+      {"layers.0.feed_forward.w2.weight", {dim, hidden}},
+      {"layers.0.feed_forward.w3.weight", {hidden, dim}},
+      {"norm.weight", {dim}},
+  };
+  REQUIRE(dim != hidden);  // else w2 and w1 could be swapped unseen
+  REQUIRE(kv != dim);
+  const std::vector<Tensor>& tensors = w->program().methods[0].partitions[0].tensors;
+  for (const auto& entry : want) {
+    const std::string name = entry.first;
+    CAPTURE(name);
+    const auto t = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& x) { return x.name == name; });
+    REQUIRE(t != tensors.end());
+    REQUIRE(t->layout.has_value());
+    CHECK(t->layout->sizes == entry.second);
+    CHECK(t->bytes.size() == *t->layout->nbytes());
+  }
+}
+
 TEST_CASE("generation is deterministic and configs are validated") {
   auto a = LlamaWorkload::generate(LlamaConfig::tiny());
   auto b = LlamaWorkload::generate(LlamaConfig::tiny());

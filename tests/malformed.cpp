@@ -926,4 +926,25 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   CHECK(st.failure().at == seg1);
   CHECK(std::string(st.failure().what) == "segment content hash mismatch");
   CHECK(verify_segments(o->map()).error() == Error::MalformedSegment);
+  // verify_segments finds a corrupted byte in any segment, the last too,
+  // and names that segment's offset.
+  const Bytes good = wdedup_file_bytes();
+  std::unique_ptr<Opened> g = open_bytes(good);
+  REQUIRE(g->ok());
+  REQUIRE(verify_segments(g->map()).ok());
+  std::uint32_t corrupted = 0;
+  for (std::uint32_t i = 0; i < g->map().segment_count(); ++i) {
+    CAPTURE(i);
+    const SegmentInfo seg = *g->map().segment(i);
+    if (seg.size == 0) continue;
+    Bytes one = good;
+    one[seg.offset + seg.size - 1] ^= 0x01;  // its last byte
+    std::unique_ptr<Opened> c = open_bytes(one);
+    REQUIRE(c->ok());
+    const Status all = verify_segments(c->map());
+    CHECK(all.error() == Error::MalformedSegment);
+    CHECK(all.failure().at == seg.offset);
+    ++corrupted;
+  }
+  CHECK(corrupted == g->map().segment_count() - 1);  // all but the empty one
 }
