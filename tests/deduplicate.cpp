@@ -614,20 +614,19 @@ TEST_CASE("a store filled by deduplicate() still deduplicates later adds") {
   REQUIRE(r.ok());
   // A refused add leaves the store as it was, also the first add after
   // deduplicate() (the one that builds the buffer index) ...
-  const std::string before = dump(*r);
-  auto refused = r->store.add_named_data("b", span(c));
-  CHECK(refused.error() == Error::KeyConflict);
-  CHECK(refused.message() == "key 'b' already holds 64 bytes that differ from the 64 bytes added now");
-  CHECK(dump(*r) == before);
+  const auto refused_unchanged = [&] {
+    const std::string before = dump(*r);
+    auto refused = r->store.add_named_data("b", span(c));
+    CHECK(refused.error() == Error::KeyConflict);
+    CHECK(refused.message() == "key 'b' already holds 64 bytes that differ from the 64 bytes added now");
+    CHECK(dump(*r) == before);
+  };
+  refused_unchanged();
   // ... which then deduplicates as the first would have.
   REQUIRE(r->store.add_named_data("b_again", span(b_copy), 8).ok());
   CHECK(r->store.buffer_count() == 3);
   CHECK(r->store.find("b_again")->buffer_index == 1);
-  const std::string after = dump(*r);
-  refused = r->store.add_named_data("b", span(c));
-  CHECK(refused.error() == Error::KeyConflict);
-  CHECK(refused.message() == "key 'b' already holds 64 bytes that differ from the 64 bytes added now");
-  CHECK(dump(*r) == after);
+  refused_unchanged();
 }
 
 TEST_CASE("a store filled by deduplicate() indexes its buffers on the first later add") {

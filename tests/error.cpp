@@ -50,38 +50,40 @@ bool dies(Fn fn) {
 TEST_CASE("error_name: each code's enumerator name, and its value (the codes are stable)") {
   // What messages and the demo print, and what a delegate logs: the name as
   // written in the enum; the values are the documented ones.
-  const std::pair<wdedup::Error, const char*> names[] = {
-      {wdedup::Error::Ok, "Ok"},
-      {wdedup::Error::InvalidArgument, "InvalidArgument"},
-      {wdedup::Error::InvalidAlignment, "InvalidAlignment"},
-      {wdedup::Error::KeyConflict, "KeyConflict"},
-      {wdedup::Error::LayoutMismatch, "LayoutMismatch"},
-      {wdedup::Error::PartitionCountMismatch, "PartitionCountMismatch"},
-      {wdedup::Error::BufferTooSmall, "BufferTooSmall"},
-      {wdedup::Error::InvalidName, "InvalidName"},
-      {wdedup::Error::NotFound, "NotFound"},
-      {wdedup::Error::Truncated, "Truncated"},
-      {wdedup::Error::MalformedHeader, "MalformedHeader"},
-      {wdedup::Error::MalformedFlatbuffer, "MalformedFlatbuffer"},
-      {wdedup::Error::MalformedSegment, "MalformedSegment"},
-      {wdedup::Error::MalformedKey, "MalformedKey"},
-      {wdedup::Error::MalformedLayout, "MalformedLayout"},
-      {wdedup::Error::MalformedIndex, "MalformedIndex"},
-      {wdedup::Error::MalformedFunctionMap, "MalformedFunctionMap"},
-      {wdedup::Error::UnsupportedVersion, "UnsupportedVersion"},
-      {wdedup::Error::Misaligned, "Misaligned"},
-      {wdedup::Error::IoError, "IoError"},
-      {wdedup::Error::OutOfMemory, "OutOfMemory"},
-      {wdedup::Error::NotDurable, "NotDurable"},
+  struct Code {
+    wdedup::Error code;
+    const char* name;
+    std::uint32_t value;
   };
-  for (const auto& entry : names) {
-    const char* const name = entry.second;
-    CAPTURE(name);
-    CHECK(std::strcmp(wdedup::error_name(entry.first), name) == 0);
+  const Code codes[] = {
+      {wdedup::Error::Ok, "Ok", 0x00},
+      {wdedup::Error::InvalidArgument, "InvalidArgument", 0x10},
+      {wdedup::Error::InvalidAlignment, "InvalidAlignment", 0x11},
+      {wdedup::Error::KeyConflict, "KeyConflict", 0x12},
+      {wdedup::Error::LayoutMismatch, "LayoutMismatch", 0x13},
+      {wdedup::Error::PartitionCountMismatch, "PartitionCountMismatch", 0x14},
+      {wdedup::Error::BufferTooSmall, "BufferTooSmall", 0x15},
+      {wdedup::Error::InvalidName, "InvalidName", 0x16},
+      {wdedup::Error::NotFound, "NotFound", 0x20},
+      {wdedup::Error::Truncated, "Truncated", 0x30},
+      {wdedup::Error::MalformedHeader, "MalformedHeader", 0x31},
+      {wdedup::Error::MalformedFlatbuffer, "MalformedFlatbuffer", 0x32},
+      {wdedup::Error::MalformedSegment, "MalformedSegment", 0x33},
+      {wdedup::Error::MalformedKey, "MalformedKey", 0x34},
+      {wdedup::Error::MalformedLayout, "MalformedLayout", 0x35},
+      {wdedup::Error::MalformedIndex, "MalformedIndex", 0x36},
+      {wdedup::Error::MalformedFunctionMap, "MalformedFunctionMap", 0x37},
+      {wdedup::Error::UnsupportedVersion, "UnsupportedVersion", 0x38},
+      {wdedup::Error::Misaligned, "Misaligned", 0x39},
+      {wdedup::Error::IoError, "IoError", 0x40},
+      {wdedup::Error::OutOfMemory, "OutOfMemory", 0x41},
+      {wdedup::Error::NotDurable, "NotDurable", 0x42},
+  };
+  for (const Code& c : codes) {
+    CAPTURE(c.name);
+    CHECK(std::strcmp(wdedup::error_name(c.code), c.name) == 0);
+    CHECK(static_cast<std::uint32_t>(c.code) == c.value);
   }
-  const std::uint32_t values[] = {0x00, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x20, 0x30, 0x31,
-                                  0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38, 0x39, 0x40, 0x41, 0x42};
-  for (std::size_t i = 0; i < 22; ++i) CHECK(static_cast<std::uint32_t>(names[i].first) == values[i]);
   CHECK(std::strcmp(wdedup::error_name(static_cast<wdedup::Error>(0x17)), "Unknown") == 0);
 }
 

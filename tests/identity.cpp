@@ -623,12 +623,12 @@ TEST_CASE("identity: randomized against brute force") {
 
 TEST_CASE("identity: a swept class whose members differ only in the last, partial block, or leave in pairs") {
   // 300 inputs of 4,196 bytes (block 256: the class is swept, and its last
-  // block holds 100 bytes) equal to the leader but where planted:
-  // 10 and 20 differ from it only in the last byte, alike; 30 only in the
-  // last full block; 40 and 50 leave it in block 5 with the same bytes, and
-  // 50 differs from 40 again in the last block; 60 and 70 leave it there
-  // with other bytes, and 70 differs from 60 in block 7. Every difference must be read: the last
-  // block as the others, and a family of two read on like a bigger one.
+  // block holds 100 bytes) equal to the leader but where planted: 10 and 20
+  // differ from it only in the last byte, alike; 30 only in the last full
+  // block; 40 and 50 leave it in block 5 with the same bytes, and 50 differs
+  // from 40 again in the last block; 60 and 70 leave it there with other
+  // bytes, and 70 differs from 60 in block 7. Every difference must be read:
+  // the last block as the others, and a family of two read on like a bigger one.
   constexpr std::size_t kSize = 4196, kBlock = 256, kN = 300;
   const Bytes base = pattern(kSize, 9);
   std::vector<Bytes> bufs(kN, base);

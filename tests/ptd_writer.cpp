@@ -4,13 +4,13 @@
 // through the runtime reader (NamedDataMap).
 #include <doctest/doctest.h>
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -146,14 +146,12 @@ std::vector<std::uint8_t> occupy(const std::string& path) {
 /// The temporaries a write to `path` would leave behind if it stopped
 /// midway (".<name>.tmp-XXXXXX", beside it).
 std::vector<std::string> temporaries_of(const std::string& path) {
-  const std::size_t slash = path.rfind('/');
-  const std::string dir = path.substr(0, slash), prefix = "." + path.substr(slash + 1) + ".tmp-";
+  const std::filesystem::path p(path);
+  const std::string prefix = "." + p.filename().string() + ".tmp-";
   std::vector<std::string> out;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d))
-      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.push_back(e->d_name);
-    ::closedir(d);
-  }
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(p.parent_path(), ec), end; !ec && it != end; it.increment(ec))
+    if (const std::string n = it->path().filename().string(); n.compare(0, prefix.size(), prefix) == 0) out.push_back(n);
   return out;
 }
 

@@ -30,6 +30,11 @@ def listing():
     return found
 
 
+def contents(name):
+    with open(os.path.join(work, name), "rb") as f:
+        return f.read()
+
+
 def expect(args, code, stderr, note=""):
     r = run(args)
     if r.returncode != code or r.stderr.strip() != stderr:
@@ -42,10 +47,8 @@ def expect(args, code, stderr, note=""):
 r = run(["--strategy", "oneblob", "--out", "good.ptd", "--json", "good.json"])
 if r.returncode != 0:
     sys.exit(f"the reference run failed: {r.stderr}")
-with open(os.path.join(work, "good.json"), "rb") as f:
-    good_json = f.read()
-with open(os.path.join(work, "good.ptd"), "rb") as f:
-    good_ptd = f.read()
+good_json = contents("good.json")
+good_ptd = contents("good.ptd")
 if [x["strategy"] for x in json.loads(good_json)] != ["ONE_BLOB"]:
     problems.append(f"the reference report: {good_json[:200]!r}")
 os.makedirs(os.path.join(work, "adir"))
@@ -103,11 +106,6 @@ for args in (["--strategy", "positional", "--prefill-partitions", "2"],
 refusals.append((["--ptd", "good.ptd", "--strategy", "disabled", "--out", "link.ptd"],
                  "--out link.ptd and --ptd good.ptd name the same file: the output would replace the input"))
 before.add("link.ptd")
-def contents(name):
-    with open(os.path.join(work, name), "rb") as f:
-        return f.read()
-
-
 for args, want in refusals:
     expect(args, 2, "wdedup-demo: " + want)
     if listing() != before:
@@ -154,8 +152,7 @@ shutil.copy(os.path.join(work, "good.json"), os.path.join(work, "r2.json"))
 script = f"ulimit -f 1; exec {exe!r} --quiet --threads 1 --out '' --json r2.json"
 r = subprocess.run(["bash", "-c", "trap '' XFSZ; " + script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                    text=True, timeout=120, cwd=work)
-with open(os.path.join(work, "r2.json"), "rb") as f:
-    kept = f.read()
+kept = contents("r2.json")
 if r.returncode != 1 or kept != good_json or "File too large" not in r.stderr:
     problems.append(f"report over the size limit: exit {r.returncode}, stderr {r.stderr!r}, "
                     f"r2.json {'kept' if kept == good_json else 'changed'}")
@@ -176,9 +173,8 @@ if os.path.exists("/dev/full"):
     if r.returncode != 1 or not r.stderr.startswith("wdedup-demo: writing to standard output failed: "):
         problems.append(f"stdout on /dev/full: exit {r.returncode}, stderr {r.stderr!r}")
 
-with open(os.path.join(work, "good.ptd"), "rb") as f:
-    if f.read() != good_ptd:
-        problems.append("good.ptd changed")
+if contents("good.ptd") != good_ptd:
+    problems.append("good.ptd changed")
 
 for p in problems:
     print("FAIL:", p)
