@@ -2,7 +2,8 @@
 # The whole test suite, on a fresh Debian machine: installs what is missing,
 # then configures, builds and runs every test in each configuration:
 #   gcc-c++17           the reference build: every test, the demo, the examples,
-#                       the must-not-compile and header checks, the benchmark smoke run
+#                       the must-not-compile and header checks, the benchmark smoke run,
+#                       and the runtime tests and the build-time main paths for -m32
 #   gcc-c++20-noexcept  C++20, everything built with -fno-exceptions -fno-rtti
 #   clang-c++20         clang, C++20 (with the header and must-not-compile checks)
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all),
@@ -27,9 +28,9 @@ declare -A CXX_OF=(
 # held to the strict warnings of meson.build, which users' builds turn on.
 declare -A OPTS_OF=(
   [gcc-c++17]="-Dcpp_std=c++17 -Ddebug=false"
-  [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Dbenchmarks=false"
-  [clang-c++17]="-Dcpp_std=c++17 -Ddebug=false -Dbenchmarks=false"
-  [clang-c++20]="-Dcpp_std=c++20 -Ddebug=false -Dbenchmarks=false"
+  [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Dbenchmarks=false -Dm32_suite=false"
+  [clang-c++17]="-Dcpp_std=c++17 -Ddebug=false -Dbenchmarks=false -Dm32_suite=false"
+  [clang-c++20]="-Dcpp_std=c++20 -Ddebug=false -Dbenchmarks=false -Dm32_suite=false"
   [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=1 -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false -Dfuzz=true"
   [tsan]="-Dcpp_std=c++17 -Db_sanitize=thread -Db_lundef=false -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false")
 # The sanitizer builds build and run only the tests that exercise what they

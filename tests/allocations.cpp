@@ -329,7 +329,7 @@ TEST_CASE("rejecting malformed files allocates nothing") {
   std::vector<std::uint8_t> bad_header = good, bad_index = wd, truncated(good.begin(), good.begin() + 100);
   bad_header[5] ^= 0xFF;  // FT01 identifier
   const std::uint64_t ext = (48 + format::load_u64(wd.data() + format::kHeaderFlatbufferSizePos) + 15) / 16 * 16;
-  bad_index[ext + format::ext_header::kKeyCount] ^= 1;  // WDX1 key_count
+  bad_index[static_cast<std::size_t>(ext + format::ext_header::kKeyCount)] ^= 1;  // WDX1 key_count
   AlignedBytes a(bad_header, 8), b(bad_index, 8), c(truncated, 8);
   Error codes[6] = {};
   int i = 0;

@@ -575,19 +575,20 @@ TEST_CASE("identity: randomized against brute force") {
     for (std::size_t i = 0; i < n; ++i) {
       const unsigned what = rng() % 8;
       if (what == 0 && !in.empty()) {  // the same span again
-        in.push_back(in[rng() % in.size()]);
+        in.push_back(in[static_cast<std::size_t>(rng() % in.size())]);
         continue;
       }
       if (what <= 2 && !bufs.empty()) {  // a planted duplicate in new memory
-        bufs.push_back(bufs[rng() % bufs.size()]);
+        bufs.push_back(bufs[static_cast<std::size_t>(rng() % bufs.size())]);
       } else {
-        const std::size_t si = rng() % std::size(sizes);
+        const std::size_t si = static_cast<std::size_t>(rng() % std::size(sizes));
         Bytes b = what == 3 ? pattern(sizes[si], rng()) : family[si];
         // Flip a byte or two near the start, the middle or the end.
         for (auto flips = static_cast<unsigned>(rng() % 3); flips > 0 && !b.empty(); --flips) {
-          const std::size_t at = rng() % 3 == 0 ? rng() % std::min<std::size_t>(b.size(), 300)
-                                 : rng() % 2 ? b.size() - 1 - rng() % std::min<std::size_t>(b.size(), 70)
-                                             : rng() % b.size();
+          const auto at = static_cast<std::size_t>(
+              rng() % 3 == 0 ? rng() % std::min<std::size_t>(b.size(), 300)
+              : rng() % 2    ? b.size() - 1 - rng() % std::min<std::size_t>(b.size(), 70)
+                             : rng() % b.size());
           b[at] ^= static_cast<std::uint8_t>(1 + rng() % 255);
         }
         bufs.push_back(std::move(b));

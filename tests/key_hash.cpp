@@ -51,6 +51,18 @@ TEST_CASE("key_hash golden vectors (file format: must never change silently)") {
   }
 }
 
+#if defined(WDEDUP_TEST_M32)
+TEST_CASE("the -m32 build is a 32-bit build without a 128-bit type: the golden vectors above ran key_mix_portable") {
+  // key_hash_m32 exists for that path; a build that lost -m32 (or a
+  // compiler with __int128 on 32 bits) would pass the vectors on the other.
+  CHECK(sizeof(void*) == 4);
+  CHECK(sizeof(std::size_t) == 4);
+#if defined(__SIZEOF_INT128__)
+  FAIL("__SIZEOF_INT128__ is defined: key_mix is not the portable multiply here");
+#endif
+}
+#endif
+
 TEST_CASE("key_mix: the portable multiply (32-bit targets) gives the 128-bit product's fold") {
   // Where the compiler has no 128-bit type, key_mix is key_mix_portable: it
   // must give the same values or 32-bit builds would write, and look up,

@@ -33,10 +33,10 @@ struct Nav {
   std::uint16_t u16(std::uint64_t p) const { return format::load_u16(b.data() + p); }
   std::uint32_t u32(std::uint64_t p) const { return format::load_u32(b.data() + p); }
   std::uint64_t u64(std::uint64_t p) const { return format::load_u64(b.data() + p); }
-  void set_u8(std::uint64_t p, std::uint8_t v) { b.at(p) = v; }
-  void set_u16(std::uint64_t p, std::uint16_t v) { format::store_u16(&b.at(p + 1) - 1, v); }
-  void set_u32(std::uint64_t p, std::uint32_t v) { format::store_u32(&b.at(p + 3) - 3, v); }
-  void set_u64(std::uint64_t p, std::uint64_t v) { format::store_u64(&b.at(p + 7) - 7, v); }
+  void set_u8(std::uint64_t p, std::uint8_t v) { b.at(static_cast<std::size_t>(p)) = v; }
+  void set_u16(std::uint64_t p, std::uint16_t v) { format::store_u16(&b.at(static_cast<std::size_t>(p + 1)) - 1, v); }
+  void set_u32(std::uint64_t p, std::uint32_t v) { format::store_u32(&b.at(static_cast<std::size_t>(p + 3)) - 3, v); }
+  void set_u64(std::uint64_t p, std::uint64_t v) { format::store_u64(&b.at(static_cast<std::size_t>(p + 7)) - 7, v); }
 
   std::uint64_t root() const { return u32(0); }
   std::uint64_t vtable(std::uint64_t t) const {
@@ -231,7 +231,7 @@ void check_every_truncation(const Bytes& good) {
 /// with a typed error; nothing reads outside the file.
 void check_every_byte_mutation(const Bytes& good, std::uint64_t metadata_end) {
   const std::uint8_t patterns[] = {0x00, 0xFF, 0x01, 0x80};
-  for (std::uint64_t p = 0; p < metadata_end; ++p) {
+  for (std::size_t p = 0; p < metadata_end; ++p) {
     for (std::uint8_t pat : patterns) {
       Bytes bad = good;
       bad[p] = pat == 0x01 || pat == 0x80 ? static_cast<std::uint8_t>(bad[p] ^ pat) : pat;
@@ -634,7 +634,7 @@ TEST_CASE("WDX1 header: each field corrupted in turn") {
   const char* const block_size = "WDX1 block size is below 80 or runs into the segment data";
   const char* const slot_count = "WDX1 slot_count is not a power of two >= 2 * key_count";
   std::vector<Case> cases = {
-      {"magic flipped: a plain FlatTensor file", [&](Nav& n) { n.b[x(n) + 3] = '2'; }, Error::Ok, "", 0},
+      {"magic flipped: a plain FlatTensor file", [&](Nav& n) { n.b[static_cast<std::size_t>(x(n) + 3)] = '2'; }, Error::Ok, "", 0},
       {"version 2", [&](Nav& n) { n.set_u32(x(n) + eh::kVersion, 2); }, Error::UnsupportedVersion,
        "WDX1 version is not 1", ext + eh::kVersion},
       {"block size below 80", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, 79); }, Error::MalformedIndex, block_size,
@@ -800,12 +800,12 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
       // at = the second row of the first pair out of order.
       {"tensor rows not sorted", [](Nav& n) {
          // Swap the names of a function's first two rows.
-         const std::uint64_t a = n.function_tensor(0), b = n.function_tensor(1);
-         for (std::uint64_t k = 0; k < 8; ++k) std::swap(n.b[a + k], n.b[b + k]);
+         const auto a = static_cast<std::size_t>(n.function_tensor(0)), b = static_cast<std::size_t>(n.function_tensor(1));
+         for (std::size_t k = 0; k < 8; ++k) std::swap(n.b[a + k], n.b[b + k]);
        }, Error::MalformedFunctionMap, rows_unsorted, g.function_tensor(1)},
       {"a tensor name repeated", [](Nav& n) {
-         const std::uint64_t a = n.function_tensor(0), b = n.function_tensor(1);
-         for (std::uint64_t k = 0; k < 8; ++k) n.b[b + k] = n.b[a + k];
+         const auto a = static_cast<std::size_t>(n.function_tensor(0)), b = static_cast<std::size_t>(n.function_tensor(1));
+         for (std::size_t k = 0; k < 8; ++k) n.b[b + k] = n.b[a + k];
        }, Error::MalformedFunctionMap, rows_unsorted, g.function_tensor(1)},
       // Rows tile the table in function order: [0,3) [3,5) [5,8).
       {"function 1's rows start inside function 0's", [](Nav& n) { n.set_u32(n.function(1) + fr::kTensorsBegin, 2); },
@@ -917,7 +917,7 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   Bytes bad = wdedup_file_bytes();
   Nav nav{bad};
   const std::uint64_t seg1 = nav.u64(nav.entry(1) + format::key_entry::kDataOffset);
-  bad[seg1] ^= 0x5A;
+  bad[static_cast<std::size_t>(seg1)] ^= 0x5A;
   std::unique_ptr<Opened> o = open_bytes(bad);
   REQUIRE(o->ok());  // content hashes are not checked at open (that would read every byte)
   const KeyInfo k1 = *o->map().key_info(1);
@@ -938,7 +938,7 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
     const SegmentInfo seg = *g->map().segment(i);
     if (seg.size == 0) continue;
     Bytes one = good;
-    one[seg.offset + seg.size - 1] ^= 0x01;  // its last byte
+    one[static_cast<std::size_t>(seg.offset + seg.size - 1)] ^= 0x01;  // its last byte
     std::unique_ptr<Opened> c = open_bytes(one);
     REQUIRE(c->ok());
     const Status all = verify_segments(c->map());

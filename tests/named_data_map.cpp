@@ -1099,7 +1099,7 @@ TEST_CASE("verify_segment through a FileSource: a 10,000-byte segment hashed in 
   for (const std::uint64_t at : {std::uint64_t{5000}, std::uint64_t{9999}}) {
     CAPTURE(at);
     Bytes bad = good;
-    bad[off + at] ^= 0x01;
+    bad[static_cast<std::size_t>(off + at)] ^= 0x01;
     for (Via via : {Via::File, Via::Mmap}) {  // chunked and one-shot hashing
       CAPTURE(via_name(via));
       std::unique_ptr<Opened> b = open_via(via, write_temp("runtime_verify_chunks_bad.ptd", bad));

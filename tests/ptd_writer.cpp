@@ -38,7 +38,7 @@ std::uint64_t u64(const std::vector<std::uint8_t>& f, std::uint64_t at) { return
 std::string hex(const std::vector<std::uint8_t>& f, std::uint64_t from, std::uint64_t to) {
   static const char* digits = "0123456789abcdef";
   std::string s;
-  for (std::uint64_t i = from; i < to; ++i) {
+  for (auto i = static_cast<std::size_t>(from); i < to; ++i) {
     s += digits[f[i] >> 4];
     s += digits[f[i] & 15];
   }
@@ -46,7 +46,7 @@ std::string hex(const std::vector<std::uint8_t>& f, std::uint64_t from, std::uin
 }
 
 bool all_zero(const std::vector<std::uint8_t>& f, std::uint64_t from, std::uint64_t to) {
-  for (std::uint64_t i = from; i < to; ++i)
+  for (auto i = static_cast<std::size_t>(from); i < to; ++i)
     if (f[i] != 0) return false;
   return true;
 }
@@ -312,7 +312,7 @@ TEST_CASE("small store without WDX1: golden bytes, header, root offset, segment 
     CHECK((si ? u32(f, si) : 0u) == segs[i]);
     // Every string is NUL-terminated.
     const std::uint64_t str = w.object(nd, format::named_data_field::kKey);
-    CHECK(f[str + 4 + u32(f, str)] == 0);
+    CHECK(f[static_cast<std::size_t>(str + 4 + u32(f, str))] == 0);
   }
 }
 
@@ -433,7 +433,7 @@ TEST_CASE("tensor layouts: scalar types, rank 0, zero sizes, channels-last") {
       REQUIRE((tl != 0) == k.layout.has_value());
       if (!tl) continue;
       const std::uint64_t st = w.field(tl, format::tensor_layout_field::kScalarType);
-      CHECK((st ? static_cast<int>(static_cast<std::int8_t>(f[st])) : 0) == static_cast<int>(k.layout->scalar_type));
+      CHECK((st ? static_cast<int>(static_cast<std::int8_t>(f[static_cast<std::size_t>(st)])) : 0) == static_cast<int>(k.layout->scalar_type));
       CHECK((k.layout->scalar_type != ScalarType::Byte || st == 0));  // default omitted, as flatc does
       // Both vectors are present even for rank 0 (ExecuTorch dereferences them).
       const std::uint64_t sizes = w.object(tl, format::tensor_layout_field::kSizes);
@@ -445,7 +445,7 @@ TEST_CASE("tensor layouts: scalar types, rank 0, zero sizes, channels-last") {
       CHECK(sizes % 4 == 0);
       for (std::uint32_t d = 0; d < w.count(sizes); ++d) {
         CHECK(static_cast<std::int32_t>(u32(f, sizes + 4 + 4 * d)) == k.layout->sizes[d]);
-        CHECK(f[dims + 4 + d] == k.layout->dim_order[d]);
+        CHECK(f[static_cast<std::size_t>(dims + 4 + d)] == k.layout->dim_order[d]);
       }
       if (ext) {  // the WDX1 entry points at this very table
         const std::uint64_t x = 48 + header(f).fb_size + (16 - (48 + header(f).fb_size) % 16) % 16;
@@ -585,7 +585,7 @@ TEST_CASE("the hash seed changes the slots and the seed field, nothing else") {
   // The slots do change (40 of their 128 bytes, for these keys and seeds):
   // without this, a writer that ignored the seed for placing keys would pass.
   std::size_t slot_bytes_changed = 0;
-  for (std::size_t i = slots; i < slots + 128; ++i) slot_bytes_changed += fa[i] != fb[i];
+  for (auto i = static_cast<std::size_t>(slots); i < slots + 128; ++i) slot_bytes_changed += fa[i] != fb[i];
   CHECK(slot_bytes_changed == 40);
   for (std::size_t i = 0; i < fa.size(); ++i)
     if (fa[i] != fb[i]) CHECK(((i >= x + eh::kHashSeed && i < x + eh::kHashSeed + 8) || (i >= slots && i < slots + 128)));
