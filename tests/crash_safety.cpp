@@ -27,32 +27,19 @@
 #include <vector>
 
 #include "wdedup/ptd_writer.hpp"
+#include "support/pattern.hpp"
+#include "support/ptd_files.hpp"
 
 using namespace wdedup;
 
 namespace {
 
-std::vector<std::uint8_t> read_file(const std::string& path) {
-  std::vector<std::uint8_t> out;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return out;
-  std::uint8_t buf[1 << 16];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
-  std::fclose(f);
-  return out;
-}
+using wdedup_test::pattern;    // tests/support/pattern.hpp
+using wdedup_test::read_file;  // tests/support/ptd_files.hpp
 
 bool exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
-}
-
-void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  REQUIRE(f != nullptr);
-  if (!bytes.empty()) REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
-  REQUIRE(std::fclose(f) == 0);
 }
 
 /// A fresh, empty directory under the test build directory.
@@ -78,20 +65,6 @@ std::vector<std::string> others(const std::string& dir, const std::vector<std::s
   }
   ::closedir(d);
   return out;
-}
-
-std::vector<std::uint8_t> pattern(std::size_t n, std::uint64_t seed) {
-  std::vector<std::uint8_t> v(n);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(v.data() + i, &x, 8);
-  }
-  for (; i < n; ++i) v[i] = static_cast<std::uint8_t>(x >> (8 * (i % 8)));
-  return v;
 }
 
 /// A store over `data`: one key per buffer plus an alias, mixed alignments.
@@ -223,7 +196,7 @@ TEST_CASE("every failing step leaves the destination untouched and removes the t
       CAPTURE(c.after);
       const std::string dir = fresh_dir("faults");
       const std::string dest = dir + "/model.ptd";
-      if (had_old) write_bytes(dest, old_bytes);
+      if (had_old) REQUIRE(wdedup_test::write_file(dest, old_bytes));
       FaultyOps ops;
       ops.fail = c.step;
       ops.error = c.error;
@@ -250,7 +223,7 @@ TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a stor
     CAPTURE(static_cast<int>(step));
     const std::string dir = fresh_dir("whole_file");
     const std::string dest = dir + "/report.json";
-    write_bytes(dest, old_bytes);
+    REQUIRE(wdedup_test::write_file(dest, old_bytes));
     FaultyOps ops;
     ops.fail = step;
     ops.error = ENOSPC;
@@ -266,7 +239,7 @@ TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a stor
   }
   const std::string dir = fresh_dir("whole_file_ok");
   const std::string dest = dir + "/report.json";
-  write_bytes(dest, old_bytes);
+  REQUIRE(wdedup_test::write_file(dest, old_bytes));
   FaultyOps dribbling;
   dribbling.dribble = true;  // short writes and EINTR on the way
   const std::string big(5000, 'x');
@@ -282,7 +255,7 @@ TEST_CASE("a failed directory fsync after the rename is NotDurable, not IoError;
   const NamedDataStore store = store_over(data);
   const std::string dir = fresh_dir("fsync_dir");
   const std::string dest = dir + "/model.ptd";
-  write_bytes(dest, {1, 2, 3});
+  REQUIRE(wdedup_test::write_file(dest, {1, 2, 3}));
   FaultyOps ops;
   ops.fail = FaultyOps::Step::FsyncDir;
   Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
@@ -408,7 +381,7 @@ TEST_CASE("a real write error mid-file (file size limit): destination untouched,
     const std::string dir = fresh_dir("fsize");
     const std::string dest = dir + "/model.ptd";
     const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
-    write_bytes(dest, old_bytes);
+    REQUIRE(wdedup_test::write_file(dest, old_bytes));
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     const pid_t pid = ::fork();
@@ -475,7 +448,7 @@ TEST_CASE("unwritable destinations: Error::IoError with the path, the operation 
     CHECK(others(dir, {}).empty());
   }
   SUBCASE("a path under a regular file") {
-    write_bytes(dir + "/file", {1});
+    REQUIRE(wdedup_test::write_file(dir + "/file", {1}));
     fails(dir + "/file/model.ptd", std::string("stat failed: ") + std::strerror(ENOTDIR));
     CHECK(read_file(dir + "/file") == std::vector<std::uint8_t>{1});
     CHECK(others(dir, {"file"}).empty());
@@ -530,7 +503,7 @@ TEST_CASE("no path, or one with a NUL byte: Error::InvalidArgument, and nothing 
 TEST_CASE("can_create_file: what a tool checks before the work, with the reason in errno") {
   using wdedup::detail::can_create_file;
   const std::string dir = fresh_dir("can_create");
-  write_bytes(dir + "/a_file", {1});
+  REQUIRE(wdedup_test::write_file(dir + "/a_file", {1}));
   REQUIRE(::mkdir((dir + "/a_dir").c_str(), 0755) == 0);
   CHECK(can_create_file(dir + "/new.ptd"));
   CHECK(can_create_file(dir + "/a_file"));  // replaced, as the writer does
@@ -604,7 +577,7 @@ TEST_CASE("replacing a file keeps its mode; a symbolic link keeps pointing at th
   const std::vector<std::uint8_t> want = serialize(store);
   const std::string dir = fresh_dir("modes");
   const std::string dest = dir + "/model.ptd";
-  write_bytes(dest, {9});
+  REQUIRE(wdedup_test::write_file(dest, {9}));
   REQUIRE(::chmod(dest.c_str(), 0640) == 0);
   REQUIRE(write_ptd_file(store, dest).ok());
   struct stat st {};
@@ -633,7 +606,7 @@ TEST_CASE("replacing a file keeps its mode; a symbolic link keeps pointing at th
   CHECK((st.st_mode & 07777) == 0640);
 
   const std::string target = dir + "/target.ptd", link = dir + "/link.ptd";
-  write_bytes(target, {7});
+  REQUIRE(wdedup_test::write_file(target, {7}));
   REQUIRE(::symlink("target.ptd", link.c_str()) == 0);
   REQUIRE(write_ptd_file(store, link).ok());
   REQUIRE(::lstat(link.c_str(), &st) == 0);
@@ -686,7 +659,7 @@ TEST_CASE("replacing a file keeps its owner and group; a link another user plant
   const std::vector<std::uint8_t> want = serialize(store);
   const std::string dir = fresh_dir("owners");
   const std::string dest = dir + "/shared.ptd";
-  write_bytes(dest, {9});
+  REQUIRE(wdedup_test::write_file(dest, {9}));
   REQUIRE(::chown(dest.c_str(), 12345, 23456) == 0);
   REQUIRE(::chmod(dest.c_str(), 06750) == 0);  // chown cleared them; set again
   REQUIRE(write_ptd_file(store, dest).ok());
@@ -703,7 +676,7 @@ TEST_CASE("replacing a file keeps its owner and group; a link another user plant
   REQUIRE(::mkdir(sticky.c_str(), 0777) == 0);
   REQUIRE(::chmod(sticky.c_str(), 01777) == 0);
   const std::string secret = dir + "/secret", planted = sticky + "/model.ptd";
-  write_bytes(secret, {1, 2, 3});
+  REQUIRE(wdedup_test::write_file(secret, {1, 2, 3}));
   REQUIRE(::symlink(secret.c_str(), planted.c_str()) == 0);
   REQUIRE(::lchown(planted.c_str(), 12345, 12345) == 0);
   Expected<WriteStats> r = write_ptd_file(store, planted);
@@ -736,7 +709,7 @@ TEST_CASE("replacing a file keeps its owner and group; a link another user plant
   REQUIRE(::chown(sgid.c_str(), 0, 34567) == 0);
   REQUIRE(::chmod(sgid.c_str(), 02775) == 0);
   const std::string own_group = sgid + "/model.ptd";
-  write_bytes(own_group, {5});
+  REQUIRE(wdedup_test::write_file(own_group, {5}));
   REQUIRE(::chown(own_group.c_str(), 0, 0) == 0);
   REQUIRE(::chmod(own_group.c_str(), 0640) == 0);
   REQUIRE(write_ptd_file(store, own_group).ok());
