@@ -1037,3 +1037,67 @@ TEST_CASE("killed by SIGKILL at each step, then at random points: the destinatio
   CHECK(killed > killed_before);
   CHECK(others(dir, {"model.ptd"}).empty());
 }
+
+// Edges that mutation testing (round 3, 2026-11-28) found unchecked: each case
+// below fails under a plausible one-line change that every other test passed.
+TEST_CASE("an fallocate failing with EINVAL (a file system that cannot reserve) is skipped, as an unsupported one is") {
+  std::vector<std::vector<std::uint8_t>> data{pattern(40000, 1), pattern(3000, 2)};
+  const NamedDataStore store = store_over(data);
+  struct Allocate : detail::FileOps {
+    int calls = 0;
+    int allocate(int, off_t) override {
+      ++calls;
+      errno = EINVAL;
+      return -1;
+    }
+  };
+  const std::string dir = fresh_dir("fallocate_einval");
+  const std::string dest = dir + "/model.ptd";
+  Allocate ops;
+  Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(ops.calls == 1);
+  CHECK(read_file(dest) == serialize(store));
+}
+
+TEST_CASE("a destination whose name is 255 bytes long (NAME_MAX) is written: its temporary name is cut short") {
+  std::vector<std::vector<std::uint8_t>> data{pattern(100, 1)};
+  const NamedDataStore store = store_over(data);
+  const std::string dir = fresh_dir("long_name");
+  const std::string dest = dir + "/" + std::string(255, 'n');
+  Expected<WriteStats> r = write_ptd_file(store, dest);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(read_file(dest) == serialize(store));
+  CHECK(others(dir, {std::string(255, 'n')}).empty());
+}
+
+TEST_CASE("a chain of 10 symbolic links of one's own is followed to its file, and the links kept") {
+  std::vector<std::vector<std::uint8_t>> data{pattern(100, 1)};
+  const NamedDataStore store = store_over(data);
+  const std::string dir = fresh_dir("link_chain");
+  REQUIRE(wdedup_test::write_file(dir + "/target.ptd", {1, 2, 3}));
+  std::string prev = "target.ptd";
+  for (int i = 0; i < 10; ++i) {
+    const std::string l = "l" + std::to_string(i);
+    REQUIRE(::symlink(prev.c_str(), (dir + "/" + l).c_str()) == 0);
+    prev = l;
+  }
+  Expected<WriteStats> r = write_ptd_file(store, dir + "/" + prev);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(read_file(dir + "/target.ptd") == serialize(store));
+  struct stat st {};
+  CHECK((::lstat((dir + "/l9").c_str(), &st) == 0 && S_ISLNK(st.st_mode)));
+}
+
+TEST_CASE("a path ending in '/' under a missing directory names a directory (EISDIR, and its message), not a missing parent") {
+  const std::string dir = fresh_dir("trailing_slash");
+  errno = 0;
+  CHECK_FALSE(detail::can_create_file(dir + "/missing/"));
+  CHECK(errno == EISDIR);
+  std::vector<std::vector<std::uint8_t>> data{pattern(100, 1)};
+  const NamedDataStore store = store_over(data);
+  Expected<WriteStats> r = write_ptd_file(store, dir + "/missing/");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == Error::IoError);
+  CHECK(r.message() == "cannot write '" + dir + "/missing/': the path names a directory, not a file");
+}

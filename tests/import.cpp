@@ -1059,3 +1059,29 @@ TEST_CASE("import: every one-byte corruption of a store's metadata imports exact
   CHECK(imported > 0);
   CHECK(refused > 0);
 }
+
+// Edges that mutation testing (round 3, 2026-11-28) found unchecked: each case
+// below fails under a plausible one-line change that every other test passed.
+TEST_CASE("import: unrecorded_alignment of exactly 2^32 (the largest) is accepted and given to every tensor") {
+  std::unique_ptr<Opened> o = open_fixture("simple.ptd");
+  Program program;
+  ImportOptions options;
+  options.unrecorded_alignment = std::int64_t{1} << 32;
+  Expected<void> e = add_ptd_method(program, o->map(), "m", options);
+  REQUIRE_MESSAGE(e.ok(), e.message());
+  REQUIRE(program.methods[0].partitions[0].tensors.size() == 3);  // simple.ptd's three keys
+  for (const Tensor& x : program.methods[0].partitions[0].tensors) CHECK(x.alignment == (std::int64_t{1} << 32));
+}
+
+TEST_CASE("PtdFiles: a file named '.ptd' is imported as method '.ptd' (no empty stem)") {
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/import_dot_ptd";
+  REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
+  REQUIRE(write_file(dir + "/.ptd", read_file(fixture("simple.ptd"))));
+  PtdFiles files;
+  Program program;
+  Expected<void> e = files.add(program, dir + "/.ptd");
+  REQUIRE_MESSAGE(e.ok(), e.message());
+  REQUIRE(program.methods.size() == 1);
+  CHECK(program.methods[0].name == ".ptd");
+  CHECK(program.methods[0].partitions[0].tensors.size() == 3);
+}

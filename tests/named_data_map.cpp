@@ -1128,3 +1128,28 @@ TEST_CASE("verify_segment through a FileSource: a 10,000-byte segment hashed in 
   CHECK(st.failure().at == off + 4096);
   CHECK(st.failure().what == FailingSource::kWhat);
 }
+
+// Edges that mutation testing (round 3, 2026-11-28) found unchecked: each case
+// below fails under a plausible one-line change that every other test passed.
+TEST_CASE("sources: an empty range at the end is in bounds, one past it is not") {
+  std::uint8_t bytes[8] = {};
+  wdedup::BufferSource b(bytes, 8);
+  CHECK(b.view(8, 0) == bytes + 8);
+  std::uint8_t x = 0;
+  CHECK(b.read(8, &x, 0).ok());
+  CHECK_FALSE(b.read(9, &x, 0).ok());
+}
+
+TEST_CASE("FileSource: pread on a descriptor not open for reading names EBADF") {
+  auto src = wdedup::FileSource::open(wdedup_test::fixture("simple.ptd").c_str());
+  REQUIRE(src.ok());
+  const int w = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  REQUIRE(w >= 0);
+  REQUIRE(::dup2(w, src->fd()) == src->fd());
+  ::close(w);
+  std::uint8_t buf[4];
+  wdedup::Status st = src->read(0, buf, 4);
+  CHECK(st.error() == wdedup::Error::IoError);
+  CHECK(std::string(st.failure().what) == "pread failed: EBADF, the descriptor is not open for reading (at = offset)");
+  CHECK(st.failure().at == 0);
+}

@@ -1295,3 +1295,66 @@ TEST_CASE("a 4 GiB alignment is planned without holding 4 GiB of padding in memo
   CHECK(p->metadata.size() < 4096);  // the zeros up to the base are not in memory
   CHECK(p->metadata.size() == p->extension_offset + p->extension_size);
 }
+
+// Edges that mutation testing (round 3, 2026-11-28) found unchecked: each case
+// below fails under a plausible one-line change that every other test passed.
+TEST_CASE("segment_alignment of exactly 2^32 (the largest) is planned") {
+  NamedDataStore s;
+  const auto bytes = pattern(8, 1);
+  REQUIRE(s.add_named_data("k", ByteSpan(bytes.data(), 8), 1).ok());
+  WriteOptions o;
+  o.segment_alignment = kMaxAlignment;
+  Expected<detail::PtdPlan> plan = detail::plan_ptd(s, FunctionMaps{}, o);
+  REQUIRE_MESSAGE(plan.ok(), plan.message());
+  CHECK(plan->segment_offsets[0] == std::uint64_t{1} << 32);
+}
+
+TEST_CASE("a bulk-path layout describing fewer bytes than its buffer is refused (more bytes: above)") {
+  const auto bytes = pattern(8, 1);
+  NamedDataStore s;
+  using SA = detail::StoreAccess;
+  const std::uint32_t b = SA::add_buffer(s, ByteSpan(bytes.data(), 8), 1);
+  SA::add_key(s, "k", b, 1, Layout::contiguous(ScalarType::Float, {1}));
+  Expected<std::vector<std::uint8_t>> r = serialize_ptd(s, WriteOptions{});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 'k': layout FLOAT [1] dim_order [0] describes 4 bytes but its buffer has 8 bytes");
+}
+
+TEST_CASE("a repeated (method, partition) among exactly kMaxFunctions functions is refused at open") {
+  const NamedDataStore s = small_store();
+  FunctionMaps m;
+  for (std::uint32_t i = 0; i < wdedup::format::kMaxFunctions; ++i)
+    m.functions.push_back(FunctionMap{"method" + std::to_string(i / 4), i % 4, "blob" + std::to_string(i % 2),
+                                      "f" + std::to_string(i), {{"t", "w.a"}}});
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, m, {});
+  REQUIRE(file.ok());
+  std::vector<std::uint8_t> b = std::move(file).value();
+  namespace f = wdedup::format;
+  std::uint64_t ext = 0;
+  REQUIRE(f::align_up(f::kFlatbufferOffset + f::load_u64(b.data() + f::kHeaderFlatbufferSizePos), f::kExtAlignment, &ext));
+  const std::uint64_t f1 = ext + f::load_u32(b.data() + ext + f::ext_header::kFunctionsOffset) + f::function_record::kSize;
+  f::store_u32(b.data() + f1 + f::function_record::kPartitionIndex, 0);  // method0 partition 1 -> 0
+  wdedup::BufferSource src(b.data(), b.size());
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+  REQUIRE_FALSE(map.ok());
+  CHECK(map.error() == Error::MalformedFunctionMap);
+  CHECK(std::string(map.failure().what) == "two functions for one method and partition (at = the second)");
+  CHECK(map.failure().at == f1);
+}
+
+TEST_CASE("kMaxFunctions names alike in their first and last 32 bytes (not 64) are told apart by fingerprint, within the budget") {
+  const NamedDataStore s = small_store();
+  FunctionMaps m;
+  for (std::uint32_t i = 0; i < wdedup::format::kMaxFunctions; ++i) {
+    std::string name = std::string(32, 'a') + std::to_string(i);
+    name += std::string(200 - name.size(), 'z');
+    m.functions.push_back(FunctionMap{"m" + std::to_string(i), 0, "blob", name, {}});
+  }
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, m, {});
+  REQUIRE_MESSAGE(file.ok(), file.message());
+  wdedup::BufferSource src(file->data(), file->size());
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+  REQUIRE(map.ok());
+  CHECK(map->function_count() == wdedup::format::kMaxFunctions);
+}

@@ -548,3 +548,30 @@ TEST_CASE("a policy's function-name error comes after the keys' errors, with any
           "method 'b' partition 0");
   }
 }
+
+// Edges that mutation testing (round 3, 2026-11-28) found unchecked: each case
+// below fails under a plausible one-line change that every other test passed.
+TEST_CASE("a generated key equal to a tensor name that is itself not consistent takes no suffix (that name is no key)") {
+  std::vector<std::uint8_t> a = fill(16, 1), b = fill(12, 2), c = fill(16, 3), d = fill(12, 4);
+  Program program;
+  program.add_method("decode").add_partition().add("mask", span(a)).add("decode/mask", span(b));
+  program.add_method("prefill").add_partition().add("mask", span(c)).add("decode/mask", span(d));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(key_names(r->store) ==
+        std::vector<std::string>{"decode/mask", "decode/decode/mask", "prefill/mask", "prefill/decode/mask"});
+  CHECK(*r->functions.find("decode", 0)->key_of("mask") == "decode/mask");
+}
+
+TEST_CASE("a name consistent inside a method but not across methods is qualified by method only") {
+  std::vector<std::uint8_t> x = fill(8, 1), y = fill(8, 2), y2 = y;
+  Program program;
+  program.add_method("prefill").add_partition().add("w", span(x));
+  Method& d = program.add_method("decode");
+  d.add_partition().add("w", span(y));
+  d.add_partition().add("w", span(y2));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(key_names(r->store) == std::vector<std::string>{"prefill/w", "decode/w"});
+  CHECK(*r->functions.find("decode", 1)->key_of("w") == "decode/w");
+}
