@@ -1000,3 +1000,59 @@ TEST_CASE("malformed edges: a 1-byte field over its table's soffset, rank 256, s
                       g.function_tensor(2)}});
   }
 }
+
+// A segment alignment over 2^32 in WDX1's segment table. Its offset check
+// alone, (base + offset) % alignment, catches it in any file under 8 GiB, so
+// this one is an 8 GiB file: its metadata as the writer plans it, served by
+// a source that reads zeros past it (no 8 GiB in memory or on disk).
+TEST_CASE("a segment alignment over 2^32 is refused even where the segment's offset meets it (an 8 GiB file)") {
+  // Two keys at 2^32 each: segment 0 at 2^32, segment 1 at 2^33.
+  const std::uint8_t a[5] = {1, 2, 3, 4, 5}, b[6] = {6, 7, 8, 9, 10, 11};
+  NamedDataStore store;
+  REQUIRE(store.add_named_data("a", ByteSpan(a, 5), static_cast<std::int64_t>(kMaxAlignment)).ok());
+  REQUIRE(store.add_named_data("b", ByteSpan(b, 6), static_cast<std::int64_t>(kMaxAlignment)).ok());
+  Expected<detail::PtdPlan> plan = detail::plan_ptd(store, FunctionMaps{}, WriteOptions{});
+  REQUIRE_MESSAGE(plan.ok(), plan.message());
+  REQUIRE(plan->segment_offsets.size() == 2);
+  REQUIRE(plan->segment_offsets[1] == std::uint64_t{1} << 33);
+  REQUIRE(plan->file_size == (std::uint64_t{1} << 33) + 6);
+
+  // The metadata as planned, then zeros up to file_size.
+  struct BigSource : DataSource {
+    Bytes meta;
+    std::uint64_t total = 0;
+    std::uint64_t size() const noexcept override { return total; }
+    const std::uint8_t* view(std::uint64_t, std::uint64_t) const noexcept override { return nullptr; }
+    Status read(std::uint64_t offset, void* dst, std::uint64_t n) const noexcept override {
+      if (offset > total || n > total - offset) return Status(Error::Truncated, "read past the end (at = offset)", offset);
+      auto* out = static_cast<std::uint8_t*>(dst);
+      for (std::uint64_t i = 0; i < n; ++i)
+        out[i] = offset + i < meta.size() ? meta[static_cast<std::size_t>(offset + i)] : std::uint8_t{0};
+      return Status();
+    }
+  };
+  auto open = [](const BigSource& src, Bytes* memory) {
+    Result<std::uint64_t> need = NamedDataMap::metadata_size(src);
+    REQUIRE(need.ok());
+    memory->assign(static_cast<std::size_t>(*need) + 8, 0);
+    return NamedDataMap::open(src, Span<std::uint8_t>(memory->data(), memory->size()));
+  };
+  BigSource good;
+  good.meta = plan->metadata;
+  good.total = plan->file_size;
+  Bytes memory;
+  {  // As written, it opens: the source is enough to read this file.
+    Result<NamedDataMap> map = open(good, &memory);
+    REQUIRE_MESSAGE(map.ok(), map.failure().what);
+    CHECK(map->segment(1)->alignment == kMaxAlignment);
+  }
+  BigSource bad = good;
+  Nav n{bad.meta};
+  const std::uint64_t at = n.seg_info(1) + format::segment_info::kAlignment;
+  n.set_u64(at, std::uint64_t{1} << 33);  // met by 2^33 + 0
+  Result<NamedDataMap> map = open(bad, &memory);
+  REQUIRE_FALSE(map.ok());
+  CHECK(map.error() == Error::MalformedIndex);
+  CHECK(std::string(map.failure().what) == "segment alignment is 0, too large, or not met by its offset");
+  CHECK(map.failure().at == at);
+}
