@@ -959,13 +959,22 @@ TEST_CASE("validation of stores filled through the bulk path") {
   }
 }
 
-TEST_CASE("the most functions a file may hold: written, opened, each found as itself") {
-  // 2,896 functions: the reader checks every pair for a repeat (4.2M).
-  const NamedDataStore s = small_store();
+namespace {
+/// The most functions a file may hold (2,896): four partitions per method,
+/// two blobs, function i named "f<i>", each with one row.
+FunctionMaps most_functions() {
   FunctionMaps m;
   for (std::uint32_t i = 0; i < wdedup::format::kMaxFunctions; ++i)
     m.functions.push_back(FunctionMap{"method" + std::to_string(i / 4), i % 4, "blob" + std::to_string(i % 2),
                                       "f" + std::to_string(i), {{"t", "w.a"}}});
+  return m;
+}
+}  // namespace
+
+TEST_CASE("the most functions a file may hold: written, opened, each found as itself") {
+  // 2,896 functions: the reader checks every pair for a repeat (4.2M).
+  const NamedDataStore s = small_store();
+  const FunctionMaps m = most_functions();
   Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, m, {});
   REQUIRE(file.ok());
   wdedup::BufferSource src(file->data(), file->size());
@@ -1323,10 +1332,7 @@ TEST_CASE("a bulk-path layout describing fewer bytes than its buffer is refused 
 
 TEST_CASE("a repeated (method, partition) among exactly kMaxFunctions functions is refused at open") {
   const NamedDataStore s = small_store();
-  FunctionMaps m;
-  for (std::uint32_t i = 0; i < wdedup::format::kMaxFunctions; ++i)
-    m.functions.push_back(FunctionMap{"method" + std::to_string(i / 4), i % 4, "blob" + std::to_string(i % 2),
-                                      "f" + std::to_string(i), {{"t", "w.a"}}});
+  const FunctionMaps m = most_functions();
   Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, m, {});
   REQUIRE(file.ok());
   std::vector<std::uint8_t> b = std::move(file).value();
