@@ -472,6 +472,18 @@ TEST_CASE("merge: a buffer alignment carried over that overflows the lcm fails w
   CHECK(dump(s) == before);
 }
 
+TEST_CASE("merge carries a buffer's alignment when it is above its keys' own") {
+  const std::vector<std::uint8_t> a(8, 1);
+  NamedDataStore other;
+  const std::uint32_t b = detail::StoreAccess::add_buffer(other, span(a), 4096);
+  detail::StoreAccess::add_key(other, "k", b, 1, std::nullopt);
+  NamedDataStore s;
+  REQUIRE(s.merge(other).ok());
+  REQUIRE(s.buffer_count() == 1);
+  CHECK(s.buffers()[0].alignment == 4096);
+  CHECK(s.find("k")->alignment == 1);
+}
+
 TEST_CASE("a key with a NUL byte is refused when added, and messages escape control characters") {
   const auto a = bytes(8, 1);
   NamedDataStore s;
@@ -571,17 +583,3 @@ TEST_CASE("out of memory during an add: std::bad_alloc, and the store is unchang
   }
 }
 #endif
-
-// Edges that mutation testing (round 3, 2026-11-28) found unchecked: each case
-// below fails under a plausible one-line change that every other test passed.
-TEST_CASE("merge carries a buffer's alignment when it is above its keys' own") {
-  const std::vector<std::uint8_t> a(8, 1);
-  NamedDataStore other;
-  const std::uint32_t b = detail::StoreAccess::add_buffer(other, span(a), 4096);
-  detail::StoreAccess::add_key(other, "k", b, 1, std::nullopt);
-  NamedDataStore s;
-  REQUIRE(s.merge(other).ok());
-  REQUIRE(s.buffer_count() == 1);
-  CHECK(s.buffers()[0].alignment == 4096);
-  CHECK(s.find("k")->alignment == 1);
-}

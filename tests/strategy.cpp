@@ -282,6 +282,19 @@ TEST_CASE("a name inconsistent inside one method is qualified by partition too")
   CHECK(key_names(r->store) == std::vector<std::string>{"prefill/0/x", "prefill/1/x"});
 }
 
+TEST_CASE("a name consistent inside a method but not across methods is qualified by method only") {
+  std::vector<std::uint8_t> x = fill(8, 1), y = fill(8, 2), y2 = y;
+  Program program;
+  program.add_method("prefill").add_partition().add("w", span(x));
+  Method& d = program.add_method("decode");
+  d.add_partition().add("w", span(y));
+  d.add_partition().add("w", span(y2));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(key_names(r->store) == std::vector<std::string>{"prefill/w", "decode/w"});
+  CHECK(*r->functions.find("decode", 1)->key_of("w") == "decode/w");
+}
+
 TEST_CASE("a generated key that a real tensor name already took gets a suffix") {
   std::vector<std::uint8_t> m1 = fill(16, 1), m2 = fill(16, 2), literal = fill(12, 3);
   Program program;
@@ -324,6 +337,18 @@ TEST_CASE("a generated key that a real tensor name took for the same bytes and l
       CHECK(r->store.bytes_of("decode/mask~1").size() == 16);
     }
   }
+}
+
+TEST_CASE("a generated key equal to a tensor name that is itself not consistent takes no suffix (that name is no key)") {
+  std::vector<std::uint8_t> a = fill(16, 1), b = fill(12, 2), c = fill(16, 3), d = fill(12, 4);
+  Program program;
+  program.add_method("decode").add_partition().add("mask", span(a)).add("decode/mask", span(b));
+  program.add_method("prefill").add_partition().add("mask", span(c)).add("decode/mask", span(d));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(key_names(r->store) ==
+        std::vector<std::string>{"decode/mask", "decode/decode/mask", "prefill/mask", "prefill/decode/mask"});
+  CHECK(*r->functions.find("decode", 0)->key_of("mask") == "decode/mask");
 }
 
 TEST_CASE("a tied embedding is one buffer under two keys with their own layouts") {
@@ -547,31 +572,4 @@ TEST_CASE("a policy's function-name error comes after the keys' errors, with any
           "policy COLLIDING gave function name 'f' in blob 'all' to two partitions: method 'a' partition 0 and "
           "method 'b' partition 0");
   }
-}
-
-// Edges that mutation testing (round 3, 2026-11-28) found unchecked: each case
-// below fails under a plausible one-line change that every other test passed.
-TEST_CASE("a generated key equal to a tensor name that is itself not consistent takes no suffix (that name is no key)") {
-  std::vector<std::uint8_t> a = fill(16, 1), b = fill(12, 2), c = fill(16, 3), d = fill(12, 4);
-  Program program;
-  program.add_method("decode").add_partition().add("mask", span(a)).add("decode/mask", span(b));
-  program.add_method("prefill").add_partition().add("mask", span(c)).add("decode/mask", span(d));
-  auto r = deduplicate<Strategy<OneBlob>>(program);
-  REQUIRE(r.ok());
-  CHECK(key_names(r->store) ==
-        std::vector<std::string>{"decode/mask", "decode/decode/mask", "prefill/mask", "prefill/decode/mask"});
-  CHECK(*r->functions.find("decode", 0)->key_of("mask") == "decode/mask");
-}
-
-TEST_CASE("a name consistent inside a method but not across methods is qualified by method only") {
-  std::vector<std::uint8_t> x = fill(8, 1), y = fill(8, 2), y2 = y;
-  Program program;
-  program.add_method("prefill").add_partition().add("w", span(x));
-  Method& d = program.add_method("decode");
-  d.add_partition().add("w", span(y));
-  d.add_partition().add("w", span(y2));
-  auto r = deduplicate<Strategy<OneBlob>>(program);
-  REQUIRE(r.ok());
-  CHECK(key_names(r->store) == std::vector<std::string>{"prefill/w", "decode/w"});
-  CHECK(*r->functions.find("decode", 1)->key_of("w") == "decode/w");
 }
