@@ -18,7 +18,6 @@
 
 #include <sched.h>
 
-#include <atomic>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "wdedup/detail/atomic.hpp"
 #include "wdedup/detail/early_pairs.hpp"
 #include "wdedup/detail/identity.hpp"
 #include "wdedup/detail/min_max.hpp"
@@ -361,7 +361,7 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
   // 2 threads: the first method's 50,000 names). The checking thread may
   // need them first (0c, below): whichever claims them builds them.
   // 0: not claimed, 1: being built, 2: built.
-  std::atomic<int> tables{0};
+  detail::Atomic<int> tables{0};
   auto fill_tables = [&] {
     std::size_t fi = 0;  // functions are in program order
     for (const Method& method : program.methods)
@@ -381,19 +381,19 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
   // thread waiting in ensure_tables claims them itself instead of waiting
   // forever for a thread that has stopped.
   auto build_tables = [&] {
-    call_or_undo(fill_tables, [&] { tables.store(0, std::memory_order_release); });
-    tables.store(2, std::memory_order_release);
+    call_or_undo(fill_tables, [&] { tables.store(0, detail::Order::release); });
+    tables.store(2, detail::Order::release);
   };
   auto claim_tables = [&] {
     int expected = 0;
-    return tables.compare_exchange_strong(expected, 1, std::memory_order_relaxed);
+    return tables.compare_exchange_strong(expected, 1, detail::Order::relaxed, detail::Order::relaxed);
   };
   // The tables, built: by this thread if no other has claimed them, else
   // once the thread that did has finished them.
   auto ensure_tables = [&] {
     for (;;) {
       if (claim_tables()) return build_tables();
-      if (tables.load(std::memory_order_acquire) == 2) return;
+      if (tables.load(detail::Order::acquire) == 2) return;
       sched_yield();
     }
   };
@@ -772,9 +772,9 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
     } else {
       // Each thread takes a task from the counter, so one thread that could
       // not start only costs speed.
-      std::atomic<int> next{0};
+      detail::Atomic<int> next{0};
       run_workers(2, [&](std::size_t) {
-        for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < 2;) t == 0 ? build_store() : build_report();
+        for (int t; (t = next.fetch_add(1, detail::Order::relaxed)) < 2;) t == 0 ? build_store() : build_report();
       });
     }
     assert(r.keys == out.store.key_count() && r.buffers == out.store.buffer_count() &&

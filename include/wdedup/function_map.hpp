@@ -61,6 +61,7 @@ struct FunctionMaps {
   }
   /// Every partition of a method, in index order (a method with several
   /// partitions keeps them all: none overwrites another).
+  template <int = 0>
   std::vector<const FunctionMap*> of_method(std::string_view method) const {
     std::vector<const FunctionMap*> out;
     for (const FunctionMap& f : functions)

@@ -458,6 +458,7 @@ struct StoreAccess {
   /// Room for `buffers` buffers and `keys` keys. The key index is the
   /// caller's to give (set_key_index): an empty one sized for the keys to
   /// add, or one that already holds them all.
+  template <int = 0>
   static void reserve(NamedDataStore& s, std::size_t buffers, std::size_t keys) {
     s.buffers_.reserve(buffers);
     s.content_next_.reserve(buffers);
@@ -492,8 +493,10 @@ struct StoreAccess {
   }
   /// `index` maps every key's text (under its own seed) to its position, or is
   /// empty and sized for the keys add_key will add.
+  template <int = 0>
   static void set_key_index(NamedDataStore& s, IdIndex&& index) { s.key_index_ = std::move(index); }
   /// Hands the key index back; the store is then only fit to be dropped.
+  template <int = 0>
   static IdIndex take_key_index(NamedDataStore& s) noexcept { return std::move(s.key_index_); }
 };
 }  // namespace detail

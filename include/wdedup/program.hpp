@@ -57,6 +57,7 @@ struct Layout {
   }
   /// Byte size, or nullopt if the layout is inconsistent (see
   /// detail::layout_byte_size for the rules).
+  template <int = 0>
   std::optional<std::uint64_t> nbytes() const noexcept {
     std::uint64_t n = 0;
     if (!detail::layout_byte_size(scalar_type, sizes.data(), sizes.size(), dim_order.data(),

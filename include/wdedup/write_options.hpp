@@ -70,14 +70,16 @@ class ByteSink {
   virtual Expected<void> write(const void* data, std::size_t size) = 0;
 };
 
-/// A sink that appends to a byte vector (what serialize_ptd uses).
-class VectorSink final : public ByteSink {
+/// A sink that appends to a byte vector (what serialize_ptd uses). (A
+/// template only so that write() compiles in the TUs that make one: a
+/// virtual function is compiled with its class, used or not.)
+template <class = void>
+class BasicVectorSink final : public ByteSink {
  public:
-  explicit VectorSink(std::vector<std::uint8_t>& out) : out_(out) {}
+  explicit BasicVectorSink(std::vector<std::uint8_t>& out) : out_(out) {}
   Expected<void> write(const void* data, std::size_t size) override {
     // resize + memcpy, not insert(end, p, p + size): the same bytes, and a
-    // much smaller instantiation for every TU that includes this header
-    // (a virtual function is compiled wherever its class's vtable is).
+    // much smaller instantiation where it is compiled.
     if (size == 0) return {};
     const std::size_t at = out_.size();
     out_.resize(at + size);
@@ -88,6 +90,7 @@ class VectorSink final : public ByteSink {
  private:
   std::vector<std::uint8_t>& out_;
 };
+using VectorSink = BasicVectorSink<>;
 
 }  // namespace wdedup
 

@@ -15,7 +15,6 @@
 #ifndef WDEDUP_DETAIL_ATOMIC_FILE_HPP
 #define WDEDUP_DETAIL_ATOMIC_FILE_HPP
 
-#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdint>

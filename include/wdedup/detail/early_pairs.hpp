@@ -18,12 +18,12 @@
 
 #include <sched.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "wdedup/detail/arena.hpp"
+#include "wdedup/detail/atomic.hpp"
 #include "wdedup/detail/equal_run.hpp"
 #include "wdedup/detail/identity.hpp"
 #include "wdedup/detail/min_max.hpp"
@@ -77,13 +77,13 @@ class EarlyPairs {
     // polls costs a transfer of that line (a store per pair, with claims by
     // the producer as well, made 2 threads slower than 1 on 100,000 small
     // tensors).
-    if (queued_ % kPublish == 0) published_.store(queued_, std::memory_order_release);
+    if (queued_ % kPublish == 0) published_.store(queued_, detail::Order::release);
   }
 
   /// Producer: no more pairs.
   void close() noexcept {
-    published_.store(queued_, std::memory_order_release);
-    closed_.store(true, std::memory_order_release);
+    published_.store(queued_, detail::Order::release);
+    closed_.store(true, detail::Order::release);
   }
 
   /// Any thread: compares pairs, up to kRun claimed at a time, until the
@@ -93,7 +93,7 @@ class EarlyPairs {
   /// small tensors starts with a full memory latency).
   void drain() noexcept {
     for (unsigned idle = 0;;) {
-      const bool closed = closed_.load(std::memory_order_acquire);
+      const bool closed = closed_.load(detail::Order::acquire);
       const std::size_t keep = closed ? 0 : equal_run_impl::kGroup;
       std::size_t k;
       const std::size_t cnt = claim(identity::kRun, keep, &k);
@@ -104,7 +104,7 @@ class EarlyPairs {
       }
       // Closed is stored after the last pair is published: read in this
       // order, a closed queue with nothing left to claim is done.
-      if (closed && claimed_.load(std::memory_order_acquire) >= published_.load(std::memory_order_acquire)) return;
+      if (closed && claimed_.load(detail::Order::acquire) >= published_.load(detail::Order::acquire)) return;
       // Waiting for the producer: spin a little, then give the core away
       // (there may be more threads than cores).
       if (++idle < 64)
@@ -139,11 +139,11 @@ class EarlyPairs {
   }
   /// Pairs not yet claimed (a snapshot, once closed).
   std::size_t unclaimed() const noexcept {
-    return published_.load(std::memory_order_acquire) - claimed_.load(std::memory_order_acquire);
+    return published_.load(detail::Order::acquire) - claimed_.load(detail::Order::acquire);
   }
   /// Every pair compared so far was equal: final once every thread has
   /// finished (then: every queued pair).
-  bool all_equal() const noexcept { return !differ_.load(std::memory_order_relaxed); }
+  bool all_equal() const noexcept { return !differ_.load(detail::Order::relaxed); }
 
   /// What the engine takes; read after every thread has finished.
   EarlyVerdicts verdicts() const noexcept {
@@ -176,17 +176,17 @@ class EarlyPairs {
   /// Claims up to `max` pairs, leaving the newest `keep` unclaimed; returns
   /// how many (k: the first), or 0. Each pair goes to exactly one claimer.
   std::size_t claim(std::size_t max, std::size_t keep, std::size_t* k) noexcept {
-    std::size_t c = claimed_.load(std::memory_order_relaxed);
+    std::size_t c = claimed_.load(detail::Order::relaxed);
     for (;;) {
-      const std::size_t p = published_.load(std::memory_order_acquire);
+      const std::size_t p = published_.load(detail::Order::acquire);
       if (p <= c + keep) return 0;
       const std::size_t take = detail::min_of(max, p - c - keep);
       if (!shared_) {
-        claimed_.store(c + take, std::memory_order_relaxed);
+        claimed_.store(c + take, detail::Order::relaxed);
         *k = c;
         return take;
       }
-      if (claimed_.compare_exchange_weak(c, c + take, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      if (claimed_.compare_exchange_weak(c, c + take, detail::Order::acq_rel, detail::Order::relaxed)) {
         *k = c;
         return take;
       }
@@ -255,7 +255,7 @@ class EarlyPairs {
   /// Records pair p's verdict.
   void settle(const Pair& p, bool equal) noexcept {
     verdict_[p.input] = equal ? EarlyVerdicts::kEqual : EarlyVerdicts::kDiffer;
-    if (!equal) differ_.store(true, std::memory_order_relaxed);  // rare: no line bounces
+    if (!equal) differ_.store(true, detail::Order::relaxed);  // rare: no line bounces
   }
 
   const Hash* hash_;
@@ -272,10 +272,10 @@ class EarlyPairs {
   std::size_t queued_ = 0;        ///< producer only
   std::uint64_t queued_bytes_ = 0;  ///< producer only
   static constexpr std::size_t kPublish = 32;
-  alignas(64) std::atomic<std::size_t> published_{0};
-  alignas(64) std::atomic<std::size_t> claimed_{0};
-  alignas(64) std::atomic<bool> closed_{false};
-  std::atomic<bool> differ_{false};  ///< some pair was not equal
+  alignas(64) detail::Atomic<std::size_t> published_{0};
+  alignas(64) detail::Atomic<std::size_t> claimed_{0};
+  alignas(64) detail::Atomic<bool> closed_{false};
+  detail::Atomic<bool> differ_{false};  ///< some pair was not equal
 };
 
 }  // namespace detail

@@ -30,16 +30,17 @@ inline std::uint64_t mix64(std::uint64_t x) noexcept {
 
 /// A map from a pair of 64-bit words to a 32-bit value (size classes,
 /// pointers, hash buckets).
-class FlatIndex {
+template <class = void>
+class BasicFlatIndex {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
-  FlatIndex() = default;
-  FlatIndex(const FlatIndex&) = default;
-  FlatIndex& operator=(const FlatIndex&) = default;
+  BasicFlatIndex() = default;
+  BasicFlatIndex(const BasicFlatIndex&) = default;
+  BasicFlatIndex& operator=(const BasicFlatIndex&) = default;
   /// A moved-from map is empty and usable (its counts go with its slots).
-  FlatIndex(FlatIndex&& o) noexcept : slots_(std::move(o.slots_)), mask_(o.mask_), count_(o.count_) { o.clear(); }
-  FlatIndex& operator=(FlatIndex&& o) noexcept {
+  BasicFlatIndex(BasicFlatIndex&& o) noexcept : slots_(std::move(o.slots_)), mask_(o.mask_), count_(o.count_) { o.clear(); }
+  BasicFlatIndex& operator=(BasicFlatIndex&& o) noexcept {
     if (this != &o) {
       slots_ = std::move(o.slots_);
       mask_ = o.mask_;
@@ -122,6 +123,8 @@ class FlatIndex {
   std::size_t mask_ = 0;
   std::size_t count_ = 0;
 };
+/// (A template only so that its members compile where they are used.)
+using FlatIndex = BasicFlatIndex<>;
 
 /// Whether a stored name equals `b` (overloaded, by argument-dependent
 /// lookup, for stored names that can answer faster).
@@ -131,22 +134,23 @@ inline bool same_name(std::string_view a, std::string_view b) noexcept { return 
 /// caller: every call takes `name_of(id)`, so they may sit in a vector that
 /// grows (and moves its strings) between calls. A slot keeps 32 bits of the
 /// name's hash next to the id, so a probe compares names only on a likely hit.
-class IdIndex {
+template <class = void>
+class BasicIdIndex {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
-  explicit IdIndex(std::size_t expected = 0) : slots_(capacity_for(expected), 0), seed_(unpredictable_u64()) {}
-  IdIndex(const IdIndex&) = default;
-  IdIndex& operator=(const IdIndex&) = default;
+  explicit BasicIdIndex(std::size_t expected = 0) : slots_(capacity_for(expected), 0), seed_(unpredictable_u64()) {}
+  BasicIdIndex(const BasicIdIndex&) = default;
+  BasicIdIndex& operator=(const BasicIdIndex&) = default;
   /// A moved-from index is empty and usable: it finds nothing, and its
   /// first insert gives it slots again (a moved-from NamedDataStore used to
   /// probe an empty table with mask SIZE_MAX). The seed goes with the
   /// entries (and stays with the moved-from index too: any seed will do).
-  IdIndex(IdIndex&& o) noexcept : slots_(std::move(o.slots_)), count_(o.count_), seed_(o.seed_) {
+  BasicIdIndex(BasicIdIndex&& o) noexcept : slots_(std::move(o.slots_)), count_(o.count_), seed_(o.seed_) {
     o.slots_.clear();
     o.count_ = 0;
   }
-  IdIndex& operator=(IdIndex&& o) noexcept {
+  BasicIdIndex& operator=(BasicIdIndex&& o) noexcept {
     if (this != &o) {
       slots_ = std::move(o.slots_);
       count_ = o.count_;
@@ -235,6 +239,8 @@ class IdIndex {
   std::size_t count_ = 0;
   std::uint64_t seed_;
 };
+/// (A template only so that its members compile where they are used.)
+using IdIndex = BasicIdIndex<>;
 
 /// Hashes the names of a run of items a few items ahead of their probes in
 /// `index` and starts loading each one's slot: on big tables every probe is

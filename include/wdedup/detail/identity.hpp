@@ -12,7 +12,6 @@
 #ifndef WDEDUP_DETAIL_IDENTITY_HPP
 #define WDEDUP_DETAIL_IDENTITY_HPP
 
-#include <atomic>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "wdedup/detail/arena.hpp"
+#include "wdedup/detail/atomic.hpp"
 #include "wdedup/detail/equal_run.hpp"
 #include "wdedup/detail/flat_index.hpp"
 #include "wdedup/detail/identity_stats.hpp"
@@ -193,6 +193,7 @@ struct ClassList {
   bool empty() const noexcept { return ends.empty(); }
   std::size_t size() const noexcept { return ends.size(); }
   std::uint32_t begin_of(std::size_t i) const noexcept { return i == 0 ? 0 : ends[i - 1]; }
+  template <int = 0>
   void close() { ends.push_back(static_cast<std::uint32_t>(items.size())); }
 };
 
@@ -213,11 +214,11 @@ template <class Fn>
 void run_tasks(std::size_t n_tasks, std::vector<Worker>& workers, const Fn& fn) {
   if (n_tasks == 0) return;
   const std::size_t n_threads = detail::min_of(workers.size(), n_tasks);
-  std::atomic<std::size_t> next{0};
+  detail::Atomic<std::size_t> next{0};
   // Workers pull tasks, so a thread that could not start only costs speed.
   run_workers(n_threads, [&](std::size_t w) {
     for (;;) {
-      const std::size_t t = next.fetch_add(1, std::memory_order_relaxed);
+      const std::size_t t = next.fetch_add(1, detail::Order::relaxed);
       if (t >= n_tasks) return;
       fn(t, workers[w]);
     }

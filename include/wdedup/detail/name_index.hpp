@@ -50,7 +50,8 @@ struct NameRef {
   }
 };
 
-class NameIndex {
+template <class = void>
+class BasicNameIndex {
   struct NameOf {
     const Table<NameEntry>* names;
     NameRef operator()(std::uint32_t id) const { return NameRef{&(*names)[id]}; }
@@ -60,7 +61,7 @@ class NameIndex {
   static constexpr std::uint32_t kNone = IdIndex::kNone;
 
   /// Sized so that `expected` names never rehash.
-  explicit NameIndex(std::size_t expected = 16) : index_(expected) { names_.reserve(expected); }
+  explicit BasicNameIndex(std::size_t expected = 16) : index_(expected) { names_.reserve(expected); }
 
   /// The id of `name`, adding it (with the next id) if it is new. The
   /// viewed characters must outlive the index.
@@ -107,6 +108,8 @@ class NameIndex {
   IdIndex index_;
   Table<NameEntry> names_;
 };
+/// (A template only so that its members compile where they are used.)
+using NameIndex = BasicNameIndex<>;
 
 }  // namespace detail
 }  // namespace wdedup

@@ -4,7 +4,6 @@
 #ifndef WDEDUP_DETAIL_RANDOM_HPP
 #define WDEDUP_DETAIL_RANDOM_HPP
 
-#include <atomic>
 #include <cstdint>
 #include <ctime>
 
@@ -14,6 +13,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "wdedup/detail/atomic.hpp"
+
 namespace wdedup {
 namespace detail {
 
@@ -21,7 +22,7 @@ namespace detail {
 /// process id and a counter, which still differ from call to call and
 /// process to process. Not for cryptography.
 inline std::uint64_t unpredictable_u64() noexcept {
-  static std::atomic<std::uint64_t> counter{0};
+  static detail::Atomic<std::uint64_t> counter{0};
   std::uint64_t random = 0;
 #if defined(__linux__)
   if (::getrandom(&random, sizeof random, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof random)) random = 0;
@@ -30,7 +31,7 @@ inline std::uint64_t unpredictable_u64() noexcept {
   ::clock_gettime(CLOCK_REALTIME, &ts);
   std::uint64_t x = random ^ (static_cast<std::uint64_t>(ts.tv_sec) << 30) ^ static_cast<std::uint64_t>(ts.tv_nsec) ^
                     (static_cast<std::uint64_t>(::getpid()) << 42) ^
-                    (counter.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B97F4A7C15ull);
+                    (counter.fetch_add(1, detail::Order::relaxed) * 0x9E3779B97F4A7C15ull);
   // splitmix64's finalizer: every input bit reaches every output bit.
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;

@@ -1,0 +1,98 @@
+// Tests for wdedup/detail/atomic.hpp: the atomic counters and flags of the
+// build-time half's threads (the builtins in place of <atomic>). Values and
+// return values as std::atomic gives them, the alignment the builtins need
+// to be lock-free (on i386 too: the 32-bit suite runs this), and counts
+// from threads that share one (CI runs it under ThreadSanitizer as well).
+#include "wdedup/detail/atomic.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+using wdedup::detail::Atomic;
+using wdedup::detail::Order;
+
+static_assert(alignof(Atomic<std::uint64_t>) == 8, "a 64-bit atomic is 8-aligned, on i386 too");
+static_assert(sizeof(Atomic<std::uint64_t>) == 8 && sizeof(Atomic<bool>) == 1 && sizeof(Atomic<int>) == sizeof(int));
+
+TEST_CASE("Atomic: load, store and fetch_add return what std::atomic's do") {
+  Atomic<std::uint64_t> zero;
+  CHECK(zero.load(Order::relaxed) == 0);
+
+  Atomic<std::size_t> n{5};
+  CHECK(n.load(Order::acquire) == 5);
+  CHECK(n.fetch_add(3, Order::relaxed) == 5);  // the value before
+  CHECK(n.load(Order::relaxed) == 8);
+  n.store(41, Order::release);
+  CHECK(n.fetch_add(1, Order::acq_rel) == 41);
+  CHECK(n.load(Order::acquire) == 42);
+
+  Atomic<int> i{-2};
+  CHECK(i.fetch_add(-3, Order::relaxed) == -2);
+  CHECK(i.load(Order::relaxed) == -5);
+
+  Atomic<bool> flag{false};
+  CHECK_FALSE(flag.load(Order::acquire));
+  flag.store(true, Order::release);
+  CHECK(flag.load(Order::acquire));
+
+  // Wraps as an unsigned integer does.
+  Atomic<std::uint64_t> top{~std::uint64_t{0}};
+  CHECK(top.fetch_add(2, Order::relaxed) == ~std::uint64_t{0});
+  CHECK(top.load(Order::relaxed) == 1);
+}
+
+TEST_CASE("Atomic: compare_exchange stores only on a match, and reports the value it found") {
+  Atomic<int> v{0};
+  int expected = 1;
+  CHECK_FALSE(v.compare_exchange_strong(expected, 7, Order::relaxed, Order::relaxed));
+  CHECK(expected == 0);  // the value found
+  CHECK(v.load(Order::relaxed) == 0);
+  CHECK(v.compare_exchange_strong(expected, 7, Order::acq_rel, Order::relaxed));
+  CHECK(expected == 0);
+  CHECK(v.load(Order::relaxed) == 7);
+
+  // The weak form may fail spuriously: retried until it stores, as callers do.
+  Atomic<std::size_t> w{10};
+  std::size_t seen = 10;
+  while (!w.compare_exchange_weak(seen, 12, Order::acq_rel, Order::relaxed)) REQUIRE(seen == 10);
+  CHECK(w.load(Order::relaxed) == 12);
+  seen = 11;
+  CHECK_FALSE(w.compare_exchange_weak(seen, 99, Order::acq_rel, Order::relaxed));
+  CHECK(seen == 12);
+  CHECK(w.load(Order::relaxed) == 12);
+}
+
+TEST_CASE("Atomic: threads that share a counter count every increment, and claim every ticket once") {
+  constexpr std::size_t kThreads = 4;
+  constexpr std::size_t kEach = 100000;
+  Atomic<std::size_t> count{0};
+  // Tickets claimed with compare_exchange_weak, as EarlyPairs claims pairs.
+  constexpr std::size_t kTickets = 50000;
+  Atomic<std::size_t> next{0};
+  std::vector<std::vector<std::uint8_t>> claimed(kThreads, std::vector<std::uint8_t>(kTickets, 0));
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (std::size_t k = 0; k < kEach; ++k) count.fetch_add(1, Order::relaxed);
+      for (std::size_t c = next.load(Order::relaxed); c < kTickets;) {
+        if (next.compare_exchange_weak(c, c + 1, Order::acq_rel, Order::relaxed)) {
+          claimed[t][c] = 1;
+          c = c + 1;
+        }
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  CHECK(count.load(Order::acquire) == kThreads * kEach);
+  CHECK(next.load(Order::acquire) == kTickets);
+  std::size_t once = 0;
+  for (std::size_t c = 0; c < kTickets; ++c) {
+    int holders = 0;
+    for (std::size_t t = 0; t < kThreads; ++t) holders += claimed[t][c];
+    once += holders == 1;
+  }
+  CHECK(once == kTickets);
+}
