@@ -15,6 +15,16 @@
 using wdedup::detail::Atomic;
 using wdedup::detail::Order;
 
+// Built twice: test_atomic over the builtins, test_atomic_std over the
+// std::atomic version other compilers get (tests/meson.build).
+#ifdef WDEDUP_DETAIL_ATOMIC_STD
+#ifdef WDEDUP_DETAIL_ATOMIC_BUILTINS
+#error "WDEDUP_DETAIL_ATOMIC_STD is defined, but detail/atomic.hpp chose the builtins"
+#endif
+#elif (defined(__GNUC__) || defined(__clang__)) && !defined(WDEDUP_DETAIL_ATOMIC_BUILTINS)
+#error "GCC or Clang, but detail/atomic.hpp did not choose the builtins"
+#endif
+
 static_assert(alignof(Atomic<std::uint64_t>) == 8, "a 64-bit atomic is 8-aligned, on i386 too");
 static_assert(sizeof(Atomic<std::uint64_t>) == 8 && sizeof(Atomic<bool>) == 1 && sizeof(Atomic<int>) == sizeof(int));
 

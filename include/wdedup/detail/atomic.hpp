@@ -8,19 +8,26 @@
 // for `-fsyntax-only` of <wdedup/wdedup.hpp> (callgrind, 2026-11-28): 4% of
 // the umbrella's compile time, whose target is 1.0 s. Other compilers get
 // the same interface over std::atomic.
+//
+// WDEDUP_DETAIL_ATOMIC_STD, defined before the first include, picks the
+// std::atomic version on GCC and Clang too: the tests build it that way
+// (test_atomic_std), or no compiler here would ever compile it. Every
+// translation unit of a program must agree on it.
 #ifndef WDEDUP_DETAIL_ATOMIC_HPP
 #define WDEDUP_DETAIL_ATOMIC_HPP
 
 #include <type_traits>
 
-#if !(defined(__GNUC__) || defined(__clang__))
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(WDEDUP_DETAIL_ATOMIC_STD)
+#define WDEDUP_DETAIL_ATOMIC_BUILTINS 1
+#else
 #include <atomic>
 #endif
 
 namespace wdedup {
 namespace detail {
 
-#if defined(__GNUC__) || defined(__clang__)
+#ifdef WDEDUP_DETAIL_ATOMIC_BUILTINS
 /// The memory orders the library uses, as the builtins number them.
 enum class Order : int {
   relaxed = __ATOMIC_RELAXED,
