@@ -26,7 +26,7 @@ cmake_compiler=${cxx[0]}
 cmake_flags="${cxx[*]:1}"
 cmake_launcher=$(IFS=';'; echo "${launcher[*]}")
 here=$(dirname -- "$(realpath -- "$0")")
-for tool in cmake pkg-config; do
+for tool in cmake ninja pkg-config; do
   command -v "$tool" >/dev/null || { echo "check_install: $tool not found (scripts/deps.sh test installs it)"; exit 1; }
 done
 work=$(mktemp -d "${TMPDIR:-/tmp}/wdedup-install.XXXXXX")
@@ -55,12 +55,21 @@ check() {  # check <what> <expected> <actual>
     failed=1
   fi
 }
+# Headers only, so nothing installed depends on the target: under share/,
+# where CMake and pkg-config look whatever libdir is (lib64, lib/<multiarch>).
+check "the CMake package is in share/cmake/wdedup" "$prefix/share/cmake/wdedup/wdedupConfig.cmake" "$cfg"
+check "the .pc files are in share/pkgconfig" "$prefix/share/pkgconfig" "$pcdir"
 
 # ---- CMake ----------------------------------------------------------------
+# -G Ninja: meson's ninja is there wherever this test runs, while CMake's
+# default generator needs make, which a fresh Debian machine may not have
+# (a debootstrap'd bookworm with scripts/deps.sh's packages did not, and
+# this test failed there: "unable to find a build program corresponding to
+# Unix Makefiles").
 cmake_in() {  # cmake_in <dir> <args...>: configure the consumer project
   local dir=$1
   shift
-  cmake -S "$here/consumer" -B "$dir" -DCMAKE_CXX_COMPILER="$cmake_compiler" -DCMAKE_CXX_FLAGS="$cmake_flags" \
+  cmake -G Ninja -S "$here/consumer" -B "$dir" -DCMAKE_CXX_COMPILER="$cmake_compiler" -DCMAKE_CXX_FLAGS="$cmake_flags" \
     -DCMAKE_CXX_COMPILER_LAUNCHER="$cmake_launcher" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "$@"
 }
