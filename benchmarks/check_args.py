@@ -176,35 +176,44 @@ else:
 # Two layers are enough for llama-1+1 alone; --once runs it without timing.
 # Under a terminal (progress shown), each result line starts a clean line:
 # the progress line before it was closed, not run into.
-pid, fd = pty.fork()
-if pid == 0:
+def progress_under_terminal():
+    """What is wrong with the --once run's output under a terminal, or None."""
     try:
-        os.execv(exe, [exe, "--quick", "--once", "--progress", "--layers", "2", "--workloads", "llama-1+1",
-                       "--threads", "1", "--json", json_path, "--tmpdir", outdir])
-    finally:
-        os._exit(127)
-chunks = []
-while True:
-    try:
-        data = os.read(fd, 65536)
-    except OSError:  # EIO: the child closed the terminal
-        break
-    if not data:
-        break
-    chunks.append(data)
-_, status = os.waitpid(pid, 0)
-tty_out = b"".join(chunks).decode(errors="replace")
-# (A terminal ends lines with "\r\n".)
-lines = [l.rstrip("\r") for l in tty_out.split("\n") if "one read pass and one deduplicate()" in l]
-if os.waitstatus_to_exitcode(status) != 0 or len(lines) != 1:
-    problems.append(f"--once --layers 2 --workloads llama-1+1: exit {os.waitstatus_to_exitcode(status)}, "
-                    f"output {tty_out!r}")
-else:
+        pid, fd = pty.fork()
+    except OSError as e:  # a chroot or container without /dev/pts
+        return f"--progress under a terminal: no pseudo-terminal to run it in ({e}; is /dev/pts mounted?)"
+    if pid == 0:
+        try:
+            os.execv(exe, [exe, "--quick", "--once", "--progress", "--layers", "2", "--workloads", "llama-1+1",
+                           "--threads", "1", "--json", json_path, "--tmpdir", outdir])
+        finally:
+            os._exit(127)
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    tty_out = b"".join(chunks).decode(errors="replace")
+    # (A terminal ends lines with "\r\n".)
+    lines = [l.rstrip("\r") for l in tty_out.split("\n") if "one read pass and one deduplicate()" in l]
+    if code != 0 or len(lines) != 1:
+        return f"--once --layers 2 --workloads llama-1+1: exit {code}, output {tty_out!r}"
     # What a terminal shows on that line: the text after its last carriage
     # return, less the erase-line sequence.
     shown = lines[0].split("\r")[-1].replace("\033[K", "")
     if not shown.startswith("llama 1+1, 1 thread(s): one read pass"):
-        problems.append(f"--once under a terminal: the result line shows {shown!r}")
+        return f"--once under a terminal: the result line shows {shown!r}"
+    return None
+
+
+problem = progress_under_terminal()
+if problem:
+    problems.append(problem)
 
 # The open time and allocations are measured on the largest store, wherever
 # --keys lists it; a row's reps is the count it used (open: at least 11).
