@@ -784,7 +784,22 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     for (std::uint32_t i = 0; i <= wdedup::format::kMaxFunctions; ++i)
       m.functions.push_back(FunctionMap{"m" + std::to_string(i), 0, "blob", "f" + std::to_string(i), {}});
     expect(m, {}, Error::InvalidArgument,
-           "2897 functions (methods x partitions); a .ptd file's function maps hold at most 2896");
+           "2897 functions (methods x partitions); a .ptd file's function maps hold at most 2896 (without "
+           "wdedup_extensions none are written)");
+    // Without the WDX1 block the maps are not written, so no reader's cap
+    // applies: the same maps write a plain FlatTensor file, identical to
+    // the one written with no maps at all.
+    Expected<std::vector<std::uint8_t>> plain = serialize_ptd(s, m, no_ext());
+    REQUIRE(plain.ok());
+    Expected<std::vector<std::uint8_t>> no_maps = serialize_ptd(s, FunctionMaps{}, no_ext());
+    REQUIRE(no_maps.ok());
+    CHECK(*plain == *no_maps);
+    std::vector<std::uint8_t> bytes;
+    VectorSink sink(bytes);
+    Expected<WriteStats> st = write_ptd(s, m, sink, no_ext());
+    REQUIRE(st.ok());
+    CHECK(st->function_count == 0);
+    CHECK(bytes == *plain);
   }
   SUBCASE("long function-map names a reader could not check for repeats") {
     // 150-byte names that differ only in their middle: a reader's

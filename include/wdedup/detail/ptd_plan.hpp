@@ -201,10 +201,14 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
   // Function maps: every row names an existing key; no function or tensor
   // name appears twice where a reader would have to pick one.
   // A reader checks the functions for repeats pair by pair, so a file
-  // holds at most format::kMaxFunctions (2,896) of them.
-  if (maps.functions.size() > format::kMaxFunctions)
+  // holds at most format::kMaxFunctions (2,896) of them. Without the WDX1
+  // block no function is written, so no reader checks any: the cap is the
+  // block's, like the pool's budgets in plan_ptd (the rows' keys and the
+  // repeats below are the caller's mistakes, refused either way).
+  if (options.wdedup_extensions && maps.functions.size() > format::kMaxFunctions)
     return R(Error::InvalidArgument, cat(maps.functions.size(), " functions (methods x partitions); a .ptd file's ",
-                                         "function maps hold at most ", format::kMaxFunctions));
+                                         "function maps hold at most ", format::kMaxFunctions,
+                                         " (without wdedup_extensions none are written)"));
   // The index the function maps need also finds a repeated key, for one
   // branch: add_named_data cannot repeat one, but the bulk path
   // (add_key_unindexed) does not look, and a reader refuses such a file.
