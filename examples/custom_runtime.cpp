@@ -55,19 +55,31 @@ struct LoadedTensor {
   std::size_t alignment;  // what its key asks for
 };
 
+// Says why `doing` failed: the check that failed, its code, and its number,
+// or, where the check's text ends "(at = errno)", the errno's reason.
+void print_failure(const char* doing, const char* path, const wdedup::Failure& f) {
+  static const char kErrno[] = " (at = errno)";
+  const std::size_t n = std::strlen(f.what), m = sizeof kErrno - 1;
+  if (n >= m && std::strcmp(f.what + n - m, kErrno) == 0)
+    std::printf("cannot %s %s: %.*s: %s (%s)\n", doing, path, static_cast<int>(n - m), f.what,
+                std::strerror(static_cast<int>(f.at)), wdedup::error_name(f.code));
+  else
+    std::printf("cannot %s %s: %s (%s at %llu)\n", doing, path, f.what, wdedup::error_name(f.code),
+                static_cast<unsigned long long>(f.at));
+}
+
 // Loads every tensor of the function compiled for (method, partition).
 // Returns the count, or -1.
 int load_function(const char* path, std::string_view method, std::uint32_t partition, LoadedTensor* out,
                   int capacity) {
   wdedup::Result<wdedup::MmapSource> source = wdedup::MmapSource::open(path);
   if (!source) {
-    std::printf("cannot map %s: %s\n", path, wdedup::error_name(source.error()));
+    print_failure("map", path, source.failure());
     return -1;
   }
   wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(*source);
   if (!map) {
-    std::printf("cannot open %s: %s (%s at %llu)\n", path, wdedup::error_name(map.error()), map.failure().what,
-                static_cast<unsigned long long>(map.failure().at));
+    print_failure("open", path, map.failure());
     return -1;
   }
   wdedup::Result<wdedup::FunctionView> fn = map->find_function(method, partition);

@@ -3,7 +3,7 @@
 // files into one store that holds them once, with a function map per
 // method, and check that every method still reads its own bytes.
 //
-//   example_merge_ptd_files [OUT.ptd FILE.ptd...]
+//   example_merge_ptd_files [OUT.ptd IN.ptd...]
 //
 // Without arguments it first writes two such files itself (prefill.ptd and
 // decode.ptd, sharing three weights, each with its own mask) into a fresh

@@ -88,7 +88,22 @@ os.symlink("nothing_there.json", os.path.join(work, "dangling.json"))
 os.link(os.path.join(work, "good.ptd"), os.path.join(work, "hard.ptd"))
 before |= {"dangling.json", "hard.ptd"}
 refusals += [
-    (["--json", "dangling.json"], "cannot write --json dangling.json: No such file or directory"),
+    (["--json", "dangling.json"],
+     "cannot write --json dangling.json: a symbolic link to nothing_there.json, which does not exist"),
+    (["--strategy", "oneblob", "--out", "dangling.json"],
+     "cannot write --out dangling.json: a symbolic link to nothing_there.json, which does not exist"),
+    # An option is never a value: this would write the report to ./--quiet.
+    (["--json", "--quiet"], "--json needs a value, got the option '--quiet' (a path starting with '-' is written "
+                            "./--quiet)"),
+    (["--out", "-x.ptd"], "--out needs a value, got the option '-x.ptd' (a path starting with '-' is written "
+                          "./-x.ptd)"),
+    # The generator's refusals, in the flags' terms.
+    (["--prefill-partitions", "100"],
+     "--prefill-partitions 100 is more than the 4 layers of --model tiny (a partition holds at least one layer)"),
+    (["--layers", "3", "--decode-partitions", "5"],
+     "--decode-partitions 5 is more than --layers 3 (a partition holds at least one layer)"),
+    (["--prefill-partitions", "3000000000"], "--prefill-partitions 3000000000 is more than 2147483647 (a dimension "
+                                              "is an int32)"),
     (["--strategy", "oneblob", "--per-method", "newdir", "--out", "newdir"],
      "--out newdir and --per-method newdir name the same file: one output would replace the other"),
     (["--per-method", "nd2/", "--json", "nd2"],

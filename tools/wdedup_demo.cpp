@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <wdedup/bench.hpp>
 #include <wdedup/ptd_writer.hpp>
@@ -58,8 +59,10 @@ void usage(FILE* f) {
       "  --out FILE                 where to write the store (default wdedup-demo.ptd, and\n"
       "                             build/demo/llama.ptd under scripts/demo.sh; '' = don't);\n"
       "                             with --strategy all, each strategy's to FILE.<strategy>.ptd\n"
+      "                             (a .ptd FILE ends in: llama.ptd -> llama.oneblob.ptd)\n"
       "  --json FILE                also write the report(s) as JSON\n"
-      "  --quiet                    print only the summary lines\n",
+      "  --quiet                    print only the summary lines\n"
+      "  -h, --help                 this text\n",
       f);
 }
 
@@ -90,9 +93,40 @@ std::string out_path(const Args& a, const char* tag) {
   return (ends_ptd ? o.substr(0, o.size() - 4) : o) + "." + tag + ".ptd";
 }
 
+/// What the generator would refuse in the settings the flags give, said
+/// in the flags' terms (the preset's own values are valid): "" if nothing.
+std::string flag_problem(const Args& a, const wdedup::LlamaConfig& c) {
+  using wdedup::detail::cat;
+  const std::pair<const char*, std::uint32_t> flags[] = {
+      {"--layers", a.layers}, {"--prefill-partitions", a.prefill_partitions}, {"--decode-partitions", a.decode_partitions}};
+  for (const auto& [flag, value] : flags)
+    if (value > 0x7fffffffu) return cat(flag, " ", value, " is more than 2147483647 (a dimension is an int32)");
+  const std::string layers = a.layers ? cat("--layers ", c.n_layers) : cat("the ", c.n_layers, " layers of --model ", a.model);
+  for (const auto& [flag, value] : {flags[1], flags[2]})
+    if (value > c.n_layers) return cat(flag, " ", value, " is more than ", layers, " (a partition holds at least one layer)");
+  return "";
+}
+
 /// Whether --per-method DIR can take the method files: an existing
 /// directory where files can be created, or a name for a new one in an
 /// existing directory (made later, once the method names are known).
+/// Why `path` cannot be written, errno (from the failed check) by its
+/// reason, or, for a symbolic link to nothing, that: "No such file or
+/// directory" would read as if a new file could not be made.
+std::string unwritable_reason(const std::string& path) {
+  const int e = errno;
+  struct stat st {};
+  char target[4096];
+  if (e == ENOENT && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+    if (n >= 0) {
+      target[n] = '\0';
+      return std::string("a symbolic link to ") + target + ", which does not exist";
+    }
+  }
+  return std::strerror(e);
+}
+
 bool per_method_usable(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st {};
@@ -114,6 +148,17 @@ bool parse_args(int argc, char** argv, Args* a) {
         return false;
       }
       *v = argv[++i];
+      // "--json --quiet" would write the report to a file named --quiet:
+      // an option is never taken as a name. (No name here starts with '-':
+      // not a model, a strategy; a path that does is written ./-name. A
+      // number that does is refused below as not a positive integer.)
+      const bool numeric = opt == "--layers" || opt == "--prefill-partitions" || opt == "--decode-partitions" ||
+                           opt == "--threads";
+      if ((*v)[0] == '-' && !numeric) {
+        std::fprintf(stderr, "wdedup-demo: %s needs a value, got the option '%s' (a path starting with '-' is "
+                             "written ./%s)\n", opt.c_str(), *v, *v);
+        return false;
+      }
       return true;
     };
     const char* v = nullptr;
@@ -181,7 +226,8 @@ bool parse_args(int argc, char** argv, Args* a) {
   // Before the work, not after it (the stores would be written, and then
   // the report lost).
   if (!a->json.empty() && !wdedup::detail::can_create_file(a->json)) {
-    std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(),
+                 unwritable_reason(a->json).c_str());
     return false;
   }
   // A directory is no --out under any strategy: with --strategy all it
@@ -212,7 +258,7 @@ bool outputs_writable(const Args& a, const std::vector<const char*>& tags) {
   for (const char* tag : tags) {
     const std::string out = out_path(a, tag);
     if (!out.empty() && !wdedup::detail::can_create_file(out)) {
-      std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(), unwritable_reason(out).c_str());
       return false;
     }
   }
@@ -459,6 +505,10 @@ int run_demo(int argc, char** argv) {
     if (args.layers) config->n_layers = args.layers;
     if (args.prefill_partitions) config->prefill_partitions = args.prefill_partitions;
     if (args.decode_partitions) config->decode_partitions = args.decode_partitions;
+    if (const std::string why = flag_problem(args, *config); !why.empty()) {
+      std::fprintf(stderr, "wdedup-demo: %s\n", why.c_str());
+      return 2;
+    }
     // Before allocating: a --layers this machine cannot hold would otherwise
     // end with the kernel killing the process part-way.
     if (config->problem().empty()) {
