@@ -45,6 +45,18 @@ for r in rows:
 for key in ("command", "date", "targets", "targets_met"):
     if key not in doc:
         problems.append(f"no '{key}'")
+# The comparisons alone: only where every duplicate is a small tensor (the
+# small tensors; the Llama workloads' duplicates are big, the adversarial
+# one has none), one row per thread count, reading both sides of each of
+# --quick's 5,000 pairs of 4 KiB: every examined byte once.
+alone = [r for r in rows if r.get("name", "").endswith(": comparisons alone")]
+if sorted((r["name"], r["threads"]) for r in alone) != [("small tensors POSITIONAL: comparisons alone", t)
+                                                         for t in map(int, doc["facts"]["dedup_threads"].split(","))]:
+    problems.append(f"comparisons-alone rows: {[(r['name'], r['threads']) for r in alone]}")
+for r in alone:
+    if (r["baseline"], r["extra"].get("pair_bytes"), r["extra"].get("bytes_examined")) != \
+            ("read pass", 2 * 5000 * 4096, 10000 * 4096):
+        problems.append(f"comparisons-alone row {r['threads']} thr: {r['baseline']!r}, {r['extra']}")
 if problems:
     sys.exit("invalid benchmark JSON:\n  " + "\n  ".join(problems))
 print(f"bench_quick: {len(rows)} rows, valid JSON at {path}")

@@ -4,6 +4,9 @@
 //     64-bit words), same thread count, same memory, warmed the same way;
 //   - the reference approach, ExecuTorch's NamedDataStore: SHA-256 of each
 //     whole buffer (OpenSSL), merge on digest.
+// Beside them, informational: the identity engine alone, a two-stream read,
+// and, where every duplicate is a small tensor, deduplicate()'s comparisons
+// alone (PairComparisons: what the machine leaves an exact method).
 // All of them run once per repetition, in a fixed order (kContenderOrder
 // says why), and each ratio is the median of the per-repetition ratios.
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -26,6 +30,7 @@
 #include <unistd.h>
 
 #include <wdedup/bench.hpp>
+#include <wdedup/detail/equal_run.hpp>
 #include <wdedup/wdedup.hpp>
 
 #include "harness.hpp"
@@ -381,6 +386,93 @@ Workload make_adversarial(const Config& c) {
   return w;
 }
 
+// ---- the comparisons alone ----------------------------------------------------------
+
+/// deduplicate()'s byte comparisons with nothing else to do: every tensor
+/// equal to an earlier one compared with it, the pairs given (the identity
+/// engine's answer), in program order, through the kernel deduplicate()
+/// confirms small pairs with (detail::equal_pairs: four pairs at a time,
+/// the next four's first lines prefetched), cut into `threads` shares of
+/// equal bytes. Only for workloads whose duplicates are all small tensors
+/// (up to identity::kRunMaxBytes), which deduplicate() compares that way:
+/// bigger ones it compares block by block against a leader kept in cache,
+/// faster than pairs (Llama 1+1, default size, EPYC VM 2026-11-29, pairs
+/// cut into chunks of 16 KiB to 1 MiB: 0.84-1.03x of the read pass as
+/// pairs, 0.95-1.05x in deduplicate(), same runs). Where every tensor has a duplicate (the
+/// small tensors) this reads every input byte once, as the read pass does,
+/// but the originals in the order of the pairs, at random places; its time
+/// against the read pass is what the machine leaves an exact deduplication
+/// before it finds a pair, checks a name or builds an output.
+class PairComparisons {
+ public:
+  /// Pairs from the engine's answer over `all` (rep[i]: the first input
+  /// equal to input i). Each range is compared once, as the read pass reads
+  /// it once: a tensor whose (pointer, size) an earlier one had (an alias)
+  /// adds no pair, nor does an empty one. No pairs at all if any duplicate
+  /// is bigger than identity::kRunMaxBytes.
+  PairComparisons(const std::vector<ByteSpan>& all, const std::vector<std::uint32_t>& rep) {
+    std::set<std::pair<const std::uint8_t*, std::size_t>> seen;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const ByteSpan a = all[i], b = all[rep[i]];
+      if (!seen.insert({a.data(), a.size()}).second || a.data() == b.data() || a.empty()) continue;
+      if (a.size() > wdedup::detail::identity::kRunMaxBytes) {
+        x_.clear();
+        y_.clear();
+        n_.clear();
+        bytes_ = 0;
+        return;
+      }
+      x_.push_back(a.data());
+      y_.push_back(b.data());
+      n_.push_back(a.size());
+      bytes_ += 2 * a.size();
+    }
+    eq_.reset(new bool[x_.size()]);
+  }
+
+  /// Bytes read: both sides of every pair.
+  std::uint64_t bytes() const { return bytes_; }
+  bool empty() const { return x_.empty(); }
+
+  /// Compares every pair on `threads` threads (the calling one included,
+  /// each started per call as the read pass starts its own); the number of
+  /// pairs found unequal (0: the answer holds).
+  std::size_t run(unsigned threads) {
+    const std::size_t count = x_.size();
+    std::vector<std::size_t> cut(threads + 1, count);
+    cut[0] = 0;
+    // Shares of about equal bytes (pairs need not be of one size).
+    std::uint64_t at = 0;
+    unsigned t = 1;
+    for (std::size_t k = 0; k < count && t < threads; ++k) {
+      at += 2 * n_[k];
+      if (at * threads >= bytes_ * t) cut[t++] = k + 1;
+    }
+    auto share = [&](unsigned s) {
+      // Runs of pairs of one length go to the kernel together.
+      for (std::size_t k = cut[s], end = cut[s + 1]; k < end;) {
+        std::size_t run = k + 1;
+        while (run < end && n_[run] == n_[k]) ++run;
+        wdedup::detail::equal_pairs(x_.data() + k, y_.data() + k, run - k, n_[k], eq_.get() + k);
+        k = run;
+      }
+    };
+    std::vector<std::thread> pool;
+    {
+      const wdedup::bench::detail::JoinAll join_all{pool};  // (a failed start joins the others first)
+      for (unsigned s = 1; s < threads; ++s) pool.emplace_back(share, s);
+      share(0);
+    }
+    return static_cast<std::size_t>(std::count(eq_.get(), eq_.get() + count, false));
+  }
+
+ private:
+  std::vector<const std::uint8_t*> x_, y_;
+  std::vector<std::size_t> n_;
+  std::unique_ptr<bool[]> eq_;
+  std::uint64_t bytes_ = 0;
+};
+
 // ---- measuring -------------------------------------------------------------------
 
 template <class Policy_>
@@ -414,13 +506,13 @@ std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity
 /// The order the contenders run in, every repetition: each target's
 /// baseline runs right before or right after deduplicate() (read pass
 /// before, SHA-256 after), and the engine alone right before the read pass
-/// it is compared with. Whatever follows SHA-256's 150-450 ms on a shared
+/// it is compared with; the comparisons alone run first. Whatever follows SHA-256's 150-450 ms on a shared
 /// VM runs slowed (after a 250 ms busy loop a 10 ms read pass took 12-14 ms
 /// in a calm hour and 40-210 ms in a noisy one), so it goes last and an
 /// untimed read pass follows it: no timed contender ever runs right after it.
-enum Contender : unsigned { kRead2 = 4, kIdentity = 3, kRead = 0, kDedup = 1, kSha = 2 };
-constexpr unsigned kContenders = 5;
-constexpr std::array<unsigned, kContenders> kContenderOrder = {kRead2, kIdentity, kRead, kDedup, kSha};
+enum Contender : unsigned { kPairs = 5, kRead2 = 4, kIdentity = 3, kRead = 0, kDedup = 1, kSha = 2 };
+constexpr unsigned kContenders = 6;
+constexpr std::array<unsigned, kContenders> kContenderOrder = {kPairs, kRead2, kIdentity, kRead, kDedup, kSha};
 
 double ratio_median(const std::vector<double>& base, const std::vector<double>& subject) {
   std::vector<double> r;
@@ -481,8 +573,12 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       for (std::size_t i = 0; i < rep.size(); ++i) g += rep[i] == i;
       return g;
     };
-    const std::uint64_t id_groups = groups_of(wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, nullptr));
+    const std::vector<std::uint32_t> id_rep = wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, nullptr);
+    const std::uint64_t id_groups = groups_of(id_rep);
     consume(id_groups);
+    PairComparisons pairs(all, id_rep);
+    if (!pairs.empty() && pairs.run(threads) != 0)
+      report_failure(w.name + ": the identity engine's answer has pairs whose bytes differ");
     // Every timed call's answer, checked after its clock stops: a wrong or
     // racy answer in any repetition is a failure, not a figure.
     std::string wrong;
@@ -492,7 +588,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
                 std::to_string(rep + 1) + ", " + std::to_string(want) + " in the untimed call";
     };
 
-    std::vector<double> t_read, t_dedup, t_ref, t_id, t_read2, id_share;
+    std::vector<double> t_read, t_dedup, t_ref, t_id, t_read2, t_pairs, id_share;
     wdedup::detail::IdentityStats last_stats;
     consume(bench::read_pass(spans, threads, 2));
     for (unsigned rep = 0; rep < c.reps; ++rep) {
@@ -514,6 +610,9 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
           answer = reference.run(spans, threads);
         } else if (which == kIdentity) {
           rep_of = wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, &st);
+        } else if (which == kPairs) {
+          if (pairs.empty()) continue;
+          answer = pairs.run(threads);
         } else {
           consume(bench::read_pass(spans, threads, 2));
         }
@@ -526,6 +625,9 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
         } else if (which == kIdentity) {
           last_stats = st;
           check_answer("the identity engine", rep, groups_of(rep_of), id_groups);
+        } else if (which == kPairs && answer != 0 && wrong.empty()) {
+          wrong = "the comparisons alone found " + std::to_string(answer) + " unequal pairs in repetition " +
+                  std::to_string(rep + 1);
         }
       }
       consume(bench::read_pass(spans, threads));  // untimed: SHA-256's successor
@@ -534,6 +636,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       t_ref.push_back(ts[kSha]);
       t_id.push_back(ts[kIdentity]);
       t_read2.push_back(ts[kRead2]);
+      t_pairs.push_back(ts[kPairs]);
     }
     const double m_read = bench::median(t_read), m_dedup = bench::median(t_dedup), m_ref = bench::median(t_ref),
                  m_id = bench::median(t_id), m_read2 = bench::median(t_read2);
@@ -606,6 +709,16 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     {
       Row r = row("deduplicate", m_dedup, t_dedup, "2-stream read", m_read2, t_read2);
       r.note = "stricter baseline: each thread reads its share as two streams at once, as memcmp does";
+      out.rows.push_back(std::move(r));
+    }
+    if (!pairs.empty()) {
+      // GB/s of the bytes the pairs read (all of the input where every
+      // tensor has a duplicate).
+      Row r = row("comparisons alone", bench::median(t_pairs), t_pairs, "read pass", m_read, t_read);
+      r.value = bench::gb_per_s(pairs.bytes(), bench::median(t_pairs));
+      r.extra.push_back({"pair_bytes", double(pairs.bytes())});
+      r.note = "deduplicate()'s comparisons with nothing else to do: every tensor equal to an earlier one compared "
+               "with it, the pairs given, through the same kernel";
       out.rows.push_back(std::move(r));
     }
     {
