@@ -396,7 +396,7 @@ Workload make_adversarial(const Config& c) {
 /// equal bytes. Only for workloads whose duplicates are all small tensors
 /// (up to identity::kRunMaxBytes), which deduplicate() compares that way:
 /// bigger ones it compares block by block against a leader kept in cache,
-/// faster than pairs (Llama 1+1, default size, EPYC VM 2026-11-29, pairs
+/// faster than pairs (Llama 1+1, default size, Zen 4 EPYC VM 2026-11-29, pairs
 /// cut into chunks of 16 KiB to 1 MiB: 0.84-1.03x of the read pass as
 /// pairs, 0.95-1.05x in deduplicate(), same runs). Where every tensor has a duplicate (the
 /// small tensors) this reads every input byte once, as the read pass does,
