@@ -522,29 +522,33 @@ TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
   // key 0: float32 [2, 3] dim_order [0, 1], 24 bytes; key 5: int32 [2, 2, 2].
   namespace tlf = format::tensor_layout_field;
   namespace ndf = format::named_data_field;
-  const char* const inconsistent =
-      "layout has an unknown scalar type, a negative size, a dim_order that is not a permutation, or a byte "
-      "count over 64 bits";
+  // Each names the rule broken.
+  const char* const unknown_type = "layout has an unknown scalar type";
+  const char* const negative = "layout has a negative size";
+  const char* const twice = "layout's dim_order names a dimension twice";
+  const char* const past_rank = "layout's dim_order names a dimension past its rank";
+  const char* const rank_mismatch = "layout's dim_order does not have one entry per dimension of its sizes";
+  const char* const too_big = "layout's byte count exceeds 2^64 - 1";
   std::vector<Case> cases = {
       {"unknown scalar type", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 99); },
-       Error::MalformedLayout, inconsistent, g.layout(0)},
+       Error::MalformedLayout, unknown_type, g.layout(0)},
       {"negative scalar type", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 0x80); },
-       Error::MalformedLayout, inconsistent, g.layout(0)},
+       Error::MalformedLayout, unknown_type, g.layout(0)},
       {"scalar type 30 (the first past the enum)", [](Nav& n) { n.set_u8(n.field(n.layout(0), tlf::kScalarType), 30); },
-       Error::MalformedLayout, inconsistent, g.layout(0)},
-      {"negative size", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 0xFFFFFFFFu); }, Error::MalformedLayout, inconsistent,
+       Error::MalformedLayout, unknown_type, g.layout(0)},
+      {"negative size", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 0xFFFFFFFFu); }, Error::MalformedLayout, negative,
        g.layout(0)},
       {"dim_order not a permutation", [](Nav& n) { n.set_u8(n.dim_order(0) + 5, 0); }, Error::MalformedLayout,
-       inconsistent, g.layout(0)},
+       twice, g.layout(0)},
       {"dim_order entry out of range", [](Nav& n) { n.set_u8(n.dim_order(0) + 5, 2); }, Error::MalformedLayout,
-       inconsistent, g.layout(0)},
+       past_rank, g.layout(0)},
       {"dim_order shorter than sizes", [](Nav& n) { n.set_u32(n.dim_order(0), 1); }, Error::MalformedLayout,
-       inconsistent, g.layout(0)},
+       rank_mismatch, g.layout(0)},
       {"layout larger than its segment", [](Nav& n) { n.set_u32(n.sizes(0) + 4, 3); }, Error::MalformedLayout,
        "layout describes more bytes than its segment holds", g.layout(0)},
       {"byte count over 64 bits", [](Nav& n) {
          for (std::uint64_t d = 0; d < 3; ++d) n.set_u32(n.sizes(5) + 4 + 4 * d, 0x7FFFFFFFu);
-       }, Error::MalformedLayout, inconsistent, g.layout(5)},
+       }, Error::MalformedLayout, too_big, g.layout(5)},
       // Key 9: float32 [1, 2, 3, 2]. A zero makes 0 bytes wherever it is,
       // even after sizes whose product overflows 64 bits.
       {"a zero after an overflowing product is 0 bytes", [](Nav& n) {
@@ -557,7 +561,7 @@ TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
        }, Error::Ok, "", 0},
       {"byte count over 64 bits, rank 4", [](Nav& n) {
          for (std::uint64_t d = 0; d < 4; ++d) n.set_u32(n.sizes(9) + 4 + 4 * d, 0x7FFFFFFFu);
-       }, Error::MalformedLayout, inconsistent, g.layout(9)},
+       }, Error::MalformedLayout, too_big, g.layout(9)},
       {"sizes vector runs past the flatbuffer", [](Nav& n) { n.set_u32(n.sizes(0), 0x40000000u); },
        Error::MalformedLayout, "vector length runs past the flatbuffer", g.sizes(0)},
       {"dim_order vector offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.layout(0), tlf::kDimOrder), 0x7FFFFF00u); },

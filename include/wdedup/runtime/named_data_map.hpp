@@ -1121,11 +1121,9 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
       sz[d] = static_cast<std::int32_t>(format::load_u32(r.data + sizes->data_pos + 4 * std::uint64_t{d}));
     std::uint64_t nbytes = 0;
     const auto st = static_cast<ScalarType>(static_cast<std::int8_t>(*type));
-    if (!detail::layout_byte_size(st, sz, sizes->count, r.data + dims->data_pos, dims->count, &nbytes))
-      return Status(Error::MalformedLayout,
-                    "layout has an unknown scalar type, a negative size, a dim_order that is not a "
-                    "permutation, or a byte count over 64 bits",
-                    lt->pos);
+    if (const char* broken =
+            detail::layout_rule_broken(st, sz, sizes->count, r.data + dims->data_pos, dims->count, &nbytes))
+      return Status(Error::MalformedLayout, broken, lt->pos);
     std::uint64_t seg_off = 0, seg_size = 0;
     seg_range(static_cast<std::uint32_t>(*seg), &seg_off, &seg_size);
     // More than the segment holds is refused. Fewer is accepted, as

@@ -141,18 +141,23 @@ struct TensorLayout {
 namespace detail {
 
 /// Checks a layout for internal consistency and computes its byte size
-/// without overflow. Returns false (and leaves *nbytes alone) on: an unknown
-/// scalar type, a negative size, dim_order not a permutation of 0..rank-1,
-/// rank mismatch, or a byte count that does not fit in 64 bits.
-/// Shared by the build-time store and the reader so both apply one rule.
-inline bool layout_byte_size(ScalarType type, const std::int32_t* sizes, std::size_t rank,
-                             const std::uint8_t* dim_order, std::size_t dim_order_len,
-                             std::uint64_t* nbytes) noexcept {
+/// without overflow. Returns the first rule the layout breaks, as a fixed
+/// message (and leaves *nbytes alone), or nullptr: a known scalar type,
+/// a rank of at most 255, a dim_order that is a permutation of 0..rank-1,
+/// no negative size, and a byte count that fits in 64 bits. Shared by the
+/// build-time store and the reader so both apply one rule; the reader
+/// reports the message, so a broken file says which rule it broke.
+inline const char* layout_rule_broken(ScalarType type, const std::int32_t* sizes, std::size_t rank,
+                                      const std::uint8_t* dim_order, std::size_t dim_order_len,
+                                      std::uint64_t* nbytes) noexcept {
   const std::size_t esize = element_size(type);
-  if (esize == 0 || rank != dim_order_len || rank > 255) return false;
+  if (esize == 0) return "layout has an unknown scalar type";
+  if (rank > 255) return "layout rank exceeds 255";
+  if (rank != dim_order_len) return "layout's dim_order does not have one entry per dimension of its sizes";
   bool seen[256] = {};
   for (std::size_t i = 0; i < rank; ++i) {
-    if (dim_order[i] >= rank || seen[dim_order[i]]) return false;
+    if (dim_order[i] >= rank) return "layout's dim_order names a dimension past its rank";
+    if (seen[dim_order[i]]) return "layout's dim_order names a dimension twice";
     seen[dim_order[i]] = true;
   }
   // A zero anywhere makes the count 0, whatever precedes it: an overflow
@@ -161,15 +166,23 @@ inline bool layout_byte_size(ScalarType type, const std::int32_t* sizes, std::si
   std::uint64_t n = esize;
   bool zero = false, overflow = false;
   for (std::size_t i = 0; i < rank; ++i) {
-    if (sizes[i] < 0) return false;
+    if (sizes[i] < 0) return "layout has a negative size";
     const auto s = static_cast<std::uint64_t>(sizes[i]);
     if (s == 0) zero = true;
     else if (n > UINT64_MAX / s) overflow = true;
     else n *= s;
   }
-  if (overflow && !zero) return false;
+  if (overflow && !zero) return "layout's byte count exceeds 2^64 - 1";
   *nbytes = zero ? 0 : n;
-  return true;
+  return nullptr;
+}
+
+/// layout_rule_broken as a yes or no: true (and *nbytes set) for a
+/// consistent layout.
+inline bool layout_byte_size(ScalarType type, const std::int32_t* sizes, std::size_t rank,
+                             const std::uint8_t* dim_order, std::size_t dim_order_len,
+                             std::uint64_t* nbytes) noexcept {
+  return layout_rule_broken(type, sizes, rank, dim_order, dim_order_len, nbytes) == nullptr;
 }
 
 }  // namespace detail
