@@ -396,13 +396,14 @@ Workload make_adversarial(const Config& c) {
 /// equal bytes. Only for workloads whose duplicates are all small tensors
 /// (up to identity::kRunMaxBytes), which deduplicate() compares that way:
 /// bigger ones it compares block by block against a leader kept in cache,
-/// faster than pairs (Llama 1+1, default size, Zen 4 EPYC VM 2026-11-29, pairs
-/// cut into chunks of 16 KiB to 1 MiB: 0.84-1.03x of the read pass as
-/// pairs, 0.95-1.05x in deduplicate(), same runs). Where every tensor has a duplicate (the
-/// small tensors) this reads every input byte once, as the read pass does,
-/// but the originals in the order of the pairs, at random places; its time
-/// against the read pass is what the machine leaves an exact deduplication
-/// before it finds a pair, checks a name or builds an output.
+/// faster than pairs (Llama 1+1, default size, Zen 4 EPYC VM 2026-11-29,
+/// pairs cut into chunks of 16 KiB to 1 MiB: 0.84-1.03x of the read pass
+/// as pairs, 0.95-1.05x in deduplicate(), same runs). Where every tensor
+/// has a duplicate (the small tensors) this reads every input byte once,
+/// as the read pass does, but the originals in the order of the pairs, at
+/// random places; its time against the read pass is what the machine
+/// leaves an exact deduplication before it finds a pair, checks a name or
+/// builds an output.
 class PairComparisons {
  public:
   /// Pairs from the engine's answer over `all` (rep[i]: the first input
@@ -506,8 +507,8 @@ std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity
 /// The order the contenders run in, every repetition: each target's
 /// baseline runs right before or right after deduplicate() (read pass
 /// before, SHA-256 after), and the engine alone right before the read pass
-/// it is compared with; the comparisons alone run first. Whatever follows SHA-256's 150-450 ms on a shared
-/// VM runs slowed (after a 250 ms busy loop a 10 ms read pass took 12-14 ms
+/// it is compared with; the comparisons alone run first. Whatever follows
+/// SHA-256's 150-450 ms on a shared VM runs slowed (after a 250 ms busy loop a 10 ms read pass took 12-14 ms
 /// in a calm hour and 40-210 ms in a noisy one), so it goes last and an
 /// untimed read pass follows it: no timed contender ever runs right after it.
 enum Contender : unsigned { kPairs = 5, kRead2 = 4, kIdentity = 3, kRead = 0, kDedup = 1, kSha = 2 };

@@ -92,6 +92,8 @@ refusals += [
      "cannot write --json dangling.json: a symbolic link to nothing_there.json, which does not exist"),
     (["--strategy", "oneblob", "--out", "dangling.json"],
      "cannot write --out dangling.json: a symbolic link to nothing_there.json, which does not exist"),
+    (["--per-method", "dangling.json"],
+     "cannot write --per-method dangling.json: a symbolic link to nothing_there.json, which does not exist"),
     # An option is never a value: this would write the report to ./--quiet.
     (["--json", "--quiet"], "--json needs a value, got the option '--quiet' (a path starting with '-' is written "
                             "./--quiet)"),

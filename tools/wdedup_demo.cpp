@@ -97,19 +97,19 @@ std::string out_path(const Args& a, const char* tag) {
 /// in the flags' terms (the preset's own values are valid): "" if nothing.
 std::string flag_problem(const Args& a, const wdedup::LlamaConfig& c) {
   using wdedup::detail::cat;
-  const std::pair<const char*, std::uint32_t> flags[] = {
-      {"--layers", a.layers}, {"--prefill-partitions", a.prefill_partitions}, {"--decode-partitions", a.decode_partitions}};
+  const std::pair<const char*, std::uint32_t> flags[] = {{"--layers", a.layers},
+                                                         {"--prefill-partitions", a.prefill_partitions},
+                                                         {"--decode-partitions", a.decode_partitions}};
   for (const auto& [flag, value] : flags)
     if (value > 0x7fffffffu) return cat(flag, " ", value, " is more than 2147483647 (a dimension is an int32)");
-  const std::string layers = a.layers ? cat("--layers ", c.n_layers) : cat("the ", c.n_layers, " layers of --model ", a.model);
+  const std::string layers =
+      a.layers ? cat("--layers ", c.n_layers) : cat("the ", c.n_layers, " layers of --model ", a.model);
   for (const auto& [flag, value] : {flags[1], flags[2]})
-    if (value > c.n_layers) return cat(flag, " ", value, " is more than ", layers, " (a partition holds at least one layer)");
+    if (value > c.n_layers)
+      return cat(flag, " ", value, " is more than ", layers, " (a partition holds at least one layer)");
   return "";
 }
 
-/// Whether --per-method DIR can take the method files: an existing
-/// directory where files can be created, or a name for a new one in an
-/// existing directory (made later, once the method names are known).
 /// Why `path` cannot be written, errno (from the failed check) by its
 /// reason, or, for a symbolic link to nothing, that: "No such file or
 /// directory" would read as if a new file could not be made.
@@ -127,6 +127,9 @@ std::string unwritable_reason(const std::string& path) {
   return std::strerror(e);
 }
 
+/// Whether --per-method DIR can take the method files: an existing
+/// directory where files can be created, or a name for a new one in an
+/// existing directory (made later, once the method names are known).
 bool per_method_usable(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st {};
@@ -135,14 +138,15 @@ bool per_method_usable(std::string dir) {
   const bool usable = exists ? S_ISDIR(st.st_mode) && wdedup::detail::can_create_file(dir + "/probe")
                              : wdedup::detail::can_create_file(dir);
   if (!usable)
-    std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", dir.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", dir.c_str(),
+                 unwritable_reason(dir).c_str());
   return usable;
 }
 
 bool parse_args(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     const std::string opt = argv[i];
-    auto value = [&](const char** v) {
+    auto value = [&](const char** v, bool number = false) {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "wdedup-demo: %s needs a value\n", opt.c_str());
         return false;
@@ -151,10 +155,8 @@ bool parse_args(int argc, char** argv, Args* a) {
       // "--json --quiet" would write the report to a file named --quiet:
       // an option is never taken as a name. (No name here starts with '-':
       // not a model, a strategy; a path that does is written ./-name. A
-      // number that does is refused below as not a positive integer.)
-      const bool numeric = opt == "--layers" || opt == "--prefill-partitions" || opt == "--decode-partitions" ||
-                           opt == "--threads";
-      if ((*v)[0] == '-' && !numeric) {
+      // number that does is refused by its caller as not a positive integer.)
+      if ((*v)[0] == '-' && !number) {
         std::fprintf(stderr, "wdedup-demo: %s needs a value, got the option '%s' (a path starting with '-' is "
                              "written ./%s)\n", opt.c_str(), *v, *v);
         return false;
@@ -190,7 +192,7 @@ bool parse_args(int argc, char** argv, Args* a) {
       }
     } else if (opt == "--layers" || opt == "--prefill-partitions" || opt == "--decode-partitions" ||
                opt == "--threads") {
-      if (!value(&v)) return false;
+      if (!value(&v, true)) return false;
       // --threads 0 is every core, as DedupOptions::threads = 0 is.
       const bool zero_ok = opt == "--threads";
       if (!parse_u32(v, &n) || (n == 0 && !zero_ok)) {
