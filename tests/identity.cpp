@@ -482,6 +482,47 @@ TEST_CASE("identity: distinct inputs that differ only near their end") {
   CHECK(c.stats.hash_collisions == 298 * 299 / 2);
 }
 
+TEST_CASE("identity: a swept class is compared in steps smaller than its blocks") {
+  // 300 inputs of 99,304 bytes (block 16 KiB: the class of 300 is swept in
+  // steps of 2 KiB, identity::kSweepStep, the last one 1,000 bytes), equal
+  // to the leader but where planted. By i % 3 == 1 (100 members): byte
+  // 20,000 changed alike, so they leave the leader in the sweep's second
+  // step, [18432, 20480); those with i % 6 == 1 also differ at byte 90,000,
+  // which only reading on (in 16 KiB blocks from 20,480) finds. 2 and 5:
+  // the last byte changed alike, found in the last, partial step.
+  constexpr std::size_t kSize = 99304, kBlock = 16384, kN = 300;
+  static_assert(wdedup::detail::identity::kSweepStep == 2048, "the counts below assume 2 KiB steps");
+  const Bytes base = pattern(kSize, 13);
+  std::vector<Bytes> bufs(kN, base);
+  for (std::size_t i = 0; i < kN; ++i) {
+    if (i % 3 != 1) continue;
+    bufs[i][20000] ^= 0xA1;
+    if (i % 6 == 1) bufs[i][90000] ^= 0x5C;
+  }
+  for (std::size_t i : {2u, 5u}) bufs[i][kSize - 1] ^= 0x33;
+  const std::vector<ByteSpan> in = spans(bufs);
+  std::vector<std::uint32_t> want(kN, 0);
+  for (std::uint32_t i = 0; i < kN; ++i)
+    if (i % 3 == 1) want[i] = i % 6 == 1 ? 1 : 4;
+  want[2] = want[5] = 2;
+  CHECK(want == brute_force(in));
+  const Run r = run(in, kBlock);
+  CHECK(r.result == want);
+  // Comparisons: the first block in 5 chunks of 60 (59 each) and 4 merges;
+  // the sweep's 41 steps, [16384, 99304): 197 members equal to the leader
+  // to the end and 2 and 5 take all 41, the 100 others 2; the merge
+  // confirms 99 of those 100 and 5 against 2; reading on, 99 members in
+  // each of 5 blocks, and 49 of the 50 that leave in the last confirmed.
+  CHECK(r.stats.byte_comparisons == (5 * 59 + 4) + (199 * 41 + 100 * 2) + (99 + 1) + (5 * 99 + 49));
+  // Hashed: fingerprints, the chunk leaders' first blocks, the first-
+  // difference steps (100 of 2 KiB, 2 of 1,000 bytes), and the 50 that
+  // leave in the last block read on, [86016, 99304).
+  CHECK(r.stats.bytes_hashed == kN * kPrefix + 5 * kBlock + 100 * 2048 + 2 * 1000 + 50 * 13288);
+  CHECK(r.stats.hash_collisions == 0);
+  const Run c = run(in, kBlock, AlwaysCollideHash{});
+  CHECK(c.result == want);
+}
+
 TEST_CASE("identity: block_size below a cache line is raised to 64") {
   std::vector<Bytes> bufs{pattern(1000, 1), pattern(1000, 1), pattern(1000, 2)};
   bufs[1][999] ^= 1;

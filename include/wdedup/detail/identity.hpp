@@ -77,15 +77,34 @@ constexpr std::size_t kItemBlocks = 256;
 constexpr std::size_t kHeadChunkBlocks = 64;
 constexpr std::size_t kMinChunkMembers = 8;
 /// Classes of more than kItemBlocks members are swept instead (see
-/// find_identical, stage 5): members against their leader in blocks of at
-/// most kSweepBlock (the leader's block stays in L1), kSweepGroup members
-/// walked together (that many sequential streams for the prefetchers), and
-/// kSweepChunk members per work item. Measured on 2048 tensors of 256 KiB:
-/// 16 KiB blocks in groups of 8 took 21 ms against 24 ms for one member
-/// after another block by block (15 ms for a read pass of the same bytes);
-/// 8 KiB or 32 KiB blocks, or groups of 4 to 32, were no better.
+/// find_identical, stage 5): members against their leader in steps of at
+/// most kSweepStep bytes (the leader's step stays in L1), kSweepGroup
+/// members walked together (that many sequential streams for the
+/// prefetchers), and kSweepChunk members per work item; a group of members
+/// that leave the leader alike reads on in blocks of up to kSweepBlock.
+/// Measured on 2048 tensors of 256 KiB that differ only near their end
+/// (the harness's adversarial workload), `deduplicate()` against a read
+/// pass of the same bytes, medians of 11 in one process, two runs each:
+/// - Zen 4 EPYC VM (32 KiB L1D), 2026-11-29, one thread: 16 KiB steps in
+///   groups of 8 (the choice until then) 30.6-31.8 ms against a 18.3-20.1
+///   ms read pass (0.58-0.65x); 2 KiB in groups of 4 23.4-24.7 ms
+///   (0.79-0.82x), 1 KiB in groups of 4 or 2 KiB in groups of 6 as good;
+///   2 KiB in groups of 8 or more, 32-46 ms; 4 KiB or more in any group,
+///   25.5 ms or more; one or two members at a time, 27-41 ms. Two threads:
+///   17.0-17.5 ms against 19.2-19.6 ms (read pass 15.1-15.8 ms). A kernel of
+///   its own showed why: one stream compared with a 16 KiB block that
+///   should stay in L1 took 1.36-1.38x a read pass of the stream, with a
+///   4 KiB block 1.07-1.08x: the stream's lines push the leader's out of a
+///   32 KiB L1.
+/// - Earlier (EPYC VM, 2026-11-23): 16 KiB in groups of 8 21 ms against
+///   24 ms for one member after another (15 ms for a read pass); 8 KiB or
+///   32 KiB, or groups of 4 to 32, no better. With 16 KiB in groups of 8
+///   the harness measured 0.96x of the read pass on the Xeon VM and
+///   0.54-0.57x on the Zen 5 EPYC VM (2026-11-28); the new sizes are not
+///   measured on those.
+constexpr std::size_t kSweepStep = 2 * 1024;
+constexpr std::size_t kSweepGroup = 4;
 constexpr std::size_t kSweepBlock = 16 * 1024;
-constexpr std::size_t kSweepGroup = 8;
 constexpr std::size_t kSweepChunk = 64;
 /// first_diff of a swept member equal to its leader to the end.
 constexpr std::uint64_t kNoDiff = ~std::uint64_t{0};
@@ -911,6 +930,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   ArenaVector<SweepUnit> sweep_units = arena_vector<SweepUnit>(arena);
   std::vector<std::uint64_t> sweep_weight;
   std::vector<std::uint32_t> sweep_classes;
+  const std::size_t sweep_step = detail::min_of(block, kSweepStep);
   const std::size_t sweep_block = detail::min_of(block, kSweepBlock);
   for (std::size_t c = 0; c < n_body; ++c) {
     const std::size_t k = body_begin[c + 1] - body_begin[c];
@@ -985,17 +1005,18 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   }
 
   // -- 6. Big classes, swept (parallel, then merged per class). -----------
-  // Every member is compared with the class leader block after block up to
-  // its first difference, where that block is hashed at once (it is in L1)
-  // and the member stops. A member equal to the leader to the end is in the
-  // leader's class. Two members whose first differences fall in different
-  // blocks differ (one of them equals the leader there, the other does
-  // not); two whose first differences share a block are equal before it,
-  // so they are bucketed by (block, hash of that block), confirmed byte for
-  // byte, and only a confirmed group of two or more reads on. Each member's
-  // bytes are read once, in kSweepGroup sequential streams, against a leader
-  // block that stays in L1; a (class, range) item would read every member's
-  // block at a stride of a whole tensor, which the prefetchers cannot follow.
+  // Every member is compared with the class leader step after step (of
+  // sweep_step bytes) up to its first difference, where that step is hashed
+  // at once (it is in L1) and the member stops. A member equal to the
+  // leader to the end is in the leader's class. Two members whose first
+  // differences fall in different steps differ (one of them equals the
+  // leader there, the other does not); two whose first differences share a
+  // step are equal before it, so they are bucketed by (step, hash of that
+  // step), confirmed byte for byte, and only a confirmed group of two or
+  // more reads on. Each member's bytes are read once, in kSweepGroup
+  // sequential streams, against a leader step that stays in L1; a (class,
+  // range) item would read every member's block at a stride of a whole
+  // tensor, which the prefetchers cannot follow.
   if (!sweep_classes.empty()) {
     const std::size_t slots = body_members.size();
     std::uint64_t* const first_diff = arena.alloc<std::uint64_t>(slots);
@@ -1018,8 +1039,8 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
         for (std::size_t g0 = su.lo; g0 < su.hi; g0 += kSweepGroup) {
           std::size_t nl = detail::min_of<std::size_t>(kSweepGroup, su.hi - g0);
           for (std::size_t i = 0; i < nl; ++i) live[i] = static_cast<std::uint32_t>(g0 + i);
-          for (std::size_t off = block; off < size && nl > 0; off += sweep_block) {
-            const std::size_t len = detail::min_of(sweep_block, size - off);
+          for (std::size_t off = block; off < size && nl > 0; off += sweep_step) {
+            const std::size_t len = detail::min_of(sweep_step, size - off);
             for (std::size_t i = 0; i < nl; ++i) x[i] = ptr(m[live[i]]) + off;
             equal_run(x, nullptr, leader_bytes + off, nl, len, eq, w.counters);
             std::size_t keep = 0;
@@ -1063,7 +1084,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
       for (std::size_t j = 1; j < k; ++j) {
         if (fd[j] == kNoDiff) continue;
         any_diff = true;
-        const std::size_t off = static_cast<std::size_t>(fd[j]), len = detail::min_of(sweep_block, size - off);
+        const std::size_t off = static_cast<std::size_t>(fd[j]), len = detail::min_of(sweep_step, size - off);
         auto same = [&](std::uint32_t q) { return equal_bytes(ptr(m[j]) + off, ptr(m[q]) + off, len, w.counters); };
         lab[j] = bucket_and_confirm(index, next.data(), dh[j], fd[j], static_cast<std::uint32_t>(j), same, w.counters);
       }
@@ -1082,7 +1103,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
         if (lab[r] != r) continue;
         const std::size_t e = cursor[r], cnt = e - b;  // cursor[r]: end of r's members
         const std::size_t from = static_cast<std::size_t>(fd[r]);  // an offset into the tensor: fits
-        const std::size_t done = from + detail::min_of(sweep_block, size - from);
+        const std::size_t done = from + detail::min_of(sweep_step, size - from);
         if (cnt >= 2 && done < size) {
           w.base.resize(cnt);
           for (std::size_t i = 0; i < cnt; ++i) w.base[i] = ptr(m[order[b + i]]);
