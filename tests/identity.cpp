@@ -523,6 +523,40 @@ TEST_CASE("identity: a swept class is compared in steps smaller than its blocks"
   CHECK(c.result == want);
 }
 
+TEST_CASE("identity: swept classes, randomized against brute force") {
+  // Classes of 280 inputs of 20,000 bytes (more than kItemBlocks: swept),
+  // with blocks of 2,048 to 8,192 bytes, so steps equal to the block or
+  // smaller, starting on or off a step boundary. Members are the base, a
+  // copy of an earlier member (families), or either with a byte or two
+  // changed next to a step boundary, in the last partial step, or anywhere.
+  std::mt19937_64 rng(20261129);
+  constexpr std::size_t kSize = 20000, kN = 280;
+  for (int round = 0; round < 4; ++round) {
+    INFO("round " << round);
+    const Bytes base = pattern(kSize, 300 + static_cast<std::uint64_t>(round));
+    std::vector<Bytes> bufs;
+    bufs.reserve(kN);
+    for (std::size_t i = 0; i < kN; ++i) {
+      Bytes b = i > 0 && rng() % 2 ? bufs[static_cast<std::size_t>(rng() % i)] : base;
+      for (auto flips = static_cast<unsigned>(rng() % 3); flips > 0; --flips) {
+        const auto where = static_cast<unsigned>(rng() % 3);
+        const std::size_t at = where == 0   ? std::min<std::size_t>(kSize - 1, 2048 * (1 + rng() % 9) - rng() % 2)
+                               : where == 1 ? kSize - 1 - rng() % (kSize % 2048)
+                                            : rng() % kSize;
+        b[at] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+      }
+      bufs.push_back(std::move(b));
+    }
+    const std::vector<ByteSpan> in = spans(bufs);
+    const std::vector<std::uint32_t> want = brute_force(in);
+    for (std::size_t block : {std::size_t{2048}, std::size_t{3000}, std::size_t{4096}, std::size_t{8192}}) {
+      INFO("block " << block);
+      CHECK(run(in, block).result == want);
+      CHECK(run(in, block, AlwaysCollideHash{}).result == want);
+    }
+  }
+}
+
 TEST_CASE("identity: block_size below a cache line is raised to 64") {
   std::vector<Bytes> bufs{pattern(1000, 1), pattern(1000, 1), pattern(1000, 2)};
   bufs[1][999] ^= 1;
