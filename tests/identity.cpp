@@ -524,29 +524,41 @@ TEST_CASE("identity: a swept class is compared in steps smaller than its blocks"
 }
 
 TEST_CASE("identity: swept classes, randomized against brute force") {
-  // Classes of 280 inputs of 20,000 bytes (more than kItemBlocks: swept),
-  // with blocks of 2,048 to 8,192 bytes, so steps equal to the block or
-  // smaller, starting on or off a step boundary. Members are the base, a
-  // copy of an earlier member (families), or either with a byte or two
-  // changed next to a step boundary, in the last partial step, or anywhere.
+  // Classes of 280 inputs of 20,000 bytes, all equal over their first
+  // 8,192 bytes, so with blocks of 2,048 to 8,192 bytes the class of 280
+  // (more than kItemBlocks) is swept, in steps equal to the block or
+  // smaller (2 KiB), starting on or off a multiple of 2 KiB (block 3,000).
+  // Members are the base or a copy of an earlier member (families), either
+  // with up to two bytes changed: at a step's first or last byte (steps
+  // start at multiples of 2,048, or at 3,000 + 2,048 k), in the last
+  // partial step, or anywhere after the first 8,192 bytes.
   std::mt19937_64 rng(20261129);
-  constexpr std::size_t kSize = 20000, kN = 280;
+  constexpr std::size_t kSize = 20000, kN = 280, kShared = 8192;
   for (int round = 0; round < 4; ++round) {
     INFO("round " << round);
     const Bytes base = pattern(kSize, 300 + static_cast<std::uint64_t>(round));
     std::vector<Bytes> bufs;
     bufs.reserve(kN);
+    auto below = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
     for (std::size_t i = 0; i < kN; ++i) {
-      Bytes b = i > 0 && rng() % 2 ? bufs[static_cast<std::size_t>(rng() % i)] : base;
-      for (auto flips = static_cast<unsigned>(rng() % 3); flips > 0; --flips) {
-        const auto where = static_cast<unsigned>(rng() % 3);
-        const std::size_t at = where == 0   ? std::min<std::size_t>(kSize - 1, 2048 * (1 + rng() % 9) - rng() % 2)
-                               : where == 1 ? kSize - 1 - rng() % (kSize % 2048)
-                                            : rng() % kSize;
-        b[at] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+      Bytes b = i > 0 && below(2) != 0 ? bufs[below(i)] : base;
+      for (std::size_t flips = below(3); flips > 0; --flips) {
+        std::size_t at = 0;
+        switch (below(4)) {
+          case 0: at = 2048 * (4 + below(6)); break;  // a step's first byte, 8192 to 18432
+          case 1: at = 3000 + 2048 * (3 + below(8)); break;  // 9144 to 19480
+          case 2: at = kSize - 1 - below(kSize % 2048); break;  // the last partial step
+          default: at = kShared + below(kSize - kShared); break;
+        }
+        if (below(2) != 0 && at > kShared) --at;  // or the step's last byte before it
+        b[at] ^= static_cast<std::uint8_t>(1 + below(255));
       }
       bufs.push_back(std::move(b));
     }
+    // Every member stays in the class: equal to the first over kShared bytes.
+    std::size_t same_head = 0;
+    for (const Bytes& b : bufs) same_head += std::memcmp(b.data(), base.data(), kShared) == 0;
+    REQUIRE(same_head == kN);
     const std::vector<ByteSpan> in = spans(bufs);
     const std::vector<std::uint32_t> want = brute_force(in);
     for (std::size_t block : {std::size_t{2048}, std::size_t{3000}, std::size_t{4096}, std::size_t{8192}}) {

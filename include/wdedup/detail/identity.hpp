@@ -77,11 +77,12 @@ constexpr std::size_t kItemBlocks = 256;
 constexpr std::size_t kHeadChunkBlocks = 64;
 constexpr std::size_t kMinChunkMembers = 8;
 /// Classes of more than kItemBlocks members are swept instead (see
-/// find_identical, stage 5): members against their leader in steps of at
-/// most kSweepStep bytes (the leader's step stays in L1), kSweepGroup
-/// members walked together (that many sequential streams for the
-/// prefetchers), and kSweepChunk members per work item; a group of members
-/// that leave the leader alike reads on in blocks of up to kSweepBlock.
+/// find_identical's stage (5), section 6 of its code): members against
+/// their leader in steps of at most kSweepStep bytes (the leader's step
+/// stays in L1), kSweepGroup members walked together (that many sequential
+/// streams for the prefetchers), and kSweepChunk members per work item; a
+/// group of members that leave the leader alike reads on in blocks of up
+/// to kSweepBlock.
 /// Measured on 2048 tensors of 256 KiB that differ only near their end
 /// (the harness's adversarial workload), `deduplicate()` against a read
 /// pass of the same bytes, medians of 11 in one process, two runs each:
@@ -91,11 +92,11 @@ constexpr std::size_t kMinChunkMembers = 8;
 ///   (0.79-0.82x), 1 KiB in groups of 4 or 2 KiB in groups of 6 as good;
 ///   2 KiB in groups of 8 or more, 32-46 ms; 4 KiB or more in any group,
 ///   25.5 ms or more; one or two members at a time, 27-41 ms. Two threads:
-///   17.0-17.5 ms against 19.2-19.6 ms (read pass 15.1-15.8 ms). A kernel of
-///   its own showed why: one stream compared with a 16 KiB block that
-///   should stay in L1 took 1.36-1.38x a read pass of the stream, with a
-///   4 KiB block 1.07-1.08x: the stream's lines push the leader's out of a
-///   32 KiB L1.
+///   2 KiB x 4 17.0-17.5 ms against 16 KiB x 8 19.2-19.6 ms (read pass
+///   15.1-15.8 ms). A kernel of its own showed why: one stream compared
+///   with a 16 KiB block that should stay in L1 took 1.36-1.38x a read pass
+///   of the stream, with a 4 KiB block 1.07-1.08x: the stream's lines push
+///   the leader's out of a 32 KiB L1.
 /// - Earlier (EPYC VM, 2026-11-23): 16 KiB in groups of 8 21 ms against
 ///   24 ms for one member after another (15 ms for a read pass); 8 KiB or
 ///   32 KiB, or groups of 4 to 32, no better. With 16 KiB in groups of 8
@@ -1063,10 +1064,10 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
       w.counters.hash_seconds += hash_time;
       w.counters.compare_seconds += seconds_between(t0, Clock::now()) - hash_time;
     });
-    // Merge each class: bucket by (first difference, its block's hash),
+    // Merge each class: bucket by (first difference, its step's hash),
     // confirm against the bucket's representatives in order (a mismatch is
     // a hash collision: the next one is tried), then read on for confirmed
-    // groups of two or more. Sequential: it reads one block per member that
+    // groups of two or more. Sequential: it reads one step per member that
     // shares a bucket, nothing for the others.
     const Clock::time_point t0 = Clock::now();
     Worker& w = workers[0];
