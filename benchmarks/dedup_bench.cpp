@@ -508,9 +508,10 @@ std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity
 /// baseline runs right before or right after deduplicate() (read pass
 /// before, SHA-256 after), and the engine alone right before the read pass
 /// it is compared with; the comparisons alone run first. Whatever follows
-/// SHA-256's 150-450 ms on a shared VM runs slowed (after a 250 ms busy loop a 10 ms read pass took 12-14 ms
-/// in a calm hour and 40-210 ms in a noisy one), so it goes last and an
-/// untimed read pass follows it: no timed contender ever runs right after it.
+/// SHA-256's 150-450 ms on a shared VM runs slowed (after a 250 ms busy
+/// loop a 10 ms read pass took 12-14 ms in a calm hour and 40-210 ms in a
+/// noisy one), so it goes last and an untimed read pass follows it: no
+/// timed contender ever runs right after it.
 enum Contender : unsigned { kPairs = 5, kRead2 = 4, kIdentity = 3, kRead = 0, kDedup = 1, kSha = 2 };
 constexpr unsigned kContenders = 6;
 constexpr std::array<unsigned, kContenders> kContenderOrder = {kPairs, kRead2, kIdentity, kRead, kDedup, kSha};
