@@ -573,6 +573,49 @@ TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
   run_cases(good, cases);
 }
 
+TEST_CASE("check_layout: the first rule broken, the entry that breaks it, and the byte count") {
+  using detail::LayoutRule;
+  struct Row {
+    const char* what;
+    ScalarType type;
+    std::vector<std::int32_t> sizes;
+    std::vector<std::uint8_t> dim_order;
+    LayoutRule rule;
+    std::size_t at;
+    std::uint64_t nbytes;  // when rule is kNone
+  };
+  const std::int32_t big = INT32_MAX;
+  const std::vector<Row> rows = {
+      {"consistent", ScalarType::Float, {2, 3}, {1, 0}, LayoutRule::kNone, 0, 24},
+      {"a scalar", ScalarType::Half, {}, {}, LayoutRule::kNone, 0, 2},
+      {"a zero after an overflow", ScalarType::Float, {big, big, big, 0}, {0, 1, 2, 3}, LayoutRule::kNone, 0, 0},
+      {"unknown type first", static_cast<ScalarType>(30), {-1}, {5}, LayoutRule::kUnknownScalarType, 0, 0},
+      {"dim_order length", ScalarType::Float, {2, 3}, {0}, LayoutRule::kDimOrderLength, 0, 0},
+      {"past the rank, at 2", ScalarType::Float, {1, 1, 1}, {0, 1, 3}, LayoutRule::kDimOrderPastRank, 2, 0},
+      {"twice, at 2 (not 1)", ScalarType::Float, {1, 1, 1}, {1, 0, 1}, LayoutRule::kDimOrderTwice, 2, 0},
+      // dim_order is checked before sizes: its fault is the one named.
+      {"dim_order before sizes", ScalarType::Float, {-1, 2}, {0, 0}, LayoutRule::kDimOrderTwice, 1, 0},
+      {"negative, at 1", ScalarType::Float, {2, -3, -4}, {0, 1, 2}, LayoutRule::kNegativeSize, 1, 0},
+      // A negative size after a zero is still refused.
+      {"negative after a zero", ScalarType::Float, {0, -3}, {0, 1}, LayoutRule::kNegativeSize, 1, 0},
+      {"overflow", ScalarType::Double, {big, big, 4}, {0, 1, 2}, LayoutRule::kByteCountOverflow, 0, 0},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.what);
+    std::uint64_t n = 77;
+    const detail::LayoutFault f =
+        detail::check_layout(r.type, r.sizes.data(), r.sizes.size(), r.dim_order.data(), r.dim_order.size(), &n);
+    CHECK(f.rule == r.rule);
+    CHECK(f.at == r.at);
+    CHECK(n == (r.rule == LayoutRule::kNone ? r.nbytes : 77));  // left alone on a fault
+    CHECK((detail::layout_rule_message(f.rule) == nullptr) == (r.rule == LayoutRule::kNone));
+  }
+  std::vector<std::int32_t> rank256(256, 1);
+  std::uint64_t n = 0;
+  CHECK(detail::check_layout(ScalarType::Byte, rank256.data(), 256, nullptr, 0, &n).rule == LayoutRule::kRankOver255);
+  CHECK(std::string(detail::layout_rule_message(LayoutRule::kRankOver255)) == "layout rank exceeds 255");
+}
+
 TEST_CASE("a layout smaller than its segment: load_data_into copies the layout's bytes, as ExecuTorch does") {
   // layouts.ptd key 0: float32 [2, 3], a 24-byte segment; made [2, 2]: 16.
   Bytes bytes = read_fixture("layouts.ptd");

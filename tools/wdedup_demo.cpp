@@ -101,7 +101,7 @@ std::string flag_problem(const Args& a, const wdedup::LlamaConfig& c) {
                                                          {"--prefill-partitions", a.prefill_partitions},
                                                          {"--decode-partitions", a.decode_partitions}};
   for (const auto& [flag, value] : flags)
-    if (value > 0x7fffffffu) return cat(flag, " ", value, " is more than 2147483647 (a dimension is an int32)");
+    if (std::string why = wdedup::LlamaConfig::dimension_problem(flag, value); !why.empty()) return why;
   const std::string layers =
       a.layers ? cat("--layers ", c.n_layers) : cat("the ", c.n_layers, " layers of --model ", a.model);
   for (const auto& [flag, value] : {flags[1], flags[2]})

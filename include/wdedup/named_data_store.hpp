@@ -96,27 +96,27 @@ std::string describe_layout(const std::optional<Layout>& l) {
   return s;
 }
 
-/// Which of layout_byte_size's rules `l` breaks (the first, in its order),
-/// for a message; "" if none.
+/// The first rule `l` breaks (detail::check_layout states them), with the
+/// values that break it, for a message; "" if none.
 template <int = 0>
 std::string layout_problem(const Layout& l) {
-  if (element_size(l.scalar_type) == 0)
-    return cat("unknown scalar type ", static_cast<int>(l.scalar_type));
+  std::uint64_t n = 0;
+  const LayoutFault f = check_layout(l.scalar_type, l.sizes.data(), l.sizes.size(), l.dim_order.data(),
+                                     l.dim_order.size(), &n);
   const std::size_t rank = l.sizes.size();
-  if (rank > 255) return cat("rank ", rank, " exceeds the maximum of 255");
-  if (l.dim_order.size() != rank)
-    return cat("rank ", rank, " but dim_order has ", l.dim_order.size(), " entries");
-  bool seen[256] = {};
-  for (std::size_t i = 0; i < rank; ++i) {
-    const unsigned d = l.dim_order[i];
-    if (d >= rank) return cat("dim_order[", i, "] is ", d, ", not below rank ", rank);
-    if (seen[d]) return cat("dim_order names dimension ", d, " twice");
-    seen[d] = true;
+  switch (f.rule) {
+    case LayoutRule::kNone: return {};
+    case LayoutRule::kUnknownScalarType: return cat("unknown scalar type ", static_cast<int>(l.scalar_type));
+    case LayoutRule::kRankOver255: return cat("rank ", rank, " exceeds the maximum of 255");
+    case LayoutRule::kDimOrderLength:
+      return cat("rank ", rank, " but dim_order has ", l.dim_order.size(), " entries");
+    case LayoutRule::kDimOrderPastRank:
+      return cat("dim_order[", f.at, "] is ", unsigned{l.dim_order[f.at]}, ", not below rank ", rank);
+    case LayoutRule::kDimOrderTwice: return cat("dim_order names dimension ", unsigned{l.dim_order[f.at]}, " twice");
+    case LayoutRule::kNegativeSize: return cat("sizes[", f.at, "] is negative (", l.sizes[f.at], ")");
+    case LayoutRule::kByteCountOverflow: return "its byte count exceeds 2^64 - 1";
   }
-  for (std::size_t i = 0; i < rank; ++i)
-    if (l.sizes[i] < 0) return cat("sizes[", i, "] is negative (", l.sizes[i], ")");
-  if (!l.nbytes()) return "its byte count exceeds 2^64 - 1";
-  return {};
+  return layout_rule_message(f.rule);
 }
 
 /// Checks an (alignment, layout, bytes) triple for key `key`: the rules every

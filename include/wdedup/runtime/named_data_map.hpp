@@ -1121,9 +1121,10 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
       sz[d] = static_cast<std::int32_t>(format::load_u32(r.data + sizes->data_pos + 4 * std::uint64_t{d}));
     std::uint64_t nbytes = 0;
     const auto st = static_cast<ScalarType>(static_cast<std::int8_t>(*type));
-    if (const char* broken =
-            detail::layout_rule_broken(st, sz, sizes->count, r.data + dims->data_pos, dims->count, &nbytes))
-      return Status(Error::MalformedLayout, broken, lt->pos);
+    if (const detail::LayoutFault f =
+            detail::check_layout(st, sz, sizes->count, r.data + dims->data_pos, dims->count, &nbytes);
+        f.rule != detail::LayoutRule::kNone)
+      return Status(Error::MalformedLayout, detail::layout_rule_message(f.rule), lt->pos);
     std::uint64_t seg_off = 0, seg_size = 0;
     seg_range(static_cast<std::uint32_t>(*seg), &seg_off, &seg_size);
     // More than the segment holds is refused. Fewer is accepted, as

@@ -140,24 +140,44 @@ struct TensorLayout {
 
 namespace detail {
 
+/// The rules a layout must keep, in the order they are checked; kNone: it
+/// keeps them all.
+enum class LayoutRule : std::uint8_t {
+  kNone,
+  kUnknownScalarType,
+  kRankOver255,
+  kDimOrderLength,     ///< dim_order has not one entry per dimension
+  kDimOrderPastRank,   ///< dim_order[at] names a dimension past the rank
+  kDimOrderTwice,      ///< dim_order[at] names a dimension an earlier entry named
+  kNegativeSize,       ///< sizes[at] is negative
+  kByteCountOverflow,  ///< the byte count exceeds 2^64 - 1
+};
+
+/// The first rule a layout breaks, and the entry that breaks it.
+struct LayoutFault {
+  LayoutRule rule = LayoutRule::kNone;
+  std::size_t at = 0;  ///< the dim_order or sizes index, for the rules that name one
+};
+
 /// Checks a layout for internal consistency and computes its byte size
-/// without overflow. Returns the first rule the layout breaks, as a fixed
-/// message (and leaves *nbytes alone), or nullptr: a known scalar type,
-/// a rank of at most 255, a dim_order that is a permutation of 0..rank-1,
-/// no negative size, and a byte count that fits in 64 bits. Shared by the
-/// build-time store and the reader so both apply one rule; the reader
-/// reports the message, so a broken file says which rule it broke.
-inline const char* layout_rule_broken(ScalarType type, const std::int32_t* sizes, std::size_t rank,
-                                      const std::uint8_t* dim_order, std::size_t dim_order_len,
-                                      std::uint64_t* nbytes) noexcept {
+/// without overflow: a known scalar type, a rank of at most 255, a
+/// dim_order that is a permutation of 0..rank-1, no negative size, and a
+/// byte count that fits in 64 bits. Returns the first rule broken (and
+/// leaves *nbytes alone), or kNone. The one statement of these rules: the
+/// reader reports layout_rule_message of it, so a broken file says which
+/// rule it broke, and the build-time store says it with the values
+/// (named_data_store.hpp's layout_problem).
+inline LayoutFault check_layout(ScalarType type, const std::int32_t* sizes, std::size_t rank,
+                                const std::uint8_t* dim_order, std::size_t dim_order_len,
+                                std::uint64_t* nbytes) noexcept {
   const std::size_t esize = element_size(type);
-  if (esize == 0) return "layout has an unknown scalar type";
-  if (rank > 255) return "layout rank exceeds 255";
-  if (rank != dim_order_len) return "layout's dim_order does not have one entry per dimension of its sizes";
+  if (esize == 0) return {LayoutRule::kUnknownScalarType, 0};
+  if (rank > 255) return {LayoutRule::kRankOver255, 0};
+  if (rank != dim_order_len) return {LayoutRule::kDimOrderLength, 0};
   bool seen[256] = {};
   for (std::size_t i = 0; i < rank; ++i) {
-    if (dim_order[i] >= rank) return "layout's dim_order names a dimension past its rank";
-    if (seen[dim_order[i]]) return "layout's dim_order names a dimension twice";
+    if (dim_order[i] >= rank) return {LayoutRule::kDimOrderPastRank, i};
+    if (seen[dim_order[i]]) return {LayoutRule::kDimOrderTwice, i};
     seen[dim_order[i]] = true;
   }
   // A zero anywhere makes the count 0, whatever precedes it: an overflow
@@ -166,23 +186,39 @@ inline const char* layout_rule_broken(ScalarType type, const std::int32_t* sizes
   std::uint64_t n = esize;
   bool zero = false, overflow = false;
   for (std::size_t i = 0; i < rank; ++i) {
-    if (sizes[i] < 0) return "layout has a negative size";
+    if (sizes[i] < 0) return {LayoutRule::kNegativeSize, i};
     const auto s = static_cast<std::uint64_t>(sizes[i]);
     if (s == 0) zero = true;
     else if (n > UINT64_MAX / s) overflow = true;
     else n *= s;
   }
-  if (overflow && !zero) return "layout's byte count exceeds 2^64 - 1";
+  if (overflow && !zero) return {LayoutRule::kByteCountOverflow, 0};
   *nbytes = zero ? 0 : n;
-  return nullptr;
+  return {};
 }
 
-/// layout_rule_broken as a yes or no: true (and *nbytes set) for a
-/// consistent layout.
+/// A fixed message for a broken rule (the reader's; no values, no
+/// allocation); nullptr for kNone.
+constexpr const char* layout_rule_message(LayoutRule rule) noexcept {
+  switch (rule) {
+    case LayoutRule::kNone: return nullptr;
+    case LayoutRule::kUnknownScalarType: return "layout has an unknown scalar type";
+    case LayoutRule::kRankOver255: return "layout rank exceeds 255";
+    case LayoutRule::kDimOrderLength: return "layout's dim_order does not have one entry per dimension of its sizes";
+    case LayoutRule::kDimOrderPastRank: return "layout's dim_order names a dimension past its rank";
+    case LayoutRule::kDimOrderTwice: return "layout's dim_order names a dimension twice";
+    case LayoutRule::kNegativeSize: return "layout has a negative size";
+    case LayoutRule::kByteCountOverflow: return "layout's byte count exceeds 2^64 - 1";
+  }
+  return "layout breaks an unknown rule";
+}
+
+/// check_layout as a yes or no: true (and *nbytes set) for a consistent
+/// layout.
 inline bool layout_byte_size(ScalarType type, const std::int32_t* sizes, std::size_t rank,
                              const std::uint8_t* dim_order, std::size_t dim_order_len,
                              std::uint64_t* nbytes) noexcept {
-  return layout_rule_broken(type, sizes, rank, dim_order, dim_order_len, nbytes) == nullptr;
+  return check_layout(type, sizes, rank, dim_order, dim_order_len, nbytes).rule == LayoutRule::kNone;
 }
 
 }  // namespace detail

@@ -106,6 +106,16 @@ struct LlamaConfig {
     return add(mul(2, one_copy), mul(4, mul(add(prefill_len, 1), max_seq_len)));
   }
 
+  /// Why `value`, given as `name` (a field, or a command line's flag for
+  /// it), cannot be a tensor dimension, or "": a layout holds dimensions as
+  /// int32. One statement of the bound for problem() and command lines,
+  /// which name their flags instead of the fields.
+  template <int = 0>
+  static std::string dimension_problem(std::string_view name, std::uint64_t value) {
+    if (value <= 0x7fffffffu) return {};
+    return detail::cat(name, " ", value, " is more than 2147483647 (a dimension is an int32)");
+  }
+
   /// The first rule this configuration breaks, naming the fields and their
   /// values ("prefill_partitions 99 is more than n_layers 2"), or "" if it
   /// makes a model. Command lines name their flags after these fields.
@@ -119,8 +129,8 @@ struct LlamaConfig {
         {"decode_partitions", decode_partitions}};
     for (const auto& [name, value] : positive) {
       if (value == 0) return cat(name, " is 0; it must be positive");
-      // Every one may become a tensor dimension, which a layout holds as int32.
-      if (value > 0x7fffffffu) return cat(name, " ", value, " is more than 2147483647 (a dimension is an int32)");
+      // Every one may become a tensor dimension.
+      if (std::string why = dimension_problem(name, value); !why.empty()) return why;
     }
     if (dim % n_heads != 0) return cat("dim ", dim, " is not divisible by n_heads ", n_heads);
     if (n_heads % n_kv_heads != 0) return cat("n_heads ", n_heads, " is not divisible by n_kv_heads ", n_kv_heads);
