@@ -649,6 +649,20 @@ TEST_CASE("identity: hints that hint at matched hints") {
   CHECK(r.stats.hashed == 0);
 }
 
+TEST_CASE("identity: an input that shares its pointer with a matched hint") {
+  // 0 a, 1 a (new memory), 2 a (new memory, hint 1), 3: input 2's pointer
+  // again. 2 is settled by its hint (1), and 3 is an alias of 2: both must
+  // still name 0, the first input with those bytes, not 1.
+  const Bytes a = pattern(64, 8);
+  const std::vector<Bytes> bufs{a, a, a};
+  std::vector<ByteSpan> in = spans(bufs);
+  in.push_back(in[2]);
+  const Run r = run(in, 0, Xxh3Hash{}, {kNoHint, kNoHint, 1, kNoHint});
+  CHECK(r.result == std::vector<std::uint32_t>{0, 0, 0, 0});
+  CHECK(r.stats.matched_hint == 1);
+  CHECK(r.stats.skipped_same_pointer == 1);
+}
+
 TEST_CASE("identity: randomized against brute force") {
   std::mt19937_64 rng(20240611);
   const std::size_t sizes[] = {0, 1, 5, 63, 64, 65, 255, 256, 257, 600, 4096, 9000};
@@ -693,14 +707,19 @@ TEST_CASE("identity: randomized against brute force") {
       CHECK(c.result == want);
     }
     // Hints of every kind: none, later or out of range, at an earlier input
-    // of any size (mostly wrong), or at an earlier equal one.
+    // of any size (mostly wrong), at the first equal one, or at another
+    // earlier equal one (which may itself be hinted or share a pointer).
     std::vector<std::uint32_t> hints(in.size());
     for (std::uint32_t i = 0; i < in.size(); ++i) {
-      const unsigned what = rng() % 4;
+      const auto what = static_cast<unsigned>(rng() % 5);
+      std::vector<std::uint32_t> equal_before;
+      for (std::uint32_t j = 0; j < i; ++j)
+        if (want[j] == want[i]) equal_before.push_back(j);
       hints[i] = what == 0 ? kNoHint
                  : what == 1 ? static_cast<std::uint32_t>(i + rng() % 3)
                  : what == 2 || i == 0 ? static_cast<std::uint32_t>(rng() % (i + 1))
-                                      : want[i];
+                 : what == 3 || equal_before.empty() ? want[i]
+                                                     : equal_before[static_cast<std::size_t>(rng() % equal_before.size())];
     }
     for (std::size_t block : {std::size_t{64}, std::size_t{0}}) {
       INFO("hinted, block " << block);

@@ -1121,8 +1121,13 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
 
   for (std::size_t g = 0; g < n_groups; ++g)
     if (!group_hashed[g]) st.compared_directly += group_size(g);
-  for (std::uint32_t i : aliases) result[i] = result[result[i]];
+  // Hinted inputs first, in increasing order (a hint may be hinted
+  // itself), then aliases: an alias's target (the first input with its
+  // pointer) may be hinted, while a hint's target is never an alias (the
+  // hint stage skips inputs without a class). Each then reads a final
+  // result: the first input with its bytes.
   for (std::uint32_t i : hinted) result[i] = result[result[i]];
+  for (std::uint32_t i : aliases) result[i] = result[result[i]];
   if (stats != nullptr) {
     serial.add_to(st);
     for (const Worker& w : workers) w.counters.add_to(st);
