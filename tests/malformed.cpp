@@ -976,6 +976,126 @@ TEST_CASE("WDX1 function maps: rows naming one long string are refused, not comp
                    Error::MalformedFunctionMap, too_long, t.function_tensor(2)}});
 }
 
+/// A file of `n` keys whose strings overlap (made by hand: no writer makes
+/// one). Key i's string starts 4 bytes after key i - 1's and all end at one
+/// NUL, so the keys are distinct suffixes of one pool of about 4n bytes
+/// (key i is 4 (n - i) bytes long) and add up to about 2n^2 bytes. One
+/// empty segment, which every key names; with `wdx1`, a WDX1 block whose
+/// entries and slots are right for those keys.
+Bytes overlapping_keys_file(std::uint32_t n, bool wdx1) {
+  Bytes b(48, 0);
+  const auto at = [&](std::uint64_t p) { return &b[static_cast<std::size_t>(p)]; };
+  const auto put16 = [&](std::uint64_t p, std::uint64_t v) { format::store_u16(at(p), static_cast<std::uint16_t>(v)); };
+  const auto put32 = [&](std::uint64_t p, std::uint64_t v) { format::store_u32(at(p), static_cast<std::uint32_t>(v)); };
+  const auto put64 = [&](std::uint64_t p, std::uint64_t v) { format::store_u64(at(p), v); };
+  const auto take = [&](std::uint64_t bytes) {
+    const std::uint64_t pos = b.size();
+    b.resize(static_cast<std::size_t>(pos + bytes), 0);
+    return pos;
+  };
+  namespace ftf = format::flat_tensor_field;
+  namespace ndf = format::named_data_field;
+  // vtables: FlatTensor (segments, named_data), DataSegment (no field: an
+  // empty segment at 0), NamedData (key).
+  const std::uint64_t vroot = take(12), vseg = take(4), vnamed = take(8);
+  put16(vroot, 10), put16(vroot + 2, 12), put16(vroot + 4 + 2 * ftf::kSegments, 4),
+      put16(vroot + 4 + 2 * ftf::kNamedData, 8);
+  put16(vseg, 4), put16(vseg + 2, 4);
+  put16(vnamed, 6), put16(vnamed + 2, 8), put16(vnamed + 4 + 2 * ndf::kKey, 4);
+  const std::uint64_t root = take(12), segs = take(8), seg = take(4), named = take(4 + 4 * std::uint64_t{n}),
+                      tables = take(8 * std::uint64_t{n}), pool = take(4 * std::uint64_t{n} + 5);
+  put32(root, root - vroot), put32(root + 4, segs - (root + 4)), put32(root + 8, named - (root + 8));
+  put32(segs, 1), put32(segs + 4, seg - (segs + 4)), put32(seg, seg - vseg);
+  put32(named, n);
+  const std::uint64_t end = pool + 4 * std::uint64_t{n} + 4;  // the NUL
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const std::uint64_t t = tables + 8 * i, str = pool + 4 * i;
+    put32(named + 4 + 4 * i, t - (named + 4 + 4 * i));
+    put32(t, t - vnamed), put32(t + 4, str - (t + 4));
+    put32(str, end - (str + 4));
+  }
+  std::memset(at(pool + 4 * std::uint64_t{n}), 'k', 4);
+  const std::uint64_t fb_end = b.size();
+  std::uint64_t base = fb_end;
+  if (wdx1) {
+    namespace eh = format::ext_header;
+    namespace ke = format::key_entry;
+    b.resize(static_cast<std::size_t>((fb_end + 15) / 16 * 16), 0);
+    const std::uint64_t x = b.size();
+    std::uint64_t slots = 1;
+    while (slots < 2 * std::uint64_t{n}) slots *= 2;
+    const std::uint64_t entries = eh::kSize, slot_at = entries + ke::kSize * n,
+                        seginfo = slot_at + 8 * slots, block = seginfo + format::segment_info::kSize;
+    take(block);
+    std::memcpy(at(x), format::kExtMagic, 4);
+    put32(x + eh::kVersion, format::kExtVersion), put64(x + eh::kBlockSize, block);
+    put32(x + eh::kKeyCount, n), put32(x + eh::kSlotCount, slots), put32(x + eh::kSegmentCount, 1);
+    put32(x + eh::kEntriesOffset, entries), put32(x + eh::kSlotsOffset, slot_at);
+    put32(x + eh::kSegmentInfoOffset, seginfo);
+    base = b.size();
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t e = x + entries + ke::kSize * i, str = pool + 4 * i;
+      put64(e + ke::kDataOffset, base), put64(e + ke::kAlignment, 1);
+      put32(e + ke::kKeyOffset, str + 4), put32(e + ke::kKeySize, end - (str + 4));
+    }
+    put64(x + seginfo + format::segment_info::kAlignment, 1);
+    const auto key_at = [&](std::uint32_t i) {
+      const std::uint64_t str = pool + 4 * std::uint64_t{i};
+      return KeyView(reinterpret_cast<const char*>(at(str + 4)), format::load_u32(at(str)));
+    };
+    REQUIRE(detail::fill_slots(n, key_at, 0, at(x + slot_at), slots).result == detail::SlotFill::kDone);
+  }
+  put32(0, root);
+  std::memcpy(at(format::kFileIdentifierOffset), format::kFileIdentifier, 4);
+  std::memcpy(at(8), format::kHeaderMagic, 4);
+  put32(format::kHeaderLengthPos, format::kHeaderLength);
+  put64(format::kHeaderFlatbufferOffsetPos, 48), put64(format::kHeaderFlatbufferSizePos, fb_end - 48);
+  put64(format::kHeaderSegmentBasePos, base);
+  return b;
+}
+
+TEST_CASE("keys whose strings overlap: never all hashed (open and build_index would be quadratic)") {
+  // 64 keys of 4 to 256 bytes: 8,640 bytes of strings in a flatbuffer of
+  // 1,081. (A 4.3 MB file of 32,000 such keys once kept open() busy for
+  // 6.9 s hashing them for the WDX1 slot check, and build_index as long.)
+  constexpr std::uint32_t n = 64;
+  const char* const overlap = "key strings overlap (they add up to more bytes than the flatbuffer), too long to hash";
+  const Bytes with_index = overlapping_keys_file(n, true);
+  const Nav w{const_cast<Bytes&>(with_index)};
+  REQUIRE(w.u64(format::kHeaderFlatbufferSizePos) == 1081);
+  const BufferSource with_index_source(with_index.data(), with_index.size());
+  const Result<NamedDataMap> refused = NamedDataMap::open(with_index_source);
+  REQUIRE(!refused);
+  CHECK(refused.error() == Error::MalformedIndex);
+  CHECK(std::string(refused.failure().what) == overlap);
+  CHECK(refused.failure().at == w.named_data() + 4);  // the named_data vector's first element
+  // Without the WDX1 block the file is a plain one, which ExecuTorch would
+  // read: it opens, every key is found (by scanning), and build_index
+  // refuses without hashing, leaving lookups to scan.
+  const Bytes plain = overlapping_keys_file(n, false);
+  const BufferSource plain_source(plain.data(), plain.size());
+  Result<NamedDataMap> m = NamedDataMap::open(plain_source);
+  REQUIRE(m.ok());
+  CHECK(!m->has_extension());
+  REQUIRE(*m->get_num_keys() == n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const Result<KeyView> k = m->get_key(i);
+    REQUIRE(k.ok());
+    CHECK(k->size() == 4 * (n - i));
+    const Result<KeyInfo> found = m->find(*k);
+    REQUIRE(found.ok());
+    CHECK(found->key_index == i);
+  }
+  NamedDataMap map = std::move(m).value();
+  std::vector<std::uint64_t> memory(static_cast<std::size_t>(NamedDataMap::index_memory_size(n) / 8));
+  const Status built = map.build_index(Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(memory.data()), 8 * memory.size()));
+  CHECK(built.error() == Error::MalformedIndex);
+  CHECK(std::string(built.failure().what) == overlap);
+  CHECK(!map.has_index());
+  CHECK(std::all_of(memory.begin(), memory.end(), [](std::uint64_t v) { return v == 0; }));
+  CHECK(map.find(*map.get_key(n - 1))->key_index == n - 1);
+}
+
 TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   Bytes bad = wdedup_file_bytes();
   Nav nav{bad};

@@ -476,7 +476,10 @@ class NamedDataMap {
   }
 
   /// O(1) lookups available: a wdedup file (index stored in the file) or
-  /// build_index succeeded. Otherwise lookups scan the keys (no allocation).
+  /// build_index succeeded. Otherwise a map of more than 32 keys scans them
+  /// (no allocation); one of at most 32 looks keys up through a table of
+  /// one-byte tags filled at open, which an index would not beat, so it is
+  /// never consulted there.
   bool has_index() const noexcept { return ext_ != 0 || built_slots_ != nullptr; }
   /// True for a file with the WDX1 extension block.
   bool has_extension() const noexcept { return ext_ != 0; }
@@ -491,7 +494,9 @@ class NamedDataMap {
   /// least index_memory_size(keys) bytes, outliving the map): O(1) lookups
   /// for plain ExecuTorch files, no heap. Does nothing if has_index().
   /// MalformedKey if two keys are equal (a scan would silently pick the
-  /// first). Not thread-safe: call before sharing the map.
+  /// first). MalformedIndex, without hashing a key, if the keys' strings
+  /// overlap in the file (see keys_overlap). Not thread-safe: call before
+  /// sharing the map.
   ///
   /// The hash seed is not a constant: keys chosen to collide under a known
   /// seed pile into one run of slots, which made building quadratic and
@@ -525,6 +530,8 @@ class NamedDataMap {
     const std::uint64_t slots = detail::index_slot_count(key_count_);
     if (memory.size() / 8 < slots)
       return Status(Error::BufferTooSmall, "index memory is smaller than index_memory_size()", 8 * slots);
+    if (keys_overlap())
+      return Status(Error::MalformedIndex, kKeysOverlap, named_pos_);
     std::uint8_t* s = memory.data();
     const detail::SlotFill fill =
         detail::fill_slots(key_count_, [this](std::uint32_t i) noexcept { return key_at(i); }, seed, s, slots);
@@ -932,6 +939,19 @@ class NamedDataMap {
   Status validate_ext(std::uint64_t meta_size) noexcept;
   Status validate_ext_entries() const noexcept;
   Status validate_ext_slots() const noexcept;
+  /// The keys' strings take more bytes (4 + size + 1 each) than the
+  /// flatbuffer holds, so some overlap: a string can start inside another
+  /// and share its end. ExecuTorch's writer never makes such keys (it
+  /// writes each once, and equal keys are refused), but a crafted file can
+  /// make N distinct keys of about N x 4 bytes each out of one pool of 4N,
+  /// and hashing them all (the WDX1 slot check, build_index) would take
+  /// time quadratic in the file's size (a 4.3 MB file of 32,000 such keys:
+  /// 6.9 s). Checked in O(1) before any key is hashed; lookups by scan
+  /// compare a key only as far as the query's length, so they stay as
+  /// they are.
+  bool keys_overlap() const noexcept { return key_string_bytes_ > header_.flatbuffer_size; }
+  static constexpr const char* kKeysOverlap =
+      "key strings overlap (they add up to more bytes than the flatbuffer), too long to hash";
   Status validate_ext_functions() const noexcept;
 
   const DataSource* src_ = nullptr;
@@ -943,6 +963,7 @@ class NamedDataMap {
   std::uint64_t named_pos_ = 0;     ///< first element of FlatTensor.named_data
   std::uint32_t segment_count_ = 0;
   std::uint32_t key_count_ = 0;
+  std::uint64_t key_string_bytes_ = 0;  ///< 4 + size + 1 per key: see keys_overlap
   // WDX1 block (absolute positions; ext_ == 0: none)
   std::uint64_t ext_ = 0;
   std::uint64_t seed_ = 0;
@@ -1098,6 +1119,7 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
     Result<fb::String> key = fb::string_field(r, *t, ndf::kKey, Error::MalformedKey);
     if (!key) return key.failure();
     if (!key->present) return Status(Error::MalformedKey, "named data has no key", t->pos);
+    key_string_bytes_ += std::uint64_t{key->size} + 5;  // (under 2^32 keys of under 2^32 bytes: no overflow)
     Result<std::uint64_t> seg = fb::scalar(r, *t, ndf::kSegmentIndex, 4);
     if (!seg) return seg.failure();
     if (*seg >= segment_count_)
@@ -1265,6 +1287,7 @@ inline Status NamedDataMap::validate_ext_entries() const noexcept {
 }
 
 inline Status NamedDataMap::validate_ext_slots() const noexcept {
+  if (keys_overlap()) return Status(Error::MalformedIndex, kKeysOverlap, named_pos_);
   const std::uint8_t* s = meta_ + slots_;
   std::uint64_t used = 0;
   for (std::uint64_t j = 0; j < slot_count_; ++j) {

@@ -24,8 +24,12 @@ namespace detail {
 namespace fb {
 
 /// The bytes objects may live in: [begin, end) of `data` (absolute file
-/// offsets; `data` points at file offset 0). `begin` excludes the file's
-/// root offset, identifier and FH01 header, so no table can alias them.
+/// offsets; `data` points at file offset 0). `begin` is the header's
+/// flatbuffer_offset, past the file's root offset and identifier. It is past
+/// the whole FH01 header (8 to 48) at ExecuTorch's default of 48; at 40 (its
+/// writer with tensor_alignment 8) objects may overlap the header's last
+/// field, segment_data_size, which is harmless: every read is bounds-checked
+/// against the region, and such a table is read as the bytes it is.
 struct Region {
   const std::uint8_t* data = nullptr;
   std::uint64_t begin = 0;
