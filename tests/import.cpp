@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "support/json.hpp"
+#include "support/overlapping_keys.hpp"
 #include "support/wdedup_file.hpp"
 #include "wdedup/deduplicate.hpp"
 #include "wdedup/workload/llama.hpp"
@@ -353,6 +354,32 @@ TEST_CASE("import: keys no tensor name can be (twice, empty, with a NUL) are ref
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == "add_ptd_method: key #1 is empty");
   CHECK(program.methods.empty());
+}
+
+TEST_CASE("import: keys whose strings overlap in the file are refused before any is read or copied") {
+  // 64 keys of 4 to 256 bytes that are suffixes of one pool (8,640 bytes of
+  // keys in a 1,081-byte flatbuffer): a plain file the reader opens.
+  const std::vector<std::uint8_t> file = overlapping_keys_file(64, false);
+  const BufferSource source(file.data(), file.size());
+  const Result<NamedDataMap> map = NamedDataMap::open(source);
+  REQUIRE(map.ok());
+  REQUIRE(map->keys_overlap());
+  Program program;
+  const Expected<void> e = add_ptd_method(program, *map, "m");
+  CHECK(e.error() == Error::MalformedKey);
+  CHECK(e.message() == "add_ptd_method: the store's 64 key strings overlap in the file (they add up to more bytes "
+                       "than its flatbuffer holds): copying each would take far more memory than the file; no "
+                       "writer makes such keys");
+  CHECK(program.methods.empty());
+  // Every file a writer made has keys that do not overlap.
+  for (const std::string& path : fixture_paths()) {
+    CAPTURE(path);
+    const std::vector<std::uint8_t> bytes = read_file(path);
+    const BufferSource s(bytes.data(), bytes.size());
+    const Result<NamedDataMap> m = NamedDataMap::open(s);
+    REQUIRE(m.ok());
+    CHECK(!m->keys_overlap());
+  }
 }
 
 TEST_CASE("import: a layout smaller than its segment is LayoutMismatch, naming key and sizes") {

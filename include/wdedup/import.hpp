@@ -77,6 +77,11 @@ Expected<void> check_import_source(const char* who, const NamedDataMap& store, c
                           cat(who, ": the store is not in memory (its source copies what it reads, as a FileSource "
                                    "does); open it over an MmapSource or a BufferSource so that tensors can point "
                                    "into it"));
+  if (store.keys_overlap())
+    return Expected<void>(Error::MalformedKey,
+                          cat(who, ": the store's ", *store.get_num_keys(), " key strings overlap in the file (they "
+                                   "add up to more bytes than its flatbuffer holds): copying each would take far "
+                                   "more memory than the file; no writer makes such keys"));
   return {};
 }
 
@@ -140,7 +145,8 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
 ///   method of `program`; a key is empty or holds a NUL byte (no tensor
 ///   name can be either);
 /// - MalformedKey: a key appears twice (ExecuTorch's reader would give the
-///   first for both; which one a merge should keep is not the import's guess);
+///   first for both; which one a merge should keep is not the import's guess),
+///   or the keys' strings overlap in the file (store.keys_overlap());
 /// - InvalidAlignment: options.unrecorded_alignment is not 0 or in 1..2^32;
 /// - InvalidArgument: the store's bytes are not in memory (opened over a
 ///   FileSource), or the store has function maps;

@@ -481,6 +481,17 @@ class NamedDataMap {
   /// one-byte tags filled at open, which an index would not beat, so it is
   /// never consulted there.
   bool has_index() const noexcept { return ext_ != 0 || built_slots_ != nullptr; }
+  /// The keys' strings overlap in the file: they take more bytes (4 + size
+  /// + 1 each) than its flatbuffer holds. No writer makes such keys (each is
+  /// written once, and equal keys are refused), but a crafted file can make
+  /// N distinct keys of about 4N bytes each out of one pool of 4N (a string
+  /// can start inside another and share its end), so anything that reads
+  /// every key whole takes time quadratic in the file's size (a 4.3 MB file
+  /// of 32,000 such keys: 6.9 s to hash them). Such a plain file is read
+  /// (lookups scan, comparing a key only as far as the query's length), but
+  /// a WDX1 one is refused at open, build_index() refuses it, and so does
+  /// the import (wdedup/import.hpp), which would copy every key.
+  bool keys_overlap() const noexcept { return key_string_bytes_ > header_.flatbuffer_size; }
   /// True for a file with the WDX1 extension block.
   bool has_extension() const noexcept { return ext_ != 0; }
 
@@ -494,8 +505,8 @@ class NamedDataMap {
   /// least index_memory_size(keys) bytes, outliving the map): O(1) lookups
   /// for plain ExecuTorch files, no heap. Does nothing if has_index().
   /// MalformedKey if two keys are equal (a scan would silently pick the
-  /// first). MalformedIndex, without hashing a key, if the keys' strings
-  /// overlap in the file (see keys_overlap). Not thread-safe: call before
+  /// first). MalformedIndex, without hashing a key, if keys_overlap(). Not
+  /// thread-safe: call before
   /// sharing the map.
   ///
   /// The hash seed is not a constant: keys chosen to collide under a known
@@ -939,17 +950,6 @@ class NamedDataMap {
   Status validate_ext(std::uint64_t meta_size) noexcept;
   Status validate_ext_entries() const noexcept;
   Status validate_ext_slots() const noexcept;
-  /// The keys' strings take more bytes (4 + size + 1 each) than the
-  /// flatbuffer holds, so some overlap: a string can start inside another
-  /// and share its end. ExecuTorch's writer never makes such keys (it
-  /// writes each once, and equal keys are refused), but a crafted file can
-  /// make N distinct keys of about N x 4 bytes each out of one pool of 4N,
-  /// and hashing them all (the WDX1 slot check, build_index) would take
-  /// time quadratic in the file's size (a 4.3 MB file of 32,000 such keys:
-  /// 6.9 s). Checked in O(1) before any key is hashed; lookups by scan
-  /// compare a key only as far as the query's length, so they stay as
-  /// they are.
-  bool keys_overlap() const noexcept { return key_string_bytes_ > header_.flatbuffer_size; }
   static constexpr const char* kKeysOverlap =
       "key strings overlap (they add up to more bytes than the flatbuffer), too long to hash";
   Status validate_ext_functions() const noexcept;
