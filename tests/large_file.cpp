@@ -4,15 +4,21 @@
 // _FILE_OFFSET_BITS=64, whose off_t has 32 bits. There the runtime makes
 // the 64-bit calls itself; before, open() failed with EOVERFLOW, and a
 // libc whose open() forces O_LARGEFILE would have read wrapped offsets.
+// The writer, built there, refuses a file past what off_t reaches.
 #include <doctest/doctest.h>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "wdedup/ptd_writer.hpp"
 #include "wdedup/runtime.hpp"
 
 namespace {
@@ -34,6 +40,31 @@ bool make_sparse(const std::string& path, std::uint64_t size, std::uint64_t at, 
                   ::pwrite(fd, bytes, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
 #endif
   return ::close(fd) == 0 && ok;
+}
+
+/// Small files and directory listings, for the writer's case below.
+bool wdedup_write_small(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return false;
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  return std::fclose(f) == 0 && ok;
+}
+std::vector<std::uint8_t> wdedup_read_small(const std::string& path) {
+  std::vector<std::uint8_t> out;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return out;
+  for (int c; (c = std::fgetc(f)) != EOF;) out.push_back(static_cast<std::uint8_t>(c));
+  std::fclose(f);
+  return out;
+}
+std::vector<std::string> wdedup_entries(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  return names;
 }
 
 }  // namespace
@@ -79,4 +110,31 @@ TEST_CASE("a sparse file of 5 GiB: FileSource reads past 2 and 4 GiB; MmapSource
     }
   }
   CHECK(::unlink(path.c_str()) == 0);
+}
+
+TEST_CASE("the writer refuses a file past what this build's off_t reaches, before making anything") {
+  if (sizeof(off_t) >= 8) {
+    MESSAGE("off_t has 64 bits in this build: nothing to refuse (the -m32 build without "
+            "_FILE_OFFSET_BITS=64 runs this)");
+    return;
+  }
+  // One byte asking for 2^31 alignment: its segment starts at 2 GiB.
+  wdedup::NamedDataStore store;
+  const std::uint8_t one = 42;
+  REQUIRE(store.add_named_data("w", wdedup::ByteSpan(&one, 1), std::int64_t{1} << 31).ok());
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/large_file_writer_32";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string path = dir + "/store.ptd";
+  const std::vector<std::uint8_t> before = {'o', 'l', 'd'};
+  REQUIRE(wdedup_write_small(path, before));
+  const wdedup::Expected<wdedup::WriteStats> w = wdedup::write_ptd_file(store, path);
+  REQUIRE(!w);
+  CHECK(w.error() == wdedup::Error::IoError);
+  CHECK(w.message() == "cannot write '" + path + "': the file would be 2147483649 bytes, more than this program's "
+                       "32-bit off_t reaches (2^31 - 1); build it with -D_FILE_OFFSET_BITS=64");
+  // The destination is as it was, and no temporary file was made.
+  CHECK(wdedup_read_small(path) == before);
+  CHECK(wdedup_entries(dir) == std::vector<std::string>{"store.ptd"});
+  CHECK(::unlink(path.c_str()) == 0);
+  CHECK(::rmdir(dir.c_str()) == 0);
 }

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,16 @@ class BasicAtomicFile {
     // reported written) somewhere else than asked.
     if (path.empty()) return Expected<void>(Error::InvalidArgument, "cannot write '': the path is empty");
     if (Expected<void> ok = refuse_nul_in_path("write", path); !ok) return ok;
+    // Offsets reach the system calls as off_t, which has 32 bits in a
+    // program built for a 32-bit ABI without _FILE_OFFSET_BITS=64 (glibc's
+    // i386 and armhf): there a file past 2 GiB would fail with EFBIG
+    // halfway, or reserve a wrapped size. Refused before anything is made.
+    if (size > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) {
+      if (sizeof(off_t) < 8)
+        return fail_msg(cat("the file would be ", size, " bytes, more than this program's 32-bit off_t reaches "
+                            "(2^31 - 1); build it with -D_FILE_OFFSET_BITS=64"));
+      return fail_msg(cat("the file would be ", size, " bytes, more than 2^63 - 1"));
+    }
     target_ = path;
     struct stat st {};
     bool exists = false;
@@ -257,7 +268,6 @@ class BasicAtomicFile {
     if (mode >= 0)
       if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode))))
         return fail_errno("chmod temporary file " + quote_name(temp_), e);
-    if (size > static_cast<std::uint64_t>(INT64_MAX)) return fail_msg("the file size exceeds 2^63 bytes");
     if (size > 0)
       if (const int e = errno_of(ops_.reserve(fd_, static_cast<off_t>(size))))
         return fail_errno(cat("reserve ", size, " bytes for temporary file ", quote_name(temp_)), e);
