@@ -55,6 +55,10 @@ os.makedirs(os.path.join(work, "adir"))
 os.makedirs(os.path.join(work, "pm2"))
 with open(os.path.join(work, "afile"), "w"):
     pass
+# A --per-method directory whose decode file is a link to nothing: refused
+# before the work, not after prefill.ptd is written.
+os.makedirs(os.path.join(work, "pm3"))
+os.symlink("nowhere", os.path.join(work, "pm3", "decode.ptd"))
 before = listing()
 
 # ---- refused before any work: exit 2, exactly this, nothing written ----------
@@ -69,6 +73,7 @@ refusals = [
     (["--out", "new/"], "--out new/ is a directory; give the store's file name"),
     (["--per-method", "no/such/dir"], "cannot write --per-method no/such/dir: No such file or directory"),
     (["--per-method", "afile"], "cannot write --per-method afile: Not a directory"),
+    (["--per-method", "pm3"], "cannot write --per-method pm3/decode.ptd: a symbolic link to nowhere, which does not exist"),
     (["--json", "adir"], "cannot write --json adir: Is a directory"),
     (["--strategy", "positional", "--prefill-partitions", "2", "--per-method", "pm"],
      "--strategy positional: every method must have the same number of partitions: method 'decode' has 1, but "
@@ -175,6 +180,19 @@ if r.returncode != 1 or kept != good_json or "File too large" not in r.stderr:
                     f"r2.json {'kept' if kept == good_json else 'changed'}")
 if any(n.startswith(".r2.json.tmp") for n in os.listdir(work)):
     problems.append("report over the size limit: a temporary file was left behind")
+# A run whose every store fails to be written (file size limit: the tiny
+# model's stores are about 8 MB, the report a few KB): no store, so no
+# report either; the old one stays.
+shutil.copy(os.path.join(work, "good.json"), os.path.join(work, "r3.json"))
+script = f"ulimit -f 2000; exec {exe!r} --quiet --threads 1 --out s3.ptd --json r3.json"
+r = subprocess.run(["bash", "-c", "trap '' XFSZ; " + script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   text=True, timeout=120, cwd=work)
+kept = contents("r3.json")
+if r.returncode != 1 or kept != good_json or \
+        "wdedup-demo: no report to write; --json r3.json left as it was" not in r.stderr or \
+        any(n.startswith("s3.") or n.startswith(".s3.") for n in os.listdir(work)):
+    problems.append(f"every store over the size limit: exit {r.returncode}, stderr {r.stderr!r}, "
+                    f"r3.json {'kept' if kept == good_json else 'changed'}, files {sorted(os.listdir(work))}")
 # A good run replaces it with every strategy's report.
 r = run(["--out", "", "--json", "r2.json"])
 with open(os.path.join(work, "r2.json")) as f:

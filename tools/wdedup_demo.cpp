@@ -45,7 +45,7 @@ void usage(FILE* f) {
   std::fputs(
       "usage: wdedup-demo [options]\n"
       "  --model tiny|small|1b      built-in Llama-shaped workload (default tiny:\n"
-      "                             ~2x10 MB; small: ~2x310 MB; 1b: Llama-3.2-1B shapes, ~2x2.5 GB)\n"
+      "                             ~2x10 MB; small: ~2x310 MB; 1b: Llama-3.2-1B shapes, ~2x3.0 GB)\n"
       "  --layers N                 override the number of layers\n"
       "  --prefill-partitions N     partitions of prefill (default 1)\n"
       "  --decode-partitions N      partitions of decode (default 1)\n"
@@ -255,8 +255,11 @@ std::vector<const char*> strategies_run(const Args& a, bool equal_partitions) {
 }
 
 /// Whether every store the run will write can be written: checked once the
-/// program is known, before any of the work whose result goes there.
-bool outputs_writable(const Args& a, const std::vector<const char*>& tags) {
+/// program is known, before any of the work whose result goes there. That
+/// includes each --per-method file in a DIR that exists (a link to nothing
+/// or a directory there would otherwise stop the run after the work, and
+/// after the methods before it were written).
+bool outputs_writable(const Args& a, const wdedup::Program& program, const std::vector<const char*>& tags) {
   for (const char* tag : tags) {
     const std::string out = out_path(a, tag);
     if (!out.empty() && !wdedup::detail::can_create_file(out)) {
@@ -264,6 +267,16 @@ bool outputs_writable(const Args& a, const std::vector<const char*>& tags) {
       return false;
     }
   }
+  struct stat st {};
+  if (!a.per_method.empty() && ::stat(a.per_method.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    for (const wdedup::Method& m : program.methods) {
+      const std::string path = a.per_method + "/" + m.name + ".ptd";
+      if (!wdedup::detail::can_create_file(path)) {
+        std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", path.c_str(),
+                     unwritable_reason(path).c_str());
+        return false;
+      }
+    }
   return true;
 }
 
@@ -345,7 +358,7 @@ bool runs_as_asked(const Args& args, const wdedup::Program& program, std::vector
     return false;
   }
   *tags = strategies_run(args, positional_fits.ok());
-  return per_method_names_usable(args, program) && outputs_writable(args, *tags) &&
+  return per_method_names_usable(args, program) && outputs_writable(args, program, *tags) &&
          outputs_distinct(args, program, *tags);
 }
 
@@ -406,7 +419,6 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
               static_cast<unsigned long long>(rep.bytes_stored), static_cast<unsigned long long>(rep.bytes_saved),
               rep.bytes_in ? 100.0 * static_cast<double>(rep.bytes_saved) / static_cast<double>(rep.bytes_in) : 0.0,
               static_cast<unsigned long long>(rep.bytes_shared_across_blobs), rep.seconds_total);
-  if (json) *json += (json->empty() ? "" : ",") + rep.to_json();
   if (!out.empty()) {
     auto stats = wdedup::write_ptd_file(r->store, r->functions, out);
     if (!stats) {
@@ -416,6 +428,10 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
     std::printf("  wrote %s: %llu bytes\n", out.c_str(), static_cast<unsigned long long>(stats->file_size));
     if (!verify_file(out, program, *r)) return false;
   }
+  // Only a report whose store was written and read back (or that had no
+  // store to write) goes into --json: a run whose every write failed
+  // leaves the last report in place, as it leaves the stores.
+  if (json) *json += (json->empty() ? "" : ",") + rep.to_json();
   if (!args.quiet) std::printf("\n");
   return true;
 }
