@@ -112,7 +112,7 @@ void usage(FILE* f) {
       "                          llama-3+2, small-tensors, adversarial, ptd (with --ptd)\n"
       "Llama workload (prefill + decode, fp16):\n"
       "  --model tiny|small|1b   generator preset (default small: 2x313 MB of tensors, 494 MB of\n"
-      "                          distinct bytes; 1b: ~2x2.5 GB; --quick: tiny)\n"
+      "                          distinct bytes; 1b: 2x3.0 GB, 4.96 GB; --quick: tiny)\n"
       "  --full                  Llama-1B shapes (= --model 1b)\n"
       "  --layers N --dim N --hidden-dim N --vocab-size N --heads N --kv-heads N --max-seq-len N\n"
       "                          (llama-3+3 and llama-3+2 need at least 3 layers)\n"

@@ -132,9 +132,22 @@ TEST_CASE("many threads query one plain map after build_index, and one that scan
   const std::vector<Want> want = expectations(indexed->map(), file);
   run_threads(indexed->map(), want, 2);
 
-  // Scanning (no index) over a smaller plain file, through pread.
-  std::unique_ptr<Opened> scanning = open_via(Via::File, fixture("layouts.ptd"));
+  // Scanning (no index) over a smaller plain file, through pread: 100
+  // keys, past the 32 a map looks up through its tag table instead.
+  std::vector<std::vector<std::uint8_t>> data;
+  NamedDataStore store;
+  for (std::size_t i = 0; i < 100; ++i) {
+    data.push_back(pattern(1 + (i * 37) % 200, static_cast<std::uint8_t>(i)));
+    REQUIRE(store.add_named_data("scan." + std::to_string(i), ByteSpan(data.back().data(), data.back().size()),
+                                 i % 2 ? 16 : 1).ok());
+  }
+  WriteOptions plain;
+  plain.wdedup_extensions = false;
+  const std::vector<std::uint8_t> plain_file = write_or_die(store, FunctionMaps{}, plain);
+  const std::string plain_path = write_temp("runtime_concurrency_scan.ptd", plain_file);
+  std::unique_ptr<Opened> scanning = open_via(Via::File, plain_path);
   REQUIRE(scanning->ok());
   REQUIRE_FALSE(scanning->map().has_index());
-  run_threads(scanning->map(), expectations(scanning->map(), read_file(fixture("layouts.ptd"))), 50);
+  REQUIRE(*scanning->map().get_num_keys() == 100);
+  run_threads(scanning->map(), expectations(scanning->map(), plain_file), 20);
 }

@@ -156,6 +156,12 @@ TEST_CASE("a FileSource whose read fails names the errno, with the offset in `at
   CHECK(std::string(detail::pread_failure(EPERM)).rfind("pread failed: an errno other than EIO", 0) == 0);
 }
 
+TEST_CASE("the map object's size is what the README says (it holds its 256 tag slots)") {
+  // README, "File format": 496 bytes on 64-bit targets. A field added to the
+  // map grows every map a runtime keeps; this says when one does.
+  CHECK(sizeof(NamedDataMap) == (sizeof(void*) == 8 ? 496 : 464));
+}
+
 TEST_CASE("open: in place for memory, lent metadata otherwise") {
   const std::string simple = fixture("simple.ptd");
   Result<FileSource> file = FileSource::open(simple.c_str());

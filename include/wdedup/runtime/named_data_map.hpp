@@ -491,7 +491,7 @@ class NamedDataMap {
   /// (lookups scan, comparing a key only as far as the query's length), but
   /// a WDX1 one is refused at open, build_index() refuses it, and so does
   /// the import (wdedup/import.hpp), which would copy every key.
-  bool keys_overlap() const noexcept { return key_string_bytes_ > header_.flatbuffer_size; }
+  bool keys_overlap() const noexcept { return keys_overlap_; }
   /// True for a file with the WDX1 extension block.
   bool has_extension() const noexcept { return ext_ != 0; }
 
@@ -963,7 +963,6 @@ class NamedDataMap {
   std::uint64_t named_pos_ = 0;     ///< first element of FlatTensor.named_data
   std::uint32_t segment_count_ = 0;
   std::uint32_t key_count_ = 0;
-  std::uint64_t key_string_bytes_ = 0;  ///< 4 + size + 1 per key: see keys_overlap
   // WDX1 block (absolute positions; ext_ == 0: none)
   std::uint64_t ext_ = 0;
   std::uint64_t seed_ = 0;
@@ -979,6 +978,7 @@ class NamedDataMap {
   // (scalar_type, sizes, dim_order; 0 = absent), layout_at skips the vtable.
   std::uint32_t layouts_seen_ = 0;
   bool layout_uniform_ = false;
+  bool keys_overlap_ = false;  ///< see keys_overlap() (a bool: it fits in padding, the map stays 496 bytes)
   std::uint16_t layout_fields_[3] = {0, 0, 0};
   // Maps of at most kTagKeys keys: the index of the key in each tag's slot
   // (kNoTag: none), and the tags' multiplier (see place_tags).
@@ -1113,13 +1113,16 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
   namespace fb = detail::fb;
   namespace ndf = format::named_data_field;
   namespace tlf = format::tensor_layout_field;
+  // 4 + size + 1 bytes a key string (under 2^32 keys of under 2^32 bytes:
+  // no overflow), against the flatbuffer's size: keys_overlap().
+  std::uint64_t key_string_bytes = 0;
   for (std::uint32_t i = 0; i < named.count; ++i) {
     Result<fb::Table> t = fb::table_element(r, named, i);
     if (!t) return t.failure();
     Result<fb::String> key = fb::string_field(r, *t, ndf::kKey, Error::MalformedKey);
     if (!key) return key.failure();
     if (!key->present) return Status(Error::MalformedKey, "named data has no key", t->pos);
-    key_string_bytes_ += std::uint64_t{key->size} + 5;  // (under 2^32 keys of under 2^32 bytes: no overflow)
+    key_string_bytes += std::uint64_t{key->size} + 5;
     Result<std::uint64_t> seg = fb::scalar(r, *t, ndf::kSegmentIndex, 4);
     if (!seg) return seg.failure();
     if (*seg >= segment_count_)
@@ -1171,6 +1174,7 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
       layout_uniform_ = false;
     }
   }
+  keys_overlap_ = key_string_bytes > header_.flatbuffer_size;
   return detail::ok_status();
 }
 
