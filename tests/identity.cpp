@@ -715,11 +715,12 @@ TEST_CASE("identity: randomized against brute force") {
       std::vector<std::uint32_t> equal_before;
       for (std::uint32_t j = 0; j < i; ++j)
         if (want[j] == want[i]) equal_before.push_back(j);
+      const auto any_equal = [&] { return equal_before[static_cast<std::size_t>(rng() % equal_before.size())]; };
       hints[i] = what == 0 ? kNoHint
                  : what == 1 ? static_cast<std::uint32_t>(i + rng() % 3)
                  : what == 2 || i == 0 ? static_cast<std::uint32_t>(rng() % (i + 1))
                  : what == 3 || equal_before.empty() ? want[i]
-                                                     : equal_before[static_cast<std::size_t>(rng() % equal_before.size())];
+                                                     : any_equal();
     }
     for (std::size_t block : {std::size_t{64}, std::size_t{0}}) {
       INFO("hinted, block " << block);

@@ -1011,7 +1011,8 @@ TEST_CASE("keys whose strings overlap: never all hashed (open and build_index wo
   }
   NamedDataMap map = std::move(m).value();
   std::vector<std::uint64_t> memory(static_cast<std::size_t>(NamedDataMap::index_memory_size(n) / 8));
-  const Status built = map.build_index(Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(memory.data()), 8 * memory.size()));
+  const Span<std::uint8_t> lent(reinterpret_cast<std::uint8_t*>(memory.data()), 8 * memory.size());
+  const Status built = map.build_index(lent);
   CHECK(built.error() == Error::MalformedIndex);
   CHECK(std::string(built.failure().what) == overlap);
   CHECK(!map.has_index());
