@@ -505,9 +505,8 @@ class NamedDataMap {
   /// least index_memory_size(keys) bytes, outliving the map): O(1) lookups
   /// for plain ExecuTorch files, no heap. Does nothing if has_index().
   /// MalformedKey if two keys are equal (a scan would silently pick the
-  /// first). MalformedIndex, without hashing a key, if keys_overlap(). Not
-  /// thread-safe: call before
-  /// sharing the map.
+  /// first). MalformedIndex, without hashing a key, if keys_overlap().
+  /// Not thread-safe: call before sharing the map.
   ///
   /// The hash seed is not a constant: keys chosen to collide under a known
   /// seed pile into one run of slots, which made building quadratic and
@@ -950,9 +949,10 @@ class NamedDataMap {
   Status validate_ext(std::uint64_t meta_size) noexcept;
   Status validate_ext_entries() const noexcept;
   Status validate_ext_slots() const noexcept;
+  Status validate_ext_functions() const noexcept;
+  /// Why keys are not hashed (validate_ext_slots, build_index): keys_overlap().
   static constexpr const char* kKeysOverlap =
       "key strings overlap (they add up to more bytes than the flatbuffer), too long to hash";
-  Status validate_ext_functions() const noexcept;
 
   const DataSource* src_ = nullptr;
   const std::uint8_t* meta_ = nullptr;  ///< file offset 0 of the metadata head
