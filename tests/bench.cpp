@@ -95,7 +95,15 @@ TEST_CASE("compare: runs each side reps times, alternating which goes first") {
   CHECK(std::string(order.begin(), order.end()) == "sbbssbbs");
   CHECK(p.samples.size() == 4);
   CHECK(p.baseline_samples.size() == 4);
-  CHECK(p.ratio >= 0);
+  // The figures are the samples' medians, and the ratio the median of the
+  // per-repetition ratios (baseline time / subject time), not the quotient
+  // of the two medians.
+  CHECK(p.seconds == wdedup::bench::median(p.samples));
+  CHECK(p.baseline_seconds == wdedup::bench::median(p.baseline_samples));
+  std::vector<double> ratios;
+  for (std::size_t r = 0; r < 4; ++r)
+    ratios.push_back(p.samples[r] > 0 ? p.baseline_samples[r] / p.samples[r] : 0);
+  CHECK(p.ratio == wdedup::bench::median(ratios));
   CHECK(wdedup::bench::gb_per_s(2000000000, 2.0) == 1.0);
   CHECK(wdedup::bench::gb_per_s(1, 0.0) == 0.0);
 }
