@@ -254,6 +254,9 @@ std::vector<const char*> strategies_run(const Args& a, bool equal_partitions) {
   return tags;
 }
 
+/// The file --per-method DIR gets for method `m`.
+std::string per_method_file(const std::string& dir, const wdedup::Method& m) { return dir + "/" + m.name + ".ptd"; }
+
 /// Whether every store the run will write can be written: checked once the
 /// program is known, before any of the work whose result goes there. That
 /// includes each --per-method file in a DIR that exists (a link to nothing
@@ -270,7 +273,7 @@ bool outputs_writable(const Args& a, const wdedup::Program& program, const std::
   struct stat st {};
   if (!a.per_method.empty() && ::stat(a.per_method.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     for (const wdedup::Method& m : program.methods) {
-      const std::string path = a.per_method + "/" + m.name + ".ptd";
+      const std::string path = per_method_file(a.per_method, m);
       if (!wdedup::detail::can_create_file(path)) {
         std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", path.c_str(),
                      unwritable_reason(path).c_str());
@@ -315,7 +318,7 @@ bool outputs_distinct(const Args& a, const wdedup::Program& program, const std::
     std::string dir = a.per_method;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     paths.push_back({"--per-method", dir});  // a directory an --out or --json would need as a file
-    for (const wdedup::Method& m : program.methods) paths.push_back({"--per-method", dir + "/" + m.name + ".ptd"});
+    for (const wdedup::Method& m : program.methods) paths.push_back({"--per-method", per_method_file(dir, m)});
   }
   const std::size_t outputs = paths.size();
   for (const std::string& in : a.ptd) paths.push_back({"--ptd", in});
@@ -455,7 +458,7 @@ bool write_per_method(const std::string& dir, const wdedup::Program& program) {
                        added.message().c_str());
           return false;
         }
-    const std::string path = dir + "/" + m.name + ".ptd";
+    const std::string path = per_method_file(dir, m);
     auto stats = wdedup::write_ptd_file(store, path);
     if (!stats) {
       std::fprintf(stderr, "wdedup-demo: --per-method: %s\n", stats.message().c_str());
