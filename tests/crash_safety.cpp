@@ -6,7 +6,6 @@
 // and reports Error::IoError naming the path, the operation and the reason.
 #include <doctest/doctest.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -53,17 +52,12 @@ std::string fresh_dir(const std::string& name) {
 
 /// Names in `dir` other than the ones listed.
 std::vector<std::string> others(const std::string& dir, const std::vector<std::string>& expected) {
+  bool opened = false;
+  const std::vector<std::string> names = wdedup_test::dir_entries(dir, &opened);
+  REQUIRE(opened);
   std::vector<std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  REQUIRE(d != nullptr);
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n == "." || n == "..") continue;
-    bool known = false;
-    for (const std::string& x : expected) known = known || x == n;
-    if (!known) out.push_back(n);
-  }
-  ::closedir(d);
+  for (const std::string& n : names)
+    if (std::find(expected.begin(), expected.end(), n) == expected.end()) out.push_back(n);
   return out;
 }
 

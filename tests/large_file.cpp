@@ -7,7 +7,6 @@
 // The writer, built there, refuses a file past what off_t reaches.
 #include <doctest/doctest.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "support/ptd_files.hpp"
 #include "wdedup/ptd_writer.hpp"
 #include "wdedup/runtime.hpp"
 
@@ -40,31 +40,6 @@ bool make_sparse(const std::string& path, std::uint64_t size, std::uint64_t at, 
                   ::pwrite(fd, bytes, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
 #endif
   return ::close(fd) == 0 && ok;
-}
-
-/// Small files and directory listings, for the writer's case below.
-bool write_small_file(const std::string& path, const std::vector<std::uint8_t>& bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  return std::fclose(f) == 0 && ok;
-}
-std::vector<std::uint8_t> read_small_file(const std::string& path) {
-  std::vector<std::uint8_t> out;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return out;
-  for (int c; (c = std::fgetc(f)) != EOF;) out.push_back(static_cast<std::uint8_t>(c));
-  std::fclose(f);
-  return out;
-}
-std::vector<std::string> dir_entries(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d))
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
-    ::closedir(d);
-  }
-  return names;
 }
 
 }  // namespace
@@ -126,15 +101,15 @@ TEST_CASE("the writer refuses a file past what this build's off_t reaches, befor
   ::mkdir(dir.c_str(), 0755);
   const std::string path = dir + "/store.ptd";
   const std::vector<std::uint8_t> before = {'o', 'l', 'd'};
-  REQUIRE(write_small_file(path, before));
+  REQUIRE(wdedup_test::write_file(path, before));
   const wdedup::Expected<wdedup::WriteStats> w = wdedup::write_ptd_file(store, path);
   REQUIRE(!w);
   CHECK(w.error() == wdedup::Error::IoError);
   CHECK(w.message() == "cannot write '" + path + "': the file would be 2147483649 bytes, more than this program's "
                        "32-bit off_t reaches (2^31 - 1); build it with -D_FILE_OFFSET_BITS=64");
   // The destination is as it was, and no temporary file was made.
-  CHECK(read_small_file(path) == before);
-  CHECK(dir_entries(dir) == std::vector<std::string>{"store.ptd"});
+  CHECK(wdedup_test::read_file(path) == before);
+  CHECK(wdedup_test::dir_entries(dir) == std::vector<std::string>{"store.ptd"});
   CHECK(::unlink(path.c_str()) == 0);
   CHECK(::rmdir(dir.c_str()) == 0);
 }

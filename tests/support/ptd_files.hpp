@@ -23,6 +23,7 @@
 #include <system_error>
 #include <vector>
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -89,6 +90,19 @@ inline bool write_file(const std::string& path, const std::vector<std::uint8_t>&
   if (f == nullptr) return false;
   const bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   return std::fclose(f) == 0 && ok;
+}
+
+/// The names in directory `dir` but "." and "..", in the order readdir
+/// gives them; empty if it cannot be read (then *opened, if given, is false).
+inline std::vector<std::string> dir_entries(const std::string& dir, bool* opened = nullptr) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (opened != nullptr) *opened = d != nullptr;
+  if (d == nullptr) return names;
+  while (const dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+  ::closedir(d);
+  return names;
 }
 
 /// Writes `bytes` to WDEDUP_TEST_TMPDIR/name and returns the path. Several
