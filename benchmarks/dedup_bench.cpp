@@ -392,7 +392,7 @@ Workload make_adversarial(const Config& c) {
 /// equal to an earlier one compared with it, the pairs given (the identity
 /// engine's answer), in program order, through the kernel deduplicate()
 /// confirms small pairs with (detail::equal_pairs: four pairs at a time,
-/// the next four's first lines prefetched), cut into `threads` shares of
+/// the next four prefetched), cut into `threads` shares of
 /// equal bytes. Only for workloads whose duplicates are all small tensors
 /// (up to identity::kRunMaxBytes), which deduplicate() compares that way:
 /// bigger ones it compares block by block against a leader kept in cache,
@@ -423,8 +423,10 @@ class PairComparisons {
         bytes_ = 0;
         return;
       }
-      x_.push_back(a.data());
-      y_.push_back(b.data());
+      // The earlier tensor first, as the engine and EarlyPairs give pairs
+      // (x: the hint or representative, y: the input).
+      x_.push_back(b.data());
+      y_.push_back(a.data());
       n_.push_back(a.size());
       bytes_ += 2 * a.size();
     }

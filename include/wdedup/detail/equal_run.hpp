@@ -6,9 +6,10 @@
 // a page nor guesses the next pair, so each pair starts with a full memory
 // latency and its page streams in slowly. Here pairs are compared kGroup at
 // a time, 2 * kGroup streams in flight, and while one group is compared the
-// first line of every pair of the next group is prefetched: each page is
-// already on its way when its comparison starts, and the hardware
-// prefetcher streams the rest of it from its first touches. (Measured
+// next group is prefetched, the first page of each pair's first side and
+// the first line of its second: each page is already on its way when its
+// comparison starts, and the hardware prefetcher streams the rest of the
+// second side from its first touches. (Measured
 // history: on the EPYC VM of 2026-11-23 one pair at a time wanted every
 // line of the next prefetched, 12 ms against 25 ms for 50,000 pairs of
 // 4 KiB; the Xeon VM two pairs at a time with their first 1 KiB, 27.1 ms
@@ -46,8 +47,22 @@ constexpr std::size_t kExitStride = 2048;
 /// EarlyPairs, with its bookkeeping per pair, 3 pairs took 18.5-19.3 ms,
 /// 4 pairs 17.2-17.5 ms, 5 pairs 16.7-17.2 ms: four keeps most of that with
 /// four accumulators.
+///
+/// The first side's whole first page, not its first line: on the Zen 4
+/// EPYC VM (2026-11-29, the same 50,000 pairs, medians of 15, four
+/// processes, read pass 16.8-17.9 ms) 4 pairs took 17.7-19.4 ms with 4 KiB
+/// of one side and 64 B of the other, 20.2-21.8 ms with 64 B of both, and
+/// 19.2-19.8 ms with 4 KiB of both; which side is the random one did not
+/// matter (18.6-19.1 ms the other way round), nor did 3 pairs (18.2-19.0).
+/// Spread over the group's first page, the prefetches keep the queue of
+/// misses fed without filling it. The Xeon measured one side's page as no
+/// slower than a line (29.1-29.2 ms against 29.3-31.2); the Zen 5 EPYC was
+/// slowed by both sides' pages (16.8-17.5 ms against 14.2-15.6) and has not
+/// run one side's. The first side is the earlier tensor (a hint, a
+/// representative): the one a program's order puts at scattered places.
 constexpr std::size_t kGroup = 4;
-constexpr std::size_t kAheadBytes = 64;
+constexpr std::size_t kAheadFirstBytes = 4096;
+constexpr std::size_t kAheadSecondBytes = 64;
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define WDEDUP_EQUAL_RUN_VECTORS 1
@@ -104,8 +119,8 @@ __attribute__((always_inline)) inline bool equal_one(const std::uint8_t* x, cons
 }
 
 /// Compares the kGroup pairs (x[p], y[p]) of n bytes in one loop and
-/// prefetches the first kAheadBytes of the next group's pairs (nx[p],
-/// ny[p]) while it reads its own first lines. A pair found different stops
+/// prefetches the next group's pairs, kAheadFirstBytes of each nx[p] and
+/// kAheadSecondBytes of each ny[p], while it reads its own first page. A pair found different stops
 /// being read: the others go on alone from the end of that stride. A
 /// caller with fewer pairs repeats one (its lines are then read twice, from
 /// cache).
@@ -116,16 +131,16 @@ __attribute__((always_inline)) inline void equal_group(const std::uint8_t* const
   using V = typename Vec<W>::type;
   constexpr std::size_t kPerLine = 64 / W;
   const std::size_t whole = n & ~std::size_t{63};
-  const std::size_t ahead = whole < kAheadBytes ? whole : kAheadBytes;
+  const std::size_t ahead_x = whole < kAheadFirstBytes ? whole : kAheadFirstBytes;
+  const std::size_t ahead_y = whole < kAheadSecondBytes ? whole : kAheadSecondBytes;
   for (std::size_t o = 0; o < whole; o += kExitStride) {
     const std::size_t end = whole - o < kExitStride ? whole : o + kExitStride;
     V acc[kGroup] = {};
     for (std::size_t q = o; q < end; q += 64) {
-      if (q < ahead)
-        for (std::size_t p = 0; p < kGroup; ++p) {
-          __builtin_prefetch(nx[p] + q, 0, 2);
-          __builtin_prefetch(ny[p] + q, 0, 2);
-        }
+      if (q < ahead_x)
+        for (std::size_t p = 0; p < kGroup; ++p) __builtin_prefetch(nx[p] + q, 0, 2);
+      if (q < ahead_y)
+        for (std::size_t p = 0; p < kGroup; ++p) __builtin_prefetch(ny[p] + q, 0, 2);
       for (std::size_t p = 0; p < kGroup; ++p) {
         const V* a = reinterpret_cast<const V*>(x[p] + q);
         const V* b = reinterpret_cast<const V*>(y[p] + q);
@@ -238,10 +253,10 @@ inline void equal_pairs(const std::uint8_t* const* x, const std::uint8_t* const*
 }
 
 /// eq[p] = bytes [x[p], x[p] + n) == bytes [y[p], y[p] + n), p < kGroup
-/// (every array has kGroup entries), while the first line of each next pair
-/// (nx[p], ny[p]) is prefetched: a group at a time, for a caller that learns
-/// its pairs as it goes (detail/early_pairs.hpp). Pointers may alias, and a
-/// pair may be given twice.
+/// (every array has kGroup entries), while each next pair (nx[p], ny[p])
+/// is prefetched (see kAheadFirstBytes): a group at a time, for a caller
+/// that learns its pairs as it goes (detail/early_pairs.hpp). Pointers may
+/// alias, and a pair may be given twice.
 inline void equal_group_ahead(const std::uint8_t* const* x, const std::uint8_t* const* y, std::size_t n,
                               const std::uint8_t* const* nx, const std::uint8_t* const* ny, bool* eq) noexcept {
   equal_run_impl::dispatch_group(x, y, n, nx, ny, eq);
