@@ -539,7 +539,42 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
     errno = 0;
     CHECK_FALSE(can_create_file("/proc/wdedup-test.ptd"));
     CHECK(errno != 0);
+    // A symbolic link is followed as the writer follows it: the file goes
+    // beside what it points at, not beside the link. Into /proc from a
+    // directory where files can be made: no, with the writer's errno.
+    REQUIRE(::symlink("/proc/version", (dir + "/to_proc").c_str()) == 0);
+    errno = 0;
+    CHECK_FALSE(can_create_file(dir + "/to_proc"));
+    const int probe_errno = errno;
+    Expected<void> w = detail::write_whole_file(dir + "/to_proc", "x", false);
+    CHECK_FALSE(w.ok());
+    CHECK(w.message() == "cannot write '" + dir + "/to_proc': create a temporary file in directory '/proc' failed: " +
+                             std::strerror(probe_errno));
+    // From /proc, where no file can be made, into this directory: yes.
+    const int fd = ::open((dir + "/a_file").c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    const std::string via_proc = "/proc/self/fd/" + std::to_string(fd);
+    CHECK(can_create_file(via_proc));
+    CHECK(detail::write_whole_file(via_proc, "y", false).ok());
+    ::close(fd);
+    CHECK(read_file(dir + "/a_file") == std::vector<std::uint8_t>{'y'});
+    CHECK(others(dir, {"a_file", "a_dir", "dangling", "to_file", "to_proc"}).empty());
   }
+  // A link another user owns in a sticky, world-writable directory (as
+  // /tmp): the writer does not follow it, so neither does the check.
+  if (::geteuid() != 0) {
+    MESSAGE("not root: no link of another user is planted");
+    return;
+  }
+  const std::string sticky = dir + "/tmp";
+  REQUIRE(::mkdir(sticky.c_str(), 0777) == 0);
+  REQUIRE(::chmod(sticky.c_str(), 01777) == 0);
+  REQUIRE(::symlink((dir + "/a_file").c_str(), (sticky + "/planted").c_str()) == 0);
+  REQUIRE(::lchown((sticky + "/planted").c_str(), 12345, 12345) == 0);
+  errno = 0;
+  CHECK_FALSE(can_create_file(sticky + "/planted"));
+  CHECK(errno == EACCES);
+  CHECK(others(sticky, {"planted"}).empty());
 }
 
 TEST_CASE("a sink that cannot write (/dev/full) fails with the system's reason") {

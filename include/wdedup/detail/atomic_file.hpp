@@ -121,46 +121,6 @@ inline FileOps& default_file_ops() {
   return ops;
 }
 
-/// Whether a file can be written at `path`: it names a file (not a
-/// directory, nor anything but a regular file if it exists, nor a link to
-/// nothing), in a directory
-/// that exists and where a file can be created; errno says why not. For a
-/// tool to check an output before the work whose result goes there (the
-/// writer itself checks again, with a full message, when it writes). It
-/// creates and removes a file of its own there, as the writer will (its
-/// temporary): permission bits say nothing for root, nor for a read-only
-/// mount or a filesystem such as /proc.
-inline bool can_create_file(const std::string& path) {
-  struct stat st {};
-  const bool exists = !path.empty() && ::stat(path.c_str(), &st) == 0;
-  if (path.empty() || path.back() == '/' || (exists && S_ISDIR(st.st_mode))) {
-    errno = EISDIR;
-    return false;
-  }
-  // A device, a fifo or a socket (/dev/null): the writer would replace it
-  // with a regular file where it may (root), so it is refused too, but it
-  // is no directory ("Is a directory" for /dev/null misled).
-  if (exists && !S_ISREG(st.st_mode)) {
-    errno = EINVAL;
-    return false;
-  }
-  // A symbolic link to nothing: the writer refuses it (it replaces what a
-  // link points at, and there is nothing), so say so before the work.
-  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && ::stat(path.c_str(), &st) != 0) return false;
-  const std::string dir = parent_dir(path);
-  if (::stat(dir.c_str(), &st) != 0) return false;
-  if (!S_ISDIR(st.st_mode)) {
-    errno = ENOTDIR;
-    return false;
-  }
-  std::string probe = dir + "/.wdedup-probe-XXXXXX";
-  const int fd = default_file_ops().make_temp(probe.data(), 0600);
-  if (fd < 0) return false;
-  ::close(fd);
-  ::unlink(probe.c_str());
-  return true;
-}
-
 /// One in-progress replacement of a file. Not copyable; the destructor
 /// removes the temporary file unless commit() succeeded. (A template only
 /// so that its members compile in the TUs that use them: AtomicFile.)
@@ -178,6 +138,7 @@ class BasicAtomicFile {
     // Not paths at all: refused before anything is looked at. A NUL would
     // end the path the system calls see, so the file would be written (and
     // reported written) somewhere else than asked.
+    failure_errno_ = EINVAL;
     if (path.empty()) return Expected<void>(Error::InvalidArgument, "cannot write '': the path is empty");
     if (Expected<void> ok = refuse_nul_in_path("write", path); !ok) return ok;
     // Offsets reach the system calls as off_t, which has 32 bits in a
@@ -186,9 +147,9 @@ class BasicAtomicFile {
     // halfway, or reserve a wrapped size. Refused before anything is made.
     if (size > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) {
       if (sizeof(off_t) < 8)
-        return fail_msg(cat("the file would be ", size, " bytes, more than this program's 32-bit off_t reaches "
+        return refuse(EFBIG, cat("the file would be ", size, " bytes, more than this program's 32-bit off_t reaches "
                             "(2^31 - 1); build it with -D_FILE_OFFSET_BITS=64"));
-      return fail_msg(cat("the file would be ", size, " bytes, more than 2^63 - 1"));
+      return refuse(EFBIG, cat("the file would be ", size, " bytes, more than 2^63 - 1"));
     }
     target_ = path;
     struct stat st {};
@@ -214,7 +175,7 @@ class BasicAtomicFile {
         if (const int e = errno_of(::stat(target_.c_str(), &st))) return fail_errno("stat " + quote_name(target_), e);
       }
       if (!S_ISREG(st.st_mode))
-        return fail_msg("it exists and is not a regular file (a directory, device or socket is never replaced)");
+        return refuse(EINVAL, "it exists and is not a regular file (a directory, device or socket is never replaced)");
       exists = true;
     } else if (errno != ENOENT) {
       const int e = errno;
@@ -224,7 +185,7 @@ class BasicAtomicFile {
     const std::size_t slash = target_.rfind('/');
     dir_ = parent_dir(target_);
     std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
-    if (base.empty() || base == "." || base == "..") return fail_msg("the path names a directory, not a file");
+    if (base.empty() || base == "." || base == "..") return refuse(EISDIR, "the path names a directory, not a file");
     // Stay under NAME_MAX (255) with the ".tmp-XXXXXX" suffix.
     if (base.size() > 200) base.resize(200);
     std::string tmpl = dir_ + "/." + base + ".tmp-XXXXXX";
@@ -366,6 +327,10 @@ class BasicAtomicFile {
 
   std::uint64_t offset() const noexcept { return offset_; }
   const std::string& temp_path() const noexcept { return temp_; }
+  /// The errno that describes open()'s failure: the system call's, or for
+  /// a refusal of its own EACCES (a link not followed), EINVAL (not a
+  /// regular file), EISDIR (a directory's name) or EFBIG (too big).
+  int failure_errno() const noexcept { return failure_errno_; }
   /// Error for a failure the caller detected (not a system call).
   Expected<void> fail_msg(const std::string& what) const {
     return Expected<void>(Error::IoError, "cannot write " + quote_name(path_) + ": " + what);
@@ -382,7 +347,7 @@ class BasicAtomicFile {
       struct stat ld {};
       if (const int e = errno_of(::stat(dir.c_str(), &ld))) return fail_errno("stat " + quote_name(dir), e);
       if ((ld.st_mode & S_ISVTX) && (ld.st_mode & S_IWOTH) && st.st_uid != ::geteuid() && st.st_uid != ld.st_uid)
-        return fail_msg(cat(link == path ? "it is" : cat("it leads to ", quote_name(link), ",").c_str(),
+        return refuse(EACCES, cat(link == path ? "it is" : cat("it leads to ", quote_name(link), ",").c_str(),
                             " a symbolic link owned by another user (uid ", st.st_uid,
                             ") in a sticky, world-writable directory: not followed, as the kernel's "
                             "protected_symlinks would not follow it"));
@@ -404,18 +369,68 @@ class BasicAtomicFile {
   /// before building a message: allocating may clobber errno.
   static int errno_of(int rc) noexcept { return rc == 0 ? 0 : (errno != 0 ? errno : EIO); }
 
-  Expected<void> fail_errno(const std::string& operation, int e) const {
+  Expected<void> fail_errno(const std::string& operation, int e) {
+    failure_errno_ = e;
     return Expected<void>(Error::IoError,
                           "cannot write " + quote_name(path_) + ": " + operation + " failed: " + errno_text(e));
+  }
+
+  /// fail_msg for open()'s own refusals, with the errno that names them.
+  Expected<void> refuse(int e, const std::string& what) {
+    failure_errno_ = e;
+    return fail_msg(what);
   }
 
   FileOps& ops_;
   std::string path_, target_, dir_, temp_;
   int fd_ = -1;
+  int failure_errno_ = 0;
   std::uint64_t offset_ = 0;
   bool committed_ = false;
 };
 using AtomicFile = BasicAtomicFile<>;
+
+/// Whether a file can be written at `path`: it names a file (not a
+/// directory, nor anything but a regular file if it exists, nor a link to
+/// nothing), in a directory
+/// that exists and where a file can be created; errno says why not. For a
+/// tool to check an output before the work whose result goes there (the
+/// writer itself checks again, with a full message, when it writes). It
+/// opens the writer's own temporary file, and removes it: permission bits
+/// say nothing for root, nor for a read-only mount or a filesystem such as
+/// /proc, and a symbolic link is followed as the writer follows it (its
+/// temporary goes beside what the link points at, and a link the writer
+/// would not follow is refused, EACCES).
+template <int = 0>
+bool can_create_file(const std::string& path) {
+  struct stat st {};
+  const bool exists = !path.empty() && ::stat(path.c_str(), &st) == 0;
+  if (path.empty() || path.back() == '/' || (exists && S_ISDIR(st.st_mode))) {
+    errno = EISDIR;
+    return false;
+  }
+  // A device, a fifo or a socket (/dev/null): the writer would replace it
+  // with a regular file where it may (root), so it is refused too, but it
+  // is no directory ("Is a directory" for /dev/null misled).
+  if (exists && !S_ISREG(st.st_mode)) {
+    errno = EINVAL;
+    return false;
+  }
+  // A symbolic link to nothing: the writer refuses it (it replaces what a
+  // link points at, and there is nothing), so say so before the work.
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && ::stat(path.c_str(), &st) != 0) return false;
+  const std::string dir = parent_dir(path);
+  if (::stat(dir.c_str(), &st) != 0) return false;
+  if (!S_ISDIR(st.st_mode)) {
+    errno = ENOTDIR;
+    return false;
+  }
+  // The writer's own first step, undone by its destructor.
+  BasicAtomicFile<void> file;
+  if (file.open(path, 0).ok()) return true;
+  errno = file.failure_errno();
+  return false;
+}
 
 /// Replaces `path` with `text`, as write_ptd_file replaces a store: on any
 /// failure the destination is untouched. For the tools' reports (JSON):
