@@ -1020,6 +1020,66 @@ TEST_CASE("keys whose strings overlap: never all hashed (open and build_index wo
   CHECK(map.find(*map.get_key(n - 1))->key_index == n - 1);
 }
 
+TEST_CASE("layouts shared by many keys: refused once they add up to more than the flatbuffer") {
+  // One rank-255 layout named by every key would be checked once a key: in
+  // a 4 MB file, a million times. Each unshared layout holds 4 bytes a size
+  // and 1 a dim_order entry of its own, so more than the flatbuffer's bytes
+  // in all means sharing; within that, shared layouts open.
+  namespace ndf = format::named_data_field;
+  NamedDataStore store;
+  const std::uint8_t byte = 7;
+  REQUIRE(store.add_named_data("big", ByteSpan(&byte, 1), 1,
+                               Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>(255, 1))));
+  constexpr std::uint32_t n = 64;
+  for (std::uint32_t i = 0; i < n; ++i)
+    REQUIRE(store.add_named_data("k" + std::to_string(i), ByteSpan(&byte, 1), 1,
+                                 Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>{1})));
+  WriteOptions plain;
+  plain.wdedup_extensions = false;
+  Bytes good = write_or_die(store, FunctionMaps{}, plain);
+  Nav g{good};
+  const std::uint64_t fb_size = g.u64(format::kHeaderFlatbufferSizePos);
+  std::uint32_t big = n + 1;
+  for (std::uint32_t i = 0; i <= n; ++i)
+    if (g.u32(g.key(i)) == 3 && std::memcmp(&good[static_cast<std::size_t>(g.key(i) + 4)], "big", 3) == 0) big = i;
+  REQUIRE(big <= n);
+  const std::uint64_t big_layout = g.layout(big);
+  // Key i names the big layout from its own tensor_layout field.
+  const auto share = [&](Nav& nav, std::uint32_t i) {
+    const std::uint64_t f = nav.field(nav.named(i), ndf::kTensorLayout);
+    nav.set_u32(f, static_cast<std::uint32_t>(big_layout - f));
+  };
+  // Where the sum passes the flatbuffer's size, every key sharing: 1,275
+  // bytes for each key up to that one.
+  std::uint64_t sum = 0;
+  std::uint32_t trips = n + 1;
+  for (std::uint32_t i = 0; i <= n && trips > n; ++i)
+    if ((sum += 4 * 255 + 255) > fb_size) trips = i;
+  REQUIRE(fb_size == 4736);
+  REQUIRE(trips == 3);
+  run_cases(good, {{"every key naming the rank-255 layout",
+                    [&](Nav& nav) {
+                      for (std::uint32_t i = 0; i <= n; ++i)
+                        if (i != big) share(nav, i);
+                    },
+                    Error::MalformedLayout,
+                    "layouts share their sizes or dim_order (they add up to more bytes than the flatbuffer)",
+                    big_layout}});
+  // One key sharing it: within the flatbuffer's size, so it opens, and that
+  // key has the big layout.
+  Bytes one = good;
+  Nav o{one};
+  const std::uint32_t other = big == 0 ? 1 : 0;
+  share(o, other);
+  const BufferSource src(one.data(), one.size());
+  const Result<NamedDataMap> m = NamedDataMap::open(src);
+  REQUIRE(m.ok());
+  const Result<TensorLayout> l = m->get_tensor_layout(*m->get_key(other));
+  REQUIRE(l.ok());
+  CHECK(l->sizes.size() == 255);
+  CHECK(open_and_exercise(one).code == Error::Ok);
+}
+
 TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   Bytes bad = wdedup_file_bytes();
   Nav nav{bad};

@@ -1116,6 +1116,12 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
   // 4 + size + 1 bytes a key string (under 2^32 keys of under 2^32 bytes:
   // no overflow), against the flatbuffer's size: keys_overlap().
   std::uint64_t key_string_bytes = 0;
+  // 4 bytes a size and 1 a dim_order entry, in vectors of each layout's
+  // own unless layouts share them, which no writer does. Shared, one
+  // rank-255 layout can be named from every 4-byte entry of named_data and
+  // checked again each time (a 4 MB file took 1.9 s to open, against 0.15 s
+  // for rank 1): past the flatbuffer's size, refused before it is checked.
+  std::uint64_t layout_bytes = 0;
   for (std::uint32_t i = 0; i < named.count; ++i) {
     Result<fb::Table> t = fb::table_element(r, named, i);
     if (!t) return t.failure();
@@ -1137,6 +1143,11 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
     if (!sizes) return sizes.failure();
     Result<fb::Vector> dims = fb::vector_field(r, *lt, tlf::kDimOrder, 1, Error::MalformedLayout);
     if (!dims) return dims.failure();
+    layout_bytes += 4 * std::uint64_t{sizes->count} + dims->count;
+    if (layout_bytes > r.end - r.begin)
+      return Status(Error::MalformedLayout,
+                    "layouts share their sizes or dim_order (they add up to more bytes than the flatbuffer)",
+                    lt->pos);
     // Sizes are read in place as int32 (alignment checked by vector_field);
     // copy out to stay strict-aliasing clean during validation.
     std::int32_t sz[256];
