@@ -3,12 +3,16 @@
 // fixtures): the small file of the runtime tests with and without its WDX1
 // block, a 40-key file with function maps, and a file whose identical (empty)
 // segments record alignments 2048, 2047 and 2045, whose lcm no store can take
-// (the import fuzz target's one allowed deduplicate() refusal). Starting from
+// (the import fuzz target's one allowed deduplicate() refusal), and a plain
+// file whose keys' strings overlap (which build_index refuses before it
+// hashes them: a libFuzzer run reached one from many_keys_wdedup.ptd, and
+// the harness expected MalformedKey). Starting from
 // valid files is what lets the fuzzer reach past the header checks.
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "support/overlapping_keys.hpp"
 #include "support/wdedup_file.hpp"
 
 namespace {
@@ -39,7 +43,8 @@ int main(int argc, char** argv) {
       write_file(dir + "/small_wdedup.ptd", wdedup_test::wdedup_file_bytes()) &&
       write_file(dir + "/small_plain.ptd", wdedup_test::write_or_die(wdedup_test::small_file_store(), {}, plain)) &&
       write_file(dir + "/many_keys_wdedup.ptd", wdedup_test::many_keys_wdedup_bytes(40, &scratch)) &&
-      write_file(dir + "/alignment_lcm_overflow.ptd", alignment_lcm_overflow_bytes());
+      write_file(dir + "/alignment_lcm_overflow.ptd", alignment_lcm_overflow_bytes()) &&
+      write_file(dir + "/overlapping_keys_plain.ptd", wdedup_test::overlapping_keys_file(16, false));
   if (!ok) {
     std::fprintf(stderr, "make_seeds: cannot write into %s\n", dir.c_str());
     return 1;
