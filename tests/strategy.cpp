@@ -506,6 +506,29 @@ struct NullPointers {
     return !NullBlob && m == 1 ? nullptr : names[p];
   }
 };
+// The same as std::nullptr_t, which converts to a std::string_view in C++17
+// (so the policy checks accept it): found by a review helper as a crash.
+template <bool NullBlob>
+struct NullptrTypes {
+  static constexpr const char* name = "NULLPTR_T";
+  static Expected<void> validate(const Program&) { return {}; }
+  template <bool B = NullBlob>
+  static std::enable_if_t<B, std::nullptr_t> blob_key(const Program&, std::size_t, std::uint32_t) {
+    return nullptr;
+  }
+  template <bool B = NullBlob>
+  static std::enable_if_t<!B, const char*> blob_key(const Program&, std::size_t, std::uint32_t) {
+    return "all";
+  }
+  template <bool B = NullBlob>
+  static std::enable_if_t<!B, std::nullptr_t> function_name(const Program&, std::size_t, std::uint32_t) {
+    return nullptr;
+  }
+  template <bool B = NullBlob>
+  static std::enable_if_t<B, const char*> function_name(const Program&, std::size_t, std::uint32_t) {
+    return "f";
+  }
+};
 }  // namespace
 
 TEST_CASE("a policy's null blob key or function name is InvalidName naming the partition, not a crash") {
@@ -521,6 +544,12 @@ TEST_CASE("a policy's null blob key or function name is InvalidName naming the p
   auto function = deduplicate<Strategy<NullPointers<false>>>(program);
   CHECK(function.error() == Error::InvalidName);
   CHECK(function.message() == "policy NULLS: method 'b' partition 0: function name is a null pointer");
+  auto blob_t = deduplicate<Strategy<NullptrTypes<true>>>(program);
+  CHECK(blob_t.error() == Error::InvalidName);
+  CHECK(blob_t.message() == "policy NULLPTR_T: method 'a' partition 0: blob key is a null pointer");
+  auto function_t = deduplicate<Strategy<NullptrTypes<false>>>(program);
+  CHECK(function_t.error() == Error::InvalidName);
+  CHECK(function_t.message() == "policy NULLPTR_T: method 'a' partition 0: function name is a null pointer");
 }
 
 TEST_CASE("a program the policy refuses: its name errors come first, and no byte is read") {

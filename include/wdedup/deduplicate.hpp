@@ -206,11 +206,20 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
 }
 
 /// Whether a policy's name is a null pointer (which every message and the
-/// report would read as a C string).
+/// report would read as a C string). std::nullptr_t too: it converts to a
+/// std::string_view in C++17, so the policy checks let it through, and a
+/// std::string assigned it would read address 0.
 template <class N>
 constexpr bool is_null_name(const N& name) noexcept {
   if constexpr (std::is_pointer<N>::value) return name == nullptr;
-  else return false;
+  else return std::is_same<N, std::nullptr_t>::value;
+}
+
+/// `name` into `out`: a std::nullptr_t (refused first, by is_null_name) is
+/// not assigned, which would not compile cleanly (a null strlen).
+template <class N>
+void assign_name(std::string& out, N&& name) {
+  if constexpr (!std::is_same<std::decay_t<N>, std::nullptr_t>::value) out = std::forward<N>(name);
 }
 
 /// A policy's name as a view ("" for a null pointer, which is refused first).
@@ -258,8 +267,8 @@ Expected<void> plan_functions(const Program& program, PolicyPlan& plan) {
         if (what != nullptr)
           return Expected<void>(Error::InvalidName, cat("policy ", plan.name, ": method ", quote_name(method.name),
                                                         " partition ", p, ": ", what, " is a null pointer"));
-      f.blob_key = std::move(blob_key);
-      f.function_name = std::move(function_name);
+      assign_name(f.blob_key, std::move(blob_key));
+      assign_name(f.function_name, std::move(function_name));
       // Looked up by name (a backend's strcmp among them): see unusable_name.
       const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},
                                                                   {"function name", &f.function_name}};
