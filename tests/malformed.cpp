@@ -1190,6 +1190,15 @@ TEST_CASE("a segment alignment over 2^32 is refused even where the segment's off
     Result<NamedDataMap> map = open(good, &memory);
     REQUIRE_MESSAGE(map.ok(), map.failure().what);
     CHECK(map->segment(1)->alignment == kMaxAlignment);
+    // get_data copies here (the source lends no view): aligned to a page,
+    // not to the key's 2^32, which reserved 4 GiB of address space for 5
+    // bytes and, in 32 bits, was cast to a size_t of 0 (OutOfMemory).
+    const Result<DataBuffer> copy = map->get_data("a");
+    REQUIRE_MESSAGE(copy.ok(), copy.failure().what);
+    CHECK(copy->size() == 5);
+    CHECK(reinterpret_cast<std::uintptr_t>(copy->data()) % NamedDataMap::kMaxCopyAlignment == 0);
+    const auto* bytes = static_cast<const std::uint8_t*>(copy->data());
+    CHECK(std::all_of(bytes, bytes + 5, [](std::uint8_t v) { return v == 0; }));  // the source's zeros
   }
   BigSource bad = good;
   Nav n{bad.meta};

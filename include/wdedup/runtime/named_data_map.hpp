@@ -311,6 +311,13 @@ inline Result<std::uint64_t> ext_block_size(const std::uint8_t* head16, std::uin
 /// depend on the map object, which may be moved or copied freely.
 class NamedDataMap {
  public:
+  /// The largest alignment get_data()'s copy keeps (a page): a key's may
+  /// be up to 2^32, for which posix_memalign reserves about the alignment
+  /// in address space for every copy (4 GiB for 5 bytes), and which a
+  /// 32-bit size_t does not hold. A view of mapped memory keeps a key's
+  /// alignment up to its page, likewise.
+  static constexpr std::uint64_t kMaxCopyAlignment = 4096;
+
   // ---- opening ---------------------------------------------------------------
 
   /// The map keeps a reference to its source, which must outlive it: a
@@ -409,7 +416,8 @@ class NamedDataMap {
   /// The bytes of `key`: a zero-copy view for memory-backed sources (cost
   /// independent of the size; the pointer is aligned to the key's alignment
   /// up to the source's own alignment, the page size for MmapSource), else
-  /// a malloc'd copy aligned to the key's alignment (its power-of-two part).
+  /// a malloc'd copy aligned to the key's alignment (its power-of-two part)
+  /// up to kMaxCopyAlignment.
   Result<DataBuffer> get_data(KeyView key) const noexcept {
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return Result<DataBuffer>(Error::NotFound, "no such key", 0);
@@ -694,7 +702,8 @@ class NamedDataMap {
       return DataBuffer::view(p, static_cast<std::size_t>(k.size));
     if (k.size > SIZE_MAX - 64) return R(Error::OutOfMemory, "data does not fit in memory", k.size);
     if (k.size == 0) return DataBuffer::view(&kEmptyByte, 0);
-    const std::uint64_t align = detail::pow2_part(k.alignment);
+    const std::uint64_t pow2 = detail::pow2_part(k.alignment);
+    const std::uint64_t align = pow2 < kMaxCopyAlignment ? pow2 : kMaxCopyAlignment;
     void* mem = nullptr;
     if (align <= alignof(std::max_align_t)) {
       mem = std::malloc(static_cast<std::size_t>(k.size));
