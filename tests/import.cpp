@@ -929,6 +929,36 @@ TEST_CASE("the demo's methods written apart (--per-method) merge back into the v
 #endif
 
 #ifdef WDEDUP_DEMO_PATH
+TEST_CASE("the demo's --per-method: a method that cannot be one store is refused before any file is written") {
+  // Method "beta" gives "w" different bytes in its two partitions: fine for
+  // deduplicate() (two keys), but a store of beta alone keys tensors by
+  // name. Found by a review helper: alpha.ptd was written, then the run
+  // stopped with exit 1 and no merged store.
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/demo_per_method_conflict";
+  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  const std::vector<std::uint8_t> a(4096, 1), b(4096, 2), c(128, 3);
+  Program p;
+  p.add_method("alpha").add_partition().add("w", ByteSpan(c.data(), c.size()));
+  Method& beta = p.add_method("beta");
+  beta.add_partition().add("w", ByteSpan(a.data(), a.size()));
+  beta.add_partition().add("w", ByteSpan(b.data(), b.size()));
+  Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(p);
+  REQUIRE(r.ok());
+  REQUIRE(write_ptd_file(r->store, r->functions, dir + "/conflict.ptd").ok());
+  const std::string demo = WDEDUP_DEMO_PATH, log = dir + "/log.txt";
+  const int status = std::system((demo + " --quiet --strategy oneblob --ptd " + dir + "/conflict.ptd --per-method " +
+                                  dir + "/pm --out " + dir + "/out.ptd > /dev/null 2> " + log)
+                                     .c_str());
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(read_text(log) == "wdedup-demo: --per-method " + dir + "/pm: method 'beta' cannot be one store: partition 1: "
+                              "key 'w' already holds 4096 bytes that differ from the 4096 bytes added now\n");
+  CHECK(::access((dir + "/pm").c_str(), F_OK) != 0);  // not even the directory
+  CHECK(::access((dir + "/out.ptd").c_str(), F_OK) != 0);
+}
+#endif
+
+#ifdef WDEDUP_DEMO_PATH
 TEST_CASE("the demo refuses file names that would leave their directory, and keeps the directory in --out") {
   const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/demo_paths";
   REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/in " + dir + "/d.ptd").c_str()) == 0);

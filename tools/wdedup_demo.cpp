@@ -439,30 +439,37 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
   return true;
 }
 
-/// Writes each method of `program` alone to dir/<method>.ptd: its tensors
-/// as keys (identical bytes within the method stored once, as ExecuTorch's
-/// NamedDataStore does within one export), no function maps.
-bool write_per_method(const std::string& dir, const wdedup::Program& program) {
+/// --per-method DIR: writes each method of `program` alone to
+/// DIR/<method>.ptd: its tensors as keys (identical bytes within the method
+/// stored once, as ExecuTorch's NamedDataStore does within one export), no
+/// function maps. Every store is built before any is written: a method
+/// that gives one tensor name two different contents or layouts in its
+/// partitions cannot be one store, and is refused with nothing written.
+/// 0: written; 2: refused; 1: a write failed.
+int write_per_method(const std::string& dir, const wdedup::Program& program) {
   // (Every method name was checked by runs_as_asked: per_method_names_usable.)
-  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
-    std::fprintf(stderr, "wdedup-demo: --per-method: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
-    return false;
-  }
-  std::uint64_t total = 0;
-  for (const wdedup::Method& m : program.methods) {
-    wdedup::NamedDataStore store;
+  std::vector<wdedup::NamedDataStore> stores(program.methods.size());
+  for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
+    const wdedup::Method& m = program.methods[mi];
     for (std::size_t p = 0; p < m.partitions.size(); ++p)
       for (const wdedup::Tensor& t : m.partitions[p].tensors)
-        if (auto added = store.add_named_data(t.name, t.bytes, t.alignment, t.layout); !added) {
-          std::fprintf(stderr, "wdedup-demo: --per-method: method '%s' partition %zu: %s\n", m.name.c_str(), p,
-                       added.message().c_str());
-          return false;
+        if (auto added = stores[mi].add_named_data(t.name, t.bytes, t.alignment, t.layout); !added) {
+          std::fprintf(stderr, "wdedup-demo: --per-method %s: method '%s' cannot be one store: partition %zu: %s\n",
+                       dir.c_str(), m.name.c_str(), p, added.message().c_str());
+          return 2;
         }
-    const std::string path = per_method_file(dir, m);
-    auto stats = wdedup::write_ptd_file(store, path);
+  }
+  if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "wdedup-demo: --per-method: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
+    return 1;
+  }
+  std::uint64_t total = 0;
+  for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
+    const std::string path = per_method_file(dir, program.methods[mi]);
+    auto stats = wdedup::write_ptd_file(stores[mi], path);
     if (!stats) {
       std::fprintf(stderr, "wdedup-demo: --per-method: %s\n", stats.message().c_str());
-      return false;
+      return 1;
     }
     std::printf("  method alone: wrote %s: %llu bytes\n", path.c_str(),
                 static_cast<unsigned long long>(stats->file_size));
@@ -470,7 +477,7 @@ bool write_per_method(const std::string& dir, const wdedup::Program& program) {
   }
   std::printf("  every method alone: %llu bytes in %zu files\n\n", static_cast<unsigned long long>(total),
               program.methods.size());
-  return true;
+  return 0;
 }
 
 /// The user's .ptd files as a Program: one method each, or the methods and
@@ -569,7 +576,8 @@ int run_demo(int argc, char** argv) {
   const wdedup::Program& program = w ? w->program() : imported;
   std::vector<const char*> tags;
   if (!runs_as_asked(args, program, &tags)) return 2;  // (again for imported files; the same answer)
-  if (!args.per_method.empty() && !write_per_method(args.per_method, program)) return 1;
+  if (!args.per_method.empty())
+    if (const int rc = write_per_method(args.per_method, program); rc != 0) return rc;
 
   std::string json;
   std::string* jp = args.json.empty() ? nullptr : &json;
