@@ -117,6 +117,11 @@ for r in dedup_rows:
                         "expected 15, 7, 1")
 if any("target" in r for r in rows):
     problems.append("a user's workload got a target")
+# No comparisons-alone row: these pairs' bytes (both sides of each) are not
+# the read pass's (simple.ptd's tensors have no duplicate, so the pairs read
+# fewer).
+if any(r["name"].endswith(": comparisons alone") for r in rows):
+    problems.append("a comparisons-alone row on --ptd files, whose pairs read other bytes than the read pass")
 if any(not r["name"].startswith("ptd files") for r in rows):
     problems.append("--ptd ran other workloads too")
 # Mistakes refused at once, with exit 2 and one line naming them: an empty

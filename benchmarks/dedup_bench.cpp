@@ -560,6 +560,8 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
   double read_base = 0, dedup_base = 0;
   double huge_share = -1;  // measured on the first thread count, once every page has been touched
   for (unsigned threads : c.threads) {
+    // A wrong or inconsistent answer at this thread count voids its rows.
+    const FailureScope scope(out);
     progress(c, "dedup %s, %u thread(s): warming", w.name.c_str(), threads);
     // Warm the same way for every contender: one full pass over the bytes
     // (faults the pages in, fills the TLB), one run of each.
@@ -581,6 +583,11 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     const std::uint64_t id_groups = groups_of(id_rep);
     consume(id_groups);
     PairComparisons pairs(all, id_rep);
+    // Timed and shown only where the pairs read exactly the read pass's
+    // bytes (every content held by two tensors, as in the small tensors):
+    // elsewhere (a --ptd input) its ratio would set different byte counts
+    // against each other.
+    const bool pairs_row = !pairs.empty() && pairs.bytes() == bytes;
     if (!pairs.empty() && pairs.run(threads) != 0)
       report_failure(w.name + ": the identity engine's answer has pairs whose bytes differ");
     // Every timed call's answer, checked after its clock stops: a wrong or
@@ -615,7 +622,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
         } else if (which == kIdentity) {
           rep_of = wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, &st);
         } else if (which == kPairs) {
-          if (pairs.empty()) continue;
+          if (!pairs_row) continue;
           answer = pairs.run(threads);
         } else {
           consume(bench::read_pass(spans, threads, 2));
@@ -715,9 +722,8 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       r.note = "stricter baseline: each thread reads its share as two streams at once, as memcmp does";
       out.rows.push_back(std::move(r));
     }
-    if (!pairs.empty()) {
-      // GB/s of the bytes the pairs read (all of the input where every
-      // tensor has a duplicate).
+    if (pairs_row) {
+      // GB/s of the bytes the pairs read (all of the input: see pairs_row).
       Row r = row("comparisons alone", bench::median(t_pairs), t_pairs, "read pass", m_read, t_read);
       r.value = bench::gb_per_s(pairs.bytes(), bench::median(t_pairs));
       r.extra.push_back({"pair_bytes", double(pairs.bytes())});

@@ -97,9 +97,13 @@ struct Row {
   std::vector<double> samples, baseline_samples;  ///< seconds (or the unit's raw samples)
   std::vector<std::pair<std::string, double>> extra;
   std::string note;
+  /// A check failed in the group that measured it (a wrong answer, an
+  /// inconsistent count): its figure is no result, and its target not met.
+  bool failed = false;
 
   std::optional<bool> met() const {
     if (!target) return std::nullopt;
+    if (failed) return false;
     if (!target->on_value && !ratio) return false;
     const double x = target->on_value ? value : *ratio;
     return (!target->lo || x >= *target->lo) && (!target->hi || x <= *target->hi);
@@ -127,6 +131,29 @@ std::string temp_path(const Config& c, const std::string& stem);
 /// still finishes and writes its JSON, then exits non-zero.
 void report_failure(const std::string& what);
 bool any_failure();
+/// Failures reported so far in the run.
+unsigned failure_count();
+
+/// Marks the rows pushed to `out` while it lives as failed if a failure is
+/// reported meanwhile: around one measurement (a workload at one thread
+/// count, a store of one key count) whose answers are checked after the
+/// clock stops, so a wrong answer voids that measurement's rows and no
+/// other's.
+class FailureScope {
+ public:
+  explicit FailureScope(Results& out) : out_(out), first_(out.rows.size()), failures_(failure_count()) {}
+  FailureScope(const FailureScope&) = delete;
+  FailureScope& operator=(const FailureScope&) = delete;
+  ~FailureScope() {
+    if (failure_count() != failures_)
+      for (std::size_t i = first_; i < out_.rows.size(); ++i) out_.rows[i].failed = true;
+  }
+
+ private:
+  Results& out_;
+  std::size_t first_;
+  unsigned failures_;
+};
 /// What ends a group that cannot go on (deduplicate() refused its input):
 /// main() catches it, so the other groups and the rows so far still reach
 /// the table and the JSON.

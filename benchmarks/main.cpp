@@ -40,6 +40,7 @@ std::atomic<std::uint64_t> g_sink{0};
 std::atomic<unsigned> g_temp_counter{0};
 bool g_progress_open = false;
 bool g_failed = false;
+unsigned g_failures = 0;
 }  // namespace
 
 void report_failure(const std::string& what) {
@@ -49,8 +50,10 @@ void report_failure(const std::string& what) {
   }
   std::fprintf(stderr, "wdedup-bench: FAILURE: %s\n", what.c_str());
   g_failed = true;
+  ++g_failures;
 }
 bool any_failure() { return g_failed; }
+unsigned failure_count() { return g_failures; }
 void fail_group(const std::string& what) {
   report_failure(what);
   throw GroupFailed{};
@@ -603,6 +606,7 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
       if (w.target->hi) o += ", \"max\": " + json_number(*w.target->hi);
       o += std::string("}, \"met\": ") + (*w.met() ? "true" : "false");
     }
+    if (w.failed) o += ", \"failed\": true";
     o += ", \"reps\": " + std::to_string(w.reps);
     if (!w.samples.empty()) o += ", \"samples\": " + json_array(w.samples);
     if (!w.baseline_samples.empty()) o += ", \"baseline_samples\": " + json_array(w.baseline_samples);
@@ -651,7 +655,7 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
     char ratio[32] = "-";
     // Three significant digits, without an exponent (6170x, not 6.17e+03x).
     if (w.ratio) std::snprintf(ratio, sizeof ratio, *w.ratio >= 1000 ? "%.0fx" : "%.3gx", *w.ratio);
-    const char* met = !w.met() ? "" : *w.met() ? "yes" : "NO";
+    const char* met = w.failed ? "FAILED" : !w.met() ? "" : *w.met() ? "yes" : "NO";
     char thr[16] = "-";
     if (w.threads) std::snprintf(thr, sizeof thr, "%u", w.threads);
     std::printf("%-8s %-44s %3s %13s  %-30s %9s  %-12s %s\n", w.group.c_str(), w.name.c_str(), thr,

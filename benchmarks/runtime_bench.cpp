@@ -206,6 +206,9 @@ Row lookup_row(const Config& c, const std::string& name, const std::vector<doubl
 }
 
 void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
+  // A wrong answer in this store's timed loops voids its rows (lookups,
+  // missing keys, open, allocations).
+  const FailureScope scope(out);
   progress(c, "runtime: lookups, %llu keys: writing the store", static_cast<unsigned long long>(keys));
   std::optional<KeyStore> written = write_key_store(c, keys);
   if (!written) return;
@@ -460,6 +463,7 @@ std::uint64_t big_mismatch(const std::uint8_t* p, std::uint64_t n) {
 }
 
 void run_data(const Config& c, Results& out) {
+  const FailureScope scope(out);  // (a load that failed voids the rows)
   progress(c, "runtime: get_data / load_data_into: writing a %llu-byte tensor",
            static_cast<unsigned long long>(c.big_tensor));
   std::unique_ptr<std::uint8_t[]> big(new std::uint8_t[c.big_tensor]());

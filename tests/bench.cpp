@@ -18,6 +18,18 @@
 
 #include <wdedup/bench.hpp>
 
+#include "../benchmarks/harness.hpp"
+
+// The harness's failure count, which its main.cpp keeps: here for the test
+// of FailureScope below.
+namespace wbench {
+namespace {
+unsigned g_test_failures = 0;
+}  // namespace
+void report_failure(const std::string&) { ++g_test_failures; }
+unsigned failure_count() { return g_test_failures; }
+}  // namespace wbench
+
 namespace {
 
 /// The sum read_pass must return for spans whose sizes are multiples of 8
@@ -59,6 +71,20 @@ TEST_CASE("read_pass sums every 64-bit word once, for any threads and streams") 
       CAPTURE(streams);
       CHECK(wdedup::bench::read_pass(spans, threads, streams) == expect);
     }
+}
+
+TEST_CASE("read_pass: inputs smaller than a cache line a thread, and empty ones, on many threads") {
+  std::vector<std::uint8_t> mem(200);
+  for (std::size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  // (Sizes that are multiples of 8: see reference_sum.)
+  for (std::size_t n : {std::size_t{0}, std::size_t{8}, std::size_t{104}, std::size_t{200}}) {
+    const std::vector<wdedup::ByteSpan> spans = {wdedup::ByteSpan(mem.data(), n)};
+    for (unsigned threads : {2u, 3u, 7u}) {
+      CAPTURE(n);
+      CAPTURE(threads);
+      CHECK(wdedup::bench::read_pass(spans, threads) == reference_sum(spans));
+    }
+  }
 }
 
 TEST_CASE("read_pass: the tail bytes of an odd-sized span are added one by one") {
@@ -135,7 +161,9 @@ TEST_CASE("read_pass: a thread that cannot start leaves as std::system_error, th
   // tests' threads, and every new thread started on a cached stack under
   // the limit (the case then silently tested nothing in a whole-file run).
   if (std::getenv(kThreadLimitChild) != nullptr) {
-    std::vector<std::uint8_t> bytes(1 << 20, 1);
+    // 4 KiB: below 64 KiB read_pass once started no thread at all (its
+    // baseline then had none of the start-up cost deduplicate() pays).
+    std::vector<std::uint8_t> bytes(4096, 1);
     const std::vector<wdedup::ByteSpan> spans{wdedup::ByteSpan(bytes.data(), bytes.size())};
     const std::uint64_t used = address_space_in_use();
     if (used == 0) ::_exit(3);
@@ -166,3 +194,36 @@ TEST_CASE("read_pass: a thread that cannot start leaves as std::system_error, th
   CHECK(WEXITSTATUS(status) == 0);
 }
 #endif
+
+TEST_CASE("the harness's FailureScope: a failure while it lives voids the rows pushed meanwhile, no others") {
+  // A wrong answer found after a timed loop's clock stops once left its rows
+  // "met" (a review helper's finding): the run exited 1, but the table and
+  // the JSON counted them.
+  wbench::Results out;
+  const auto push = [&](double ratio) {
+    wbench::Row row;
+    row.ratio = ratio;
+    row.target = wbench::Target::ratio_at_least(1.0, ">= 1x");
+    out.rows.push_back(row);
+  };
+  push(2.0);  // before any scope
+  {
+    const wbench::FailureScope scope(out);
+    push(3.0);
+    wbench::report_failure("a wrong answer");
+    push(4.0);
+  }
+  {
+    const wbench::FailureScope scope(out);
+    push(5.0);  // a later measurement, answered right
+  }
+  REQUIRE(out.rows.size() == 4);
+  const bool failed[] = {false, true, true, false};
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(out.rows[i].failed == failed[i]);
+    REQUIRE(out.rows[i].met().has_value());
+    CHECK(*out.rows[i].met() == !failed[i]);  // every ratio is above its target
+  }
+  CHECK(wbench::failure_count() == 1);
+}

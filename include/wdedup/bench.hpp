@@ -269,7 +269,8 @@ inline std::uint64_t sum_range(const std::vector<ByteSpan>& spans, std::uint64_t
 /// every core), one thread each, the calling thread included. Returns the
 /// sum: use it (accumulate it into something you print) so the compiler
 /// cannot drop the pass. Threads are started per call, as deduplicate()
-/// starts its own, so both pay the same start-up cost.
+/// starts its own, so both pay the same start-up cost: on any input, however
+/// small (a share may be empty), as deduplicate() starts them on any.
 ///
 /// `streams` = 2 reads each thread's share as its two halves at once. One
 /// core's hardware prefetcher follows one stream only so far; two streams
@@ -282,7 +283,7 @@ inline std::uint64_t read_pass(const std::vector<ByteSpan>& spans, unsigned thre
   auto sum = [&](std::uint64_t b, std::uint64_t e) {
     return streams >= 2 ? detail::sum_range2(spans, b, e) : detail::sum_range(spans, b, e);
   };
-  if (threads == 1 || total < (std::uint64_t{1} << 16)) return sum(0, total);
+  if (threads == 1) return sum(0, total);
   std::vector<std::uint64_t> sums(threads, 0);
   auto share = [&](unsigned t) {
     // Shares end on 64-byte boundaries so no two threads touch one cache line.
