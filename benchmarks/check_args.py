@@ -156,6 +156,20 @@ else:
         problems.append(f"out of memory in the write group: the JSON holds the groups {groups}, expected the "
                         "runtime group's rows (alloc, runtime)")
 
+# ---- settings of what did not run ----------------------------------------------
+# Dedup flags on a run without the dedup group are recorded as not used (the
+# facts said "dedup_threads": "1,2" and "input_pages": "small", as if set).
+r = run([exe, "--quick", "--only", "runtime", "--keys", "16", "--threads", "1,2", "--input-pages", "small",
+         "--no-progress", "--json", json_path, "--tmpdir", outdir])
+if r.returncode != 0:
+    problems.append(f"--only runtime with dedup flags: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+else:
+    with open(json_path) as f:
+        facts = json.load(f)["facts"]
+    got = (facts.get("dedup_threads"), facts.get("input_pages"), facts.get("llama_model"))
+    if got != ("none ran", "none ran", "none ran"):
+        problems.append(f"--only runtime: facts dedup_threads, input_pages, llama_model {got}, expected 'none ran'")
+
 # ---- accepted ------------------------------------------------------------------
 # A Llama row's note records every shape setting the run used, flags and
 # preset alike (it named only dim, layers and vocab).

@@ -718,10 +718,14 @@ int main(int argc, char** argv) {
 #endif
   std::string threads;
   for (unsigned t : c.threads) threads += (threads.empty() ? "" : ",") + std::to_string(t);
-  r.notes.push_back({"dedup_threads", threads});
+  // Settings only of what ran: a flag for a group or workload that did not
+  // run is recorded as such, not as if it had set something.
+  r.notes.push_back({"dedup_threads", c.runs_dedup() ? threads : "none ran"});
   // What the Llama workloads ran as, or that none ran (a --ptd run).
   r.notes.push_back({"llama_model", wbench::runs_llama(c) ? c.model : "none ran"});
-  r.notes.push_back({"input_pages", c.input_pages});
+  // (--input-pages advises only the small-tensor and adversarial inputs.)
+  const bool paged = c.runs_dedup() && (c.wants_workload("small-tensors") || c.wants_workload("adversarial"));
+  r.notes.push_back({"input_pages", paged ? c.input_pages : "none ran"});
   r.notes.push_back({"transparent_hugepage", wbench::thp_policy()});
   // Where the runtime, write and build groups put their files: the write
   // figures are that filesystem's.
