@@ -27,6 +27,7 @@ case "$job" in
       libssl-dev                # SHA-256 for the fixture manifests, and the benchmark smoke run
       flatbuffers-compiler libflatbuffers-dev  # verify our .ptd files with flatbuffers' own verifier
       cmake                     # the installed CMake package, taken by a CMake project
+      locales                   # de_DE's sources: the build compiles a comma-decimal locale (tests/meson.build)
     )
     # The runtime headers are also compiled for a 32-bit target (-m32).
     [ "$(dpkg --print-architecture)" = amd64 ] && packages+=(g++-multilib)
