@@ -24,8 +24,12 @@ quiet() {
 release_build() {
   local dir=$1 target=$2
   shift 2
-  if [ ! -f "$dir/build.ninja" ]; then
+  # Afresh where set up with other options or cut short (see scripts/test.sh).
+  local setup="--buildtype=release $*"
+  if [ ! -f "$dir/build.ninja" ] || [ "$(cat "$dir/.wdedup-setup" 2>/dev/null)" != "$setup" ]; then
+    rm -rf "$dir"
     quiet "$dir.setup.log" meson setup "$dir" --buildtype=release "$@"
+    echo "$setup" > "$dir/.wdedup-setup"
   fi
   quiet "$dir/build.log" ninja -C "$dir" "$target"
 }
