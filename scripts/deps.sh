@@ -38,15 +38,18 @@ packages+=("$@")  # what the caller needs besides
 
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  # (Any selection state: a held package is installed too.)
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q " ok installed" || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ]; then
   echo "wdedup: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Waits for the dpkg lock (a fresh machine's apt-daily may hold it) rather
+  # than failing at once.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   echo "wdedup: missing Debian packages: ${missing[*]}" >&2
   echo "wdedup: install them with: sudo apt-get install ${missing[*]}" >&2
