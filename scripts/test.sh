@@ -90,6 +90,7 @@ for cfg in "${order[@]}"; do
       case $t in
         fuzz_*) targets+=("tests/fuzz/$t" tests/fuzz/fuzz_make_seeds) ;;
         import) targets+=(tests/test_import tools/wdedup-demo) ;;  # it runs the demo too
+        deduplicate) targets+=(tests/test_deduplicate tests/de_DE.UTF-8) ;;  # and the locale it is given
         *) targets+=("tests/test_$t") ;;
       esac
     done

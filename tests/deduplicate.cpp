@@ -585,7 +585,8 @@ TEST_CASE("the report prints as a table and as JSON") {
   // one and names it here, which makes it required), or the host's.
   const char* const wanted = std::getenv("WDEDUP_TEST_COMMA_LOCALE");
   const bool comma = std::setlocale(LC_NUMERIC, wanted != nullptr ? wanted : "de_DE.UTF-8") != nullptr;
-  if (wanted != nullptr) REQUIRE_MESSAGE(comma, "the build's locale ", wanted, " cannot be used (LOCPATH)");
+  if (wanted != nullptr)
+    REQUIRE_MESSAGE(comma, "the build's locale " + std::string(wanted) + " cannot be used (LOCPATH)");
   if (comma) {
     char probe[16];
     std::snprintf(probe, sizeof probe, "%.1f", 0.5);
