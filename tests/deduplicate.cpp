@@ -585,8 +585,11 @@ TEST_CASE("the report prints as a table and as JSON") {
   // one and names it here, which makes it required), or the host's.
   const char* const wanted = std::getenv("WDEDUP_TEST_COMMA_LOCALE");
   const bool comma = std::setlocale(LC_NUMERIC, wanted != nullptr ? wanted : "de_DE.UTF-8") != nullptr;
-  if (wanted != nullptr)
-    REQUIRE_MESSAGE(comma, "the build's locale " + std::string(wanted) + " cannot be used (LOCPATH)");
+  if (wanted != nullptr) {
+    // (A doctest::String: a const char* would be printed as an address.)
+    const std::string why = "the build's locale " + std::string(wanted) + " cannot be used (LOCPATH)";
+    REQUIRE_MESSAGE(comma, doctest::String(why.c_str()));
+  }
   if (comma) {
     char probe[16];
     std::snprintf(probe, sizeof probe, "%.1f", 0.5);
