@@ -147,8 +147,8 @@ class BasicAtomicFile {
     // halfway, or reserve a wrapped size. Refused before anything is made.
     if (size > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) {
       if (sizeof(off_t) < 8)
-        return refuse(EFBIG, cat("the file would be ", size, " bytes, more than this program's 32-bit off_t reaches "
-                            "(2^31 - 1); build it with -D_FILE_OFFSET_BITS=64"));
+        return refuse(EFBIG, cat("the file would be ", size, " bytes, more than this program's 32-bit off_t "
+                                 "reaches (2^31 - 1); build it with -D_FILE_OFFSET_BITS=64"));
       return refuse(EFBIG, cat("the file would be ", size, " bytes, more than 2^63 - 1"));
     }
     target_ = path;
@@ -348,9 +348,9 @@ class BasicAtomicFile {
       if (const int e = errno_of(::stat(dir.c_str(), &ld))) return fail_errno("stat " + quote_name(dir), e);
       if ((ld.st_mode & S_ISVTX) && (ld.st_mode & S_IWOTH) && st.st_uid != ::geteuid() && st.st_uid != ld.st_uid)
         return refuse(EACCES, cat(link == path ? "it is" : cat("it leads to ", quote_name(link), ",").c_str(),
-                            " a symbolic link owned by another user (uid ", st.st_uid,
-                            ") in a sticky, world-writable directory: not followed, as the kernel's "
-                            "protected_symlinks would not follow it"));
+                                  " a symbolic link owned by another user (uid ", st.st_uid,
+                                  ") in a sticky, world-writable directory: not followed, as the kernel's "
+                                  "protected_symlinks would not follow it"));
       char buf[PATH_MAX];
       const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
       if (n < 0) {
@@ -392,8 +392,8 @@ using AtomicFile = BasicAtomicFile<>;
 
 /// Whether a file can be written at `path`: it names a file (not a
 /// directory, nor anything but a regular file if it exists, nor a link to
-/// nothing), in a directory
-/// that exists and where a file can be created; errno says why not. For a
+/// nothing), in a directory that exists and where a file can be created;
+/// errno says why not. For a
 /// tool to check an output before the work whose result goes there (the
 /// writer itself checks again, with a full message, when it writes). It
 /// opens the writer's own temporary file, and removes it: permission bits

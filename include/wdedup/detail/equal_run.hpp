@@ -120,10 +120,10 @@ __attribute__((always_inline)) inline bool equal_one(const std::uint8_t* x, cons
 
 /// Compares the kGroup pairs (x[p], y[p]) of n bytes in one loop and
 /// prefetches the next group's pairs, kAheadFirstBytes of each nx[p] and
-/// kAheadSecondBytes of each ny[p], while it reads its own first page. A pair found different stops
-/// being read: the others go on alone from the end of that stride. A
-/// caller with fewer pairs repeats one (its lines are then read twice, from
-/// cache).
+/// kAheadSecondBytes of each ny[p], while it reads its own first page. A
+/// pair found different stops being read: the others go on alone from the
+/// end of that stride. A caller with fewer pairs repeats one (its lines are
+/// then read twice, from cache).
 template <std::size_t W>
 __attribute__((always_inline)) inline void equal_group(const std::uint8_t* const* x, const std::uint8_t* const* y,
                                                        std::size_t n, const std::uint8_t* const* nx,
