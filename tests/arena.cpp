@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <new>
 
 using wdedup::detail::Arena;
 using wdedup::detail::arena_vector;
@@ -80,6 +81,23 @@ TEST_CASE("Arena: grows past its first chunk, into mapped huge-page chunks, keep
   CHECK(third[4999] == 0x33);
   CHECK(fourth[big - 1] == 0x44);
 }
+
+#if defined(__cpp_exceptions)
+TEST_CASE("Arena: a count whose size would wrap is out of memory (std::bad_alloc), not a smaller array") {
+  // 2^61 eight-byte objects are 2^64 bytes: 0 once wrapped, which the arena
+  // handed out as an empty array (a review helper's note). SIZE_MAX / 8
+  // wraps only once rounded up to a line and a chunk.
+  Arena arena;
+  const std::size_t wraps_to_zero = std::size_t{1} << (sizeof(std::size_t) * 8 - 3);
+  for (std::size_t n : {wraps_to_zero, SIZE_MAX / 8}) {
+    CAPTURE(n);
+    CHECK_THROWS_AS(arena.alloc<std::uint64_t>(n), std::bad_alloc);
+  }
+  CHECK(arena.bytes_taken() == 0);
+  CHECK(aligned64(arena.alloc<std::uint64_t>(1)));  // and it still works
+  CHECK(arena.bytes_taken() == 64);
+}
+#endif
 
 TEST_CASE("ArenaVector: a std::vector whose memory comes from the arena") {
   Arena a(4096);

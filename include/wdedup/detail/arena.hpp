@@ -48,6 +48,10 @@ class Arena {
   template <class T>
   T* alloc(std::size_t n) {
     static_assert(alignof(T) <= kAlign, "Arena::alloc: T needs more than 64-byte alignment");
+    // A size that would wrap (here, or rounded up to a line, a chunk's
+    // header and whole huge pages in take and grow) is out of memory, as
+    // BulkAllocator reports it, not a smaller chunk than asked for.
+    if (n > (SIZE_MAX - 2 * kHugePage) / sizeof(T)) throw_bad_alloc();
     return static_cast<T*>(take(n * sizeof(T)));
   }
 
