@@ -67,6 +67,8 @@ refusals = [
     (["--layers", " 3"], "--layers needs a positive integer, got ' 3'"),
     (["--threads", "+2"], "--threads needs a non-negative integer, got '+2'"),
     (["--layers", "0"], "--layers needs a positive integer, got '0'"),
+    (["--layers", "99999999999"], "--layers 99999999999 is more than 4294967295"),
+    (["--threads", "4294967296"], "--threads 4294967296 is more than 4294967295"),
     (["--threads", "1025"], "--threads 1025 is more than 1024"),
     (["--out", "adir"], "--out adir is a directory; give the store's file name"),
     (["--out", "adir", "--strategy", "oneblob"], "--out adir is a directory; give the store's file name"),

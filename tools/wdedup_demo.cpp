@@ -9,6 +9,7 @@
 //               [--ptd FILE[,FILE...]] [--per-method DIR]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -196,8 +197,14 @@ bool parse_args(int argc, char** argv, Args* a) {
       // --threads 0 is every core, as DedupOptions::threads = 0 is.
       const bool zero_ok = opt == "--threads";
       if (!parse_u32(v, &n) || (n == 0 && !zero_ok)) {
-        std::fprintf(stderr, "wdedup-demo: %s needs a %s integer, got '%s'\n", opt.c_str(),
-                     zero_ok ? "non-negative" : "positive", v);
+        // Digits alone that parse_u32 refused are a number too large, not
+        // one that is not positive.
+        const bool digits = *v != '\0' && std::strspn(v, "0123456789") == std::strlen(v);
+        if (digits && !parse_u32(v, &n))
+          std::fprintf(stderr, "wdedup-demo: %s %s is more than %u\n", opt.c_str(), v, UINT32_MAX);
+        else
+          std::fprintf(stderr, "wdedup-demo: %s needs a %s integer, got '%s'\n", opt.c_str(),
+                       zero_ok ? "non-negative" : "positive", v);
         return false;
       }
       if (opt == "--threads" && n > kMaxThreads) {

@@ -62,7 +62,8 @@ struct LlamaConfig {
     return c;
   }
   /// Llama-3.2-1B shapes, fp16: about 2 x 3.0 GB of tensors (the tied
-  /// output.weight is the embedding again), 4.96 GB of distinct bytes.
+  /// output.weight is the embedding again), 4.96 GB in memory (each method
+  /// its own copy; 2.48 GB once deduplicated).
   static LlamaConfig llama_1b() {
     LlamaConfig c;
     c.dim = 2048;
