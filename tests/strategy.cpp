@@ -510,23 +510,17 @@ struct NullPointers {
 // (so the policy checks accept it): found by a review helper as a crash.
 template <bool NullBlob>
 struct NullptrTypes {
+  using Blob = std::conditional_t<NullBlob, std::nullptr_t, const char*>;
+  using Function = std::conditional_t<NullBlob, const char*, std::nullptr_t>;
   static constexpr const char* name = "NULLPTR_T";
   static Expected<void> validate(const Program&) { return {}; }
-  template <bool B = NullBlob>
-  static std::enable_if_t<B, std::nullptr_t> blob_key(const Program&, std::size_t, std::uint32_t) {
-    return nullptr;
+  static Blob blob_key(const Program&, std::size_t, std::uint32_t) {
+    if constexpr (NullBlob) return nullptr;
+    else return "all";
   }
-  template <bool B = NullBlob>
-  static std::enable_if_t<!B, const char*> blob_key(const Program&, std::size_t, std::uint32_t) {
-    return "all";
-  }
-  template <bool B = NullBlob>
-  static std::enable_if_t<!B, std::nullptr_t> function_name(const Program&, std::size_t, std::uint32_t) {
-    return nullptr;
-  }
-  template <bool B = NullBlob>
-  static std::enable_if_t<B, const char*> function_name(const Program&, std::size_t, std::uint32_t) {
-    return "f";
+  static Function function_name(const Program&, std::size_t, std::uint32_t) {
+    if constexpr (NullBlob) return "f";
+    else return nullptr;
   }
 };
 }  // namespace

@@ -196,11 +196,12 @@ bool parse_args(int argc, char** argv, Args* a) {
       if (!value(&v, true)) return false;
       // --threads 0 is every core, as DedupOptions::threads = 0 is.
       const bool zero_ok = opt == "--threads";
-      if (!parse_u32(v, &n) || (n == 0 && !zero_ok)) {
+      const bool parsed = parse_u32(v, &n);
+      if (!parsed || (n == 0 && !zero_ok)) {
         // Digits alone that parse_u32 refused are a number too large, not
         // one that is not positive.
         const bool digits = *v != '\0' && std::strspn(v, "0123456789") == std::strlen(v);
-        if (digits && !parse_u32(v, &n))
+        if (digits && !parsed)
           std::fprintf(stderr, "wdedup-demo: %s %s is more than %u\n", opt.c_str(), v, UINT32_MAX);
         else
           std::fprintf(stderr, "wdedup-demo: %s needs a %s integer, got '%s'\n", opt.c_str(),
