@@ -102,11 +102,29 @@ int load_function(const char* path, std::string_view method, std::uint32_t parti
   }
   int n = 0;
   for (std::size_t i = 0; i < fn->tensor_count(); ++i) {
+    // Every failure says why, as the ones above do: a runtime that only
+    // returns -1 leaves its user nothing to go on (a FileSource's reads can
+    // fail with an errno; a map over memory does not fail here).
     wdedup::Result<wdedup::FunctionTensorView> t = fn->tensor(i);
-    if (!t) return -1;
+    if (!t) {
+      print_failure("read the tensor table of", path, t.failure());
+      return -1;
+    }
     wdedup::Result<wdedup::KeyInfo> info = map->find(t->key);
-    if (!info) return -1;
-    void* dst = arena_alloc(info->size, info->alignment);
+    if (!info) {
+      print_failure("find a key in", path, info.failure());
+      return -1;
+    }
+    // Sizes and alignments in a file are 64-bit; std::size_t may be 32
+    // (armv7): say so rather than narrow them.
+    if (info->size > SIZE_MAX || info->alignment > SIZE_MAX) {
+      std::printf("%.*s: %llu bytes at alignment %llu do not fit this target's size_t\n",
+                  static_cast<int>(t->key.size()), t->key.data(), static_cast<unsigned long long>(info->size),
+                  static_cast<unsigned long long>(info->alignment));
+      return -1;
+    }
+    const std::size_t size = static_cast<std::size_t>(info->size);
+    void* dst = arena_alloc(size, static_cast<std::size_t>(info->alignment));
     if (dst == nullptr) {
       std::printf("arena full: %llu bytes at alignment %llu do not fit after %zu of %zu bytes\n",
                   static_cast<unsigned long long>(info->size), static_cast<unsigned long long>(info->alignment), g_used,
@@ -114,7 +132,10 @@ int load_function(const char* path, std::string_view method, std::uint32_t parti
       return -1;
     }
     // A copy into runtime-owned memory; the map itself allocates nothing.
-    if (!map->load_data_into(t->key, dst, info->size)) return -1;
+    if (wdedup::Status st = map->load_data_into(t->key, dst, size); !st) {
+      print_failure("load a tensor from", path, st.failure());
+      return -1;
+    }
     std::printf("  %-28.*s <- key %-28.*s %8llu bytes, align %llu\n", static_cast<int>(t->tensor_name.size()),
                 t->tensor_name.data(), static_cast<int>(t->key.size()), t->key.data(),
                 static_cast<unsigned long long>(info->size), static_cast<unsigned long long>(info->alignment));
@@ -123,7 +144,7 @@ int load_function(const char* path, std::string_view method, std::uint32_t parti
     std::memcpy(lt.name, t->tensor_name.data(), len);
     lt.name[len] = '\0';
     lt.data = dst;
-    lt.size = static_cast<std::size_t>(info->size);
+    lt.size = size;
     lt.alignment = static_cast<std::size_t>(info->alignment);
   }
   // The loaded bytes outlive the map and the mapping: they are ours.

@@ -34,7 +34,10 @@ bool write_method_alone(const std::string& path, const std::vector<std::vector<s
       std::printf("%s\n", r.message().c_str());
       return false;
     }
-  if (auto r = store.add_named_data("mask", wdedup::ByteSpan(mask.data(), mask.size()), 16); !r) return false;
+  if (auto r = store.add_named_data("mask", wdedup::ByteSpan(mask.data(), mask.size()), 16); !r) {
+    std::printf("%s\n", r.message().c_str());
+    return false;
+  }
   auto written = wdedup::write_ptd_file(store, path);
   if (!written) std::printf("%s\n", written.message().c_str());
   return written.ok();
@@ -128,7 +131,10 @@ int main(int argc, char** argv) {
   //    wdedup store given as input comes back with all its partitions).
   auto source = wdedup::MmapSource::open(out.c_str());
   auto merged = source ? wdedup::NamedDataMap::open(*source) : wdedup::Result<wdedup::NamedDataMap>(source.failure());
-  if (!merged) return 1;
+  if (!merged) {
+    std::printf("%s: %s\n", out.c_str(), wdedup::describe_failure(merged.failure()).c_str());
+    return 1;
+  }
   bool ok = true;
   std::size_t checked = 0;
   for (const wdedup::Method& m : program.methods)
@@ -157,6 +163,22 @@ int main(int argc, char** argv) {
     ok = ok && program.methods.size() == 2 && program.methods[0].name == "prefill" &&
          result->store.buffer_count() == 5 && result->report.bytes_stored == 8192 * 6 + 256 + 64 &&
          written->file_size < bytes_before && checked == 8;
+    // ...and the bytes it wrote into the two files: the check above compares
+    // the merged file with the import's views of the inputs, so it cannot
+    // see an import that viewed the wrong bytes.
+    auto reads = [&](const char* function, const std::string& tensor, const std::vector<std::uint8_t>& want) {
+      auto fn = merged->find_function(function);
+      auto key = fn ? fn->key_of(tensor) : wdedup::Result<wdedup::KeyView>(wdedup::Error::NotFound);
+      auto data = key ? merged->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
+      const bool same = data && data->size() == want.size() && std::memcmp(data->data(), want.data(), want.size()) == 0;
+      if (!same) std::printf("%s: %s %s is not the bytes written\n", out.c_str(), function, tensor.c_str());
+      return same;
+    };
+    for (const char* function : {"prefill__0", "decode__0"})
+      for (std::size_t i = 0; i < weights.size(); ++i)
+        ok = reads(function, "layers." + std::to_string(i) + ".weight", weights[i]) && ok;
+    ok = reads("prefill__0", "mask", prefill_mask) && ok;
+    ok = reads("decode__0", "mask", decode_mask) && ok;
   }
   std::printf("%zu tensors checked\n%s\n", checked, ok ? "merge: OK" : "merge: WRONG BYTES");
   return ok ? 0 : 1;

@@ -1,15 +1,19 @@
 // tests/bench.cpp — wdedup/bench.hpp: the read-pass baseline reads every
 // byte exactly once (its sum is exact, for any thread count and either
 // stream count), input_spans leaves out aliases and empty tensors, and the
-// median/compare helpers count what they should. No timing is asserted.
+// median/compare helpers count what they should and keep each side's time
+// apart. No speed is asserted: only that a side which sleeps 20 ms took at
+// least that, which the steady clock guarantees.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include <sys/resource.h>
@@ -150,6 +154,24 @@ std::uint64_t address_space_in_use() {
 }  // namespace
 
 constexpr const char* kThreadLimitChild = "WDEDUP_TEST_READ_PASS_UNDER_LIMIT";
+
+TEST_CASE("compare: each side's time is its own sample, and the ratio is baseline time / subject time") {
+  // The test above runs two empty lambdas, whose times are noise: it would
+  // pass with the sides' samples swapped and the ratio inverted. Here the
+  // baseline sleeps 20 ms (at least that on the steady clock) and the
+  // subject does nothing, so each side's samples are told apart.
+  const auto sleep_20ms = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  const wdedup::bench::Paired p = wdedup::bench::compare(3, [] {}, sleep_20ms);
+  REQUIRE(p.baseline_samples.size() == 3);
+  for (const double t : p.baseline_samples) CHECK(t >= 0.020);
+  CHECK(p.baseline_seconds >= 0.020);
+  CHECK(p.seconds < p.baseline_seconds);
+  CHECK(p.ratio > 1.0);
+  // And the other way round: the subject is the slow side.
+  const wdedup::bench::Paired q = wdedup::bench::compare(3, sleep_20ms, [] {});
+  for (const double t : q.samples) CHECK(t >= 0.020);
+  CHECK(q.ratio < 1.0);
+}
 
 TEST_CASE("read_pass: a thread that cannot start leaves as std::system_error, the started ones joined") {
   // In a process whose address space has room for one more thread stack
