@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -582,5 +584,85 @@ TEST_CASE("our flatbuffer is byte-identical to flatc's for the JSON ExecuTorch w
       }
     }
   }
+}
+
+TEST_CASE("ExecuTorch's own serializer test payload (a layout whose dim_order is shorter than its sizes) opens; that key's layout is MalformedLayout") {
+  // extension/flat_tensor/test/test_serialize.py's TEST_DATA_PAYLOAD, laid
+  // out as extension/flat_tensor/serialize/serialize.py lays it out
+  // (FlatTensorConfig() segment_alignment 128; the flatbuffer after the
+  // 40-byte header padded to 48; each segment at lcm(128, its alignment)
+  // from the base). "fqn3" has sizes [2, 2, 2] and dim_order [0, 1]: the
+  // serializer writes it as given, and FlatTensorDataMap::load never reads
+  // a layout, so ExecuTorch loads the file and answers get_data for every
+  // key (and get_tensor_layout for fqn1 and fqn2).
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/executorch_compat_payload";
+  ::mkdir(dir.c_str(), 0755);
+  const std::string json =
+      "{\"version\": 0, \"segments\": [{\"offset\": 0, \"size\": 4}, {\"offset\": 128, \"size\": 32}, "
+      "{\"offset\": 256, \"size\": 17}], \"named_data\": ["
+      "{\"key\": \"fqn1\", \"segment_index\": 0, \"tensor_layout\": {\"scalar_type\": \"FLOAT\", \"sizes\": [1, 1, 1], \"dim_order\": [0, 1, 2]}}, "
+      "{\"key\": \"fqn2\", \"segment_index\": 0, \"tensor_layout\": {\"scalar_type\": \"FLOAT\", \"sizes\": [1, 1, 1], \"dim_order\": [0, 1, 2]}}, "
+      "{\"key\": \"fqn3\", \"segment_index\": 1, \"tensor_layout\": {\"scalar_type\": \"INT\", \"sizes\": [2, 2, 2], \"dim_order\": [0, 1]}}, "
+      "{\"key\": \"key0\", \"segment_index\": 2, \"tensor_layout\": null}]}";
+  const std::string json_path = dir + "/payload.json";
+  std::FILE* f = std::fopen(json_path.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  std::fwrite(json.data(), 1, json.size(), f);
+  std::fclose(f);
+  const std::string cmd = std::string("'") + WDEDUP_FLATC + "' --binary -o '" + dir + "' '" + WDEDUP_FLAT_TENSOR_FBS +
+                          "' '" + json_path + "'";
+  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
+  const std::vector<std::uint8_t> fb = read_all(dir + "/payload.bin");
+  // _insert_flatbuffer_header: root offset + 48, identifier, the header
+  // padded to 48, the rest of the flatbuffer; then zeros up to the base.
+  const std::uint64_t base = (48 + fb.size() + 127) / 128 * 128;
+  const std::uint64_t data_size = 256 + 17;
+  std::vector<std::uint8_t> file(static_cast<std::size_t>(base + data_size), 0);
+  wdedup::format::store_u32(file.data(), le32(fb.data()) + 48);
+  std::memcpy(file.data() + 4, fb.data() + 4, 4);
+  std::memcpy(file.data() + 8, "FH01", 4);
+  wdedup::format::store_u32(file.data() + 12, 40);
+  wdedup::format::store_u64(file.data() + 16, 48);
+  wdedup::format::store_u64(file.data() + 24, fb.size());
+  wdedup::format::store_u64(file.data() + 32, base);
+  wdedup::format::store_u64(file.data() + 40, data_size);
+  std::memcpy(file.data() + 56, fb.data() + 8, fb.size() - 8);
+  std::memset(file.data() + base, 0x11, 4);
+  std::memset(file.data() + base + 128, 0x22, 32);
+  std::memset(file.data() + base + 256, 0x33, 17);
+
+  // ExecuTorch's reader (the harness above) loads it and finds every key.
+  EtMap m;
+  REQUIRE(et_load(file, m).empty());
+  for (const char* key : {"fqn1", "fqn2", "fqn3", "key0"}) CHECK(et_get_data(m, key).error.empty());
+
+  wdedup::BufferSource src(file.data(), file.size());
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+  REQUIRE_MESSAGE(map.ok(), std::string(map.ok() ? "" : map.failure().what));
+  CHECK(*map->get_num_keys() == 4);
+  const std::pair<const char*, std::pair<std::uint8_t, std::size_t>> bytes[] = {
+      {"fqn1", {0x11, 4}}, {"fqn2", {0x11, 4}}, {"fqn3", {0x22, 32}}, {"key0", {0x33, 17}}};
+  for (const auto& kb : bytes) {
+    const char* key = kb.first;
+    CAPTURE(key);
+    wdedup::Result<wdedup::DataBuffer> d = map->get_data(key);
+    REQUIRE(d.ok());
+    REQUIRE(d->size() == kb.second.second);
+    const auto* p = static_cast<const std::uint8_t*>(d->data());
+    CHECK(std::count(p, p + d->size(), kb.second.first) == static_cast<std::ptrdiff_t>(d->size()));
+  }
+  wdedup::Result<wdedup::TensorLayout> l1 = map->get_tensor_layout("fqn1");
+  REQUIRE(l1.ok());
+  CHECK(l1->nbytes() == 4);
+  CHECK(map->get_tensor_layout("key0").error() == wdedup::Error::NotFound);
+  // fqn3's layout breaks a rule: said so, by that key alone.
+  wdedup::Result<wdedup::TensorLayout> l3 = map->get_tensor_layout("fqn3");
+  CHECK(l3.error() == wdedup::Error::MalformedLayout);
+  CHECK(std::string(l3.failure().what) == "layout's dim_order does not have one entry per dimension of its sizes");
+  std::uint8_t buf[64] = {};
+  CHECK(map->load_data_into("fqn3", buf, sizeof buf).error() == wdedup::Error::MalformedLayout);
+  CHECK(buf[0] == 0);  // nothing copied
+  REQUIRE(map->load_data_into("fqn1", buf, sizeof buf).ok());
+  CHECK(buf[0] == 0x11);
 }
 #endif

@@ -108,7 +108,10 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
   Result<DataBuffer> data = store.key_data(index);
   if (!data) return fail(data.error(), describe_failure(data.failure()));
   std::optional<Layout> layout;
-  if (Result<TensorLayout> l = store.key_layout(index); l.ok()) {
+  Result<TensorLayout> l = store.key_layout(index);
+  if (!l.ok() && l.error() != Error::NotFound)  // a layout that breaks its rules is not "no layout"
+    return fail(l.error(), describe_failure(l.failure()));
+  if (l.ok()) {
     if (l->nbytes() != data->size())
       return fail(Error::LayoutMismatch, "its layout describes ", l->nbytes(), " bytes, its segment holds ",
                   data->size());

@@ -68,12 +68,13 @@ bool documented_import_error(Error e, bool with_functions) {
     case Error::InvalidName:           // an empty key, a NUL byte, a method met twice
     case Error::MalformedKey:          // a key twice
     case Error::LayoutMismatch:        // a layout smaller than its segment
+    case Error::MalformedLayout:       // a layout that breaks its rules (the file opens, as in ExecuTorch)
     case Error::MalformedFunctionMap:  // partitions given twice or with gaps
       return true;
     case Error::InvalidArgument:       // add_ptd_program: a key no function names
       return with_functions;
     default:
-      return false;  // the reader's codes cannot occur for a store it opened
+      return false;  // the reader's other codes cannot occur for a store it opened
   }
 }
 

@@ -8,7 +8,9 @@
 //   - every key is found by its own name (the first of equal names, for a
 //     plain ExecuTorch file without an index), with the KeyInfo of its index;
 //   - a layout comes back exactly for the keys said to have one, and is
-//     internally consistent; load_data_into returns the bytes its layout
+//     internally consistent, or is MalformedLayout (a layout that breaks its
+//     rules opens, as in ExecuTorch), which load_data_into then answers too,
+//     copying nothing; load_data_into returns the bytes its layout
 //     describes (without one: the segment), a prefix of get_data's, and
 //     get_data's view of an in-place map points into the file;
 //   - a key that is not in the file is NotFound, before and after
@@ -141,14 +143,28 @@ void check_keys(const NamedDataMap& m, const std::uint8_t* flat, std::size_t fla
     FUZZ_CHECK(found->key == *k, i, 0);
     if (found->key_index != i) continue;  // a repeated key of a plain file: answers are its first's
     Result<TensorLayout> layout = m.get_tensor_layout(*k);
-    FUZZ_CHECK(static_cast<bool>(layout) == info->has_layout, i, info->has_layout);
+    // A layout that breaks its rules does not stop open() (ExecuTorch's
+    // reader never reads one there): that key's layout queries and
+    // load_data_into say MalformedLayout, at the same place; get_data still
+    // gives its bytes.
+    const bool faulty = !layout && layout.error() == Error::MalformedLayout;
+    FUZZ_CHECK(static_cast<bool>(layout) == (info->has_layout && !faulty), i, info->has_layout);
     if (layout) check_layout(*layout);
+    else if (faulty) FUZZ_CHECK(info->has_layout && m.key_layout(i).failure().at == layout.failure().at, i, 0);
     else FUZZ_CHECK(layout.error() == Error::NotFound, i, static_cast<std::uint64_t>(layout.error()));
     Result<DataBuffer> data = m.get_data(*k);
     FUZZ_CHECK(data && data->size() == info->size, i, info->size);
     if (m.is_memory_backed())
       FUZZ_CHECK(static_cast<const std::uint8_t*>(data->data()) == flat + info->offset && info->offset <= flat_size,
                  i, info->offset);
+    if (faulty) {
+      buffer.assign(static_cast<std::size_t>(info->size) + 1, 0xEE);
+      const Status st = m.load_data_into(*k, buffer.data(), buffer.size());
+      FUZZ_CHECK(!st && st.error() == Error::MalformedLayout && st.failure().at == layout.failure().at, i, 0);
+      for (const std::uint8_t b : buffer) FUZZ_CHECK(b == 0xEE, i, b);
+      FUZZ_CHECK(same_bytes(data->data(), flat + info->offset, info->size), i, info->offset);
+      continue;
+    }
     // load_data_into copies the layout's bytes (at most the segment's), or
     // without a layout the segment's, and nothing past them.
     const std::uint64_t copied = layout ? layout->nbytes() : info->size;

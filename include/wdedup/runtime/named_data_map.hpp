@@ -435,6 +435,10 @@ class NamedDataMap {
     if (!lookup(key, &i)) return Status(Error::NotFound, "no such key", 0);
     const KeyInfo k = info_at(i);
     const Result<TensorLayout> layout = layout_of(i);
+    // A layout that breaks its rules (open() lets the file through, as
+    // ExecuTorch does) gives no byte count to copy: its failure, not the
+    // whole segment.
+    if (!layout.ok() && layout.error() != Error::NotFound) return layout.failure();
     const std::uint64_t n = layout.ok() ? layout->nbytes() : k.size;
     if (static_cast<std::uint64_t>(size) < n)
       return Status(Error::BufferTooSmall, "buffer is smaller than the data", n);
@@ -684,7 +688,30 @@ class NamedDataMap {
   Result<TensorLayout> layout_of(std::uint32_t i) const noexcept {
     const std::uint64_t lt = layout_pos(i);
     if (lt == 0) return Result<TensorLayout>(Error::NotFound, "key has no tensor layout", i);
-    return layout_at(lt);
+    const TensorLayout l = layout_at(lt);
+    // Only a file with a layout that broke its rules at open pays for the
+    // check again, key by key (see validate_keys).
+    if (layouts_faulty_) {
+      std::uint64_t off = 0, size = 0;
+      seg_range(ext_ != 0 ? format::load_u32(entry(i) + format::key_entry::kSegmentIndex) : segment_index_fb(i),
+                &off, &size);
+      if (const char* why = layout_problem(l.scalar_type, l.sizes.data(), l.sizes.size(), l.dim_order.data(),
+                                           l.dim_order.size(), size))
+        return Result<TensorLayout>(Error::MalformedLayout, why, lt);
+    }
+    return l;
+  }
+  /// Which rule a layout breaks (a fixed message), or nullptr: its own
+  /// rules (check_layout) and no more bytes than its segment holds.
+  static const char* layout_problem(ScalarType type, const std::int32_t* sizes, std::size_t rank,
+                                    const std::uint8_t* dim_order, std::size_t dim_order_len,
+                                    std::uint64_t segment_size) noexcept {
+    std::uint64_t nbytes = 0;
+    if (const detail::LayoutFault f = detail::check_layout(type, sizes, rank, dim_order, dim_order_len, &nbytes);
+        f.rule != detail::LayoutRule::kNone)
+      return detail::layout_rule_message(f.rule);
+    if (nbytes > segment_size) return "layout describes more bytes than its segment holds";
+    return nullptr;
   }
   /// A read from the source, unless it is no longer the one opened (which
   /// would give another file's bytes or a misleading Truncated).
@@ -985,9 +1012,10 @@ class NamedDataMap {
   std::uint64_t built_seed_ = 0;
   // TensorLayout tables: when every one has its fields at the same offsets
   // (scalar_type, sizes, dim_order; 0 = absent), layout_at skips the vtable.
-  std::uint32_t layouts_seen_ = 0;
+  bool layouts_seen_ = false;  ///< (a bool, not a count: with layouts_faulty_ the map keeps its size)
   bool layout_uniform_ = false;
   bool keys_overlap_ = false;  ///< see keys_overlap() (a bool: it fits in padding, the map stays 496 bytes)
+  bool layouts_faulty_ = false;  ///< some layout breaks its rules: layout_of checks each (also in padding)
   std::uint16_t layout_fields_[3] = {0, 0, 0};
   // Maps of at most kTagKeys keys: the index of the key in each tag's slot
   // (kNoTag: none), and the tags' multiplier (see place_tags).
@@ -1157,35 +1185,37 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
       return Status(Error::MalformedLayout,
                     "layouts share their sizes or dim_order (they add up to more bytes than the flatbuffer)",
                     lt->pos);
-    // Sizes are read in place as int32 (alignment checked by vector_field);
-    // copy out to stay strict-aliasing clean during validation.
+    // A layout that breaks its own rules (check_layout), or describes more
+    // bytes than its segment holds, does not stop open(): ExecuTorch's
+    // FlatTensorDataMap::load never reads a layout, and its serializer
+    // writes whatever layout it is given (its own test payload has sizes
+    // [2, 2, 2] with dim_order [0, 1]), so every other key of such a file
+    // reads there. That key's get_tensor_layout, key_layout and
+    // load_data_into give MalformedLayout, naming the rule (layout_of).
+    // Fewer bytes than the segment is no fault: ExecuTorch's get_data
+    // returns the segment, its load_data_into copies the layout's bytes;
+    // so do ours. Sizes are read in place as int32 (alignment checked by
+    // vector_field); copied out to stay strict-aliasing clean here.
     std::int32_t sz[256];
-    if (sizes->count > 255)
-      return Status(Error::MalformedLayout, "layout rank exceeds 255", lt->pos);
-    for (std::uint32_t d = 0; d < sizes->count; ++d)
-      sz[d] = static_cast<std::int32_t>(format::load_u32(r.data + sizes->data_pos + 4 * std::uint64_t{d}));
-    std::uint64_t nbytes = 0;
-    const auto st = static_cast<ScalarType>(static_cast<std::int8_t>(*type));
-    if (const detail::LayoutFault f =
-            detail::check_layout(st, sz, sizes->count, r.data + dims->data_pos, dims->count, &nbytes);
-        f.rule != detail::LayoutRule::kNone)
-      return Status(Error::MalformedLayout, detail::layout_rule_message(f.rule), lt->pos);
-    std::uint64_t seg_off = 0, seg_size = 0;
-    seg_range(static_cast<std::uint32_t>(*seg), &seg_off, &seg_size);
-    // More than the segment holds is refused. Fewer is accepted, as
-    // ExecuTorch's FlatTensorDataMap accepts it (its get_data returns the
-    // segment, its load_data_into copies the layout's bytes; so do ours): a
-    // file ExecuTorch loads, we load. Both writers store a key's bytes as its
-    // segment, so their files have the two equal.
-    if (nbytes > seg_size)
-      return Status(Error::MalformedLayout, "layout describes more bytes than its segment holds", lt->pos);
+    if (sizes->count > 255) {
+      layouts_faulty_ = true;
+    } else {
+      for (std::uint32_t d = 0; d < sizes->count; ++d)
+        sz[d] = static_cast<std::int32_t>(format::load_u32(r.data + sizes->data_pos + 4 * std::uint64_t{d}));
+      std::uint64_t seg_off = 0, seg_size = 0;
+      seg_range(static_cast<std::uint32_t>(*seg), &seg_off, &seg_size);
+      if (layout_problem(static_cast<ScalarType>(static_cast<std::int8_t>(*type)), sz, sizes->count,
+                         r.data + dims->data_pos, dims->count, seg_size) != nullptr)
+        layouts_faulty_ = true;
+    }
     // Where this layout's fields sit in its table (0: absent). Writers give
     // every layout one vtable, so these are the same for all (see layout_at).
     const std::uint16_t at[3] = {
         static_cast<std::uint16_t>(field_offset(r.data, lt->pos, tlf::kScalarType)),
         static_cast<std::uint16_t>(field_offset(r.data, lt->pos, tlf::kSizes)),
         static_cast<std::uint16_t>(field_offset(r.data, lt->pos, tlf::kDimOrder))};
-    if (layouts_seen_++ == 0) {
+    if (!layouts_seen_) {
+      layouts_seen_ = true;
       layout_fields_[0] = at[0];
       layout_fields_[1] = at[1];
       layout_fields_[2] = at[2];
