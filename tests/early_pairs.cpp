@@ -302,3 +302,33 @@ TEST_CASE("early pairs: assumed() while other threads compare sees only final fi
     CHECK(taken > 0);        // the producer compared half of the pairs itself
   }
 }
+
+TEST_CASE("early pairs: drain_leaving with a count near SIZE_MAX claims nothing (c + leave must not wrap)") {
+  // deduplicate() computes `leave` from the tensor count, the thread count
+  // and the pair size; in 32 bits (size_t) 186,413 names of one byte in two
+  // methods on 16 threads made it 2^32 - 11,776, and claimed + leave wrapped:
+  // the producer claimed pairs past the queue's end and compared garbage.
+  // Here: 40 pairs queued, 32 published (kPublish), 4 of them claimed.
+  std::vector<Bytes> bufs;
+  for (std::uint64_t k = 0; k < 40; ++k) bufs.push_back(pattern(64, 200 + k));
+  for (std::size_t k = 0; k < 40; ++k) bufs.push_back(bufs[k]);
+  std::vector<ByteSpan> in;
+  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
+  const Xxh3Hash hash;
+  EarlyPairs<Xxh3Hash> early(in.size(), hash, false);
+  for (std::uint32_t i = 40; i < 80; ++i) early.offer(i - 40, i, in[i - 40], in[i]);
+  REQUIRE(early.unclaimed() == 32);
+  early.drain_leaving(28);
+  REQUIRE(early.unclaimed() == 28);
+  for (std::size_t leave : {SIZE_MAX, SIZE_MAX - 2, SIZE_MAX - 27}) {
+    CAPTURE(leave);
+    early.drain_leaving(leave);
+    CHECK(early.unclaimed() == 28);
+  }
+  early.close();
+  early.drain();
+  CHECK(early.unclaimed() == 0);
+  CHECK(early.all_equal());
+  const EarlyVerdicts v = early.verdicts();
+  for (std::size_t i = 40; i < 80; ++i) CHECK(v.verdict[i] == EarlyVerdicts::kEqual);
+}

@@ -813,3 +813,19 @@ TEST_CASE("identity: a swept class with families that leave the leader in the sa
   CHECK(c.result == want);
   CHECK(c.stats.hash_collisions > 0);
 }
+
+TEST_CASE("find_identical: a block of 32 MiB with a pair read on (a range of 128 blocks, 2^32 bytes)") {
+  // Stage 5 cuts a class of k members into ranges of kItemBlocks / k blocks;
+  // for a pair that is 128 blocks, 2^32 bytes with blocks of 32 MiB: 0 in a
+  // 32-bit size_t (the m32 suite), and the cutting loop never ended (it
+  // grew its list until std::bad_alloc). The pair is two overlapping views
+  // of one run of equal bytes; the third input leaves it in its first block.
+  constexpr std::size_t kBlock = std::size_t{1} << 25;
+  const Bytes same(kBlock + 2, 0x5c);
+  Bytes other = same;
+  other[5] = 0x5d;  // differs in its first block: the pair {0, 1} reads on alone
+  const std::vector<ByteSpan> in = {ByteSpan(same.data(), kBlock + 1), ByteSpan(same.data() + 1, kBlock + 1),
+                                    ByteSpan(other.data() + 1, kBlock + 1)};
+  const Run r = run(in, kBlock);
+  CHECK(r.result == std::vector<std::uint32_t>{0, 0, 2});
+}

@@ -820,7 +820,10 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
     // finish() costs about kFinishBytesPerTensor of one thread's comparing
     // per tensor; the others compare that much each meanwhile.
     const std::uint64_t pair_bytes = early.queued() == 0 ? 1 : 2 * early.queued_bytes() / early.queued();
-    early.drain_leaving(static_cast<std::size_t>(total * kFinishBytesPerTensor * (threads - 1) / pair_bytes));
+    // In 64 bits, then clamped: a size_t of 32 bits would keep only the low
+    // bits of a count past 2^32 (many tiny tensors, many threads).
+    const std::uint64_t leave = std::uint64_t{total} * kFinishBytesPerTensor * (threads - 1) / pair_bytes;
+    early.drain_leaving(static_cast<std::size_t>(detail::min_of<std::uint64_t>(leave, SIZE_MAX)));
     // Nothing to overlap, or a guess already known wrong (a program whose
     // names often hold other bytes would pay for finish twice every time):
     // finish after the comparisons, with every thread.

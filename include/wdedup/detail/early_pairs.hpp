@@ -179,7 +179,9 @@ class EarlyPairs {
     std::size_t c = claimed_.load(detail::Order::relaxed);
     for (;;) {
       const std::size_t p = published_.load(detail::Order::acquire);
-      if (p <= c + keep) return 0;
+      // Not c + keep, which wraps for a `keep` near SIZE_MAX (and c may be
+      // read ahead of p: then nothing is claimable either).
+      if (p <= c || p - c <= keep) return 0;
       const std::size_t take = detail::min_of(max, p - c - keep);
       if (!shared_) {
         claimed_.store(c + take, detail::Order::relaxed);

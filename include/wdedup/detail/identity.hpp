@@ -947,7 +947,10 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
       body_unit_begin.push_back(static_cast<std::uint32_t>(body_units.size()));
       continue;
     }
-    const std::size_t range = (kItemBlocks / k) * block;
+    // Saturated, not wrapped: in 32 bits a block of 32 MiB made 128 blocks
+    // 2^32 = 0 bytes, and the loop below never advanced.
+    const std::size_t per = kItemBlocks / k;
+    const std::size_t range = block > SIZE_MAX / per ? SIZE_MAX : per * block;
     for (std::size_t lo = block; lo < size; lo += detail::min_of(range, size - lo)) {
       const std::size_t hi = lo + detail::min_of(range, size - lo);
       body_units.push_back(BodyUnit{static_cast<std::uint32_t>(c), lo, hi});
