@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "../tools/read_back.hpp"
+#include "wdedup/ptd_writer.hpp"
 #include "wdedup/wdedup.hpp"
 
 using namespace wdedup;
@@ -232,6 +234,58 @@ TEST_CASE("LlamaConfig::memory_bytes() is what generate() allocates, without all
   huge.hidden_dim = 0x7fffffffu;
   CHECK(huge.problem().empty());
   CHECK(huge.memory_bytes() == ~std::uint64_t{0});
+}
+
+TEST_CASE("the demo's read-back finds a tensor the file does not give back, and a function it lacks") {
+  // The demo only ever sees files that read back; here the same check is
+  // shown failing, on a written store with one byte of one tensor flipped.
+  auto w = LlamaWorkload::generate(LlamaConfig::tiny());
+  REQUIRE(w.ok());
+  const Program& program = w->program();
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/read_back.ptd";
+  REQUIRE(write_ptd_file(r->store, r->functions, path).ok());
+  const wdedup_demo::ReadBack good = wdedup_demo::read_back(path, program, *r);
+  CHECK(good.problem == "");
+  CHECK(good.keys == expected_for(LlamaConfig::tiny()).keys);
+  CHECK(good.functions == 2);
+  CHECK(good.tensors == 96);
+
+  // The first tensor of the first function: where its bytes sit in the file.
+  const FunctionMap& f0 = r->functions.functions[0];
+  const Tensor& t0 = program.find_method(f0.method)->partitions[f0.partition_index].tensors[0];
+  REQUIRE(t0.bytes.size() > 0);
+  std::uint64_t offset = 0;
+  {
+    auto src = MmapSource::open(path.c_str());
+    REQUIRE(src.ok());
+    auto map = NamedDataMap::open(*src);
+    REQUIRE(map.ok());
+    auto key = map->find_function(f0.method, f0.partition_index)->key_of(t0.name);
+    REQUIRE(key.ok());
+    offset = map->find(*key)->offset + t0.bytes.size() - 1;  // its last byte
+  }
+  std::FILE* file = std::fopen(path.c_str(), "r+b");
+  REQUIRE(file != nullptr);
+  REQUIRE(std::fseek(file, static_cast<long>(offset), SEEK_SET) == 0);
+  const int was = std::fgetc(file);
+  REQUIRE(was != EOF);
+  REQUIRE(std::fseek(file, static_cast<long>(offset), SEEK_SET) == 0);
+  std::fputc(was ^ 0x01, file);
+  std::fclose(file);
+  const wdedup_demo::ReadBack bad = wdedup_demo::read_back(path, program, *r);
+  CHECK(bad.problem == f0.method + "#0 tensor '" + t0.name + "' does not read back");
+  CHECK(bad.tensors == 0);
+
+  // A function the file does not have (another name than the one written):
+  // found before any of its tensors is read.
+  DedupResult renamed = *r;
+  renamed.functions.functions[0].function_name += "_other";
+  CHECK(wdedup_demo::read_back(path, program, renamed).problem ==
+        "function " + f0.method + "#0 missing or different in the file");
+  CHECK(wdedup_demo::read_back(path + ".absent", program, *r).problem ==
+        "cannot map " + path + ".absent: open failed: No such file or directory (IoError)");
 }
 
 #ifdef WDEDUP_DEMO_PATH

@@ -27,6 +27,8 @@
 #include <wdedup/runtime.hpp>
 #include <wdedup/wdedup.hpp>
 
+#include "read_back.hpp"
+
 namespace {
 
 struct Args {
@@ -373,47 +375,6 @@ bool runs_as_asked(const Args& args, const wdedup::Program& program, std::vector
          outputs_distinct(args, program, *tags);
 }
 
-/// Reads the written store back through the runtime half and checks that
-/// every function's every tensor resolves to exactly the bytes it was given.
-bool verify_file(const std::string& path, const wdedup::Program& program, const wdedup::DedupResult& r) {
-  auto source = wdedup::MmapSource::open(path.c_str());
-  if (!source) {
-    std::fprintf(stderr, "verify: cannot map %s: %s\n", path.c_str(),
-                 wdedup::describe_failure(source.failure()).c_str());
-    return false;
-  }
-  auto map = wdedup::NamedDataMap::open(*source);
-  if (!map) {
-    std::fprintf(stderr, "verify: cannot open %s: %s\n", path.c_str(),
-                 wdedup::describe_failure(map.failure()).c_str());
-    return false;
-  }
-  std::size_t checked = 0;
-  for (const wdedup::FunctionMap& f : r.functions.functions) {
-    auto fv = map->find_function(f.method, f.partition_index);
-    if (!fv || fv->function_name() != f.function_name || fv->blob_key() != f.blob_key) {
-      std::fprintf(stderr, "verify: function %s#%u missing or different in the file\n", f.method.c_str(),
-                   f.partition_index);
-      return false;
-    }
-    const wdedup::Partition& part = program.find_method(f.method)->partitions[f.partition_index];
-    for (const wdedup::Tensor& t : part.tensors) {
-      auto key = fv->key_of(t.name);
-      auto data = key ? map->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
-      if (!data || data->size() != t.bytes.size() ||
-          (t.bytes.size() != 0 && std::memcmp(data->data(), t.bytes.data(), t.bytes.size()) != 0)) {
-        std::fprintf(stderr, "verify: %s#%u tensor '%s' does not read back\n", f.method.c_str(), f.partition_index,
-                     t.name.c_str());
-        return false;
-      }
-      ++checked;
-    }
-  }
-  std::printf("  read back %s with the runtime reader: %zu keys, %zu functions, %zu tensors verified\n",
-              path.c_str(), static_cast<std::size_t>(*map->get_num_keys()), map->function_count(), checked);
-  return true;
-}
-
 template <class Policy>
 bool run(const Args& args, const wdedup::Program& program, const std::string& out, std::string* json) {
   wdedup::DedupOptions opts;
@@ -437,7 +398,13 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
       return false;
     }
     std::printf("  wrote %s: %llu bytes\n", out.c_str(), static_cast<unsigned long long>(stats->file_size));
-    if (!verify_file(out, program, *r)) return false;
+    const wdedup_demo::ReadBack back = wdedup_demo::read_back(out, program, *r);
+    if (!back.ok()) {
+      std::fprintf(stderr, "verify: %s\n", back.problem.c_str());
+      return false;
+    }
+    std::printf("  read back %s with the runtime reader: %zu keys, %zu functions, %zu tensors verified\n",
+                out.c_str(), back.keys, back.functions, back.tensors);
   }
   // Only a report whose store was written and read back (or that had no
   // store to write) goes into --json: a run whose every write failed
