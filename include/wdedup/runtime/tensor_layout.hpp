@@ -133,8 +133,9 @@ struct TensorLayout {
     return n;
   }
   /// Bytes the tensor occupies. Exact for valid layouts (everything a
-  /// NamedDataMap returns; the reader checks at open): a product can wrap
-  /// only before a size of 0, which makes the result 0 all the same.
+  /// NamedDataMap returns: it refuses a key's layout that breaks a rule): a
+  /// product can wrap only before a size of 0, which makes the result 0 all
+  /// the same.
   std::uint64_t nbytes() const noexcept { return numel() * element_size(scalar_type); }
 };
 
