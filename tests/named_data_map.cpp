@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "support/ptd_files.hpp"
@@ -94,6 +96,53 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
     ::sigaction(SIGIO, &before, nullptr);
     ::close(lease_fd);
   }
+  SUBCASE("a signal that interrupts the wait for a lease does not fail the open") {
+    // The blocking open waits for the lease holder (here this process, whose
+    // SIGIO handler does nothing); SIGALRM, whose handler has no SA_RESTART,
+    // interrupts that wait (EINTR) and gives the lease up: opened again, the
+    // file opens.
+    const std::string path = write_temp("runtime_leased_eintr.ptd", read_file(simple));
+    static int lease_fd = -1;
+    lease_fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(lease_fd >= 0);
+    struct sigaction nothing {}, give_up{}, before_io{}, before_alarm{};
+    nothing.sa_handler = [](int) {};
+    give_up.sa_handler = [](int) { ::fcntl(lease_fd, F_SETLEASE, F_UNLCK); };  // no SA_RESTART
+    REQUIRE(::sigaction(SIGIO, &nothing, &before_io) == 0);
+    REQUIRE(::sigaction(SIGALRM, &give_up, &before_alarm) == 0);
+    if (::fcntl(lease_fd, F_SETLEASE, F_WRLCK) != 0) {
+      MESSAGE("leases not available here (errno ", errno, "): not checked");
+    } else {
+      itimerval in_200ms{};
+      in_200ms.it_value.tv_usec = 200000;
+      REQUIRE(::setitimer(ITIMER_REAL, &in_200ms, nullptr) == 0);
+      for (int via = 0; via < 2; ++via) {
+        if (via == 1) {  // again for MmapSource, with a new lease and timer
+          REQUIRE(::fcntl(lease_fd, F_SETLEASE, F_WRLCK) == 0);
+          REQUIRE(::setitimer(ITIMER_REAL, &in_200ms, nullptr) == 0);
+        }
+        Failure f;
+        if (via == 0) {
+          Result<FileSource> r = FileSource::open(path.c_str());
+          f = r.failure();
+          CHECK(r.ok());
+        } else {
+          Result<MmapSource> r = MmapSource::open(path.c_str());
+          f = r.failure();
+          CHECK(r.ok());
+        }
+        const std::string what = f.what;
+        CAPTURE(what);
+        CHECK(f.at != EINTR);
+        CHECK(::fcntl(lease_fd, F_GETLEASE) == F_UNLCK);
+      }
+    }
+    itimerval off{};
+    ::setitimer(ITIMER_REAL, &off, nullptr);
+    ::sigaction(SIGIO, &before_io, nullptr);
+    ::sigaction(SIGALRM, &before_alarm, nullptr);
+    ::close(lease_fd);
+  }
   SUBCASE("an empty file maps to nothing and is Truncated for the reader") {
     const std::string path = write_temp("runtime_empty_file.ptd", {});
     Result<MmapSource> m = MmapSource::open(path.c_str());
@@ -137,6 +186,18 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
   }
 }
 
+TEST_CASE("an MmapSource cannot be assigned a BufferSource through their common base") {
+  // detail::MemorySource's copy assignment, were it public, would slice a
+  // BufferSource into an MmapSource: its destructor would then munmap the
+  // caller's buffer and leak the mapping. BufferSource still copies.
+  CHECK_FALSE(std::is_copy_assignable<detail::MemorySource>::value);
+  CHECK_FALSE(std::is_copy_constructible<detail::MemorySource>::value);
+  CHECK_FALSE(std::is_assignable<detail::MemorySource&, const BufferSource&>::value);
+  CHECK(std::is_copy_assignable<BufferSource>::value);
+  CHECK(std::is_copy_constructible<BufferSource>::value);
+  CHECK_FALSE(std::is_copy_assignable<MmapSource>::value);
+}
+
 TEST_CASE("a FileSource whose read fails names the errno, with the offset in `at`") {
   // The source's descriptor made a directory's (dup2): pread gives EISDIR.
   const std::string simple = fixture("simple.ptd");
@@ -154,6 +215,20 @@ TEST_CASE("a FileSource whose read fails names the errno, with the offset in `at
   CHECK(std::string(detail::pread_failure(EIO)) == "pread failed: EIO, an I/O error (at = offset)");
   CHECK(std::string(detail::pread_failure(EBADF)) == "pread failed: EBADF, the descriptor is not open for reading (at = offset)");
   CHECK(std::string(detail::pread_failure(EPERM)).rfind("pread failed: an errno other than EIO", 0) == 0);
+}
+
+TEST_CASE("a BufferSource of nullptr and a size fails its reads instead of reading address 0") {
+  // As from an unchecked allocation: view() gives nothing, so open() asks
+  // for lent metadata memory, whose read copied from address 0 (SIGSEGV).
+  BufferSource src(nullptr, 896);
+  CHECK(NamedDataMap::open(src).error() == Error::InvalidArgument);
+  std::uint8_t b[8] = {};
+  const Status st = src.read(0, b, sizeof b);
+  CHECK(st.error() == Error::InvalidArgument);
+  CHECK(src.read(8, b, 0).ok());  // nothing to copy
+  CHECK(NamedDataMap::metadata_size(src).error() == Error::InvalidArgument);
+  AlignedBytes meta(4096, 8);
+  CHECK(NamedDataMap::open(src, meta.span()).error() == Error::InvalidArgument);
 }
 
 TEST_CASE("the map object's size is what the README says (it holds its 256 tag slots)") {

@@ -74,6 +74,11 @@ class MemorySource : public DataSource {
   }
   Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
     if (!range_ok(offset, size, size_)) return Status(Error::Truncated, "read past the end of the source", offset);
+    // A BufferSource made of nullptr and a size (an unchecked allocation)
+    // has no bytes to read: view() says so, and read() must not copy from
+    // address 0.
+    if (size != 0 && data_ == nullptr)
+      return Status(Error::InvalidArgument, "the source's memory is null", offset);
     if (size != 0) std::memcpy(dst, data_ + offset, static_cast<std::size_t>(size));
     return ok_status();
   }
@@ -83,6 +88,11 @@ class MemorySource : public DataSource {
  protected:
   MemorySource() noexcept = default;
   MemorySource(const std::uint8_t* data, std::uint64_t size) noexcept : data_(data), size_(size) {}
+  // Copied only as a BufferSource: a public assignment would let a
+  // BufferSource be assigned into an MmapSource through this base, which
+  // would then unmap the buffer and leak its own mapping.
+  MemorySource(const MemorySource&) = default;
+  MemorySource& operator=(const MemorySource&) = default;
 
   const std::uint8_t* data_ = nullptr;
   std::uint64_t size_ = 0;
@@ -146,15 +156,24 @@ inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) 
   // It is cleared once the file is known to be regular: a local file
   // system ignores it for reads, but a FUSE one passes it on, and its
   // reads could then fail with EAGAIN.
-  int f = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | kOpenLargeFile);
+  // An open interrupted by a signal (one whose handler was installed
+  // without SA_RESTART) is made again, as an interrupted pread is.
+  int f = -1;
+  do f = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | kOpenLargeFile);
+  while (f < 0 && errno == EINTR);
   // But a regular file under another holder's write lease (Samba and NFS
   // servers take them) refuses a non-blocking open, where a blocking one
   // waits for the lease to be given up, as ExecuTorch's loader would: a
-  // regular file is opened again, blocking.
+  // regular file is opened again, blocking. (That wait is where a signal
+  // interrupts it.)
   if (f < 0 && errno == EWOULDBLOCK) {
     FileStat st;
-    if (file_stat(path, &st) == 0 && S_ISREG(st.st_mode)) f = ::open(path, O_RDONLY | O_CLOEXEC | kOpenLargeFile);
-    else errno = EWOULDBLOCK;
+    if (file_stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+      do f = ::open(path, O_RDONLY | O_CLOEXEC | kOpenLargeFile);
+      while (f < 0 && errno == EINTR);
+    } else {
+      errno = EWOULDBLOCK;
+    }
   }
   if (f < 0) return Status(Error::IoError, "open failed (at = errno)", static_cast<std::uint64_t>(errno));
   FileStat st;

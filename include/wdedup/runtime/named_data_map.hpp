@@ -732,9 +732,15 @@ class NamedDataMap {
     const std::uint64_t pow2 = detail::pow2_part(k.alignment);
     const std::uint64_t align = pow2 < kMaxCopyAlignment ? pow2 : kMaxCopyAlignment;
     void* mem = nullptr;
-    if (align <= alignof(std::max_align_t)) {
+    // malloc(n) is aligned only for the types that fit in n bytes: jemalloc
+    // (FreeBSD's libc, Android's before Scudo) gives 8-byte blocks 8-byte
+    // alignment where max_align_t asks for 16. A copy smaller than its
+    // alignment comes from posix_memalign (whose alignment is at least a
+    // pointer's).
+    if (align <= alignof(std::max_align_t) && k.size >= align) {
       mem = std::malloc(static_cast<std::size_t>(k.size));
-    } else if (posix_memalign(&mem, static_cast<std::size_t>(align), static_cast<std::size_t>(k.size)) != 0) {
+    } else if (posix_memalign(&mem, static_cast<std::size_t>(align < sizeof(void*) ? sizeof(void*) : align),
+                              static_cast<std::size_t>(k.size)) != 0) {
       mem = nullptr;
     }
     if (mem == nullptr) return R(Error::OutOfMemory, "allocating the copy failed", k.size);
