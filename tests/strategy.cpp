@@ -205,7 +205,7 @@ TEST_CASE("unequal partitions: Positional names both methods and counts; OneBlob
   CHECK(dis->report.blobs == 5);
 }
 
-TEST_CASE("one method: every strategy works and nothing is shared across methods") {
+TEST_CASE("one method: nothing is combined, each partition is a blob of its own under every strategy (as ExecuTorch)") {
   std::vector<std::uint8_t> a = fill(100, 1), b = fill(100, 1), c = fill(50, 2);
   Program program;
   Method& m = program.add_method("forward");
@@ -215,16 +215,69 @@ TEST_CASE("one method: every strategy works and nothing is shared across methods
   REQUIRE(pos.ok());
   CHECK(key_names(pos->store) == std::vector<std::string>{"a", "c", "b"});
   CHECK(key_buffers(pos->store) == std::vector<std::uint32_t>{0, 1, 0});
-  CHECK(function_ids(pos->functions) ==
-        std::vector<std::string>{"forward#0 combined_partition_0:forward", "forward#1 combined_partition_1:forward"});
+  // coreml_preprocess.py: `if len(method_names) <= 1: return
+  // super().preprocess_multimethod(...)`: each partition compiled alone.
+  const std::vector<std::string> own{"forward#0 forward_partition_0:forward", "forward#1 forward_partition_1:forward"};
+  CHECK(function_ids(pos->functions) == own);
   CHECK(pos->report.per_method[0].bytes_shared_with_other_methods == 0);
   CHECK(pos->report.bytes_saved == 100);
   CHECK(pos->report.bytes_shared_across_blobs == 100);
   auto one = deduplicate<Strategy<OneBlob>>(program);
   REQUIRE(one.ok());
-  CHECK(one->report.bytes_shared_across_blobs == 0);
+  CHECK(function_ids(one->functions) == own);
+  CHECK(one->report.blobs == 2);
+  CHECK(one->report.bytes_shared_across_blobs == 100);  // a, in both partitions' blobs
+  auto dis = deduplicate<Strategy<Disabled>>(program);
+  REQUIRE(dis.ok());
+  CHECK(function_ids(dis->functions) == own);
+}
+
+TEST_CASE("a method with no partitions takes no part: ExecuTorch never hands it to the backend") {
+  std::vector<std::uint8_t> a = fill(64, 1), b = fill(32, 2);
+  // prefill 2, decode 2, init 0 (it runs on the CPU): Positional combines
+  // prefill and decode, init's 0 is no mismatch.
+  Program program;
+  program.add_method("init");
+  Method& p = program.add_method("prefill");
+  p.add_partition().add("a", span(a));
+  p.add_partition().add("b", span(b));
+  Method& d = program.add_method("decode");
+  d.add_partition().add("a", span(a));
+  d.add_partition().add("b", span(b));
+  auto pos = deduplicate<Strategy<Positional>>(program);
+  REQUIRE_MESSAGE(pos.ok(), pos.message());
+  CHECK(function_ids(pos->functions) ==
+        std::vector<std::string>{"prefill#0 combined_partition_0:prefill", "prefill#1 combined_partition_1:prefill",
+                                 "decode#0 combined_partition_0:decode", "decode#1 combined_partition_1:decode"});
+  auto one = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(one.ok());
   CHECK(function_ids(one->functions) ==
-        std::vector<std::string>{"forward#0 combined_all:forward__0", "forward#1 combined_all:forward__1"});
+        std::vector<std::string>{"prefill#0 combined_all:prefill__0", "prefill#1 combined_all:prefill__1",
+                                 "decode#0 combined_all:decode__0", "decode#1 combined_all:decode__1"});
+
+  // Only one method with partitions: nothing to combine, under either.
+  Program single;
+  single.add_method("helper");
+  Method& f = single.add_method("forward");
+  f.add_partition().add("a", span(a));
+  f.add_partition().add("b", span(b));
+  const std::vector<std::string> own{"forward#0 forward_partition_0:forward", "forward#1 forward_partition_1:forward"};
+  auto pos1 = deduplicate<Strategy<Positional>>(single);
+  REQUIRE_MESSAGE(pos1.ok(), pos1.message());
+  CHECK(function_ids(pos1->functions) == own);
+  auto one1 = deduplicate<Strategy<OneBlob>>(single);
+  REQUIRE(one1.ok());
+  CHECK(function_ids(one1->functions) == own);
+
+  // A real mismatch among the methods with partitions is still refused,
+  // naming the first method that has some (init, first, has none).
+  program.methods[1].add_partition().add("c", span(b));
+  auto bad = deduplicate<Strategy<Positional>>(program);
+  CHECK(bad.error() == Error::PartitionCountMismatch);
+  CHECK(bad.message() ==
+        "policy POSITIONAL refused the program: every method must have the same number of partitions: method "
+        "'decode' has 2, but the first method with partitions 'prefill' has 3; Strategy<OneBlob> (or "
+        "Strategy<Disabled>) accepts unequal partition counts");
 }
 
 TEST_CASE("a method with zero tensors gets functions with empty tables") {

@@ -259,9 +259,12 @@ Expected<void> plan_functions(const Program& program, PolicyPlan& plan) {
       f.method = method.name;
       f.partition_index = p;
       // (A policy may return a const char*: a null one would crash the
-      // string it is assigned to.)
-      auto blob_key = Policy::blob_key(program, m, p);
-      auto function_name = Policy::function_name(program, m, p);
+      // string it is assigned to.) The method index goes in as the
+      // std::size_t the policy checks (strategy.hpp) and the README
+      // promise, so a policy those accept is one this call compiles with.
+      const std::size_t method_index = m;
+      auto blob_key = Policy::blob_key(program, method_index, p);
+      auto function_name = Policy::function_name(program, method_index, p);
       for (const char* what : {is_null_name(blob_key) ? "blob key" : nullptr,
                                is_null_name(function_name) ? "function name" : nullptr})
         if (what != nullptr)

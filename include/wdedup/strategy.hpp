@@ -22,28 +22,55 @@
 
 namespace wdedup {
 
+namespace detail {
+
+/// Whether a method other than `method` has partitions. ExecuTorch hands a
+/// backend's preprocess_multimethod only the methods that have partitions
+/// for it (exir/backend/backend_api.py), and CoreML's combines nothing when
+/// it is given fewer than two (coreml_preprocess.py: `if len(method_names)
+/// <= 1: return super().preprocess_multimethod(...)`, each partition
+/// compiled on its own). Stops at the first other method with partitions.
+inline bool other_method_has_partitions(const Program& program, std::size_t method) noexcept {
+  for (std::size_t i = 0; i < program.methods.size(); ++i)
+    if (i != method && !program.methods[i].partitions.empty()) return true;
+  return false;
+}
+
+/// The blob of a partition compiled on its own: "<method>_partition_<i>".
+inline std::string own_blob_key(const Program& program, std::size_t method, std::uint32_t partition) {
+  return program.methods[method].name + "_partition_" + std::to_string(partition);
+}
+
+}  // namespace detail
+
 /// One blob per partition index ("combined_partition_<i>"); each method is a
-/// function of that blob named after the method. Every method must have the
-/// same number of partitions.
+/// function of that blob named after the method. Every method with
+/// partitions must have the same number of them; a method with none takes
+/// no part (ExecuTorch never hands it to the backend). With fewer than two
+/// methods with partitions nothing is combined: each partition is a blob of
+/// its own, as under Disabled (as ExecuTorch does).
 struct Positional {
   static constexpr const char* name = "POSITIONAL";
 
   static Expected<void> validate(const Program& program) {
-    if (program.methods.empty()) return {};
-    const Method& first = program.methods.front();
+    const Method* first = nullptr;
     for (const Method& m : program.methods) {
-      if (m.partitions.size() != first.partitions.size()) {
+      if (m.partitions.empty()) continue;
+      if (first == nullptr) first = &m;
+      if (m.partitions.size() != first->partitions.size()) {
         return Expected<void>(
             Error::PartitionCountMismatch,
             detail::cat("every method must have the same number of partitions: method ",
                         detail::quote_name(m.name), " has ", m.partitions.size(), ", but the first method ",
-                        detail::quote_name(first.name), " has ", first.partitions.size(),
+                        first == &program.methods.front() ? "" : "with partitions ",
+                        detail::quote_name(first->name), " has ", first->partitions.size(),
                         "; Strategy<OneBlob> (or Strategy<Disabled>) accepts unequal partition counts"));
       }
     }
     return {};
   }
-  static std::string blob_key(const Program&, std::size_t /*method*/, std::uint32_t partition) {
+  static std::string blob_key(const Program& program, std::size_t method, std::uint32_t partition) {
+    if (!detail::other_method_has_partitions(program, method)) return detail::own_blob_key(program, method, partition);
     return "combined_partition_" + std::to_string(partition);
   }
   static std::string function_name(const Program& program, std::size_t method, std::uint32_t) {
@@ -52,13 +79,20 @@ struct Positional {
 };
 
 /// One blob for everything ("combined_all"); each partition is a function
-/// named "<method>__<partition>". Any partition counts.
+/// named "<method>__<partition>". Any partition counts. With fewer than two
+/// methods with partitions nothing is combined: each partition is a blob of
+/// its own, its function named after the method, as under Disabled (as
+/// ExecuTorch does).
 struct OneBlob {
   static constexpr const char* name = "ONE_BLOB";
 
   static Expected<void> validate(const Program&) { return {}; }
-  static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "combined_all"; }
+  static std::string blob_key(const Program& program, std::size_t method, std::uint32_t partition) {
+    if (!detail::other_method_has_partitions(program, method)) return detail::own_blob_key(program, method, partition);
+    return "combined_all";
+  }
   static std::string function_name(const Program& program, std::size_t method, std::uint32_t partition) {
+    if (!detail::other_method_has_partitions(program, method)) return program.methods[method].name;
     return program.methods[method].name + "__" + std::to_string(partition);
   }
 };
@@ -70,7 +104,7 @@ struct Disabled {
 
   static Expected<void> validate(const Program&) { return {}; }
   static std::string blob_key(const Program& program, std::size_t method, std::uint32_t partition) {
-    return program.methods[method].name + "_partition_" + std::to_string(partition);
+    return detail::own_blob_key(program, method, partition);
   }
   static std::string function_name(const Program& program, std::size_t method, std::uint32_t) {
     return program.methods[method].name;
