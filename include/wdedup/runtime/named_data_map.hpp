@@ -688,17 +688,24 @@ class NamedDataMap {
   Result<TensorLayout> layout_of(std::uint32_t i) const noexcept {
     const std::uint64_t lt = layout_pos(i);
     if (lt == 0) return Result<TensorLayout>(Error::NotFound, "key has no tensor layout", i);
-    const TensorLayout l = layout_at(lt);
     // Only a file with a layout that broke its rules at open pays for the
-    // check again, key by key (see validate_keys).
-    if (layouts_faulty_) {
-      std::uint64_t off = 0, size = 0;
-      seg_range(ext_ != 0 ? format::load_u32(entry(i) + format::key_entry::kSegmentIndex) : segment_index_fb(i),
-                &off, &size);
-      if (const char* why = layout_problem(l.scalar_type, l.sizes.data(), l.sizes.size(), l.dim_order.data(),
-                                           l.dim_order.size(), size))
-        return Result<TensorLayout>(Error::MalformedLayout, why, lt);
-    }
+    // check again, key by key (see validate_keys), out of line: inlined, it
+    // took every get_tensor_layout from 13 to 23 ns at 16 keys (and +10 ns
+    // at 256 and 4096; Zen 4 EPYC VM), in files that have no such layout.
+    if (layouts_faulty_) return checked_layout(i, lt);
+    return layout_at(lt);
+  }
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((noinline))
+#endif
+  Result<TensorLayout> checked_layout(std::uint32_t i, std::uint64_t lt) const noexcept {
+    const TensorLayout l = layout_at(lt);
+    std::uint64_t off = 0, size = 0;
+    seg_range(ext_ != 0 ? format::load_u32(entry(i) + format::key_entry::kSegmentIndex) : segment_index_fb(i), &off,
+              &size);
+    if (const char* why = layout_problem(l.scalar_type, l.sizes.data(), l.sizes.size(), l.dim_order.data(),
+                                         l.dim_order.size(), size))
+      return Result<TensorLayout>(Error::MalformedLayout, why, lt);
     return l;
   }
   /// Which rule a layout breaks (a fixed message), or nullptr: its own
