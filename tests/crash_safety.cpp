@@ -683,6 +683,65 @@ TEST_CASE("a new file gets its directory's default ACL, as any new file does") {
   CHECK(others(dir, {"model.ptd"}).empty());
 }
 
+TEST_CASE("replacing a file keeps its access ACL, and adds none its directory's default would give") {
+  // An ACL's mask is the mode's group bits: the mode alone (0660 here, with
+  // the owning group at r-- and user 1234 at rw-) would give the group
+  // write and take user 1234's access away. And a replacement must not
+  // take an ACL from a default set on the directory after the old file was
+  // made (user 1234, "other" to the old 0640 file, would read the new one).
+  std::vector<std::vector<std::uint8_t>> data{pattern(100, 5)};
+  const NamedDataStore store = store_over(data);
+  const auto make_acl = [](std::initializer_list<std::pair<int, std::uint32_t>> entries) {
+    std::vector<std::uint8_t> acl;
+    auto put = [&](std::uint32_t v, int bytes) {
+      for (int i = 0; i < bytes; ++i) acl.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+    };
+    put(2, 4);
+    for (const auto& [tag, perm] : entries) {
+      put(static_cast<std::uint32_t>(tag), 2);
+      put(static_cast<std::uint32_t>(perm), 2);
+      put(tag == 0x02 ? 1234u : 0xFFFFFFFFu, 4);  // ACL_USER names uid 1234
+    }
+    return acl;
+  };
+  // user_obj rw, user 1234 rw, group_obj r, mask rw, other none
+  const std::vector<std::uint8_t> acl = make_acl({{0x01, 6}, {0x02, 6}, {0x04, 4}, {0x10, 6}, {0x20, 0}});
+  const auto read_acl = [](const std::string& path) {
+    std::vector<std::uint8_t> buf(256);
+    const ssize_t n = ::getxattr(path.c_str(), "system.posix_acl_access", buf.data(), buf.size());
+    buf.resize(n < 0 ? 0 : static_cast<std::size_t>(n));
+    return buf;
+  };
+
+  const std::string dir = fresh_dir("access_acl");
+  const std::string dest = dir + "/model.ptd";
+  REQUIRE(wdedup_test::write_file(dest, {9}));
+  if (::setxattr(dest.c_str(), "system.posix_acl_access", acl.data(), acl.size(), 0) != 0) {
+    MESSAGE("no POSIX ACLs on this file system (" << std::strerror(errno) << "): skipped");
+    return;
+  }
+  const std::vector<std::uint8_t> before = read_acl(dest);
+  REQUIRE(!before.empty());
+  REQUIRE(write_ptd_file(store, dest).ok());
+  CHECK(read_acl(dest) == before);
+  struct stat st {};
+  REQUIRE(::stat(dest.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0660);
+  CHECK(read_file(dest) == serialize(store));
+
+  const std::string dir2 = fresh_dir("access_acl_default");
+  const std::string dest2 = dir2 + "/model.ptd";
+  REQUIRE(wdedup_test::write_file(dest2, {9}));
+  REQUIRE(::chmod(dest2.c_str(), 0640) == 0);
+  REQUIRE(::setxattr(dir2.c_str(), "system.posix_acl_default", acl.data(), acl.size(), 0) == 0);
+  REQUIRE(read_acl(dest2).empty());
+  REQUIRE(write_ptd_file(store, dest2).ok());
+  CHECK(read_acl(dest2).empty());
+  REQUIRE(::stat(dest2.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0640);
+  CHECK(others(dir2, {"model.ptd"}).empty());
+}
+
 TEST_CASE("replacing a file keeps its owner and group; a link another user planted in /tmp is not followed") {
   // Both need root (to give files and links away); elsewhere they are not
   // checked, and say so.

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -109,6 +110,35 @@ TEST_CASE("the writer refuses a file past what this build's off_t reaches, befor
                        "32-bit off_t reaches (2^31 - 1); build it with -D_FILE_OFFSET_BITS=64");
   // The destination is as it was, and no temporary file was made.
   CHECK(wdedup_test::read_file(path) == before);
+  CHECK(wdedup_test::dir_entries(dir) == std::vector<std::string>{"store.ptd"});
+  CHECK(::unlink(path.c_str()) == 0);
+  CHECK(::rmdir(dir.c_str()) == 0);
+}
+
+TEST_CASE("a 32-bit off_t build replaces an existing file past 2 GiB with a smaller one") {
+  // lstat of the old file fails there (EOVERFLOW), though the writer needs
+  // only its type, mode and owner, and the new file fits.
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/large_file_replace_" + std::to_string(8 * sizeof(void*));
+  ::mkdir(dir.c_str(), 0755);
+  const std::string path = dir + "/store.ptd";
+  // 3 GiB, sparse: made by truncate(1), as this program cannot make a file past its off_t.
+  const bool sparse = std::system(("truncate -s 3G '" + path + "'").c_str()) == 0 && ::chmod(path.c_str(), 0640) == 0;
+  if (!sparse) {
+    ::unlink(path.c_str());
+    MESSAGE("cannot make a sparse 3 GiB file in " WDEDUP_TEST_TMPDIR ": not tried");
+    return;
+  }
+  wdedup::NamedDataStore store;
+  const std::vector<std::uint8_t> data(100, 7);
+  REQUIRE(store.add_named_data("w", wdedup::ByteSpan(data.data(), data.size()), 64).ok());
+  errno = 0;
+  CHECK(wdedup::detail::can_create_file(path));
+  const wdedup::Expected<wdedup::WriteStats> w = wdedup::write_ptd_file(store, path);
+  CHECK_MESSAGE(w.ok(), (w.ok() ? std::string() : w.message()));
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0640);
+  if (w.ok()) CHECK(static_cast<std::uint64_t>(st.st_size) == w->file_size);
   CHECK(wdedup_test::dir_entries(dir) == std::vector<std::string>{"store.ptd"});
   CHECK(::unlink(path.c_str()) == 0);
   CHECK(::rmdir(dir.c_str()) == 0);

@@ -31,6 +31,9 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/xattr.h>
+#endif
 
 #include "wdedup/detail/random.hpp"
 #include "wdedup/expected.hpp"
@@ -53,6 +56,27 @@ inline void fill_temp_name(char* path_template) {
 inline std::string parent_dir(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+/// stat (`follow`) or lstat of `path`. Where off_t has 32 bits (a 32-bit
+/// glibc build without _FILE_OFFSET_BITS=64), a file past 2 GiB makes both
+/// fail with EOVERFLOW, though all the writer reads of it (type, mode,
+/// owner, group) fits: then they come from stat64, and st_size is 0.
+inline int stat_path(const char* path, bool follow, struct stat* st) noexcept {
+  const int rc = follow ? ::stat(path, st) : ::lstat(path, st);
+#if defined(__GLIBC__) && defined(_LARGEFILE64_SOURCE) && !defined(__USE_FILE_OFFSET64)
+  if (rc != 0 && errno == EOVERFLOW) {
+    struct stat64 st64 {};
+    if ((follow ? ::stat64(path, &st64) : ::lstat64(path, &st64)) != 0) return -1;
+    *st = {};
+    st->st_mode = st64.st_mode;
+    st->st_uid = st64.st_uid;
+    st->st_gid = st64.st_gid;
+    st->st_nlink = static_cast<nlink_t>(st64.st_nlink);
+    return 0;
+  }
+#endif
+  return rc;
 }
 
 /// The system calls the atomic writer makes. Each returns what the POSIX
@@ -154,7 +178,7 @@ class BasicAtomicFile {
     target_ = path;
     struct stat st {};
     bool exists = false;
-    if (::lstat(path.c_str(), &st) == 0) {
+    if (stat_path(path.c_str(), false, &st) == 0) {
       if (S_ISLNK(st.st_mode)) {
         // Replace what the link points at and keep the link itself. But not
         // through a link the kernel would refuse to follow for open(2) here
@@ -172,7 +196,8 @@ class BasicAtomicFile {
         }
         target_ = real;
         std::free(real);
-        if (const int e = errno_of(::stat(target_.c_str(), &st))) return fail_errno("stat " + quote_name(target_), e);
+        if (const int e = errno_of(stat_path(target_.c_str(), true, &st)))
+          return fail_errno("stat " + quote_name(target_), e);
       }
       if (!S_ISREG(st.st_mode))
         return refuse(EINVAL, "it exists and is not a regular file (a directory, device or socket is never replaced)");
@@ -226,6 +251,14 @@ class BasicAtomicFile {
       if (!uid_kept) mode &= ~static_cast<int>(S_ISUID);
       if (!gid_kept) mode &= ~static_cast<int>(S_ISGID);
     }
+    // A replaced file's POSIX access ACL goes with it, and a replacement
+    // has none that the old file had not: the mode's group bits are an
+    // ACL's mask, so the mode alone would give the owning group what only
+    // the mask allowed, drop the named users' entries, and keep the ones
+    // the directory's default ACL gave the temporary file. (Before the
+    // mode, which then sets the same mask and the set-ID bits.)
+    if (exists)
+      if (Expected<void> ok = copy_access_acl(); !ok) return ok;
     if (mode >= 0)
       if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode))))
         return fail_errno("chmod temporary file " + quote_name(temp_), e);
@@ -359,8 +392,44 @@ class BasicAtomicFile {
       }
       const std::string to(buf, static_cast<std::size_t>(n));
       link = !to.empty() && to[0] == '/' ? to : dir + "/" + to;
-      if (::lstat(link.c_str(), &st) != 0) return {};  // dangling: realpath reports it
+      if (stat_path(link.c_str(), false, &st) != 0) return {};  // dangling: realpath reports it
     }
+    return {};
+  }
+  /// Gives the temporary file the access ACL of target_, or none if it
+  /// has none (where the system has POSIX ACLs).
+  Expected<void> copy_access_acl() {
+#if defined(__linux__)
+    static const char kName[] = "system.posix_acl_access";
+    std::vector<char> acl;
+    for (;;) {
+      const ssize_t n = ::getxattr(target_.c_str(), kName, nullptr, 0);
+      if (n < 0) {
+        const int e = errno;
+        if (e == ENODATA || e == EOPNOTSUPP) break;  // no ACL, or none on this file system
+        return fail_errno("read the access ACL of " + quote_name(target_), e);
+      }
+      acl.resize(static_cast<std::size_t>(n));
+      const ssize_t m = n == 0 ? 0 : ::getxattr(target_.c_str(), kName, acl.data(), acl.size());
+      if (m >= 0) {
+        acl.resize(static_cast<std::size_t>(m));
+        break;
+      }
+      if (errno != ERANGE) {  // ERANGE: it grew meanwhile; again
+        const int e = errno;
+        return fail_errno("read the access ACL of " + quote_name(target_), e);
+      }
+    }
+    if (!acl.empty()) {
+      if (::fsetxattr(fd_, kName, acl.data(), acl.size(), 0) != 0) {
+        const int e = errno;
+        return fail_errno("set the access ACL of temporary file " + quote_name(temp_), e);
+      }
+    } else if (::fremovexattr(fd_, kName) != 0 && errno != ENODATA && errno != EOPNOTSUPP) {
+      const int e = errno;
+      return fail_errno("remove the access ACL of temporary file " + quote_name(temp_), e);
+    }
+#endif
     return {};
   }
   static constexpr std::size_t kMaxIov = 1024;  // IOV_MAX on Linux and the BSDs
@@ -404,7 +473,7 @@ using AtomicFile = BasicAtomicFile<>;
 template <int = 0>
 bool can_create_file(const std::string& path) {
   struct stat st {};
-  const bool exists = !path.empty() && ::stat(path.c_str(), &st) == 0;
+  const bool exists = !path.empty() && stat_path(path.c_str(), true, &st) == 0;
   if (path.empty() || path.back() == '/' || (exists && S_ISDIR(st.st_mode))) {
     errno = EISDIR;
     return false;
@@ -418,7 +487,8 @@ bool can_create_file(const std::string& path) {
   }
   // A symbolic link to nothing: the writer refuses it (it replaces what a
   // link points at, and there is nothing), so say so before the work.
-  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && ::stat(path.c_str(), &st) != 0) return false;
+  if (stat_path(path.c_str(), false, &st) == 0 && S_ISLNK(st.st_mode) && stat_path(path.c_str(), true, &st) != 0)
+    return false;
   const std::string dir = parent_dir(path);
   if (::stat(dir.c_str(), &st) != 0) return false;
   if (!S_ISDIR(st.st_mode)) {
