@@ -735,3 +735,33 @@ TEST_CASE("the store's key index finds every key, whether the name index was han
     CHECK(dump(*r) == before);
   }
 }
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WDEDUP_TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define WDEDUP_TEST_TSAN 1
+#endif
+// The name index keeps a name's size in 32 bits: a name of 2^32 + 3 bytes was
+// indexed, and made a store key, as its first 3 bytes ("abc"), while the
+// function table named the full name, which the store then could not find.
+// 4 GiB for the name, made once (one thread: a second one would copy it into
+// the function tables while the check runs). Not where size_t has 32 bits,
+// nor under TSan, whose shadow of the name would take several times that.
+#if SIZE_MAX > UINT32_MAX && !defined(WDEDUP_TEST_TSAN)
+TEST_CASE("a tensor name longer than 2^32 - 1 bytes is refused, not truncated") {
+  static const std::uint8_t w[4] = {1, 2, 3, 4};
+  std::string long_name = "abc";
+  long_name.resize(3 + (std::size_t{1} << 32), 'z');
+  Program p;
+  p.add_method("m").add_partition().add(std::move(long_name), ByteSpan(w, 4), 1);
+  DedupOptions one;
+  one.threads = 1;
+  auto r = deduplicate<Strategy<Disabled>>(p, one);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == Error::InvalidName);
+  CHECK(r.message() == "method 'm' partition 0: tensor #0's name is 4294967299 bytes long; at most 4294967295");
+}
+#endif

@@ -152,6 +152,12 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
     if (const std::size_t nul = method.name.find('\0'); nul != std::string::npos)
       return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name),
                                                     " contains a NUL byte at offset ", nul));
+    // The name index keeps a name's size in 32 bits (a longer name would
+    // be indexed, and named in keys, by its first size mod 2^32 bytes), and
+    // a .ptd file cannot hold a longer string anyway.
+    if (method.name.size() > UINT32_MAX)
+      return Expected<void>(Error::InvalidName, cat("method #", m, "'s name is ", method.name.size(),
+                                                    " bytes long; at most ", UINT32_MAX));
     bool new_method = false;
     method_names.find_or_add(method.name, &new_method);
     if (!new_method)
@@ -166,6 +172,9 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
         const Tensor& tensor = part.tensors[t];
         if (tensor.name.empty())
           return Expected<void>(Error::InvalidName, cat(where(), "tensor #", t, " has an empty name"));
+        if (tensor.name.size() > UINT32_MAX)  // (see the method name's check)
+          return Expected<void>(Error::InvalidName, cat(where(), "tensor #", t, "'s name is ", tensor.name.size(),
+                                                        " bytes long; at most ", UINT32_MAX));
         bool fresh = false;
         const std::uint32_t id = names->find_or_add(tensor.name, ahead.take(t), &fresh);
         std::uint32_t hint = UINT32_MAX;
