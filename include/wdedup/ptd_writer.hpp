@@ -198,7 +198,8 @@ Expected<WriteStats> write_ptd(const NamedDataStore& store, ByteSink& sink, cons
 /// it points at is replaced and the link kept (unless the kernel's protected_symlinks rule would
 /// not follow it: a link in a sticky, world-writable directory owned by another user); a path
 /// naming anything but a regular file is refused. A replaced file keeps its mode, owner and group
-/// as far as this process may give them.
+/// as far as this process may give them, and (Linux) its POSIX access ACL; a failure to read or
+/// set that ACL fails the write.
 template <int = 0>
 Expected<WriteStats> write_ptd_file(const NamedDataStore& store, const FunctionMaps& maps,
                                     const std::string& path, const WriteOptions& options = {}) {

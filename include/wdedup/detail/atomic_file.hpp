@@ -415,6 +415,10 @@ class BasicAtomicFile {
         acl.resize(static_cast<std::size_t>(m));
         break;
       }
+      if (errno == ENODATA) {  // removed since the size was asked: none
+        acl.clear();
+        break;
+      }
       if (errno != ERANGE) {  // ERANGE: it grew meanwhile; again
         const int e = errno;
         return fail_errno("read the access ACL of " + quote_name(target_), e);

@@ -406,7 +406,10 @@ class NamedDataMap {
   // ---- ExecuTorch's NamedDataMap --------------------------------------------
 
   /// The layout stored with `key`. NotFound if the key is absent or was
-  /// stored without a layout.
+  /// stored without a layout; MalformedLayout (naming the rule, `at` the
+  /// layout's position) if its layout breaks its rules or describes more
+  /// bytes than its segment holds (open() lets such a file through, as
+  /// ExecuTorch's reader does).
   Result<TensorLayout> get_tensor_layout(KeyView key) const noexcept {
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return Result<TensorLayout>(Error::NotFound, "no such key", 0);
@@ -425,11 +428,12 @@ class NamedDataMap {
   }
 
   /// Copies the tensor `key` into `buffer`: as ExecuTorch does, the bytes
-  /// its layout describes (which open() checked fit in its segment, and may
-  /// be fewer), or the whole segment for a key without a layout. The rest
-  /// of `buffer` is not written. BufferTooSmall (and nothing written) if
-  /// `size` is below that count; `at` is the count. `buffer` may be null
-  /// only for a zero-size tensor.
+  /// its layout describes (at most its segment's, and maybe fewer), or the
+  /// whole segment for a key without a layout. The rest of `buffer` is not
+  /// written. BufferTooSmall (and nothing written) if `size` is below that
+  /// count; `at` is the count. MalformedLayout (nothing written) for a key
+  /// whose layout get_tensor_layout refuses. `buffer` may be null only for
+  /// a zero-size tensor.
   Status load_data_into(KeyView key, void* buffer, std::size_t size) const noexcept {
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return Status(Error::NotFound, "no such key", 0);
