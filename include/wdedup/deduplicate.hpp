@@ -261,19 +261,19 @@ Expected<void> plan_functions(const Program& program, PolicyPlan& plan) {
   std::vector<std::string> function_ids;  // blob + '\0' + function name
   IdIndex function_index;
   auto function_id_of = [&](std::uint32_t f) -> std::string_view { return function_ids[f]; };
-  for (std::uint32_t m = 0; m < program.methods.size(); ++m) {
+  // The method index is the std::size_t the policy check (strategy.hpp)
+  // and the README give it, so a policy they accept is one these calls
+  // compile with (overloads on the index types included).
+  for (std::size_t m = 0; m < program.methods.size(); ++m) {
     const Method& method = program.methods[m];
     for (std::uint32_t p = 0; p < method.partitions.size(); ++p) {
       FunctionMap f;
       f.method = method.name;
       f.partition_index = p;
       // (A policy may return a const char*: a null one would crash the
-      // string it is assigned to.) The method index goes in as the
-      // std::size_t the policy checks (strategy.hpp) and the README
-      // promise, so a policy those accept is one this call compiles with.
-      const std::size_t method_index = m;
-      auto blob_key = Policy::blob_key(program, method_index, p);
-      auto function_name = Policy::function_name(program, method_index, p);
+      // string it is assigned to.)
+      auto blob_key = Policy::blob_key(program, m, p);
+      auto function_name = Policy::function_name(program, m, p);
       for (const char* what : {is_null_name(blob_key) ? "blob key" : nullptr,
                                is_null_name(function_name) ? "function name" : nullptr})
         if (what != nullptr)

@@ -704,11 +704,8 @@ class NamedDataMap {
 #endif
   Result<TensorLayout> checked_layout(std::uint32_t i, std::uint64_t lt) const noexcept {
     const TensorLayout l = layout_at(lt);
-    std::uint64_t off = 0, size = 0;
-    seg_range(ext_ != 0 ? format::load_u32(entry(i) + format::key_entry::kSegmentIndex) : segment_index_fb(i), &off,
-              &size);
     if (const char* why = layout_problem(l.scalar_type, l.sizes.data(), l.sizes.size(), l.dim_order.data(),
-                                         l.dim_order.size(), size))
+                                         l.dim_order.size(), info_at(i).size))
       return Result<TensorLayout>(Error::MalformedLayout, why, lt);
     return l;
   }
