@@ -728,13 +728,24 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
       std::vector<std::size_t> function_begin(nfunctions + 1, 0);
       for (std::size_t fi = 0; fi < nfunctions; ++fi)
         function_begin[fi + 1] = function_begin[fi] + out.functions.functions[fi].tensors.size();
-      r.per_blob.resize(blob_order.size());
-      for (std::uint32_t fi = 0; fi < nfunctions; ++fi) ++r.per_blob[function_blob[fi]].functions;
-      for (std::uint32_t b = 0; b < blob_order.size(); ++b) {
+      // Each blob's functions, in program order, listed once (a counting
+      // sort): walking every function for every blob took blobs x functions
+      // steps, 7 s for 80,000 one-partition blobs.
+      const std::size_t nblobs = blob_order.size();
+      std::vector<std::uint32_t> blob_begin(nblobs + 1, 0), by_blob(nfunctions);
+      for (std::uint32_t fi = 0; fi < nfunctions; ++fi) ++blob_begin[function_blob[fi] + 1];
+      for (std::size_t b = 0; b < nblobs; ++b) blob_begin[b + 1] += blob_begin[b];
+      {
+        std::vector<std::uint32_t> next(blob_begin.begin(), blob_begin.end() - 1);
+        for (std::uint32_t fi = 0; fi < nfunctions; ++fi) by_blob[next[function_blob[fi]]++] = fi;
+      }
+      r.per_blob.resize(nblobs);
+      for (std::uint32_t b = 0; b < nblobs; ++b) {
         BlobReport& br = r.per_blob[b];
         br.blob_key = blob_order[b];
-        for (std::uint32_t fi = 0; fi < nfunctions; ++fi) {
-          if (function_blob[fi] != b) continue;
+        br.functions = blob_begin[b + 1] - blob_begin[b];
+        for (std::uint32_t bi = blob_begin[b]; bi < blob_begin[b + 1]; ++bi) {
+          const std::uint32_t fi = by_blob[bi];
           for (std::size_t i = function_begin[fi]; i < function_begin[fi + 1]; ++i) {
             Tally& t = tally[content[i]];
             const std::uint64_t size = inputs[i].size();
@@ -762,7 +773,8 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
       std::size_t ntop = 0;
       for (std::uint32_t c = 0; c < ncontent; ++c) {
         const std::uint32_t uses = tally[c].uses;
-        if (uses < 2) continue;
+        // (Empty tensors share one empty buffer, which saves nothing.)
+        if (uses < 2 || size_of(c) == 0) continue;
         ++r.alias_groups;
         const std::uint64_t saved = size_of(c) * (uses - 1);
         if (ntop == kTop && saved <= top[kTop - 1].first) continue;  // later c loses ties

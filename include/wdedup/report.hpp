@@ -65,7 +65,7 @@ struct Report {
   /// (blobs using it - 1) times: what a backend that compiles one blob at a
   /// time (CoreML, QNN) still ships more than once.
   std::uint64_t bytes_shared_across_blobs = 0;
-  std::uint64_t alias_groups = 0;  ///< buffers used by two or more tensors
+  std::uint64_t alias_groups = 0;  ///< non-empty buffers used by two or more tensors
   std::vector<AliasGroup> largest_alias_groups;  ///< up to 5, by bytes_saved
   std::vector<MethodReport> per_method;
   std::vector<BlobReport> per_blob;
@@ -195,6 +195,33 @@ inline std::string json_string(std::string_view v) {
   return s + "\"";
 }
 
+/// A name for the table, which goes to a terminal: a key read from a file
+/// someone else wrote may hold escape sequences. Valid UTF-8 is copied but
+/// for control characters (C0, DEL, C1), which are written as \xNN with
+/// their bytes, as is every byte that is not part of valid UTF-8, and a
+/// backslash as \\ (so "\x1b" can only be the escape byte).
+inline std::string table_name(std::string_view v) {
+  std::string s;
+  s.reserve(v.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (std::size_t i = 0; i < v.size();) {
+    const unsigned char c = p[i];
+    std::size_t len = c < 0x80 ? 1 : utf8_sequence(p + i, v.size() - i);
+    // (U+0080..U+009F, the C1 controls, are C2 80..C2 9F.)
+    const bool escape = len == 0 || c < 0x20 || c == 0x7F || (c == 0xC2 && p[i + 1] < 0xA0);
+    if (len == 0) len = 1;
+    if (c == '\\') {
+      s += "\\\\";
+    } else if (escape) {
+      for (std::size_t k = 0; k < len; ++k) s += format("\\x%02x", static_cast<unsigned>(p[i + k]));
+    } else {
+      s.append(v.data() + i, len);
+    }
+    i += len;
+  }
+  return s;
+}
+
 inline double percent(std::uint64_t part, std::uint64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
@@ -207,7 +234,7 @@ std::string Report::to_table() const {
   using detail::human_bytes;
   using detail::ull;
   std::string s;
-  s += format("wdedup report — strategy %s, %u thread(s)\n", strategy.c_str(), threads);
+  s += format("wdedup report — strategy %s, %u thread(s)\n", detail::table_name(strategy).c_str(), threads);
   s += format("  methods %llu, functions %llu, blobs %llu, tensors %llu, keys %llu, buffers %llu\n", ull(methods),
               ull(functions), ull(blobs), ull(tensors), ull(keys), ull(buffers));
   s += format("  bytes in      %14llu  (%s)\n", ull(bytes_in), human_bytes(bytes_in).c_str());
@@ -218,16 +245,16 @@ std::string Report::to_table() const {
               ull(bytes_shared_across_blobs), human_bytes(bytes_shared_across_blobs).c_str());
   s += "\n  per method            partitions  tensors        bytes in     distinct  shared w/ others       saved\n";
   for (const MethodReport& m : per_method)
-    s += format("  %-20s %11u %8llu %15llu %12llu %17llu %11llu\n", m.method.c_str(), m.partitions, ull(m.tensors),
+    s += format("  %-20s %11u %8llu %15llu %12llu %17llu %11llu\n", detail::table_name(m.method).c_str(), m.partitions, ull(m.tensors),
                 ull(m.bytes_in), ull(m.bytes_distinct), ull(m.bytes_shared_with_other_methods), ull(m.bytes_saved));
   s += "\n  per blob                        functions  tensors        bytes in     distinct  shared inside  shared across\n";
   for (const BlobReport& b : per_blob)
-    s += format("  %-30s %10u %8llu %15llu %12llu %14llu %14llu\n", b.blob_key.c_str(), b.functions, ull(b.tensors),
+    s += format("  %-30s %10u %8llu %15llu %12llu %14llu %14llu\n", detail::table_name(b.blob_key).c_str(), b.functions, ull(b.tensors),
                 ull(b.bytes_in), ull(b.bytes_distinct), ull(b.bytes_shared_inside), ull(b.bytes_shared_across));
   s += alias_groups == 0 ? std::string("\n  alias groups 0\n")
                          : format("\n  alias groups %llu; largest:\n", ull(alias_groups));
   for (const AliasGroup& g : largest_alias_groups)
-    s += format("    %-44s %4u tensors %3u keys %12llu B each, saves %llu B\n", g.first_key.c_str(), g.tensors, g.keys,
+    s += format("    %-44s %4u tensors %3u keys %12llu B each, saves %llu B\n", detail::table_name(g.first_key).c_str(), g.tensors, g.keys,
                 ull(g.size), ull(g.bytes_saved));
   const IdentityReport& i = identity;
   s += format(
