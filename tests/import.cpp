@@ -856,8 +856,9 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
   const std::string aliases = fixture("aliases.ptd"), simple = fixture("simple.ptd");
   const std::string out = dir + "/import_demo.ptd", json = dir + "/import_demo.json", log = dir + "/import_demo.txt";
   std::remove(out.c_str());
-  const std::string cmd = std::string(WDEDUP_DEMO_PATH) + " --quiet --strategy positional --ptd " + aliases + "," +
-                          aliases + "," + simple + " --out " + out + " --json " + json + " > " + log + " 2>&1";
+  const std::string cmd = "'" + std::string(WDEDUP_DEMO_PATH) + "' --quiet --strategy positional --ptd '" + aliases +
+                          "," + aliases + "," + simple + "' --out '" + out + "' --json '" + json + "' > '" + log +
+                          "' 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   const std::string printed = read_text(log);
   CHECK(printed.find("  " + aliases + ": method(s) aliases#2, 1 partition(s), 6 tensors over 944 B\n") !=
@@ -886,7 +887,8 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
   CHECK(std::memcmp(got->data(), want->data(), 100) == 0);
 
   // --ptd replaces the generator: its options are refused, not ignored.
-  const std::string bad = std::string(WDEDUP_DEMO_PATH) + " --ptd " + simple + " --layers 2 --out '' > " + log + " 2>&1";
+  const std::string bad =
+      "'" + std::string(WDEDUP_DEMO_PATH) + "' --ptd '" + simple + "' --layers 2 --out '' > '" + log + "' 2>&1";
   const int status = std::system(bad.c_str());
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 2);
@@ -903,14 +905,14 @@ TEST_CASE("the demo's methods written apart (--per-method) merge back into the v
   const std::string dir = WDEDUP_TEST_TMPDIR;
   const std::string split = dir + "/import_split", direct = dir + "/import_direct.ptd",
                     merged = dir + "/import_merged.ptd", log = dir + "/import_split.txt";
-  REQUIRE(std::system(("rm -rf " + split).c_str()) == 0);  // the demo makes the directory
+  REQUIRE(std::system(("rm -rf '" + split + "'").c_str()) == 0);  // the demo makes the directory
   const std::string demo = WDEDUP_DEMO_PATH;
-  REQUIRE(std::system((demo + " --quiet --strategy positional --per-method " + split + " --out " + direct + " > " +
-                       log + " 2>&1")
+  REQUIRE(std::system(("'" + demo + "' --quiet --strategy positional --per-method '" + split + "' --out '" + direct +
+                       "' > '" + log + "' 2>&1")
                           .c_str()) == 0);
   CHECK(read_text(log).find("  method alone: wrote " + split + "/prefill.ptd: ") != std::string::npos);
-  REQUIRE(std::system((demo + " --quiet --strategy positional --ptd " + split + "/prefill.ptd," + split +
-                       "/decode.ptd --out " + merged + " > " + log + " 2>&1")
+  REQUIRE(std::system(("'" + demo + "' --quiet --strategy positional --ptd '" + split + "/prefill.ptd," + split +
+                       "/decode.ptd' --out '" + merged + "' > '" + log + "' 2>&1")
                           .c_str()) == 0);
   const std::vector<std::uint8_t> a = read_file(direct), b = read_file(merged);
   REQUIRE(!a.empty());
@@ -935,7 +937,7 @@ TEST_CASE("the demo's --per-method: a method that cannot be one store is refused
   // name. Found by a review helper: alpha.ptd was written, then the run
   // stopped with exit 1 and no merged store.
   const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/demo_per_method_conflict";
-  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()) == 0);
+  REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
   const std::vector<std::uint8_t> a(4096, 1), b(4096, 2), c(128, 3);
   Program p;
   p.add_method("alpha").add_partition().add("w", ByteSpan(c.data(), c.size()));
@@ -946,8 +948,9 @@ TEST_CASE("the demo's --per-method: a method that cannot be one store is refused
   REQUIRE(r.ok());
   REQUIRE(write_ptd_file(r->store, r->functions, dir + "/conflict.ptd").ok());
   const std::string demo = WDEDUP_DEMO_PATH, log = dir + "/log.txt";
-  const int status = std::system((demo + " --quiet --strategy oneblob --ptd " + dir + "/conflict.ptd --per-method " +
-                                  dir + "/pm --out " + dir + "/out.ptd > /dev/null 2> " + log)
+  const int status = std::system(("'" + demo + "' --quiet --strategy oneblob --ptd '" + dir +
+                                  "/conflict.ptd' --per-method '" + dir + "/pm' --out '" + dir +
+                                  "/out.ptd' > /dev/null 2> '" + log + "'")
                                      .c_str());
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 2);
@@ -961,7 +964,7 @@ TEST_CASE("the demo's --per-method: a method that cannot be one store is refused
 #ifdef WDEDUP_DEMO_PATH
 TEST_CASE("the demo refuses file names that would leave their directory, and keeps the directory in --out") {
   const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/demo_paths";
-  REQUIRE(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/in " + dir + "/d.ptd").c_str()) == 0);
+  REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "/in' '" + dir + "/d.ptd'").c_str()) == 0);
   const std::string demo = WDEDUP_DEMO_PATH, log = dir + "/log.txt";
   // A store whose method is "../escaped" (a method name comes from the
   // file): --per-method DIR must not write DIR/../escaped.ptd.
@@ -970,8 +973,8 @@ TEST_CASE("the demo refuses file names that would leave their directory, and kee
   const std::vector<std::uint8_t> evil = one_key_file(maps);
   const std::string evil_path = dir + "/in/evil.ptd";
   REQUIRE(write_file(evil_path, evil));
-  int status = std::system((demo + " --ptd " + evil_path + " --per-method " + dir + "/in/pm --strategy oneblob --out '' > " +
-                            log + " 2>&1")
+  int status = std::system(("'" + demo + "' --ptd '" + evil_path + "' --per-method '" + dir +
+                            "/in/pm' --strategy oneblob --out '' > '" + log + "' 2>&1")
                                .c_str());
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 2);  // a mistake in the request, refused before any work
@@ -980,26 +983,27 @@ TEST_CASE("the demo refuses file names that would leave their directory, and kee
   CHECK(::access((dir + "/in/escaped.ptd").c_str(), F_OK) != 0);
   CHECK(::access((dir + "/in/pm").c_str(), F_OK) != 0);  // refused before DIR is made
   // --out d.ptd/store with every strategy: each file goes into d.ptd/.
-  status = std::system((demo + " --quiet --out " + dir + "/d.ptd/store > " + log + " 2>&1").c_str());
+  status = std::system(("'" + demo + "' --quiet --out '" + dir + "/d.ptd/store' > '" + log + "' 2>&1").c_str());
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   for (const char* tag : {"positional", "oneblob", "disabled"})
     CHECK(::access((dir + "/d.ptd/store." + tag + ".ptd").c_str(), F_OK) == 0);
   CHECK(::access((dir + "/d.oneblob.ptd").c_str(), F_OK) != 0);
   // An unwritable --json is refused before any work.
-  status = std::system((demo + " --quiet --out " + dir + "/never.ptd --json " + dir + "/missing/r.json > " + log +
-                        " 2>&1")
+  status = std::system(("'" + demo + "' --quiet --out '" + dir + "/never.ptd' --json '" + dir + "/missing/r.json' > '" +
+                        log + "' 2>&1")
                            .c_str());
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(read_text(log) == "wdedup-demo: cannot write --json " + dir + "/missing/r.json: No such file or directory\n");
   CHECK(::access((dir + "/never.oneblob.ptd").c_str(), F_OK) != 0);
   // So is one that names a directory.
-  status = std::system((demo + " --quiet --out " + dir + "/never.ptd --json " + dir + "/d.ptd > " + log + " 2>&1").c_str());
+  status = std::system(
+      ("'" + demo + "' --quiet --out '" + dir + "/never.ptd' --json '" + dir + "/d.ptd' > '" + log + "' 2>&1").c_str());
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(read_text(log) == "wdedup-demo: cannot write --json " + dir + "/d.ptd: Is a directory\n");
   CHECK(::access((dir + "/never.oneblob.ptd").c_str(), F_OK) != 0);
   // And an --out that cannot be written, for any strategy's file.
-  status = std::system((demo + " --quiet --out " + dir + "/missing/m.ptd > " + log + " 2>&1").c_str());
+  status = std::system(("'" + demo + "' --quiet --out '" + dir + "/missing/m.ptd' > '" + log + "' 2>&1").c_str());
   CHECK(WEXITSTATUS(status) == 2);
   // (Checked once the workload is known, before any deduplication.)
   auto refused_only = [&](const std::string& message) {
@@ -1010,20 +1014,21 @@ TEST_CASE("the demo refuses file names that would leave their directory, and kee
   };
   refused_only("wdedup-demo: cannot write --out " + dir + "/missing/m.positional.ptd: No such file or directory\n");
   REQUIRE(::mkdir((dir + "/d.ptd/other.oneblob.ptd").c_str(), 0755) == 0);
-  status = std::system((demo + " --quiet --out " + dir + "/d.ptd/other > " + log + " 2>&1").c_str());
+  status = std::system(("'" + demo + "' --quiet --out '" + dir + "/d.ptd/other' > '" + log + "' 2>&1").c_str());
   CHECK(WEXITSTATUS(status) == 2);
   refused_only("wdedup-demo: cannot write --out " + dir + "/d.ptd/other.oneblob.ptd: Is a directory\n");
   CHECK(::access((dir + "/d.ptd/other.positional.ptd").c_str(), F_OK) != 0);
   // A directory part that is a file.
   REQUIRE(write_file(dir + "/plain", {1}));
-  status = std::system((demo + " --quiet --strategy oneblob --out " + dir + "/plain/x.ptd > " + log + " 2>&1").c_str());
+  status = std::system(
+      ("'" + demo + "' --quiet --strategy oneblob --out '" + dir + "/plain/x.ptd' > '" + log + "' 2>&1").c_str());
   CHECK(WEXITSTATUS(status) == 2);
   refused_only("wdedup-demo: cannot write --out " + dir + "/plain/x.ptd: Not a directory\n");
   // Positional's file is not checked where Positional does not run
   // (methods of different partition counts).
   REQUIRE(::mkdir((dir + "/d.ptd/uneven.positional.ptd").c_str(), 0755) == 0);
-  status = std::system((demo + " --quiet --prefill-partitions 3 --decode-partitions 2 --out " + dir +
-                        "/d.ptd/uneven > " + log + " 2>&1")
+  status = std::system(("'" + demo + "' --quiet --prefill-partitions 3 --decode-partitions 2 --out '" + dir +
+                        "/d.ptd/uneven' > '" + log + "' 2>&1")
                            .c_str());
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(read_text(log).find("(Positional skipped: the methods have different partition counts)") != std::string::npos);

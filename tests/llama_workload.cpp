@@ -292,8 +292,8 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
 TEST_CASE("the demo runs on its default workload and prints the right numbers") {
   const std::string dir = WDEDUP_TEST_TMPDIR;
   const std::string json = dir + "/demo_report.json", out = dir + "/demo.ptd";
-  const std::string cmd = std::string(WDEDUP_DEMO_PATH) + " --quiet --threads 2 --json " + json + " --out " + out +
-                          " > " + dir + "/demo_stdout.txt 2>&1";
+  const std::string cmd = "'" + std::string(WDEDUP_DEMO_PATH) + "' --quiet --threads 2 --json '" + json + "' --out '" +
+                          out + "' > '" + dir + "/demo_stdout.txt' 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   std::ifstream f(json);
   std::stringstream ss;

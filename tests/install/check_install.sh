@@ -6,7 +6,9 @@
 # build-time half, then writing a store with one and reading it with the
 # other. The install is staged with DESTDIR: the CMake package must find
 # its headers from where it is, and the pkg-config files theirs from where
-# they are once the prefix is moved (both relocatable).
+# they are once the prefix is moved (both relocatable). Also: every file
+# has a meson install tag (devel or runtime), and a project that declares
+# cmake_minimum_required(VERSION 3.0) takes the CMake package too.
 #   check_install.sh <meson build dir> <C++ compiler command...>
 # (The compiler command is Meson's: "ccache g++" where Meson found ccache,
 # "g++ -m64" for CXX="g++ -m64". CMake takes a launcher, the compiler and
@@ -60,29 +62,66 @@ check() {  # check <what> <expected> <actual>
 check "the CMake package is in share/cmake/wdedup" "$prefix/share/cmake/wdedup/wdedupConfig.cmake" "$cfg"
 check "the .pc files are in share/pkgconfig" "$prefix/share/pkgconfig" "$pcdir"
 
+# ---- meson install --tags ---------------------------------------------------
+# Every file has its tag: devel (the headers, the .pc files and the CMake
+# package, which had none and were left out of --tags devel) or runtime
+# (the demo); the two together are the whole install.
+files() {  # files <staged prefix>: what is installed there, one path a line
+  (cd -- "$1" && find . \( -type f -o -type l \) | LC_ALL=C sort)
+}
+under=${prefix#"$dest"}
+meson install -C "$build" --destdir "$work/devel" --no-rebuild --quiet --tags devel
+meson install -C "$build" --destdir "$work/runtime" --no-rebuild --quiet --tags runtime
+check "meson install --tags devel: the CMake package and the .pc files (and the headers)" \
+  "./share/cmake/wdedup/wdedupConfig.cmake
+./share/cmake/wdedup/wdedupConfigVersion.cmake
+./share/pkgconfig/wdedup-runtime.pc
+./share/pkgconfig/wdedup.pc" "$(files "$work/devel$under" | grep -v '^\./include/wdedup/')"
+check "meson install --tags devel: every header" "$(files "$prefix" | grep '^\./include/wdedup/')" \
+  "$(files "$work/devel$under" | grep '^\./include/wdedup/')"
+check "meson install --tags runtime: the demo" "./bin/wdedup-demo" "$(files "$work/runtime$under")"
+check "meson install: devel and runtime are all of it" "$(files "$prefix")" \
+  "$( (files "$work/devel$under"; files "$work/runtime$under") | LC_ALL=C sort)"
+rm -rf -- "$work/devel" "$work/runtime"
+
 # ---- CMake ----------------------------------------------------------------
 # -G Ninja: meson's ninja is there wherever this test runs, while CMake's
 # default generator needs make, which a fresh Debian machine may not have
 # (a debootstrap'd bookworm with scripts/deps.sh's packages did not, and
 # this test failed there: "unable to find a build program corresponding to
 # Unix Makefiles").
-cmake_in() {  # cmake_in <dir> <args...>: configure the consumer project
-  local dir=$1
-  shift
-  cmake -G Ninja -S "$here/consumer" -B "$dir" -DCMAKE_CXX_COMPILER="$cmake_compiler" -DCMAKE_CXX_FLAGS="$cmake_flags" \
+cmake_in() {  # cmake_in <project> <dir> <args...>: configure a consumer project
+  local project=$1 dir=$2
+  shift 2
+  cmake -G Ninja -S "$here/$project" -B "$dir" -DCMAKE_CXX_COMPILER="$cmake_compiler" -DCMAKE_CXX_FLAGS="$cmake_flags" \
     -DCMAKE_CXX_COMPILER_LAUNCHER="$cmake_launcher" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "$@"
 }
-cmake_in "$work/cmake" >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; exit 1; }
+cmake_in consumer "$work/cmake" >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; exit 1; }
 cmake --build "$work/cmake" >"$work/cmake-build.log" 2>&1 || { cat "$work/cmake-build.log"; exit 1; }
 "$work/cmake/write_store" "$work/cmake.ptd" >/dev/null
 check "CMake: wdedup::wdedup writes, wdedup::runtime (-fno-exceptions -fno-rtti) reads" \
   "$expected" "$("$work/cmake/read_store" "$work/cmake.ptd")"
+# (A CMake warning or error points at the file it comes from.)
+check "CMake: no warning from the package" "" "$(grep -A4 'wdedupConfig' "$work/cmake.log" || true)"
+
+# A project that declares an old CMake (cmake_minimum_required(VERSION
+# 3.0)): the package runs under its caller's policies, where IN_LIST
+# (CMP0057) was a hard error, and must give them back unchanged.
+cmake_in consumer_cmake3.0 "$work/cmake30" >"$work/cmake30.log" 2>&1 || { cat "$work/cmake30.log"; exit 1; }
+cmake --build "$work/cmake30" >"$work/cmake30-build.log" 2>&1 || { cat "$work/cmake30-build.log"; exit 1; }
+check "CMake 3.0 project: no warning from the package" "" "$(grep -A4 'wdedupConfig' "$work/cmake30.log" || true)"
+check "CMake 3.0 project: its policies are its own after find_package (COMPONENTS runtime, then all)" \
+  "-- consumer: CMP0057 after COMPONENTS runtime '', after everything ''" "$(grep '^-- consumer: ' "$work/cmake30.log")"
+"$work/cmake30/write_store" "$work/cmake30.ptd" >/dev/null
+check "CMake 3.0 project: wdedup::wdedup writes, wdedup::runtime reads" \
+  "$expected" "$("$work/cmake30/read_store" "$work/cmake30.ptd")"
+rm -rf -- "$work/cmake30"
 
 probe() {  # probe <find_package arguments> [cmake -D...]: the probe lines
   local args=$1
   shift
-  cmake_in "$work/probe" -DPROBE_ARGS="$args" "$@" 2>&1 | sed -n 's/^-- probe: //p'
+  cmake_in consumer "$work/probe" -DPROBE_ARGS="$args" "$@" 2>&1 | sed -n 's/^-- probe: //p'
   rm -rf -- "$work/probe"
 }
 check "CMake: version 0.1 exact" "found=1 runtime=TRUE wdedup=TRUE gpu=
@@ -105,6 +144,17 @@ why=" "$(probe 'CONFIG;COMPONENTS;runtime' -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TR
 check "CMake: everything without Boost names what is missing" "found=0 runtime=TRUE wdedup=FALSE gpu=
 why=wdedup::wdedup needs Boost >= 1.66 headers (Debian: libboost-dev), not found; find_package(wdedup COMPONENTS runtime) takes the runtime half alone" \
   "$(probe 'CONFIG' -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE)"
+
+# Boost: its own BoostConfig.cmake (config mode) first; where there is
+# none (Boost < 1.70), CMake's FindBoost. The one found is hidden for the
+# second (also where /lib is /usr/lib: CMake finds it there too).
+boost_dir=$(probe 'CONFIG' -DPROBE_BOOST=ON | sed -n 's/^boost_dir=\(.*\) boost_found=.*/\1/p')
+check "CMake: Boost from its BoostConfig.cmake" "yes" "$([ -f "$boost_dir/BoostConfig.cmake" ] && echo yes)"
+boost_real=$(realpath -m -- "$boost_dir")
+check "CMake: Boost from FindBoost where there is no BoostConfig.cmake" "found=1 runtime=TRUE wdedup=TRUE gpu=
+why=
+boost_dir=Boost_DIR-NOTFOUND boost_found=TRUE" \
+  "$(probe 'CONFIG' -DPROBE_BOOST=ON "-DCMAKE_IGNORE_PATH=$boost_dir;$boost_real;${boost_real#/usr};/usr${boost_real#/usr}")"
 
 # ---- pkg-config -------------------------------------------------------------
 # Relocatable too (pkgconfig.relocatable, a default option): the staged
