@@ -44,6 +44,8 @@ void* __libc_malloc(std::size_t);
 void* __libc_calloc(std::size_t, std::size_t);
 void* __libc_realloc(void*, std::size_t);
 void* __libc_memalign(std::size_t, std::size_t);
+void* __libc_valloc(std::size_t);
+void* __libc_pvalloc(std::size_t);
 void __libc_free(void*);
 
 void* malloc(std::size_t n) noexcept {
@@ -66,6 +68,14 @@ void* memalign(std::size_t a, std::size_t n) noexcept {
 void* aligned_alloc(std::size_t a, std::size_t n) noexcept {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   return __libc_memalign(a, n);
+}
+void* valloc(std::size_t n) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_valloc(n);
+}
+void* pvalloc(std::size_t n) noexcept {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return __libc_pvalloc(n);
 }
 int posix_memalign(void** out, std::size_t a, std::size_t n) noexcept {
   if (a < sizeof(void*) || (a & (a - 1)) != 0) return EINVAL;

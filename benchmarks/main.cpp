@@ -293,7 +293,7 @@ int parse_args(int argc, char** argv, Config* c) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       c->quick = true;
       c->reps = 3;
-      c->compile_reps = 1;
+      c->compile_reps = 2;  // the warm-up and one compilation beside an empty TU
       c->model = "tiny";
       c->small_tensors = 10000;
       c->adversarial_count = 256;
