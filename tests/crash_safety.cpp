@@ -244,6 +244,46 @@ TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a stor
   CHECK(others(dir, {"report.json"}).empty());
 }
 
+TEST_CASE("a check before the replacement sees the whole file; its error leaves the destination untouched") {
+  std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1), pattern(9000, 2)};
+  const NamedDataStore store = store_over(data);
+  const std::string dir = fresh_dir("check_before_replace");
+  const std::string dest = dir + "/model.ptd";
+  const std::vector<std::uint8_t> old_bytes{1, 2, 3};
+  REQUIRE(wdedup_test::write_file(dest, old_bytes));
+  struct Seen {
+    std::string path;
+    std::vector<std::uint8_t> bytes;
+    bool refuse = false;
+  } seen;
+  WriteOptions o;
+  o.check_context = &seen;
+  o.check_before_replace = [](const char* written, void* context) -> Expected<void> {
+    Seen& s = *static_cast<Seen*>(context);
+    s.path = written;
+    s.bytes = read_file(written);
+    if (s.refuse) return Expected<void>(Error::MalformedSegment, "tensor 'layer.1.weight' does not read back");
+    return {};
+  };
+  seen.refuse = true;
+  Expected<WriteStats> r = write_ptd_file(store, FunctionMaps{}, dest, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == Error::MalformedSegment);
+  CHECK(r.message() == "cannot write '" + dest +
+                           "': the check before replacing it failed: tensor 'layer.1.weight' does not read back");
+  CHECK(seen.bytes == serialize(store));  // the check saw the file whole
+  CHECK(seen.path.rfind(dir + "/", 0) == 0);
+  CHECK(seen.path != dest);
+  CHECK(read_file(dest) == old_bytes);
+  CHECK(others(dir, {"model.ptd"}).empty());  // the temporary file removed
+  seen = Seen{};
+  r = write_ptd_file(store, FunctionMaps{}, dest, o);
+  REQUIRE(r.ok());
+  CHECK(read_file(dest) == serialize(store));
+  CHECK(seen.bytes == serialize(store));
+  CHECK(others(dir, {"model.ptd"}).empty());
+}
+
 TEST_CASE("a failed directory fsync after the rename is NotDurable, not IoError; the new file is complete") {
   std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1)};
   const NamedDataStore store = store_over(data);

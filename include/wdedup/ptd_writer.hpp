@@ -163,7 +163,7 @@ Expected<WriteStats> write_ptd_file_with(const NamedDataStore& store, const Func
     r = file.write_at(plan.metadata.data() + plan.segment_info_offset,
                       hashes.size() * format::segment_info::kSize, plan.segment_info_offset);
   }
-  if (r) r = file.commit(options.fsync);
+  if (r) r = file.commit(options.fsync, options.check_before_replace, options.check_context);
   if (!r) return Expected<WriteStats>(r.build_error());
   return plan.stats;
 }

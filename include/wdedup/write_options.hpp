@@ -41,6 +41,16 @@ struct WriteOptions {
   /// replacement is still atomic for every reader and survives a crash of
   /// the writing process, but not of the machine.
   bool fsync = true;
+  /// write_ptd_file only: a check of the finished file before it replaces
+  /// the destination. Called with the temporary file's path once the file
+  /// is whole, synced (with `fsync`) and closed, and with `check_context`.
+  /// An error it returns fails the write: the temporary file is removed,
+  /// the destination is left as it was, and the error comes back with its
+  /// code, its message prefixed with what was being written. (The demo
+  /// opens the file there with NamedDataMap and reads every tensor back,
+  /// so a store that does not read back never replaces a good one.)
+  Expected<void> (*check_before_replace)(const char* written_path, void* check_context) = nullptr;
+  void* check_context = nullptr;
 };
 
 /// What a write produced.

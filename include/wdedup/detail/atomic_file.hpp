@@ -319,13 +319,20 @@ class BasicAtomicFile {
   }
 
   /// Makes the temporary file the destination. `durable`: fsync the file
-  /// before and the directory after the rename.
-  Expected<void> commit(bool durable) {
+  /// before and the directory after the rename. `check`, if given, sees
+  /// the closed temporary file first; its error stops the replacement
+  /// (WriteOptions::check_before_replace).
+  Expected<void> commit(bool durable, Expected<void> (*check)(const char*, void*) = nullptr,
+                        void* check_context = nullptr) {
     if (durable)
       if (const int e = errno_of(ops_.fsync(fd_))) return fail_errno("fsync temporary file " + quote_name(temp_), e);
     const int fd = fd_;
     fd_ = -1;
     if (const int e = errno_of(ops_.close(fd))) return fail_errno("close temporary file " + quote_name(temp_), e);
+    if (check != nullptr)
+      if (Expected<void> r = check(temp_.c_str(), check_context); !r)
+        return Expected<void>(r.error(), "cannot write " + quote_name(path_) + ": the check before replacing it failed: " +
+                                             r.message());
     if (const int e = errno_of(ops_.rename(temp_.c_str(), target_.c_str())))
       return fail_errno("rename " + quote_name(temp_) + " to " + quote_name(target_), e);
     committed_ = true;
