@@ -286,6 +286,58 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
         "function " + f0.method + "#0 missing or different in the file");
   CHECK(wdedup_demo::read_back(path + ".absent", program, *r).problem ==
         "cannot map " + path + ".absent: open failed: No such file or directory (IoError)");
+
+  // The walk is over the program's methods and partitions, not over the
+  // result's functions: a function dropped from the result before writing
+  // (so from the file too) is missing, named by method and partition.
+  REQUIRE(r->functions.functions.size() == 2);
+  REQUIRE(r->functions.functions[1].method == "decode");
+  DedupResult dropped = *r;
+  dropped.functions.functions.erase(dropped.functions.functions.begin() + 1);
+  REQUIRE(write_ptd_file(dropped.store, dropped.functions, path).ok());
+  CHECK(wdedup_demo::read_back(path, program, dropped).problem == "function decode#0 missing or different in the file");
+
+  // An intact file again: what the program or the result says otherwise.
+  REQUIRE(write_ptd_file(r->store, r->functions, path).ok());
+  CHECK(wdedup_demo::read_back(path, program, *r).problem == "");
+  // The result lacks a function the file has.
+  CHECK(wdedup_demo::read_back(path, program, dropped).problem ==
+        "function decode#0 is in the file but not in the deduplication result");
+  // The program gives a tensor another layout than the one written.
+  {
+    Program other = program;
+    Tensor& t = other.methods[1].partitions[0].tensors[1];
+    REQUIRE(t.layout.has_value());
+    REQUIRE(!t.layout->sizes.empty());
+    t.layout->sizes[0] += 1;
+    CHECK(wdedup_demo::read_back(path, other, *r).problem ==
+          "decode#0 tensor '" + t.name + "' does not read back its layout");
+  }
+  // ... or asks for an alignment the file does not give it.
+  {
+    Program other = program;
+    Tensor& t = other.methods[0].partitions[0].tensors[0];
+    t.alignment = std::int64_t{1} << 40;
+    CHECK(wdedup_demo::read_back(path, other, *r).problem ==
+          "prefill#0 tensor '" + t.name + "' is not at an offset of its alignment 1099511627776");
+  }
+  // ... or one tensor fewer than the file's function has.
+  {
+    Program other = program;
+    other.methods[0].partitions[0].tensors.pop_back();
+    CHECK(wdedup_demo::read_back(path, other, *r).problem ==
+          "function prefill#0 has 48 tensors in the file, 47 in the program");
+  }
+  // A function of a method the program does not have: in the result (it
+  // was dereferenced as a null method), then in the file as well.
+  DedupResult extra = *r;
+  extra.functions.functions.push_back(r->functions.functions[0]);
+  extra.functions.functions.back().method = "no_such_method";
+  extra.functions.functions.back().function_name = "no_such_method__0";  // (one blob: names are unique)
+  CHECK(wdedup_demo::read_back(path, program, extra).problem ==
+        "the deduplication result has 3 functions, the program 2 partitions");
+  REQUIRE(write_ptd_file(extra.store, extra.functions, path).ok());
+  CHECK(wdedup_demo::read_back(path, program, extra).problem == "the file has 3 functions, the program 2 partitions");
 }
 
 #ifdef WDEDUP_DEMO_PATH

@@ -202,13 +202,76 @@ with open(os.path.join(work, "r2.json")) as f:
 if r.returncode != 0 or strategies != ["POSITIONAL", "ONE_BLOB", "DISABLED"]:
     problems.append(f"--json r2.json: exit {r.returncode}, strategies {strategies}")
 
+# ---- --per-method files: refused by name before DIR is made ------------------
+# Methods merged from one-method files; a method name of 251 bytes: the second
+# file of that name is the method "<name>#2", whose file name (257 bytes) no
+# file system takes. Refused before the work, not after DIR and prefill.ptd.
+r = run(["--strategy", "oneblob", "--per-method", "pmsrc", "--out", ""])
+if r.returncode != 0:
+    sys.exit(f"the --per-method pmsrc run failed: {r.stderr}")
+long_stem = "b" * 251
+shutil.copy(os.path.join(work, "pmsrc", "decode.ptd"), os.path.join(work, long_stem + ".ptd"))
+expect(["--ptd", f"pmsrc/prefill.ptd,{long_stem}.ptd,{long_stem}.ptd", "--per-method", "newpm", "--out", ""], 2,
+       f"wdedup-demo: cannot write --per-method newpm/{long_stem}#2.ptd: File name too long")
+if os.path.lexists(os.path.join(work, "newpm")):
+    problems.append("--per-method newpm with a method file name too long: newpm was created")
+# A path too long as a whole (each name short): the writer's temporary beside
+# deep/npm/prefill.ptd (4,090 bytes) would be 4,102, past PATH_MAX.
+# (Made and looked at a directory at a time: the absolute path is too long.)
+path_max = os.pathconf(work, "PC_PATH_MAX")
+components = ["d" * 250] * 16 + ["e" * (path_max - 6 - 16 * 251 - len("/npm/prefill.ptd"))]
+deep = "/".join(components)
+fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
+for c in components:
+    os.mkdir(c, dir_fd=fd)
+    fd, parent = os.open(c, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+    os.close(parent)
+expect(["--strategy", "oneblob", "--per-method", deep + "/npm", "--out", ""], 2,
+       f"wdedup-demo: cannot write --per-method {deep}/npm/prefill.ptd: File name too long")
+if os.listdir(fd):
+    problems.append("--per-method DIR whose files' paths are too long: DIR was created")
+os.close(fd)
+shutil.rmtree(os.path.join(work, components[0]))
+# An existing DIR holding a directory, or a link to nothing, named "probe" (or
+# anything else no method writes) is usable: it is no method's file.
+os.makedirs(os.path.join(work, "pmx", "probe"))
+os.makedirs(os.path.join(work, "pmy"))
+os.symlink("nowhere", os.path.join(work, "pmy", "probe"))
+for d in ("pmx", "pmy"):
+    r = run(["--strategy", "oneblob", "--per-method", d, "--out", ""])
+    written = all(os.path.isfile(os.path.join(work, d, m + ".ptd")) for m in ("prefill", "decode"))
+    if r.returncode != 0 or r.stderr != "" or not written:
+        problems.append(f"--per-method {d} (holding 'probe'): exit {r.returncode}, stderr {r.stderr.strip()!r}, "
+                        f"method files {'written' if written else 'missing'}")
+
+# ---- --ptd values add up; '' is no output ------------------------------------
+# Repeated --ptd flags are one list: the merge is the one of the commas.
+r1 = run(["--ptd", "pmsrc/prefill.ptd,pmsrc/decode.ptd", "--strategy", "oneblob", "--out", "m1.ptd"])
+r2 = run(["--ptd", "pmsrc/prefill.ptd", "--ptd", "pmsrc/decode.ptd", "--strategy", "oneblob", "--out", "m2.ptd"])
+if r1.returncode != 0 or r2.returncode != 0 or contents("m1.ptd") != contents("m2.ptd") or \
+        "workload: 2 .ptd file(s):" not in r2.stdout:
+    problems.append(f"--ptd A --ptd B is not --ptd A,B: exit {r1.returncode}, {r2.returncode}, {r2.stderr!r}")
+# --json '' and --per-method '' write nothing (as --out '').
+empty = os.path.join(work, "empty")
+os.makedirs(empty)
+r = subprocess.run([exe, "--quiet", "--threads", "1", "--strategy", "oneblob", "--out", "", "--json", "",
+                    "--per-method", ""], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
+                   cwd=empty)
+if r.returncode != 0 or os.listdir(empty):
+    problems.append(f"--out '' --json '' --per-method '': exit {r.returncode}, {r.stderr!r}, wrote {os.listdir(empty)}")
+
 # ---- standard output lost: a failed run --------------------------------------
+# The run's output, and --help's: both lost on a full device, exit 1.
 if os.path.exists("/dev/full"):
-    with open("/dev/full", "w") as full:
-        r = subprocess.run([exe, "--threads", "1", "--out", ""], stdout=full, stderr=subprocess.PIPE, text=True,
-                           timeout=120)
-    if r.returncode != 1 or not r.stderr.startswith("wdedup-demo: writing to standard output failed: "):
-        problems.append(f"stdout on /dev/full: exit {r.returncode}, stderr {r.stderr!r}")
+    for args in (["--threads", "1", "--out", ""], ["--help"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([exe] + args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        if r.returncode != 1 or \
+                r.stderr != "wdedup-demo: writing to standard output failed: No space left on device\n":
+            problems.append(f"{args}, stdout on /dev/full: exit {r.returncode}, stderr {r.stderr!r}")
+r = subprocess.run([exe, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+if r.returncode != 0 or not r.stdout.startswith("usage: wdedup-demo") or r.stderr:
+    problems.append(f"--help: exit {r.returncode}, stderr {r.stderr!r}")
 
 if contents("good.ptd") != good_ptd:
     problems.append("good.ptd changed")

@@ -1,14 +1,22 @@
 // tools/read_back.hpp — the demo's read-back: a store it wrote, opened with
-// the runtime half, must give every function's every tensor exactly the
-// bytes the program gave it. A header of its own so that the tests can
-// show it failing (tests/llama_workload.cpp corrupts a written file): in
-// the demo it only ever succeeds.
+// the runtime half, must give every partition of the program a function
+// (the one the deduplication result made for it) and every tensor of it
+// exactly the bytes the program gave it, the layout it gave (if it gave
+// one), at an offset of its requested alignment and, mapped, at an address
+// of it. The walk is over the program, not over the result: a function the
+// result lost, and so the file too, is missing, not unnoticed. A header of
+// its own so that the tests can show it failing (tests/llama_workload.cpp
+// corrupts a written file, drops a function, changes a layout): in the
+// demo it only ever succeeds.
 #ifndef WDEDUP_TOOLS_READ_BACK_HPP
 #define WDEDUP_TOOLS_READ_BACK_HPP
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
+
+#include <unistd.h>
 
 #include <wdedup/runtime.hpp>
 #include <wdedup/wdedup.hpp>
@@ -34,24 +42,73 @@ inline ReadBack read_back(const std::string& path, const wdedup::Program& progra
     out.problem = "cannot open " + path + ": " + wdedup::describe_failure(map.failure());
     return out;
   }
-  for (const wdedup::FunctionMap& f : r.functions.functions) {
-    const std::string where = f.method + "#" + std::to_string(f.partition_index);
-    auto fv = map->find_function(f.method, f.partition_index);
-    if (!fv || fv->function_name() != f.function_name || fv->blob_key() != f.blob_key) {
-      out.problem = "function " + where + " missing or different in the file";
-      return out;
-    }
-    const wdedup::Partition& part = program.find_method(f.method)->partitions[f.partition_index];
-    for (const wdedup::Tensor& t : part.tensors) {
-      auto key = fv->key_of(t.name);
-      auto data = key ? map->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
-      if (!data || data->size() != t.bytes.size() ||
-          (t.bytes.size() != 0 && std::memcmp(data->data(), t.bytes.data(), t.bytes.size()) != 0)) {
-        out.problem = where + " tensor '" + t.name + "' does not read back";
+  // A mapping is page-aligned: a key at an offset of its alignment is at an
+  // address of it for every power of two up to the page size.
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const std::uint64_t page = page_size > 0 ? static_cast<std::uint64_t>(page_size) : 4096;
+  std::size_t partitions = 0;
+  for (const wdedup::Method& m : program.methods)
+    for (std::size_t p = 0; p < m.partitions.size(); ++p, ++partitions) {
+      const auto index = static_cast<std::uint32_t>(p);
+      const std::string where = m.name + "#" + std::to_string(p);
+      const wdedup::FunctionMap* f = r.functions.find(m.name, index);
+      auto fv = map->find_function(m.name, index);
+      if (!fv || (f && (fv->function_name() != f->function_name || fv->blob_key() != f->blob_key))) {
+        out.problem = "function " + where + " missing or different in the file";
         return out;
       }
-      ++out.tensors;
+      if (!f) {
+        out.problem = "function " + where + " is in the file but not in the deduplication result";
+        return out;
+      }
+      const wdedup::Partition& part = m.partitions[p];
+      if (fv->tensor_count() != part.tensors.size()) {
+        out.problem = "function " + where + " has " + std::to_string(fv->tensor_count()) + " tensors in the file, " +
+                      std::to_string(part.tensors.size()) + " in the program";
+        return out;
+      }
+      for (const wdedup::Tensor& t : part.tensors) {
+        const std::string tensor = where + " tensor '" + t.name + "'";
+        auto key = fv->key_of(t.name);
+        auto data = key ? map->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
+        if (!data || data->size() != t.bytes.size() ||
+            (t.bytes.size() != 0 && std::memcmp(data->data(), t.bytes.data(), t.bytes.size()) != 0)) {
+          out.problem = tensor + " does not read back";
+          return out;
+        }
+        if (t.layout) {
+          auto layout = map->get_tensor_layout(*key);
+          if (!layout || wdedup::Layout::copy_of(*layout) != *t.layout) {
+            out.problem = tensor + " does not read back its layout";
+            return out;
+          }
+        }
+        // Any positive alignment (not only powers of two) is asked of the
+        // file offset; of the mapped address, its power-of-two part up to
+        // the page size.
+        const auto align = static_cast<std::uint64_t>(t.alignment > 0 ? t.alignment : 1);
+        auto info = map->find(*key);
+        const std::uint64_t pow2 = align & (~align + 1);
+        const std::uint64_t address_align = pow2 < page ? pow2 : page;
+        if (!info || info->offset % align != 0) {
+          out.problem = tensor + " is not at an offset of its alignment " + std::to_string(align);
+          return out;
+        }
+        if (reinterpret_cast<std::uintptr_t>(data->data()) % address_align != 0) {
+          out.problem = tensor + " is not mapped at an address of its alignment " + std::to_string(address_align);
+          return out;
+        }
+        ++out.tensors;
+      }
     }
+  // Every partition has its function: any more, in the file or in the
+  // result, belong to no partition of the program.
+  if (map->function_count() != partitions || r.functions.functions.size() != partitions) {
+    const bool file = map->function_count() != partitions;
+    out.problem = std::string(file ? "the file has " : "the deduplication result has ") +
+                  std::to_string(file ? map->function_count() : r.functions.functions.size()) +
+                  " functions, the program " + std::to_string(partitions) + " partitions";
+    return out;
   }
   out.keys = *map->get_num_keys();
   out.functions = map->function_count();

@@ -6,9 +6,10 @@
 //
 //   wdedup-demo [--model tiny|small|1b] [--strategy positional|oneblob|disabled|all]
 //               [--prefill-partitions N] [--decode-partitions N] [--layers N]
-//               [--ptd FILE[,FILE...]] [--per-method DIR]
+//               [--ptd FILE[,FILE...]]... [--per-method DIR]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -54,19 +55,32 @@ void usage(FILE* f) {
       "  --decode-partitions N      partitions of decode (default 1)\n"
       "  --ptd FILE[,FILE...]       instead: .ptd files, one method each, named after the file\n"
       "                             (merge prefill.ptd,decode.ptd); a store wdedup wrote comes\n"
-      "                             back as its methods and partitions\n"
+      "                             back as its methods and partitions. The value is split at\n"
+      "                             commas (a path holding one cannot be given); repeated --ptd\n"
+      "                             flags add up: --ptd a.ptd --ptd b.ptd is --ptd a.ptd,b.ptd\n"
       "  --per-method DIR           also write each method on its own as DIR/<method>.ptd, as an\n"
-      "                             export that serializes methods apart ships them (--ptd input)\n"
+      "                             export that serializes methods apart ships them (--ptd input;\n"
+      "                             '' = don't, the default)\n"
       "  --strategy S               positional | oneblob | disabled | all (default all)\n"
       "  --threads N                hashing threads (default 0: every core)\n"
       "  --out FILE                 where to write the store (default wdedup-demo.ptd, and\n"
       "                             build/demo/llama.ptd under scripts/demo.sh; '' = don't);\n"
       "                             with --strategy all, each strategy's to FILE.<strategy>.ptd\n"
       "                             (a .ptd FILE ends in: llama.ptd -> llama.oneblob.ptd)\n"
-      "  --json FILE                also write the report(s) as JSON\n"
+      "  --json FILE                also write the report(s) as JSON ('' = don't, the default)\n"
       "  --quiet                    print only the summary lines\n"
       "  -h, --help                 this text\n",
       f);
+}
+
+/// Everything written to stdout reached it: a full disk or a closed pipe
+/// there lost it, which is a failed run, not exit 0. Says so if not.
+bool stdout_flushed() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "wdedup-demo: writing to standard output failed: %s\n", std::strerror(errno));
+    return false;
+  }
+  return true;
 }
 
 bool parse_u32(const char* s, std::uint32_t* out) {
@@ -132,13 +146,17 @@ std::string unwritable_reason(const std::string& path) {
 
 /// Whether --per-method DIR can take the method files: an existing
 /// directory where files can be created, or a name for a new one in an
-/// existing directory (made later, once the method names are known).
+/// existing directory (made later, once the method names are known). An
+/// existing one is asked of access(2), not probed with a file of a fixed
+/// name (a directory or a link to nothing of that name in it refused it,
+/// for a reason that was not DIR's); outputs_writable then tries each
+/// method's own file.
 bool per_method_usable(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   struct stat st {};
   const bool exists = ::stat(dir.c_str(), &st) == 0;
   if (exists && !S_ISDIR(st.st_mode)) errno = ENOTDIR;
-  const bool usable = exists ? S_ISDIR(st.st_mode) && wdedup::detail::can_create_file(dir + "/probe")
+  const bool usable = exists ? S_ISDIR(st.st_mode) && ::access(dir.c_str(), W_OK | X_OK) == 0
                              : wdedup::detail::can_create_file(dir);
   if (!usable)
     std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", dir.c_str(),
@@ -170,7 +188,7 @@ bool parse_args(int argc, char** argv, Args* a) {
     std::uint32_t n = 0;
     if (opt == "--help" || opt == "-h") {
       usage(stdout);
-      std::exit(0);
+      std::exit(stdout_flushed() ? 0 : 1);
     } else if (opt == "--quiet") {
       a->quiet = true;
     } else if (opt == "--model" || opt == "--strategy" || opt == "--out" || opt == "--json" ||
@@ -267,11 +285,49 @@ std::vector<const char*> strategies_run(const Args& a, bool equal_partitions) {
 /// The file --per-method DIR gets for method `m`.
 std::string per_method_file(const std::string& dir, const wdedup::Method& m) { return dir + "/" + m.name + ".ptd"; }
 
+/// Whether `path`, a file in a directory yet to be made, can have its name
+/// there (errno ENAMETOOLONG if not): the path, and that of the writer's
+/// temporary beside it ("." + its name cut to 200 bytes + ".tmp-XXXXXX"),
+/// shorter than PATH_MAX, and each of its components that does not exist
+/// yet no longer than the NAME_MAX of the nearest directory that does.
+bool name_fits(const std::string& path) {
+  const std::size_t last = path.rfind('/');
+  const std::size_t base = last == std::string::npos ? path.size() : path.size() - last - 1;
+  const std::size_t temp = path.size() - base + 1 + (base < 200 ? base : 200) + 11;
+  if (path.size() >= PATH_MAX || temp >= PATH_MAX) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
+  std::string existing = wdedup::detail::parent_dir(path);
+  struct stat st {};
+  while (::stat(existing.c_str(), &st) != 0 && existing != "." && existing != "/")
+    existing = wdedup::detail::parent_dir(existing);
+  long name_max = ::pathconf(existing.c_str(), _PC_NAME_MAX);
+  if (name_max <= 0) name_max = NAME_MAX;  // no limit, or not known: the usual one
+  // The components past `existing` (a prefix of `path`, but for the "."
+  // of a relative path that does not start with "./": then all of them).
+  const std::size_t from = existing == "." && path.compare(0, 2, "./") != 0 ? 0
+                           : existing == "/"                                 ? 1
+                                                                             : existing.size() + 1;
+  for (std::size_t at = from; at < path.size();) {
+    const std::size_t slash = path.find('/', at);
+    const std::size_t end = slash == std::string::npos ? path.size() : slash;
+    if (end - at > static_cast<std::size_t>(name_max)) {
+      errno = ENAMETOOLONG;
+      return false;
+    }
+    at = end + 1;
+  }
+  return true;
+}
+
 /// Whether every store the run will write can be written: checked once the
 /// program is known, before any of the work whose result goes there. That
-/// includes each --per-method file in a DIR that exists (a link to nothing
-/// or a directory there would otherwise stop the run after the work, and
-/// after the methods before it were written).
+/// includes each --per-method file: in a DIR that exists, tried (a link to
+/// nothing or a directory there would otherwise stop the run after the
+/// work, and after the methods before it were written); in one that does
+/// not, its name (one too long for the file system stopped the run after
+/// DIR was made and the methods before it were written).
 bool outputs_writable(const Args& a, const wdedup::Program& program, const std::vector<const char*>& tags) {
   for (const char* tag : tags) {
     const std::string out = out_path(a, tag);
@@ -281,15 +337,16 @@ bool outputs_writable(const Args& a, const wdedup::Program& program, const std::
     }
   }
   struct stat st {};
-  if (!a.per_method.empty() && ::stat(a.per_method.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    for (const wdedup::Method& m : program.methods) {
-      const std::string path = per_method_file(a.per_method, m);
-      if (!wdedup::detail::can_create_file(path)) {
-        std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", path.c_str(),
-                     unwritable_reason(path).c_str());
-        return false;
-      }
+  if (a.per_method.empty()) return true;
+  const bool dir_exists = ::stat(a.per_method.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  for (const wdedup::Method& m : program.methods) {
+    const std::string path = per_method_file(a.per_method, m);
+    if (dir_exists ? !wdedup::detail::can_create_file(path) : !name_fits(path)) {
+      std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", path.c_str(),
+                   unwritable_reason(path).c_str());
+      return false;
     }
+  }
   return true;
 }
 
@@ -392,17 +449,28 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
               rep.bytes_in ? 100.0 * static_cast<double>(rep.bytes_saved) / static_cast<double>(rep.bytes_in) : 0.0,
               static_cast<unsigned long long>(rep.bytes_shared_across_blobs), rep.seconds_total);
   if (!out.empty()) {
-    auto stats = wdedup::write_ptd_file(r->store, r->functions, out);
+    // The store is read back before it replaces the file at `out`: one
+    // that does not read back fails the write and leaves the previous one.
+    struct Check {
+      const wdedup::Program& program;
+      const wdedup::DedupResult& result;
+      wdedup_demo::ReadBack back;
+    } check{program, *r, {}};
+    wdedup::WriteOptions wo;
+    wo.check_context = &check;
+    wo.check_before_replace = [](const char* written, void* context) -> wdedup::Expected<void> {
+      Check& c = *static_cast<Check*>(context);
+      c.back = wdedup_demo::read_back(written, c.program, c.result);
+      if (!c.back.ok()) return wdedup::Expected<void>(wdedup::Error::IoError, "read-back: " + c.back.problem);
+      return {};
+    };
+    auto stats = wdedup::write_ptd_file(r->store, r->functions, out, wo);
     if (!stats) {
       std::fprintf(stderr, "wdedup-demo: %s\n", stats.message().c_str());
       return false;
     }
+    const wdedup_demo::ReadBack& back = check.back;
     std::printf("  wrote %s: %llu bytes\n", out.c_str(), static_cast<unsigned long long>(stats->file_size));
-    const wdedup_demo::ReadBack back = wdedup_demo::read_back(out, program, *r);
-    if (!back.ok()) {
-      std::fprintf(stderr, "verify: %s\n", back.problem.c_str());
-      return false;
-    }
     std::printf("  read back %s with the runtime reader: %zu keys, %zu functions, %zu tensors verified\n",
                 out.c_str(), back.keys, back.functions, back.tensors);
   }
@@ -577,12 +645,8 @@ int run_demo(int argc, char** argv) {
       return 1;
     }
   }
-  // Everything above went to stdout: a full disk or a closed pipe there
-  // lost it, which is a failed run, not exit 0.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    std::fprintf(stderr, "wdedup-demo: writing to standard output failed: %s\n", std::strerror(errno));
-    return 1;
-  }
+  // Everything above went to stdout: lost, it is a failed run.
+  if (!stdout_flushed()) return 1;
   return ok ? 0 : 1;
 }
 
