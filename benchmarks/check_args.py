@@ -119,6 +119,18 @@ pattern = (r"wdedup-bench: Llama settings for llama-1\+1: the tensors need [0-9.
 if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()):
     problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
+# The header says which Llama model the "llama" rows are of (their names do
+# not), and only when one ran.
+for args, want in ((["--only", "dedup", "--workloads", "llama-1+1", "--layers", "2", "--threads", "1", "--reps", "1"],
+                    ", Llama workloads: --model tiny, --quick"),
+                   (["--only", "runtime", "--keys", "16", "--reps", "1", "--lookups", "1000", "--big-tensor", "65536",
+                     "--tmpdir", outdir], None)):
+    r = run([exe, "--quick", "--no-progress", "--json", json_path] + args)
+    header = r.stdout.split("\n")[1] if r.stdout.count("\n") > 1 else ""
+    if r.returncode != 0 or (want is not None and want not in header) or (want is None and "Llama" in header):
+        problems.append(f"{args}: exit {r.returncode}, header line {header!r}; expected 0 and "
+                        + (f"{want!r} in it" if want else "no Llama model named"))
+
 # ---- out of memory part-way: the group that ran out fails, the rest stand -----
 # (The harness's operator new aborted, which lost every row and the JSON.)
 # Under a 1.5 GiB address-space limit the runtime group fits and the write

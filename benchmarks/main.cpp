@@ -729,8 +729,11 @@ int main(int argc, char** argv) {
   // figures are that filesystem's.
   r.notes.push_back({"tmpdir", c.tmpdir});
 
-  std::printf("wdedup-bench: %s\n%s, %u cores%s\n\n", command.c_str(), date, std::thread::hardware_concurrency(),
-              c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
+  // Which Llama model the "llama" rows are of (their names do not say; the
+  // default is 'small', not the 1B of the targets: --model 1b).
+  const std::string llama = wbench::runs_llama(c) ? ", Llama workloads: --model " + c.model : "";
+  std::printf("wdedup-bench: %s\n%s, %u cores%s%s\n\n", command.c_str(), date, std::thread::hardware_concurrency(),
+              llama.c_str(), c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
   std::fflush(stdout);
 
   // Sizes too large for this machine end the group that asked for them, not
