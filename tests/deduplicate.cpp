@@ -672,7 +672,8 @@ TEST_CASE("a store filled by deduplicate() still deduplicates later adds") {
     const std::string before = dump(*r);
     auto refused = r->store.add_named_data("b", span(c));
     CHECK(refused.error() == Error::KeyConflict);
-    CHECK(refused.message() == "key 'b' already holds 64 bytes that differ from the 64 bytes added now");
+    CHECK(refused.message() == "key 'b' already holds 64 bytes that differ from the 64 bytes added now "
+                                    "(first difference at byte 0)");
     CHECK(dump(*r) == before);
   };
   refused_unchanged();

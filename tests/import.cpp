@@ -955,7 +955,8 @@ TEST_CASE("the demo's --per-method: a method that cannot be one store is refused
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 2);
   CHECK(read_text(log) == "wdedup-demo: --per-method " + dir + "/pm: method 'beta' cannot be one store: partition 1: "
-                              "key 'w' already holds 4096 bytes that differ from the 4096 bytes added now\n");
+                              "key 'w' already holds 4096 bytes that differ from the 4096 bytes added now "
+                              "(first difference at byte 0)\n");
   CHECK(::access((dir + "/pm").c_str(), F_OK) != 0);  // not even the directory
   CHECK(::access((dir + "/out.ptd").c_str(), F_OK) != 0);
 }

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 #include <string_view>
@@ -105,11 +106,12 @@ TEST_CASE("same key, same bytes, another alignment: the key keeps both requests 
   CHECK(s.buffers()[0].alignment == 24);
 }
 
-TEST_CASE("same key, different bytes: error naming the key and both sizes, store unchanged") {
+TEST_CASE("same key, different bytes: error naming the key, both sizes and the first byte that differs, store unchanged") {
   NamedDataStore s;
   const auto a = bytes(100, 1);
   const auto b = bytes(120, 2);
-  const auto c = bytes(100, 3);
+  auto c = a;
+  c[57] ^= 1;
   REQUIRE(s.add_named_data("layers.0.wq", span(a), 16).ok());
   const std::string before = dump(s);
 
@@ -118,9 +120,10 @@ TEST_CASE("same key, different bytes: error naming the key and both sizes, store
   CHECK(r.message() == "key 'layers.0.wq' already holds 100 bytes that differ from the 120 bytes added now");
   CHECK(dump(s) == before);
 
-  r = s.add_named_data("layers.0.wq", span(c), 16);  // same size, other bytes
+  r = s.add_named_data("layers.0.wq", span(c), 16);  // same size, one byte differs
   CHECK(r.error() == Error::KeyConflict);
-  CHECK(r.message() == "key 'layers.0.wq' already holds 100 bytes that differ from the 100 bytes added now");
+  CHECK(r.message() == "key 'layers.0.wq' already holds 100 bytes that differ from the 100 bytes added now "
+                       "(first difference at byte 57)");
   CHECK(dump(s) == before);
 }
 
@@ -484,6 +487,94 @@ TEST_CASE("merge carries a buffer's alignment when it is above its keys' own") {
   CHECK(s.find("k")->alignment == 1);
 }
 
+TEST_CASE("merge gives what merging the other store's keys one at a time gives, or fails alike and changes nothing") {
+  // Random stores over a few contents (some the same bytes in other
+  // memory), alignments whose lcms may overflow, layouts that may differ.
+  std::vector<std::vector<std::uint8_t>> pool;
+  for (std::uint8_t i = 0; i < 6; ++i) pool.push_back(bytes(std::size_t{8} + 8u * (i / 2u), static_cast<std::uint8_t>(i * 40)));
+  pool.push_back(pool[1]);  // the same bytes as pool[1], elsewhere
+  pool.push_back(pool[4]);
+  const std::int64_t aligns[] = {1, 2, 3, 4, 16, 4096, 65537, 65539};
+  std::uint64_t x = 12345;
+  auto next = [&x](std::uint64_t n) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::size_t>((x >> 33) % n);
+  };
+  auto fill = [&](NamedDataStore& s, std::size_t adds) {
+    for (std::size_t i = 0; i < adds; ++i) {
+      const std::vector<std::uint8_t>& v = pool[next(pool.size())];
+      std::optional<Layout> layout;
+      if (next(3) == 0) layout = Layout::contiguous(next(2) ? ScalarType::Byte : ScalarType::Char, {static_cast<std::int32_t>(v.size())});
+      (void)s.add_named_data("k" + std::to_string(next(10)), span(v), aligns[next(8)], layout);
+    }
+  };
+  int merged = 0, refused = 0;
+  for (int round = 0; round < 400; ++round) {
+    CAPTURE(round);
+    NamedDataStore s, t;
+    fill(s, next(8));
+    fill(t, 1 + next(8));
+    // The reference: each key of t alone (its buffer's alignment with it),
+    // merged in t's order; the first failure is the merge's.
+    NamedDataStore ref = s;
+    Expected<void> want;
+    for (const StoreKey& k : t.keys()) {
+      NamedDataStore one;
+      const StoreBuffer& b = t.buffers()[k.buffer_index];
+      detail::StoreAccess::add_key(one, k.key, detail::StoreAccess::add_buffer(one, b.bytes, b.alignment), k.alignment,
+                                   k.layout);
+      want = ref.merge(one);
+      if (!want) break;
+    }
+    const std::string before = dump(s);
+    Expected<void> got = s.merge(t);
+    REQUIRE(got.ok() == want.ok());
+    if (got) {
+      ++merged;
+      CHECK(dump(s) == dump(ref));
+    } else {
+      ++refused;
+      CHECK(got.error() == want.error());
+      CHECK(got.message() == want.message());
+      CHECK(dump(s) == before);
+    }
+  }
+  CHECK(merged >= 100);  // both outcomes, often
+  CHECK(refused >= 100);
+}
+
+TEST_CASE("bytes made to collide under a known seed do not chain: the content hash has a seed of its own") {
+  // XXH3 of 17-128 bytes multiplies (word ^ secret word) pairs: a 32-byte
+  // buffer whose words 0 and 2 are the default secret's hashes, under seed
+  // 0, to one value whatever words 1 and 3 hold.
+  const std::size_t n = 4096;
+  std::vector<std::uint8_t> mem(n * 32);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint8_t* b = &mem[i * 32];
+    const std::uint64_t v = i * 0x9E3779B97F4A7C15ull + 1;
+    std::memcpy(b, XXH3_kSecret, 8);
+    std::memcpy(b + 8, &v, 8);
+    std::memcpy(b + 16, XXH3_kSecret + 16, 8);
+    std::memcpy(b + 24, &v, 8);
+  }
+  const std::uint64_t h0 = Xxh3Hash{}(&mem[0], 32, 0);
+  for (std::size_t i = 1; i < n; ++i) REQUIRE(Xxh3Hash{}(&mem[i * 32], 32, 0) == h0);
+  NamedDataStore s;
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(s.add_named_data("k" + std::to_string(i), ByteSpan(&mem[i * 32], 32)).ok());
+  CHECK(s.buffer_count() == n);
+  // Under seed 0 every add would walk one chain of all of them (n(n-1)/2
+  // comparisons); under the store's own seed they spread.
+  CHECK(detail::StoreAccess::longest_content_chain(s) <= 2);
+  const std::vector<std::uint8_t> copy(mem.begin() + 32 * 777, mem.begin() + 32 * 778);
+  REQUIRE(s.add_named_data("copy", span(copy)).ok());
+  CHECK(s.find("copy")->buffer_index == 777);
+  // A copy of the store finds its bytes as the store does (same seed).
+  NamedDataStore c = s;
+  const std::vector<std::uint8_t> copy2(mem.begin() + 32 * 4000, mem.begin() + 32 * 4001);
+  REQUIRE(c.add_named_data("copy2", span(copy2)).ok());
+  CHECK(c.find("copy2")->buffer_index == 4000);
+}
+
 TEST_CASE("a key with a NUL byte is refused when added, and messages escape control characters") {
   const auto a = bytes(8, 1);
   NamedDataStore s;
@@ -581,5 +672,46 @@ TEST_CASE("out of memory during an add: std::bad_alloc, and the store is unchang
     }
     CHECK(injected >= 3);  // the key's string, the key table, the key index (and more for a new buffer)
   }
+}
+TEST_CASE("out of memory during a merge: std::bad_alloc, and the store is unchanged") {
+  const auto a = bytes(16, 1), b = bytes(16, 2), c = bytes(16, 3), d = bytes(40, 4), b2 = b;
+  NamedDataStore t;  // an existing key, a new key on existing bytes, new bytes twice, a new size
+  REQUIRE(t.add_named_data("first", span(a), 8).ok());
+  REQUIRE(t.add_named_data("alias.of.b.with.a.long.name", span(b2), 64).ok());
+  REQUIRE(t.add_named_data("c", span(c), 4).ok());
+  REQUIRE(t.add_named_data("c.again", span(c), 32).ok());
+  REQUIRE(t.add_named_data("d", span(d), 2).ok());
+  long injected = 0;
+  for (long n = 0;; ++n) {
+    NamedDataStore s;
+    REQUIRE(s.add_named_data("first", span(a), 8).ok());
+    REQUIRE(s.add_named_data("second", span(b), 8).ok());
+    for (int i = 0; i < 14; ++i) REQUIRE(s.add_named_data("filler" + std::to_string(i), span(a), 8).ok());
+    const std::string before = dump(s);
+    bool threw = false;
+    g_fail_countdown = n;
+    try {
+      (void)s.merge(t);
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    g_fail_countdown = -1;
+    if (!threw) {
+      CHECK(s.key_count() == 20);
+      CHECK(s.buffer_count() == 4);
+      CHECK(s.find("alias.of.b.with.a.long.name")->buffer_index == 1);
+      CHECK(s.buffers()[1].alignment == 64);
+      CHECK(s.find("c.again")->buffer_index == 2);
+      CHECK(s.buffers()[2].alignment == 32);
+      CHECK(s.find("d")->buffer_index == 3);
+      break;
+    }
+    ++injected;
+    CAPTURE(n);
+    CHECK(dump(s) == before);
+    REQUIRE(s.merge(t).ok());  // ...and it still works
+    CHECK(s.key_count() == 20);
+  }
+  CHECK(injected >= 5);
 }
 #endif
