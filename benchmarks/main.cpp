@@ -141,7 +141,7 @@ void usage(FILE* f) {
       "Build cost:\n"
       "  --cxx COMPILER          compiler timed with -std=c++17 -fsyntax-only (default g++)\n"
       "  --include-dir DIR       wdedup's include directory (default: this source tree's)\n"
-      "  --compile-reps N        compilations per header (default 7; --quick 1)\n"
+      "  --compile-reps N        compilations per header (default 7; --quick 2, the warm-up one of them)\n"
       "Profiling:\n"
       "  --once                  only the dedup workloads, each a read pass and a deduplicate()\n"
       "                          once per thread count: nothing timed (for scripts/profile.sh)\n"

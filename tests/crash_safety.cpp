@@ -276,6 +276,21 @@ TEST_CASE("a check before the replacement sees the whole file; its error leaves 
   CHECK(seen.path != dest);
   CHECK(read_file(dest) == old_bytes);
   CHECK(others(dir, {"model.ptd"}).empty());  // the temporary file removed
+  // NotDurable would say the new file is in place: it comes back as IoError.
+  o.check_before_replace = [](const char*, void*) -> Expected<void> {
+    return Expected<void>(Error::NotDurable, "no");
+  };
+  r = write_ptd_file(store, FunctionMaps{}, dest, o);
+  CHECK(r.error() == Error::IoError);
+  CHECK(r.message() == "cannot write '" + dest + "': the check before replacing it failed: no");
+  CHECK(read_file(dest) == old_bytes);
+  CHECK(others(dir, {"model.ptd"}).empty());
+  o.check_before_replace = [](const char* written, void* context) -> Expected<void> {
+    Seen& s = *static_cast<Seen*>(context);
+    s.path = written;
+    s.bytes = read_file(written);
+    return {};
+  };
   seen = Seen{};
   r = write_ptd_file(store, FunctionMaps{}, dest, o);
   REQUIRE(r.ok());

@@ -560,6 +560,10 @@ TEST_CASE("the report's table escapes names: control characters, bytes that are 
   CHECK(detail::table_name("\xc2\xa0") == "\xc2\xa0");                     // U+00A0, not a control
   CHECK(detail::table_name("x\xe2\x82") == "x\\xe2\\x82");                 // a sequence cut short
   CHECK(detail::table_name("\x7f\n") == "\\x7f\\x0a");
+  CHECK(detail::table_name("abc\xe2\x80\xae" "cba") == "abc\\xe2\\x80\\xaecba");  // U+202E, right-to-left override
+  CHECK(detail::table_name("\xe2\x81\xa6x\xe2\x81\xa9") == "\\xe2\\x81\\xa6x\\xe2\\x81\\xa9");  // an isolate
+  CHECK(detail::table_name("a\xe2\x80\xa8" "b") == "a\\xe2\\x80\\xa8" "b");  // U+2028
+  CHECK(detail::table_name("\xe2\x80\x94") == "\xe2\x80\x94");  // U+2014, an em dash: copied
   std::vector<std::uint8_t> a(4, 1), b = a;
   Program program;
   program.add_method("pre\x1b]0;x\x07").add_partition().add("w\x1b[2J", span(a));

@@ -260,6 +260,15 @@ r = subprocess.run([exe, "--quiet", "--threads", "1", "--strategy", "oneblob", "
 if r.returncode != 0 or os.listdir(empty):
     problems.append(f"--out '' --json '' --per-method '': exit {r.returncode}, {r.stderr!r}, wrote {os.listdir(empty)}")
 
+# ---- names from files are printed escaped -----------------------------------
+# A .ptd file's name becomes its method's name, which reaches the terminal:
+# an escape sequence in it is printed as \x1b, not sent.
+shutil.copy(os.path.join(work, "pmsrc", "decode.ptd"), os.path.join(work, "ev\x1b[31mil.ptd"))
+r = run(["--ptd", "ev\x1b[31mil.ptd", "--strategy", "oneblob", "--out", ""])
+if r.returncode != 0 or "\x1b" in r.stdout or \
+        "  ev\\x1b[31mil.ptd: method(s) ev\\x1b[31mil, 1 partition(s)" not in r.stdout:
+    problems.append(f"--ptd with an escape sequence in its name: exit {r.returncode}, stdout {r.stdout[:300]!r}")
+
 # ---- standard output lost: a failed run --------------------------------------
 # The run's output, and --help's: both lost on a full device, exit 1.
 if os.path.exists("/dev/full"):

@@ -410,8 +410,8 @@ bool per_method_names_usable(const Args& a, const wdedup::Program& program) {
   if (a.per_method.empty()) return true;
   for (const wdedup::Method& m : program.methods)
     if (m.name.find('/') != std::string::npos || m.name == "." || m.name == "..") {
-      std::fprintf(stderr, "wdedup-demo: --per-method: method '%s' is not usable as a file name in %s\n",
-                   m.name.c_str(), a.per_method.c_str());
+      std::fprintf(stderr, "wdedup-demo: --per-method: method %s is not usable as a file name in %s\n",
+                   wdedup::detail::quote_name(m.name).c_str(), a.per_method.c_str());
       return false;
     }
   return true;
@@ -497,8 +497,8 @@ int write_per_method(const std::string& dir, const wdedup::Program& program) {
     for (std::size_t p = 0; p < m.partitions.size(); ++p)
       for (const wdedup::Tensor& t : m.partitions[p].tensors)
         if (auto added = stores[mi].add_named_data(t.name, t.bytes, t.alignment, t.layout); !added) {
-          std::fprintf(stderr, "wdedup-demo: --per-method %s: method '%s' cannot be one store: partition %zu: %s\n",
-                       dir.c_str(), m.name.c_str(), p, added.message().c_str());
+          std::fprintf(stderr, "wdedup-demo: --per-method %s: method %s cannot be one store: partition %zu: %s\n",
+                       dir.c_str(), wdedup::detail::quote_name(m.name).c_str(), p, added.message().c_str());
           return 2;
         }
   }
@@ -536,14 +536,16 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
     std::size_t tensors = 0, partitions = 0;
     std::string names;
     for (std::size_t m = before; m < program->methods.size(); ++m) {
-      names += (m == before ? "" : ", ") + program->methods[m].name;
+      // (Escaped: a store someone else wrote names its methods.)
+      names += (m == before ? "" : ", ") + wdedup::detail::table_name(program->methods[m].name);
       partitions += program->methods[m].partitions.size();
       for (const wdedup::Partition& p : program->methods[m].partitions) tensors += p.tensors.size();
     }
     // Bytes the file holds: each memory range once (aliased keys share one).
     const wdedup::Span<const wdedup::Method> file_methods(program->methods.data() + before, program->methods.size() - before);
     const std::uint64_t bytes = wdedup::bench::total_bytes(wdedup::bench::input_spans(file_methods));
-    std::printf("  %s: method(s) %s, %zu partition(s), %zu tensors over %s\n", path.c_str(), names.c_str(), partitions,
+    std::printf("  %s: method(s) %s, %zu partition(s), %zu tensors over %s\n", wdedup::detail::table_name(path).c_str(),
+                names.c_str(), partitions,
                 tensors, wdedup::detail::human_bytes(bytes).c_str());
   }
   std::printf("\n");

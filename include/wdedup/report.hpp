@@ -197,7 +197,8 @@ inline std::string json_string(std::string_view v) {
 
 /// A name for the table, which goes to a terminal: a key read from a file
 /// someone else wrote may hold escape sequences. Valid UTF-8 is copied but
-/// for control characters (C0, DEL, C1), which are written as \xNN with
+/// for control characters (C0, DEL, C1) and the ones that reorder or break
+/// text (bidirectional marks, overrides and isolates; U+2028/9), written as \xNN with
 /// their bytes, as is every byte that is not part of valid UTF-8, and a
 /// backslash as \\ (so "\x1b" can only be the escape byte).
 inline std::string table_name(std::string_view v) {
@@ -207,8 +208,15 @@ inline std::string table_name(std::string_view v) {
   for (std::size_t i = 0; i < v.size();) {
     const unsigned char c = p[i];
     std::size_t len = c < 0x80 ? 1 : utf8_sequence(p + i, v.size() - i);
-    // (U+0080..U+009F, the C1 controls, are C2 80..C2 9F.)
-    const bool escape = len == 0 || c < 0x20 || c == 0x7F || (c == 0xC2 && p[i + 1] < 0xA0);
+    // (U+0080..U+009F, the C1 controls, are C2 80..C2 9F; the marks and
+    // overrides that reorder text, U+200E/F and U+202A..E, and the line and
+    // paragraph separators U+2028/9 are E2 80 8E/8F and A8..AE; the
+    // isolates U+2066..9 are E2 81 A6..A9.)
+    const bool reorders =
+        len == 3 && c == 0xE2 &&
+        ((p[i + 1] == 0x80 && (p[i + 2] == 0x8E || p[i + 2] == 0x8F || (p[i + 2] >= 0xA8 && p[i + 2] <= 0xAE))) ||
+         (p[i + 1] == 0x81 && p[i + 2] >= 0xA6 && p[i + 2] <= 0xA9));
+    const bool escape = len == 0 || c < 0x20 || c == 0x7F || (c == 0xC2 && p[i + 1] < 0xA0) || reorders;
     if (len == 0) len = 1;
     if (c == '\\') {
       s += "\\\\";

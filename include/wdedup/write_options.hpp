@@ -46,7 +46,8 @@ struct WriteOptions {
   /// is whole, synced (with `fsync`) and closed, and with `check_context`.
   /// An error it returns fails the write: the temporary file is removed,
   /// the destination is left as it was, and the error comes back with its
-  /// code, its message prefixed with what was being written. (The demo
+  /// code (IoError for NotDurable, which would say the new file is in
+  /// place), its message prefixed with what was being written. (The demo
   /// opens the file there with NamedDataMap and reads every tensor back,
   /// so a store that does not read back never replaces a good one.)
   Expected<void> (*check_before_replace)(const char* written_path, void* check_context) = nullptr;

@@ -107,16 +107,23 @@ check "CMake: no warning from the package" "" "$(grep -A4 'wdedupConfig' "$work/
 
 # A project that declares an old CMake (cmake_minimum_required(VERSION
 # 3.0)): the package runs under its caller's policies, where IN_LIST
-# (CMP0057) was a hard error, and must give them back unchanged.
-cmake_in consumer_cmake3.0 "$work/cmake30" >"$work/cmake30.log" 2>&1 || { cat "$work/cmake30.log"; exit 1; }
-cmake --build "$work/cmake30" >"$work/cmake30-build.log" 2>&1 || { cat "$work/cmake30-build.log"; exit 1; }
-check "CMake 3.0 project: no warning from the package" "" "$(grep -A4 'wdedupConfig' "$work/cmake30.log" || true)"
-check "CMake 3.0 project: its policies are its own after find_package (COMPONENTS runtime, then all)" \
-  "-- consumer: CMP0057 after COMPONENTS runtime '', after everything ''" "$(grep '^-- consumer: ' "$work/cmake30.log")"
-"$work/cmake30/write_store" "$work/cmake30.ptd" >/dev/null
-check "CMake 3.0 project: wdedup::wdedup writes, wdedup::runtime reads" \
-  "$expected" "$("$work/cmake30/read_store" "$work/cmake30.ptd")"
-rm -rf -- "$work/cmake30"
+# (CMP0057) was a hard error; the policies it sets must not leak out.
+# CMake 4 refuses such a project outright (compatibility with CMake < 3.5
+# is removed there), so this step runs only under CMake 3.
+cmake_major=$(cmake --version | sed -n 's/^cmake version \([0-9]*\).*/\1/p')
+if [ "${cmake_major:-0}" -ge 4 ]; then
+  echo "not run: CMake $cmake_major refuses cmake_minimum_required(VERSION 3.0) (the old-CMake consumer)"
+else
+  cmake_in consumer_cmake3.0 "$work/cmake30" >"$work/cmake30.log" 2>&1 || { cat "$work/cmake30.log"; exit 1; }
+  cmake --build "$work/cmake30" >"$work/cmake30-build.log" 2>&1 || { cat "$work/cmake30-build.log"; exit 1; }
+  check "CMake 3.0 project: no warning from the package" "" "$(grep -A4 'wdedupConfig' "$work/cmake30.log" || true)"
+  check "CMake 3.0 project: its policies are its own after find_package (COMPONENTS runtime, then all)" \
+    "-- consumer: CMP0057 after COMPONENTS runtime '', after everything ''" "$(grep '^-- consumer: ' "$work/cmake30.log")"
+  "$work/cmake30/write_store" "$work/cmake30.ptd" >/dev/null
+  check "CMake 3.0 project: wdedup::wdedup writes, wdedup::runtime reads" \
+    "$expected" "$("$work/cmake30/read_store" "$work/cmake30.ptd")"
+  rm -rf -- "$work/cmake30"
+fi
 
 probe() {  # probe <find_package arguments> [cmake -D...]: the probe lines
   local args=$1

@@ -329,10 +329,13 @@ class BasicAtomicFile {
     const int fd = fd_;
     fd_ = -1;
     if (const int e = errno_of(ops_.close(fd))) return fail_errno("close temporary file " + quote_name(temp_), e);
+    // The check's own error code, but for NotDurable, which promises the
+    // new file in place (here the old one stays), and Ok: IoError then.
     if (check != nullptr)
       if (Expected<void> r = check(temp_.c_str(), check_context); !r)
-        return Expected<void>(r.error(), "cannot write " + quote_name(path_) + ": the check before replacing it failed: " +
-                                             r.message());
+        return Expected<void>(r.error() == Error::NotDurable || r.error() == Error::Ok ? Error::IoError : r.error(),
+                              "cannot write " + quote_name(path_) + ": the check before replacing it failed: " +
+                                  r.message());
     if (const int e = errno_of(ops_.rename(temp_.c_str(), target_.c_str())))
       return fail_errno("rename " + quote_name(temp_) + " to " + quote_name(target_), e);
     committed_ = true;
