@@ -3,6 +3,10 @@
 // model with short- and long-context prefill/decode variants compiles two
 // blobs, each holding one prefill/decode pair. Functions are named
 // "<method>__<partition>" as under OneBlob, so any partition counts work.
+// Methods pair by their place in the program, counting those with no
+// partitions (which ExecuTorch hands no backend, and the built-in
+// strategies skip): with [prefill, cpu_only, decode], prefill and decode
+// land in different blobs. Put the pairs next to each other.
 #ifndef WDEDUP_EXAMPLES_PAIR_POLICY_HPP
 #define WDEDUP_EXAMPLES_PAIR_POLICY_HPP
 

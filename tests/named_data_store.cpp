@@ -419,7 +419,7 @@ TEST_CASE("merge is all-or-nothing on error") {
   CHECK(s.find("new1") == nullptr);
 }
 
-TEST_CASE("many same-size buffers: copies are found through the content index, not a scan") {
+TEST_CASE("many same-size buffers: each copy finds its own buffer (that no other is read: the paged test below)") {
   NamedDataStore s;
   std::vector<std::vector<std::uint8_t>> v, copies;
   for (int i = 0; i < 3000; ++i) {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -648,4 +649,32 @@ TEST_CASE("a policy's function-name error comes after the keys' errors, with any
           "policy COLLIDING gave function name 'f' in blob 'all' to two partitions: method 'a' partition 0 and "
           "method 'b' partition 0");
   }
+}
+
+namespace {
+/// A C-style policy: both names formatted into one buffer of its own, each
+/// valid until its next call (what the README asks of a const char*).
+struct OneBuffer {
+  static constexpr const char* name = "ONE_BUFFER";
+  static char buf[64];
+  static Expected<void> validate(const Program&) { return {}; }
+  static const char* blob_key(const Program& p, std::size_t m, std::uint32_t i) {
+    std::snprintf(buf, sizeof buf, "blob_%s_%u", p.methods[m].name.c_str(), static_cast<unsigned>(i));
+    return buf;
+  }
+  static const char* function_name(const Program& p, std::size_t m, std::uint32_t i) {
+    std::snprintf(buf, sizeof buf, "fn_%s_%u", p.methods[m].name.c_str(), static_cast<unsigned>(i));
+    return buf;
+  }
+};
+char OneBuffer::buf[64];
+}  // namespace
+
+TEST_CASE("a policy that formats both names into one buffer: each name is copied before the next call") {
+  TwoMethods m;
+  auto r = deduplicate<Strategy<OneBuffer>>(m.program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(function_ids(r->functions) ==
+        std::vector<std::string>{"prefill#0 blob_prefill_0:fn_prefill_0", "prefill#1 blob_prefill_1:fn_prefill_1",
+                                 "decode#0 blob_decode_0:fn_decode_0", "decode#1 blob_decode_1:fn_decode_1"});
 }

@@ -271,15 +271,17 @@ Expected<void> plan_functions(const Program& program, PolicyPlan& plan) {
       f.method = method.name;
       f.partition_index = p;
       // (A policy may return a const char*: a null one would crash the
-      // string it is assigned to.)
+      // string it is assigned to. Each name is copied before the next call:
+      // a policy may format both into one buffer of its own.)
+      auto null_name = [&](const char* what) {
+        return Expected<void>(Error::InvalidName, cat("policy ", plan.name, ": method ", quote_name(method.name),
+                                                      " partition ", p, ": ", what, " is a null pointer"));
+      };
       auto blob_key = Policy::blob_key(program, m, p);
-      auto function_name = Policy::function_name(program, m, p);
-      for (const char* what : {is_null_name(blob_key) ? "blob key" : nullptr,
-                               is_null_name(function_name) ? "function name" : nullptr})
-        if (what != nullptr)
-          return Expected<void>(Error::InvalidName, cat("policy ", plan.name, ": method ", quote_name(method.name),
-                                                        " partition ", p, ": ", what, " is a null pointer"));
+      if (is_null_name(blob_key)) return null_name("blob key");
       assign_name(f.blob_key, std::move(blob_key));
+      auto function_name = Policy::function_name(program, m, p);
+      if (is_null_name(function_name)) return null_name("function name");
       assign_name(f.function_name, std::move(function_name));
       // Looked up by name (a backend's strcmp among them): see unusable_name.
       const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},

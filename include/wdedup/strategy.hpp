@@ -127,6 +127,11 @@ namespace hana = boost::hana;
 /// with static_cast accepted explicit conversions it cannot use).
 template <class T>
 T implicitly(T);
+/// Also unevaluated: `x` as deduplicate() reads it, through a const
+/// reference (a type whose conversion to std::string_view is not const
+/// passed a check on the bare value, then failed inside deduplicate()).
+template <class T>
+const std::remove_reference_t<T>& as_const_ref(T&&);
 
 // One detector per requirement, so the static_assert can name what is
 // missing; each asks what deduplicate() does with the member: the name and
@@ -140,7 +145,7 @@ T implicitly(T);
 // dereferenced alone (naming a non-static data member directly is allowed
 // in decltype, so `name` without `static` would pass).
 constexpr auto has_policy_name = hana::is_valid(
-    [](auto t) -> decltype((void)implicitly<std::string_view>(*&decltype(t)::type::name)) {});
+    [](auto t) -> decltype((void)implicitly<std::string_view>(as_const_ref(*&decltype(t)::type::name))) {});
 // The functions are called as deduplicate() calls them, so overloads and
 // templates pass and a non-static one (which needs an object) does not.
 // Partial specialisations, not hana::is_valid: clang 14 crashed (exit 139)
@@ -154,14 +159,14 @@ struct policy_validate_ok<P, std::void_t<decltype(implicitly<Expected<void>>(P::
 template <class P, class = void>
 struct policy_blob_key_ok : std::false_type {};
 template <class P>
-struct policy_blob_key_ok<P, std::void_t<decltype(implicitly<std::string_view>(P::blob_key(
-                                             std::declval<const Program&>(), std::size_t{}, std::uint32_t{})))>>
+struct policy_blob_key_ok<P, std::void_t<decltype(implicitly<std::string_view>(as_const_ref(P::blob_key(
+                                             std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))))>>
     : std::true_type {};
 template <class P, class = void>
 struct policy_function_name_ok : std::false_type {};
 template <class P>
-struct policy_function_name_ok<P, std::void_t<decltype(implicitly<std::string_view>(P::function_name(
-                                                  std::declval<const Program&>(), std::size_t{}, std::uint32_t{})))>>
+struct policy_function_name_ok<P, std::void_t<decltype(implicitly<std::string_view>(as_const_ref(P::function_name(
+                                                  std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))))>>
     : std::true_type {};
 
 // `static constexpr auto name = nullptr;` converts to a std::string_view as
