@@ -49,7 +49,7 @@ void* arena_alloc(std::size_t size, std::size_t alignment) {
 }
 
 struct LoadedTensor {
-  char name[64];  // copied: the map's string_views die with the mapping
+  char name[64];  // copied: the map's KeyViews die with the mapping
   const void* data;
   std::size_t size;
   std::size_t alignment;  // what its key asks for
@@ -70,7 +70,7 @@ void print_failure(const char* doing, const char* path, const wdedup::Failure& f
 
 // Loads every tensor of the function compiled for (method, partition).
 // Returns the count, or -1.
-int load_function(const char* path, std::string_view method, std::uint32_t partition, LoadedTensor* out,
+int load_function(const char* path, wdedup::KeyView method, std::uint32_t partition, LoadedTensor* out,
                   int capacity) {
   wdedup::Result<wdedup::MmapSource> source = wdedup::MmapSource::open(path);
   if (!source) {

@@ -13,6 +13,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -54,7 +55,14 @@ TEST_CASE("KeyView: constructors view the caller's characters") {
   CHECK(fsv.data() == sv.data());
   CHECK(fsv.size() == 6);
   const std::vector<char> v = {'x', 'y'};
-  CHECK(KeyView(v).size() == 2);
+  CHECK(KeyView(v).size() == 2);  // explicitly: characters, not text
+  // A char array's size counts the NUL and what follows: it is no key
+  // without saying so (implicitly it made get_data(name) find nothing).
+  static_assert(!std::is_convertible<std::array<char, 16>, KeyView>::value, "an array of chars is not text");
+  static_assert(!std::is_convertible<std::vector<char>, KeyView>::value, "a vector of chars is not text");
+  static_assert(std::is_constructible<KeyView, std::array<char, 16>>::value, "but can be viewed, explicitly");
+  static_assert(std::is_convertible<std::string, KeyView>::value && std::is_convertible<std::string_view, KeyView>::value,
+                "text converts");
   CHECK(std::string(fs.begin(), fs.end()) == "hello");
   // Arguments of every kind reach a KeyView parameter.
   CHECK(take_kv("four") == 4);

@@ -186,6 +186,19 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
   }
 }
 
+TEST_CASE("the value of a temporary Result is the value itself: `auto&& src = *open(...)` holds the source") {
+  // It was a T&& into the Result, which died at the end of the statement:
+  // the map below then read a dead source (ASan: stack-use-after-scope).
+  static_assert(std::is_same<decltype(*std::declval<Result<MmapSource>>()), MmapSource>::value, "");
+  static_assert(std::is_same<decltype(std::declval<Result<MmapSource>>().value()), MmapSource>::value, "");
+  static_assert(std::is_same<decltype(*std::declval<Result<MmapSource>&>()), MmapSource&>::value, "");
+  const std::string simple = fixture("simple.ptd");
+  auto&& src = *MmapSource::open(simple.c_str());
+  Result<NamedDataMap> map = NamedDataMap::open(src);
+  REQUIRE(map.ok());
+  CHECK(*map->get_num_keys() == 3);
+}
+
 TEST_CASE("an MmapSource cannot be assigned a BufferSource through their common base") {
   // detail::MemorySource's copy assignment, were it public, would slice a
   // BufferSource into an MmapSource: its destructor would then munmap the

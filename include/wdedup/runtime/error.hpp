@@ -171,12 +171,16 @@ class [[nodiscard]] Result {
 
   T& value() & noexcept { return *checked(); }
   const T& value() const& noexcept { return *checked(); }
-  T&& value() && noexcept { return static_cast<T&&>(*checked()); }
+  /// Of a temporary Result: the value itself, moved out (by value, not as a
+  /// T&&: `auto&& src = *MmapSource::open(p);` then holds the source, where
+  /// a reference into the dead Result dangled, with no warning).
+  T value() && noexcept { return static_cast<T&&>(*checked()); }
   T& operator*() & noexcept { return *checked(); }
   const T& operator*() const& noexcept { return *checked(); }
-  /// Of a temporary Result: the value itself, moved from (so that what
-  /// depends on its lifetime can tell, e.g. NamedDataMap::open).
-  T&& operator*() && noexcept { return static_cast<T&&>(*checked()); }
+  /// Of a temporary Result: the value itself, moved out (by value, as
+  /// value() &&; a temporary still, so that what depends on its lifetime can
+  /// tell, e.g. NamedDataMap::open).
+  T operator*() && noexcept { return static_cast<T&&>(*checked()); }
   T* operator->() noexcept { return checked(); }
   const T* operator->() const noexcept { return checked(); }
 

@@ -37,6 +37,18 @@ struct is_char_range<
   static constexpr bool value = true;
 };
 
+/// A type that holds text, not just characters: char traits (std::string,
+/// std::string_view; not std::array<char, N> or std::vector<char>, whose
+/// size counts the NUL and the bytes after it).
+template <class S, class = void>
+struct has_char_traits {
+  static constexpr bool value = false;
+};
+template <class S>
+struct has_char_traits<S, traits::enable_if_t<traits::is_same<typename S::traits_type::char_type, char>::value>> {
+  static constexpr bool value = true;
+};
+
 /// A standard-like string type KeyView converts to: char traits and a
 /// (pointer, size) constructor (std::string, std::string_view, std::pmr::string).
 template <class S, class = void>
@@ -62,9 +74,18 @@ class KeyView {
   /// handing on a name it never got finds nothing, where strlen crashed).
   KeyView(const char* c_string) noexcept
       : data_(c_string), size_(c_string != nullptr ? std::strlen(c_string) : 0) {}
-  /// std::string, std::string_view, or any type with char data() and size().
-  template <class S, detail::traits::enable_if_t<detail::is_char_range<S>::value, int> = 0>
+  /// std::string, std::string_view, or any string type with char traits.
+  template <class S,
+            detail::traits::enable_if_t<detail::is_char_range<S>::value && detail::has_char_traits<S>::value, int> = 0>
   constexpr KeyView(const S& s) noexcept(noexcept(s.data()) && noexcept(s.size()))
+      : data_(s.data()), size_(s.size()) {}
+  /// Any other type with char data() and size(), explicitly: a
+  /// std::array<char, 16> holding "w" is 16 characters, not the key "w"
+  /// (implicit, get_data(name) found nothing where get_data(name.data())
+  /// found the key; std::string_view takes no std::array either).
+  template <class S,
+            detail::traits::enable_if_t<detail::is_char_range<S>::value && !detail::has_char_traits<S>::value, long> = 0>
+  constexpr explicit KeyView(const S& s) noexcept(noexcept(s.data()) && noexcept(s.size()))
       : data_(s.data()), size_(s.size()) {}
 
   /// To std::string_view (implicit, as it views too).
