@@ -26,6 +26,8 @@ using wdedup::Xxh3Hash;
 using wdedup::detail::EarlyPairs;
 using wdedup::detail::EarlyVerdicts;
 using Bytes = std::vector<std::uint8_t>;
+/// The engine's seed the fingerprints are made under (IdentityOptions::seed).
+constexpr std::uint64_t kSeed = 0x5eed5eed12345679ull;
 using wdedup_test::pattern;
 namespace identity = wdedup::detail::identity;
 
@@ -116,7 +118,7 @@ TEST_CASE("early pairs: only what the engine would compare is queued; each hint 
   };
   const std::uint32_t hint_of[13] = {kNoHint, 0, 0, 0, 0, kNoHint, 5, kNoHint, 7, 0, kNoHint, 10, 10};
   const Xxh3Hash hash;
-  EarlyPairs<Xxh3Hash> early(inputs.size(), hash, false);
+  EarlyPairs<Xxh3Hash> early(inputs.size(), hash, false, kSeed);
   for (std::uint32_t i = 0; i < inputs.size(); ++i)
     if (hint_of[i] != kNoHint) early.offer(hint_of[i], i, inputs[hint_of[i]], inputs[i]);
   CHECK(early.queued() == 4);  // 1, 8, 9, 12
@@ -136,9 +138,9 @@ TEST_CASE("early pairs: only what the engine would compare is queued; each hint 
     CAPTURE(i);
     CHECK(v.has_prefix[i] == (i == 0 || i == 7 || i == 10 ? 1 : 0));
   }
-  CHECK(v.prefix[0] == hash(a.data(), identity::kPrefixBytes, identity::kPrefixSeed));
-  CHECK(v.prefix[7] == hash(big.data(), identity::kPrefixBytes, identity::kPrefixSeed));
-  CHECK(v.prefix[10] == hash(c.data(), identity::kPrefixBytes, identity::kPrefixSeed));
+  CHECK(v.prefix[0] == hash(a.data(), identity::kPrefixBytes, identity::kPrefixSeed ^ kSeed));
+  CHECK(v.prefix[7] == hash(big.data(), identity::kPrefixBytes, identity::kPrefixSeed ^ kSeed));
+  CHECK(v.prefix[10] == hash(c.data(), identity::kPrefixBytes, identity::kPrefixSeed ^ kSeed));
 }
 
 TEST_CASE("early pairs: verdicts are memcmp's and fingerprints the engine's, for any number of threads") {
@@ -146,7 +148,7 @@ TEST_CASE("early pairs: verdicts are memcmp's and fingerprints the engine's, for
   const Xxh3Hash hash;
   for (unsigned threads : {1u, 2u, 4u}) {
     CAPTURE(threads);
-    EarlyPairs<Xxh3Hash> early(in.spans.size(), hash, threads >= 2);
+    EarlyPairs<Xxh3Hash> early(in.spans.size(), hash, threads >= 2, kSeed);
     fill(early, in, threads);
     const EarlyVerdicts v = early.verdicts();
     std::size_t queued = 0, equal = 0, differ = 0, unknown = 0;
@@ -158,7 +160,7 @@ TEST_CASE("early pairs: verdicts are memcmp's and fingerprints the engine's, for
         // Fingerprinted iff one of its copies was queued (found below).
         if (v.has_prefix[i] != 0) {
           const std::size_t len = std::min<std::size_t>(in.spans[i].size(), identity::kPrefixBytes);
-          CHECK(v.prefix[i] == hash(in.spans[i].data(), len, identity::kPrefixSeed));
+          CHECK(v.prefix[i] == hash(in.spans[i].data(), len, identity::kPrefixSeed ^ kSeed));
         }
         continue;
       }
@@ -199,9 +201,10 @@ TEST_CASE("early pairs: the engine given their verdicts gives the same result an
     CAPTURE(threads);
     wdedup::detail::IdentityOptions opts;
     opts.threads = threads;
+    opts.seed = kSeed;  // the early fingerprints' own: used, not ignored
     wdedup::detail::IdentityStats plain, fed;
     const std::vector<std::uint32_t> expect = wdedup::detail::find_identical(in.spans, in.hints, hash, opts, &plain);
-    EarlyPairs<Xxh3Hash> early(in.spans.size(), hash, threads >= 2);
+    EarlyPairs<Xxh3Hash> early(in.spans.size(), hash, threads >= 2, kSeed);
     fill(early, in, threads);
     const std::vector<std::uint32_t> got =
         wdedup::detail::find_identical(in.spans, in.hints, hash, opts, &fed, early.verdicts());
@@ -236,7 +239,7 @@ TEST_CASE("early pairs: the producer leaves pairs to others and assumes them equ
   std::vector<ByteSpan> in;
   for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
   const Xxh3Hash hash;
-  EarlyPairs<Xxh3Hash> early(in.size(), hash, false);
+  EarlyPairs<Xxh3Hash> early(in.size(), hash, false, kSeed);
   for (std::uint32_t i = 10; i < 20; ++i) early.offer(i - 10, i, in[i - 10], in[i]);
   CHECK(early.queued() == 10);
   CHECK(early.queued_bytes() == 10 * 4096);
@@ -252,7 +255,7 @@ TEST_CASE("early pairs: the producer leaves pairs to others and assumes them equ
     CAPTURE(i);
     CHECK(a.verdict[i] == (i >= 10 ? EarlyVerdicts::kEqual : EarlyVerdicts::kUnknown));
     CHECK(a.has_prefix[i] == (i < 6 ? 1 : 0));  // the hints of the pairs compared
-    if (i < 6) CHECK(a.prefix[i] == hash(bufs[i].data(), identity::kPrefixBytes, identity::kPrefixSeed));
+    if (i < 6) CHECK(a.prefix[i] == hash(bufs[i].data(), identity::kPrefixBytes, identity::kPrefixSeed ^ kSeed));
   }
   early.drain();
   CHECK(early.unclaimed() == 0);
@@ -273,7 +276,7 @@ TEST_CASE("early pairs: assumed() while other threads compare sees only final fi
   const Xxh3Hash hash;
   for (unsigned threads : {2u, 4u}) {
     CAPTURE(threads);
-    EarlyPairs<Xxh3Hash> early(in.spans.size(), hash, true);
+    EarlyPairs<Xxh3Hash> early(in.spans.size(), hash, true, kSeed);
     EarlyVerdicts a;
     wdedup::detail::run_workers(threads, [&](std::size_t w) {
       if (w != 0) return early.drain();
@@ -295,7 +298,7 @@ TEST_CASE("early pairs: assumed() while other threads compare sees only final fi
       ++taken;
       CHECK(v.has_prefix[i] == 1);
       const std::size_t len = std::min<std::size_t>(in.spans[i].size(), identity::kPrefixBytes);
-      CHECK(a.prefix[i] == hash(in.spans[i].data(), len, identity::kPrefixSeed));
+      CHECK(a.prefix[i] == hash(in.spans[i].data(), len, identity::kPrefixSeed ^ kSeed));
     }
     CHECK(early.all_equal() == all_equal);
     CHECK_FALSE(all_equal);  // make_inputs makes differing copies
@@ -315,7 +318,7 @@ TEST_CASE("early pairs: drain_leaving with a count near SIZE_MAX claims nothing 
   std::vector<ByteSpan> in;
   for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
   const Xxh3Hash hash;
-  EarlyPairs<Xxh3Hash> early(in.size(), hash, false);
+  EarlyPairs<Xxh3Hash> early(in.size(), hash, false, kSeed);
   for (std::uint32_t i = 40; i < 80; ++i) early.offer(i - 40, i, in[i - 40], in[i]);
   REQUIRE(early.unclaimed() == 32);
   early.drain_leaving(28);

@@ -424,11 +424,15 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
   bool tables_patched = false, index_released = false;
   double identity_seconds = 0;
   IdentityStats istats;
+  // The engine's seed, this call's own (IdentityOptions::seed): the pairs'
+  // fingerprints, made during the name check, are made under it too.
+  const std::uint64_t identity_seed = unpredictable_u64() | 1;
   // ---- 1-5. everything else, given the pairs' verdicts ------------------------
   // `workers`: threads for it (1: the calling thread alone).
   auto finish = [&](const EarlyVerdicts& verdicts, unsigned workers) -> Expected<void> {
     IdentityOptions iopts;
     iopts.threads = workers;
+    iopts.seed = identity_seed;
     // ---- 1. which bytes are identical (parallel, exact) ----------------------
     std::vector<std::uint32_t> content = find_identical(flat.inputs, flat.hint, hash, iopts, &istats, verdicts);
     identity_seconds = monotonic_seconds() - t_id;
@@ -833,7 +837,7 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
   // tensor's bytes take all threads. 100,000 tensors of 4 KiB, 2 threads,
   // medians of 15 calls: 20.6-20.9 ms against 22.4-23.4 ms with finish
   // after the last comparison.
-  EarlyPairs<Hash> early(total, hash, threads >= 2);
+  EarlyPairs<Hash> early(total, hash, threads >= 2, identity_seed);
   Expected<void> checked, assumed;
   bool speculated = false;
   auto check = [&] {

@@ -41,8 +41,9 @@ class EarlyPairs {
  public:
   /// Room for `n` inputs. `shared`: threads other than the producer will
   /// call drain() (one thread alone needs no atomic read-modify-writes).
-  EarlyPairs(std::size_t n, const Hash& hash, bool shared)
+  EarlyPairs(std::size_t n, const Hash& hash, bool shared, std::uint64_t seed)
       : hash_(&hash),
+        seed_(seed),
         shared_(shared),
         n_(n),
         arena_(n * (sizeof(Pair) + 5 * sizeof(std::uint8_t) + sizeof(std::uint64_t)) + 7 * 64),
@@ -248,7 +249,7 @@ class EarlyPairs {
       a = next;
     }
     for (std::size_t h = 0; h < heads; ++h) {
-      prefix_[head_of[h]] = (*hash_)(head[h], head_len[h], identity::kPrefixSeed);
+      prefix_[head_of[h]] = (*hash_)(head[h], head_len[h], identity::kPrefixSeed ^ seed_);
       // Released: assumed() may read it while other pairs are compared.
       __atomic_store_n(&has_prefix_[head_of[h]], std::uint8_t{1}, __ATOMIC_RELEASE);
     }
@@ -261,6 +262,8 @@ class EarlyPairs {
   }
 
   const Hash* hash_;
+  /// Mixed into the fingerprint's seed: the engine's IdentityOptions::seed.
+  std::uint64_t seed_;
   bool shared_;
   std::size_t n_;
   Arena arena_;
