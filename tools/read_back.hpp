@@ -69,15 +69,18 @@ inline ReadBack read_back(const std::string& path, const wdedup::Program& progra
       }
       for (const wdedup::Tensor& t : part.tensors) {
         const std::string tensor = where + " tensor '" + t.name + "'";
+        // One lookup by name; the data and layout then by its index.
         auto key = fv->key_of(t.name);
-        auto data = key ? map->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
+        auto info = key ? map->find(*key) : wdedup::Result<wdedup::KeyInfo>(wdedup::Error::NotFound);
+        auto data =
+            info ? map->key_data(info->key_index) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
         if (!data || data->size() != t.bytes.size() ||
             (t.bytes.size() != 0 && std::memcmp(data->data(), t.bytes.data(), t.bytes.size()) != 0)) {
           out.problem = tensor + " does not read back";
           return out;
         }
         if (t.layout) {
-          auto layout = map->get_tensor_layout(*key);
+          auto layout = map->key_layout(info->key_index);
           if (!layout || wdedup::Layout::copy_of(*layout) != *t.layout) {
             out.problem = tensor + " does not read back its layout";
             return out;
@@ -87,10 +90,9 @@ inline ReadBack read_back(const std::string& path, const wdedup::Program& progra
         // file offset; of the mapped address, its power-of-two part up to
         // the page size.
         const auto align = static_cast<std::uint64_t>(t.alignment > 0 ? t.alignment : 1);
-        auto info = map->find(*key);
         const std::uint64_t pow2 = align & (~align + 1);
         const std::uint64_t address_align = pow2 < page ? pow2 : page;
-        if (!info || info->offset % align != 0) {
+        if (info->offset % align != 0) {
           out.problem = tensor + " is not at an offset of its alignment " + std::to_string(align);
           return out;
         }

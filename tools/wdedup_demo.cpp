@@ -287,13 +287,12 @@ std::string per_method_file(const std::string& dir, const wdedup::Method& m) { r
 
 /// Whether `path`, a file in a directory yet to be made, can have its name
 /// there (errno ENAMETOOLONG if not): the path, and that of the writer's
-/// temporary beside it ("." + its name cut to 200 bytes + ".tmp-XXXXXX"),
-/// shorter than PATH_MAX, and each of its components that does not exist
+/// temporary beside it (detail::temp_name_size), shorter than PATH_MAX, and each of its components that does not exist
 /// yet no longer than the NAME_MAX of the nearest directory that does.
 bool name_fits(const std::string& path) {
   const std::size_t last = path.rfind('/');
   const std::size_t base = last == std::string::npos ? path.size() : path.size() - last - 1;
-  const std::size_t temp = path.size() - base + 1 + (base < 200 ? base : 200) + 11;
+  const std::size_t temp = path.size() - base + wdedup::detail::temp_name_size(base);
   if (path.size() >= PATH_MAX || temp >= PATH_MAX) {
     errno = ENAMETOOLONG;
     return false;
@@ -545,8 +544,7 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
     const wdedup::Span<const wdedup::Method> file_methods(program->methods.data() + before, program->methods.size() - before);
     const std::uint64_t bytes = wdedup::bench::total_bytes(wdedup::bench::input_spans(file_methods));
     std::printf("  %s: method(s) %s, %zu partition(s), %zu tensors over %s\n", wdedup::detail::table_name(path).c_str(),
-                names.c_str(), partitions,
-                tensors, wdedup::detail::human_bytes(bytes).c_str());
+                names.c_str(), partitions, tensors, wdedup::detail::human_bytes(bytes).c_str());
   }
   std::printf("\n");
   return true;

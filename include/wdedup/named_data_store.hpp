@@ -281,14 +281,16 @@ class NamedDataStore {
     // What the merge will do. Keys and buffers new to this store: the new
     // buffers, deduplicated among themselves, in a store of their own (its
     // buffer j becomes buffer buffers_.size() + j); a new key names either
-    // an existing buffer or one of those. Alignments that rise: existing
-    // keys (each key of `other` once) and existing buffers (several keys of
-    // `other` may raise one: `raised` finds its entry).
-    constexpr std::uint32_t kFresh = 0x80000000u;  // NewKey::buffer: a buffer of `fresh`
+    // an existing buffer or one of those, and keeps the hash its lookup
+    // made. Alignments that rise: existing keys (each key of `other` once)
+    // and existing buffers (several keys of `other` may raise one: `raised`
+    // finds its entry).
     struct NewKey {
       const StoreKey* key;
+      std::uint64_t key_hash;
       std::uint32_t buffer;
     };
+    const auto nbuffers_now = static_cast<std::uint32_t>(buffers_.size());
     NamedDataStore fresh;
     std::vector<NewKey> new_keys;
     std::vector<std::pair<std::uint32_t, std::uint64_t>> key_alignments, buffer_alignments;
@@ -310,8 +312,8 @@ class NamedDataStore {
       const StoreBuffer& ob = other.buffers_[k.buffer_index];
       const auto align = static_cast<std::int64_t>(k.alignment);
       if (Expected<void> c = detail::check_entry("", k.key, ob.bytes, align, k.layout); !c) return failed(c);
-      if (const std::uint32_t found = key_index_.find(k.key, key_index_.hash(k.key), key_of());
-          found != detail::IdIndex::kNone) {
+      const std::uint64_t key_h = key_index_.hash(k.key);
+      if (const std::uint32_t found = key_index_.find(k.key, key_h, key_of()); found != detail::IdIndex::kNone) {
         const StoreKey& mine = keys_[found];
         if (Expected<void> r = same_entry(mine, ob.bytes, k.layout); !r) return failed(r);
         const std::optional<std::uint64_t> key_align = detail::lcm_alignment(mine.alignment, k.alignment);
@@ -320,7 +322,7 @@ class NamedDataStore {
         key_alignments.emplace_back(found, *key_align);
       } else if (const std::optional<std::uint32_t> existing = find_buffer(ob.bytes)) {
         if (Expected<void> r = raise(*existing, k.key, k.alignment, ob.alignment); !r) return failed(r);
-        new_keys.push_back(NewKey{&k, *existing});
+        new_keys.push_back(NewKey{&k, key_h, *existing});
       } else {
         // New bytes: `fresh` applies the rules among the merge's own new
         // buffers (an lcm of the keys' requests; same bytes, one buffer).
@@ -330,7 +332,7 @@ class NamedDataStore {
         const std::optional<std::uint64_t> l = detail::lcm_alignment(fb.alignment, ob.alignment);
         if (!l) return failed(lcm_overflow(k.key, fb.alignment, ob.alignment));
         fb.alignment = *l;
-        new_keys.push_back(NewKey{&k, kFresh | j});
+        new_keys.push_back(NewKey{&k, key_h, nbuffers_now + j});
       }
     }
     // Everything checked. Room first, with the new keys built, so that
@@ -343,8 +345,7 @@ class NamedDataStore {
     for (const NewKey& n : new_keys) {
       StoreKey& s = built.emplace_back();
       s.key = n.key->key;
-      s.buffer_index = n.buffer & kFresh ? static_cast<std::uint32_t>(buffers_.size()) + (n.buffer & ~kFresh)
-                                         : n.buffer;
+      s.buffer_index = n.buffer;
       s.alignment = n.key->alignment;
       s.layout = n.key->layout;
     }
@@ -361,10 +362,10 @@ class NamedDataStore {
     for (const auto& [i, a] : key_alignments) keys_[i].alignment = a;
     for (const auto& [b, a] : buffer_alignments) buffers_[b].alignment = a;
     for (const StoreBuffer& b : fresh.buffers_) append_buffer(b.bytes, b.alignment);
-    for (StoreKey& s : built) {
+    for (std::size_t i = 0; i < built.size(); ++i) {
       const auto id = static_cast<std::uint32_t>(keys_.size());
-      keys_.push_back(std::move(s));
-      key_index_.insert(keys_[id].key, key_index_.hash(keys_[id].key), id, key_of());
+      keys_.push_back(std::move(built[i]));
+      key_index_.insert(keys_[id].key, new_keys[i].key_hash, id, key_of());
     }
     return {};
   }
@@ -609,7 +610,8 @@ struct StoreAccess {
   static void set_key_index(NamedDataStore& s, IdIndex&& index) { s.key_index_ = std::move(index); }
   /// Hands the key index back; the store is then only fit to be dropped.
   template <int = 0>
-  static IdIndex take_key_index(NamedDataStore& s) noexcept { return std::move(s.key_index_); }  /// The longest chain of buffers that share a content hash (what an add
+  static IdIndex take_key_index(NamedDataStore& s) noexcept { return std::move(s.key_index_); }
+  /// The longest chain of buffers that share a content hash (what an add
   /// of bytes with that hash walks), for the tests.
   template <int = 0>
   static std::size_t longest_content_chain(const NamedDataStore& s) {

@@ -253,17 +253,19 @@ std::string Report::to_table() const {
               ull(bytes_shared_across_blobs), human_bytes(bytes_shared_across_blobs).c_str());
   s += "\n  per method            partitions  tensors        bytes in     distinct  shared w/ others       saved\n";
   for (const MethodReport& m : per_method)
-    s += format("  %-20s %11u %8llu %15llu %12llu %17llu %11llu\n", detail::table_name(m.method).c_str(), m.partitions, ull(m.tensors),
-                ull(m.bytes_in), ull(m.bytes_distinct), ull(m.bytes_shared_with_other_methods), ull(m.bytes_saved));
+    s += format("  %-20s %11u %8llu %15llu %12llu %17llu %11llu\n", detail::table_name(m.method).c_str(), m.partitions,
+                ull(m.tensors), ull(m.bytes_in), ull(m.bytes_distinct), ull(m.bytes_shared_with_other_methods),
+                ull(m.bytes_saved));
   s += "\n  per blob                        functions  tensors        bytes in     distinct  shared inside  shared across\n";
   for (const BlobReport& b : per_blob)
-    s += format("  %-30s %10u %8llu %15llu %12llu %14llu %14llu\n", detail::table_name(b.blob_key).c_str(), b.functions, ull(b.tensors),
-                ull(b.bytes_in), ull(b.bytes_distinct), ull(b.bytes_shared_inside), ull(b.bytes_shared_across));
+    s += format("  %-30s %10u %8llu %15llu %12llu %14llu %14llu\n", detail::table_name(b.blob_key).c_str(), b.functions,
+                ull(b.tensors), ull(b.bytes_in), ull(b.bytes_distinct), ull(b.bytes_shared_inside),
+                ull(b.bytes_shared_across));
   s += alias_groups == 0 ? std::string("\n  alias groups 0\n")
                          : format("\n  alias groups %llu; largest:\n", ull(alias_groups));
   for (const AliasGroup& g : largest_alias_groups)
-    s += format("    %-44s %4u tensors %3u keys %12llu B each, saves %llu B\n", detail::table_name(g.first_key).c_str(), g.tensors, g.keys,
-                ull(g.size), ull(g.bytes_saved));
+    s += format("    %-44s %4u tensors %3u keys %12llu B each, saves %llu B\n", detail::table_name(g.first_key).c_str(),
+                g.tensors, g.keys, ull(g.size), ull(g.bytes_saved));
   const IdentityReport& i = identity;
   s += format(
       "\n  identity: %llu tensors; skipped by cheap checks: %llu unique size, %llu same pointer, "

@@ -58,6 +58,15 @@ inline std::string parent_dir(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
+/// The temporary file beside a destination named `base` is "." + `base`
+/// cut to kTempBaseMax bytes + kTempSuffix: under NAME_MAX (255).
+constexpr std::size_t kTempBaseMax = 200;
+constexpr char kTempSuffix[] = ".tmp-XXXXXX";
+/// Bytes of that temporary file's name.
+constexpr std::size_t temp_name_size(std::size_t base) noexcept {
+  return 1 + (base < kTempBaseMax ? base : kTempBaseMax) + sizeof kTempSuffix - 1;
+}
+
 /// stat (`follow`) or lstat of `path`. Where off_t has 32 bits (a 32-bit
 /// glibc build without _FILE_OFFSET_BITS=64), a file past 2 GiB makes both
 /// fail with EOVERFLOW, though all the writer reads of it (type, mode,
@@ -211,9 +220,8 @@ class BasicAtomicFile {
     dir_ = parent_dir(target_);
     std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
     if (base.empty() || base == "." || base == "..") return refuse(EISDIR, "the path names a directory, not a file");
-    // Stay under NAME_MAX (255) with the ".tmp-XXXXXX" suffix.
-    if (base.size() > 200) base.resize(200);
-    std::string tmpl = dir_ + "/." + base + ".tmp-XXXXXX";
+    if (base.size() > kTempBaseMax) base.resize(kTempBaseMax);  // (see temp_name_size)
+    std::string tmpl = dir_ + "/." + base + kTempSuffix;
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
     // A new file is created asking for 0666, as any program creating a file
