@@ -588,6 +588,24 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
   CHECK(r.message().find('\0') == std::string::npos);  // printable whole with c_str()
   CHECK(dump(s) == before);
   CHECK(detail::quote_name(std::string_view("a\\b\n\t\x1f\x7f\xc3\xa9", 9)) == "'a\\\\b\\n\\t\\x1f\\x7f\xc3\xa9'");
+  // What a terminal would act on is escaped as in the report's table: C1
+  // controls (U+009B is a CSI), bytes that are not UTF-8, and the marks that
+  // reorder text (U+202E would show "layer.w" of "w.reyal").
+  CHECK(detail::quote_name("\xc2\x9b" "2J") == "'\\xc2\\x9b2J'");
+  CHECK(detail::quote_name("a\xff\xe2\x82") == "'a\\xff\\xe2\\x82'");
+  CHECK(detail::quote_name("\xe2\x80\xae" "w.reyal") == "'\\xe2\\x80\\xaew.reyal'");
+  CHECK(detail::quote_name("\xe2\x80\x94\xc2\xa0") == "'\xe2\x80\x94\xc2\xa0'");  // an em dash, a no-break space
+  // In a message made from a name read from a file (here a key given twice
+  // with other bytes): nothing raw reaches the terminal.
+  NamedDataStore t;
+  const std::string hostile = "k\x1b]0;owned\x07\xc2\x9b\xe2\x80\xae";
+  std::vector<std::uint8_t> one(2, 1), two(2, 2);
+  REQUIRE(t.add_named_data(hostile, span(one)));
+  Expected<void> again = t.add_named_data(hostile, span(two));
+  CHECK(again.error() == Error::KeyConflict);
+  CHECK(again.message().rfind("key 'k\\x1b]0;owned\\x07\\xc2\\x9b\\xe2\\x80\\xae' ", 0) == 0);
+  CHECK(again.message().find('\x1b') == std::string::npos);
+  CHECK(again.message().find("\xc2\x9b") == std::string::npos);
 }
 
 TEST_CASE("a runtime Failure in a message: a failed system call by its reason, anything else by its offset") {

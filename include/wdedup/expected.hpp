@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "wdedup/detail/escape.hpp"
 #include "wdedup/runtime/error.hpp"
 
 namespace wdedup {
@@ -234,30 +235,6 @@ Expected<void> check_addressable(const char* what, std::uint64_t bytes) {
   if (bytes <= SIZE_MAX) return {};
   return Expected<void>(Error::OutOfMemory, cat(what, " (", bytes, " bytes) does not fit in memory on this platform",
                                                 " (std::size_t holds at most ", SIZE_MAX, ")"));
-}
-/// Quotes a name for a message: 'name', with control characters (a NUL
-/// would cut the message short for anyone printing it with c_str()) and
-/// backslashes escaped: "\x00", "\n", "\\".
-inline std::string quote_name(std::string_view v) {
-  std::string s = "'";
-  for (const char c : v) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '\\') {
-      s += "\\\\";
-    } else if (c == '\n') {
-      s += "\\n";
-    } else if (c == '\t') {
-      s += "\\t";
-    } else if (u < 0x20 || u == 0x7f) {
-      const char hex[] = "0123456789abcdef";
-      s += "\\x";
-      s += hex[u >> 4];
-      s += hex[u & 15];
-    } else {
-      s += c;
-    }
-  }
-  return s + "'";
 }
 /// Why `name` can name nothing that is looked up by name, or "" if it can:
 /// " is empty", or " 'a\x00b' contains a NUL byte at offset 1" (a C-string

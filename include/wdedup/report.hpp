@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "wdedup/detail/escape.hpp"
 #include "wdedup/detail/identity_stats.hpp"
 
 namespace wdedup {
@@ -139,28 +140,6 @@ inline std::string json_seconds(double v) {
   return buf;
 }
 
-/// Bytes of the well-formed UTF-8 sequence at p[0..n) (RFC 3629), or 0.
-inline std::size_t utf8_sequence(const unsigned char* p, std::size_t n) {
-  const unsigned char c = p[0];
-  std::size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    lo = c == 0xE0 ? 0xA0 : 0x80;
-    hi = c == 0xED ? 0x9F : 0xBF;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    lo = c == 0xF0 ? 0x90 : 0x80;
-    hi = c == 0xF4 ? 0x8F : 0xBF;
-  }
-  if (len == 0 || n < len || p[1] < lo || p[1] > hi) return 0;
-  for (std::size_t i = 2; i < len; ++i)
-    if (p[i] < 0x80 || p[i] > 0xBF) return 0;
-  return len;
-}
-
 /// A JSON string. Names may hold any bytes but NUL, and JSON must be
 /// UTF-8: valid UTF-8 is copied, and a byte that is not part of any is
 /// written as the code point of the same value (0xFF as \u00ff), so the
@@ -195,38 +174,12 @@ inline std::string json_string(std::string_view v) {
   return s + "\"";
 }
 
-/// A name for the table, which goes to a terminal: a key read from a file
-/// someone else wrote may hold escape sequences. Valid UTF-8 is copied but
-/// for control characters (C0, DEL, C1) and the ones that reorder or break
-/// text (bidirectional marks, overrides and isolates; U+2028/9), written as \xNN with
-/// their bytes, as is every byte that is not part of valid UTF-8, and a
-/// backslash as \\ (so "\x1b" can only be the escape byte).
+/// A name for the table, which goes to a terminal: escaped as in messages
+/// (detail/escape.hpp), without the quotes.
 inline std::string table_name(std::string_view v) {
   std::string s;
   s.reserve(v.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
-  for (std::size_t i = 0; i < v.size();) {
-    const unsigned char c = p[i];
-    std::size_t len = c < 0x80 ? 1 : utf8_sequence(p + i, v.size() - i);
-    // (U+0080..U+009F, the C1 controls, are C2 80..C2 9F; the marks and
-    // overrides that reorder text, U+200E/F and U+202A..E, and the line and
-    // paragraph separators U+2028/9 are E2 80 8E/8F and A8..AE; the
-    // isolates U+2066..9 are E2 81 A6..A9.)
-    const bool reorders =
-        len == 3 && c == 0xE2 &&
-        ((p[i + 1] == 0x80 && (p[i + 2] == 0x8E || p[i + 2] == 0x8F || (p[i + 2] >= 0xA8 && p[i + 2] <= 0xAE))) ||
-         (p[i + 1] == 0x81 && p[i + 2] >= 0xA6 && p[i + 2] <= 0xA9));
-    const bool escape = len == 0 || c < 0x20 || c == 0x7F || (c == 0xC2 && p[i + 1] < 0xA0) || reorders;
-    if (len == 0) len = 1;
-    if (c == '\\') {
-      s += "\\\\";
-    } else if (escape) {
-      for (std::size_t k = 0; k < len; ++k) s += format("\\x%02x", static_cast<unsigned>(p[i + k]));
-    } else {
-      s.append(v.data() + i, len);
-    }
-    i += len;
-  }
+  append_escaped(s, v);
   return s;
 }
 

@@ -1,0 +1,97 @@
+// wdedup/detail/escape.hpp — names made safe to print: the one escaping that
+// error messages (quote_name), the report's table and the demo's listing
+// share. Build-time half.
+//
+// Why one: names come from files someone else wrote (a .ptd's keys, a
+// method's name), and messages and tables go to terminals, where an escape
+// sequence or a right-to-left override in a name would rewrite what the
+// user reads. Two escapers had drifted apart: the messages' let C1
+// controls, bidirectional marks and invalid UTF-8 through.
+#ifndef WDEDUP_DETAIL_ESCAPE_HPP
+#define WDEDUP_DETAIL_ESCAPE_HPP
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace wdedup {
+namespace detail {
+
+/// Bytes of the well-formed UTF-8 sequence at p[0..n) (RFC 3629), or 0.
+inline std::size_t utf8_sequence(const unsigned char* p, std::size_t n) noexcept {
+  const unsigned char c = p[0];
+  std::size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    lo = c == 0xE0 ? 0xA0 : 0x80;
+    hi = c == 0xED ? 0x9F : 0xBF;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    lo = c == 0xF0 ? 0x90 : 0x80;
+    hi = c == 0xF4 ? 0x8F : 0xBF;
+  }
+  if (len == 0 || n < len || p[1] < lo || p[1] > hi) return 0;
+  for (std::size_t i = 2; i < len; ++i)
+    if (p[i] < 0x80 || p[i] > 0xBF) return 0;
+  return len;
+}
+
+/// Appends `v` to `out` for a terminal. Valid UTF-8 is copied but for the
+/// characters that control a terminal or reorder text: C0 controls, DEL, C1
+/// controls (U+0080..U+009F), the bidirectional marks, embeddings,
+/// overrides and isolates, and the line and paragraph separators U+2028/9.
+/// Those are written as \xNN per byte, as is every byte that is not part of
+/// valid UTF-8; newline and tab as \n and \t; a backslash as \\ (so "\x1b"
+/// can only be the escape byte). A NUL is \x00, so a message printed with
+/// c_str() is never cut short.
+inline void append_escaped(std::string& out, std::string_view v) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (std::size_t i = 0; i < v.size();) {
+    const unsigned char c = p[i];
+    std::size_t len = c < 0x80 ? 1 : utf8_sequence(p + i, v.size() - i);
+    // (U+0080..U+009F are C2 80..C2 9F; U+200E/F and U+202A..E, the marks
+    // and the embeddings and overrides, and U+2028/9 are E2 80 8E/8F and
+    // A8..AE; the isolates U+2066..9 are E2 81 A6..A9.)
+    const bool reorders =
+        len == 3 && c == 0xE2 &&
+        ((p[i + 1] == 0x80 && (p[i + 2] == 0x8E || p[i + 2] == 0x8F || (p[i + 2] >= 0xA8 && p[i + 2] <= 0xAE))) ||
+         (p[i + 1] == 0x81 && p[i + 2] >= 0xA6 && p[i + 2] <= 0xA9));
+    const bool escape = len == 0 || c < 0x20 || c == 0x7F || (c == 0xC2 && p[i + 1] < 0xA0) || reorders;
+    if (len == 0) len = 1;
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (escape) {
+      for (std::size_t k = 0; k < len; ++k) {
+        out += "\\x";
+        out += kHex[p[i + k] >> 4];
+        out += kHex[p[i + k] & 15];
+      }
+    } else {
+      out.append(v.data() + i, len);
+    }
+    i += len;
+  }
+}
+
+/// Quotes a name for a message: 'name', escaped as append_escaped says.
+inline std::string quote_name(std::string_view v) {
+  std::string s;
+  s.reserve(v.size() + 2);
+  s += '\'';
+  append_escaped(s, v);
+  s += '\'';
+  return s;
+}
+
+}  // namespace detail
+}  // namespace wdedup
+
+#endif  // WDEDUP_DETAIL_ESCAPE_HPP
