@@ -1226,3 +1226,71 @@ TEST_CASE("verify_segment through a FileSource: a 10,000-byte segment hashed in 
   CHECK(st.failure().at == off + 4096);
   CHECK(st.failure().what == FailingSource::kWhat);
 }
+
+TEST_CASE("verify through memory the caller lends: any size from 1 byte, read in pieces of that size") {
+  // A source without a view that records every read: the pieces must be
+  // the scratch's size (the last one shorter) and cover the segment once.
+  struct Recording final : DataSource {
+    const std::uint8_t* data;
+    std::uint64_t n;
+    mutable std::vector<std::pair<std::uint64_t, std::uint64_t>> reads;
+    Recording(const std::uint8_t* d, std::uint64_t size) : data(d), n(size) {}
+    std::uint64_t size() const noexcept override { return n; }
+    const std::uint8_t* view(std::uint64_t, std::uint64_t) const noexcept override { return nullptr; }
+    Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
+      if (offset > n || size > n - offset) return Status(Error::Truncated, "read past the end", offset);
+      reads.emplace_back(offset, size);
+      if (size) std::memcpy(dst, data + offset, static_cast<std::size_t>(size));
+      return detail::ok_status();
+    }
+  };
+  const Bytes big = pattern(10000, 21), tail = pattern(20, 22);
+  NamedDataStore store;
+  REQUIRE(store.add_named_data("big", ByteSpan(big.data(), big.size()), 1).ok());
+  REQUIRE(store.add_named_data("tail", ByteSpan(tail.data(), tail.size()), 1).ok());
+  const Bytes good = write_or_die(store, FunctionMaps{}, WriteOptions{});
+  Recording src(good.data(), good.size());
+  AlignedBytes meta(static_cast<std::size_t>(*NamedDataMap::metadata_size(src)), 8);
+  Result<NamedDataMap> m = NamedDataMap::open(src, meta.span());
+  REQUIRE(m.ok());
+  const KeyInfo k = *m->find("big");
+  const std::uint64_t off = m->segment(k.segment_index)->offset;
+  const std::uint64_t want = XXH3_64bits(big.data(), big.size());
+  for (const std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{10000},
+                                  std::size_t{65536}}) {
+    CAPTURE(piece);
+    std::vector<std::uint8_t> scratch(piece);
+    src.reads.clear();
+    Result<std::uint64_t> h = segment_content_hash(*m, k.segment_index, Span<std::uint8_t>(scratch.data(), piece));
+    REQUIRE(h.ok());
+    CHECK(*h == want);
+    const std::size_t count = (10000 + piece - 1) / piece;
+    REQUIRE(src.reads.size() == count);
+    CHECK(src.reads.front() == std::make_pair(off, std::uint64_t{piece < 10000 ? piece : 10000}));
+    CHECK(src.reads.back() == std::make_pair(off + (count - 1) * piece, std::uint64_t{10000 - (count - 1) * piece}));
+    CHECK(verify_segment(*m, k.segment_index, Span<std::uint8_t>(scratch.data(), piece)).ok());
+    CHECK(verify_segments(*m, Span<std::uint8_t>(scratch.data(), piece)).ok());
+  }
+  // No scratch for a source that must be read: refused by name, nothing read.
+  src.reads.clear();
+  Result<std::uint64_t> none = segment_content_hash(*m, k.segment_index, Span<std::uint8_t>());
+  CHECK(none.error() == Error::InvalidArgument);
+  CHECK(std::string(none.failure().what) == "no scratch memory to read the segment into");
+  CHECK(none.failure().at == k.segment_index);
+  CHECK(src.reads.empty());
+  CHECK(verify_segments(*m, Span<std::uint8_t>()).error() == Error::InvalidArgument);
+  // Through a view (a BufferSource) the scratch is not needed, so none is fine.
+  std::unique_ptr<Opened> v = open_bytes(good);
+  REQUIRE(v->ok());
+  CHECK(*segment_content_hash(v->map(), k.segment_index, Span<std::uint8_t>()) == want);
+  // A flipped byte in the last piece is found through 3-byte pieces.
+  Bytes bad = good;
+  bad[static_cast<std::size_t>(off + 9999)] ^= 0x40;
+  Recording bad_src(bad.data(), bad.size());
+  Result<NamedDataMap> bm = NamedDataMap::open(bad_src, meta.span());
+  REQUIRE(bm.ok());
+  std::uint8_t three[3];
+  const Status st = verify_segment(*bm, k.segment_index, Span<std::uint8_t>(three, 3));
+  CHECK(st.error() == Error::MalformedSegment);
+  CHECK(st.failure().at == off);
+}
