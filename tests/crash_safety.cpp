@@ -1200,6 +1200,50 @@ TEST_CASE("a destination whose name is 255 bytes long (NAME_MAX) is written: its
   CHECK(others(dir, {std::string(255, 'n')}).empty());
 }
 
+TEST_CASE("a directory that allows shorter names (eCryptfs: 143 bytes): the temporary name fits its limit") {
+  // The limit is the directory's (pathconf), injected here: no file system
+  // with a short one can be mounted in a test. The name the writer creates
+  // is recorded; the real directory takes any length up to 255.
+  class ShortNames final : public detail::FileOps {
+   public:
+    long limit;
+    std::string dir_asked, created;
+    explicit ShortNames(long l) : limit(l) {}
+    long name_max(const char* dir) override {
+      dir_asked = dir;
+      return limit;
+    }
+    int make_temp(char* t, mode_t m) override {
+      const int fd = FileOps::make_temp(t, m);
+      created = t;
+      return fd;
+    }
+  };
+  const std::string dir = fresh_dir("short_names");
+  const std::string name(140, 'n');  // fits 143, and its temporary did not: 1 + 140 + 11 = 152
+  struct Case {
+    long limit;
+    std::size_t kept;  // bytes of the destination's name in the temporary's
+  };
+  for (const Case c : {Case{143, 131}, Case{-1, 140}, Case{255, 140}, Case{12, 1}}) {
+    CAPTURE(c.limit);
+    ShortNames ops(c.limit);
+    const std::string text = "limit " + std::to_string(c.limit);
+    Expected<void> w = detail::write_whole_file(dir + "/" + name, text, false, ops);
+    REQUIRE_MESSAGE(w.ok(), w.message());
+    CHECK(read_file(dir + "/" + name) == std::vector<std::uint8_t>(text.begin(), text.end()));
+    CHECK(ops.dir_asked == dir);
+    const std::string base = ops.created.substr(dir.size() + 1);
+    CHECK(base.size() == 1 + c.kept + 11);
+    CHECK(base.size() == detail::temp_name_size(name.size(), c.limit));
+    CHECK(base.compare(0, 1 + c.kept + 5, "." + std::string(c.kept, 'n') + ".tmp-") == 0);
+  }
+  CHECK(detail::temp_base_max(143) == 131);
+  CHECK(detail::temp_base_max(0) == 200);    // not known: 255, less the dot and suffix, at most 200
+  CHECK(detail::temp_base_max(1024) == 200);
+  CHECK(others(dir, {name}).empty());  // no temporary left
+}
+
 TEST_CASE("a chain of 10 symbolic links of one's own is followed to its file, and the links kept") {
   std::vector<std::vector<std::uint8_t>> data{pattern(100, 1)};
   const NamedDataStore store = store_over(data);

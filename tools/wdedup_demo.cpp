@@ -292,17 +292,17 @@ std::string per_method_file(const std::string& dir, const wdedup::Method& m) { r
 bool name_fits(const std::string& path) {
   const std::size_t last = path.rfind('/');
   const std::size_t base = last == std::string::npos ? path.size() : path.size() - last - 1;
-  const std::size_t temp = path.size() - base + wdedup::detail::temp_name_size(base);
-  if (path.size() >= PATH_MAX || temp >= PATH_MAX) {
-    errno = ENAMETOOLONG;
-    return false;
-  }
   std::string existing = wdedup::detail::parent_dir(path);
   struct stat st {};
   while (::stat(existing.c_str(), &st) != 0 && existing != "." && existing != "/")
     existing = wdedup::detail::parent_dir(existing);
   long name_max = ::pathconf(existing.c_str(), _PC_NAME_MAX);
   if (name_max <= 0) name_max = NAME_MAX;  // no limit, or not known: the usual one
+  const std::size_t temp = path.size() - base + wdedup::detail::temp_name_size(base, name_max);
+  if (path.size() >= PATH_MAX || temp >= PATH_MAX) {
+    errno = ENAMETOOLONG;
+    return false;
+  }
   // The components past `existing` (a prefix of `path`, but for the "."
   // of a relative path that does not start with "./": then all of them).
   const std::size_t from = existing == "." && path.compare(0, 2, "./") != 0 ? 0

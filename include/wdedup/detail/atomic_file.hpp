@@ -59,12 +59,26 @@ inline std::string parent_dir(const std::string& path) {
 }
 
 /// The temporary file beside a destination named `base` is "." + `base`
-/// cut to kTempBaseMax bytes + kTempSuffix: under NAME_MAX (255).
+/// cut to temp_base_max bytes + kTempSuffix: at most kTempBaseMax, and
+/// short enough for the directory's own limit on names. That limit is
+/// NAME_MAX (255) on most file systems, but not all: eCryptfs allows 143
+/// bytes, and a destination name that fits there would fail with a
+/// temporary name 12 bytes longer.
 constexpr std::size_t kTempBaseMax = 200;
 constexpr char kTempSuffix[] = ".tmp-XXXXXX";
+/// How much of the destination's name the temporary keeps, in a directory
+/// whose names may be `name_max` bytes long (pathconf's _PC_NAME_MAX; 0 or
+/// less, not known or no limit: 255, the usual one). At least 1.
+constexpr std::size_t temp_base_max(long name_max) noexcept {
+  constexpr long kOther = 1 + static_cast<long>(sizeof kTempSuffix - 1);  // the dot and the suffix
+  const long limit = name_max > 0 ? name_max : 255;
+  const long room = limit - kOther;
+  return room < 1 ? 1 : (room > static_cast<long>(kTempBaseMax) ? kTempBaseMax : static_cast<std::size_t>(room));
+}
 /// Bytes of that temporary file's name.
-constexpr std::size_t temp_name_size(std::size_t base) noexcept {
-  return 1 + (base < kTempBaseMax ? base : kTempBaseMax) + sizeof kTempSuffix - 1;
+constexpr std::size_t temp_name_size(std::size_t base, long name_max = 0) noexcept {
+  const std::size_t keep = temp_base_max(name_max);
+  return 1 + (base < keep ? base : keep) + sizeof kTempSuffix - 1;
 }
 
 /// stat (`follow`) or lstat of `path`. Where off_t has 32 bits (a 32-bit
@@ -137,6 +151,9 @@ class FileOps {
   virtual int close(int fd) { return ::close(fd); }
   virtual int rename(const char* from, const char* to) { return ::rename(from, to); }
   virtual int unlink(const char* path) { return ::unlink(path); }
+  /// pathconf(dir, _PC_NAME_MAX): how long a name in `dir` may be, or -1
+  /// (no limit, or not known).
+  virtual long name_max(const char* dir) { return ::pathconf(dir, _PC_NAME_MAX); }
   /// fsync of a directory (to make a rename in it durable).
   virtual int fsync_directory(const char* dir) {
     const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -220,7 +237,8 @@ class BasicAtomicFile {
     dir_ = parent_dir(target_);
     std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
     if (base.empty() || base == "." || base == "..") return refuse(EISDIR, "the path names a directory, not a file");
-    if (base.size() > kTempBaseMax) base.resize(kTempBaseMax);  // (see temp_name_size)
+    const std::size_t keep = temp_base_max(ops_.name_max(dir_.c_str()));  // (see kTempBaseMax)
+    if (base.size() > keep) base.resize(keep);
     std::string tmpl = dir_ + "/." + base + kTempSuffix;
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
