@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The custom runtime's failures say why: a path that cannot be mapped names
 the errno's reason, a file that is not a store names the check that failed
-and its offset. Exit 1 for both."""
+and its offset. Exit 1 for both. The same for its runtime part built alone
+(third argument), which must also print what the whole example prints for a
+store the example exports, for each method."""
 import os
 import subprocess
 import sys
 
-exe, outdir = sys.argv[1], sys.argv[2]
+exe, outdir, alone = sys.argv[1], sys.argv[2], sys.argv[3]
 not_ptd = os.path.join(outdir, "runtime-not-a-store.ptd")
 with open(not_ptd, "wb") as f:
     f.write(b"\0" * 64)
@@ -17,11 +19,35 @@ cases = [
     (not_ptd, f"cannot open {not_ptd}: flatbuffer identifier is not FT01 (MalformedHeader at 4)"),
 ]
 problems = []
-for path, want in cases:
-    r = subprocess.run([exe, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
-    got = r.stdout.strip()
-    if r.returncode != 1 or got != want:
-        problems.append(f"{path}: exit {r.returncode}, stdout {got!r}, expected {want!r}")
+
+
+def run(args):
+    return subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+
+
+for program in (exe, alone):
+    for path, want in cases:
+        r = run([program, path])
+        got = r.stdout.strip()
+        if r.returncode != 1 or got != want:
+            problems.append(f"{os.path.basename(program)} {path}: exit {r.returncode}, stdout {got!r}, expected {want!r}")
+
+store = os.path.join(outdir, "runtime-alone.ptd")
+r = run([exe, "--export", store])
+if r.returncode != 0 or not r.stdout.startswith(f"exported {store}: "):
+    problems.append(f"--export {store}: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}")
+else:
+    for method, first in (("decode", "function decode__0: method decode partition 0, blob combined_all, 4 tensors"),
+                          ("prefill", "function prefill__0: method prefill partition 0, blob combined_all, 4 tensors")):
+        whole, part = run([exe, store, method]), run([alone, store, method])
+        if whole.returncode != 0 or part.returncode != 0 or whole.stdout != part.stdout or \
+                whole.stdout.splitlines()[:1] != [first]:
+            problems.append(f"{method}: the example exits {whole.returncode} printing {whole.stdout!r}; "
+                            f"its runtime part alone exits {part.returncode} printing {part.stdout!r}")
+    os.remove(store)
+r = run([alone])
+if r.returncode != 2 or "usage:" not in r.stderr:
+    problems.append(f"the runtime part alone, no argument: exit {r.returncode}, stderr {r.stderr!r}")
 if problems:
     sys.exit("\n".join(problems))
-print("example_custom_runtime: failures name their reason")
+print("example_custom_runtime: failures name their reason, in both builds; the runtime part alone reads the same")

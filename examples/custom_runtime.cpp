@@ -6,24 +6,32 @@
 // at the alignment its key asks for.
 //
 //   example_custom_runtime [store.ptd [method]]
+//   example_custom_runtime --export store.ptd
 //
 // Without an argument it first exports a small two-method model with the
 // build-time half (the part that would run on a workstation) into a fresh
-// temporary directory, then runs the runtime part on it. Built and run as
-// a test.
-#include <stdlib.h>
-#include <unistd.h>
-
+// temporary directory, then runs the runtime part on it; --export only
+// writes that store. Built and run as a test, and built a second time as
+// a delegate would build the runtime part: with WDEDUP_EXAMPLE_RUNTIME_ONLY
+// defined, against the runtime headers alone, without exceptions or RTTI
+// (example_custom_runtime_alone store.ptd [method]; the test runs both on
+// the same store and compares what they print).
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <string>
-#include <vector>
 
 #include <wdedup/runtime.hpp>  // all the runtime part below needs
 
+#ifndef WDEDUP_EXAMPLE_RUNTIME_ONLY
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
 #include <wdedup/ptd_writer.hpp>  // only for export_demo_store()
 #include <wdedup/wdedup.hpp>
+#endif
 
 namespace runtime {
 
@@ -153,6 +161,16 @@ int load_function(const char* path, wdedup::KeyView method, std::uint32_t partit
 
 }  // namespace runtime
 
+#ifdef WDEDUP_EXAMPLE_RUNTIME_ONLY
+int main(int argc, char** argv) {
+  if (argc < 2 || argc > 3) {
+    std::fprintf(stderr, "usage: %s store.ptd [method]\n", argv[0]);
+    return 2;
+  }
+  static runtime::LoadedTensor tensors[256];
+  return runtime::load_function(argv[1], argc > 2 ? argv[2] : "decode", 0, tensors, 256) < 0 ? 1 : 0;
+}
+#else
 // The export step, for the self-contained run: prefill and decode share
 // their weights; each has its own attention mask.
 static std::vector<std::vector<std::uint8_t>> g_weights;
@@ -191,9 +209,10 @@ static bool export_demo_store(const std::string& path) {
 int main(int argc, char** argv) {
   std::string path, dir;
   if (argc > 3) {
-    std::fprintf(stderr, "usage: %s [store.ptd [method]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [store.ptd [method]]\n       %s --export store.ptd\n", argv[0], argv[0]);
     return 2;
   }
+  if (argc == 3 && std::strcmp(argv[1], "--export") == 0) return export_demo_store(argv[2]) ? 0 : 1;
   if (argc > 1) {
     path = argv[1];
   } else {
@@ -227,3 +246,4 @@ int main(int argc, char** argv) {
   std::printf("%s\n", ok ? "custom runtime: OK" : "custom runtime: WRONG BYTES");
   return ok ? 0 : 1;
 }
+#endif  // WDEDUP_EXAMPLE_RUNTIME_ONLY
