@@ -594,6 +594,8 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
   CHECK(detail::quote_name("\xc2\x9b" "2J") == "'\\xc2\\x9b2J'");
   CHECK(detail::quote_name("a\xff\xe2\x82") == "'a\\xff\\xe2\\x82'");
   CHECK(detail::quote_name("\xe2\x80\xae" "w.reyal") == "'\\xe2\\x80\\xaew.reyal'");
+  CHECK(detail::quote_name("a\xd8\x9c" "1") == "'a\\xd8\\x9c1'");  // U+061C, the Arabic letter mark
+  CHECK(detail::quote_name("\xd8\xa8") == "'\xd8\xa8'");               // U+0628, a letter: copied
   CHECK(detail::quote_name("\xe2\x80\x94\xc2\xa0") == "'\xe2\x80\x94\xc2\xa0'");  // an em dash, a no-break space
   // In a message made from a name read from a file (here a key given twice
   // with other bytes): nothing raw reaches the terminal.

@@ -268,6 +268,20 @@ r = run(["--ptd", "ev\x1b[31mil.ptd", "--strategy", "oneblob", "--out", ""])
 if r.returncode != 0 or "\x1b" in r.stdout or \
         "  ev\\x1b[31mil.ptd: method(s) ev\\x1b[31mil, 1 partition(s)" not in r.stdout:
     problems.append(f"--ptd with an escape sequence in its name: exit {r.returncode}, stdout {r.stdout[:300]!r}")
+# Its --per-method file is named after it, on the line that reports the
+# write and in a refusal.
+r = run(["--ptd", "ev\x1b[31mil.ptd", "--strategy", "oneblob", "--out", "", "--per-method", "pmev"])
+if r.returncode != 0 or "\x1b" in r.stdout or "  method alone: wrote pmev/ev\\x1b[31mil.ptd: " not in r.stdout:
+    problems.append(f"--per-method of a method with an escape sequence in its name: exit {r.returncode}, "
+                    f"stdout {r.stdout[-300:]!r}")
+os.symlink("nowhere", os.path.join(work, "pmev", "ev\x1b[31mil.ptd.link"))
+os.remove(os.path.join(work, "pmev", "ev\x1b[31mil.ptd"))
+os.rename(os.path.join(work, "pmev", "ev\x1b[31mil.ptd.link"), os.path.join(work, "pmev", "ev\x1b[31mil.ptd"))
+r = run(["--ptd", "ev\x1b[31mil.ptd", "--strategy", "oneblob", "--out", "", "--per-method", "pmev"])
+if r.returncode != 2 or "\x1b" in r.stderr or \
+        "cannot write --per-method pmev/ev\\x1b[31mil.ptd: a symbolic link to nowhere" not in r.stderr:
+    problems.append(f"--per-method refused for a method with an escape sequence in its name: exit {r.returncode}, "
+                    f"stderr {r.stderr!r}")
 
 # ---- standard output lost: a failed run --------------------------------------
 # The run's output, and --help's: both lost on a full device, exit 1.

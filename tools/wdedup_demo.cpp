@@ -341,7 +341,8 @@ bool outputs_writable(const Args& a, const wdedup::Program& program, const std::
   for (const wdedup::Method& m : program.methods) {
     const std::string path = per_method_file(a.per_method, m);
     if (dir_exists ? !wdedup::detail::can_create_file(path) : !name_fits(path)) {
-      std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", path.c_str(),
+      // (The file name holds the method's name, which may come from a file.)
+      std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", wdedup::detail::table_name(path).c_str(),
                    unwritable_reason(path).c_str());
       return false;
     }
@@ -513,7 +514,7 @@ int write_per_method(const std::string& dir, const wdedup::Program& program) {
       std::fprintf(stderr, "wdedup-demo: --per-method: %s\n", stats.message().c_str());
       return 1;
     }
-    std::printf("  method alone: wrote %s: %llu bytes\n", path.c_str(),
+    std::printf("  method alone: wrote %s: %llu bytes\n", wdedup::detail::table_name(path).c_str(),
                 static_cast<unsigned long long>(stats->file_size));
     total += stats->file_size;
   }

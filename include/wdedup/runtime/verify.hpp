@@ -17,15 +17,17 @@ namespace wdedup {
 
 /// XXH3_64bits (seed 0) of segment `index`, read from the map's source. A
 /// source without a view (a FileSource) is read into `scratch`, a piece at
-/// a time: any size of 1 byte or more, its bytes overwritten. An empty
+/// a time: any size of 1 byte or more, its bytes overwritten (so not memory
+/// the map or the source reads from: the map's metadata or index). An empty
 /// `scratch` for such a source is InvalidArgument ("no scratch memory to
 /// read the segment into", at = the segment's index).
 ///
 /// Why the caller may lend it: the overload without it reads through a
-/// 4 KiB buffer on the stack (with XXH3's 576-byte state, about 4.7 KiB),
-/// and a task stack on a small target may be 4 to 8 KiB in all. With
-/// `scratch` this function's own frame is the state and a few words; a
-/// bigger buffer means fewer reads (a 1 GiB segment: 262,144 reads of 4 KiB).
+/// 4 KiB buffer on the stack (about 5 KiB of stack in all), and a task
+/// stack on a small target may be 4 to 8 KiB. With `scratch` this
+/// function's own frame is XXH3's 576-byte state, 64-byte aligned, and a
+/// few words: about 1 KiB. A bigger buffer means fewer reads (a 1 GiB
+/// segment: 262,144 reads of 4 KiB).
 inline Result<std::uint64_t> segment_content_hash(const NamedDataMap& map, std::uint32_t index,
                                                   Span<std::uint8_t> scratch) noexcept {
   Result<SegmentInfo> s = map.segment(index);
