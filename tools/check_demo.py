@@ -282,6 +282,14 @@ if r.returncode != 2 or "\x1b" in r.stderr or \
         "cannot write --per-method pmev/ev\\x1b[31mil.ptd: a symbolic link to nowhere" not in r.stderr:
     problems.append(f"--per-method refused for a method with an escape sequence in its name: exit {r.returncode}, "
                     f"stderr {r.stderr!r}")
+os.remove(os.path.join(work, "pmev", "ev\x1b[31mil.ptd"))
+r = run(["--ptd", "ev\x1b[31mil.ptd", "--strategy", "oneblob", "--out", "", "--per-method", "pmev",
+         "--json", "pmev/ev\x1b[31mil.ptd"])
+want = ("wdedup-demo: --json pmev/ev\\x1b[31mil.ptd and --per-method pmev/ev\\x1b[31mil.ptd name the same file: "
+        "one output would replace the other\n")
+if r.returncode != 2 or r.stderr != want:
+    problems.append(f"--json and --per-method naming one file, a method name with an escape sequence: "
+                    f"exit {r.returncode}, stderr {r.stderr!r}")
 
 # ---- standard output lost: a failed run --------------------------------------
 # The run's output, and --help's: both lost on a full device, exit 1.

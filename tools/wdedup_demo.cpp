@@ -394,8 +394,10 @@ bool outputs_distinct(const Args& a, const wdedup::Program& program, const std::
   for (std::size_t i = 0; i < outputs; ++i)
     for (std::size_t j = i + 1; j < paths.size(); ++j)
       if (ids[i] == ids[j]) {
+        // (A --per-method file's name holds a method's name, which may come from a file.)
         std::fprintf(stderr, "wdedup-demo: %s %s and %s %s name the same file: %s\n", paths[i].flag,
-                     paths[i].path.c_str(), paths[j].flag, paths[j].path.c_str(),
+                     wdedup::detail::table_name(paths[i].path).c_str(), paths[j].flag,
+                     wdedup::detail::table_name(paths[j].path).c_str(),
                      j < outputs ? "one output would replace the other" : "the output would replace the input");
         return false;
       }
