@@ -11,6 +11,7 @@
 
 using wdedup::detail::Arena;
 using wdedup::detail::arena_vector;
+using wdedup::detail::ArenaAllocator;
 using wdedup::detail::ArenaVector;
 
 namespace {
@@ -96,6 +97,11 @@ TEST_CASE("Arena: a count whose size would wrap is out of memory (std::bad_alloc
   CHECK(arena.bytes_taken() == 0);
   CHECK(aligned64(arena.alloc<std::uint64_t>(1)));  // and it still works
   CHECK(arena.bytes_taken() == 64);
+  // A first chunk asked for near SIZE_MAX rounded up to 0 huge pages: a
+  // mapping unmapped whole, handed out (a review helper's SIGSEGV).
+  Arena huge(SIZE_MAX);
+  CHECK_THROWS_AS(huge.alloc<char>(1), std::bad_alloc);
+  CHECK(huge.bytes_taken() == 0);
 }
 #endif
 
@@ -114,4 +120,12 @@ TEST_CASE("ArenaVector: a std::vector whose memory comes from the arena") {
   CHECK(a.bytes_taken() > before + 1000 * 4);
   ArenaVector<std::uint8_t> e = arena_vector<std::uint8_t>(a);
   CHECK(e.empty());
+  // Rebound copies compare as the allocator requirements ask: equal over
+  // one arena, whatever their types.
+  Arena other(4096);
+  const ArenaAllocator<int> ai(a);
+  CHECK(ai == ArenaAllocator<char>(a));
+  CHECK_FALSE(ai != ArenaAllocator<char>(a));
+  CHECK(ai != ArenaAllocator<char>(other));
+  CHECK(ArenaAllocator<char>(ai) == ai);
 }

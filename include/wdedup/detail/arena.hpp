@@ -82,6 +82,9 @@ class Arena {
     std::size_t size = sizeof(Chunk) + bytes;
     if (size < next_size_) size = next_size_;
     if (size < kMinChunk) size = kMinChunk;
+    // (alloc keeps `bytes` below this; an `expect` or a doubled size near
+    // SIZE_MAX would round up to 0 whole huge pages.)
+    if (size > kMaxMapped) throw_bad_alloc();
     Chunk* c = nullptr;
     if (size >= kHugePage) {  // mapped, advised to use huge pages
       size = whole_huge_pages(size);
@@ -98,7 +101,7 @@ class Arena {
     head_ = c;
     cur_ = reinterpret_cast<std::uint8_t*>(c) + sizeof(Chunk);
     left_ = size - sizeof(Chunk);
-    next_size_ = size * 2;
+    next_size_ = size <= kMaxMapped / 2 ? size * 2 : kMaxMapped;
   }
 
   /// `size` bytes at a huge-page boundary, or nullptr.
@@ -128,10 +131,19 @@ struct ArenaAllocator {
 
   T* allocate(std::size_t n) { return arena->alloc<T>(n); }
   void deallocate(T*, std::size_t) noexcept {}
-
-  friend bool operator==(const ArenaAllocator& a, const ArenaAllocator& b) noexcept { return a.arena == b.arena; }
-  friend bool operator!=(const ArenaAllocator& a, const ArenaAllocator& b) noexcept { return a.arena != b.arena; }
 };
+
+// Templates on both types, as the allocator requirements compare rebound
+// copies (hidden friends of one type made ArenaAllocator<int> ==
+// ArenaAllocator<char> ambiguous: each side converts to the other).
+template <class T, class U>
+bool operator==(const ArenaAllocator<T>& a, const ArenaAllocator<U>& b) noexcept {
+  return a.arena == b.arena;
+}
+template <class T, class U>
+bool operator!=(const ArenaAllocator<T>& a, const ArenaAllocator<U>& b) noexcept {
+  return a.arena != b.arena;
+}
 
 template <class T>
 using ArenaVector = std::vector<T, ArenaAllocator<T>>;

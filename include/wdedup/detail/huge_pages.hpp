@@ -95,30 +95,46 @@ class MappingCache {
     }
     return p;
   }
-  /// Keeps [p, p + size) if it fits the limit, else unmaps it.
+  /// Keeps [p, p + size) if it fits the limit, else unmaps it. Merged with
+  /// the cached blocks right before and right after it, both: a block that
+  /// fills the gap between two cached ones makes them one again (merged with
+  /// one only, the range stayed two blocks, and a table that needed all of
+  /// it was mapped afresh beside them).
   void give(void* p, std::size_t size) noexcept {
     {
       Lock lock(mu_);
       if (bytes_ + size <= limit_) {
-        for (std::size_t i = 0; i < count_; ++i) {  // merge with a neighbour
-          Block& b = blocks_[i];
-          const bool p_before_b = static_cast<char*>(p) + size == b.p;
-          if (p_before_b || static_cast<char*>(b.p) + b.size == p) {
-            if (p_before_b) b.p = p;
-            b.size += size;
-            bytes_ += size;
-            return;
-          }
+        std::size_t before = count_, after = count_;
+        for (std::size_t i = 0; i < count_; ++i) {
+          if (static_cast<char*>(blocks_[i].p) + blocks_[i].size == p) before = i;
+          if (static_cast<char*>(p) + size == blocks_[i].p) after = i;
         }
-        if (count_ < kSlots) {
-          blocks_[count_++] = Block{p, size};
+        if (before != count_ || after != count_ || count_ < kSlots) {
           bytes_ += size;
+          if (before != count_ && after != count_) {
+            blocks_[before].size += size + blocks_[after].size;
+            blocks_[after] = blocks_[--count_];
+          } else if (before != count_) {
+            blocks_[before].size += size;
+          } else if (after != count_) {
+            blocks_[after].p = p;
+            blocks_[after].size += size;
+          } else {
+            blocks_[count_++] = Block{p, size};
+          }
           return;
         }
       }
     }
     ::munmap(p, size);
   }
+  /// pthread_atfork's: a child forked while another thread held the lock
+  /// would wait on it forever, at its first big table. The fork waits
+  /// for the holder instead (its sections are short and call nothing), and
+  /// the child starts with the lock free and the blocks, which it inherits
+  /// mapped, still cached.
+  void lock_for_fork() noexcept { pthread_mutex_lock(&mu_); }
+  void unlock_after_fork() noexcept { pthread_mutex_unlock(&mu_); }
   /// Unmaps every cached block.
   void release() noexcept { release_and_limit(nullptr); }
   /// Unmaps every cached block; from now on keeps at most `limit` bytes.
@@ -174,8 +190,16 @@ class MappingCache {
 
 /// The process's cache. Constant-initialized and trivially destructible:
 /// usable from any static constructor or destructor (tables freed at exit).
+/// Its fork handlers are registered on first use (see lock_for_fork).
 inline MappingCache g_mapping_cache;
-inline MappingCache& mapping_cache() noexcept { return g_mapping_cache; }
+inline MappingCache& mapping_cache() noexcept {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, [] {
+    pthread_atfork([] { g_mapping_cache.lock_for_fork(); }, [] { g_mapping_cache.unlock_after_fork(); },
+                   [] { g_mapping_cache.unlock_after_fork(); });
+  });
+  return g_mapping_cache;
+}
 
 /// `size` bytes (a multiple of kHugePage) at a kHugePage boundary, or
 /// nullptr if there is no memory: a block from the cache if one is big
@@ -194,7 +218,12 @@ inline void* map_huge_pages(std::size_t size) noexcept {
 inline void unmap_huge_pages(void* p, std::size_t size) noexcept { mapping_cache().give(p, size); }
 
 /// `bytes` rounded up to whole huge pages: what map_huge_pages is given.
+/// Callers keep `bytes` at most SIZE_MAX - 2 * kHugePage (kMaxMapped), where
+/// it cannot wrap to 0.
 constexpr std::size_t whole_huge_pages(std::size_t bytes) noexcept { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
+/// The most bytes any mapping here is asked for (map_fresh_huge_pages maps
+/// one more huge page than it keeps).
+constexpr std::size_t kMaxMapped = SIZE_MAX - 2 * kHugePage;
 
 /// Out of memory, reported as operator new reports it: std::bad_alloc, or
 /// abort in builds without exceptions.
