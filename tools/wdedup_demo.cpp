@@ -287,8 +287,9 @@ std::string per_method_file(const std::string& dir, const wdedup::Method& m) { r
 
 /// Whether `path`, a file in a directory yet to be made, can have its name
 /// there (errno ENAMETOOLONG if not): the path, and that of the writer's
-/// temporary beside it (detail::temp_name_size), shorter than PATH_MAX, and each of its components that does not exist
-/// yet no longer than the NAME_MAX of the nearest directory that does.
+/// temporary beside it (detail::temp_name_size), shorter than PATH_MAX, and
+/// each of its components that does not exist yet no longer than the
+/// NAME_MAX of the nearest directory that does.
 bool name_fits(const std::string& path) {
   const std::size_t last = path.rfind('/');
   const std::size_t base = last == std::string::npos ? path.size() : path.size() - last - 1;

@@ -51,7 +51,7 @@ class Arena {
     // A size that would wrap (here, or rounded up to a line, a chunk's
     // header and whole huge pages in take and grow) is out of memory, as
     // BulkAllocator reports it, not a smaller chunk than asked for.
-    if (n > (SIZE_MAX - 2 * kHugePage) / sizeof(T)) throw_bad_alloc();
+    if (n > kMaxMapped / sizeof(T)) throw_bad_alloc();
     return static_cast<T*>(take(n * sizeof(T)));
   }
 

@@ -218,8 +218,7 @@ inline void* map_huge_pages(std::size_t size) noexcept {
 inline void unmap_huge_pages(void* p, std::size_t size) noexcept { mapping_cache().give(p, size); }
 
 /// `bytes` rounded up to whole huge pages: what map_huge_pages is given.
-/// Callers keep `bytes` at most SIZE_MAX - 2 * kHugePage (kMaxMapped), where
-/// it cannot wrap to 0.
+/// Callers keep `bytes` at most kMaxMapped, where it cannot wrap to 0.
 constexpr std::size_t whole_huge_pages(std::size_t bytes) noexcept { return (bytes + kHugePage - 1) & ~(kHugePage - 1); }
 /// The most bytes any mapping here is asked for (map_fresh_huge_pages maps
 /// one more huge page than it keeps).
@@ -258,7 +257,7 @@ struct BulkAllocator {
   T* allocate(std::size_t n) {
     static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__,
                   "BulkAllocator<T>: T needs more alignment than operator new gives");
-    if (n > (SIZE_MAX - 2 * kHugePage) / sizeof(T)) throw_bad_alloc();
+    if (n > kMaxMapped / sizeof(T)) throw_bad_alloc();
     const std::size_t bytes = n * sizeof(T);
     if (bytes < kBulkMin) return static_cast<T*>(::operator new(bytes));
     void* p = map_huge_pages(whole_huge_pages(bytes));

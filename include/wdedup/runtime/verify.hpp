@@ -15,6 +15,11 @@
 
 namespace wdedup {
 
+namespace detail {
+/// The stack buffer of the overloads that take no scratch memory.
+constexpr std::size_t kVerifyChunk = 4096;
+}  // namespace detail
+
 /// XXH3_64bits (seed 0) of segment `index`, read from the map's source. A
 /// source without a view (a FileSource) is read into `scratch`, a piece at
 /// a time: any size of 1 byte or more, its bytes overwritten (so not memory
@@ -53,7 +58,7 @@ inline Result<std::uint64_t> segment_content_hash(const NamedDataMap& map, std::
 
 /// The same, through a 4 KiB buffer on the stack.
 inline Result<std::uint64_t> segment_content_hash(const NamedDataMap& map, std::uint32_t index) noexcept {
-  std::uint8_t chunk[4096];
+  std::uint8_t chunk[detail::kVerifyChunk];
   return segment_content_hash(map, index, Span<std::uint8_t>(chunk, sizeof chunk));
 }
 
@@ -73,7 +78,7 @@ inline Status verify_segment(const NamedDataMap& map, std::uint32_t index, Span<
 
 /// The same, through a 4 KiB buffer on the stack.
 inline Status verify_segment(const NamedDataMap& map, std::uint32_t index) noexcept {
-  std::uint8_t chunk[4096];
+  std::uint8_t chunk[detail::kVerifyChunk];
   return verify_segment(map, index, Span<std::uint8_t>(chunk, sizeof chunk));
 }
 
@@ -89,7 +94,7 @@ inline Status verify_segments(const NamedDataMap& map, Span<std::uint8_t> scratc
 
 /// The same, through a 4 KiB buffer on the stack.
 inline Status verify_segments(const NamedDataMap& map) noexcept {
-  std::uint8_t chunk[4096];
+  std::uint8_t chunk[detail::kVerifyChunk];
   return verify_segments(map, Span<std::uint8_t>(chunk, sizeof chunk));
 }
 
