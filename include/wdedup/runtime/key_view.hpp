@@ -56,7 +56,7 @@ struct is_char_string {
   static constexpr bool value = false;
 };
 template <class S>
-struct is_char_string<S, traits::enable_if_t<traits::is_same<typename S::traits_type::char_type, char>::value &&
+struct is_char_string<S, traits::enable_if_t<has_char_traits<S>::value &&
                                              traits::is_constructible<S, const char*, std::size_t>::value>> {
   static constexpr bool value = true;
 };
