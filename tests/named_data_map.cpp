@@ -12,6 +12,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -244,10 +245,83 @@ TEST_CASE("a BufferSource of nullptr and a size fails its reads instead of readi
   CHECK(NamedDataMap::open(src, meta.span()).error() == Error::InvalidArgument);
 }
 
-TEST_CASE("the map object's size is what the README says (it holds its 256 tag slots)") {
-  // README, "File format": 496 bytes on 64-bit targets. A field added to the
+TEST_CASE("the map object's size is what the README says (its 256 tag slots and 32 layouts)") {
+  // README, "File format": 784 bytes on 64-bit targets. A field added to the
   // map grows every map a runtime keeps; this says when one does.
-  CHECK(sizeof(NamedDataMap) == (sizeof(void*) == 8 ? 496 : 464));
+  CHECK(sizeof(NamedDataMap) == (sizeof(void*) == 8 ? 784 : 752));
+}
+
+TEST_CASE("a map of few keys whose layout lies past 4 GiB in its flatbuffer reads it there") {
+  // A map of up to 32 keys keeps its layouts' positions in 32 bits
+  // (cache_small_layouts), which hold every one only where the flatbuffer
+  // ends below 4 GiB. Here layouts.ptd (ExecuTorch's, 11 keys) gets a copy
+  // of its flatbuffer at D, just below 4 GiB, with its first key's layout
+  // field pointing into the copy, past 4 GiB: every key must read as in
+  // the original. (Anonymous memory: only the pages written are backed.)
+  if (sizeof(void*) < 8) return;  // (no 4 GiB of address space)
+  const Bytes orig = read_fixture("layouts.ptd");
+  BufferSource osrc(orig.data(), orig.size());
+  Result<NamedDataMap> om = NamedDataMap::open(osrc);
+  REQUIRE(om.ok());
+  REQUIRE(*om->get_num_keys() == 11);
+  namespace fb = detail::fb;
+  const std::uint8_t* o = orig.data();
+  const std::uint64_t fb_end = format::load_u64(o + format::kHeaderFlatbufferOffsetPos) +
+                               format::load_u64(o + format::kHeaderFlatbufferSizePos);
+  const std::uint64_t base = format::load_u64(o + format::kHeaderSegmentBasePos);
+  const std::uint64_t seg_bytes = format::load_u64(o + format::kHeaderSegmentDataSizePos);
+  const std::uint64_t named = fb::trusted_ref(o, format::load_u32(o), format::flat_tensor_field::kNamedData) + 4;
+  const std::uint64_t field = fb::trusted_field(o, fb::trusted_element(o, named, 0), format::named_data_field::kTensorLayout);
+  REQUIRE(field != 0);
+  const std::uint64_t t = fb::trusted_follow(o, field);
+  // The copy's key-0 layout at D + t >= 4 GiB, reached from `field` by a
+  // 32-bit offset: D in [2^32 - t, 2^32 - 1 - t + field], 16-aligned.
+  const std::uint64_t four = std::uint64_t{1} << 32;
+  const std::uint64_t d = (four - t + 15) / 16 * 16;
+  REQUIRE(d + t - field < four);
+  const std::uint64_t new_base = (d + fb_end + 4095) / 4096 * 4096;
+  const std::uint64_t size = new_base + seg_bytes;
+  void* mem = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mem == MAP_FAILED) {
+    MESSAGE("cannot map ", size, " bytes of address space: not tried");
+    return;
+  }
+  auto* b = static_cast<std::uint8_t*>(mem);
+  std::memcpy(b, o, static_cast<std::size_t>(fb_end));
+  std::memcpy(b + d, o, static_cast<std::size_t>(fb_end));
+  std::memcpy(b + new_base, o + base, static_cast<std::size_t>(seg_bytes));
+  format::store_u64(b + format::kHeaderFlatbufferSizePos,
+                    d + fb_end - format::load_u64(o + format::kHeaderFlatbufferOffsetPos));
+  format::store_u64(b + format::kHeaderSegmentBasePos, new_base);
+  format::store_u32(b + field, static_cast<std::uint32_t>(d + t - field));
+  {
+    BufferSource src(b, static_cast<std::size_t>(size));
+    Result<NamedDataMap> m = NamedDataMap::open(src);
+    REQUIRE_MESSAGE(m.ok(), m.failure().what, " at ", m.failure().at);
+    REQUIRE(*m->get_num_keys() == 11);
+    for (std::size_t i = 0; i < 11; ++i) {
+      CAPTURE(i);
+      const KeyView k = *om->get_key(i);
+      CHECK(*m->get_key(i) == k);
+      Result<TensorLayout> want = om->get_tensor_layout(k), got = m->get_tensor_layout(k);
+      REQUIRE(got.ok() == want.ok());
+      if (!want.ok()) {
+        CHECK(got.error() == want.error());
+        continue;
+      }
+      CHECK(got->scalar_type == want->scalar_type);
+      CHECK(std::vector<std::int32_t>(got->sizes.begin(), got->sizes.end()) ==
+            std::vector<std::int32_t>(want->sizes.begin(), want->sizes.end()));
+      CHECK(std::vector<std::uint8_t>(got->dim_order.begin(), got->dim_order.end()) ==
+            std::vector<std::uint8_t>(want->dim_order.begin(), want->dim_order.end()));
+      // Key 0's layout is the copy's, past 4 GiB; the others' the original's.
+      const std::uint64_t at = addr(got->sizes.data()) - addr(b);
+      if (i == 0) CHECK(at >= four);
+      else if (!got->sizes.empty()) CHECK(at < fb_end);
+    }
+  }
+  ::munmap(mem, static_cast<std::size_t>(size));
 }
 
 TEST_CASE("open: in place for memory, lent metadata otherwise") {
