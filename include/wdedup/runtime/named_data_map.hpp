@@ -842,8 +842,8 @@ class NamedDataMap {
     return f;
   }
   /// Decodes the layouts of a map of at most kTagKeys keys into the map
-  /// object (small_types_, small_sizes_, small_dims_), so that a lookup
-  /// goes from the tag's slot straight to its layout's vectors: without,
+  /// object (small_types_, small_sizes_, small_dims_), so that a lookup's
+  /// vectors come from the tag's slot and the map object: without,
   /// the key's entry (or named_data table) and then its layout table's
   /// offset to the vector are two more dependent loads: a 16-key
   /// get_tensor_layout took 14.1-14.2 ns in the harness, now 12.1-12.3
@@ -851,8 +851,11 @@ class NamedDataMap {
   /// layout in its node, 14.6-17.0 ns in the same processes). The map
   /// object grows by 288 bytes, to 784 on 64-bit targets. Positions are
   /// kept in 32 bits, which hold every one when the flatbuffer ends below
-  /// 4 GiB (FlatBuffers' builders stop at 2 GiB); past that, layouts are
-  /// decoded at each lookup as for bigger maps.
+  /// 4 GiB (FlatTensor's schema has only 32-bit offsets, and FlatBuffers'
+  /// builders stop such buffers at 2 GiB); past that, layouts are decoded
+  /// at each lookup as for bigger maps. (layout_of still reads the key's
+  /// entry, to say NotFound for a key without a layout; a predicted branch,
+  /// off the chain to the vectors.)
   void cache_small_layouts() noexcept {
     if (key_count_ > kTagKeys || header_.flatbuffer_offset + header_.flatbuffer_size > UINT32_MAX) return;
     for (std::uint32_t i = 0; i < key_count_; ++i) {
