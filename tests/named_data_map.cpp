@@ -271,7 +271,8 @@ TEST_CASE("a map of few keys whose layout lies past 4 GiB in its flatbuffer read
   const std::uint64_t base = format::load_u64(o + format::kHeaderSegmentBasePos);
   const std::uint64_t seg_bytes = format::load_u64(o + format::kHeaderSegmentDataSizePos);
   const std::uint64_t named = fb::trusted_ref(o, format::load_u32(o), format::flat_tensor_field::kNamedData) + 4;
-  const std::uint64_t field = fb::trusted_field(o, fb::trusted_element(o, named, 0), format::named_data_field::kTensorLayout);
+  const std::uint64_t field =
+      fb::trusted_field(o, fb::trusted_element(o, named, 0), format::named_data_field::kTensorLayout);
   REQUIRE(field != 0);
   const std::uint64_t t = fb::trusted_follow(o, field);
   // The copy's key-0 layout at D + t >= 4 GiB, reached from `field` by a
