@@ -141,6 +141,12 @@ class FaultyOps final : public detail::FileOps {
     return FileOps::close(fd);
   }
   int rename(const char* a, const char* b) override { return fail == Step::Rename ? set() : FileOps::rename(a, b); }
+  int unlink_error = 0;  ///< removing the temporary file fails with this (0: it does not)
+  int unlink(const char* path) override {
+    if (unlink_error == 0) return FileOps::unlink(path);
+    errno = unlink_error;
+    return -1;
+  }
   int fsync_directory(const char* d) override {
     return fail == Step::FsyncDir ? set() : FileOps::fsync_directory(d);
   }
@@ -207,6 +213,63 @@ TEST_CASE("every failing step leaves the destination untouched and removes the t
       CHECK(others(dir, {"model.ptd"}).empty());  // no temporary file left
     }
   }
+}
+
+TEST_CASE("a temporary file the failure keeps from being removed is named in the error") {
+  // What makes a write fail can keep its temporary file from being removed
+  // too: ext4 remounts itself read-only after an I/O error
+  // (errors=remount-ro), or the directory is made unwritable meanwhile.
+  // The file is then left, and the error says so (it said nothing, and the
+  // writer's documentation promised the file removed). A review helper's
+  // finding, shown on a tmpfs remounted read-only and a directory chmodded
+  // 0555 before the rename.
+  std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1)};
+  const NamedDataStore store = store_over(data);
+  const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
+  using Step = FaultyOps::Step;
+  for (const Step step : {Step::Reserve, Step::Write, Step::Rename}) {
+    for (const bool whole_file : {false, true}) {
+      CAPTURE(static_cast<int>(step));
+      CAPTURE(whole_file);
+      const std::string dir = fresh_dir("unremoved");
+      const std::string dest = dir + "/model.ptd";
+      REQUIRE(wdedup_test::write_file(dest, old_bytes));
+      FaultyOps ops;
+      ops.fail = step;
+      ops.error = EROFS;
+      ops.unlink_error = EROFS;
+      BuildError e;
+      if (whole_file) {
+        const Expected<void> r = detail::write_whole_file(dest, "{}", true, ops);
+        REQUIRE_FALSE(r.ok());
+        e = r.build_error();
+      } else {
+        const Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
+        REQUIRE_FALSE(r.ok());
+        e = r.build_error();
+      }
+      CHECK(e.code == Error::IoError);
+      const std::vector<std::string> left = others(dir, {"model.ptd"});
+      REQUIRE(left.size() == 1);
+      CHECK(left[0].rfind(".model.ptd.tmp-", 0) == 0);
+      const std::string tail =
+          "; the temporary file '" + dir + "/" + left[0] + "' could not be removed: " + std::strerror(EROFS);
+      INFO(e.message);
+      CHECK(e.message.rfind("cannot write '" + dest + "': ", 0) == 0);
+      CHECK(e.message.size() > tail.size());
+      CHECK(e.message.compare(e.message.size() - tail.size(), tail.size(), tail) == 0);
+      CHECK(read_file(dest) == old_bytes);
+    }
+  }
+  // A temporary file already gone (ENOENT) is not reported.
+  const std::string dir = fresh_dir("unremoved_gone");
+  FaultyOps ops;
+  ops.fail = Step::Rename;
+  ops.error = EXDEV;
+  ops.unlink_error = ENOENT;
+  const Expected<void> r = detail::write_whole_file(dir + "/model.ptd", "{}", true, ops);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.message().find("could not be removed") == std::string::npos);
 }
 
 TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a store") {

@@ -147,7 +147,8 @@ Expected<WriteStats> write_ptd_file_with(const NamedDataStore& store, const Func
   PtdPlan& plan = *planned;
 
   AtomicFile file(ops);
-  if (Expected<void> r = file.open(path, plan.file_size); !r) return Expected<WriteStats>(r.build_error());
+  if (Expected<void> r = file.open(path, plan.file_size); !r)
+    return Expected<WriteStats>(file.abandon(std::move(r)).build_error());
   WriteBatch<> batch(file);
   std::vector<std::uint64_t> hashes(plan.segments.size());
   Expected<void> r = emit_file(
@@ -164,7 +165,7 @@ Expected<WriteStats> write_ptd_file_with(const NamedDataStore& store, const Func
                       hashes.size() * format::segment_info::kSize, plan.segment_info_offset);
   }
   if (r) r = file.commit(options.fsync, options.check_before_replace, options.check_context);
-  if (!r) return Expected<WriteStats>(r.build_error());
+  if (!r) return Expected<WriteStats>(file.abandon(std::move(r)).build_error());
   return plan.stats;
 }
 
@@ -190,9 +191,10 @@ Expected<WriteStats> write_ptd(const NamedDataStore& store, ByteSink& sink, cons
 
 /// Replaces (or creates) `path` crash-safely: a temporary file in the same
 /// directory, fsync, rename over `path`, fsync of the directory. On any
-/// failure `path` is untouched, the temporary file is removed, and the
-/// error (Error::IoError for file system failures) names the path, the
-/// operation and the system's reason. The one exception is the last step:
+/// failure `path` is untouched, the temporary file is removed (where the
+/// failure keeps it from being removed too, the error says so and names
+/// it), and the error (Error::IoError for file system failures) names the
+/// path, the operation and the system's reason. The one exception is the last step:
 /// if the directory's fsync fails after the rename, `path` already is the
 /// new, complete file, and the error is Error::NotDurable. If `path` is a symbolic link, the file
 /// it points at is replaced and the link kept (unless the kernel's protected_symlinks rule would

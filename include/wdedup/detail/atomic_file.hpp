@@ -383,15 +383,31 @@ class BasicAtomicFile {
   }
 
   /// Closes and removes the temporary file (no-op after commit()).
-  void discard() noexcept {
+  /// Returns the errno of a failed removal, else 0.
+  int discard() noexcept {
     if (fd_ >= 0) {
       ops_.close(fd_);
       fd_ = -1;
     }
+    int e = 0;
     if (!committed_ && !temp_.empty()) {
-      ops_.unlink(temp_.c_str());
+      e = errno_of(ops_.unlink(temp_.c_str()));
       temp_.clear();
     }
+    return e;
+  }
+  /// The failure `r` of a write, after discard(). What made the write fail
+  /// may keep the temporary file from being removed too (a file system
+  /// remounted read-only after an I/O error, as ext4's errors=remount-ro
+  /// does; a directory made unwritable meanwhile): then `r`'s message says
+  /// so and names it, for the caller to remove. The destination is as it
+  /// was either way. (NotDurable: committed, nothing to remove.)
+  Expected<void> abandon(Expected<void> r) {
+    const std::string temp = temp_;
+    if (const int e = discard(); e != 0 && e != ENOENT)
+      return Expected<void>(r.error(), r.message() + "; the temporary file " + quote_name(temp) +
+                                           " could not be removed: " + errno_text(e));
+    return r;
   }
 
   std::uint64_t offset() const noexcept { return offset_; }
@@ -550,10 +566,10 @@ template <int = 0>
 Expected<void> write_whole_file(const std::string& path, const std::string& text, bool durable,
                                 FileOps& ops = default_file_ops()) {
   AtomicFile file(ops);
-  if (Expected<void> r = file.open(path, text.size()); !r) return r;
+  if (Expected<void> r = file.open(path, text.size()); !r) return file.abandon(std::move(r));
   std::vector<struct iovec> iov{iovec{const_cast<char*>(text.data()), text.size()}};
-  if (Expected<void> r = file.write(iov); !r) return r;
-  return file.commit(durable);
+  if (Expected<void> r = file.write(iov); !r) return file.abandon(std::move(r));
+  return file.abandon(file.commit(durable));
 }
 
 }  // namespace detail
