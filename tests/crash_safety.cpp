@@ -485,7 +485,8 @@ TEST_CASE("an interrupted fallocate (EINTR) is retried; an unsupported one, or E
 TEST_CASE("a real write error mid-file (file size limit): destination untouched, no temporary file") {
   // RLIMIT_FSIZE makes the kernel fail the write with EFBIG, for root too,
   // on any file system. In a child, so the limit and the ignored SIGXFSZ
-  // stay there.
+  // stay there. The limit is set once the temporary file exists: set
+  // before, the write is refused up front (the next test).
   std::vector<std::vector<std::uint8_t>> data{pattern(3 << 20, 1), pattern(2 << 20, 2)};
   const NamedDataStore store = store_over(data);
   for (bool reserve : {true, false}) {
@@ -501,15 +502,21 @@ TEST_CASE("a real write error mid-file (file size limit): destination untouched,
     if (pid == 0) {
       ::close(fds[0]);
       ::signal(SIGXFSZ, SIG_IGN);
-      struct rlimit lim {};
-      lim.rlim_cur = 1 << 20;
-      lim.rlim_max = RLIM_INFINITY;
-      ::setrlimit(RLIMIT_FSIZE, &lim);
       // Without reserve, the error comes from writev itself.
-      class NoReserve final : public detail::FileOps {
-        int reserve(int, off_t) override { return 0; }
-      } no_reserve;
-      detail::FileOps& ops = reserve ? detail::default_file_ops() : no_reserve;
+      class LimitAfterCreate final : public detail::FileOps {
+       public:
+        bool reserve_ = true;
+        int make_temp(char* t, mode_t m) override {
+          const int fd = FileOps::make_temp(t, m);
+          struct rlimit lim {};
+          lim.rlim_cur = 1 << 20;
+          lim.rlim_max = RLIM_INFINITY;
+          if (fd >= 0 && ::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(3);
+          return fd;
+        }
+        int reserve(int fd, off_t size) override { return reserve_ ? FileOps::reserve(fd, size) : 0; }
+      } ops;
+      ops.reserve_ = reserve;
       Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
       const std::string msg = std::to_string(static_cast<int>(r.error())) + "|" + r.message();
       (void)!::write(fds[1], msg.data(), msg.size());
@@ -530,6 +537,63 @@ TEST_CASE("a real write error mid-file (file size limit): destination untouched,
     // fallocate the write does).
     CHECK((contains(msg, "write to temporary file") || (reserve && contains(msg, "reserve "))));
     CHECK(contains(msg, std::strerror(EFBIG)));
+    CHECK(read_file(dest) == old_bytes);
+    CHECK(others(dir, {"model.ptd"}).empty());
+  }
+}
+
+
+TEST_CASE("a file past the process's file size limit is refused before anything is made") {
+  // Past RLIMIT_FSIZE the kernel sends SIGXFSZ, whose default action ends
+  // the process (a review helper's finding: a write of 3 MiB under a 1 MiB
+  // limit killed its child, leaving the temporary file). In a child, with
+  // SIGXFSZ left as it is: refused, alive, nothing made.
+  std::vector<std::vector<std::uint8_t>> data{pattern(3 << 20, 1)};
+  const NamedDataStore store = store_over(data);
+  const Expected<std::vector<std::uint8_t>> bytes = serialize_ptd(store);
+  REQUIRE(bytes.ok());
+  for (const bool whole_file : {false, true}) {
+    CAPTURE(whole_file);
+    const std::string dir = fresh_dir("fsize_before");
+    const std::string dest = dir + "/model.ptd";
+    const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
+    REQUIRE(wdedup_test::write_file(dest, old_bytes));
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      ::signal(SIGXFSZ, SIG_DFL);
+      struct rlimit lim {};
+      lim.rlim_cur = 1 << 20;
+      lim.rlim_max = RLIM_INFINITY;
+      if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(3);
+      BuildError e;
+      if (whole_file) {
+        e = detail::write_whole_file(dest, std::string(2 << 20, 'x'), true).build_error();
+      } else {
+        e = write_ptd_file(store, dest).build_error();
+      }
+      const std::string msg = std::to_string(static_cast<int>(e.code)) + "|" + e.message;
+      (void)!::write(fds[1], msg.data(), msg.size());
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string msg;
+    char buf[512];
+    ssize_t n;
+    while ((n = ::read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+    ::close(fds[0]);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CAPTURE(status);
+    REQUIRE(WIFEXITED(status));  // not ended by SIGXFSZ
+    CHECK(WEXITSTATUS(status) == 0);
+    const std::uint64_t size = whole_file ? (2 << 20) : bytes->size();
+    CHECK(msg == std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + dest +
+                     "': the file would be " + std::to_string(size) +
+                     " bytes, more than this process's file size limit (1048576 bytes: RLIMIT_FSIZE, ulimit -f)");
     CHECK(read_file(dest) == old_bytes);
     CHECK(others(dir, {"model.ptd"}).empty());
   }

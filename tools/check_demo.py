@@ -177,7 +177,8 @@ script = f"ulimit -f 1; exec {exe!r} --quiet --threads 1 --out '' --json r2.json
 r = subprocess.run(["bash", "-c", "trap '' XFSZ; " + script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                    text=True, timeout=120, cwd=work)
 kept = contents("r2.json")
-if r.returncode != 1 or kept != good_json or "File too large" not in r.stderr:
+if r.returncode != 1 or kept != good_json or \
+        "more than this process's file size limit (1024 bytes: RLIMIT_FSIZE, ulimit -f)" not in r.stderr:
     problems.append(f"report over the size limit: exit {r.returncode}, stderr {r.stderr!r}, "
                     f"r2.json {'kept' if kept == good_json else 'changed'}")
 if any(n.startswith(".r2.json.tmp") for n in os.listdir(work)):

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -201,6 +202,15 @@ class BasicAtomicFile {
                                  "reaches (2^31 - 1); build it with -D_FILE_OFFSET_BITS=64"));
       return refuse(EFBIG, cat("the file would be ", size, " bytes, more than 2^63 - 1"));
     }
+    // Past a file size limit (RLIMIT_FSIZE, `ulimit -f`) the kernel sends
+    // SIGXFSZ, which ends the process unless it is caught or ignored, at
+    // the reservation or the first write beyond it (only then is it EFBIG):
+    // refused before anything is made.
+    struct rlimit fsize {};
+    if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+        size > static_cast<std::uint64_t>(fsize.rlim_cur))
+      return refuse(EFBIG, cat("the file would be ", size, " bytes, more than this process's file size limit (",
+                               static_cast<std::uint64_t>(fsize.rlim_cur), " bytes: RLIMIT_FSIZE, ulimit -f)"));
     target_ = path;
     struct stat st {};
     bool exists = false;
