@@ -634,16 +634,18 @@ TEST_CASE("unwritable destinations: Error::IoError with the path, the operation 
   }
   SUBCASE("an existing directory, and a FIFO, are never replaced") {
     REQUIRE(::mkdir((dir + "/sub").c_str(), 0755) == 0);
-    fails(dir + "/sub", "not a regular file");
+    const char* const never = " (a directory, device, FIFO or socket is never replaced)";
+    fails(dir + "/sub", std::string("it exists and is not a regular file but a directory") + never);
     REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0644) == 0);
-    fails(dir + "/fifo", "not a regular file");
+    fails(dir + "/fifo", std::string("it exists and is not a regular file but a FIFO") + never);
+    fails("/dev/null", std::string("it exists and is not a regular file but a character device") + never);
     struct stat st {};
     REQUIRE(::lstat((dir + "/fifo").c_str(), &st) == 0);
     CHECK(S_ISFIFO(st.st_mode));
     CHECK(others(dir, {"sub", "fifo"}).empty());
   }
   SUBCASE("a path ending in a slash") {
-    fails(dir + "/", "not a regular file");
+    fails(dir + "/", "not a regular file but a directory");
     // Under a missing directory too: it names a directory, not a missing parent.
     Expected<WriteStats> r = write_ptd_file(store, dir + "/missing/");
     REQUIRE_FALSE(r.ok());

@@ -209,7 +209,8 @@ TEST_CASE("an lcm over the maximum alignment is refused and changes nothing") {
   const std::string before = dump(s);
   Expected<void> r = s.add_named_data("q", span(a), 65539);  // another prime: lcm > 2^32
   CHECK(r.error() == Error::InvalidAlignment);
-  CHECK(r.message() == "key 'q': lcm of alignments 65537 and 65539 exceeds the maximum of 4294967296");
+  CHECK(r.message() == "key 'q': lcm of alignments 65537 and 65539 exceeds the maximum of 4294967296 (its bytes "
+                       "are held once with the equal bytes of other keys, which ask for 65537)");
   CHECK(dump(s) == before);
 }
 
@@ -224,7 +225,8 @@ TEST_CASE("an existing key: an lcm over the maximum is refused and changes neith
   // "w"'s own lcm(1, 65539) fits; the buffer's lcm(65537, 65539) does not.
   Expected<void> r = s.add_named_data("w", span(a), 65539);
   CHECK(r.error() == Error::InvalidAlignment);
-  CHECK(r.message() == "key 'w': lcm of alignments 65537 and 65539 exceeds the maximum of 4294967296");
+  CHECK(r.message() == "key 'w': lcm of alignments 65537 and 65539 exceeds the maximum of 4294967296 (its bytes "
+                       "are held once with the equal bytes of other keys, which ask for 65537)");
   CHECK(dump(s) == before);
 
   // "p" alone on its buffer: its own lcm(65537, 65539) does not fit either.

@@ -215,7 +215,7 @@ class NamedDataStore {
       // buffer whose alignment does not carry its key's (the writer allows
       // it), so either lcm can be the one that overflows.
       if (!key_align) return lcm_overflow(key, k.alignment, align);
-      if (!buf_align) return lcm_overflow(key, b.alignment, align);
+      if (!buf_align) return lcm_overflow(key, b.alignment, align, true);
       k.alignment = *key_align;
       b.alignment = *buf_align;
       return {};
@@ -226,7 +226,7 @@ class NamedDataStore {
     std::uint64_t buf_align = align;
     if (existing) {
       const std::optional<std::uint64_t> l = detail::lcm_alignment(buffers_[*existing].alignment, align);
-      if (!l) return lcm_overflow(key, buffers_[*existing].alignment, align);
+      if (!l) return lcm_overflow(key, buffers_[*existing].alignment, align, true);
       buf_align = *l;
     }
     // All checks passed. What can still fail is memory (std::bad_alloc, in
@@ -398,10 +398,15 @@ class NamedDataStore {
   friend struct detail::StoreAccess;
 
   template <int = 0>
-  static Expected<void> lcm_overflow(std::string_view key, std::uint64_t a, std::uint64_t b) {
+  /// `shared`: `a` is the alignment of a buffer whose bytes other keys
+  /// hold too (said, or the message reads as if `key` had asked for it).
+  static Expected<void> lcm_overflow(std::string_view key, std::uint64_t a, std::uint64_t b, bool shared = false) {
     return Expected<void>(Error::InvalidAlignment,
                           detail::cat("key ", detail::quote_name(key), ": lcm of alignments ", a, " and ", b,
-                                      " exceeds the maximum of ", kMaxAlignment));
+                                      " exceeds the maximum of ", kMaxAlignment,
+                                      shared ? detail::cat(" (its bytes are held once with the equal bytes of "
+                                                           "other keys, which ask for ", a, ")")
+                                             : std::string()));
   }
 
   /// Whether key `k` may be added again with `bytes` and `layout`:

@@ -236,7 +236,8 @@ class BasicAtomicFile {
           return fail_errno("stat " + quote_name(target_), e);
       }
       if (!S_ISREG(st.st_mode))
-        return refuse(EINVAL, "it exists and is not a regular file (a directory, device or socket is never replaced)");
+        return refuse(EINVAL, cat("it exists and is not a regular file but ", file_kind(st.st_mode),
+                                  " (a directory, device, FIFO or socket is never replaced)"));
       exists = true;
     } else if (errno != ENOENT) {
       const int e = errno;
@@ -508,6 +509,16 @@ class BasicAtomicFile {
     failure_errno_ = e;
     return Expected<void>(Error::IoError,
                           "cannot write " + quote_name(path_) + ": " + operation + " failed: " + errno_text(e));
+  }
+
+  /// What a file that is not a regular one is, for a message.
+  static const char* file_kind(mode_t mode) noexcept {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "of another kind";
   }
 
   /// fail_msg for open()'s own refusals, with the errno that names them.
