@@ -697,7 +697,10 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
   REQUIRE(::symlink("nothing_there", (dir + "/dangling").c_str()) == 0);
   REQUIRE(::symlink("a_file", (dir + "/to_file").c_str()) == 0);
   CHECK(can_create_file(dir + "/to_file"));
-  CHECK_FALSE(detail::write_whole_file(dir + "/dangling", "x", false).ok());
+  const Expected<void> dangling = detail::write_whole_file(dir + "/dangling", "x", false);
+  CHECK(dangling.message() == "cannot write '" + dir +
+                                  "/dangling': resolve symbolic link (to 'nothing_there') failed: " +
+                                  std::strerror(ENOENT));
   const std::pair<std::string, int> refused[] = {
       {dir + "/dangling", ENOENT},
       {"", EISDIR},

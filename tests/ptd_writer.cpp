@@ -905,7 +905,8 @@ TEST_CASE("validation of stores filled through the bulk path") {
     NamedDataStore s;
     const std::uint32_t b = SA::add_buffer(s, data, 1);
     SA::add_key(s, "k", b, 1, Layout{ScalarType::Float, {2}, {1}});  // dim_order not a permutation
-    expect(s, Error::LayoutMismatch, "key 'k': layout is inconsistent (FLOAT [2] dim_order [1])");
+    expect(s, Error::LayoutMismatch,
+           "key 'k': layout is inconsistent (FLOAT [2] dim_order [1]): dim_order[0] is 1, not below rank 1");
   }
   SUBCASE("a key containing NUL (ExecuTorch's strcmp could never find it)") {
     NamedDataStore s;

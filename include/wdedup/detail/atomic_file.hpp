@@ -228,7 +228,14 @@ class BasicAtomicFile {
         char* real = ::realpath(path.c_str(), nullptr);
         if (!real) {
           const int e = errno;
-          return fail_errno("resolve symbolic link", e);
+          // Where it points (the first step of a chain), or the message
+          // would not say what is missing.
+          char to[PATH_MAX];
+          const ssize_t n = ::readlink(path.c_str(), to, sizeof to);
+          const std::string step =
+              n > 0 ? "resolve symbolic link (to " + quote_name(std::string(to, static_cast<std::size_t>(n))) + ")"
+                    : std::string("resolve symbolic link");
+          return fail_errno(step, e);
         }
         target_ = real;
         std::free(real);

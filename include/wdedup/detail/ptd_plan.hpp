@@ -180,7 +180,7 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
       const std::optional<std::uint64_t> n = k.layout->nbytes();
       if (!n)
         return R(Error::LayoutMismatch, cat("key ", quote_name(k.key), ": layout is inconsistent (",
-                                            describe_layout(k.layout), ")"));
+                                            describe_layout(k.layout), "): ", layout_problem(*k.layout)));
       if (*n != bytes.size())
         return R(Error::LayoutMismatch, cat("key ", quote_name(k.key), ": layout ", describe_layout(k.layout),
                                             " describes ", *n, " bytes but its buffer has ", bytes.size(),
