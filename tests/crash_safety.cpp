@@ -482,6 +482,44 @@ TEST_CASE("an interrupted fallocate (EINTR) is retried; an unsupported one, or E
   }
 }
 
+/// RLIMIT_FSIZE of 1 MiB (soft; the hard limit unlimited).
+bool set_fsize_limit() {
+  struct rlimit lim {};
+  lim.rlim_cur = 1 << 20;
+  lim.rlim_max = RLIM_INFINITY;
+  return ::setrlimit(RLIMIT_FSIZE, &lim) == 0;
+}
+
+/// What `write` (returning a BuildError) gives in a child process, which
+/// first sets a file size limit of 1 MiB (`limit_first`) and SIGXFSZ to
+/// `sigxfsz`: "<error code>|<message>", and the child's wait status. In a
+/// child so that the limit and the signal's disposition stay there.
+template <class Write>
+std::pair<std::string, int> in_child_with_fsize_limit(bool limit_first, void (*sigxfsz)(int), Write write) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::signal(SIGXFSZ, sigxfsz);
+    if (limit_first && !set_fsize_limit()) ::_exit(3);
+    const BuildError e = write();
+    const std::string msg = std::to_string(static_cast<int>(e.code)) + "|" + e.message;
+    (void)!::write(fds[1], msg.data(), msg.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string msg;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return {msg, status};
+}
+
 TEST_CASE("a real write error mid-file (file size limit): destination untouched, no temporary file") {
   // RLIMIT_FSIZE makes the kernel fail the write with EFBIG, for root too,
   // on any file system. In a child, so the limit and the ignored SIGXFSZ
@@ -495,41 +533,24 @@ TEST_CASE("a real write error mid-file (file size limit): destination untouched,
     const std::string dest = dir + "/model.ptd";
     const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
     REQUIRE(wdedup_test::write_file(dest, old_bytes));
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(fds[0]);
-      ::signal(SIGXFSZ, SIG_IGN);
-      // Without reserve, the error comes from writev itself.
-      class LimitAfterCreate final : public detail::FileOps {
-       public:
-        bool reserve_ = true;
-        int make_temp(char* t, mode_t m) override {
-          const int fd = FileOps::make_temp(t, m);
-          struct rlimit lim {};
-          lim.rlim_cur = 1 << 20;
-          lim.rlim_max = RLIM_INFINITY;
-          if (fd >= 0 && ::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(3);
-          return fd;
-        }
-        int reserve(int fd, off_t size) override { return reserve_ ? FileOps::reserve(fd, size) : 0; }
-      } ops;
-      ops.reserve_ = reserve;
-      Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
-      const std::string msg = std::to_string(static_cast<int>(r.error())) + "|" + r.message();
-      (void)!::write(fds[1], msg.data(), msg.size());
-      ::_exit(0);
-    }
-    ::close(fds[1]);
-    std::string msg;
-    char buf[512];
-    ssize_t n;
-    while ((n = ::read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
-    ::close(fds[0]);
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    // Without reserve, the error comes from writev itself.
+    class LimitAfterCreate final : public detail::FileOps {
+     public:
+      bool reserve_ = true;
+      int make_temp(char* t, mode_t m) override {
+        const int fd = FileOps::make_temp(t, m);
+        if (fd >= 0 && !set_fsize_limit()) ::_exit(3);
+        return fd;
+      }
+      int reserve(int fd, off_t size) override { return reserve_ ? FileOps::reserve(fd, size) : 0; }
+    } ops;
+    ops.reserve_ = reserve;
+    const std::pair<std::string, int> out = in_child_with_fsize_limit(false, SIG_IGN, [&] {
+      return detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops).build_error();
+    });
+    const std::string& msg = out.first;  // (not a structured binding: CAPTURE's lambda takes them by reference)
+    const int status = out.second;
+    CAPTURE(status);
     REQUIRE(WIFEXITED(status));
     INFO(msg);
     CHECK(msg.rfind(std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + dest + "': ", 0) == 0);
@@ -558,35 +579,12 @@ TEST_CASE("a file past the process's file size limit is refused before anything 
     const std::string dest = dir + "/model.ptd";
     const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
     REQUIRE(wdedup_test::write_file(dest, old_bytes));
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(fds[0]);
-      ::signal(SIGXFSZ, SIG_DFL);
-      struct rlimit lim {};
-      lim.rlim_cur = 1 << 20;
-      lim.rlim_max = RLIM_INFINITY;
-      if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(3);
-      BuildError e;
-      if (whole_file) {
-        e = detail::write_whole_file(dest, std::string(2 << 20, 'x'), true).build_error();
-      } else {
-        e = write_ptd_file(store, dest).build_error();
-      }
-      const std::string msg = std::to_string(static_cast<int>(e.code)) + "|" + e.message;
-      (void)!::write(fds[1], msg.data(), msg.size());
-      ::_exit(0);
-    }
-    ::close(fds[1]);
-    std::string msg;
-    char buf[512];
-    ssize_t n;
-    while ((n = ::read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
-    ::close(fds[0]);
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    const std::pair<std::string, int> out = in_child_with_fsize_limit(true, SIG_DFL, [&] {
+      return whole_file ? detail::write_whole_file(dest, std::string(2 << 20, 'x'), true).build_error()
+                        : write_ptd_file(store, dest).build_error();
+    });
+    const std::string& msg = out.first;
+    const int status = out.second;
     CAPTURE(status);
     REQUIRE(WIFEXITED(status));  // not ended by SIGXFSZ
     CHECK(WEXITSTATUS(status) == 0);

@@ -397,9 +397,9 @@ class NamedDataStore {
  private:
   friend struct detail::StoreAccess;
 
-  template <int = 0>
   /// `shared`: `a` is the alignment of a buffer whose bytes other keys
   /// hold too (said, or the message reads as if `key` had asked for it).
+  template <int = 0>
   static Expected<void> lcm_overflow(std::string_view key, std::uint64_t a, std::uint64_t b, bool shared = false) {
     return Expected<void>(Error::InvalidAlignment,
                           detail::cat("key ", detail::quote_name(key), ": lcm of alignments ", a, " and ", b,
