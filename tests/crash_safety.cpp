@@ -88,6 +88,9 @@ bool contains(const std::string& haystack, const std::string& needle) {
 class FaultyOps final : public detail::FileOps {
  public:
   enum class Step { None, MakeTemp, Chmod, Reserve, Write, Pwrite, Fsync, Close, Rename, FsyncDir };
+  FaultyOps() = default;
+  /// Fails `step` with `error`.
+  FaultyOps(Step step, int error_) : fail(step), error(error_) {}
   Step fail = Step::None;
   int error = EIO;
   std::uint64_t fail_after_bytes = 0;  ///< Write: succeed this many bytes first
@@ -197,9 +200,7 @@ TEST_CASE("every failing step leaves the destination untouched and removes the t
       const std::string dir = fresh_dir("faults");
       const std::string dest = dir + "/model.ptd";
       if (had_old) REQUIRE(wdedup_test::write_file(dest, old_bytes));
-      FaultyOps ops;
-      ops.fail = c.step;
-      ops.error = c.error;
+      FaultyOps ops(c.step, c.error);
       ops.fail_after_bytes = c.after;
       Expected<WriteStats> r = detail::write_ptd_file_with(store, maps, dest, WriteOptions{}, ops);
       REQUIRE_FALSE(r.ok());
@@ -234,21 +235,12 @@ TEST_CASE("a temporary file the failure keeps from being removed is named in the
       const std::string dir = fresh_dir("unremoved");
       const std::string dest = dir + "/model.ptd";
       REQUIRE(wdedup_test::write_file(dest, old_bytes));
-      FaultyOps ops;
-      ops.fail = step;
-      ops.error = EROFS;
+      FaultyOps ops(step, EROFS);
       ops.unlink_error = EROFS;
-      BuildError e;
-      if (whole_file) {
-        const Expected<void> r = detail::write_whole_file(dest, "{}", true, ops);
-        REQUIRE_FALSE(r.ok());
-        e = r.build_error();
-      } else {
-        const Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
-        REQUIRE_FALSE(r.ok());
-        e = r.build_error();
-      }
-      CHECK(e.code == Error::IoError);
+      const BuildError e =
+          whole_file ? detail::write_whole_file(dest, "{}", true, ops).build_error()
+                     : detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops).build_error();
+      REQUIRE(e.code == Error::IoError);  // (a success would hold Error::Ok)
       const std::vector<std::string> left = others(dir, {"model.ptd"});
       REQUIRE(left.size() == 1);
       CHECK(left[0].rfind(".model.ptd.tmp-", 0) == 0);
@@ -263,9 +255,7 @@ TEST_CASE("a temporary file the failure keeps from being removed is named in the
   }
   // A temporary file already gone (ENOENT) is not reported.
   const std::string dir = fresh_dir("unremoved_gone");
-  FaultyOps ops;
-  ops.fail = Step::Rename;
-  ops.error = EXDEV;
+  FaultyOps ops(Step::Rename, EXDEV);
   ops.unlink_error = ENOENT;
   const Expected<void> r = detail::write_whole_file(dir + "/model.ptd", "{}", true, ops);
   REQUIRE_FALSE(r.ok());
@@ -281,9 +271,7 @@ TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a stor
     const std::string dir = fresh_dir("whole_file");
     const std::string dest = dir + "/report.json";
     REQUIRE(wdedup_test::write_file(dest, old_bytes));
-    FaultyOps ops;
-    ops.fail = step;
-    ops.error = ENOSPC;
+    FaultyOps ops(step, ENOSPC);
     ops.fail_after_bytes = 5;  // a write fails part-way through the text
     Expected<void> r = detail::write_whole_file(dest, text, true, ops);
     REQUIRE_FALSE(r.ok());
@@ -368,8 +356,7 @@ TEST_CASE("a failed directory fsync after the rename is NotDurable, not IoError;
   const std::string dir = fresh_dir("fsync_dir");
   const std::string dest = dir + "/model.ptd";
   REQUIRE(wdedup_test::write_file(dest, {1, 2, 3}));
-  FaultyOps ops;
-  ops.fail = FaultyOps::Step::FsyncDir;
+  FaultyOps ops(FaultyOps::Step::FsyncDir, EIO);
   Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
   CHECK(r.error() == Error::NotDurable);
   CHECK(std::string(error_name(r.error())) == "NotDurable");
@@ -562,7 +549,6 @@ TEST_CASE("a real write error mid-file (file size limit): destination untouched,
     CHECK(others(dir, {"model.ptd"}).empty());
   }
 }
-
 
 TEST_CASE("a file past the process's file size limit is refused before anything is made") {
   // Past RLIMIT_FSIZE the kernel sends SIGXFSZ, whose default action ends
