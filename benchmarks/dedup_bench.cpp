@@ -154,7 +154,7 @@ void advise_pages(const Config& c, std::uint8_t* p, std::uint64_t n) {
   if (c.input_pages == "default" || thp_policy() == "unknown") return;
   const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   const std::uintptr_t lo = (reinterpret_cast<std::uintptr_t>(p) + page - 1) & ~(page - 1);
-  const std::uintptr_t hi = (reinterpret_cast<std::uintptr_t>(p) + n) & ~(page - 1);
+  const std::uintptr_t hi = (reinterpret_cast<std::uintptr_t>(p) + static_cast<std::uintptr_t>(n)) & ~(page - 1);
   if (hi <= lo) return;
   const int advice = c.input_pages == "huge" ? MADV_HUGEPAGE : MADV_NOHUGEPAGE;
   for (const auto& [what, how] : {std::pair<const char*, int>{"madvise", advice}, {"MADV_DONTNEED", MADV_DONTNEED}})
@@ -290,8 +290,9 @@ std::optional<Workload> make_llama(const Config& c, const LlamaSpec& spec) {
 /// copy (separate memory) of method a's tensors: 50% duplicates.
 Workload make_small_tensors(const Config& c) {
   Workload w;
-  const std::uint64_t n = c.small_tensors, size = c.small_tensor_size;
-  const std::uint64_t half = (n + 1) / 2;
+  // (n * size fits a size_t: check_sizes.)
+  const auto n = static_cast<std::size_t>(c.small_tensors), size = static_cast<std::size_t>(c.small_tensor_size);
+  const std::size_t half = (n + 1) / 2;
   w.name = "small tensors";
   char d[128];
   std::snprintf(d, sizeof d, "%llu tensors of %llu B, 50%% duplicates", static_cast<unsigned long long>(n),
@@ -305,18 +306,18 @@ Workload make_small_tensors(const Config& c) {
   std::vector<std::uint32_t> perm(half);
   for (std::uint32_t i = 0; i < half; ++i) perm[i] = i;
   std::uint64_t x = 42;
-  for (std::uint64_t i = half; i > 1; --i) {
+  for (std::size_t i = half; i > 1; --i) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
-    std::swap(perm[i - 1], perm[(x >> 33) % i]);
+    std::swap(perm[i - 1], perm[static_cast<std::size_t>((x >> 33) % i)]);
   }
   wdedup::Method& a = w.own.add_method("a");
   wdedup::Partition& pa = a.add_partition();
-  for (std::uint64_t i = 0; i < half; ++i) pa.add("w." + std::to_string(i), ByteSpan(base + i * size, size));
+  for (std::size_t i = 0; i < half; ++i) pa.add("w." + std::to_string(i), ByteSpan(base + i * size, size));
   wdedup::Method& b = w.own.add_method("b");
   wdedup::Partition& pb = b.add_partition();
-  for (std::uint64_t j = 0; half + j < n; ++j) {
+  for (std::size_t j = 0; half + j < n; ++j) {
     std::uint8_t* dst = base + (half + j) * size;
-    std::memcpy(dst, base + std::uint64_t{perm[j]} * size, size);
+    std::memcpy(dst, base + std::size_t{perm[j]} * size, size);
     pb.add("w." + std::to_string(perm[j]), ByteSpan(dst, size));
   }
   w.expected_distinct = half;
@@ -364,7 +365,8 @@ Workload make_ptd(const Config& c) {
 /// (almost) every byte before it can tell any two apart.
 Workload make_adversarial(const Config& c) {
   Workload w;
-  const std::uint64_t n = c.adversarial_count, size = c.adversarial_size;
+  // (n * size fits a size_t: check_sizes.)
+  const auto n = static_cast<std::size_t>(c.adversarial_count), size = static_cast<std::size_t>(c.adversarial_size);
   w.name = "adversarial";
   char d[160];
   std::snprintf(d, sizeof d, "%llu distinct tensors of %llu B, equal but for 8 B before the shared last KiB",
@@ -375,10 +377,10 @@ Workload make_adversarial(const Config& c) {
   std::uint8_t* base = w.arena.get();
   advise_pages(c, base, n * size);
   fill_random(base, size, 0xBAD);
-  for (std::uint64_t i = 1; i < n; ++i) std::memcpy(base + i * size, base, size);
+  for (std::size_t i = 1; i < n; ++i) std::memcpy(base + i * size, base, size);
   wdedup::Partition& p = w.own.add_method("m").add_partition();
-  for (std::uint64_t i = 0; i < n; ++i) {
-    const std::uint64_t tag = ~i;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t tag = ~std::uint64_t{i};
     std::memcpy(base + i * size + size - 1024 - 8, &tag, 8);
     p.add("t." + std::to_string(i), ByteSpan(base + i * size, size));
   }

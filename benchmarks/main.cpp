@@ -274,16 +274,26 @@ std::string check_sizes(const Config& c) {
       {c.runs_dedup() && c.wants_workload("adversarial"), "--adversarial", c.adversarial_count, c.adversarial_size},
       {!c.once && c.wants("runtime"), "--big-tensor", 1, c.big_tensor},
       {!c.once && c.wants("write"), "--write-bytes", 1, c.write_bytes},
+      // (The lookup stores' tensors: 16 bytes a key.)
+      {!c.once && c.wants("runtime") && !c.key_counts.empty(), "--keys",
+       c.key_counts.empty() ? 0 : *std::max_element(c.key_counts.begin(), c.key_counts.end()), 16},
   };
   for (const Ask& a : asks) {
     if (!a.runs) continue;
     if (a.size != 0 && a.count > UINT64_MAX / a.size)
       return std::string(a.flag) + " asks for more than 2^64 bytes of memory";
     const std::uint64_t bytes = a.count * a.size;
+    // (On a 32-bit target the workloads index their memory with a size_t.)
+    if (bytes > SIZE_MAX)
+      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) +
+             " of memory, more than a 32-bit program addresses";
     if (have != 0 && bytes > have)
       return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) +
              " of memory, more than this machine's " + wdedup::detail::human_bytes(have);
   }
+  if (!c.once && c.wants("runtime") && c.lookups > SIZE_MAX)
+    return "--lookups " + std::to_string(c.lookups) + " is more than a 32-bit program counts (" +
+           std::to_string(SIZE_MAX) + ")";
   return "";
 }
 

@@ -54,11 +54,11 @@ struct KeyStore {
 /// its JSON).
 std::optional<KeyStore> write_key_store(const Config& c, std::uint64_t keys) {
   KeyStore s;
-  s.data.resize(keys * 4);
+  s.data.resize(static_cast<std::size_t>(keys) * 4);  // (fits a size_t: check_sizes)
   wdedup::NamedDataStore store;
-  for (std::uint64_t i = 0; i < keys; ++i) {
+  for (std::size_t i = 0; i < keys; ++i) {
     s.names.push_back(key_name(i));
-    for (std::uint64_t k = 0; k < 4; ++k) s.data[i * 4 + k] = static_cast<std::uint32_t>(i * 4 + k);
+    for (std::size_t k = 0; k < 4; ++k) s.data[i * 4 + k] = static_cast<std::uint32_t>(i * 4 + k);
     auto r = store.add_named_data(
         s.names.back(), wdedup::ByteSpan(reinterpret_cast<const std::uint8_t*>(&s.data[i * 4]), 16), 16,
         wdedup::Layout::contiguous(wdedup::ScalarType::Float, {4}));
@@ -109,7 +109,7 @@ template <class T>
 void shuffle(std::vector<T>& v, std::uint64_t seed) {
   for (std::size_t i = v.size(); i > 1; --i) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    std::swap(v[i - 1], v[(seed >> 33) % i]);
+    std::swap(v[i - 1], v[static_cast<std::size_t>((seed >> 33) % i)]);
   }
 }
 
@@ -150,12 +150,12 @@ double paired_ratio(const std::vector<double>& base, const std::vector<double>& 
 /// the clock has stopped.
 template <class Find>
 double chained_latency(const std::vector<std::string>& q, std::size_t n, std::uint64_t* sum, Find find) {
-  std::uint64_t acc = 0, chain = 0;
-  std::size_t j = 0;
+  std::uint64_t acc = 0;
+  std::size_t j = 0, chain = 0;
   const double t0 = bench::now_seconds();
   for (std::size_t i = 0; i < n; ++i, j = j + 1 == q.size() ? 0 : j + 1) {
     const std::uint64_t v = find(q[j + chain]);
-    chain = v >> 63;
+    chain = static_cast<std::size_t>(v >> 63);
     acc += v;
   }
   const double t = bench::now_seconds() - t0;
@@ -275,6 +275,7 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   // cache miss rather than for the lookup. Prebuilt std::strings, so no
   // contender pays for building its key type.
   const std::uint64_t nqueries = std::min<std::uint64_t>(c.lookups, std::max<std::uint64_t>(keys, 4096));
+  const auto lookups = static_cast<std::size_t>(c.lookups);  // (fits: check_sizes)
   std::vector<std::string> present, missing;
   while (present.size() < nqueries) {
     std::vector<std::string> round = ks.names;
@@ -342,8 +343,8 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   };
 
   progress(c, "runtime: lookups, %llu keys: present keys", static_cast<unsigned long long>(keys));
-  auto s = interleave(c.reps, {checked("unordered_map", present, present_answers, c.lookups, with_umap),
-                               checked("get_tensor_layout", present, present_answers, c.lookups, ours),
+  auto s = interleave(c.reps, {checked("unordered_map", present, present_answers, lookups, with_umap),
+                               checked("get_tensor_layout", present, present_answers, lookups, ours),
                                checked("strcmp scan", present, present_answers, scan_n, scan)});
   {
     Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[1], "unordered_map", s[0]);
@@ -359,9 +360,9 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
     out.rows.push_back(std::move(r));
   }
   progress(c, "runtime: lookups, %llu keys: missing keys", static_cast<unsigned long long>(keys));
-  const std::size_t scan_miss = std::min<std::size_t>(std::max<std::size_t>(16, scan_n / 2), c.lookups);  // a miss scans every key
-  auto m = interleave(c.reps, {checked("unordered_map", missing, missing_answers, c.lookups, with_umap),
-                               checked("get_tensor_layout", missing, missing_answers, c.lookups, ours),
+  const std::size_t scan_miss = std::min<std::size_t>(std::max<std::size_t>(16, scan_n / 2), lookups);  // a miss scans every key
+  auto m = interleave(c.reps, {checked("unordered_map", missing, missing_answers, lookups, with_umap),
+                               checked("get_tensor_layout", missing, missing_answers, lookups, ours),
                                checked("strcmp scan", missing, missing_answers, scan_miss, scan)});
   for (const auto& [who, samples] : {std::pair<const char*, const std::vector<double>*>{"unordered_map", &m[0]},
                                       {"strcmp scan", &m[2]}}) {
@@ -489,16 +490,17 @@ void run_data(const Config& c, Results& out) {
   const FailureScope scope(out);  // (a load that failed voids the rows)
   progress(c, "runtime: get_data / load_data_into: writing a %llu-byte tensor",
            static_cast<unsigned long long>(c.big_tensor));
-  std::unique_ptr<std::uint8_t[]> big(new std::uint8_t[c.big_tensor]());
+  const auto big_size = static_cast<std::size_t>(c.big_tensor);  // (fits: check_sizes)
+  std::unique_ptr<std::uint8_t[]> big(new std::uint8_t[big_size]());
   std::uint8_t small[1024];
-  for (std::uint64_t i = 0; i < c.big_tensor; i += 4096) big[i] = big_byte(i);
+  for (std::size_t i = 0; i < big_size; i += 4096) big[i] = big_byte(i);
   for (std::size_t i = 0; i < sizeof small; ++i) small[i] = static_cast<std::uint8_t>(i * 7);
   wdedup::NamedDataStore store;
   if (auto a = store.add_named_data("small", wdedup::ByteSpan(small, sizeof small), 64); !a) {
     report_failure("building the get_data store: " + a.message());
     return;
   }
-  if (auto a = store.add_named_data("big", wdedup::ByteSpan(big.get(), c.big_tensor), 64); !a) {
+  if (auto a = store.add_named_data("big", wdedup::ByteSpan(big.get(), big_size), 64); !a) {
     report_failure("building the get_data store: " + a.message());
     return;
   }
@@ -555,7 +557,7 @@ void run_data(const Config& c, Results& out) {
     }
     const double t = bench::now_seconds() - t0;
     consume(acc);
-    if (acc != calls * (reinterpret_cast<std::uintptr_t>(right.data()) + right.size()))
+    if (acc != std::uint64_t{calls} * (reinterpret_cast<std::uintptr_t>(right.data()) + right.size()))
       get_data_failure = std::string("get_data(\"") + key + "\") in " + path +
                          ": a timed call failed or gave another view than the first call";
     return t / static_cast<double>(calls);

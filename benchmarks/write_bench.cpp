@@ -98,7 +98,7 @@ void run_write(const Config& c, Results& out) {
   wdedup::NamedDataStore store;
   for (std::uint64_t at = 0, i = 0; at < c.write_bytes; at += chunk, ++i) {
     const std::uint64_t n = std::min(chunk, c.write_bytes - at);
-    std::memcpy(arena.get() + at, &i, std::min<std::uint64_t>(8, n));
+    std::memcpy(arena.get() + at, &i, static_cast<std::size_t>(std::min<std::uint64_t>(8, n)));
     bufs.emplace_back(arena.get() + at, n);
     if (auto a = store.add_named_data("w." + std::to_string(i), bufs.back(), 64); !a) {
       report_failure("building the write store: " + a.message());

@@ -84,17 +84,28 @@ void __libc_free(void*);
 }  // extern "C"
 namespace {
 // While set, malloc gives a block under 16 bytes the alignment jemalloc
-// gives it (FreeBSD's libc, Android's before Scudo): 8, never 16. glibc's
-// own blocks are 16-aligned, so a pointer 8 past a multiple of 16 is one
-// of these, 8 bytes into a glibc block of 24.
+// gives it (FreeBSD's libc, Android's before Scudo): 8, never 16. They come
+// from a pool of their own, 8 bytes into a 16-aligned slot, and are known
+// by their address: glibc aligns its own blocks to 8 only on some targets
+// (armv7: 200 of 1,000 small blocks 8 past a multiple of 16), so an
+// alignment cannot tell the two apart. The test takes a few; a slot is
+// never reused (free is a no-op for them).
 std::atomic<bool> g_jemalloc_small_blocks{false};
-bool jemalloc_small_block(const void* p) { return p != nullptr && reinterpret_cast<std::uintptr_t>(p) % 16 == 8; }
+constexpr std::size_t kSmallSlots = 64;
+alignas(16) unsigned char g_small_pool[kSmallSlots][32];
+std::atomic<std::size_t> g_small_used{0};
+bool jemalloc_small_block(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p), lo = reinterpret_cast<std::uintptr_t>(&g_small_pool[0][0]);
+  return a >= lo && a < lo + sizeof g_small_pool;
+}
 }  // namespace
 extern "C" {
 void* malloc(std::size_t n) {
   void* p = nullptr;
   if (n < 16 && g_jemalloc_small_blocks.load(std::memory_order_relaxed)) {
-    if (auto* b = static_cast<unsigned char*>(__libc_malloc(24))) p = b + 8;
+    const std::size_t slot = g_small_used.fetch_add(1, std::memory_order_relaxed);
+    if (slot >= kSmallSlots) std::abort();  // more small blocks than the test takes
+    p = &g_small_pool[slot][8];
   } else {
     p = __libc_malloc(n);
   }
@@ -119,7 +130,7 @@ void* realloc(void* old, std::size_t n) {
 }
 void free(void* p) {
   count_free(p);
-  __libc_free(jemalloc_small_block(p) ? static_cast<unsigned char*>(p) - 8 : p);
+  if (!jemalloc_small_block(p)) __libc_free(p);
 }
 void* memalign(std::size_t a, std::size_t n) {
   void* p = __libc_memalign(a, n);

@@ -76,12 +76,13 @@ std::string et_load(const std::vector<std::uint8_t>& file, EtMap& m) {
   m.segment_data_size = le64(file.data() + 40);
   const std::uint64_t fb_end = m.flatbuffer_offset + m.flatbuffer_size;
   if (fb_end > file.size()) return "flatbuffer region beyond the end of the file";
-  m.storage.assign((fb_end + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t), std::max_align_t{});
+  const auto fb_bytes = static_cast<std::size_t>(fb_end);  // (within the file, above)
+  m.storage.assign((fb_bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t), std::max_align_t{});
   auto* buf = reinterpret_cast<std::uint8_t*>(m.storage.data());
-  std::memcpy(buf, file.data(), fb_end);
+  std::memcpy(buf, file.data(), fb_bytes);
   if (!fts::FlatTensorBufferHasIdentifier(buf)) return "identifier is not FT01";
   // Stricter than ExecuTorch (which trusts the buffer): the full verifier.
-  flatbuffers::Verifier verifier(buf, fb_end);
+  flatbuffers::Verifier verifier(buf, fb_bytes);
   if (!fts::VerifyFlatTensorBuffer(verifier)) return "flatbuffers::Verifier rejects the flatbuffer";
   m.root = fts::GetFlatTensor(buf);
   if (m.root->named_data() == nullptr) return "named_data is null";
@@ -116,7 +117,7 @@ EtData et_get_data(const EtMap& m, const char* key) {
     // The DataLoader's own bounds check.
     if (d.offset > m.file->size() || seg->size() > m.file->size() - d.offset)
       return fail("segment beyond the end of the file");
-    d.bytes = ByteSpan(m.file->data() + d.offset, seg->size());
+    d.bytes = ByteSpan(m.file->data() + d.offset, static_cast<std::size_t>(seg->size()));  // (within the file)
     return d;
   }
   d.error = "key not found";
@@ -141,7 +142,7 @@ NamedDataStore store_from_fixture(const std::vector<std::uint8_t>& file, const E
   for (flatbuffers::uoffset_t i = 0; i < named->size(); ++i) {
     const fts::NamedData* nd = named->Get(i);
     const fts::DataSegment* seg = m.root->segments()->Get(nd->segment_index());
-    const ByteSpan bytes(file.data() + m.segment_base_offset + seg->offset(), seg->size());
+    const ByteSpan bytes(file.data() + m.segment_base_offset + seg->offset(), static_cast<std::size_t>(seg->size()));
     std::optional<Layout> layout;
     if (const fts::TensorLayout* tl = nd->tensor_layout()) {
       Layout l;

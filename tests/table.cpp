@@ -49,7 +49,7 @@ TEST_CASE("Table: growth from a heap block to a mapping keeps every element; a s
   for (std::uint64_t i = 0; i < kBigCount + 1; ++i) t.push_back(i * 3);
   CHECK(huge_aligned(t.data()));  // past 1 MiB the block is a mapping
   CHECK(t.size() == kBigCount + 1);
-  for (std::uint64_t i = 0; i < t.size(); ++i) REQUIRE(t[i] == i * 3);
+  for (std::size_t i = 0; i < t.size(); ++i) REQUIRE(t[i] == std::uint64_t{i} * 3);
   // Back under 1 MiB: a copy of the first ten (not shrink_to_fit, which is
   // only a request, and a no-op in builds without exceptions).
   const Table<std::uint64_t> head(t.begin(), t.begin() + 10);

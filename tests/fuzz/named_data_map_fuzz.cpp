@@ -172,7 +172,7 @@ void check_keys(const NamedDataMap& m, const std::uint8_t* flat, std::size_t fla
     buffer.assign(static_cast<std::size_t>(info->size) + 1, 0xEE);
     FUZZ_CHECK(m.load_data_into(*k, buffer.data(), buffer.size()), i, info->size);
     FUZZ_CHECK(same_bytes(buffer.data(), data->data(), copied), i, copied);
-    for (std::uint64_t b = copied; b <= info->size; ++b) FUZZ_CHECK(buffer[b] == 0xEE, i, b);
+    for (std::size_t b = static_cast<std::size_t>(copied); b <= info->size; ++b) FUZZ_CHECK(buffer[b] == 0xEE, i, b);
     FUZZ_CHECK(same_bytes(data->data(), flat + info->offset, info->size), i, info->offset);
     if (copied > 0) {
       Status small = m.load_data_into(*k, buffer.data(), static_cast<std::size_t>(copied - 1));
