@@ -31,7 +31,13 @@ def human_bytes(n):
     return f"{int(n)} B" if u == 0 else f"{v:.2f} {units[u]}"
 
 
-MEM = human_bytes(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+MEM_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+MEM = human_bytes(MEM_BYTES)
+# A 32-bit harness (ELF class 1: armv7, i386) refuses a size past its
+# address space before it compares one with the machine's memory.
+with open(exe, "rb") as f:
+    IS_32_BIT = f.read(5)[4:5] == b"\x01"
+PAST_MEMORY = "more than a 32-bit program addresses" if IS_32_BIT else "more than this machine's " + MEM
 not_a_dir = os.path.join(outdir, "bench-args-not-a-dir")
 with open(not_a_dir, "w"):
     pass
@@ -87,10 +93,8 @@ refusals = [
      "--small-tensors asks for more than 2^64 bytes of memory"),
     (["--only", "dedup", "--workloads", "adversarial", "--adversarial", "4503599627370497,4096"],
      "--adversarial asks for more than 2^64 bytes of memory"),
-    (["--only", "runtime", "--big-tensor", "100000000000000"],
-     "--big-tensor asks for 90.95 TiB of memory, more than this machine's " + MEM),
-    (["--only", "write", "--write-bytes", "100000000000000"],
-     "--write-bytes asks for 90.95 TiB of memory, more than this machine's " + MEM),
+    (["--only", "runtime", "--big-tensor", "100000000000000"], "--big-tensor asks for 90.95 TiB of memory, " + PAST_MEMORY),
+    (["--only", "write", "--write-bytes", "100000000000000"], "--write-bytes asks for 90.95 TiB of memory, " + PAST_MEMORY),
     # The build group's compiler and headers, checked before the other groups run.
     (["--only", "runtime,build", "--cxx", "/nonexistent/g++"],
      "--cxx /nonexistent/g++: `/nonexistent/g++ -std=c++17 -fsyntax-only -x c++ /dev/null` failed: cannot start "
@@ -98,6 +102,12 @@ refusals = [
     (["--only", "build", "--include-dir", "/nonexistent"],
      "--include-dir /nonexistent: no readable /nonexistent/wdedup/runtime.hpp (No such file or directory)"),
 ]
+# The lookup stores' tensors, 16 bytes a key: the most keys a file holds
+# ask for 64 GiB, refused where the machine has less (or the program
+# addresses less).
+if IS_32_BIT or MEM_BYTES < (0xFFFFFFFF * 16):
+    refusals.append((["--only", "runtime", "--keys", "16,4294967295"],
+                     "--keys asks for 64.00 GiB of memory, " + PAST_MEMORY))
 for args, want in refusals:
     # --quick first: a mistake accepted by a regression runs the small CI
     # run (seconds), not the full one (explicit flags win over --quick).
