@@ -477,33 +477,49 @@ bool set_fsize_limit() {
   return ::setrlimit(RLIMIT_FSIZE, &lim) == 0;
 }
 
-/// What `write` (returning a BuildError) gives in a child process, which
-/// first sets a file size limit of 1 MiB (`limit_first`) and SIGXFSZ to
-/// `sigxfsz`: "<error code>|<message>", and the child's wait status. In a
-/// child so that the limit and the signal's disposition stay there.
-template <class Write>
-std::pair<std::string, int> in_child_with_fsize_limit(bool limit_first, void (*sigxfsz)(int), Write write) {
+/// A child process and the read end of a pipe from it.
+struct Child {
+  pid_t pid = 0;
+  int read_fd = -1;
+};
+
+/// Forks a child that runs `body(write_fd)` (the pipe's write end) and
+/// exits with the status it returns; the parent keeps the read end.
+template <class Body>
+Child fork_with_pipe(Body body) {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     ::close(fds[0]);
-    ::signal(SIGXFSZ, sigxfsz);
-    if (limit_first && !set_fsize_limit()) ::_exit(3);
-    const BuildError e = write();
-    const std::string msg = std::to_string(static_cast<int>(e.code)) + "|" + e.message;
-    (void)!::write(fds[1], msg.data(), msg.size());
-    ::_exit(0);
+    ::_exit(body(fds[1]));
   }
   ::close(fds[1]);
+  return Child{pid, fds[0]};
+}
+
+/// What `write` (returning a BuildError) gives in a child process, which
+/// first sets a file size limit of 1 MiB (`limit_first`) and SIGXFSZ to
+/// `sigxfsz`: "<error code>|<message>", and the child's wait status. In a
+/// child so that the limit and the signal's disposition stay there.
+template <class Write>
+std::pair<std::string, int> in_child_with_fsize_limit(bool limit_first, void (*sigxfsz)(int), Write write) {
+  const Child child = fork_with_pipe([&](int fd) {
+    ::signal(SIGXFSZ, sigxfsz);
+    if (limit_first && !set_fsize_limit()) return 3;
+    const BuildError e = write();
+    const std::string msg = std::to_string(static_cast<int>(e.code)) + "|" + e.message;
+    (void)!::write(fd, msg.data(), msg.size());
+    return 0;
+  });
   std::string msg;
   char buf[512];
   ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
+  while ((n = ::read(child.read_fd, buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+  ::close(child.read_fd);
   int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
   return {msg, status};
 }
 
@@ -1041,26 +1057,16 @@ class PausingOps final : public detail::FileOps {
   std::uint64_t written_ = 0;
 };
 
-/// A writer in a child process, and the read end of its report pipe.
-struct Writer {
-  pid_t pid = 0;
-  int report_fd = -1;
-};
+/// A writer in a child process; read_fd is its report pipe.
+using Writer = Child;
 
 Writer spawn_writer(const NamedDataStore& store, const std::string& dest, PausingOps::Point point,
                     std::uint64_t mid_bytes = 0) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
-    PausingOps ops(point, fds[1], mid_bytes);
+  return fork_with_pipe([&](int fd) {
+    PausingOps ops(point, fd, mid_bytes);
     Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
-    ::_exit(r.ok() ? 0 : 3);
-  }
-  ::close(fds[1]);
-  return Writer{pid, fds[0]};
+    return r.ok() ? 0 : 3;
+  });
 }
 
 /// Waits for the writer's report; false if it exited without one.
@@ -1068,7 +1074,7 @@ bool await_report(const Writer& w, std::uint64_t* written) {
   std::uint8_t buf[8];
   std::size_t got = 0;
   while (got < sizeof buf) {
-    const ssize_t n = ::read(w.report_fd, buf + got, sizeof buf - got);
+    const ssize_t n = ::read(w.read_fd, buf + got, sizeof buf - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     got += static_cast<std::size_t>(n);
@@ -1083,7 +1089,7 @@ bool kill_and_reap(const Writer& w) {
   ::kill(w.pid, SIGKILL);
   int status = 0;
   REQUIRE(::waitpid(w.pid, &status, 0) == w.pid);
-  ::close(w.report_fd);
+  ::close(w.read_fd);
   if (WIFSIGNALED(status)) {
     CHECK(WTERMSIG(status) == SIGKILL);
     return true;
@@ -1272,7 +1278,7 @@ TEST_CASE("killed by SIGKILL at each step, then at random points: the destinatio
     const auto t0 = std::chrono::steady_clock::now();
     int status = 0;
     REQUIRE(::waitpid(w.pid, &status, 0) == w.pid);
-    ::close(w.report_fd);
+    ::close(w.read_fd);
     REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
     const long long us =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
