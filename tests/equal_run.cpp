@@ -130,6 +130,65 @@ TEST_CASE("equal_to_one: members against one block, a difference at every line o
   }
 }
 
+TEST_CASE("equal_to_one: members side by side, every combination of verdicts, lengths and run sizes") {
+  // Members against one block go kGroup (4) at a time through one loop; a
+  // member found different is dropped from the loop (it reads the block
+  // instead), the loop stops when all four differ, and a run that is not a
+  // multiple of four ends with a group of 3, 2 or 1. Members 0 and 1 take
+  // every pair of difference positions; the others a pattern that puts equal
+  // and unequal members beside them. One member aliases the block itself.
+  constexpr std::size_t kMax = 9;
+  static_assert(wdedup::detail::equal_run_impl::kGroup == 4, "the counts below are chosen around groups of four");
+  for (const NamedKernel& k : kernels()) {
+    CAPTURE(k.name);
+    for (std::size_t n : kLengths) {
+      CAPTURE(n);
+      if (n == 0) continue;  // (length 0: below, every member equal)
+      // Where member i differs (n: nowhere): first byte, last byte, the
+      // middle, the first byte of the second stride, the last byte of the
+      // last whole line.
+      const std::size_t whole = n & ~std::size_t{63};
+      std::vector<std::size_t> where = {n, 0, n - 1, n / 2};
+      if (n > kStride) where.push_back(kStride);
+      if (whole > 0 && whole < n) where.push_back(whole - 1);
+      std::vector<std::uint8_t> one(n + 1);
+      fill(one.data() + 1, n, 77);  // odd-aligned block
+      for (std::size_t w0 : where)
+        for (std::size_t w1 : where)
+          for (std::size_t count = 1; count <= kMax; ++count) {
+            CAPTURE(w0);
+            CAPTURE(w1);
+            CAPTURE(count);
+            std::vector<std::vector<std::uint8_t>> m(kMax);
+            const std::uint8_t* x[kMax];
+            std::size_t diff_at[kMax] = {w0, w1};
+            for (std::size_t i = 2; i < kMax; ++i) diff_at[i] = where[(i * 3 + w0 + 2 * w1) % where.size()];
+            for (std::size_t i = 0; i < kMax; ++i) {
+              const std::size_t shift = i % 3;  // members at different alignments
+              m[i].assign(one.begin() + 1, one.end());
+              m[i].insert(m[i].begin(), shift, std::uint8_t{0});
+              if (diff_at[i] < n) m[i][shift + diff_at[i]] ^= 0x20;
+              x[i] = m[i].data() + shift;
+            }
+            if (diff_at[6] == n) x[6] = one.data() + 1;  // the block itself, as a member
+            bool eq[kMax];
+            for (std::size_t i = 0; i < kMax; ++i) eq[i] = i % 2 == 0;  // stale values that must be overwritten
+            k.fn(x, nullptr, one.data() + 1, count, n, eq);
+            for (std::size_t i = 0; i < count; ++i) {
+              CAPTURE(i);
+              CHECK(eq[i] == (diff_at[i] == n));
+            }
+            for (std::size_t i = count; i < kMax; ++i) CHECK(eq[i] == (i % 2 == 0));
+          }
+    }
+    // Length 0: every member equal, nothing read.
+    const std::uint8_t* null_ptrs[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+    bool eq[5] = {};
+    k.fn(null_ptrs, nullptr, nullptr, 5, 0, eq);
+    for (bool e : eq) CHECK(e);
+  }
+}
+
 TEST_CASE("equal_pairs: a single pair, aliasing pointers and the public entry points") {
   std::vector<std::uint8_t> buf(10000);
   fill(buf.data(), buf.size(), 99);

@@ -114,6 +114,15 @@ constexpr std::size_t kMinChunkMembers = 8;
 ///   the harness measured 0.96x of the read pass on the Xeon VM and
 ///   0.54-0.57x on the Zen 5 EPYC VM (2026-11-28); the new sizes are not
 ///   measured on those.
+/// - Zen 5 EPYC VM (48 KiB L1D), 2026-11-30: all of the above compared a
+///   group's members one after another, the next one's lines prefetched;
+///   there that took 0.55-0.59x of the read pass in the identity engine
+///   alone, whatever the step (1-16 KiB) or group (2-8). Since then the
+///   members of a group are read side by side in one loop (equal_run's
+///   group_to_one): 0.78-0.79x, then 0.88-0.96x once the host was quieter,
+///   for 2 KiB x 4 (two threads 0.83-0.87x); 1, 4, 8 and 16 KiB steps
+///   within that spread (0.80-0.95x), groups of 8 0.71-0.77x. The Zen 4
+///   EPYC and the Xeon have not run it.
 constexpr std::size_t kSweepStep = 2 * 1024;
 constexpr std::size_t kSweepGroup = 4;
 constexpr std::size_t kSweepBlock = 16 * 1024;
@@ -285,8 +294,8 @@ std::vector<std::size_t> cut_tasks(const Weights& weight, std::uint64_t target) 
 /// Splits one class of members (positions cls[0..n), in input order, all
 /// labelled cls[0]) by the bytes [off, off + len) of each.
 ///
-/// Members are first compared with the class leader cls[0] (kRun at a
-/// time): duplicates are the common case, and comparing with a block already
+/// Members are first compared with the class leader cls[0] (up to kRun at
+/// a time, four side by side): duplicates are the common case, and comparing with a block already
 /// in L1/L2 costs less than hashing (XXH3 runs at about half of memcmp's
 /// speed without AVX2). Only members that differ from the leader are hashed, then
 /// bucketed by hash and confirmed against each earlier representative with
