@@ -82,12 +82,9 @@ class Sha256Reference {
       }
       EVP_MD_CTX_free(ctx);
     };
-    std::vector<std::thread> pool;
-    {
-      const wdedup::bench::detail::JoinAll join_all{pool};  // (a failed start joins the others first)
-      for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
-      work();
-    }
+    // Threads as read_pass and deduplicate() start theirs (a thread that
+    // cannot start leaves its buffers to the others, which claim them).
+    wdedup::bench::detail::run_shares(threads, [&](std::size_t) { work(); });
     std::unordered_map<Digest, std::uint32_t, DigestHash> by_digest;
     by_digest.reserve(buffers.size());
     for (std::size_t i = 0; i < buffers.size(); ++i)
@@ -453,7 +450,7 @@ class PairComparisons {
       at += 2 * n_[k];
       if (at * threads >= bytes_ * t) cut[t++] = k + 1;
     }
-    auto share = [&](unsigned s) {
+    auto share = [&](std::size_t s) {
       // Runs of pairs of one length go to the kernel together.
       for (std::size_t k = cut[s], end = cut[s + 1]; k < end;) {
         std::size_t run = k + 1;
@@ -462,12 +459,7 @@ class PairComparisons {
         k = run;
       }
     };
-    std::vector<std::thread> pool;
-    {
-      const wdedup::bench::detail::JoinAll join_all{pool};  // (a failed start joins the others first)
-      for (unsigned s = 1; s < threads; ++s) pool.emplace_back(share, s);
-      share(0);
-    }
+    wdedup::bench::detail::run_shares(threads, share);
     return static_cast<std::size_t>(std::count(eq_.get(), eq_.get() + count, false));
   }
 

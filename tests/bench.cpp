@@ -174,20 +174,23 @@ TEST_CASE("compare: each side's time is its own sample, and the ratio is baselin
   CHECK(q.ratio < 1.0);
 }
 
-TEST_CASE("read_pass: a thread that cannot start leaves as std::system_error, the started ones joined") {
+TEST_CASE("read_pass: a thread that cannot start leaves its share to the calling thread, every byte read") {
   // In a process whose address space has room for one more thread stack
-  // (8 MiB) but not two, read_pass on 4 threads starts one, fails on the
-  // next, and must join the first before the exception leaves: a joinable
-  // std::thread destroyed would call std::terminate (the child's abort).
-  // The limited run is a fresh process (this binary again, this case only):
-  // a fork of this one would inherit glibc's cache of the stacks of earlier
-  // tests' threads, and every new thread started on a cached stack under
-  // the limit (the case then silently tested nothing in a whole-file run).
+  // (8 MiB) but not two, run_shares on 4 shares starts one thread, cannot
+  // start the next two, and must do their shares on the calling thread after
+  // the join: a baseline that skipped them would read fewer bytes than
+  // deduplicate() examines. (Until 2026-11-30 read_pass used std::thread and
+  // left with std::system_error instead.) The limited run is a fresh process
+  // (this binary again, this case only): a fork of this one would inherit
+  // glibc's cache of the stacks of earlier tests' threads, and every new
+  // thread started on a cached stack under the limit (the case then
+  // silently tested nothing in a whole-file run).
   if (std::getenv(kThreadLimitChild) != nullptr) {
-    // 4 KiB: below 64 KiB read_pass once started no thread at all (its
-    // baseline then had none of the start-up cost deduplicate() pays).
-    std::vector<std::uint8_t> bytes(4096, 1);
+    // 4 KiB of bytes 1 to 255, 0 again: their word sum is known exactly.
+    std::vector<std::uint8_t> bytes(4096);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i);
     const std::vector<wdedup::ByteSpan> spans{wdedup::ByteSpan(bytes.data(), bytes.size())};
+    const std::uint64_t want = wdedup::bench::read_pass(spans, 1);
     // A new thread's stack is what `ulimit -s` said when the process
     // started (glibc; 2 MiB under `ulimit -s unlimited`): pinned to 8 MiB,
     // the limit below leaves room for one whatever the shell's limit (with
@@ -202,12 +205,24 @@ TEST_CASE("read_pass: a thread that cannot start leaves as std::system_error, th
     const rlim_t limit = static_cast<rlim_t>(used + (std::uint64_t{8} << 20) + (std::uint64_t{3} << 20));
     const struct rlimit rl = {limit, limit};
     if (::setrlimit(RLIMIT_AS, &rl) != 0) ::_exit(4);
-    try {
-      (void)wdedup::bench::read_pass(spans, 4);
-    } catch (const std::system_error&) {
-      ::_exit(0);
+    // Which thread did each share: the calling thread's besides share 0
+    // means a start failed and the share was not lost.
+    const pthread_t self = ::pthread_self();
+    int on_caller = 0;
+    pthread_t by[4];
+    int times[4] = {0, 0, 0, 0};
+    wdedup::bench::detail::run_shares(4, [&](std::size_t t) {
+      by[t] = ::pthread_self();
+      ++times[t];
+    });
+    for (std::size_t t = 0; t < 4; ++t) {
+      if (times[t] != 1) ::_exit(8);  // a share lost, or done twice
+      if (t > 0 && ::pthread_equal(by[t], self)) ++on_caller;
     }
-    ::_exit(5);  // every thread started: the limit did not bite
+    if (on_caller == 0) ::_exit(5);  // every thread started: the limit did not bite
+    // And read_pass, whose shares go the same way, reads every byte.
+    if (wdedup::bench::read_pass(spans, 4) != want) ::_exit(9);
+    ::_exit(0);
   }
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
@@ -221,8 +236,10 @@ TEST_CASE("read_pass: a thread that cannot start leaves as std::system_error, th
   REQUIRE(::waitpid(pid, &status, 0) == pid);
   CAPTURE(status);
   REQUIRE(WIFEXITED(status));  // not killed by std::terminate's abort
-  // 0: refused with system_error; 5 would be every thread started (the
-  // case not exercised), 3, 4, 6, 7 a child that could not set itself up.
+  // 0: shares left by threads that could not start were done, and read_pass
+  // summed every byte; 5 would be every thread started (the case not
+  // exercised), 8 a share not done or done twice, 9 a wrong sum, 3, 4, 6, 7 a child that
+  // could not set itself up.
   CHECK(WEXITSTATUS(status) == 0);
 }
 #endif

@@ -19,26 +19,29 @@
 #ifndef WDEDUP_BENCH_HPP
 #define WDEDUP_BENCH_HPP
 
-#include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include <unistd.h>
 
+#include "wdedup/detail/min_max.hpp"
+#include "wdedup/detail/threads.hpp"
 #include "wdedup/program.hpp"
 #include "wdedup/runtime/span.hpp"
+
+// Why no <algorithm>, <chrono> or <thread>: the library's own threads,
+// clock, min/max and qsort do the job, and those three headers were a fifth
+// of what gcc executed for a translation unit that includes every public
+// header (detail/threads.hpp, detail/min_max.hpp say why for the library).
 
 namespace wdedup {
 namespace bench {
 
 /// Monotonic seconds from an arbitrary origin.
-inline double now_seconds() noexcept {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+inline double now_seconds() noexcept { return wdedup::detail::monotonic_seconds(); }
 
 /// Bytes of physical memory, or 0 where the system does not say: a tool
 /// refuses a workload larger than this before building it, rather than
@@ -53,11 +56,13 @@ inline std::uint64_t physical_memory() noexcept {
 /// drag a mean anywhere.
 inline double median(std::vector<double> samples) {
   if (samples.empty()) return 0;
+  std::qsort(samples.data(), samples.size(), sizeof(double), [](const void* a, const void* b) {
+    const double x = *static_cast<const double*>(a), y = *static_cast<const double*>(b);
+    return (x > y) - (x < y);
+  });
   const std::size_t mid = samples.size() / 2;
-  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid), samples.end());
-  const double hi = samples[mid];
-  if (samples.size() % 2 == 1) return hi;
-  return (*std::max_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid)) + hi) / 2;
+  if (samples.size() % 2 == 1) return samples[mid];
+  return (samples[mid - 1] + samples[mid]) / 2;
 }
 
 /// Every tensor's bytes in program order, each memory range once: a tensor
@@ -75,19 +80,23 @@ inline std::vector<ByteSpan> input_spans(Span<const Method> methods) {
         if (!t.bytes.empty()) all.push_back(t.bytes);
   // Sort positions by (pointer, size, position) and keep the first of each
   // run: the first occurrence in program order.
-  std::vector<std::size_t> order(all.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    const auto pa = reinterpret_cast<std::uintptr_t>(all[a].data()), pb = reinterpret_cast<std::uintptr_t>(all[b].data());
-    if (pa != pb) return pa < pb;
-    if (all[a].size() != all[b].size()) return all[a].size() < all[b].size();
-    return a < b;
-  });
+  struct Entry {
+    std::uintptr_t at;
+    std::size_t size, pos;
+  };
+  std::vector<Entry> order(all.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = Entry{reinterpret_cast<std::uintptr_t>(all[i].data()), all[i].size(), i};
+  if (order.size() > 1)
+    std::qsort(order.data(), order.size(), sizeof(Entry), [](const void* a, const void* b) {
+      const Entry& x = *static_cast<const Entry*>(a);
+      const Entry& y = *static_cast<const Entry*>(b);
+      if (x.at != y.at) return x.at < y.at ? -1 : 1;
+      if (x.size != y.size) return x.size < y.size ? -1 : 1;
+      return x.pos < y.pos ? -1 : x.pos > y.pos ? 1 : 0;
+    });
   std::vector<char> keep(all.size(), 0);
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    const std::size_t i = order[k];
-    keep[i] = k == 0 || all[order[k - 1]].data() != all[i].data() || all[order[k - 1]].size() != all[i].size();
-  }
+  for (std::size_t k = 0; k < order.size(); ++k)
+    keep[order[k].pos] = k == 0 || order[k - 1].at != order[k].at || order[k - 1].size != order[k].size;
   std::vector<ByteSpan> out;
   for (std::size_t i = 0; i < all.size(); ++i)
     if (keep[i]) out.push_back(all[i]);
@@ -107,14 +116,22 @@ inline std::uint64_t total_bytes(const std::vector<ByteSpan>& spans) noexcept {
 
 namespace detail {
 
-/// Joins every joinable thread of `pool` when it goes out of scope.
-struct JoinAll {
-  std::vector<std::thread>& pool;
-  ~JoinAll() {
-    for (std::thread& t : pool)
-      if (t.joinable()) t.join();
-  }
-};
+/// Calls share(t) for every t in [0, n), each on a thread of its own (t = 0
+/// on the calling one), started per call as deduplicate() starts its own
+/// (the library's POSIX workers). A thread that cannot be started is
+/// skipped there; its share is done here after the join, so every share is
+/// done (by fewer threads than asked: a baseline is then slower, never
+/// smaller).
+template <class Share>
+void run_shares(std::size_t n, const Share& share) {
+  std::vector<char> done(n, 0);
+  wdedup::detail::run_workers(n, [&](std::size_t t) {
+    share(t);
+    done[t] = 1;
+  });
+  for (std::size_t t = 0; t < n; ++t)
+    if (!done[t]) share(t);
+}
 
 /// Sums the 64-bit words of [p, p + n) (the last < 8 bytes one by one).
 /// Four independent accumulators let the compiler vectorize the loop and
@@ -221,7 +238,7 @@ struct SpanCursor {
   }
   /// Contiguous bytes available at the cursor.
   std::uint64_t run() const noexcept {
-    return left == 0 ? 0 : std::min<std::uint64_t>(left, (*spans)[index].size() - offset);
+    return left == 0 ? 0 : wdedup::detail::min_of<std::uint64_t>(left, (*spans)[index].size() - offset);
   }
   const std::uint8_t* ptr() const noexcept { return (*spans)[index].data() + offset; }
   void advance(std::uint64_t n) noexcept {
@@ -240,7 +257,7 @@ inline std::uint64_t sum_range2(const std::vector<ByteSpan>& spans, std::uint64_
   SpanCursor a(spans, begin, mid), b(spans, mid, end);
   std::uint64_t sum = 0;
   while (a.run() > 0 && b.run() > 0) {
-    const std::uint64_t n = std::min(a.run(), b.run());
+    const std::uint64_t n = wdedup::detail::min_of(a.run(), b.run());
     sum += sum_words2(a.ptr(), b.ptr(), static_cast<std::size_t>(n));
     a.advance(n);
     b.advance(n);
@@ -254,7 +271,7 @@ inline std::uint64_t sum_range2(const std::vector<ByteSpan>& spans, std::uint64_
 inline std::uint64_t sum_range(const std::vector<ByteSpan>& spans, std::uint64_t begin, std::uint64_t end) noexcept {
   std::uint64_t sum = 0, at = 0;
   for (const ByteSpan& s : spans) {
-    const std::uint64_t lo = std::max(begin, at), hi = std::min(end, at + s.size());
+    const std::uint64_t lo = wdedup::detail::max_of(begin, at), hi = wdedup::detail::min_of(end, at + s.size());
     if (lo < hi) sum += sum_words(s.data() + (lo - at), static_cast<std::size_t>(hi - lo));
     at += s.size();
     if (at >= end) break;
@@ -278,28 +295,18 @@ inline std::uint64_t sum_range(const std::vector<ByteSpan>& spans, std::uint64_t
 /// machines, so deduplication can beat a one-stream pass. The two-stream
 /// pass is the stricter baseline.
 inline std::uint64_t read_pass(const std::vector<ByteSpan>& spans, unsigned threads = 0, unsigned streams = 1) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  if (threads == 0) threads = wdedup::detail::hardware_threads();
   const std::uint64_t total = total_bytes(spans);
   auto sum = [&](std::uint64_t b, std::uint64_t e) {
     return streams >= 2 ? detail::sum_range2(spans, b, e) : detail::sum_range(spans, b, e);
   };
   if (threads == 1) return sum(0, total);
   std::vector<std::uint64_t> sums(threads, 0);
-  auto share = [&](unsigned t) {
+  detail::run_shares(threads, [&](std::size_t t) {
     // Shares end on 64-byte boundaries so no two threads touch one cache line.
-    auto cut = [&](unsigned k) { return k == threads ? total : (total / threads * k) & ~std::uint64_t{63}; };
+    auto cut = [&](std::size_t k) { return k == threads ? total : (total / threads * k) & ~std::uint64_t{63}; };
     sums[t] = sum(cut(t), cut(t + 1));
-  };
-  std::vector<std::thread> pool;
-  {
-    // Joined on every way out: if starting a thread fails (std::system_error),
-    // the ones started are joined before the exception leaves, where a
-    // joinable std::thread destroyed would end the program.
-    const detail::JoinAll join_all{pool};
-    pool.reserve(threads - 1);
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(share, t);
-    share(0);
-  }
+  });
   std::uint64_t out = 0;
   for (std::uint64_t v : sums) out += v;
   return out;
@@ -324,7 +331,7 @@ template <class Subject, class Baseline>
 Paired compare(unsigned reps, Subject&& subject, Baseline&& baseline) {
   Paired p;
   std::vector<double> ratios;
-  for (unsigned r = 0; r < std::max(1u, reps); ++r) {
+  for (unsigned r = 0; r < wdedup::detail::max_of(1u, reps); ++r) {
     double ts = 0, tb = 0;
     auto time_subject = [&] {
       const double t0 = now_seconds();
