@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -139,6 +138,29 @@ TEST_CASE("compare: runs each side reps times, alternating which goes first") {
   CHECK(wdedup::bench::gb_per_s(1, 0.0) == 0.0);
 }
 
+TEST_CASE("run_shares: every share once, on threads of their own; zero shares count as one") {
+  // (A mutex-free count: each share writes its own slot, read after the join.)
+  int times[3] = {0, 0, 0};
+  pthread_t by[3];
+  wdedup::bench::detail::run_shares(3, [&](std::size_t t) {
+    ++times[t];
+    by[t] = ::pthread_self();
+  });
+  CHECK(times[0] == 1);
+  CHECK(times[1] == 1);
+  CHECK(times[2] == 1);
+  CHECK(::pthread_equal(by[0], ::pthread_self()) != 0);  // share 0 on the calling thread
+  CHECK(::pthread_equal(by[1], ::pthread_self()) == 0);  // the others on threads it started
+  CHECK(::pthread_equal(by[2], ::pthread_self()) == 0);
+  CHECK(::pthread_equal(by[1], by[2]) == 0);
+  int zero = 0;
+  wdedup::bench::detail::run_shares(0, [&](std::size_t t) {
+    CHECK(t == 0);
+    ++zero;
+  });
+  CHECK(zero == 1);
+}
+
 #if defined(__cpp_exceptions) && defined(__linux__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 namespace {
 /// This process's address space in use (VmSize), in bytes; 0 if unknown.
@@ -186,7 +208,8 @@ TEST_CASE("read_pass: a thread that cannot start leaves its share to the calling
   // thread started on a cached stack under the limit (the case then
   // silently tested nothing in a whole-file run).
   if (std::getenv(kThreadLimitChild) != nullptr) {
-    // 4 KiB of bytes 1 to 255, 0 again: their word sum is known exactly.
+    // 4 KiB of bytes 0 to 255, four times; the sum to expect is a one-thread
+    // pass's, taken before the limit.
     std::vector<std::uint8_t> bytes(4096);
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i);
     const std::vector<wdedup::ByteSpan> spans{wdedup::ByteSpan(bytes.data(), bytes.size())};

@@ -121,9 +121,12 @@ namespace detail {
 /// (the library's POSIX workers). A thread that cannot be started is
 /// skipped there; its share is done here after the join, so every share is
 /// done (by fewer threads than asked: a baseline is then slower, never
-/// smaller).
+/// smaller). n = 0 counts as 1. `share` is called through a const
+/// reference (a `mutable` lambda does not compile), from several threads
+/// at once.
 template <class Share>
 void run_shares(std::size_t n, const Share& share) {
+  if (n == 0) n = 1;  // (run_workers calls share(0) whatever n is)
   std::vector<char> done(n, 0);
   wdedup::detail::run_workers(n, [&](std::size_t t) {
     share(t);

@@ -320,7 +320,8 @@ inline void equal_group_ahead(const std::uint8_t* const* x, const std::uint8_t* 
 }
 
 /// eq[i] = bytes [x[i], x[i] + n) == bytes [one, one + n): many members
-/// against one block that stays in cache (only the members are prefetched).
+/// against one block that stays in cache, four side by side (group_to_one;
+/// nothing is prefetched: four streams keep memory busy).
 inline void equal_to_one(const std::uint8_t* const* x, const std::uint8_t* one, std::size_t count, std::size_t n,
                          bool* eq) noexcept {
   equal_run_impl::dispatch(x, nullptr, one, count, n, eq);

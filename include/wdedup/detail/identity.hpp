@@ -207,8 +207,9 @@ std::uint32_t bucket_and_confirm(FlatIndex& index, std::uint32_t* next, std::uin
 }
 
 /// Pairs (or members) compared in one equal_pairs()/equal_to_one() run:
-/// each prefetches the next, so a run keeps memory busy from its second
-/// pair on; 64 makes the unprefetched first one rare.
+/// pairs go four at a time, each four prefetching the next, so a run keeps
+/// memory busy from its second group on; members go four side by side. 64
+/// makes the unprefetched first group rare.
 constexpr std::size_t kRun = 64;
 /// Blocks up to this long go through those runs; longer ranges stream
 /// well enough through memcmp alone (the prefetcher has time to ramp up).
