@@ -96,72 +96,6 @@ __attribute__((always_inline)) inline bool tail_equal(const std::uint8_t* x, con
   return whole == n || std::memcmp(x + whole, y + whole, n - whole) == 0;
 }
 
-/// Compares pair (x, y) of n bytes and prefetches nx at the offsets it
-/// reads, W bytes at a time (W divides 64). Always inlined, so that under
-/// run_avx2's target attribute all of it is compiled for AVX2.
-template <std::size_t W>
-__attribute__((always_inline)) inline bool equal_one(const std::uint8_t* x, const std::uint8_t* y, std::size_t n,
-                                                     const std::uint8_t* nx) noexcept {
-  using V = typename Vec<W>::type;
-  constexpr std::size_t kPerLine = 64 / W;
-  const std::size_t whole = n & ~std::size_t{63};
-  for (std::size_t o = 0; o < whole; o += kExitStride) {
-    const std::size_t end = whole - o < kExitStride ? whole : o + kExitStride;
-    typename Vec<W>::acc acc{};
-    for (std::size_t q = o; q < end; q += 64) {
-      // The builtin itself: a helper function would not be inlined across
-      // the target attribute, and GCC drops a call to it as side-effect free.
-      __builtin_prefetch(nx + q, 0, 2);
-      const V* a = reinterpret_cast<const V*>(x + q);
-      const V* b = reinterpret_cast<const V*>(y + q);
-      for (std::size_t k = 0; k < kPerLine; ++k) acc |= a[k] ^ b[k];
-    }
-    if (any_bit<W>(acc)) return false;
-  }
-  return tail_equal(x, y, whole, n);
-}
-
-/// Compares the kGroup pairs (x[p], y[p]) of n bytes in one loop and
-/// prefetches the next group's pairs, kAheadFirstBytes of each nx[p] and
-/// kAheadSecondBytes of each ny[p], while it reads its own first page. A
-/// pair found different stops being read: the others go on alone from the
-/// end of that stride. A caller with fewer pairs repeats one (its lines are
-/// then read twice, from cache).
-template <std::size_t W>
-__attribute__((always_inline)) inline void equal_group(const std::uint8_t* const* x, const std::uint8_t* const* y,
-                                                       std::size_t n, const std::uint8_t* const* nx,
-                                                       const std::uint8_t* const* ny, bool* eq) noexcept {
-  using V = typename Vec<W>::type;
-  constexpr std::size_t kPerLine = 64 / W;
-  const std::size_t whole = n & ~std::size_t{63};
-  const std::size_t ahead_x = whole < kAheadFirstBytes ? whole : kAheadFirstBytes;
-  const std::size_t ahead_y = whole < kAheadSecondBytes ? whole : kAheadSecondBytes;
-  for (std::size_t o = 0; o < whole; o += kExitStride) {
-    const std::size_t end = whole - o < kExitStride ? whole : o + kExitStride;
-    typename Vec<W>::acc acc[kGroup] = {};
-    for (std::size_t q = o; q < end; q += 64) {
-      if (q < ahead_x)
-        for (std::size_t p = 0; p < kGroup; ++p) __builtin_prefetch(nx[p] + q, 0, 2);
-      if (q < ahead_y)
-        for (std::size_t p = 0; p < kGroup; ++p) __builtin_prefetch(ny[p] + q, 0, 2);
-      for (std::size_t p = 0; p < kGroup; ++p) {
-        const V* a = reinterpret_cast<const V*>(x[p] + q);
-        const V* b = reinterpret_cast<const V*>(y[p] + q);
-        for (std::size_t k = 0; k < kPerLine; ++k) acc[p] |= a[k] ^ b[k];
-      }
-    }
-    bool differ[kGroup];
-    bool any = false;
-    for (std::size_t p = 0; p < kGroup; ++p) any |= differ[p] = any_bit<W>(acc[p]);
-    if (any) {
-      for (std::size_t p = 0; p < kGroup; ++p)
-        eq[p] = !differ[p] && equal_one<W>(x[p] + end, y[p] + end, n - end, x[p] + end);
-      return;
-    }
-  }
-  for (std::size_t p = 0; p < kGroup; ++p) eq[p] = tail_equal(x[p], y[p], whole, n);
-}
-
 /// Compares the G members x[p] of n bytes with `one` in one loop: each
 /// line of `one` is loaded once for all of them, and their G streams are
 /// read side by side, so that G of their misses are in flight at once. A
@@ -175,7 +109,9 @@ __attribute__((always_inline)) inline void equal_group(const std::uint8_t* const
 /// KiB on, in steps of 2 KiB, 9 repetitions, two processes) one after
 /// another took 22-26 ms, 0.59-0.67x of a one-stream read pass of the same
 /// bytes; four side by side 12.4-12.5 ms (1.17x), eight 13.9-14.3 ms,
-/// two 17.0-18.7 ms.
+/// two 17.0-18.7 ms. Always inlined, so that under run_avx2's target
+/// attribute all of it is compiled for AVX2 (W bytes at a time; W divides
+/// 64).
 template <std::size_t W, std::size_t G>
 __attribute__((always_inline)) inline void group_to_one(const std::uint8_t* const* x, const std::uint8_t* one,
                                                         std::size_t n, bool* eq) noexcept {
@@ -208,6 +144,53 @@ __attribute__((always_inline)) inline void group_to_one(const std::uint8_t* cons
     }
   }
   for (std::size_t p = 0; p < G; ++p) eq[p] = !differ[p] && tail_equal(x[p], one, whole, n);
+}
+
+/// Compares the kGroup pairs (x[p], y[p]) of n bytes in one loop and
+/// prefetches the next group's pairs, kAheadFirstBytes of each nx[p] and
+/// kAheadSecondBytes of each ny[p], while it reads its own first page. A
+/// pair found different stops being read: the others go on alone from the
+/// end of that stride. A caller with fewer pairs repeats one (its lines are
+/// then read twice, from cache).
+template <std::size_t W>
+__attribute__((always_inline)) inline void equal_group(const std::uint8_t* const* x, const std::uint8_t* const* y,
+                                                       std::size_t n, const std::uint8_t* const* nx,
+                                                       const std::uint8_t* const* ny, bool* eq) noexcept {
+  using V = typename Vec<W>::type;
+  constexpr std::size_t kPerLine = 64 / W;
+  const std::size_t whole = n & ~std::size_t{63};
+  const std::size_t ahead_x = whole < kAheadFirstBytes ? whole : kAheadFirstBytes;
+  const std::size_t ahead_y = whole < kAheadSecondBytes ? whole : kAheadSecondBytes;
+  for (std::size_t o = 0; o < whole; o += kExitStride) {
+    const std::size_t end = whole - o < kExitStride ? whole : o + kExitStride;
+    typename Vec<W>::acc acc[kGroup] = {};
+    for (std::size_t q = o; q < end; q += 64) {
+      // The builtin itself: a helper function would not be inlined across
+      // the target attribute, and GCC drops a call to it as side-effect free.
+      if (q < ahead_x)
+        for (std::size_t p = 0; p < kGroup; ++p) __builtin_prefetch(nx[p] + q, 0, 2);
+      if (q < ahead_y)
+        for (std::size_t p = 0; p < kGroup; ++p) __builtin_prefetch(ny[p] + q, 0, 2);
+      for (std::size_t p = 0; p < kGroup; ++p) {
+        const V* a = reinterpret_cast<const V*>(x[p] + q);
+        const V* b = reinterpret_cast<const V*>(y[p] + q);
+        for (std::size_t k = 0; k < kPerLine; ++k) acc[p] |= a[k] ^ b[k];
+      }
+    }
+    bool differ[kGroup];
+    bool any = false;
+    for (std::size_t p = 0; p < kGroup; ++p) any |= differ[p] = any_bit<W>(acc[p]);
+    if (any) {
+      for (std::size_t p = 0; p < kGroup; ++p) {
+        eq[p] = false;
+        if (differ[p]) continue;
+        const std::uint8_t* rest = x[p] + end;
+        group_to_one<W, 1>(&rest, y[p] + end, n - end, &eq[p]);
+      }
+      return;
+    }
+  }
+  for (std::size_t p = 0; p < kGroup; ++p) eq[p] = tail_equal(x[p], y[p], whole, n);
 }
 
 /// The loop over a run, W bytes at a time. y == nullptr: every x is
