@@ -6,7 +6,7 @@
 #                       and the runtime tests and the build-time main paths for -m32
 #   gcc-c++20-noexcept  C++20, everything built with -fno-exceptions -fno-rtti (-Og)
 #   clang-c++20         clang, C++20 (with the header and must-not-compile checks; -O0)
-#   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer (malformed files above all),
+#   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer, -O0 (malformed files above all),
 #                       the reader's libFuzzer target for a fixed 500k inputs (~35 s) and the
 #                       import's (import, deduplicate, write, read back) for 150k (~35 s), side by side
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
@@ -31,14 +31,18 @@ declare -A CXX_OF=(
 # another standard library mode and another compiler, which need no -O2, and
 # -O2 was half their time. EPYC VM, 2026-11-29, configure + build + test:
 # gcc C++20 noexcept 217 s at -O2, 116 s at -Og (123 + 22 s at -O0);
-# clang C++20 241 s at -O2, 200 s at -O1, 136 s at -O0. The sanitizer
-# builds keep -O1 (clang's), where the fuzzers run their fixed counts.
+# clang C++20 241 s at -O2, 200 s at -O1, 136 s at -O0. TSan keeps -O2.
+# ASan+UBSan builds at -O0 (the sanitizers check as much there) and its
+# fuzzers, with the reader's replay, at -O1, where their fixed counts were
+# sized (tests/fuzz/meson.build): configure + build + test took 377 s with
+# everything at -O1, 222 s so (EPYC Zen 5 VM, 2026-11-30: clang compiled
+# tests/import.cpp in 37 s at -O1, 12 s at -O0).
 declare -A OPTS_OF=(
   [gcc-c++17]="-Dcpp_std=c++17 -Ddebug=false"
   [gcc-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Doptimization=g -Dbenchmarks=false -Dm32_suite=false"
   [clang-c++17]="-Dcpp_std=c++17 -Ddebug=false -Doptimization=0 -Dbenchmarks=false -Dm32_suite=false"
   [clang-c++20]="-Dcpp_std=c++20 -Ddebug=false -Doptimization=0 -Dbenchmarks=false -Dm32_suite=false"
-  [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=1 -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false -Dfuzz=true"
+  [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=0 -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false -Dfuzz=true"
   [tsan]="-Dcpp_std=c++17 -Db_sanitize=thread -Db_lundef=false -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false")
 # The sanitizer builds build and run only the tests that exercise what they
 # check; the compile-only suites (headers, must-not-compile) and the benchmark
