@@ -12,7 +12,8 @@ size_t is 32 bits while the flags, files and counts are 64. A cross build
 for armv7 found three sources that did not (narrowing warnings under
 -Werror), and a count that wrapped in 32 bits.
 
-The build's own -m32 commands are skipped. OpenSSL's configuration header
+The build's own -m32 commands are skipped, and with them the sources they
+compile. OpenSSL's configuration header
 lives in the 64-bit multiarch directory only (no 32-bit libssl-dev here):
 it is searched last, after the 32-bit ones, for the benchmark that
 includes <openssl/sha.h>; a syntax check needs nothing from it that
@@ -29,12 +30,14 @@ import sys
 def commands(build, root):
     with open(os.path.join(build, "compile_commands.json")) as f:
         entries = json.load(f)
-    seen = set()
+    parsed = []
     for e in entries:
         args = shlex.split(e["command"]) if "command" in e else list(e["arguments"])
-        if "-m32" in args:
-            continue
-        src = os.path.normpath(os.path.join(e["directory"], e["file"]))
+        parsed.append((e, args, os.path.normpath(os.path.join(e["directory"], e["file"]))))
+    # A source the build itself compiles for 32 bits (the -m32 tests) is
+    # checked there, whole and with -Werror: not once more here.
+    seen = {src for _, args, src in parsed if "-m32" in args}
+    for e, args, src in parsed:
         if src in seen:
             continue
         seen.add(src)
