@@ -166,7 +166,12 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
       const Partition& part = method.partitions[p];
       auto where = [&] { return cat("method ", quote_name(method.name), " partition ", p, ": "); };
       const auto count = static_cast<std::uint32_t>(part.tensors.size());
-      auto name_at = [&](std::size_t j) -> std::string_view { return part.tensors[j].name; };
+      // (An overlong name is refused below before its hash is taken: it is
+      // hashed as empty, not read whole, 4 GiB and more, for nothing.)
+      auto name_at = [&](std::size_t j) -> std::string_view {
+        const std::string& name = part.tensors[j].name;
+        return name.size() > UINT32_MAX ? std::string_view() : std::string_view(name);
+      };
       HashAhead<decltype(name_at)> ahead(count, name_at, names->index());
       for (std::uint32_t t = 0; t < count; ++t) {
         const Tensor& tensor = part.tensors[t];
