@@ -799,18 +799,17 @@ TEST_CASE("the store's key index finds every key, whether the name index was han
 // the function tables while the check runs). Not where size_t has 32 bits,
 // and only where tests/meson.build defines WDEDUP_TEST_4GIB_NAME: in an
 // optimized build without a sanitizer (scripts/test.sh's reference build).
-// What it checks does not depend on the compiler or the build, and on the
-// Zen 5 EPYC VM each run cost 7-20 s in the full suite, the host backing
-// the 4 GiB anew each time (TSan's shadow of it would take several times
-// that). Its buffer is reserved first and asked for transparent huge pages before
-// it is filled: filled on 4 KiB pages, it took 15 s in every build on a VM
-// whose page faults cost ~10 us (1M of them; 27 s under ASan), 0.7-9 s on
-// 2 MiB pages. (Where THP is off, madvise fails or does nothing: the fill
-// is only slower.) glibc's malloc must not fill it first: meson runs each
-// test with MALLOC_PERTURB_ set, which has malloc write every byte it hands
-// out (20 s of this test in the full suite, against 1 s without), so the
-// perturbation is off for this one allocation and back on after it (as
-// MALLOC_PERTURB_ gives it).
+// What it checks does not depend on the compiler or the build, and each run
+// cost 7-20 s in the full suite on the Zen 5 EPYC VM, whose host backs the
+// 4 GiB anew each time (TSan's shadow of it would take several times that).
+// The buffer is reserved, then asked for transparent huge pages, then
+// filled: on 4 KiB pages the fill took 15 s there (a million page faults at
+// ~10 us), on 2 MiB pages 0.7-9 s. (Where THP is off, madvise fails or does
+// nothing: the fill is only slower.) glibc's malloc must not fill it first:
+// meson runs each test with MALLOC_PERTURB_ set, which has malloc write
+// every byte it hands out (20 s of this test in the full suite, against
+// 1 s without), so the perturbation is off for this one allocation and
+// back on after it (as MALLOC_PERTURB_ gives it).
 #if SIZE_MAX > UINT32_MAX && defined(WDEDUP_TEST_4GIB_NAME)
 TEST_CASE("a tensor name longer than 2^32 - 1 bytes is refused, not truncated") {
   static const std::uint8_t w[4] = {1, 2, 3, 4};
