@@ -57,9 +57,61 @@ for r in alone:
     if (r["baseline"], r["extra"].get("pair_bytes"), r["extra"].get("bytes_examined")) != \
             ("read pass", 2 * 5000 * 4096, 10000 * 4096):
         problems.append(f"comparisons-alone row {r['threads']} thr: {r['baseline']!r}, {r['extra']}")
+# Steadiness: each timed row's median over its fastest repetition, each
+# side (bench::median_over_fastest), whether both are at most 1.5
+# (bench::kUnsteady), the run's count of unsteady rows, and the lines under
+# the table that name them (or say none is).
+def median_over_fastest(samples):
+    xs = sorted(samples)
+    mid = len(xs) // 2
+    median = xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    return median / xs[0] if xs[0] > 0 else 0
+
+
+timed = [r for r in rows if r.get("samples") or r.get("baseline_samples")]
+unsteady = []
+for r in timed:
+    for side, key in (("samples", "median_over_fastest"), ("baseline_samples", "baseline_median_over_fastest")):
+        if not r.get(side):
+            if key in r:
+                problems.append(f"row {r['name']!r}: {key} without {side}")
+            continue
+        # The samples are printed to 6 significant digits: the figure made
+        # from them agrees to about that.
+        want = median_over_fastest(r[side])
+        if not isinstance(r.get(key), (int, float)) or abs(r[key] - want) > 1e-4 * max(want, 1):
+            problems.append(f"row {r['name']!r}: {key} {r.get(key)!r}, its {side} give {want}")
+    steady = all(r.get(k, 0) <= 1.5 for k in ("median_over_fastest", "baseline_median_over_fastest"))
+    if r.get("steady") is not steady:
+        problems.append(f"row {r['name']!r}: steady {r.get('steady')!r} with medians over fastest "
+                        f"{r.get('median_over_fastest')!r} and {r.get('baseline_median_over_fastest')!r}")
+    if not steady:
+        unsteady.append(r)
+if any("steady" in r for r in rows if r not in timed):
+    problems.append("an untimed row says whether it is steady")
+if doc.get("unsteady_rows") != len(unsteady):
+    problems.append(f"unsteady_rows {doc.get('unsteady_rows')!r}, {len(unsteady)} rows say they are unsteady")
+out_lines = run.stdout.splitlines()
+if not unsteady:
+    want_line = "steady: every timed row's median is within 1.5x of its fastest repetition, both sides."
+    if want_line not in out_lines:
+        problems.append(f"no unsteady row, and no line {want_line!r} under the table")
+else:
+    head = f"unsteady: {len(unsteady)} of {len(timed)} timed rows have a median over 1.5x their fastest repetition"
+    if not any(l.startswith(head) for l in out_lines):
+        problems.append(f"{len(unsteady)} unsteady rows, and no line starting {head!r} under the table")
+    for r in unsteady:
+        thr = f", {r['threads']} thr" if r["threads"] else ""
+        # Its own figure to two decimals (from the JSON's six digits: to
+        # within a rounding step).
+        line = f"  {r['name']}{thr}: "
+        listed = [l[len(line):].split("x", 1)[0] for l in out_lines if l.startswith(line)]
+        if not any(abs(float(v) - r.get("median_over_fastest", 0)) <= 0.006 for v in listed):
+            problems.append(f"unsteady row {r['name']!r} ({r['threads']} thr) not listed as {line!r} with "
+                            f"{r.get('median_over_fastest')!r}: {listed}")
 if problems:
     sys.exit("invalid benchmark JSON:\n  " + "\n  ".join(problems))
-print(f"bench_quick: {len(rows)} rows, valid JSON at {path}")
+print(f"bench_quick: {len(rows)} rows, valid JSON at {path}; {len(unsteady)} of {len(timed)} timed rows unsteady")
 
 # --once (what scripts/profile.sh runs under callgrind): one read pass and one
 # deduplicate() per workload and thread count, each checked for the expected

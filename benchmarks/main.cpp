@@ -570,6 +570,13 @@ int parse_args(int argc, char** argv, Config* c) {
 // holds (a --ptd file's name is the user's).
 using wdedup::detail::json_string;
 
+/// Whether either side of a row ran unsteadily: its median more than
+/// bench::kUnsteady times its fastest repetition (bench.hpp says why).
+bool unsteady(const Row& w) {
+  return wdedup::bench::median_over_fastest(w.samples) > wdedup::bench::kUnsteady ||
+         wdedup::bench::median_over_fastest(w.baseline_samples) > wdedup::bench::kUnsteady;
+}
+
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[40];
@@ -618,6 +625,13 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
     o += ", \"reps\": " + std::to_string(w.reps);
     if (!w.samples.empty()) o += ", \"samples\": " + json_array(w.samples);
     if (!w.baseline_samples.empty()) o += ", \"baseline_samples\": " + json_array(w.baseline_samples);
+    // Each side's median over its fastest repetition (bench.hpp), and
+    // whether the row is steady (both at most bench::kUnsteady).
+    if (!w.samples.empty()) o += ", \"median_over_fastest\": " + json_number(wdedup::bench::median_over_fastest(w.samples));
+    if (!w.baseline_samples.empty())
+      o += ", \"baseline_median_over_fastest\": " + json_number(wdedup::bench::median_over_fastest(w.baseline_samples));
+    if (!w.samples.empty() || !w.baseline_samples.empty())
+      o += std::string(", \"steady\": ") + (unsteady(w) ? "false" : "true");
     if (!w.extra.empty()) {
       o += ", \"extra\": {";
       for (std::size_t k = 0; k < w.extra.size(); ++k)
@@ -634,7 +648,10 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
       ++targets;
       met += *w.met() ? 1u : 0u;
     }
-  o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) + "\n}\n";
+  std::size_t flagged = 0;
+  for (const Row& w : r.rows) flagged += (!w.samples.empty() || !w.baseline_samples.empty()) && unsteady(w) ? 1u : 0u;
+  o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) +
+       ",\n  \"unsteady_rows\": " + std::to_string(flagged) + "\n}\n";
   return o;
 }
 
@@ -650,6 +667,38 @@ std::string fmt_value(double v, const std::string& unit) {
                   unit.c_str());
   }
   return buf;
+}
+
+/// Under the table: which rows' medians the machine set more than the code
+/// (or that none did), so that a figure from a stalled hour is not read as
+/// the code's. Their ratios still stand as measured: each pairs runs made
+/// back to back.
+void print_steadiness(const Results& r) {
+  std::size_t timed = 0, flagged = 0;
+  for (const Row& w : r.rows) {
+    if (w.samples.empty() && w.baseline_samples.empty()) continue;
+    ++timed;
+    flagged += unsteady(w) ? 1u : 0u;
+  }
+  if (timed == 0) return;
+  if (flagged == 0) {
+    std::printf("steady: every timed row's median is within %.1fx of its fastest repetition, both sides.\n",
+                wdedup::bench::kUnsteady);
+    return;
+  }
+  std::printf("unsteady: %zu of %zu timed rows have a median over %.1fx their fastest repetition (median / fastest\n"
+              "below): the machine set those more than the code. Run again, or with more --reps.\n",
+              flagged, timed, wdedup::bench::kUnsteady);
+  for (const Row& w : r.rows) {
+    if (!unsteady(w)) continue;
+    char thr[24] = "";
+    if (w.threads) std::snprintf(thr, sizeof thr, ", %u thr", w.threads);
+    std::printf("  %s%s: %.2fx", w.name.c_str(), thr, wdedup::bench::median_over_fastest(w.samples));
+    if (!w.baseline_samples.empty())
+      std::printf(", its baseline %s: %.2fx", w.baseline.c_str(),
+                  wdedup::bench::median_over_fastest(w.baseline_samples));
+    std::printf("\n");
+  }
 }
 
 void print_table(const Results& r, const char* input_pages, bool quick) {
@@ -700,6 +749,7 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
   if (!shares.empty())
     std::printf("dedup input on huge pages: %s (--input-pages %s: the small-tensor and adversarial workloads).\n",
                 shares.c_str(), input_pages);
+  print_steadiness(r);
 }
 
 }  // namespace

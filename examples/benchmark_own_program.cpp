@@ -147,6 +147,11 @@ int main(int argc, char** argv) {
               wdedup::bench::gb_per_s(bytes, p.seconds), wdedup::bench::gb_per_s(bytes, p.baseline_seconds));
   std::printf("ratio: %.2fx of the read pass (median of %u paired runs; 1.0 = as fast as reading every byte once)\n",
               p.ratio, reps);
+  // On a shared machine, say when the medians are the machine's more than the code's.
+  if (!p.steady())
+    std::printf("unsteady: median / fastest run %.2fx (deduplicate), %.2fx (read pass), over %.1fx: run again\n",
+                wdedup::bench::median_over_fastest(p.samples), wdedup::bench::median_over_fastest(p.baseline_samples),
+                wdedup::bench::kUnsteady);
   std::printf("(checksum %llu)\n", static_cast<unsigned long long>(checksum));
   return first->report.buffers == count + count / 8 ? 0 : 1;  // what make_buffers built
 }

@@ -58,6 +58,35 @@ TEST_CASE("median: odd, even, empty") {
   CHECK(wdedup::bench::median({7.0}) == 7.0);
 }
 
+TEST_CASE("median_over_fastest: the median over the fastest sample; 0 without samples or a fastest of 0") {
+  using wdedup::bench::median_over_fastest;
+  CHECK(median_over_fastest({2.0, 2.0, 2.0}) == 1.0);
+  CHECK(median_over_fastest({3.0, 1.0, 2.0}) == 2.0);         // median 2, fastest 1
+  CHECK(median_over_fastest({4.0, 1.0, 3.0, 2.0}) == 2.5);    // median of an even count: 2.5
+  // Two stalled repetitions of five do not move it; a third would.
+  CHECK(median_over_fastest({0.04, 0.8, 0.02, 0.04, 0.9}) == 2.0);
+  CHECK(median_over_fastest({0.04, 0.8, 0.02, 0.7, 0.9}) == 35.0);
+  CHECK(median_over_fastest({7.0}) == 1.0);
+  CHECK(median_over_fastest({}) == 0.0);
+  CHECK(median_over_fastest({0.0, 1.0, 2.0}) == 0.0);
+}
+
+TEST_CASE("Paired::steady: both sides' median_over_fastest at most the limit (kUnsteady by default)") {
+  wdedup::bench::Paired p;
+  CHECK(wdedup::bench::kUnsteady == 1.5);
+  CHECK(p.steady());  // nothing measured: nothing unsteady
+  p.samples = {1.0, 1.5, 1.5};
+  p.baseline_samples = {1.0, 1.0, 1.0};
+  CHECK(p.steady());  // 1.5: at the limit
+  p.samples = {1.0, 1.6, 1.6};
+  CHECK_FALSE(p.steady());
+  CHECK(p.steady(1.6));
+  p.samples = {1.0, 1.0, 1.0};
+  p.baseline_samples = {2.0, 4.0, 4.0};  // the baseline alone unsteady
+  CHECK_FALSE(p.steady());
+  CHECK(p.steady(2.0));
+}
+
 TEST_CASE("read_pass sums every 64-bit word once, for any threads and streams") {
   std::vector<std::uint8_t> mem(3 << 20);
   for (std::size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<std::uint8_t>(i * 131 + 7);

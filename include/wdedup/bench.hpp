@@ -65,6 +65,27 @@ inline double median(std::vector<double> samples) {
   return (samples[mid - 1] + samples[mid]) / 2;
 }
 
+/// How much slower the typical repetition ran than the fastest: the median
+/// of `samples` (times) over their minimum. 1 is a perfectly steady run; 0
+/// means no samples, or a fastest time of 0 (nothing to compare with).
+/// Repeating the same work on the same bytes moves little on a quiet
+/// machine; a median far above the fastest was set by the machine (another
+/// tenant, a vCPU the host did not run, host faults on memory it had taken
+/// back), not by the code, and says little about either.
+inline double median_over_fastest(const std::vector<double>& samples) {
+  if (samples.empty()) return 0;
+  double fastest = samples[0];
+  for (double s : samples) fastest = wdedup::detail::min_of(fastest, s);
+  return fastest > 0 ? median(samples) / fastest : 0;
+}
+
+/// Above this median_over_fastest, a figure is unsteady. Measured on this
+/// project's 2-core EPYC VM (2026-11-30): in four full benchmark runs of
+/// 89 timed rows, at most two rows passed 1.5 (the fsync'd write's
+/// baseline, at 1.58-1.79), against 1.8-4.7 for deduplicate() on the small
+/// tensors in partial runs the host stalled.
+constexpr double kUnsteady = 1.5;
+
 /// Every tensor's bytes in program order, each memory range once: a tensor
 /// whose (pointer, size) repeats an earlier one (a tied weight) is left out.
 /// deduplicate() never reads such an alias, so a baseline that read it again
@@ -323,6 +344,14 @@ struct Paired {
   /// measured back to back: drift in machine load cancels within a pair.
   double ratio = 0;
   std::vector<double> samples, baseline_samples;
+
+  /// Whether both sides ran steadily enough for their medians to describe
+  /// the code (median_over_fastest at most `limit` on each side). An
+  /// unsteady measurement is best taken again, on a quieter machine or with
+  /// more repetitions, rather than read.
+  bool steady(double limit = kUnsteady) const {
+    return median_over_fastest(samples) <= limit && median_over_fastest(baseline_samples) <= limit;
+  }
 };
 
 /// Runs `subject` and `baseline` `reps` times each (at least once: 0 counts
