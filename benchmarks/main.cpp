@@ -577,6 +577,20 @@ bool unsteady(const Row& w) {
          wdedup::bench::median_over_fastest(w.baseline_samples) > wdedup::bench::kUnsteady;
 }
 
+/// Rows with samples on either side (timed), and how many of them are unsteady.
+struct Steadiness {
+  std::size_t timed = 0, unsteady = 0;
+};
+Steadiness steadiness(const Results& r) {
+  Steadiness s;
+  for (const Row& w : r.rows) {
+    if (w.samples.empty() && w.baseline_samples.empty()) continue;
+    ++s.timed;
+    s.unsteady += unsteady(w) ? 1u : 0u;
+  }
+  return s;
+}
+
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[40];
@@ -627,9 +641,10 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
     if (!w.baseline_samples.empty()) o += ", \"baseline_samples\": " + json_array(w.baseline_samples);
     // Each side's median over its fastest repetition (bench.hpp), and
     // whether the row is steady (both at most bench::kUnsteady).
-    if (!w.samples.empty()) o += ", \"median_over_fastest\": " + json_number(wdedup::bench::median_over_fastest(w.samples));
+    using wdedup::bench::median_over_fastest;
+    if (!w.samples.empty()) o += ", \"median_over_fastest\": " + json_number(median_over_fastest(w.samples));
     if (!w.baseline_samples.empty())
-      o += ", \"baseline_median_over_fastest\": " + json_number(wdedup::bench::median_over_fastest(w.baseline_samples));
+      o += ", \"baseline_median_over_fastest\": " + json_number(median_over_fastest(w.baseline_samples));
     if (!w.samples.empty() || !w.baseline_samples.empty())
       o += std::string(", \"steady\": ") + (unsteady(w) ? "false" : "true");
     if (!w.extra.empty()) {
@@ -648,10 +663,8 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
       ++targets;
       met += *w.met() ? 1u : 0u;
     }
-  std::size_t flagged = 0;
-  for (const Row& w : r.rows) flagged += (!w.samples.empty() || !w.baseline_samples.empty()) && unsteady(w) ? 1u : 0u;
   o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) +
-       ",\n  \"unsteady_rows\": " + std::to_string(flagged) + "\n}\n";
+       ",\n  \"unsteady_rows\": " + std::to_string(steadiness(r).unsteady) + "\n}\n";
   return o;
 }
 
@@ -671,24 +684,18 @@ std::string fmt_value(double v, const std::string& unit) {
 
 /// Under the table: which rows' medians the machine set more than the code
 /// (or that none did), so that a figure from a stalled hour is not read as
-/// the code's. Their ratios still stand as measured: each pairs runs made
-/// back to back.
+/// the code's. Their figures stay in the table as measured.
 void print_steadiness(const Results& r) {
-  std::size_t timed = 0, flagged = 0;
-  for (const Row& w : r.rows) {
-    if (w.samples.empty() && w.baseline_samples.empty()) continue;
-    ++timed;
-    flagged += unsteady(w) ? 1u : 0u;
-  }
-  if (timed == 0) return;
-  if (flagged == 0) {
+  const Steadiness st = steadiness(r);
+  if (st.timed == 0) return;
+  if (st.unsteady == 0) {
     std::printf("steady: every timed row's median is within %.1fx of its fastest repetition, both sides.\n",
                 wdedup::bench::kUnsteady);
     return;
   }
   std::printf("unsteady: %zu of %zu timed rows have a median over %.1fx their fastest repetition (median / fastest\n"
               "below): the machine set those more than the code. Run again, or with more --reps.\n",
-              flagged, timed, wdedup::bench::kUnsteady);
+              st.unsteady, st.timed, wdedup::bench::kUnsteady);
   for (const Row& w : r.rows) {
     if (!unsteady(w)) continue;
     char thr[24] = "";
