@@ -614,7 +614,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
         // twice more, untimed, so that the call starts as the read pass it
         // is compared with does: with the input read since the last unmap.
         // On this project's Zen 5 EPYC VM (2026-11-30), after an unmap of
-        // 34 MB of touched memory (any: a block of the test's own did it
+        // 34 MB of touched memory (any: a block of a driver's own did it
         // too) the small tensors' comparisons inside deduplicate(), which
         // read the input's pages in a random order, took 150-990 ms (medians
         // of 9 calls) in 11 of 13 processes; 20-26 ms in 10 of 11 with two
