@@ -109,9 +109,42 @@ else:
         if not any(abs(float(v) - r.get("median_over_fastest", 0)) <= 0.006 for v in listed):
             problems.append(f"unsteady row {r['name']!r} ({r['threads']} thr) not listed as {line!r} with "
                             f"{r.get('median_over_fastest')!r}: {listed}")
+# SHA-256's pace: a dedup row's SHA-256 GB/s over the median of the run's
+# workloads' at its thread count (three or more workloads), and the rows
+# more than 1.5x off it, counted and listed.
+sha_rows = [r for r in rows if r["group"] == "dedup" and r.get("baseline") == "SHA-256 ref" and not r.get("failed")]
+off_pace = []
+for r in sha_rows:
+    speeds = {}
+    for o in sha_rows:
+        if o["threads"] == r["threads"]:
+            speeds.setdefault(o["name"].split(":", 1)[0], o["baseline_value"])
+    xs = sorted(speeds.values())
+    mid = (xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2) if xs else 0
+    if len(xs) < 3 or mid <= 0:
+        if "sha256_vs_run_median" in r:
+            problems.append(f"row {r['name']!r} ({r['threads']} thr): a pace with {len(xs)} workloads")
+        continue
+    want = r["baseline_value"] / mid
+    got = r.get("sha256_vs_run_median")
+    if not isinstance(got, (int, float)) or abs(got - want) > 1e-4 * max(want, 1):
+        problems.append(f"row {r['name']!r} ({r['threads']} thr): sha256_vs_run_median {got!r}, expected {want}")
+    elif got > 1.5 or got * 1.5 < 1:
+        off_pace.append(r)
+if any("sha256_vs_run_median" in r for r in rows if r not in sha_rows):
+    problems.append("a row without a SHA-256 baseline has a SHA-256 pace")
+if doc.get("sha256_off_pace_rows") != len(off_pace):
+    problems.append(f"sha256_off_pace_rows {doc.get('sha256_off_pace_rows')!r}, expected {len(off_pace)}")
+for r in off_pace:
+    line = f"  {r['name']}, {r['threads']} thr: SHA-256 "
+    if not any(l.startswith(line) for l in out_lines):
+        problems.append(f"SHA-256 off pace in {r['name']!r} ({r['threads']} thr), not listed as {line!r}")
+if off_pace and not any(l.startswith(f"SHA-256 off the run's pace: {len(off_pace)} rows'") for l in out_lines):
+    problems.append(f"{len(off_pace)} rows off SHA-256's pace, and no line saying so under the table")
 if problems:
     sys.exit("invalid benchmark JSON:\n  " + "\n  ".join(problems))
-print(f"bench_quick: {len(rows)} rows, valid JSON at {path}; {len(unsteady)} of {len(timed)} timed rows unsteady")
+print(f"bench_quick: {len(rows)} rows, valid JSON at {path}; {len(unsteady)} of {len(timed)} timed rows unsteady, "
+      f"{len(off_pace)} of {len(sha_rows)} SHA-256 rows off the run's pace")
 
 # --once (what scripts/profile.sh runs under callgrind): one read pass and one
 # deduplicate() per workload and thread count, each checked for the expected

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "harness.hpp"
+#include "steadiness.hpp"
 #include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads
 #include "wdedup/detail/atomic_file.hpp"  // parent_dir, can_create_file, write_whole_file
 #include "wdedup/import.hpp"  // PtdFiles: --ptd files checked before the run
@@ -570,27 +571,6 @@ int parse_args(int argc, char** argv, Config* c) {
 // holds (a --ptd file's name is the user's).
 using wdedup::detail::json_string;
 
-/// Whether either side of a row ran unsteadily: its median more than
-/// bench::kUnsteady times its fastest repetition (bench.hpp says why).
-bool unsteady(const Row& w) {
-  return wdedup::bench::median_over_fastest(w.samples) > wdedup::bench::kUnsteady ||
-         wdedup::bench::median_over_fastest(w.baseline_samples) > wdedup::bench::kUnsteady;
-}
-
-/// Rows with samples on either side (timed), and how many of them are unsteady.
-struct Steadiness {
-  std::size_t timed = 0, unsteady = 0;
-};
-Steadiness steadiness(const Results& r) {
-  Steadiness s;
-  for (const Row& w : r.rows) {
-    if (w.samples.empty() && w.baseline_samples.empty()) continue;
-    ++s.timed;
-    s.unsteady += unsteady(w) ? 1u : 0u;
-  }
-  return s;
-}
-
 std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[40];
@@ -647,6 +627,8 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
       o += ", \"baseline_median_over_fastest\": " + json_number(median_over_fastest(w.baseline_samples));
     if (!w.samples.empty() || !w.baseline_samples.empty())
       o += std::string(", \"steady\": ") + (unsteady(w) ? "false" : "true");
+    if (const std::optional<double> pace = sha256_pace(r, w))
+      o += ", \"sha256_vs_run_median\": " + json_number(*pace);
     if (!w.extra.empty()) {
       o += ", \"extra\": {";
       for (std::size_t k = 0; k < w.extra.size(); ++k)
@@ -664,7 +646,8 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
       met += *w.met() ? 1u : 0u;
     }
   o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) +
-       ",\n  \"unsteady_rows\": " + std::to_string(steadiness(r).unsteady) + "\n}\n";
+       ",\n  \"unsteady_rows\": " + std::to_string(steadiness(r).unsteady) +
+       ",\n  \"sha256_off_pace_rows\": " + std::to_string(steadiness(r).off_pace) + "\n}\n";
   return o;
 }
 
@@ -686,7 +669,16 @@ std::string fmt_value(double v, const std::string& unit) {
 /// (or that none did), so that a figure from a stalled hour is not read as
 /// the code's. Their figures stay in the table as measured.
 void print_steadiness(const Results& r) {
-  const Steadiness st = steadiness(r);
+  const wbench::Steadiness st = steadiness(r);
+  if (st.off_pace != 0) {
+    std::printf("SHA-256 off the run's pace: %zu rows' SHA-256 ran more than %.1fx faster or slower than the median\n"
+                "of the run's workloads at that thread count, so the machine set their SHA-256 ratio:\n",
+                st.off_pace, wdedup::bench::kUnsteady);
+    for (const Row& w : r.rows)
+      if (off_pace(r, w))
+        std::printf("  %s, %u thr: SHA-256 %s, %.2fx the run's median\n", w.name.c_str(), w.threads,
+                    fmt_value(w.baseline_value, w.baseline_unit).c_str(), *sha256_pace(r, w));
+  }
   if (st.timed == 0) return;
   if (st.unsteady == 0) {
     std::printf("steady: every timed row's median is within %.1fx of its fastest repetition, both sides.\n",

@@ -23,6 +23,7 @@
 #include <wdedup/bench.hpp>
 
 #include "../benchmarks/harness.hpp"
+#include "../benchmarks/steadiness.hpp"
 
 // The harness's failure count, which its main.cpp keeps: here for the test
 // of FailureScope below.
@@ -327,4 +328,66 @@ TEST_CASE("the harness's FailureScope: a failure while it lives voids the rows p
     CHECK(*out.rows[i].met() == !failed[i]);  // every ratio is above its target
   }
   CHECK(wbench::failure_count() == 1);
+}
+
+TEST_CASE("the harness's steadiness: unsteady rows, and SHA-256 baselines off the run's pace") {
+  wbench::Results run;
+  // A dedup row of `workload` at `threads` against SHA-256 at `sha` GB/s.
+  const auto sha_row = [&](const std::string& workload, unsigned threads, double sha) {
+    wbench::Row row;
+    row.group = "dedup";
+    row.name = workload + " POSITIONAL: deduplicate";
+    row.threads = threads;
+    row.baseline = "SHA-256 ref";
+    row.baseline_value = sha;
+    row.samples = {1.0, 1.0, 1.0};
+    row.baseline_samples = {1.0, 1.0, 1.0};
+    run.rows.push_back(row);
+    return run.rows.size() - 1;
+  };
+  const std::size_t a1 = sha_row("llama 1+1", 1, 1.5), b1 = sha_row("llama 3+3", 1, 1.6);
+  // Two workloads: nothing to hold a pace against.
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows[a1]).has_value());
+  const std::size_t c1 = sha_row("small tensors", 1, 0.6);
+  const std::size_t d2 = sha_row("small tensors", 2, 3.0);  // another thread count: its own pace
+  // The same workload's other rows (engine, read pass) share its baseline, counted once.
+  const std::size_t c1b = sha_row("small tensors", 1, 0.6);
+  run.rows[c1b].name = "small tensors POSITIONAL: read pass";
+  // At one thread: the median of 1.5, 1.6 and 0.6 is 1.5.
+  REQUIRE(wbench::sha256_pace(run, run.rows[a1]).has_value());
+  CHECK(*wbench::sha256_pace(run, run.rows[a1]) == 1.0);
+  CHECK(*wbench::sha256_pace(run, run.rows[b1]) == doctest::Approx(1.6 / 1.5));
+  CHECK(*wbench::sha256_pace(run, run.rows[c1]) == doctest::Approx(0.4));
+  CHECK(*wbench::sha256_pace(run, run.rows[c1b]) == doctest::Approx(0.4));
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows[d2]).has_value());
+  CHECK_FALSE(wbench::off_pace(run, run.rows[a1]));
+  CHECK_FALSE(wbench::off_pace(run, run.rows[b1]));
+  CHECK(wbench::off_pace(run, run.rows[c1]));
+  // A failed row's baseline is no pace, and sets none.
+  run.rows[c1].failed = true;
+  run.rows[c1b].failed = true;
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows[c1]).has_value());
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows[a1]).has_value());  // two workloads left
+  run.rows[c1].failed = false;
+  run.rows[c1b].failed = false;
+  // Far faster is off pace too (more than 1.5x the median).
+  const std::size_t e1 = sha_row("adversarial", 1, 2.5);  // median of 1.5, 1.6, 0.6, 2.5: 1.55
+  CHECK(*wbench::sha256_pace(run, run.rows[e1]) == doctest::Approx(2.5 / 1.55));
+  CHECK(wbench::off_pace(run, run.rows[e1]));
+  CHECK(*wbench::sha256_pace(run, run.rows[a1]) == doctest::Approx(1.5 / 1.55));
+  // Rows of other groups or baselines have no pace.
+  wbench::Row lookup;
+  lookup.group = "runtime";
+  lookup.baseline = "unordered_map";
+  lookup.samples = {10.0, 30.0, 30.0};  // median 3x the fastest
+  run.rows.push_back(lookup);
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows.back()).has_value());
+  CHECK(wbench::unsteady(run.rows.back()));
+  wbench::Row untimed;  // an allocation count: no samples
+  run.rows.push_back(untimed);
+  CHECK_FALSE(wbench::unsteady(run.rows.back()));
+  const wbench::Steadiness st = wbench::steadiness(run);
+  CHECK(st.timed == 7);     // the six SHA-256 rows and the lookup
+  CHECK(st.unsteady == 1);  // the lookup
+  CHECK(st.off_pace == 3);  // small tensors' two rows (0.6 / 1.55) and adversarial (2.5 / 1.55)
 }
