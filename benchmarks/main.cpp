@@ -625,8 +625,7 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
     if (!w.samples.empty()) o += ", \"median_over_fastest\": " + json_number(median_over_fastest(w.samples));
     if (!w.baseline_samples.empty())
       o += ", \"baseline_median_over_fastest\": " + json_number(median_over_fastest(w.baseline_samples));
-    if (!w.samples.empty() || !w.baseline_samples.empty())
-      o += std::string(", \"steady\": ") + (unsteady(w) ? "false" : "true");
+    if (wbench::judged(w)) o += std::string(", \"steady\": ") + (unsteady(w) ? "false" : "true");
     if (const std::optional<double> pace = sha256_pace(r, w))
       o += ", \"sha256_vs_run_median\": " + json_number(*pace);
     if (!w.extra.empty()) {
@@ -647,7 +646,7 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
     }
   o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) +
        ",\n  \"unsteady_rows\": " + std::to_string(steadiness(r).unsteady) +
-       ",\n  \"sha256_off_pace_rows\": " + std::to_string(steadiness(r).off_pace) + "\n}\n";
+       ",\n  \"sha256_off_pace_runs\": " + std::to_string(steadiness(r).off_pace.size()) + "\n}\n";
   return o;
 }
 
@@ -663,41 +662,6 @@ std::string fmt_value(double v, const std::string& unit) {
                   unit.c_str());
   }
   return buf;
-}
-
-/// Under the table: which rows' medians the machine set more than the code
-/// (or that none did), so that a figure from a stalled hour is not read as
-/// the code's. Their figures stay in the table as measured.
-void print_steadiness(const Results& r) {
-  const wbench::Steadiness st = steadiness(r);
-  if (st.off_pace != 0) {
-    std::printf("SHA-256 off the run's pace: %zu rows' SHA-256 ran more than %.1fx faster or slower than the median\n"
-                "of the run's workloads at that thread count, so the machine set their SHA-256 ratio:\n",
-                st.off_pace, wdedup::bench::kUnsteady);
-    for (const Row& w : r.rows)
-      if (off_pace(r, w))
-        std::printf("  %s, %u thr: SHA-256 %s, %.2fx the run's median\n", w.name.c_str(), w.threads,
-                    fmt_value(w.baseline_value, w.baseline_unit).c_str(), *sha256_pace(r, w));
-  }
-  if (st.timed == 0) return;
-  if (st.unsteady == 0) {
-    std::printf("steady: every timed row's median is within %.1fx of its fastest repetition, both sides.\n",
-                wdedup::bench::kUnsteady);
-    return;
-  }
-  std::printf("unsteady: %zu of %zu timed rows have a median over %.1fx their fastest repetition (median / fastest\n"
-              "below): the machine set those more than the code. Run again, or with more --reps.\n",
-              st.unsteady, st.timed, wdedup::bench::kUnsteady);
-  for (const Row& w : r.rows) {
-    if (!unsteady(w)) continue;
-    char thr[24] = "";
-    if (w.threads) std::snprintf(thr, sizeof thr, ", %u thr", w.threads);
-    std::printf("  %s%s: %.2fx", w.name.c_str(), thr, wdedup::bench::median_over_fastest(w.samples));
-    if (!w.baseline_samples.empty())
-      std::printf(", its baseline %s: %.2fx", w.baseline.c_str(),
-                  wdedup::bench::median_over_fastest(w.baseline_samples));
-    std::printf("\n");
-  }
 }
 
 void print_table(const Results& r, const char* input_pages, bool quick) {
@@ -748,7 +712,8 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
   if (!shares.empty())
     std::printf("dedup input on huge pages: %s (--input-pages %s: the small-tensor and adversarial workloads).\n",
                 shares.c_str(), input_pages);
-  print_steadiness(r);
+  // Which rows the machine set more than the code (steadiness.hpp).
+  std::fputs(wbench::steadiness_text(r).c_str(), stdout);
 }
 
 }  // namespace

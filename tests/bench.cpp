@@ -86,6 +86,13 @@ TEST_CASE("Paired::steady: both sides' median_over_fastest at most the limit (kU
   p.baseline_samples = {2.0, 4.0, 4.0};  // the baseline alone unsteady
   CHECK_FALSE(p.steady());
   CHECK(p.steady(2.0));
+  // Fewer than kSteadyMinSamples (3) a side: that side is not judged.
+  CHECK(wdedup::bench::kSteadyMinSamples == 3);
+  p.baseline_samples = {1.0, 5.0};
+  CHECK(p.steady());
+  p.samples = {1.0};
+  p.baseline_samples = {1.0, 1.0, 9.0, 9.0};  // median 5x the fastest
+  CHECK_FALSE(p.steady());
 }
 
 TEST_CASE("read_pass sums every 64-bit word once, for any threads and streams") {
@@ -330,64 +337,132 @@ TEST_CASE("the harness's FailureScope: a failure while it lives voids the rows p
   CHECK(wbench::failure_count() == 1);
 }
 
-TEST_CASE("the harness's steadiness: unsteady rows, and SHA-256 baselines off the run's pace") {
+namespace {
+// A dedup row of `workload` at `threads` against SHA-256 at `sha` GB/s,
+// with steady samples on both sides.
+wbench::Row sha_row(const std::string& workload, const std::string& what, unsigned threads, double sha) {
+  wbench::Row row;
+  row.group = "dedup";
+  row.name = workload + ": " + what;
+  row.threads = threads;
+  row.baseline = "SHA-256 ref";
+  row.baseline_value = sha;
+  row.samples = {1.0, 1.0, 1.0};
+  row.baseline_samples = {1.0, 1.0, 1.0};
+  return row;
+}
+}  // namespace
+
+TEST_CASE("the harness's steadiness: SHA-256 baselines held against the run's pace") {
   wbench::Results run;
-  // A dedup row of `workload` at `threads` against SHA-256 at `sha` GB/s.
-  const auto sha_row = [&](const std::string& workload, unsigned threads, double sha) {
-    wbench::Row row;
-    row.group = "dedup";
-    row.name = workload + " POSITIONAL: deduplicate";
-    row.threads = threads;
-    row.baseline = "SHA-256 ref";
-    row.baseline_value = sha;
-    row.samples = {1.0, 1.0, 1.0};
-    row.baseline_samples = {1.0, 1.0, 1.0};
-    run.rows.push_back(row);
-    return run.rows.size() - 1;
-  };
-  const std::size_t a1 = sha_row("llama 1+1", 1, 1.5), b1 = sha_row("llama 3+3", 1, 1.6);
+  run.rows.push_back(sha_row("llama 1+1", "deduplicate", 1, 1.5));
+  run.rows.push_back(sha_row("llama 3+3", "deduplicate", 1, 1.6));
   // Two workloads: nothing to hold a pace against.
-  CHECK_FALSE(wbench::sha256_pace(run, run.rows[a1]).has_value());
-  const std::size_t c1 = sha_row("small tensors", 1, 0.6);
-  const std::size_t d2 = sha_row("small tensors", 2, 3.0);  // another thread count: its own pace
-  // The same workload's other rows (engine, read pass) share its baseline, counted once.
-  const std::size_t c1b = sha_row("small tensors", 1, 0.6);
-  run.rows[c1b].name = "small tensors POSITIONAL: read pass";
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows[0]).has_value());
+  run.rows.push_back(sha_row("small tensors", "deduplicate", 1, 0.6));
+  run.rows.push_back(sha_row("small tensors", "deduplicate", 2, 3.0));  // another thread count: its own pace
+  // The same workload's other rows share its baseline: one workload.
+  run.rows.push_back(sha_row("small tensors", "read pass", 1, 0.6));
   // At one thread: the median of 1.5, 1.6 and 0.6 is 1.5.
-  REQUIRE(wbench::sha256_pace(run, run.rows[a1]).has_value());
-  CHECK(*wbench::sha256_pace(run, run.rows[a1]) == 1.0);
-  CHECK(*wbench::sha256_pace(run, run.rows[b1]) == doctest::Approx(1.6 / 1.5));
-  CHECK(*wbench::sha256_pace(run, run.rows[c1]) == doctest::Approx(0.4));
-  CHECK(*wbench::sha256_pace(run, run.rows[c1b]) == doctest::Approx(0.4));
-  CHECK_FALSE(wbench::sha256_pace(run, run.rows[d2]).has_value());
-  CHECK_FALSE(wbench::off_pace(run, run.rows[a1]));
-  CHECK_FALSE(wbench::off_pace(run, run.rows[b1]));
-  CHECK(wbench::off_pace(run, run.rows[c1]));
-  // A failed row's baseline is no pace, and sets none.
-  run.rows[c1].failed = true;
-  run.rows[c1b].failed = true;
-  CHECK_FALSE(wbench::sha256_pace(run, run.rows[c1]).has_value());
-  CHECK_FALSE(wbench::sha256_pace(run, run.rows[a1]).has_value());  // two workloads left
-  run.rows[c1].failed = false;
-  run.rows[c1b].failed = false;
-  // Far faster is off pace too (more than 1.5x the median).
-  const std::size_t e1 = sha_row("adversarial", 1, 2.5);  // median of 1.5, 1.6, 0.6, 2.5: 1.55
-  CHECK(*wbench::sha256_pace(run, run.rows[e1]) == doctest::Approx(2.5 / 1.55));
-  CHECK(wbench::off_pace(run, run.rows[e1]));
-  CHECK(*wbench::sha256_pace(run, run.rows[a1]) == doctest::Approx(1.5 / 1.55));
+  REQUIRE(wbench::sha256_pace(run, run.rows[0]).has_value());
+  CHECK(*wbench::sha256_pace(run, run.rows[0]) == 1.0);
+  CHECK(*wbench::sha256_pace(run, run.rows[1]) == doctest::Approx(1.6 / 1.5));
+  CHECK(*wbench::sha256_pace(run, run.rows[2]) == doctest::Approx(0.4));
+  CHECK(*wbench::sha256_pace(run, run.rows[4]) == doctest::Approx(0.4));
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows[3]).has_value());
+  CHECK_FALSE(wbench::off_pace(run, run.rows[0]));
+  CHECK_FALSE(wbench::off_pace(run, run.rows[1]));
+  CHECK(wbench::off_pace(run, run.rows[2]));
+  // A failed row's baseline is no pace and sets none; nor does a speed of 0
+  // (a workload of empty tensors).
+  run.rows[2].failed = run.rows[4].failed = true;
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows[2]).has_value());
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows[0]).has_value());  // two workloads left
+  run.rows.push_back(sha_row("empty", "deduplicate", 1, 0.0));
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows[0]).has_value());
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows.back()).has_value());
+  run.rows.pop_back();
+  run.rows[2].failed = run.rows[4].failed = false;
+  // Far faster is off pace too (beyond 1.5x the median).
+  run.rows.push_back(sha_row("adversarial", "deduplicate", 1, 2.5));  // median of 1.5, 1.6, 0.6, 2.5: 1.55
+  CHECK(*wbench::sha256_pace(run, run.rows.back()) == doctest::Approx(2.5 / 1.55));
+  CHECK(wbench::off_pace(run, run.rows.back()));
+  CHECK(*wbench::sha256_pace(run, run.rows[0]) == doctest::Approx(1.5 / 1.55));
   // Rows of other groups or baselines have no pace.
   wbench::Row lookup;
   lookup.group = "runtime";
   lookup.baseline = "unordered_map";
-  lookup.samples = {10.0, 30.0, 30.0};  // median 3x the fastest
   run.rows.push_back(lookup);
   CHECK_FALSE(wbench::sha256_pace(run, run.rows.back()).has_value());
-  CHECK(wbench::unsteady(run.rows.back()));
-  wbench::Row untimed;  // an allocation count: no samples
-  run.rows.push_back(untimed);
-  CHECK_FALSE(wbench::unsteady(run.rows.back()));
   const wbench::Steadiness st = wbench::steadiness(run);
-  CHECK(st.timed == 7);     // the six SHA-256 rows and the lookup
-  CHECK(st.unsteady == 1);  // the lookup
-  CHECK(st.off_pace == 3);  // small tensors' two rows (0.6 / 1.55) and adversarial (2.5 / 1.55)
+  // Two workload runs off pace, the small tensors' counted once for its two rows.
+  REQUIRE(st.off_pace.size() == 2);
+  CHECK(st.off_pace[0] == std::pair<std::string, unsigned>{"small tensors", 1});
+  CHECK(st.off_pace[1] == std::pair<std::string, unsigned>{"adversarial", 1});
+}
+
+TEST_CASE("the harness's steadiness: which rows are judged and unsteady") {
+  wbench::Row r = sha_row("w", "deduplicate", 1, 1.0);
+  CHECK(wbench::judged(r));
+  CHECK_FALSE(wbench::unsteady(r));
+  r.samples = {1.0, 1.6, 1.6};  // median 1.6x the fastest
+  CHECK(wbench::unsteady(r));
+  r.samples = {1.0, 1.5, 1.5};  // at the limit
+  CHECK_FALSE(wbench::unsteady(r));
+  r.baseline_samples = {1.0, 2.0, 2.0};  // the baseline alone
+  CHECK(wbench::unsteady(r));
+  r.failed = true;  // a failed row is no result: not judged
+  CHECK_FALSE(wbench::judged(r));
+  CHECK_FALSE(wbench::unsteady(r));
+  // Fewer than three samples a side say nothing: not judged.
+  wbench::Row two;
+  two.samples = {1.0, 5.0};
+  two.baseline_samples = {1.0};
+  CHECK_FALSE(wbench::judged(two));
+  CHECK_FALSE(wbench::unsteady(two));
+  // One judged side is enough; the other is left out.
+  two.baseline_samples = {1.0, 3.0, 3.0};
+  CHECK(wbench::judged(two));
+  CHECK(wbench::unsteady(two));
+  CHECK(wbench::side_spread(two.baseline_samples) == 3.0);
+  CHECK_FALSE(wbench::side_spread(two.samples).has_value());
+}
+
+TEST_CASE("the harness's steadiness: the text under the table") {
+  wbench::Results run;
+  CHECK(wbench::steadiness_text(run).empty());  // nothing timed, nothing to say
+  wbench::Row count;                            // an allocation count: untimed
+  count.name = "heap allocations";
+  run.rows.push_back(count);
+  CHECK(wbench::steadiness_text(run).empty());
+  wbench::Row once = sha_row("w", "deduplicate", 1, 1.0);
+  once.samples = {1.0};
+  once.baseline_samples = {2.0};
+  run.rows.push_back(once);
+  CHECK(wbench::steadiness_text(run) == "steadiness not judged: no row has 3 repetitions (--reps).\n");
+  run.rows.push_back(sha_row("llama 1+1", "deduplicate", 1, 1.5));
+  run.rows.push_back(sha_row("llama 3+3", "deduplicate", 1, 1.6));
+  CHECK(wbench::steadiness_text(run) ==
+        "steady: every judged row's median is within 1.5x of its fastest repetition, both sides.\n");
+  // The once-timed row is not judged, but its SHA-256 counts towards the
+  // pace: the median of 1.0, 1.5, 1.6 and 0.6 is 1.25.
+  run.rows.push_back(sha_row("small tensors", "deduplicate", 1, 0.6));
+  run.rows.push_back(sha_row("small tensors", "identity engine", 1, 0.6));
+  run.rows.back().samples = {2.0, 5.0, 6.0};  // median 2.5x the fastest
+  wbench::Row lookup;
+  lookup.group = "runtime";
+  lookup.name = "get_tensor_layout, 16 keys";
+  lookup.baseline = "unordered_map";
+  lookup.samples = {10.0, 12.0, 30.0};
+  lookup.baseline_samples = {10.0, 20.0, 20.0};
+  run.rows.push_back(lookup);
+  CHECK(wbench::steadiness_text(run) ==
+        "SHA-256 off the run's pace: in 1 workload run(s) SHA-256 ran more than 1.5x faster or slower\n"
+        "than the median of the run's workloads at that thread count; the machine set their SHA-256 ratios:\n"
+        "  SHA-256 of small tensors, 1 thr: 0.6 GB/s, 0.48x the run's median\n"
+        "unsteady: 2 of 5 judged rows have a median over 1.5x their fastest repetition (median / fastest\n"
+        "below; rows that share a measurement are each listed): the machine set those more than the code.\n"
+        "Run again, or with more --reps.\n"
+        "  small tensors: identity engine, 1 thr: 2.50x, baseline SHA-256 ref 1.00x\n"
+        "  get_tensor_layout, 16 keys: 1.20x, baseline unordered_map 2.00x\n");
 }

@@ -80,11 +80,14 @@ inline double median_over_fastest(const std::vector<double>& samples) {
 }
 
 /// Above this median_over_fastest, a figure is unsteady. Measured on this
-/// project's 2-core EPYC VM (2026-11-30): in four full benchmark runs of
-/// 89 timed rows, at most two rows passed 1.5 (the fsync'd write's
-/// baseline, at 1.58-1.79), against 1.8-4.7 for deduplicate() on the small
-/// tensors in partial runs the host stalled.
+/// project's 2-core Zen 5 EPYC VM (2026-11-30): in the four full benchmark
+/// runs before 11:00 UTC, of 89 timed rows each, at most two rows passed
+/// 1.5 (the fsync'd write's baseline, at 1.58-1.79), against 1.8-4.7 for
+/// deduplicate() on the small tensors in partial runs the host stalled.
 constexpr double kUnsteady = 1.5;
+/// Samples a side needs before its median_over_fastest is judged: of one it
+/// is always 1, and of two the median is their mean.
+constexpr std::size_t kSteadyMinSamples = 3;
 
 /// Every tensor's bytes in program order, each memory range once: a tensor
 /// whose (pointer, size) repeats an earlier one (a tied weight) is left out.
@@ -346,11 +349,16 @@ struct Paired {
   std::vector<double> samples, baseline_samples;
 
   /// Whether both sides ran steadily enough for their medians to describe
-  /// the code (median_over_fastest at most `limit` on each side). An
+  /// the code: median_over_fastest at most `limit` on each side with
+  /// kSteadyMinSamples samples or more (a side with fewer is not judged,
+  /// so a compare() of one or two repetitions is always "steady"). An
   /// unsteady measurement is best taken again, on a quieter machine or with
   /// more repetitions, rather than read.
   bool steady(double limit = kUnsteady) const {
-    return median_over_fastest(samples) <= limit && median_over_fastest(baseline_samples) <= limit;
+    auto side = [&](const std::vector<double>& s) {
+      return s.size() < kSteadyMinSamples || median_over_fastest(s) <= limit;
+    };
+    return side(samples) && side(baseline_samples);
   }
 };
 
