@@ -7,6 +7,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -63,14 +64,8 @@ for r in alone:
 # did not fail and has 3 or more samples on a side, steady if every such
 # side is at most 1.5 (bench::kUnsteady); the run's count; and the lines
 # under the table that list the unsteady rows (or say none is).
-def median(xs):
-    xs = sorted(xs)
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
-
-
 def median_over_fastest(samples):
-    return median(samples) / min(samples) if min(samples) > 0 else 0
+    return statistics.median(samples) / min(samples) if min(samples) > 0 else 0
 
 
 def judged_sides(r):
@@ -118,6 +113,8 @@ else:
     head = f"unsteady: {len(unsteady)} of {len(judged)} judged rows have a median over 1.5x their fastest repetition"
     if not any(l.startswith(head) for l in out_lines):
         problems.append(f"{len(unsteady)} unsteady rows, and no line starting {head!r} under the table")
+    # After the row's name: each judged side's figure, " 2.50x", ", baseline <name> 1.00x".
+    pattern = re.compile(r"(?: (\d+\.\d\d)x)?(?:,? baseline .* (\d+\.\d\d)x)?")
     for r in unsteady:
         thr = f", {r['threads']} thr" if r["threads"] else ""
         prefix = f"  {r['name']}{thr}:"
@@ -126,7 +123,6 @@ else:
         want = [r.get(k) for k, side in (("median_over_fastest", "samples"),
                                          ("baseline_median_over_fastest", "baseline_samples"))
                 if len(r.get(side) or []) >= 3]
-        pattern = re.compile(r"(?: (\d+\.\d\d)x)?(?:,? baseline .* (\d+\.\d\d)x)?")
         found = False
         for l in out_lines:
             m = pattern.fullmatch(l[len(prefix):]) if l.startswith(prefix) else None
@@ -152,7 +148,7 @@ for r in sha_rows:
         if "sha256_vs_run_median" in r:
             problems.append(f"row {r['name']!r} ({r['threads']} thr): a pace with {len(speeds)} workloads")
         continue
-    want = r["baseline_value"] / median(speeds.values())
+    want = r["baseline_value"] / statistics.median(speeds.values())
     got = r.get("sha256_vs_run_median")
     if not isinstance(got, (int, float)) or abs(got - want) > 1e-4 * max(want, 1):
         problems.append(f"row {r['name']!r} ({r['threads']} thr): sha256_vs_run_median {got!r}, expected {want}")

@@ -644,9 +644,10 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
       ++targets;
       met += *w.met() ? 1u : 0u;
     }
+  const wbench::Steadiness st = steadiness(r);
   o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) +
-       ",\n  \"unsteady_rows\": " + std::to_string(steadiness(r).unsteady) +
-       ",\n  \"sha256_off_pace_runs\": " + std::to_string(steadiness(r).off_pace.size()) + "\n}\n";
+       ",\n  \"unsteady_rows\": " + std::to_string(st.unsteady) +
+       ",\n  \"sha256_off_pace_runs\": " + std::to_string(st.off_pace.size()) + "\n}\n";
   return o;
 }
 

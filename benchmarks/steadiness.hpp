@@ -28,7 +28,8 @@ inline bool judged(const Row& w) {
   return !w.failed && (w.samples.size() >= kJudgedSamples || w.baseline_samples.size() >= kJudgedSamples);
 }
 
-/// A side's median over its fastest, if it has kJudgedSamples samples.
+/// A side's median over its fastest, if it has kJudgedSamples samples (for
+/// the text under the table).
 inline std::optional<double> side_spread(const std::vector<double>& samples) {
   if (samples.size() < kJudgedSamples) return std::nullopt;
   return wdedup::bench::median_over_fastest(samples);
@@ -37,9 +38,7 @@ inline std::optional<double> side_spread(const std::vector<double>& samples) {
 /// Whether a judged side of a row ran unsteadily: its median more than
 /// bench::kUnsteady times its fastest repetition (bench.hpp says why).
 inline bool unsteady(const Row& w) {
-  if (!judged(w)) return false;
-  const std::optional<double> s = side_spread(w.samples), b = side_spread(w.baseline_samples);
-  return (s && *s > wdedup::bench::kUnsteady) || (b && *b > wdedup::bench::kUnsteady);
+  return judged(w) && !(wdedup::bench::steady(w.samples) && wdedup::bench::steady(w.baseline_samples));
 }
 
 /// The workload a dedup row is of: its name up to the ':' ("small tensors

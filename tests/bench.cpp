@@ -88,6 +88,9 @@ TEST_CASE("Paired::steady: both sides' median_over_fastest at most the limit (kU
   CHECK(p.steady(2.0));
   // Fewer than kSteadyMinSamples (3) a side: that side is not judged.
   CHECK(wdedup::bench::kSteadyMinSamples == 3);
+  CHECK(wdedup::bench::steady({1.0, 5.0}));
+  CHECK_FALSE(wdedup::bench::steady({1.0, 5.0, 5.0}));
+  CHECK(wdedup::bench::steady({1.0, 5.0, 5.0}, 5.0));
   p.baseline_samples = {1.0, 5.0};
   CHECK(p.steady());
   p.samples = {1.0};

@@ -89,6 +89,12 @@ constexpr double kUnsteady = 1.5;
 /// is always 1, and of two the median is their mean.
 constexpr std::size_t kSteadyMinSamples = 3;
 
+/// Whether one side's samples ran steadily: median_over_fastest at most
+/// `limit`, or fewer than kSteadyMinSamples samples (not judged).
+inline bool steady(const std::vector<double>& samples, double limit = kUnsteady) {
+  return samples.size() < kSteadyMinSamples || median_over_fastest(samples) <= limit;
+}
+
 /// Every tensor's bytes in program order, each memory range once: a tensor
 /// whose (pointer, size) repeats an earlier one (a tied weight) is left out.
 /// deduplicate() never reads such an alias, so a baseline that read it again
@@ -355,10 +361,7 @@ struct Paired {
   /// unsteady measurement is best taken again, on a quieter machine or with
   /// more repetitions, rather than read.
   bool steady(double limit = kUnsteady) const {
-    auto side = [&](const std::vector<double>& s) {
-      return s.size() < kSteadyMinSamples || median_over_fastest(s) <= limit;
-    };
-    return side(samples) && side(baseline_samples);
+    return bench::steady(samples, limit) && bench::steady(baseline_samples, limit);
   }
 };
 
