@@ -163,11 +163,74 @@ struct CollideAll {
   std::uint64_t operator()(const void*, std::size_t, std::uint64_t) const noexcept { return 42; }
 };
 
+/// The keys the README's rules ("Store keys", under Semantics) give each
+/// tensor, in program order, written from the rules and not from the
+/// library: a name whose every occurrence has the same bytes and layout is
+/// its own key; else <method>/<name> if consistent within its method; else
+/// <method>/<partition>/<name>. A generated key already held by other bytes
+/// or another layout (a consistent real name's, or an earlier generated
+/// one's) takes ~1, ~2, ...; one held by the same bytes and layout is shared.
+std::vector<std::string> expected_keys(const Program& program) {
+  struct Site {
+    const std::string* method;
+    std::size_t partition;
+    const Tensor* tensor;
+  };
+  std::vector<Site> sites;
+  for (const Method& m : program.methods)
+    for (std::size_t p = 0; p < m.partitions.size(); ++p)
+      for (const Tensor& t : m.partitions[p].tensors) sites.push_back(Site{&m.name, p, &t});
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.bytes.size() == b.bytes.size() &&
+           (a.bytes.empty() || std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size()) == 0) &&
+           a.layout == b.layout;
+  };
+  // Per name (and per method and name): its first tensor, and whether every
+  // occurrence is the same as that one.
+  std::map<std::string, std::pair<const Tensor*, bool>> by_name;
+  std::map<std::pair<std::string, std::string>, std::pair<const Tensor*, bool>> by_method_name;
+  for (const Site& s : sites) {
+    auto g = by_name.emplace(s.tensor->name, std::make_pair(s.tensor, true)).first;
+    g->second.second = g->second.second && same(*g->second.first, *s.tensor);
+    auto m = by_method_name.emplace(std::make_pair(*s.method, s.tensor->name), std::make_pair(s.tensor, true)).first;
+    m->second.second = m->second.second && same(*m->second.first, *s.tensor);
+  }
+  std::map<std::string, const Tensor*> generated;  // generated key -> the tensor that took it first
+  std::vector<std::string> keys;
+  for (const Site& s : sites) {
+    const std::string& name = s.tensor->name;
+    if (by_name.at(name).second) {
+      keys.push_back(name);
+      continue;
+    }
+    const std::string base = by_method_name.at({*s.method, name}).second
+                                 ? *s.method + "/" + name
+                                 : *s.method + "/" + std::to_string(s.partition) + "/" + name;
+    std::string key = base;
+    for (int n = 1;; ++n) {
+      const auto real = by_name.find(key);
+      const Tensor* holder = nullptr;
+      if (real != by_name.end() && real->second.second) {
+        holder = real->second.first;
+      } else if (const auto g = generated.find(key); g != generated.end()) {
+        holder = g->second;
+      } else {
+        generated.emplace(key, s.tensor);
+      }
+      if (holder == nullptr || same(*holder, *s.tensor)) break;
+      key = base + "~" + std::to_string(n);
+    }
+    keys.push_back(key);
+  }
+  return keys;
+}
+
 struct RandomProgram {
   std::vector<std::vector<std::uint8_t>> contents;  // separate memory each
   Program program;
   std::size_t distinct = 0;
   bool equal_partitions = true;
+  std::vector<std::string> keys;  ///< each tensor's key in program order (expected_keys)
 
   explicit RandomProgram(std::uint32_t seed) {
     std::mt19937 rng(seed);
@@ -234,69 +297,9 @@ struct RandomProgram {
       }
     }
     distinct = seen.size();
+    keys = expected_keys(program);
   }
 };
-
-/// The keys the README's rules ("Store keys", under Semantics) give each
-/// tensor, in program order, written from the rules and not from the
-/// library: a name whose every occurrence has the same bytes and layout is
-/// its own key; else <method>/<name> if consistent within its method; else
-/// <method>/<partition>/<name>. A generated key already held by other bytes
-/// or another layout (a consistent real name's, or an earlier generated
-/// one's) takes ~1, ~2, ...; one held by the same bytes and layout is shared.
-std::vector<std::string> expected_keys(const Program& program) {
-  struct Site {
-    const std::string* method;
-    std::size_t partition;
-    const Tensor* tensor;
-  };
-  std::vector<Site> sites;
-  for (const Method& m : program.methods)
-    for (std::size_t p = 0; p < m.partitions.size(); ++p)
-      for (const Tensor& t : m.partitions[p].tensors) sites.push_back(Site{&m.name, p, &t});
-  auto bytes_of = [](const Tensor& t) {
-    return std::string(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
-  };
-  auto same = [&](const Tensor& a, const Tensor& b) { return bytes_of(a) == bytes_of(b) && a.layout == b.layout; };
-  // Per name (and per method and name): its first tensor, and whether every
-  // occurrence is the same as that one.
-  std::map<std::string, std::pair<const Tensor*, bool>> by_name;
-  std::map<std::pair<std::string, std::string>, std::pair<const Tensor*, bool>> by_method_name;
-  for (const Site& s : sites) {
-    auto g = by_name.emplace(s.tensor->name, std::make_pair(s.tensor, true)).first;
-    g->second.second = g->second.second && same(*g->second.first, *s.tensor);
-    auto m = by_method_name.emplace(std::make_pair(*s.method, s.tensor->name), std::make_pair(s.tensor, true)).first;
-    m->second.second = m->second.second && same(*m->second.first, *s.tensor);
-  }
-  std::map<std::string, const Tensor*> generated;  // generated key -> the tensor that took it first
-  std::vector<std::string> keys;
-  for (const Site& s : sites) {
-    const std::string& name = s.tensor->name;
-    if (by_name.at(name).second) {
-      keys.push_back(name);
-      continue;
-    }
-    const std::string base = by_method_name.at({*s.method, name}).second
-                                 ? *s.method + "/" + name
-                                 : *s.method + "/" + std::to_string(s.partition) + "/" + name;
-    std::string key = base;
-    for (int n = 1;; ++n) {
-      const auto real = by_name.find(key);
-      const Tensor* holder = nullptr;
-      if (real != by_name.end() && real->second.second) {
-        holder = real->second.first;
-      } else if (const auto g = generated.find(key); g != generated.end()) {
-        holder = g->second;
-      } else {
-        generated.emplace(key, s.tensor);
-      }
-      if (holder == nullptr || same(*holder, *s.tensor)) break;
-      key = base + "~" + std::to_string(n);
-    }
-    keys.push_back(key);
-  }
-  return keys;
-}
 
 template <class Policy, class Hash>
 std::vector<std::uint8_t> check_random_program(const RandomProgram& rp, unsigned threads, const Hash& hash) {
@@ -308,12 +311,11 @@ std::vector<std::uint8_t> check_random_program(const RandomProgram& rp, unsigned
   CHECK(r->store.buffer_count() == rp.distinct);
   // Every tensor's key as the README's rules give it, and the store's keys
   // in order of first use.
-  const std::vector<std::string> want = expected_keys(program);
   std::vector<std::string> got, first_use;
   for (const FunctionMap& f : r->functions.functions)
     for (const FunctionTensor& t : f.tensors) got.push_back(t.key);
-  CHECK(got == want);
-  for (const std::string& k : want)
+  CHECK(got == rp.keys);
+  for (const std::string& k : rp.keys)
     if (std::find(first_use.begin(), first_use.end(), k) == first_use.end()) first_use.push_back(k);
   std::vector<std::string> store_keys;
   for (const StoreKey& k : r->store.keys()) store_keys.push_back(k.key);
