@@ -149,13 +149,13 @@ inline std::string steadiness_text(const Results& r) {
       out += buf;
     }
     out += ":";
-    if (const std::optional<double> s = side_spread(w.samples)) {
+    const std::optional<double> s = side_spread(w.samples), b = side_spread(w.baseline_samples);
+    if (s) {
       std::snprintf(buf, sizeof buf, " %.2fx", *s);
       out += buf;
     }
-    if (const std::optional<double> b = side_spread(w.baseline_samples)) {
-      std::snprintf(buf, sizeof buf, "%s baseline %s %.2fx", side_spread(w.samples) ? "," : "", w.baseline.c_str(),
-                    *b);
+    if (b) {
+      std::snprintf(buf, sizeof buf, "%s baseline %s %.2fx", s ? "," : "", w.baseline.c_str(), *b);
       out += buf;
     }
     out += "\n";
