@@ -68,14 +68,22 @@ def median_over_fastest(samples):
     return statistics.median(samples) / min(samples) if min(samples) > 0 else 0
 
 
+# Each side's samples, and the JSON field of its median over fastest.
+SIDES = {"samples": "median_over_fastest", "baseline_samples": "baseline_median_over_fastest"}
+
+
 def judged_sides(r):
-    return [side for side in ("samples", "baseline_samples") if len(r.get(side) or []) >= 3]
+    return [side for side in SIDES if len(r.get(side) or []) >= 3]
+
+
+def workload_of(r):
+    return r["name"].split(":", 1)[0]
 
 
 out_lines = run.stdout.splitlines()
 judged, unsteady = [], []
 for r in rows:
-    for side, key in (("samples", "median_over_fastest"), ("baseline_samples", "baseline_median_over_fastest")):
+    for side, key in SIDES.items():
         if not r.get(side):
             if key in r:
                 problems.append(f"row {r['name']!r}: {key} without {side}")
@@ -120,9 +128,7 @@ else:
         prefix = f"  {r['name']}{thr}:"
         # Each judged side's figure to two decimals (from the JSON's six
         # digits: to within a rounding step).
-        want = [r.get(k) for k, side in (("median_over_fastest", "samples"),
-                                         ("baseline_median_over_fastest", "baseline_samples"))
-                if len(r.get(side) or []) >= 3]
+        want = [r.get(SIDES[side]) for side in judged_sides(r)]
         found = False
         for l in out_lines:
             m = pattern.fullmatch(l[len(prefix):]) if l.startswith(prefix) else None
@@ -143,7 +149,7 @@ for r in sha_rows:
     speeds = {}
     for o in sha_rows:
         if o["threads"] == r["threads"]:
-            speeds.setdefault(o["name"].split(":", 1)[0], o["baseline_value"])
+            speeds.setdefault(workload_of(o), o["baseline_value"])
     if len(speeds) < 3:
         if "sha256_vs_run_median" in r:
             problems.append(f"row {r['name']!r} ({r['threads']} thr): a pace with {len(speeds)} workloads")
@@ -152,8 +158,8 @@ for r in sha_rows:
     got = r.get("sha256_vs_run_median")
     if not isinstance(got, (int, float)) or abs(got - want) > 1e-4 * max(want, 1):
         problems.append(f"row {r['name']!r} ({r['threads']} thr): sha256_vs_run_median {got!r}, expected {want}")
-    elif (got > 1.5 or got * 1.5 < 1) and (r["name"].split(":", 1)[0], r["threads"]) not in off_pace:
-        off_pace.append((r["name"].split(":", 1)[0], r["threads"]))
+    elif (got > 1.5 or got * 1.5 < 1) and (workload_of(r), r["threads"]) not in off_pace:
+        off_pace.append((workload_of(r), r["threads"]))
 if any("sha256_vs_run_median" in r for r in rows if r not in sha_rows):
     problems.append("a row without a SHA-256 baseline has a SHA-256 pace")
 if doc.get("sha256_off_pace_runs") != len(off_pace):
