@@ -236,7 +236,11 @@ TEST_CASE("a BufferSource of nullptr and a size fails its reads instead of readi
   // As from an unchecked allocation: view() gives nothing, so open() asks
   // for lent metadata memory, whose read copied from address 0 (SIGSEGV).
   BufferSource src(nullptr, 896);
-  CHECK(NamedDataMap::open(src).error() == Error::InvalidArgument);
+  // Named for what it is, not as a source that is not memory-backed.
+  Result<NamedDataMap> in_place = NamedDataMap::open(src);
+  CHECK(in_place.error() == Error::InvalidArgument);
+  CHECK(std::string(in_place.failure().what) == "the source's memory is null");
+  CHECK(in_place.failure().at == 0);
   std::uint8_t b[8] = {};
   const Status st = src.read(0, b, sizeof b);
   CHECK(st.error() == Error::InvalidArgument);
@@ -341,6 +345,7 @@ TEST_CASE("open: in place for memory, lent metadata otherwise") {
   SUBCASE("a FileSource cannot be opened in place") {
     Result<NamedDataMap> m = NamedDataMap::open(*file);
     CHECK(m.error() == Error::InvalidArgument);
+    CHECK(std::string(m.failure().what) == "source is not memory-backed: lend metadata memory");
   }
   SUBCASE("metadata_size is the flatbuffer for plain files, through the WDX1 block for wdedup files") {
     Result<std::uint64_t> n = NamedDataMap::metadata_size(*file);

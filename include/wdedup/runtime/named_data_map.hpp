@@ -336,15 +336,24 @@ class NamedDataMap {
   /// Opens a memory-backed source (MmapSource, BufferSource): the metadata
   /// is read in place. The source's memory must be 8-byte aligned
   /// (Error::Misaligned otherwise); a source that is not memory-backed gets
-  /// Error::InvalidArgument (use metadata_size and the lending overload).
+  /// Error::InvalidArgument (use metadata_size and the lending overload), as
+  /// does a BufferSource whose memory is null ("the source's memory is null").
   static Result<NamedDataMap> open(const DataSource& src) noexcept {
     using R = Result<NamedDataMap>;
     const std::uint64_t size = src.size();
     if (size < format::kMinFileSize)
       return R(Error::Truncated, "file is smaller than the FT01 identifier and FH01 header", size);
     const std::uint8_t* file = src.view(0, size);
-    if (file == nullptr)
+    if (file == nullptr) {
+      // Two causes give no view: a source that is not memory-backed, and a
+      // memory source whose memory is null (a BufferSource of an unchecked
+      // allocation). A one-byte read tells them apart and names the second
+      // (its read fails, "the source's memory is null"); this is only the
+      // error path.
+      std::uint8_t first = 0;
+      if (Status st = src.read(0, &first, 1); !st) return st.failure();
       return R(Error::InvalidArgument, "source is not memory-backed: lend metadata memory", 0);
+    }
     if (reinterpret_cast<std::uintptr_t>(file) % 8 != 0)
       return R(Error::Misaligned, "source memory is not 8-byte aligned",
                reinterpret_cast<std::uintptr_t>(file) % 8);
