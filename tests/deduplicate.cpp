@@ -558,10 +558,11 @@ TEST_CASE("the report's largest alias groups: at most five, largest saving first
 
 TEST_CASE("the report's table escapes names: control characters, bytes that are not UTF-8, backslashes") {
   // (The messages' escaping, detail/escape.hpp: the table's is the same
-  // without the quotes.)
+  // without the quotes, and so without escaping an apostrophe.)
   CHECK(detail::table_name("layers.0.wq") == "layers.0.wq");
   CHECK(detail::table_name("w\x1b[2J\xff") == "w\\x1b[2J\\xff");
   CHECK(detail::table_name("a\\b") == "a\\\\b");
+  CHECK(detail::table_name("it's") == "it's");  // unquoted: an apostrophe ends nothing
   CHECK(detail::table_name("\xc3\xa9t\xc3\xa9") == "\xc3\xa9t\xc3\xa9");  // "été", copied
   CHECK(detail::table_name("\xc2\x9b" "1m") == "\\xc2\\x9b1m");            // U+009B, a C1 control (CSI)
   CHECK(detail::table_name("\xc2\xa0") == "\xc2\xa0");                     // U+00A0, not a control

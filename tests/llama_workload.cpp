@@ -275,7 +275,7 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
   std::fputc(was ^ 0x01, file);
   std::fclose(file);
   const wdedup_demo::ReadBack bad = wdedup_demo::read_back(path, program, *r);
-  CHECK(bad.problem == f0.method + "#0 tensor '" + t0.name + "' does not read back");
+  CHECK(bad.problem == "'" + f0.method + "'#0 tensor '" + t0.name + "' does not read back");
   CHECK(bad.tensors == 0);
 
   // A function the file does not have (another name than the one written):
@@ -283,7 +283,7 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
   DedupResult renamed = *r;
   renamed.functions.functions[0].function_name += "_other";
   CHECK(wdedup_demo::read_back(path, program, renamed).problem ==
-        "function " + f0.method + "#0 missing or different in the file");
+        "function '" + f0.method + "'#0 missing or different in the file");
   CHECK(wdedup_demo::read_back(path + ".absent", program, *r).problem ==
         "cannot map " + path + ".absent: open failed: No such file or directory (IoError)");
 
@@ -295,14 +295,14 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
   DedupResult dropped = *r;
   dropped.functions.functions.erase(dropped.functions.functions.begin() + 1);
   REQUIRE(write_ptd_file(dropped.store, dropped.functions, path).ok());
-  CHECK(wdedup_demo::read_back(path, program, dropped).problem == "function decode#0 missing or different in the file");
+  CHECK(wdedup_demo::read_back(path, program, dropped).problem == "function 'decode'#0 missing or different in the file");
 
   // An intact file again: what the program or the result says otherwise.
   REQUIRE(write_ptd_file(r->store, r->functions, path).ok());
   CHECK(wdedup_demo::read_back(path, program, *r).problem == "");
   // The result lacks a function the file has.
   CHECK(wdedup_demo::read_back(path, program, dropped).problem ==
-        "function decode#0 is in the file but not in the deduplication result");
+        "function 'decode'#0 is in the file but not in the deduplication result");
   // The program gives a tensor another layout than the one written.
   {
     Program other = program;
@@ -311,7 +311,7 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
     REQUIRE(!t.layout->sizes.empty());
     t.layout->sizes[0] += 1;
     CHECK(wdedup_demo::read_back(path, other, *r).problem ==
-          "decode#0 tensor '" + t.name + "' does not read back its layout");
+          "'decode'#0 tensor '" + t.name + "' does not read back its layout");
   }
   // ... or asks for an alignment the file does not give it.
   {
@@ -319,14 +319,21 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
     Tensor& t = other.methods[0].partitions[0].tensors[0];
     t.alignment = std::int64_t{1} << 40;
     CHECK(wdedup_demo::read_back(path, other, *r).problem ==
-          "prefill#0 tensor '" + t.name + "' is not at an offset of its alignment 1099511627776");
+          "'prefill'#0 tensor '" + t.name + "' is not at an offset of its alignment 1099511627776");
+  }
+  // ... or a name the file does not hold, named as the library names it
+  // (quoted and escaped: an imported program's names may hold any bytes).
+  {
+    Program other = program;
+    other.methods[0].partitions[0].tensors[0].name = "it's\x1b[2J";
+    CHECK(wdedup_demo::read_back(path, other, *r).problem == "'prefill'#0 tensor 'it\\'s\\x1b[2J' does not read back");
   }
   // ... or one tensor fewer than the file's function has.
   {
     Program other = program;
     other.methods[0].partitions[0].tensors.pop_back();
     CHECK(wdedup_demo::read_back(path, other, *r).problem ==
-          "function prefill#0 has 48 tensors in the file, 47 in the program");
+          "function 'prefill'#0 has 48 tensors in the file, 47 in the program");
   }
   // A function of a method the program does not have: in the result (it
   // was dereferenced as a null method), then in the file as well.

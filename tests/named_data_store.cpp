@@ -599,6 +599,11 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
   CHECK(detail::quote_name("a\xd8\x9c" "1") == "'a\\xd8\\x9c1'");  // U+061C, the Arabic letter mark
   CHECK(detail::quote_name("\xd8\xa8") == "'\xd8\xa8'");               // U+0628, a letter: copied
   CHECK(detail::quote_name("\xe2\x80\x94\xc2\xa0") == "'\xe2\x80\x94\xc2\xa0'");  // an em dash, a no-break space
+  // An apostrophe is escaped inside the quotes, so the quote that ends a
+  // name is its closing one: the key it's, not it followed by s'.
+  CHECK(detail::quote_name("it's") == "'it\\'s'");
+  CHECK(detail::quote_name("'") == "'\\''");
+  CHECK(detail::quote_name("a\\'b") == "'a\\\\\\'b'");  // a\'b: the backslash, then the apostrophe
   // In a message made from a name read from a file (here a key given twice
   // with other bytes): nothing raw reaches the terminal.
   NamedDataStore t;
@@ -610,6 +615,10 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
   CHECK(again.message().rfind("key 'k\\x1b]0;owned\\x07\\xc2\\x9b\\xe2\\x80\\xae' ", 0) == 0);
   CHECK(again.message().find('\x1b') == std::string::npos);
   CHECK(again.message().find("\xc2\x9b") == std::string::npos);
+  REQUIRE(t.add_named_data("it's", span(one)));
+  Expected<void> apostrophe = t.add_named_data("it's", span(two));
+  CHECK(apostrophe.error() == Error::KeyConflict);
+  CHECK(apostrophe.message().rfind("key 'it\\'s' ", 0) == 0);
 }
 
 TEST_CASE("a runtime Failure in a message: a failed system call by its reason, anything else by its offset") {

@@ -50,7 +50,9 @@ inline ReadBack read_back(const std::string& path, const wdedup::Program& progra
   for (const wdedup::Method& m : program.methods)
     for (std::size_t p = 0; p < m.partitions.size(); ++p, ++partitions) {
       const auto index = static_cast<std::uint32_t>(p);
-      const std::string where = m.name + "#" + std::to_string(p);
+      // Names as the library's messages give them (quoted, escaped): a
+      // program imported from someone's files may hold any bytes.
+      const std::string where = wdedup::detail::quote_name(m.name) + "#" + std::to_string(p);
       const wdedup::FunctionMap* f = r.functions.find(m.name, index);
       auto fv = map->find_function(m.name, index);
       if (!fv || (f && (fv->function_name() != f->function_name || fv->blob_key() != f->blob_key))) {
@@ -68,7 +70,7 @@ inline ReadBack read_back(const std::string& path, const wdedup::Program& progra
         return out;
       }
       for (const wdedup::Tensor& t : part.tensors) {
-        const std::string tensor = where + " tensor '" + t.name + "'";
+        const std::string tensor = where + " tensor " + wdedup::detail::quote_name(t.name);
         // One lookup by name; the data and layout then by its index.
         auto key = fv->key_of(t.name);
         auto info = key ? map->find(*key) : wdedup::Result<wdedup::KeyInfo>(wdedup::Error::NotFound);

@@ -49,8 +49,10 @@ inline std::size_t utf8_sequence(const unsigned char* p, std::size_t n) noexcept
 /// Those are written as \xNN per byte, as is every byte that is not part of
 /// valid UTF-8; newline and tab as \n and \t; a backslash as \\ (so "\x1b"
 /// can only be the escape byte). A NUL is \x00, so a message printed with
-/// c_str() is never cut short.
-inline void append_escaped(std::string& out, std::string_view v) {
+/// c_str() is never cut short. With `quote` set (quote_name), an apostrophe
+/// is written \' too, so a quoted name ends only at its closing quote (the
+/// key it's is 'it\'s', not 'it's').
+inline void append_escaped(std::string& out, std::string_view v, bool quote = false) {
   static constexpr char kHex[] = "0123456789abcdef";
   const auto* p = reinterpret_cast<const unsigned char*>(v.data());
   for (std::size_t i = 0; i < v.size();) {
@@ -69,6 +71,8 @@ inline void append_escaped(std::string& out, std::string_view v) {
     if (len == 0) len = 1;
     if (c == '\\') {
       out += "\\\\";
+    } else if (quote && c == '\'') {
+      out += "\\'";
     } else if (c == '\n') {
       out += "\\n";
     } else if (c == '\t') {
@@ -86,12 +90,13 @@ inline void append_escaped(std::string& out, std::string_view v) {
   }
 }
 
-/// Quotes a name for a message: 'name', escaped as append_escaped says.
+/// Quotes a name for a message: 'name', escaped as append_escaped says,
+/// an apostrophe in it as \'.
 inline std::string quote_name(std::string_view v) {
   std::string s;
   s.reserve(v.size() + 2);
   s += '\'';
-  append_escaped(s, v);
+  append_escaped(s, v, true);
   s += '\'';
   return s;
 }
