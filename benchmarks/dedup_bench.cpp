@@ -553,7 +553,9 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
   Sha256Reference reference;
   double read_base = 0, dedup_base = 0;
   double huge_share = -1;  // measured on the first thread count, once every page has been touched
+  std::size_t base_row = 0;  // the first row of the first thread count's (failed with all of them)
   for (unsigned threads : c.threads) {
+    if (threads == c.threads.front()) base_row = out.rows.size();
     // A wrong or inconsistent answer at this thread count voids its rows.
     const FailureScope scope(out);
     progress(c, "dedup %s, %u thread(s): warming", w.name.c_str(), threads);
@@ -758,19 +760,8 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       read_base = m_read;
       dedup_base = m_dedup;
     } else if (dedup_base > 0 && m_dedup > 0) {
-      Row r;
-      r.group = "dedup";
-      r.name = label + ": scaling vs " + std::to_string(c.threads.front()) + " thr";
-      r.threads = threads;
-      r.value = dedup_base / m_dedup;
-      r.unit = "x";
-      r.baseline = "read pass";
-      r.baseline_value = read_base / m_read;
-      r.baseline_unit = "x";
-      r.ratio = r.value / r.baseline_value;
-      r.ratio_meaning = "deduplicate speed-up / read-pass speed-up, both over the first thread count";
-      r.reps = c.reps;
-      out.rows.push_back(std::move(r));
+      out.rows.push_back(scaling_row(label, c.threads.front(), threads, dedup_base, read_base,
+                                     out.rows[base_row].failed, m_dedup, m_read, c.reps));
     }
   }
 }

@@ -115,6 +115,29 @@ struct Results {
   std::vector<std::pair<std::string, std::string>> notes;  ///< run-level facts
 };
 
+/// A workload's "scaling vs <first> thr" row at `threads`: deduplicate()'s
+/// speed-up over the first thread count, against the read pass's, from the
+/// medians (seconds) at both. `base_failed`: a check failed at the first
+/// thread count, whose rows are marked failed; this row, made of its median,
+/// is too (a failure at `threads` marks it with that count's rows).
+inline Row scaling_row(const std::string& label, unsigned first_threads, unsigned threads, double dedup_base,
+                       double read_base, bool base_failed, double m_dedup, double m_read, unsigned reps) {
+  Row r;
+  r.group = "dedup";
+  r.name = label + ": scaling vs " + std::to_string(first_threads) + " thr";
+  r.threads = threads;
+  r.value = dedup_base / m_dedup;
+  r.unit = "x";
+  r.baseline = "read pass";
+  r.baseline_value = read_base / m_read;
+  r.baseline_unit = "x";
+  r.ratio = r.value / r.baseline_value;
+  r.ratio_meaning = "deduplicate speed-up / read-pass speed-up, both over the first thread count";
+  r.reps = reps;
+  r.failed = base_failed;
+  return r;
+}
+
 /// Progress on stderr, only when it is a terminal (Config::progress).
 void progress(const Config& c, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 /// Ends a progress line (if one is shown).

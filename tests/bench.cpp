@@ -340,6 +340,26 @@ TEST_CASE("the harness's FailureScope: a failure while it lives voids the rows p
   CHECK(wbench::failure_count() == 1);
 }
 
+TEST_CASE("the harness's scaling row: speed-ups from the medians, failed with the first thread count's rows") {
+  // 1 thread: deduplicate 0.4 s, read pass 0.2 s; 2 threads: 0.25 s and 0.1 s.
+  const wbench::Row r = wbench::scaling_row("small tensors POSITIONAL", 1, 2, 0.4, 0.2, false, 0.25, 0.1, 7);
+  CHECK(r.group == "dedup");
+  CHECK(r.name == "small tensors POSITIONAL: scaling vs 1 thr");
+  CHECK(r.threads == 2);
+  CHECK(r.value == doctest::Approx(1.6));
+  CHECK(r.unit == "x");
+  CHECK(r.baseline == "read pass");
+  CHECK(r.baseline_value == doctest::Approx(2.0));
+  REQUIRE(r.ratio.has_value());
+  CHECK(*r.ratio == doctest::Approx(0.8));
+  CHECK(r.reps == 7);
+  CHECK(!r.failed);
+  CHECK(!r.met().has_value());  // no target
+  // Made of a median whose check failed at the first thread count: failed
+  // too (it was a figure of a voided measurement, unmarked).
+  CHECK(wbench::scaling_row("adversarial POSITIONAL", 1, 2, 0.4, 0.2, true, 0.25, 0.1, 7).failed);
+}
+
 namespace {
 // A dedup row of `workload` at `threads` against SHA-256 at `sha` GB/s,
 // with steady samples on both sides.
