@@ -48,6 +48,11 @@ refusals = [
     (["--keys", " -1"], "--keys needs positive integers separated by commas, got ' -1'"),
     (["--keys", "+16"], "--keys needs positive integers separated by commas, got '+16'"),
     (["--reps", " 3"], "--reps needs a positive integer, got ' 3'"),
+    # A negative number is refused as a number, not called an option.
+    (["--reps", "-1"], "--reps needs a positive integer, got '-1'"),
+    (["--threads", "-2"], "--threads needs positive integers separated by commas, got '-2'"),
+    (["--reps", "-x"], "--reps needs a value, got the option '-x' (a path starting with '-' is written ./-x)"),
+    (["--json", ""], "--json needs a file, got ''"),
     (["--keys", "16,256,16"], "--keys 16,256,16 gives 16 twice"),
     (["--threads", "2,1,2"], "--threads 2,1,2 gives 2 twice"),
     (["--only", "dedup,dedup"], "--only dedup,dedup gives dedup twice"),
@@ -173,10 +178,47 @@ elif r.returncode != 1 or r.stderr.strip() != want or not os.path.exists(oom_jso
                     f"written: {os.path.exists(oom_json)}; expected 1, {want!r}, the JSON")
 else:
     with open(oom_json) as f:
-        groups = sorted({x["group"] for x in json.load(f)["results"]})
+        oom = json.load(f)
+    groups = sorted({x["group"] for x in oom["results"]})
     if groups != ["alloc", "runtime"]:
         problems.append(f"out of memory in the write group: the JSON holds the groups {groups}, expected the "
                         "runtime group's rows (alloc, runtime)")
+    # The group that stopped is said, not only missing: in the JSON and under the table.
+    said = want[len("wdedup-bench: FAILURE: "):]
+    if oom.get("failures") != [said]:
+        problems.append(f"out of memory in the write group: JSON failures {oom.get('failures')!r}, expected [{said!r}]")
+    if "\nFAILED: " + said + "\n" not in r.stdout:
+        problems.append(f"out of memory in the write group: no 'FAILED: {said}' line under the table: {r.stdout!r}")
+
+# ---- interrupted: the run's files are removed ----------------------------------
+# A Ctrl-C (SIGINT) during the write group left its store behind, as
+# write_ptd_file's hidden temporary (2 GB at --model 1b). The run's files go
+# and the signal ends the process; another process's file stays.
+import shutil
+import signal
+import time
+
+sig_dir = os.path.join(outdir, "bench-args-interrupted")
+shutil.rmtree(sig_dir, ignore_errors=True)
+os.mkdir(sig_dir)
+decoy = os.path.join(sig_dir, "wdedup-bench-1-store.ptd")  # pid 1's name, not this run's
+with open(decoy, "w"):
+    pass
+p = subprocess.Popen([exe, "--no-progress", "--only", "write", "--write-bytes", "500000000", "--reps", "1", "--tmpdir",
+                      sig_dir, "--json", os.path.join(sig_dir, "r.json")],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+own = []
+deadline = time.monotonic() + 60
+while not own and time.monotonic() < deadline and p.poll() is None:
+    own = [n for n in os.listdir(sig_dir) if n.lstrip(".").startswith(f"wdedup-bench-{p.pid}-")]
+    time.sleep(0.01)
+p.send_signal(signal.SIGINT)
+_, err = p.communicate(timeout=60)
+left = sorted(os.listdir(sig_dir))
+if not own or p.returncode != -signal.SIGINT or left != ["wdedup-bench-1-store.ptd"]:
+    problems.append(f"interrupted while writing: its files seen {own}, exit {p.returncode}, stderr {err!r}, left "
+                    f"{left}; expected a file of its own, death by SIGINT, only the other process's file left")
+shutil.rmtree(sig_dir, ignore_errors=True)
 
 # ---- settings of what did not run ----------------------------------------------
 # Dedup flags on a run without the dedup group are recorded as not used (the

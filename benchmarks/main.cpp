@@ -18,7 +18,10 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -41,6 +44,7 @@ std::atomic<std::uint64_t> g_sink{0};
 std::atomic<unsigned> g_temp_counter{0};
 bool g_progress_open = false;
 unsigned g_failures = 0;
+std::vector<std::string> g_failure_messages;
 }  // namespace
 
 void report_failure(const std::string& what) {
@@ -50,8 +54,10 @@ void report_failure(const std::string& what) {
   }
   std::fprintf(stderr, "wdedup-bench: FAILURE: %s\n", what.c_str());
   ++g_failures;
+  g_failure_messages.push_back(what);
 }
 bool any_failure() { return g_failures != 0; }
+const std::vector<std::string>& failures() { return g_failure_messages; }
 unsigned failure_count() { return g_failures; }
 void fail_group(const std::string& what) {
   report_failure(what);
@@ -88,6 +94,69 @@ std::string temp_path(const Config& c, const std::string& stem) {
 }  // namespace wbench
 
 namespace {
+
+// ---- an interrupted run removes its files --------------------------------------
+// A run stopped by Ctrl-C or a kill died with its files in --tmpdir: the
+// write group's store (2 GB at --model 1b, as write_ptd_file's hidden
+// temporary while it writes), the runtime group's key stores, the build
+// group's TUs. Every one of them is named by temp_path, wdedup-bench-<pid>-...,
+// or is write_ptd_file's temporary of one, .wdedup-bench-<pid>-...; the
+// handler unlinks those names and the signal then ends the process as it
+// would have. It lists the directory with getdents64 and unlinks with
+// unlinkat, system calls that are safe in a handler (opendir and readdir,
+// which allocate, are not), on a descriptor opened before the run.
+int g_tmpdir_fd = -1;
+char g_own_prefix[64];  // "wdedup-bench-<pid>-"
+std::size_t g_own_prefix_len = 0;
+
+bool own_file(const char* name) {
+  if (name[0] == '.') ++name;  // write_ptd_file's temporary of one
+  return std::strncmp(name, g_own_prefix, g_own_prefix_len) == 0;
+}
+
+/// Unlinks this run's files in the directory; how many it removed.
+unsigned remove_own_files() {
+  unsigned removed = 0;
+  alignas(8) static char buf[8192];
+  if (::lseek(g_tmpdir_fd, 0, SEEK_SET) != 0) return 0;
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, g_tmpdir_fd, buf, sizeof buf);
+    if (n <= 0) return removed;
+    for (long at = 0; at < n;) {
+      // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+      unsigned short reclen = 0;
+      std::memcpy(&reclen, buf + at + 16, sizeof reclen);
+      const char* name = buf + at + 19;
+      if (own_file(name) && ::unlinkat(g_tmpdir_fd, name, 0) == 0) ++removed;
+      at += reclen;
+    }
+  }
+}
+
+extern "C" void remove_own_files_and_die(int sig) {
+  // (Removing entries while listing may skip some: list again until a pass
+  // removes none.)
+  for (int pass = 0; pass < 8 && remove_own_files() != 0; ++pass) {
+  }
+  // SA_RESETHAND made the action the default again: delivered once this
+  // returns, the signal ends the process (exit status 128 + sig in a shell).
+  ::raise(sig);
+}
+
+void remove_own_files_on_signals(const wbench::Config& c) {
+  g_tmpdir_fd = ::open(c.tmpdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (g_tmpdir_fd < 0) return;  // (checked by parse_args: it can create files there)
+  const int len = std::snprintf(g_own_prefix, sizeof g_own_prefix, "wdedup-bench-%ld-", static_cast<long>(::getpid()));
+  g_own_prefix_len = static_cast<std::size_t>(len);
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = remove_own_files_and_die;
+  sa.sa_flags = static_cast<int>(SA_RESETHAND);  // (an unsigned constant in glibc)
+  sigemptyset(&sa.sa_mask);
+  const int signals[] = {SIGINT, SIGTERM, SIGHUP};
+  for (int sig : signals) sigaddset(&sa.sa_mask, sig);  // one cleanup at a time
+  for (int sig : signals) ::sigaction(sig, &sa, nullptr);
+}
 
 using wbench::Config;
 using wbench::Results;
@@ -329,7 +398,9 @@ int parse_args(int argc, char** argv, Config* c) {
       // and run the full benchmark: an option is never taken as a value.
       // (No value here starts with '-': not a number, a list, a name; a
       // path that does is written ./-name.)
-      if (v[0] == '-') {
+      // A negative number is a value, refused as one by the flag's own
+      // check ("needs a positive integer, got '-1'"), not called an option.
+      if (v[0] == '-' && !(v[1] >= '0' && v[1] <= '9')) {
         std::fprintf(stderr, "wdedup-bench: %s needs a value, got the option '%s' (a path starting with '-' is "
                              "written ./%s)\n", opt.c_str(), v, v);
         return false;
@@ -375,6 +446,10 @@ int parse_args(int argc, char** argv, Config* c) {
     } else if (opt == "--json") {
       if (!value()) return 2;
       c->json_path = v;
+      if (c->json_path.empty()) {  // (it was "cannot write --json : Is a directory")
+        std::fprintf(stderr, "wdedup-bench: --json needs a file, got ''\n");
+        return 2;
+      }
     } else if (opt == "--tmpdir") {
       if (!value()) return 2;
       c->tmpdir = v;
@@ -647,7 +722,13 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
   const wbench::Steadiness st = steadiness(r);
   o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) +
        ",\n  \"unsteady_rows\": " + std::to_string(st.unsteady) +
-       ",\n  \"sha256_off_pace_runs\": " + std::to_string(st.off_pace.size()) + "\n}\n";
+       ",\n  \"sha256_off_pace_runs\": " + std::to_string(st.off_pace.size()) + ",\n";
+  // What failed (the lines said as FAILURE on stderr): a group that stopped
+  // leaves no rows, so its absence alone would not say it failed.
+  const std::vector<std::string>& failed = wbench::failures();
+  o += "  \"failures\": [";
+  for (std::size_t i = 0; i < failed.size(); ++i) o += (i ? ", " : "") + json_string(failed[i]);
+  o += "]\n}\n";
   return o;
 }
 
@@ -722,6 +803,7 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
 int main(int argc, char** argv) {
   Config c;
   if (int rc = parse_args(argc, argv, &c); rc != 0) return rc;
+  remove_own_files_on_signals(c);
 
   std::string command = "wdedup-bench";
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
@@ -785,6 +867,8 @@ int main(int argc, char** argv) {
     if (c.wants("build")) run(wbench::run_build_cost);
     wbench::progress_done(c);
     print_table(r, c.input_pages.c_str(), c.quick);
+    // Under the table too, which a group that stopped would leave silent.
+    for (const std::string& what : wbench::failures()) std::printf("FAILED: %s\n", what.c_str());
   }
 
   r.notes.push_back({"checksum", std::to_string(wbench::consumed())});
