@@ -223,16 +223,28 @@ shutil.rmtree(sig_dir, ignore_errors=True)
 # ---- settings of what did not run ----------------------------------------------
 # Dedup flags on a run without the dedup group are recorded as not used (the
 # facts said "dedup_threads": "1,2" and "input_pages": "small", as if set).
-r = run([exe, "--quick", "--only", "runtime", "--keys", "16", "--threads", "1,2", "--input-pages", "small",
-         "--no-progress", "--json", json_path, "--tmpdir", outdir])
+# Its JSON file's name has a space and an apostrophe: the recorded command
+# gives the shell back the same words (it joined them with spaces, unquoted).
+import shlex
+
+spaced_json = os.path.join(outdir, "bench args it's.json")
+args = ["--quick", "--only", "runtime", "--keys", "16", "--threads", "1,2", "--input-pages", "small", "--no-progress",
+        "--json", spaced_json, "--tmpdir", outdir]
+r = run([exe] + args)
 if r.returncode != 0:
     problems.append(f"--only runtime with dedup flags: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 else:
-    with open(json_path) as f:
-        facts = json.load(f)["facts"]
+    with open(spaced_json) as f:
+        spaced = json.load(f)
+    os.remove(spaced_json)
+    facts = spaced["facts"]
     got = (facts.get("dedup_threads"), facts.get("input_pages"), facts.get("llama_model"))
     if got != ("none ran", "none ran", "none ran"):
         problems.append(f"--only runtime: facts dedup_threads, input_pages, llama_model {got}, expected 'none ran'")
+    if shlex.split(spaced["command"]) != ["wdedup-bench"] + args:
+        problems.append(f"the JSON's command {spaced['command']!r} does not split back into its words")
+    if f"--json '{outdir}/bench args it'\\''s.json'" not in spaced["command"]:
+        problems.append(f"the JSON's command {spaced['command']!r}: the --json path not single-quoted")
 
 # ---- accepted ------------------------------------------------------------------
 # A Llama row's note records every shape setting the run used, flags and

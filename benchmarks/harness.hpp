@@ -115,6 +115,21 @@ struct Results {
   std::vector<std::pair<std::string, std::string>> notes;  ///< run-level facts
 };
 
+/// Why `--input-pages huge` cannot be had, from the kernel's transparent
+/// huge page setting (thp_policy(): the line of
+/// /sys/kernel/mm/transparent_hugepage/enabled, "unknown" without it), or ""
+/// where it can. Under "[never]" madvise(MADV_HUGEPAGE) gives no huge page:
+/// the run would time 4 KiB pages and record "huge".
+inline std::string huge_input_pages_problem(const std::string& thp) {
+  if (thp == "unknown")
+    return "--input-pages huge: this kernel has no transparent huge pages "
+           "(no /sys/kernel/mm/transparent_hugepage/enabled)";
+  if (thp.find("[never]") != std::string::npos)
+    return "--input-pages huge: transparent huge pages are off here (" + thp +
+           " in /sys/kernel/mm/transparent_hugepage/enabled)";
+  return "";
+}
+
 /// A workload's "scaling vs <first> thr" row at `threads`: deduplicate()'s
 /// speed-up over the first thread count, against the read pass's, from the
 /// medians (seconds) at both. `base_failed`: a check failed at the first

@@ -501,11 +501,11 @@ int parse_args(int argc, char** argv, Config* c) {
         return 2;
       }
       c->input_pages = v;
-      if (c->input_pages == "huge" && wbench::thp_policy() == "unknown") {
-        std::fprintf(stderr, "wdedup-bench: --input-pages huge: this kernel has no transparent huge pages "
-                             "(no /sys/kernel/mm/transparent_hugepage/enabled)\n");
-        return 2;
-      }
+      if (c->input_pages == "huge")
+        if (const std::string why = wbench::huge_input_pages_problem(wbench::thp_policy()); !why.empty()) {
+          std::fprintf(stderr, "wdedup-bench: %s\n", why.c_str());
+          return 2;
+        }
     } else if (opt == "--cxx") {
       if (!value()) return 2;
       c->cxx = v;
@@ -805,8 +805,21 @@ int main(int argc, char** argv) {
   if (int rc = parse_args(argc, argv, &c); rc != 0) return rc;
   remove_own_files_on_signals(c);
 
+  // As a shell would take it back (a --ptd path with a space was two
+  // words): a word of other characters than these is single-quoted.
   std::string command = "wdedup-bench";
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool plain = !a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                         "0123456789_-+=,./:@%") == std::string::npos;
+    if (plain) {
+      command += " " + a;
+      continue;
+    }
+    command += " '";
+    for (char ch : a) command += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    command += "'";
+  }
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));

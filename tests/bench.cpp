@@ -340,6 +340,17 @@ TEST_CASE("the harness's FailureScope: a failure while it lives voids the rows p
   CHECK(wbench::failure_count() == 1);
 }
 
+TEST_CASE("the harness's --input-pages huge: refused where the kernel gives no transparent huge page") {
+  CHECK(wbench::huge_input_pages_problem("always [madvise] never") == "");
+  CHECK(wbench::huge_input_pages_problem("[always] madvise never") == "");
+  CHECK(wbench::huge_input_pages_problem("always madvise [never]") ==
+        "--input-pages huge: transparent huge pages are off here (always madvise [never] in "
+        "/sys/kernel/mm/transparent_hugepage/enabled)");
+  CHECK(wbench::huge_input_pages_problem("unknown") ==
+        "--input-pages huge: this kernel has no transparent huge pages "
+        "(no /sys/kernel/mm/transparent_hugepage/enabled)");
+}
+
 TEST_CASE("the harness's scaling row: speed-ups from the medians, failed with the first thread count's rows") {
   // 1 thread: deduplicate 0.4 s, read pass 0.2 s; 2 threads: 0.25 s and 0.1 s.
   const wbench::Row r = wbench::scaling_row("small tensors POSITIONAL", 1, 2, 0.4, 0.2, false, 0.25, 0.1, 7);
