@@ -136,6 +136,11 @@ int main(int argc, char** argv) {
   }
 
   // 4. Subject and baseline interleaved; medians; ratio = read time / dedup time.
+  // Each call here reuses the table memory the one before kept (the table
+  // cache), as a program deduplicating several models in one process does.
+  // wdedup-bench calls wdedup::release_table_cache() before each call, a
+  // one-shot export's cost: on many small tensors that reads a few percent
+  // slower. Do the same here (untimed) to compare with its figures.
   const wdedup::bench::Paired p = wdedup::bench::compare(
       reps,
       [&] {
