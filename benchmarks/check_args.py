@@ -76,7 +76,13 @@ refusals = [
      "workload llama-3+2 needs at least 3 layers (a partition holds whole layers), got --layers 2; "
      "leave it out with --workloads"),
     (["--only", "dedup", "--workloads", "llama-1+1", "--vocab-size", "2147483648"],
-     "Llama settings for llama-1+1: vocab_size 2147483648 is more than 2147483647 (a dimension is an int32)"),
+     "Llama settings for llama-1+1: --vocab-size 2147483648 is more than 2147483647 (a dimension is an int32)"),
+    # The generator's field names as the flags that set them, whole words
+    # (hidden_dim is --hidden-dim, not hidden_--dim).
+    (["--only", "dedup", "--workloads", "llama-1+1", "--max-seq-len", "4294967295"],
+     "Llama settings for llama-1+1: --max-seq-len 4294967295 is more than 2147483647 (a dimension is an int32)"),
+    (["--only", "dedup", "--workloads", "llama-1+1", "--hidden-dim", "2147483648"],
+     "Llama settings for llama-1+1: --hidden-dim 2147483648 is more than 2147483647 (a dimension is an int32)"),
     (["--tmpdir", ""], "--tmpdir needs a directory, got ''"),
     (["--input-pages", "giant"], "--input-pages needs default, huge or small, got 'giant'"),
     (["--tmpdir", missing_dir], f"cannot create files in --tmpdir {missing_dir}: No such file or directory"),

@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -786,6 +787,32 @@ bool runs_llama(const Config& c) {
   return false;
 }
 
+/// `text` with each of LlamaConfig's field names that a flag sets written
+/// as that flag, as whole words ("hidden_dim" is not "dim").
+std::string as_flags(const std::string& text) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"dim", "--dim"},           {"n_layers", "--layers"}, {"hidden_dim", "--hidden-dim"},
+      {"vocab_size", "--vocab-size"}, {"n_heads", "--heads"}, {"n_kv_heads", "--kv-heads"},
+      {"max_seq_len", "--max-seq-len"}};
+  const auto word_char = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    if (!word_char(text[i])) {
+      out += text[i++];
+      continue;
+    }
+    std::size_t end = i;
+    while (end < text.size() && word_char(text[end])) ++end;
+    const std::string word = text.substr(i, end - i);
+    const char* flag = nullptr;
+    for (const auto& [field, f] : kFlags)
+      if (word == field) flag = f;
+    out += flag ? flag : word;
+    i = end;
+  }
+  return out;
+}
+
 std::string check_llama(const Config& c) {
   const std::optional<wdedup::LlamaConfig> cfg = llama_config(c);
   if (!cfg) return "unknown --model '" + c.model + "' (tiny, small or 1b)";
@@ -819,15 +846,16 @@ std::string check_llama(const Config& c) {
            std::to_string(need) + " layers (a partition holds whole layers), got " +
            flag("--layers", cfg->n_layers, c.layers) + "; leave " + (count == 1 ? "it" : "them") +
            " out with --workloads";
-  // Every other rule, as the generator states it (field names: --vocab-size
-  // is vocab_size), so that nothing it would refuse starts the run.
+  // Every other rule, as the generator states it, so that nothing it would
+  // refuse starts the run; its field names given as the flags that set
+  // them (vocab_size as --vocab-size), the rest (prefill_len) as they are.
   for (const LlamaSpec& s : kLlamaSpecs) {
     if (!c.wants_workload(s.id)) continue;
     wdedup::LlamaConfig with_partitions = *cfg;
     with_partitions.prefill_partitions = s.prefill;
     with_partitions.decode_partitions = s.decode;
     if (const std::string why = with_partitions.problem(); !why.empty())
-      return "Llama settings for " + std::string(s.id) + ": " + why;
+      return "Llama settings for " + std::string(s.id) + ": " + as_flags(why);
     // Refused before the run, not met as an out-of-memory kill part-way.
     const std::uint64_t bytes = with_partitions.memory_bytes(), have = wdedup::bench::physical_memory();
     if (have != 0 && bytes > have)
