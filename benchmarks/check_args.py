@@ -213,17 +213,41 @@ with open(decoy, "w"):
 p = subprocess.Popen([exe, "--no-progress", "--only", "write", "--write-bytes", "500000000", "--reps", "1", "--tmpdir",
                       sig_dir, "--json", os.path.join(sig_dir, "r.json")],
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-own = []
-deadline = time.monotonic() + 60
-while not own and time.monotonic() < deadline and p.poll() is None:
-    own = [n for n in os.listdir(sig_dir) if n.lstrip(".").startswith(f"wdedup-bench-{p.pid}-")]
-    time.sleep(0.01)
+
+
+def wait_for_store(p):
+    """This run's store (write_ptd_file's temporary of it) once it is being
+    written: by then the handler is in place (parse_args's probe file,
+    made before it, is not waited for)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None:
+        own = [n for n in os.listdir(sig_dir) if n.lstrip(".").startswith(f"wdedup-bench-{p.pid}-") and "store.ptd" in n]
+        if own:
+            return own
+        time.sleep(0.01)
+    return []
+
+
+own = wait_for_store(p)
 p.send_signal(signal.SIGINT)
 _, err = p.communicate(timeout=60)
 left = sorted(os.listdir(sig_dir))
 if not own or p.returncode != -signal.SIGINT or left != ["wdedup-bench-1-store.ptd"]:
     problems.append(f"interrupted while writing: its files seen {own}, exit {p.returncode}, stderr {err!r}, left "
                     f"{left}; expected a file of its own, death by SIGINT, only the other process's file left")
+# A hangup the caller ignores (nohup) stays ignored: the run goes on to its
+# end, which removes its files as always.
+p = subprocess.Popen([exe, "--no-progress", "--only", "write", "--write-bytes", "500000000", "--reps", "1", "--tmpdir",
+                      sig_dir, "--json", os.path.join(sig_dir, "r.json")],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                     preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+own = wait_for_store(p)
+p.send_signal(signal.SIGHUP)
+_, err = p.communicate(timeout=120)
+left = sorted(os.listdir(sig_dir))
+if not own or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"]:
+    problems.append(f"a hangup ignored as under nohup: its store seen {own}, exit {p.returncode}, stderr {err!r}, "
+                    f"left {left}; expected the run to finish (0) with its JSON")
 shutil.rmtree(sig_dir, ignore_errors=True)
 
 # ---- settings of what did not run ----------------------------------------------

@@ -21,9 +21,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>  // SYS_getdents64
+#endif
 
 #include "harness.hpp"
 #include "steadiness.hpp"
@@ -104,42 +106,64 @@ namespace {
 // handler unlinks those names and the signal then ends the process as it
 // would have. It lists the directory with getdents64 and unlinks with
 // unlinkat, system calls that are safe in a handler (opendir and readdir,
-// which allocate, are not), on a descriptor opened before the run.
+// which allocate, are not), on a descriptor opened before the run. Linux
+// only (getdents64); elsewhere an interrupted run leaves its files.
+#if defined(__linux__)
 int g_tmpdir_fd = -1;
 char g_own_prefix[64];  // "wdedup-bench-<pid>-"
 std::size_t g_own_prefix_len = 0;
+// The first handler to run cleans up; any other, for a second signal on
+// another thread (a double Ctrl-C while dedup's workers run, or SIGTERM
+// beside SIGINT), waits for it to end the process: two at once would share
+// the listing's buffer and the descriptor's offset.
+std::atomic<bool> g_cleaning{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the handler's flag must be lock-free");
 
 bool own_file(const char* name) {
   if (name[0] == '.') ++name;  // write_ptd_file's temporary of one
   return std::strncmp(name, g_own_prefix, g_own_prefix_len) == 0;
 }
 
-/// Unlinks this run's files in the directory; how many it removed.
+/// Unlinks this run's files in the directory; how many it found (removed
+/// or not: one renamed meanwhile is found again under its new name).
 unsigned remove_own_files() {
-  unsigned removed = 0;
+  unsigned found = 0;
   alignas(8) static char buf[8192];
   if (::lseek(g_tmpdir_fd, 0, SEEK_SET) != 0) return 0;
   for (;;) {
     const long n = ::syscall(SYS_getdents64, g_tmpdir_fd, buf, sizeof buf);
-    if (n <= 0) return removed;
+    if (n <= 0) return found;
     for (long at = 0; at < n;) {
       // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
       unsigned short reclen = 0;
       std::memcpy(&reclen, buf + at + 16, sizeof reclen);
+      if (reclen == 0) return found;  // (never from the kernel; no endless loop if it were)
       const char* name = buf + at + 19;
-      if (own_file(name) && ::unlinkat(g_tmpdir_fd, name, 0) == 0) ++removed;
+      if (own_file(name)) {
+        ++found;
+        ::unlinkat(g_tmpdir_fd, name, 0);
+      }
       at += reclen;
     }
   }
 }
 
 extern "C" void remove_own_files_and_die(int sig) {
+  if (g_cleaning.exchange(true)) {
+    for (;;) ::pause();  // the first handler ends the process
+  }
   // (Removing entries while listing may skip some: list again until a pass
-  // removes none.)
+  // finds none.)
   for (int pass = 0; pass < 8 && remove_own_files() != 0; ++pass) {
   }
-  // SA_RESETHAND made the action the default again: delivered once this
-  // returns, the signal ends the process (exit status 128 + sig in a shell).
+  // The default action again, then the signal: blocked while this handler
+  // runs and sent to this thread, it ends the process once this returns
+  // (exit status 128 + sig in a shell).
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
   ::raise(sig);
 }
 
@@ -151,12 +175,18 @@ void remove_own_files_on_signals(const wbench::Config& c) {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = remove_own_files_and_die;
-  sa.sa_flags = static_cast<int>(SA_RESETHAND);  // (an unsigned constant in glibc)
   sigemptyset(&sa.sa_mask);
-  const int signals[] = {SIGINT, SIGTERM, SIGHUP};
-  for (int sig : signals) sigaddset(&sa.sa_mask, sig);  // one cleanup at a time
-  for (int sig : signals) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    // A signal the caller ignores stays ignored: under nohup a hangup must
+    // not end the run, nor a Ctrl-C one started in the background.
+    struct sigaction old;
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
+#else
+void remove_own_files_on_signals(const wbench::Config&) {}
+#endif
 
 using wbench::Config;
 using wbench::Results;
@@ -396,11 +426,12 @@ int parse_args(int argc, char** argv, Config* c) {
       v = argv[++i];
       // "--json --quick" would write the results to a file named --quick
       // and run the full benchmark: an option is never taken as a value.
-      // (No value here starts with '-': not a number, a list, a name; a
-      // path that does is written ./-name.)
-      // A negative number is a value, refused as one by the flag's own
-      // check ("needs a positive integer, got '-1'"), not called an option.
-      if (v[0] == '-' && !(v[1] >= '0' && v[1] <= '9')) {
+      // (No value here starts with '-' but a negative integer, which is
+      // taken as one and refused by the flag's own check, "needs a positive
+      // integer, got '-1'"; a path that does is written ./-name.)
+      const bool negative_integer =
+          v[0] == '-' && v[1] != '\0' && std::strspn(v + 1, "0123456789") == std::strlen(v + 1);
+      if (v[0] == '-' && !negative_integer) {
         std::fprintf(stderr, "wdedup-bench: %s needs a value, got the option '%s' (a path starting with '-' is "
                              "written ./%s)\n", opt.c_str(), v, v);
         return false;

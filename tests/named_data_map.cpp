@@ -346,6 +346,14 @@ TEST_CASE("open: in place for memory, lent metadata otherwise") {
     Result<NamedDataMap> m = NamedDataMap::open(*file);
     CHECK(m.error() == Error::InvalidArgument);
     CHECK(std::string(m.failure().what) == "source is not memory-backed: lend metadata memory");
+    // A source that is not memory-backed and whose reads fail (EIO from
+    // the start) keeps that hint: only a null buffer's InvalidArgument
+    // read is named instead.
+    const Bytes& w = wdedup_file_bytes();
+    FailingSource failing(w.data(), w.size(), 0);
+    Result<NamedDataMap> f = NamedDataMap::open(failing);
+    CHECK(f.error() == Error::InvalidArgument);
+    CHECK(std::string(f.failure().what) == "source is not memory-backed: lend metadata memory");
   }
   SUBCASE("metadata_size is the flatbuffer for plain files, through the WDX1 block for wdedup files") {
     Result<std::uint64_t> n = NamedDataMap::metadata_size(*file);

@@ -348,10 +348,11 @@ class NamedDataMap {
       // Two causes give no view: a source that is not memory-backed, and a
       // memory source whose memory is null (a BufferSource of an unchecked
       // allocation). A one-byte read tells them apart and names the second
-      // (its read fails, "the source's memory is null"); this is only the
-      // error path.
+      // (its read fails InvalidArgument, "the source's memory is null"); a
+      // file whose read fails otherwise (EIO) keeps the hint to lend
+      // memory. This is only the error path.
       std::uint8_t first = 0;
-      if (Status st = src.read(0, &first, 1); !st) return st.failure();
+      if (Status st = src.read(0, &first, 1); !st && st.error() == Error::InvalidArgument) return st.failure();
       return R(Error::InvalidArgument, "source is not memory-backed: lend metadata memory", 0);
     }
     if (reinterpret_cast<std::uintptr_t>(file) % 8 != 0)
