@@ -210,9 +210,13 @@ os.mkdir(sig_dir)
 decoy = os.path.join(sig_dir, "wdedup-bench-1-store.ptd")  # pid 1's name, not this run's
 with open(decoy, "w"):
     pass
-p = subprocess.Popen([exe, "--no-progress", "--only", "write", "--write-bytes", "500000000", "--reps", "1", "--tmpdir",
-                      sig_dir, "--json", os.path.join(sig_dir, "r.json")],
-                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def start_write_run(**popen_args):
+    """A 500 MB write group run writing its files and JSON in sig_dir."""
+    return subprocess.Popen([exe, "--no-progress", "--only", "write", "--write-bytes", "500000000", "--reps", "1",
+                             "--tmpdir", sig_dir, "--json", os.path.join(sig_dir, "r.json")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen_args)
 
 
 def wait_for_store(p):
@@ -228,6 +232,7 @@ def wait_for_store(p):
     return []
 
 
+p = start_write_run()
 own = wait_for_store(p)
 p.send_signal(signal.SIGINT)
 _, err = p.communicate(timeout=60)
@@ -237,10 +242,7 @@ if not own or p.returncode != -signal.SIGINT or left != ["wdedup-bench-1-store.p
                     f"{left}; expected a file of its own, death by SIGINT, only the other process's file left")
 # A hangup the caller ignores (nohup) stays ignored: the run goes on to its
 # end, which removes its files as always.
-p = subprocess.Popen([exe, "--no-progress", "--only", "write", "--write-bytes", "500000000", "--reps", "1", "--tmpdir",
-                      sig_dir, "--json", os.path.join(sig_dir, "r.json")],
-                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                     preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+p = start_write_run(preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
 own = wait_for_store(p)
 p.send_signal(signal.SIGHUP)
 _, err = p.communicate(timeout=120)

@@ -554,9 +554,9 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
   Sha256Reference reference;
   double read_base = 0, dedup_base = 0;
   double huge_share = -1;  // measured on the first thread count, once every page has been touched
-  std::size_t base_row = 0;  // the first row of the first thread count's (failed with all of them)
+  // The first row the first thread count pushes (failed with all of them).
+  const std::size_t base_row = out.rows.size();
   for (unsigned threads : c.threads) {
-    if (threads == c.threads.front()) base_row = out.rows.size();
     // A wrong or inconsistent answer at this thread count voids its rows.
     const FailureScope scope(out);
     progress(c, "dedup %s, %u thread(s): warming", w.name.c_str(), threads);
