@@ -25,6 +25,7 @@
 
 #include "flat_tensor_generated.h"
 #include "support/json.hpp"
+#include "support/pattern.hpp"
 #include "wdedup/ptd_writer.hpp"
 #include "wdedup/runtime.hpp"
 
@@ -34,6 +35,7 @@ using wdedup::Layout;
 using wdedup::NamedDataStore;
 using wdedup::ScalarType;
 using wdedup::WriteOptions;
+using wdedup_test::pattern;  // tests/support/pattern.hpp
 
 namespace {
 
@@ -199,19 +201,6 @@ void check_like_executorch(const std::vector<std::uint8_t>& file, const NamedDat
       CHECK(std::vector<std::uint8_t>(tl->dim_order()->begin(), tl->dim_order()->end()) == k.layout->dim_order);
     }
   }
-}
-
-/// Deterministic bytes.
-std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
-  std::vector<std::uint8_t> v(n);
-  std::uint32_t x = seed * 2654435761u + 1;
-  for (auto& b : v) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    b = static_cast<std::uint8_t>(x);
-  }
-  return v;
 }
 
 ByteSpan span(const std::vector<std::uint8_t>& v) { return ByteSpan(v.data(), v.size()); }

@@ -21,6 +21,7 @@
 #include "wdedup/ptd_writer.hpp"
 #include "wdedup/runtime/named_data_map.hpp"
 #include "support/ptd_files.hpp"
+#include "support/pattern.hpp"
 
 using namespace wdedup;
 
@@ -119,18 +120,7 @@ void add(NamedDataStore& s, std::string_view key, ByteSpan bytes, std::int64_t a
   REQUIRE_MESSAGE(r.ok(), r.message());
 }
 
-std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
-  std::vector<std::uint8_t> v(n);
-  std::uint32_t x = seed * 2654435761u + 7;
-  for (auto& b : v) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    b = static_cast<std::uint8_t>(x);
-  }
-  return v;
-}
-
+using wdedup_test::pattern;    // tests/support/pattern.hpp
 using wdedup_test::read_file;  // tests/support/ptd_files.hpp
 
 std::string tmp_path(const std::string& name) { return std::string(WDEDUP_TEST_TMPDIR) + "/ptd_writer_" + name; }
