@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Compiles every C++ snippet of README.md against the headers, as written.
+
+Usage: check_readme_snippets.py README.md COMPILER [ARG ...]
+
+A snippet shows a few lines out of a user's program, so each one gets the
+scaffold that program would have: the function it stands in, the names it
+uses but does not declare (a pointer and size, a `fail` of the user's), and
+what it leaves unused. The snippet's own lines are pasted in unchanged, and
+what the scaffold adds is not indented (the snippets stand at column 0, and
+GCC's -Wmisleading-indentation reads the two together). A
+snippet is matched to its scaffold by text only it holds; a snippet that
+matches none, or two, fails the test, as does a scaffold that no snippet
+matches (a snippet was removed or changed past recognition): a README
+snippet cannot go unchecked. Each is compiled with -fsyntax-only and
+-Werror (runtime ones also with -fno-exceptions -fno-rtti, as a delegate
+builds), so a renamed call, a changed signature or a type that no longer
+converts fails here before a user copies it.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+FLAGS = ['-fsyntax-only', '-Wall', '-Wextra', '-Werror']
+RUNTIME_FLAGS = ['-fno-exceptions', '-fno-rtti']
+
+
+def split_includes(body):
+    """The snippet's #include lines (hoisted to file scope) and the rest."""
+    inc = [l for l in body.split('\n') if l.startswith('#include')]
+    rest = [l for l in body.split('\n') if not l.startswith('#include')]
+    return '\n'.join(inc), '\n'.join(rest)
+
+
+def build_time(body):
+    inc, rest = split_includes(body)
+    return f"""#include <cstddef>
+#include <cstdio>
+{inc}
+int snippet(const void* ptr, std::size_t size) {{
+{rest}
+(void)written;
+return 0;
+}}
+"""
+
+
+def import_ptd(body):
+    return f"""#include <cstdio>
+#include <wdedup/import.hpp>
+int snippet() {{
+{body}
+return 0;
+}}
+"""
+
+
+def runtime(body):
+    inc, rest = split_includes(body)
+    return f"""#include <cstddef>
+#include <cstdint>
+{inc}
+int fail(const wdedup::Failure& f);
+int snippet(std::uint8_t* dst, std::size_t dst_size) {{
+{rest}
+return 0;
+}}
+"""
+
+
+def build_index(body):
+    return f"""#include <cstdint>
+#include <vector>
+#include <wdedup/runtime.hpp>
+void snippet(wdedup::Result<wdedup::NamedDataMap>& map) {{
+{body}
+(void)st;
+}}
+"""
+
+
+def freeable_buffer(body):
+    *lines, last = body.split('\n')
+    statements = '\n'.join(lines)
+    # ExecuTorch's FreeableBuffer (runtime/core/freeable_buffer.h): its
+    # constructor from a pointer, a size, a FreeFn and that function's context.
+    return f"""#include <cstddef>
+#include <cstdlib>
+#include <wdedup/runtime.hpp>
+class FreeableBuffer {{
+ public:
+  using FreeFn = void (*)(void* context, void* data, size_t size);
+  FreeableBuffer(const void* data, size_t size, FreeFn free_fn, void* free_fn_context = nullptr)
+      : data_(data), size_(size), free_fn_(free_fn), context_(free_fn_context) {{}}
+  const void* data_;
+  size_t size_;
+  FreeFn free_fn_;
+  void* context_;
+}};
+FreeableBuffer snippet(wdedup::DataBuffer b) {{
+{statements}
+return {last};
+}}
+"""
+
+
+def policy(body):
+    *lines, last = body.rstrip().split('\n')
+    declarations = '\n'.join(lines)
+    return f"""#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <wdedup/wdedup.hpp>
+{declarations}
+void snippet(const wdedup::Program& program) {{
+{last}
+(void)r;
+}}
+"""
+
+
+# (name, text only that snippet holds, scaffold, extra flags)
+SCAFFOLDS = [
+    ('build-time use', 'deduplicate<wdedup::Strategy<wdedup::OneBlob>>', build_time, []),
+    ('importing .ptd files', 'wdedup::PtdFiles files;', import_ptd, []),
+    ('at runtime', 'wdedup::MmapSource::open("model.ptd")', runtime, RUNTIME_FLAGS),
+    ('an index for a file without one', 'map->build_index(', build_index, RUNTIME_FLAGS),
+    ('a FreeableBuffer from a DataBuffer', 'FreeableBuffer(p, n,', freeable_buffer, RUNTIME_FLAGS),
+    ('a policy of your own', 'struct MyPolicy', policy, []),
+]
+
+
+def main():
+    readme, compiler = sys.argv[1], sys.argv[2:]
+    text = open(readme, encoding='utf-8').read()
+    snippets = re.findall(r'^```cpp\n(.*?)\n```$', text, re.S | re.M)
+    failures = []
+    used = {name: 0 for name, *_ in SCAFFOLDS}
+    for body in snippets:
+        first = body.strip().split('\n')[0]
+        matches = [s for s in SCAFFOLDS if s[1] in body]
+        if len(matches) != 1:
+            failures.append(f'README snippet starting {first!r} matches {len(matches)} scaffolds '
+                            f'({", ".join(m[0] for m in matches) or "none"}): give it exactly one here')
+            continue
+        name, _, scaffold, extra = matches[0]
+        used[name] += 1
+        with tempfile.NamedTemporaryFile('w', suffix='.cpp', delete=False) as f:
+            f.write(scaffold(body))
+            path = f.name
+        cmd = compiler + FLAGS + extra + [path]
+        try:
+            run = subprocess.run(cmd, capture_output=True, text=True)
+        finally:
+            os.unlink(path)
+        if run.returncode != 0:
+            failures.append(f'README snippet "{name}" (starting {first!r}) does not compile:\n'
+                            f'{" ".join(cmd)}\n{run.stdout}{run.stderr}')
+        else:
+            print(f'ok: {name}')
+    for name, n in used.items():
+        if n != 1:
+            failures.append(f'scaffold "{name}" matched {n} README snippets, not 1')
+    if not snippets:
+        failures.append(f'no ```cpp snippets found in {readme}')
+    for f in failures:
+        print('FAIL: ' + f)
+    print(f'{len(snippets)} snippets, {len(failures)} failures')
+    return 1 if failures else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
