@@ -2,20 +2,22 @@
 """Compiles every C++ snippet of README.md against the headers, as written.
 
 Usage: check_readme_snippets.py README.md COMPILER [ARG ...]
+(the compiler with its standard, include directories and warnings)
 
 A snippet shows a few lines out of a user's program, so each one gets the
 scaffold that program would have: the function it stands in, the names it
 uses but does not declare (a pointer and size, a `fail` of the user's), and
 what it leaves unused. The snippet's own lines are pasted in unchanged, and
 what the scaffold adds is not indented (the snippets stand at column 0, and
-GCC's -Wmisleading-indentation reads the two together). A
-snippet is matched to its scaffold by text only it holds; a snippet that
+GCC's -Wmisleading-indentation reads the two together).
+
+A snippet is matched to its scaffold by text only it holds. A snippet that
 matches none, or two, fails the test, as does a scaffold that no snippet
 matches (a snippet was removed or changed past recognition): a README
-snippet cannot go unchecked. Each is compiled with -fsyntax-only and
--Werror (runtime ones also with -fno-exceptions -fno-rtti, as a delegate
-builds), so a renamed call, a changed signature or a type that no longer
-converts fails here before a user copies it.
+snippet cannot go unchecked. Each is compiled with -fsyntax-only and the
+project's warnings as errors (runtime ones also with -fno-exceptions
+-fno-rtti, as a delegate builds), so a renamed call, a changed signature or
+a type that no longer converts fails here before a user copies it.
 """
 import os
 import re
@@ -23,7 +25,9 @@ import subprocess
 import sys
 import tempfile
 
-FLAGS = ['-fsyntax-only', '-Wall', '-Wextra', '-Werror']
+# meson.build's warning_level=3, as errors (tests/meson.build passes its
+# strict warnings with the compiler).
+FLAGS = ['-fsyntax-only', '-Wall', '-Wextra', '-Wpedantic', '-Werror']
 RUNTIME_FLAGS = ['-fno-exceptions', '-fno-rtti']
 
 

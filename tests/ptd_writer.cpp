@@ -20,8 +20,8 @@
 #include "wdedup/hash.hpp"
 #include "wdedup/ptd_writer.hpp"
 #include "wdedup/runtime/named_data_map.hpp"
-#include "support/ptd_files.hpp"
 #include "support/pattern.hpp"
+#include "support/ptd_files.hpp"
 
 using namespace wdedup;
 
