@@ -1,9 +1,12 @@
 // examples/merge_ptd_files.cpp — your model was exported one method at a
 // time, so each method's .ptd holds the shared weights again: merge the
 // files into one store that holds them once, with a function map per
-// method, and check that every method still reads its own bytes.
+// method, and check that every method still reads its own bytes before
+// the file replaces OUT.
 //
 //   example_merge_ptd_files [OUT.ptd IN.ptd...]
+//
+// OUT may not be one of the inputs (exit 2): the merge would replace it.
 //
 // Without arguments it first writes two such files itself (prefill.ptd and
 // decode.ptd, sharing three weights, each with its own mask) into a fresh
@@ -60,6 +63,40 @@ std::uint64_t file_size(const std::string& path) {
   return s ? s->size() : 0;
 }
 
+// The check of a written file before it replaces OUT: every partition of
+// every method, found by method name and partition index (as a delegate
+// finds its function, whatever the strategy named it), reads the bytes the
+// program gave it.
+struct Verify {
+  const wdedup::Program& program;
+  std::size_t checked;
+
+  wdedup::Expected<void> run(const char* path) {
+    auto fail = [&](const std::string& what) {
+      return wdedup::Expected<void>(wdedup::Error::IoError, what);
+    };
+    auto source = wdedup::MmapSource::open(path);
+    auto merged = source ? wdedup::NamedDataMap::open(*source) : wdedup::Result<wdedup::NamedDataMap>(source.failure());
+    if (!merged) return fail(wdedup::describe_failure(merged.failure()));
+    checked = 0;
+    for (const wdedup::Method& m : program.methods)
+      for (std::uint32_t p = 0; p < m.partitions.size(); ++p) {
+        auto fn = merged->find_function(m.name, p);
+        if (!fn) return fail("no function for method " + m.name + " partition " + std::to_string(p));
+        for (const wdedup::Tensor& t : m.partitions[p].tensors) {
+          auto key = fn->key_of(t.name);
+          auto data = key ? merged->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
+          // (An empty tensor's pointers may be null, which memcmp may not be given.)
+          if (!data || data->size() != t.bytes.size() ||
+              (!t.bytes.empty() && std::memcmp(data->data(), t.bytes.data(), t.bytes.size()) != 0))
+            return fail("method " + m.name + " partition " + std::to_string(p) + " reads other bytes for " + t.name);
+          ++checked;
+        }
+      }
+    return {};
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,6 +132,24 @@ int main(int argc, char** argv) {
       return 1;
   }
 
+  // OUT must not be one of the inputs: the write would replace that file
+  // with the merge. (An OUT that exists is compared by what it names, so a
+  // symbolic link to an input counts too.)
+  if (char* real_out = ::realpath(out.c_str(), nullptr)) {
+    const std::string out_id = real_out;
+    std::free(real_out);
+    for (const std::string& path : inputs)
+      if (char* real_in = ::realpath(path.c_str(), nullptr)) {
+        const bool same = out_id == real_in;
+        std::free(real_in);
+        if (same) {
+          std::fprintf(stderr, "%s: OUT %s names the input %s: the merge would replace it\n", argv[0], out.c_str(),
+                       path.c_str());
+          return 2;
+        }
+      }
+  }
+
   // 1. Each file becomes a method named after it; the tensors point into
   //    the mapped files, which `files` keeps open.
   wdedup::PtdFiles files;
@@ -108,14 +163,26 @@ int main(int argc, char** argv) {
     bytes_before += file_size(path);
   }
 
-  // 2. Deduplicate and write one store: identical bytes once, one function
-  //    map per method (OneBlob: "prefill__0", "decode__0").
+  // 2. Deduplicate: identical bytes once, one function map per partition
+  //    of every method (OneBlob: "prefill__0", "decode__0").
   auto result = wdedup::deduplicate<wdedup::Strategy<wdedup::OneBlob>>(program);
   if (!result) {
     std::printf("%s\n", result.message().c_str());
     return 1;
   }
-  auto written = wdedup::write_ptd_file(result->store, result->functions, out);
+
+  // 3. Write the store, and before it replaces OUT check that every
+  //    partition of every method reads, through its function map, exactly
+  //    the bytes its own file held (a wdedup store given as input comes
+  //    back with all its partitions). A file that fails leaves OUT as it
+  //    was.
+  Verify verify{program, 0};
+  wdedup::WriteOptions options;
+  options.check_context = &verify;
+  options.check_before_replace = [](const char* written, void* context) {
+    return static_cast<Verify*>(context)->run(written);
+  };
+  auto written = wdedup::write_ptd_file(result->store, result->functions, out, options);
   if (!written) {
     std::printf("%s\n", written.message().c_str());
     return 1;
@@ -125,47 +192,23 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(written->file_size),
               static_cast<unsigned long long>(result->report.bytes_stored),
               static_cast<unsigned long long>(result->report.bytes_in));
-
-  // 3. Every partition of every method reads, through its function map
-  //    ("<method>__<partition>"), exactly the bytes its own file held (a
-  //    wdedup store given as input comes back with all its partitions).
-  auto source = wdedup::MmapSource::open(out.c_str());
-  auto merged = source ? wdedup::NamedDataMap::open(*source) : wdedup::Result<wdedup::NamedDataMap>(source.failure());
-  if (!merged) {
-    std::printf("%s: %s\n", out.c_str(), wdedup::describe_failure(merged.failure()).c_str());
-    return 1;
-  }
   bool ok = true;
-  std::size_t checked = 0;
-  for (const wdedup::Method& m : program.methods)
-    for (std::size_t p = 0; p < m.partitions.size(); ++p) {
-      const std::string function = m.name + "__" + std::to_string(p);
-      auto fn = merged->find_function(function.c_str());
-      if (!fn) {
-        std::printf("%s: no function %s\n", out.c_str(), function.c_str());
-        return 1;
-      }
-      for (const wdedup::Tensor& t : m.partitions[p].tensors) {
-        auto key = fn->key_of(t.name);
-        auto data = key ? merged->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
-        // (An empty tensor's pointers may be null, which memcmp may not be given.)
-        const bool same = data && data->size() == t.bytes.size() &&
-                          (t.bytes.empty() || std::memcmp(data->data(), t.bytes.data(), t.bytes.size()) == 0);
-        if (!same) std::printf("%s: %s reads other bytes for %s\n", out.c_str(), function.c_str(), t.name.c_str());
-        ok = ok && same;
-        ++checked;
-      }
-    }
   if (argc <= 2) {
+    auto source = wdedup::MmapSource::open(out.c_str());
+    auto merged = source ? wdedup::NamedDataMap::open(*source) : wdedup::Result<wdedup::NamedDataMap>(source.failure());
+    if (!merged) {
+      std::printf("%s: %s\n", out.c_str(), wdedup::describe_failure(merged.failure()).c_str());
+      return 1;
+    }
     // The self-contained run also knows what to expect: 3 shared weights
     // (48 KiB) and two masks, stored once each, in a file smaller than the
     // two it replaces.
     ok = ok && program.methods.size() == 2 && program.methods[0].name == "prefill" &&
          result->store.buffer_count() == 5 && result->report.bytes_stored == 8192 * 6 + 256 + 64 &&
-         written->file_size < bytes_before && checked == 8;
-    // ...and the bytes it wrote into the two files: the check above compares
-    // the merged file with the import's views of the inputs, so it cannot
-    // see an import that viewed the wrong bytes.
+         written->file_size < bytes_before && verify.checked == 8;
+    // ...and the bytes it wrote into the two files: the check before the
+    // replace compares the merged file with the import's views of the
+    // inputs, so it cannot see an import that viewed the wrong bytes.
     auto reads = [&](const char* function, const std::string& tensor, const std::vector<std::uint8_t>& want) {
       auto fn = merged->find_function(function);
       auto key = fn ? fn->key_of(tensor) : wdedup::Result<wdedup::KeyView>(wdedup::Error::NotFound);
@@ -180,6 +223,6 @@ int main(int argc, char** argv) {
     ok = reads("prefill__0", "mask", prefill_mask) && ok;
     ok = reads("decode__0", "mask", decode_mask) && ok;
   }
-  std::printf("%zu tensors checked\n%s\n", checked, ok ? "merge: OK" : "merge: WRONG BYTES");
+  std::printf("%zu tensors checked\n%s\n", verify.checked, ok ? "merge: OK" : "merge: WRONG BYTES");
   return ok ? 0 : 1;
 }

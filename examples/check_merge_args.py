@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""example_merge_ptd_files on files given to it (argv[1] the example, argv[2]
+the ExecuTorch-written fixtures' directory, argv[3] a scratch directory):
+one method alone merges and checks (OneBlob names a lone method's function
+"<method>", not "<method>__0", so the check finds functions by method and
+partition); OUT that names an input, itself or through a symbolic link, is
+refused (exit 2) with the input untouched; a failed merge leaves OUT as it
+was; one argument is a usage error."""
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+
+exe, fixtures, scratch = sys.argv[1], sys.argv[2], sys.argv[3]
+work = os.path.join(scratch, "merge-args")
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+simple, layouts = os.path.join(work, "simple.ptd"), os.path.join(work, "layouts.ptd")
+shutil.copyfile(os.path.join(fixtures, "simple.ptd"), simple)
+shutil.copyfile(os.path.join(fixtures, "layouts.ptd"), layouts)
+problems = []
+
+
+def run(args):
+    return subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def expect(what, r, code, stdout=None, stderr=""):
+    if r.returncode != code or (stdout is not None and r.stdout != stdout) or r.stderr != stderr:
+        problems.append(f"{what}: exit {r.returncode} (expected {code}), stdout {r.stdout!r}, stderr {r.stderr!r}"
+                        + (f", expected stdout {stdout!r}" if stdout is not None else "")
+                        + (f", expected stderr {stderr!r}" if stderr else ""))
+
+
+# One method alone: simple.ptd's 3 keys (37 + 100 + 256 bytes, all distinct).
+out = os.path.join(work, "one.ptd")
+r = run([out, simple])
+size = os.path.getsize(out) if os.path.exists(out) else -1
+expect("one input", r, 0, f"1 files, 896 bytes -> {out}, {size} bytes (393 tensor bytes stored once of 393)\n"
+                          "3 tensors checked\nmerge: OK\n")
+# Two: simple's 3 keys and layouts' 11, each file a method.
+out2 = os.path.join(work, "two.ptd")
+r = run([out2, simple, layouts])
+if r.returncode != 0 or not r.stdout.endswith("\n14 tensors checked\nmerge: OK\n"):
+    expect("two inputs", r, 0)
+# The merged store given as an input again, with one more file: its method
+# comes back with its partition, so 3 + 11 tensors again.
+r = run([os.path.join(work, "again.ptd"), out, layouts])
+if r.returncode != 0 or not r.stdout.endswith("\n14 tensors checked\nmerge: OK\n"):
+    expect("a merged store as input", r, 0)
+
+# OUT names an input: refused before anything is written, the input kept.
+before = digest(layouts)
+link = os.path.join(work, "link.ptd")
+os.symlink("layouts.ptd", link)
+for given in (layouts, link, os.path.join(work, ".", "layouts.ptd")):
+    r = run([given, simple, layouts])
+    expect(f"OUT {given}", r, 2, "", f"{exe}: OUT {given} names the input {layouts}: the merge would replace it\n")
+if digest(layouts) != before:
+    problems.append("layouts.ptd changed although the merge was refused")
+
+# A merge that fails (an input that is not a store) leaves OUT as it was.
+not_store = os.path.join(work, "not-a-store.ptd")
+with open(not_store, "wb") as f:
+    f.write(b"\0" * 64)
+before = digest(out2)
+r = run([out2, simple, not_store])
+if r.returncode != 1 or not_store not in r.stdout or digest(out2) != before:
+    problems.append(f"an input that is not a store: exit {r.returncode}, stdout {r.stdout!r}, "
+                    f"OUT {'unchanged' if digest(out2) == before else 'CHANGED'}")
+
+r = run([out])
+if r.returncode != 2 or not r.stderr.startswith("usage: "):
+    problems.append(f"one argument: exit {r.returncode}, stderr {r.stderr!r}")
+
+if problems:
+    sys.exit("\n".join(problems))
+shutil.rmtree(work)
+print("example_merge_ptd_files: one method, two, a merged store again; OUT naming an input refused, a failed merge "
+      "leaves OUT")
