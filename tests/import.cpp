@@ -681,6 +681,18 @@ TEST_CASE("add_ptd_program: a key no function names is refused, or goes to the m
   CHECK(t[0].alignment == 8);  // recorded in the file
   CHECK(t[1].name == "extra.c");
   CHECK(std::vector<std::uint8_t>(t[1].bytes.data(), t[1].bytes.data() + t[1].bytes.size()) == c);
+
+  // One such key alone: no "(and 0 more)".
+  maps.functions[0].tensors.push_back({"c", "extra.c"});
+  std::unique_ptr<Opened> one = open_bytes(write_or_die(store, maps, WriteOptions{}));
+  REQUIRE(one->ok());
+  Program fresh;
+  e = add_ptd_program(fresh, one->map());
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message() ==
+        "add_ptd_program: key #1 'extra.b' is in no function's table, so no method or partition holds it; "
+        "ImportOptions::unmapped_keys_method names a method to take such keys");
+  CHECK(fresh.methods.empty());
 }
 
 TEST_CASE("import: a file wdedup wrote without its records keeps its absolute alignment") {

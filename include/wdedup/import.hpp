@@ -309,11 +309,11 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     if (rest.empty()) {
       std::size_t unmapped = 0;
       for (char m : mapped) unmapped += m == 0;
+      const std::string others = unmapped > 1 ? detail::cat(" (and ", unmapped - 1, " more)") : std::string();
       return Expected<void>(Error::InvalidArgument,
-                            detail::cat(who, ": key #", k, " ", detail::quote_name(*store.get_key(k)), " (and ",
-                                        unmapped - 1, " more) is in no function's table, so no method or partition "
-                                        "holds it; ImportOptions::unmapped_keys_method names a method to take such "
-                                        "keys"));
+                            detail::cat(who, ": key #", k, " ", detail::quote_name(*store.get_key(k)), others,
+                                        " is in no function's table, so no method or partition holds it; "
+                                        "ImportOptions::unmapped_keys_method names a method to take such keys"));
     }
     if (!rest_made) {
       rest_made = true;
