@@ -67,12 +67,19 @@ refusals = [
     (["--layers", " 3"], "--layers needs a positive integer, got ' 3'"),
     (["--threads", "+2"], "--threads needs a non-negative integer, got '+2'"),
     (["--layers", "0"], "--layers needs a positive integer, got '0'"),
-    (["--layers", "99999999999"], "--layers 99999999999 is more than 4294967295"),
-    (["--threads", "4294967296"], "--threads 4294967296 is more than 4294967295"),
+    # Too large for 32 bits: named against the flag's own limit.
+    (["--layers", "99999999999"], "--layers 99999999999 is more than 2147483647 (a dimension is an int32)"),
+    (["--decode-partitions", "123456789012345678901234567890"],
+     "--decode-partitions 123456789012345678901234567890 is more than 2147483647 (a dimension is an int32)"),
+    (["--threads", "4294967296"], "--threads 4294967296 is more than 1024"),
+    (["--threads", "99999999999"], "--threads 99999999999 is more than 1024"),
     (["--threads", "1025"], "--threads 1025 is more than 1024"),
     (["--out", "adir"], "--out adir is a directory; give the store's file name"),
     (["--out", "adir", "--strategy", "oneblob"], "--out adir is a directory; give the store's file name"),
-    (["--out", "new/"], "--out new/ is a directory; give the store's file name"),
+    (["--out", "new/"], "--out new/ ends in '/', which names a directory; give the store's file name"),
+    (["--out", "new/", "--strategy", "oneblob"],
+     "--out new/ ends in '/', which names a directory; give the store's file name"),
+    (["--json", "new/"], "cannot write --json new/: the name ends in '/', which names a directory, not a file"),
     (["--per-method", "no/such/dir"], "cannot write --per-method no/such/dir: No such file or directory"),
     (["--per-method", "afile"], "cannot write --per-method afile: Not a directory"),
     (["--per-method", "pm3"], "cannot write --per-method pm3/decode.ptd: a symbolic link to nowhere, which does not exist"),
@@ -89,6 +96,22 @@ refusals = [
      "--out pm2/decode.ptd and --per-method pm2/decode.ptd name the same file: one output would replace the other"),
     (["--ptd", "good.ptd", "--out", "", "--json", "good.ptd"],
      "--json good.ptd and --ptd good.ptd name the same file: the output would replace the input"),
+]
+# Something there that is not a regular file (a device, a FIFO): never an
+# output, in the writer's words; under --strategy all, --out /dev/null
+# would otherwise become /dev/null.oneblob.ptd, a file in /dev.
+os.mkfifo(os.path.join(work, "fifo"))
+before.add("fifo")
+not_regular = " (a directory, device, FIFO or socket is never replaced)"
+for out in (["--out", "/dev/null"], ["--out", "/dev/null", "--strategy", "oneblob"]):
+    refusals.append((out, "cannot write --out /dev/null: it exists and is not a regular file but a character device" +
+                     not_regular + "; --out '' writes no store"))
+refusals += [
+    (["--out", "fifo"], "cannot write --out fifo: it exists and is not a regular file but a FIFO" + not_regular +
+     "; --out '' writes no store"),
+    (["--json", "/dev/null"], "cannot write --json /dev/null: it exists and is not a regular file but a character "
+                              "device" + not_regular),
+    (["--json", "fifo"], "cannot write --json fifo: it exists and is not a regular file but a FIFO" + not_regular),
 ]
 os.symlink("good.ptd", os.path.join(work, "link.ptd"))
 os.symlink("nothing_there.json", os.path.join(work, "dangling.json"))

@@ -133,6 +133,14 @@ std::string flag_problem(const Args& a, const wdedup::LlamaConfig& c) {
 std::string unwritable_reason(const std::string& path) {
   const int e = errno;
   struct stat st {};
+  // A device, FIFO or socket (can_create_file's EINVAL): in the writer's
+  // own words, not "Invalid argument".
+  if (e == EINVAL && ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return wdedup::detail::not_regular_file(st.st_mode);
+  // A name ending in '/' that names nothing yet (EISDIR): "Is a directory"
+  // would say something is there.
+  if (e == EISDIR && !path.empty() && path.back() == '/' && ::stat(path.c_str(), &st) != 0)
+    return "the name ends in '/', which names a directory, not a file";
   char target[4096];
   if (e == ENOENT && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
@@ -221,8 +229,11 @@ bool parse_args(int argc, char** argv, Args* a) {
         // Digits alone that parse_u32 refused are a number too large, not
         // one that is not positive.
         const bool digits = *v != '\0' && std::strspn(v, "0123456789") == std::strlen(v);
+        // Named against the flag's own limit, not against 32 bits.
         if (digits && !parsed)
-          std::fprintf(stderr, "wdedup-demo: %s %s is more than %u\n", opt.c_str(), v, UINT32_MAX);
+          std::fprintf(stderr, "wdedup-demo: %s\n",
+                       opt == "--threads" ? wdedup::detail::cat("--threads ", v, " is more than ", kMaxThreads).c_str()
+                                          : wdedup::LlamaConfig::dimension_problem(opt, std::string_view(v)).c_str());
         else
           std::fprintf(stderr, "wdedup-demo: %s needs a %s integer, got '%s'\n", opt.c_str(),
                        zero_ok ? "non-negative" : "positive", v);
@@ -262,10 +273,23 @@ bool parse_args(int argc, char** argv, Args* a) {
   }
   // A directory is no --out under any strategy: with --strategy all it
   // would otherwise become "DIR.oneblob.ptd" beside it, or a hidden
-  // "DIR/.oneblob.ptd" inside it.
+  // "DIR/.oneblob.ptd" inside it. Nor is a name ending in '/', nor
+  // anything else there that is not a regular file: /dev/null would become
+  // "/dev/null.oneblob.ptd", a file in /dev ('' is the way to write none).
   struct stat st {};
-  if (!a->out.empty() && (a->out.back() == '/' || (::stat(a->out.c_str(), &st) == 0 && S_ISDIR(st.st_mode)))) {
+  const bool exists = !a->out.empty() && ::stat(a->out.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) {
     std::fprintf(stderr, "wdedup-demo: --out %s is a directory; give the store's file name\n", a->out.c_str());
+    return false;
+  }
+  if (!a->out.empty() && a->out.back() == '/') {
+    std::fprintf(stderr, "wdedup-demo: --out %s ends in '/', which names a directory; give the store's file name\n",
+                 a->out.c_str());
+    return false;
+  }
+  if (exists && !S_ISREG(st.st_mode)) {
+    std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s; --out '' writes no store\n", a->out.c_str(),
+                 wdedup::detail::not_regular_file(st.st_mode).c_str());
     return false;
   }
   if (!a->per_method.empty() && !per_method_usable(a->per_method)) return false;

@@ -172,6 +172,21 @@ inline FileOps& default_file_ops() {
   return ops;
 }
 
+/// Why a file of mode `mode`, which exists and is not a regular file, is
+/// not replaced: the writer's refusal, which a tool that checks an output
+/// before its work (can_create_file: EINVAL) gives too.
+template <int = 0>
+std::string not_regular_file(mode_t mode) {
+  const char* kind = S_ISDIR(mode)    ? "a directory"
+                     : S_ISFIFO(mode) ? "a FIFO"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                     : S_ISSOCK(mode) ? "a socket"
+                                      : "of another kind";
+  return cat("it exists and is not a regular file but ", kind,
+             " (a directory, device, FIFO or socket is never replaced)");
+}
+
 /// One in-progress replacement of a file. Not copyable; the destructor
 /// removes the temporary file unless commit() succeeded. (A template only
 /// so that its members compile in the TUs that use them: AtomicFile.)
@@ -243,8 +258,7 @@ class BasicAtomicFile {
           return fail_errno("stat " + quote_name(target_), e);
       }
       if (!S_ISREG(st.st_mode))
-        return refuse(EINVAL, cat("it exists and is not a regular file but ", file_kind(st.st_mode),
-                                  " (a directory, device, FIFO or socket is never replaced)"));
+        return refuse(EINVAL, not_regular_file(st.st_mode));
       exists = true;
     } else if (errno != ENOENT) {
       const int e = errno;
@@ -516,16 +530,6 @@ class BasicAtomicFile {
     failure_errno_ = e;
     return Expected<void>(Error::IoError,
                           "cannot write " + quote_name(path_) + ": " + operation + " failed: " + errno_text(e));
-  }
-
-  /// What a file that is not a regular one is, for a message.
-  static const char* file_kind(mode_t mode) noexcept {
-    if (S_ISDIR(mode)) return "a directory";
-    if (S_ISFIFO(mode)) return "a FIFO";
-    if (S_ISCHR(mode)) return "a character device";
-    if (S_ISBLK(mode)) return "a block device";
-    if (S_ISSOCK(mode)) return "a socket";
-    return "of another kind";
   }
 
   /// fail_msg for open()'s own refusals, with the errno that names them.

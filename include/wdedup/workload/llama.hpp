@@ -114,8 +114,17 @@ struct LlamaConfig {
   /// which name their flags instead of the fields.
   template <int = 0>
   static std::string dimension_problem(std::string_view name, std::uint64_t value) {
-    if (value <= 0x7fffffffu) return {};
-    return detail::cat(name, " ", value, " is more than 2147483647 (a dimension is an int32)");
+    return dimension_problem(name, std::string_view(std::to_string(value)));
+  }
+  /// The same for a value given as its decimal digits, of any length (a
+  /// command line's, which may not fit any integer type): named as given.
+  template <int = 0>
+  static std::string dimension_problem(std::string_view name, std::string_view digits) {
+    std::string_view d = digits;  // compared without leading zeros: by length, then digit by digit
+    while (d.size() > 1 && d.front() == '0') d.remove_prefix(1);
+    constexpr std::string_view kMax = "2147483647";
+    if (d.size() < kMax.size() || (d.size() == kMax.size() && d <= kMax)) return {};
+    return detail::cat(name, " ", digits, " is more than ", kMax, " (a dimension is an int32)");
   }
 
   /// The first rule this configuration breaks, naming the fields and their
