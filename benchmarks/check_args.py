@@ -42,6 +42,11 @@ not_a_dir = os.path.join(outdir, "bench-args-not-a-dir")
 with open(not_a_dir, "w"):
     pass
 missing_dir = os.path.join(outdir, "bench-args-missing", "deeper")
+new_dir = os.path.join(outdir, "bench-args-new") + "/"
+dangling = os.path.join(outdir, "bench-args-dangling.json")
+if os.path.lexists(dangling):
+    os.remove(dangling)
+os.symlink("nowhere.json", dangling)
 refusals = [
     (["--threads", "1,5000"], "--threads 5000 is more than wdedup::DedupOptions::kMaxThreads (1024)"),
     (["--threads", " -1"], "--threads needs positive integers separated by commas, got ' -1'"),
@@ -87,7 +92,24 @@ refusals = [
     (["--input-pages", "giant"], "--input-pages needs default, huge or small, got 'giant'"),
     (["--tmpdir", missing_dir], f"cannot create files in --tmpdir {missing_dir}: No such file or directory"),
     (["--tmpdir", not_a_dir], f"cannot create files in --tmpdir {not_a_dir}: Not a directory"),
-    (["--json", "/dev/null"], "cannot write --json /dev/null: Invalid argument"),
+    # Why --json cannot be written, in the writer's words (not "Invalid
+    # argument", "Is a directory" or "No such file or directory").
+    (["--json", "/dev/null"], "cannot write --json /dev/null: it exists and is not a regular file but a character "
+                              "device (a directory, device, FIFO or socket is never replaced)"),
+    (["--json", new_dir], f"cannot write --json {new_dir}: the name ends in '/', which names a directory, not a file"),
+    (["--json", dangling], f"cannot write --json {dangling}: a symbolic link to nowhere.json, which does not exist"),
+    (["--json", "-5"], "--json needs a value, got the option '-5' (a path starting with '-' is written ./-5)"),
+    # A number too large for its flag, named against the flag's own limit.
+    (["--reps", "99999999999"], "--reps 99999999999 is more than 4294967295"),
+    (["--layers", "4294967296"], "--layers 4294967296 is more than 2147483647 (a dimension is an int32)"),
+    (["--max-seq-len", "99999999999999999999"],
+     "--max-seq-len 99999999999999999999 is more than 2147483647 (a dimension is an int32)"),
+    (["--lookups", "99999999999999999999"], "--lookups 99999999999999999999 is more than 18446744073709551615"),
+    (["--threads", "1,99999999999999999999"],
+     "--threads 99999999999999999999 is more than wdedup::DedupOptions::kMaxThreads (1024)"),
+    (["--keys", "99999999999999999999,99999999999999999998"],
+     "--keys 99999999999999999999 is more than a .ptd file holds (4294967295)"),
+    (["--adversarial", "1,99999999999999999999"], "--adversarial asks for more than 2^64 bytes of memory"),
     # An option is never a value (this wrote the results to a file named --quick).
     (["--json", "--quick"], "--json needs a value, got the option '--quick' (a path starting with '-' is written "
                             "./--quick)"),

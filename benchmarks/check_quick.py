@@ -315,16 +315,36 @@ if make_seeds:
     if r.returncode != 2 or r.stderr.strip() != want or r.stdout:
         problems.append(f"--ptd a file deduplicate() refuses: exit {r.returncode}, stderr {r.stderr.strip()!r}, "
                         f"stdout {r.stdout[:80]!r}; expected 2, {want!r} and nothing run")
-# The JSON never goes over an input: it would replace the user's weights.
+# The JSON never goes over an input, itself or through a symbolic link: it
+# would replace the user's weights. A hard link's other name is another
+# name: the results replace that name, and the input keeps its bytes.
 victim = os.path.join(outdir, "bench-ptd-victim.ptd")
 shutil.copyfile(files[0], victim)
 before = open(victim, "rb").read()
-r = subprocess.run([exe, "--quick", "--only", "dedup", "--no-progress", "--ptd", f"{victim},{files[1]}", "--json",
-                    victim], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
-want = f"wdedup-bench: --json {victim} names the --ptd input {victim}: the results would replace it"
-if r.returncode != 2 or r.stderr.strip() != want or open(victim, "rb").read() != before:
-    problems.append(f"--json naming a --ptd input: exit {r.returncode}, stderr {r.stderr.strip()!r}; expected 2, "
-                    f"{want!r} and the input untouched")
+victim_link = os.path.join(outdir, "bench-ptd-victim-link.json")
+victim_hard = os.path.join(outdir, "bench-ptd-victim-hard.json")
+for name in (victim_link, victim_hard):
+    if os.path.lexists(name):
+        os.remove(name)
+os.symlink(victim, victim_link)
+os.link(victim, victim_hard)
+for json_arg in (victim, victim_link):
+    r = subprocess.run([exe, "--quick", "--only", "dedup", "--no-progress", "--ptd", f"{victim},{files[1]}",
+                        "--json", json_arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    want = f"wdedup-bench: --json {json_arg} names the --ptd input {victim}: the results would replace it"
+    if r.returncode != 2 or r.stderr.strip() != want or open(victim, "rb").read() != before:
+        problems.append(f"--json {json_arg}, a --ptd input: exit {r.returncode}, stderr {r.stderr.strip()!r}; "
+                        f"expected 2, {want!r} and the input untouched")
+r = subprocess.run([exe, "--quick", "--only", "dedup", "--threads", "1", "--reps", "2", "--no-progress", "--ptd",
+                    f"{victim},{files[1]}", "--json", victim_hard, "--tmpdir", outdir],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+with open(victim_hard) as f:
+    hard_is_json = f.read(1) == "{"
+if r.returncode != 0 or open(victim, "rb").read() != before or not hard_is_json:
+    problems.append(f"--json a hard link to a --ptd input: exit {r.returncode}, stderr {r.stderr.strip()[-200:]!r}, "
+                    f"input {'kept' if open(victim, 'rb').read() == before else 'CHANGED'}, JSON there: {hard_is_json}")
+os.remove(victim_link)
+os.remove(victim_hard)
 # A store wdedup wrote comes back as its methods and partitions: prefill 3 +
 # decode 2 cannot go through Positional, so the workload runs OneBlob.
 merged = os.path.join(outdir, "bench-ptd-oneblob.ptd")

@@ -34,6 +34,7 @@
 #include "wdedup/import.hpp"  // PtdFiles: --ptd files checked before the run
 #include "wdedup/report.hpp"
 #include "wdedup/bench.hpp"  // physical_memory
+#include "wdedup/workload/llama.hpp"  // LlamaConfig::dimension_problem
 
 #ifndef WBENCH_INCLUDE_DIR
 #define WBENCH_INCLUDE_DIR ""
@@ -263,13 +264,37 @@ bool parse_u64(const char* s, std::uint64_t* out) {
   return true;
 }
 
-bool parse_list(const std::string& s, std::vector<std::uint64_t>* out) {
+/// Whether `s` is decimal digits alone: a number, if one parse_u64 refused
+/// then one too large for 64 bits.
+bool all_digits(const std::string& s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos; }
+
+/// Why `item` of list flag `flag` is too large, against the flag's limit.
+std::string list_limit(const std::string& flag, const std::string& item) {
+  using wdedup::detail::cat;
+  if (flag == "--threads")
+    return cat("--threads ", item, " is more than wdedup::DedupOptions::kMaxThreads (", wdedup::DedupOptions::kMaxThreads,
+               ")");
+  if (flag == "--keys") return cat("--keys ", item, " is more than a .ptd file holds (", kMaxKeys, ")");
+  // --adversarial COUNT,BYTES: either past 64 bits is more memory than that.
+  return "--adversarial asks for more than 2^64 bytes of memory";
+}
+
+/// A comma-separated list of numbers. An item of digits too large for 64
+/// bits is kept as 2^64 - 1, and the first such item's text goes to
+/// `too_large`, for a message in the flag's own terms.
+bool parse_list(const std::string& s, std::vector<std::uint64_t>* out, std::string* too_large) {
   out->clear();
+  too_large->clear();
   std::size_t at = 0;
   while (at <= s.size()) {
     const std::size_t comma = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, comma - at);
     std::uint64_t v = 0;
-    if (!parse_u64(s.substr(at, comma - at).c_str(), &v)) return false;
+    if (!parse_u64(item.c_str(), &v)) {
+      if (!all_digits(item)) return false;
+      v = ~std::uint64_t(0);
+      if (too_large->empty()) *too_large = item;
+    }
     out->push_back(v);
     at = comma + 1;
   }
@@ -321,15 +346,24 @@ bool check_ptd_files(const Config& c) {
         return false;
       }
   }
-  // The JSON goes where no input is: written over a --ptd file it would
-  // replace the user's weights with the figures.
-  if (struct stat js; ::stat(c.json_path.c_str(), &js) == 0)
-    for (std::size_t k = 0; k < c.ptd_files.size(); ++k)
-      if (ids[k] == std::make_pair(js.st_dev, js.st_ino)) {
-        std::fprintf(stderr, "wdedup-bench: --json %s names the --ptd input %s: the results would replace it\n",
-                     c.json_path.c_str(), c.ptd_files[k].c_str());
-        return false;
+  // The JSON goes where no input is: written over a --ptd file, itself or
+  // through a symbolic link, it would replace the user's weights with the
+  // figures. (Not a hard link's other name: the write renames over the
+  // name it is given, and the input keeps its bytes.)
+  if (char* json_real = ::realpath(c.json_path.c_str(), nullptr)) {
+    const std::string json_id = json_real;
+    std::free(json_real);
+    for (const std::string& input : c.ptd_files)
+      if (char* real = ::realpath(input.c_str(), nullptr)) {
+        const bool same = json_id == real;
+        std::free(real);
+        if (same) {
+          std::fprintf(stderr, "wdedup-bench: --json %s names the --ptd input %s: the results would replace it\n",
+                       c.json_path.c_str(), input.c_str());
+          return false;
+        }
       }
+  }
   wdedup::PtdFiles files;
   wdedup::Program scratch;
   for (const std::string& path : c.ptd_files)
@@ -416,7 +450,7 @@ int parse_args(int argc, char** argv, Config* c) {
   for (int i = 1; i < argc; ++i) {
     const std::string opt = argv[i];
     const char* v = nullptr;
-    auto value = [&]() {
+    auto value = [&](bool numeric = false) {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "wdedup-bench: %s needs a value\n", opt.c_str());
         return false;
@@ -424,11 +458,12 @@ int parse_args(int argc, char** argv, Config* c) {
       v = argv[++i];
       // "--json --quick" would write the results to a file named --quick
       // and run the full benchmark: an option is never taken as a value.
-      // (No value here starts with '-' but a negative integer, which is
-      // taken as one and refused by the flag's own check, "needs a positive
-      // integer, got '-1'"; a path that does is written ./-name.)
-      const bool negative_integer =
-          v[0] == '-' && v[1] != '\0' && std::strspn(v + 1, "0123456789") == std::strlen(v + 1);
+      // (No value here starts with '-' but a negative integer given to a
+      // number flag (`numeric`), which is taken as one and refused by the
+      // flag's own check, "needs a positive integer, got '-1'"; a path that
+      // does, "-5" too, is written ./-name.)
+      const bool negative_integer = numeric && v[0] == '-' && v[1] != '\0' &&
+                                    std::strspn(v + 1, "0123456789") == std::strlen(v + 1);
       if (v[0] == '-' && !negative_integer) {
         std::fprintf(stderr, "wdedup-bench: %s needs a value, got the option '%s' (a path starting with '-' is "
                              "written ./%s)\n", opt.c_str(), v, v);
@@ -449,14 +484,25 @@ int parse_args(int argc, char** argv, Config* c) {
       }
       return true;
     };
-    auto number = [&](auto* out) {
+    // A number flag's value. One too large for its type is named against
+    // the flag's own limit: a Llama dimension's (`dimension`), else the
+    // type's.
+    auto number = [&](auto* out, bool dimension = false) {
+      using T = std::remove_pointer_t<decltype(out)>;
       std::uint64_t n = 0;
-      if (!value()) return false;
-      if (!parse_u64(v, &n) || n == 0 || n > std::uint64_t(~static_cast<std::remove_pointer_t<decltype(out)>>(0))) {
+      if (!value(true)) return false;
+      const bool parsed = parse_u64(v, &n);
+      if (all_digits(v) && (!parsed || n > std::uint64_t(~T(0)))) {
+        const std::string why = dimension ? wdedup::LlamaConfig::dimension_problem(opt, std::string_view(v))
+                                          : wdedup::detail::cat(opt, " ", v, " is more than ", std::uint64_t(~T(0)));
+        std::fprintf(stderr, "wdedup-bench: %s\n", why.c_str());
+        return false;
+      }
+      if (!parsed || n == 0) {
         std::fprintf(stderr, "wdedup-bench: %s needs a positive integer, got '%s'\n", opt.c_str(), v);
         return false;
       }
-      *out = static_cast<std::remove_pointer_t<decltype(out)>>(n);
+      *out = static_cast<T>(n);
       return true;
     };
     std::vector<std::uint64_t> list;
@@ -546,19 +592,19 @@ int parse_args(int argc, char** argv, Config* c) {
     } else if (opt == "--compile-reps") {
       if (!number(&c->compile_reps)) return 2;
     } else if (opt == "--layers") {
-      if (!number(&c->layers)) return 2;
+      if (!number(&c->layers, true)) return 2;
     } else if (opt == "--dim") {
-      if (!number(&c->dim)) return 2;
+      if (!number(&c->dim, true)) return 2;
     } else if (opt == "--hidden-dim") {
-      if (!number(&c->hidden_dim)) return 2;
+      if (!number(&c->hidden_dim, true)) return 2;
     } else if (opt == "--vocab-size") {
-      if (!number(&c->vocab_size)) return 2;
+      if (!number(&c->vocab_size, true)) return 2;
     } else if (opt == "--heads") {
-      if (!number(&c->n_heads)) return 2;
+      if (!number(&c->n_heads, true)) return 2;
     } else if (opt == "--kv-heads") {
-      if (!number(&c->n_kv_heads)) return 2;
+      if (!number(&c->n_kv_heads, true)) return 2;
     } else if (opt == "--max-seq-len") {
-      if (!number(&c->max_seq_len)) return 2;
+      if (!number(&c->max_seq_len, true)) return 2;
     } else if (opt == "--small-tensors") {
       if (!number(&c->small_tensors)) return 2;
     } else if (opt == "--lookups") {
@@ -568,10 +614,16 @@ int parse_args(int argc, char** argv, Config* c) {
     } else if (opt == "--write-bytes") {
       if (!number(&c->write_bytes)) return 2;
     } else if (opt == "--threads" || opt == "--keys" || opt == "--adversarial") {
-      if (!value()) return 2;
-      if (!parse_list(v, &list) || std::count(list.begin(), list.end(), 0u) != 0) {
+      if (!value(true)) return 2;
+      std::string too_large;
+      if (!parse_list(v, &list, &too_large) || std::count(list.begin(), list.end(), 0u) != 0) {
         std::fprintf(stderr, "wdedup-bench: %s needs positive integers separated by commas, got '%s'\n",
                      opt.c_str(), v);
+        return 2;
+      }
+      // Past 64 bits: named against the flag's own limit, as below.
+      if (!too_large.empty()) {
+        std::fprintf(stderr, "wdedup-bench: %s\n", list_limit(opt, too_large).c_str());
         return 2;
       }
       if (const std::uint64_t* twice = opt != "--adversarial" ? repeated(list) : nullptr) {
@@ -583,8 +635,7 @@ int parse_args(int argc, char** argv, Config* c) {
         c->threads.clear();
         for (std::uint64_t t : list) {
           if (t > wdedup::DedupOptions::kMaxThreads) {
-            std::fprintf(stderr, "wdedup-bench: --threads %llu is more than wdedup::DedupOptions::kMaxThreads (%u)\n",
-                         static_cast<unsigned long long>(t), wdedup::DedupOptions::kMaxThreads);
+            std::fprintf(stderr, "wdedup-bench: %s\n", list_limit(opt, std::to_string(t)).c_str());
             return 2;
           }
           c->threads.push_back(static_cast<unsigned>(t));
@@ -592,8 +643,7 @@ int parse_args(int argc, char** argv, Config* c) {
       } else if (opt == "--keys") {
         for (std::uint64_t k : list)
           if (k > kMaxKeys) {
-            std::fprintf(stderr, "wdedup-bench: --keys %llu is more than a .ptd file holds (%llu)\n",
-                         static_cast<unsigned long long>(k), static_cast<unsigned long long>(kMaxKeys));
+            std::fprintf(stderr, "wdedup-bench: %s\n", list_limit(opt, std::to_string(k)).c_str());
             return 2;
           }
         c->key_counts = list;
@@ -644,7 +694,8 @@ int parse_args(int argc, char** argv, Config* c) {
   // The results are written after the run: a place they cannot go to is
   // refused before it, not after minutes of measuring.
   if (!wdedup::detail::can_create_file(c->json_path)) {
-    std::fprintf(stderr, "wdedup-bench: cannot write --json %s: %s\n", c->json_path.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "wdedup-bench: cannot write --json %s: %s\n", c->json_path.c_str(),
+                 wdedup::detail::cannot_create_reason(c->json_path, errno).c_str());
     return 2;
   }
   // Likewise the directory the runtime, write and build benchmarks write

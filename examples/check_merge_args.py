@@ -42,7 +42,7 @@ def expect(what, r, code, stdout=None, stderr=""):
 out = os.path.join(work, "one.ptd")
 r = run([out, simple])
 size = os.path.getsize(out) if os.path.exists(out) else -1
-expect("one input", r, 0, f"1 files, 896 bytes -> {out}, {size} bytes (393 tensor bytes stored once of 393)\n"
+expect("one input", r, 0, f"1 file, 896 bytes -> {out}, {size} bytes (393 tensor bytes stored once of 393)\n"
                           "3 tensors checked\nmerge: OK\n")
 # Two: simple's 3 keys and layouts' 11, each file a method.
 out2 = os.path.join(work, "two.ptd")

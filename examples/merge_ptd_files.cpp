@@ -187,8 +187,8 @@ int main(int argc, char** argv) {
     std::printf("%s\n", written.message().c_str());
     return 1;
   }
-  std::printf("%zu files, %llu bytes -> %s, %llu bytes (%llu tensor bytes stored once of %llu)\n", inputs.size(),
-              static_cast<unsigned long long>(bytes_before), out.c_str(),
+  std::printf("%zu %s, %llu bytes -> %s, %llu bytes (%llu tensor bytes stored once of %llu)\n", inputs.size(),
+              inputs.size() == 1 ? "file" : "files", static_cast<unsigned long long>(bytes_before), out.c_str(),
               static_cast<unsigned long long>(written->file_size),
               static_cast<unsigned long long>(result->report.bytes_stored),
               static_cast<unsigned long long>(result->report.bytes_in));

@@ -8,7 +8,9 @@
 #   bash scripts/bench.sh --model 1b         # the Llama workload at Llama-3.2-1B size (~5 GB RAM)
 #   bash scripts/bench.sh --threads 1,2 --reps 9 --only dedup
 #   bash scripts/bench.sh --help
-# Paths in the arguments are taken from the directory this is run in.
+# Paths in the arguments are taken from the directory this is run in. The
+# benchmarks' temporary stores go to build/bench, also with a --json
+# elsewhere (--tmpdir DIR puts them in DIR).
 set -euo pipefail
 here=$PWD
 # The clone: two levels above this file, wherever it is called from or

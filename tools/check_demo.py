@@ -219,6 +219,15 @@ if r.returncode != 1 or kept != good_json or \
         any(n.startswith("s3.") or n.startswith(".s3.") for n in os.listdir(work)):
     problems.append(f"every store over the size limit: exit {r.returncode}, stderr {r.stderr!r}, "
                     f"r3.json {'kept' if kept == good_json else 'changed'}, files {sorted(os.listdir(work))}")
+# ...and where there was no report, none is written, and it says so.
+script = f"ulimit -f 2000; exec {exe!r} --quiet --threads 1 --out s4.ptd --json r4.json"
+r = subprocess.run(["bash", "-c", "trap '' XFSZ; " + script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   text=True, timeout=120, cwd=work)
+if r.returncode != 1 or "wdedup-demo: no report to write; --json r4.json not written" not in r.stderr or \
+        any(n.startswith("r4.") or n.startswith(".r4.") or n.startswith("s4.") or n.startswith(".s4.")
+            for n in os.listdir(work)):
+    problems.append(f"every store over the size limit, no report before: exit {r.returncode}, stderr {r.stderr!r}, "
+                    f"files {sorted(os.listdir(work))}")
 # A good run replaces it with every strategy's report.
 r = run(["--out", "", "--json", "r2.json"])
 with open(os.path.join(work, "r2.json")) as f:
@@ -235,8 +244,22 @@ if r.returncode != 0:
     sys.exit(f"the --per-method pmsrc run failed: {r.stderr}")
 long_stem = "b" * 251
 shutil.copy(os.path.join(work, "pmsrc", "decode.ptd"), os.path.join(work, long_stem + ".ptd"))
-expect(["--ptd", f"pmsrc/prefill.ptd,{long_stem}.ptd,{long_stem}.ptd", "--per-method", "newpm", "--out", ""], 2,
+os.makedirs(os.path.join(work, "again"))
+shutil.copy(os.path.join(work, "pmsrc", "decode.ptd"), os.path.join(work, "again", long_stem + ".ptd"))
+expect(["--ptd", f"pmsrc/prefill.ptd,{long_stem}.ptd,again/{long_stem}.ptd", "--per-method", "newpm", "--out", ""], 2,
        f"wdedup-demo: cannot write --per-method newpm/{long_stem}#2.ptd: File name too long")
+# One file given twice, under any two names, is refused: two methods of the
+# same bytes, whose weights the report would count as saved.
+os.link(os.path.join(work, long_stem + ".ptd"), os.path.join(work, "hard2.ptd"))
+for names in ([f"{long_stem}.ptd", f"./{long_stem}.ptd"], [f"{long_stem}.ptd", "hard2.ptd"]):
+    expect(["--ptd", ",".join(["pmsrc/prefill.ptd"] + names), "--out", ""], 2,
+           f"wdedup-demo: --ptd names one file twice ({names[0]} and {names[1]}): give each file once")
+expect(["--ptd", "pmsrc/prefill.ptd", "--ptd", f"{long_stem}.ptd", "--ptd", f"{long_stem}.ptd", "--out", ""], 2,
+       f"wdedup-demo: --ptd names one file twice ({long_stem}.ptd and {long_stem}.ptd): give each file once")
+# An empty item is refused, not dropped (a name may be lost).
+for value in ("pmsrc/prefill.ptd,,pmsrc/decode.ptd", "pmsrc/prefill.ptd,", ",pmsrc/prefill.ptd"):
+    expect(["--ptd", value, "--out", ""], 2, f"wdedup-demo: --ptd {value} has an empty item (a stray comma)")
+expect(["--ptd", "", "--out", ""], 2, "wdedup-demo: --ptd needs at least one file")
 if os.path.lexists(os.path.join(work, "newpm")):
     problems.append("--per-method newpm with a method file name too long: newpm was created")
 # A path too long as a whole (each name short): the writer's temporary beside

@@ -127,31 +127,6 @@ std::string flag_problem(const Args& a, const wdedup::LlamaConfig& c) {
   return "";
 }
 
-/// Why `path` cannot be written, errno (from the failed check) by its
-/// reason, or, for a symbolic link to nothing, that: "No such file or
-/// directory" would read as if a new file could not be made.
-std::string unwritable_reason(const std::string& path) {
-  const int e = errno;
-  struct stat st {};
-  // A device, FIFO or socket (can_create_file's EINVAL): in the writer's
-  // own words, not "Invalid argument".
-  if (e == EINVAL && ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    return wdedup::detail::not_regular_file(st.st_mode);
-  // A name ending in '/' that names nothing yet (EISDIR): "Is a directory"
-  // would say something is there.
-  if (e == EISDIR && !path.empty() && path.back() == '/' && ::stat(path.c_str(), &st) != 0)
-    return "the name ends in '/', which names a directory, not a file";
-  char target[4096];
-  if (e == ENOENT && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
-    if (n >= 0) {
-      target[n] = '\0';
-      return std::string("a symbolic link to ") + target + ", which does not exist";
-    }
-  }
-  return std::strerror(e);
-}
-
 /// Whether --per-method DIR can take the method files: an existing
 /// directory where files can be created, or a name for a new one in an
 /// existing directory (made later, once the method names are known). An
@@ -168,7 +143,7 @@ bool per_method_usable(std::string dir) {
                              : wdedup::detail::can_create_file(dir);
   if (!usable)
     std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", dir.c_str(),
-                 unwritable_reason(dir).c_str());
+                 wdedup::detail::cannot_create_reason(dir, errno).c_str());
   return usable;
 }
 
@@ -210,14 +185,21 @@ bool parse_args(int argc, char** argv, Args* a) {
       a->model_given = a->model_given || opt == "--model";
     } else if (opt == "--ptd") {
       if (!value(&v)) return false;
-      for (std::string rest = v; !rest.empty();) {
-        const std::size_t comma = rest.find(',');
-        if (comma != 0) a->ptd.push_back(rest.substr(0, comma));
-        rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-      }
-      if (a->ptd.empty()) {
+      if (*v == '\0') {
         std::fprintf(stderr, "wdedup-demo: --ptd needs at least one file\n");
         return false;
+      }
+      // An empty item is refused, not dropped: "a.ptd,,b.ptd" may have
+      // lost a name.
+      for (std::size_t at = 0, len = std::strlen(v); at <= len;) {
+        const char* comma = std::strchr(v + at, ',');
+        const std::size_t end = comma ? static_cast<std::size_t>(comma - v) : len;
+        if (end == at) {
+          std::fprintf(stderr, "wdedup-demo: --ptd %s has an empty item (a stray comma)\n", v);
+          return false;
+        }
+        a->ptd.emplace_back(v + at, end - at);
+        at = end + 1;
       }
     } else if (opt == "--layers" || opt == "--prefill-partitions" || opt == "--decode-partitions" ||
                opt == "--threads") {
@@ -240,7 +222,7 @@ bool parse_args(int argc, char** argv, Args* a) {
         return false;
       }
       if (opt == "--threads" && n > kMaxThreads) {
-        std::fprintf(stderr, "wdedup-demo: --threads %u is more than %u\n", n, kMaxThreads);
+        std::fprintf(stderr, "wdedup-demo: --threads %s is more than %u\n", v, kMaxThreads);
         return false;
       }
       if (opt == "--layers") a->layers = n;
@@ -268,7 +250,7 @@ bool parse_args(int argc, char** argv, Args* a) {
   // the report lost).
   if (!a->json.empty() && !wdedup::detail::can_create_file(a->json)) {
     std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(),
-                 unwritable_reason(a->json).c_str());
+                 wdedup::detail::cannot_create_reason(a->json, errno).c_str());
     return false;
   }
   // A directory is no --out under any strategy: with --strategy all it
@@ -356,7 +338,8 @@ bool outputs_writable(const Args& a, const wdedup::Program& program, const std::
   for (const char* tag : tags) {
     const std::string out = out_path(a, tag);
     if (!out.empty() && !wdedup::detail::can_create_file(out)) {
-      std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(), unwritable_reason(out).c_str());
+      std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(),
+                   wdedup::detail::cannot_create_reason(out, errno).c_str());
       return false;
     }
   }
@@ -368,7 +351,7 @@ bool outputs_writable(const Args& a, const wdedup::Program& program, const std::
     if (dir_exists ? !wdedup::detail::can_create_file(path) : !name_fits(path)) {
       // (The file name holds the method's name, which may come from a file.)
       std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", wdedup::detail::table_name(path).c_str(),
-                   unwritable_reason(path).c_str());
+                   wdedup::detail::cannot_create_reason(path, errno).c_str());
       return false;
     }
   }
@@ -426,6 +409,26 @@ bool outputs_distinct(const Args& a, const wdedup::Program& program, const std::
                      j < outputs ? "one output would replace the other" : "the output would replace the input");
         return false;
       }
+  return true;
+}
+
+/// Refuses a --ptd file given twice, under any two names (a link, a hard
+/// link, "./"): it would become two methods of the same bytes, and the
+/// report would count one file's weights as saved. (A file that cannot be
+/// looked at is left to the import, which names its error.)
+bool inputs_distinct(const Args& a) {
+  std::vector<std::pair<dev_t, ino_t>> ids(a.ptd.size(), {0, 0});
+  for (std::size_t k = 0; k < a.ptd.size(); ++k) {
+    struct stat st {};
+    if (::stat(a.ptd[k].c_str(), &st) != 0) continue;
+    ids[k] = {st.st_dev, st.st_ino};
+    for (std::size_t j = 0; j < k; ++j)
+      if (ids[j] == ids[k]) {
+        std::fprintf(stderr, "wdedup-demo: --ptd names one file twice (%s and %s): give each file once\n",
+                     a.ptd[j].c_str(), a.ptd[k].c_str());
+        return false;
+      }
+  }
   return true;
 }
 
@@ -593,7 +596,7 @@ int run_demo(int argc, char** argv) {
     // directory. Its files, named after the methods, are checked below.
     const std::vector<const char*> sure = args.strategy == "all" ? std::vector<const char*>{"oneblob", "disabled"}
                                                                  : std::vector<const char*>{args.strategy.c_str()};
-    if (!outputs_distinct(args, wdedup::Program(), sure)) return 2;
+    if (!inputs_distinct(args) || !outputs_distinct(args, wdedup::Program(), sure)) return 2;
     if (!import_files(args, &files, &imported)) return 2;
   } else {
     auto config = wdedup::LlamaConfig::preset(args.model);
@@ -665,7 +668,9 @@ int run_demo(int argc, char** argv) {
   // Replaced whole or not at all, as the stores are; and only with a
   // report: a run where every strategy failed leaves the last one.
   if (jp && json.empty()) {
-    std::fprintf(stderr, "wdedup-demo: no report to write; --json %s left as it was\n", args.json.c_str());
+    struct stat st {};
+    std::fprintf(stderr, "wdedup-demo: no report to write; --json %s %s\n", args.json.c_str(),
+                 ::stat(args.json.c_str(), &st) == 0 ? "left as it was" : "not written");
   } else if (jp) {
     if (wdedup::Expected<void> written = wdedup::detail::write_whole_file(args.json, "[" + json + "]\n", false);
         !written) {

@@ -590,6 +590,29 @@ bool can_create_file(const std::string& path) {
   return false;
 }
 
+/// Why can_create_file refused `path`, in words, from the errno `e` it
+/// left: a device, FIFO or socket (EINVAL) in the writer's own words; a
+/// name ending in '/' that names nothing yet (EISDIR) as that ("Is a
+/// directory" would say something is there); a symbolic link to nothing
+/// (ENOENT) as that ("No such file or directory" would read as if a new
+/// file could not be made); anything else by the errno's text. For the
+/// tools' messages.
+template <int = 0>
+std::string cannot_create_reason(const std::string& path, int e) {
+  struct stat st {};
+  if (e == EINVAL && stat_path(path.c_str(), true, &st) == 0 && !S_ISREG(st.st_mode))
+    return not_regular_file(st.st_mode);
+  if (e == EISDIR && !path.empty() && path.back() == '/' && stat_path(path.c_str(), true, &st) != 0)
+    return "the name ends in '/', which names a directory, not a file";
+  if (e == ENOENT && stat_path(path.c_str(), false, &st) == 0 && S_ISLNK(st.st_mode)) {
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target);
+    if (n >= 0) return cat("a symbolic link to ", std::string_view(target, static_cast<std::size_t>(n)),
+                           ", which does not exist");
+  }
+  return errno_text(e);
+}
+
 /// Replaces `path` with `text`, as write_ptd_file replaces a store: on any
 /// failure the destination is untouched. For the tools' reports (JSON):
 /// a report cut off by a full disk, over the previous good one, is worse
