@@ -718,6 +718,27 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
     CHECK_FALSE(can_create_file(path));
     CHECK(errno == r.second);
   }
+  // The reason in words, as the tools give it: the writer's for a device,
+  // what a name ending in '/' or a link to nothing is, else the errno's.
+  using detail::cannot_create_reason;
+  CHECK(cannot_create_reason("/dev/null", EINVAL) ==
+        "it exists and is not a regular file but a character device (a directory, device, FIFO or socket is never "
+        "replaced)");
+  CHECK(cannot_create_reason(dir + "/missing/", EISDIR) == "the name ends in '/', which names a directory, not a file");
+  CHECK(cannot_create_reason(dir + "/a_dir/", EISDIR) == std::strerror(EISDIR));  // one is there
+  CHECK(cannot_create_reason(dir + "/a_dir", EISDIR) == std::strerror(EISDIR));
+  CHECK(cannot_create_reason(dir + "/dangling", ENOENT) == "a symbolic link to nothing_there, which does not exist");
+  CHECK(cannot_create_reason(dir + "/missing/new.ptd", ENOENT) == std::strerror(ENOENT));
+  CHECK(cannot_create_reason(dir + "/a_file/new.ptd", ENOTDIR) == std::strerror(ENOTDIR));
+  REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0600) == 0);
+  errno = 0;
+  CHECK_FALSE(can_create_file(dir + "/fifo"));
+  CHECK(cannot_create_reason(dir + "/fifo", errno) ==
+        "it exists and is not a regular file but a FIFO (a directory, device, FIFO or socket is never replaced)");
+  // The writer itself says the same.
+  CHECK(detail::write_whole_file(dir + "/fifo", "x", false).message() ==
+        "cannot write '" + dir + "/fifo': " + cannot_create_reason(dir + "/fifo", EINVAL));
+  REQUIRE(::unlink((dir + "/fifo").c_str()) == 0);
   // Where the mode bits would let root through but no file can be made
   // (/proc: its directory is 0555, and root may write there by mode), the
   // attempt itself says no, for root too.
