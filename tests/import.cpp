@@ -870,12 +870,16 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
   const std::string aliases = fixture("aliases.ptd"), simple = fixture("simple.ptd");
   const std::string out = dir + "/import_demo.ptd", json = dir + "/import_demo.json", log = dir + "/import_demo.txt";
   std::remove(out.c_str());
+  // A second file of the same name (a copy elsewhere: one file given twice
+  // is refused) becomes the method "aliases#2".
+  const std::string again = dir + "/import_demo_again", copy = again + "/aliases.ptd";
+  REQUIRE(std::system(("mkdir -p '" + again + "' && cp '" + aliases + "' '" + copy + "'").c_str()) == 0);
   const std::string cmd = "'" + std::string(WDEDUP_DEMO_PATH) + "' --quiet --strategy positional --ptd '" + aliases +
-                          "," + aliases + "," + simple + "' --out '" + out + "' --json '" + json + "' > '" + log +
+                          "," + copy + "," + simple + "' --out '" + out + "' --json '" + json + "' > '" + log +
                           "' 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   const std::string printed = read_text(log);
-  CHECK(printed.find("  " + aliases + ": method(s) aliases#2, 1 partition(s), 6 tensors over 944 B\n") !=
+  CHECK(printed.find("  " + copy + ": method(s) aliases#2, 1 partition(s), 6 tensors over 944 B\n") !=
         std::string::npos);
   CHECK(printed.find("15 tensors verified") != std::string::npos);
   // 2 x 1712 + 393 bytes in; aliases.ptd's 944 distinct bytes and
