@@ -865,6 +865,44 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
 }
 
 #ifdef WDEDUP_DEMO_PATH
+TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys METHOD, or names the flag") {
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/demo_unmapped";
+  REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
+  // Three keys, a function that names one (as in the add_ptd_program test).
+  NamedDataStore store;
+  const std::vector<std::uint8_t> a = pattern(64, 1), b = pattern(32, 2), c = pattern(16, 3);
+  REQUIRE(store.add_named_data("shared.a", ByteSpan(a.data(), a.size())).ok());
+  REQUIRE(store.add_named_data("extra.b", ByteSpan(b.data(), b.size())).ok());
+  REQUIRE(store.add_named_data("extra.c", ByteSpan(c.data(), c.size())).ok());
+  FunctionMaps maps;
+  maps.functions.push_back({"m", 0, "blob", "m", {{"a", "shared.a"}}});
+  const std::string path = dir + "/partial.ptd", log = dir + "/log.txt", printed_path = dir + "/out.txt";
+  REQUIRE(write_ptd_file(store, maps, path).ok());
+  const std::string demo = "'" + std::string(WDEDUP_DEMO_PATH) + "' --quiet --strategy oneblob --out '' ";
+  auto run = [&](const std::string& args) {
+    const int status = std::system((demo + args + " > '" + printed_path + "' 2> '" + log + "'").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  // Refused, naming the demo's flag rather than the library's option.
+  CHECK(run("--ptd '" + path + "'") == 2);
+  CHECK(read_text(log) == "wdedup-demo: " + path +
+                              ": add_ptd_program: key #1 'extra.b' (and 1 more) is in no function's table, so no "
+                              "method or partition holds it; --unmapped-keys METHOD names a method to take such keys\n");
+  CHECK(run("--ptd '" + path + "' --unmapped-keys m") == 2);
+  CHECK(read_text(log) == "wdedup-demo: " + path + ": add_ptd_program: --unmapped-keys 'm' is already a method\n");
+  CHECK(run("--unmapped-keys rest") == 2);
+  CHECK(read_text(log) == "wdedup-demo: --unmapped-keys applies to --ptd files only\n");
+  // Taken: the method 'rest' holds extra.b and extra.c (112 bytes in all).
+  CHECK(run("--ptd '" + path + "' --unmapped-keys rest") == 0);
+  CHECK(read_text(log).empty());
+  const std::string printed = read_text(printed_path);
+  CHECK(printed.find("  " + path + ": method(s) m, rest, 2 partition(s), 3 tensors over 112 B\n") !=
+        std::string::npos);
+  CHECK(printed.find("ONE_BLOB   in 112 B, stored 112 B, saved 0 B") != std::string::npos);
+}
+#endif
+
+#ifdef WDEDUP_DEMO_PATH
 TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
   const std::string dir = WDEDUP_TEST_TMPDIR;
   const std::string aliases = fixture("aliases.ptd"), simple = fixture("simple.ptd");

@@ -6,7 +6,7 @@
 //
 //   wdedup-demo [--model tiny|small|1b] [--strategy positional|oneblob|disabled|all]
 //               [--prefill-partitions N] [--decode-partitions N] [--layers N]
-//               [--ptd FILE[,FILE...]]... [--per-method DIR]
+//               [--ptd FILE[,FILE...]]... [--unmapped-keys METHOD] [--per-method DIR]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
 #include <cerrno>
 #include <climits>
@@ -41,6 +41,7 @@ struct Args {
   bool model_given = false;
   std::vector<std::string> ptd;  ///< .ptd files to merge instead of the built-in workload
   std::string per_method;        ///< directory for one .ptd per method, written before merging
+  std::string unmapped_keys;     ///< --ptd: the method that takes a store's keys no function names
   unsigned threads = 0;
   bool quiet = false;
 };
@@ -58,6 +59,8 @@ void usage(FILE* f) {
       "                             back as its methods and partitions. The value is split at\n"
       "                             commas (a path holding one cannot be given); repeated --ptd\n"
       "                             flags add up: --ptd a.ptd --ptd b.ptd is --ptd a.ptd,b.ptd\n"
+      "  --unmapped-keys METHOD     --ptd: a store wdedup wrote whose keys some no function names\n"
+      "                             gives those keys to a new method METHOD (default: refused)\n"
       "  --per-method DIR           also write each method on its own as DIR/<method>.ptd, as an\n"
       "                             export that serializes methods apart ships them (--ptd input;\n"
       "                             '' = don't, the default)\n"
@@ -175,13 +178,14 @@ bool parse_args(int argc, char** argv, Args* a) {
     } else if (opt == "--quiet") {
       a->quiet = true;
     } else if (opt == "--model" || opt == "--strategy" || opt == "--out" || opt == "--json" ||
-               opt == "--per-method") {
+               opt == "--per-method" || opt == "--unmapped-keys") {
       if (!value(&v)) return false;
-      (opt == "--model"      ? a->model
-       : opt == "--strategy" ? a->strategy
-       : opt == "--out"      ? a->out
-       : opt == "--json"     ? a->json
-                             : a->per_method) = v;
+      (opt == "--model"        ? a->model
+       : opt == "--strategy"   ? a->strategy
+       : opt == "--out"        ? a->out
+       : opt == "--json"       ? a->json
+       : opt == "--per-method" ? a->per_method
+                               : a->unmapped_keys) = v;
       a->model_given = a->model_given || opt == "--model";
     } else if (opt == "--ptd") {
       if (!value(&v)) return false;
@@ -239,6 +243,10 @@ bool parse_args(int argc, char** argv, Args* a) {
     std::fprintf(stderr,
                  "wdedup-demo: --ptd replaces the built-in workload: --model, --layers and --*-partitions do not "
                  "apply\n");
+    return false;
+  }
+  if (!a->unmapped_keys.empty() && a->ptd.empty()) {
+    std::fprintf(stderr, "wdedup-demo: --unmapped-keys applies to --ptd files only\n");
     return false;
   }
   if (a->strategy != "positional" && a->strategy != "oneblob" && a->strategy != "disabled" && a->strategy != "all") {
@@ -557,10 +565,21 @@ int write_per_method(const std::string& dir, const wdedup::Program& program) {
 /// partitions of a store deduplicate() wrote; the mappings live in `files`.
 bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* program) {
   std::printf("workload: %zu .ptd file(s):\n", args.ptd.size());
+  wdedup::ImportOptions options;
+  options.unmapped_keys_method = args.unmapped_keys;
   for (const std::string& path : args.ptd) {
     const std::size_t before = program->methods.size();
-    if (wdedup::Expected<void> added = files->add(*program, path); !added) {
-      std::fprintf(stderr, "wdedup-demo: %s\n", added.message().c_str());
+    if (wdedup::Expected<void> added = files->add(*program, path, {}, options); !added) {
+      // The library's message names its option; here it is the flag.
+      std::string message = added.message();
+      for (const auto& [api, flag] : {std::pair<std::string, std::string>{"ImportOptions::unmapped_keys_method",
+                                                                          "--unmapped-keys METHOD"},
+                                      {"unmapped_keys_method", "--unmapped-keys"}})
+        if (const std::size_t at = message.find(api); at != std::string::npos) {
+          message.replace(at, api.size(), flag);
+          break;  // (the one the library wrote: a key's name quoted after it may hold it too)
+        }
+      std::fprintf(stderr, "wdedup-demo: %s\n", message.c_str());
       return false;
     }
     std::size_t tensors = 0, partitions = 0;
