@@ -27,6 +27,7 @@
 #include <sys/syscall.h>  // SYS_getdents64
 #endif
 
+#include "cli.hpp"  // (tools/) split_items, same_file_twice, real_path: shared with the demo
 #include "harness.hpp"
 #include "steadiness.hpp"
 #include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads
@@ -272,8 +273,8 @@ bool all_digits(const std::string& s) { return !s.empty() && s.find_first_not_of
 std::string list_limit(const std::string& flag, const std::string& item) {
   using wdedup::detail::cat;
   if (flag == "--threads")
-    return cat("--threads ", item, " is more than wdedup::DedupOptions::kMaxThreads (", wdedup::DedupOptions::kMaxThreads,
-               ")");
+    return cat("--threads ", item, " is more than wdedup::DedupOptions::kMaxThreads (",
+               wdedup::DedupOptions::kMaxThreads, ")");
   if (flag == "--keys") return cat("--keys ", item, " is more than a .ptd file holds (", kMaxKeys, ")");
   // --adversarial COUNT,BYTES: either past 64 bits is more memory than that.
   return "--adversarial asks for more than 2^64 bytes of memory";
@@ -301,21 +302,6 @@ bool parse_list(const std::string& s, std::vector<std::uint64_t>* out, std::stri
   return !out->empty();
 }
 
-/// The items of a comma-separated list, or false if one is empty ("a,,b",
-/// "dedup,"): a stray comma is refused alike by every list flag, rather than
-/// taken by some and dropped by others.
-bool split_items(const std::string& s, std::vector<std::string>* out) {
-  out->clear();
-  std::size_t at = 0;
-  while (at <= s.size()) {
-    const std::size_t comma = std::min(s.find(',', at), s.size());
-    if (comma == at) return false;
-    out->push_back(s.substr(at, comma - at));
-    at = comma + 1;
-  }
-  return true;
-}
-
 /// The first value a list gives twice, or nullptr: a value given twice
 /// would only repeat its rows (and, for --keys, leave "the largest store"
 /// ambiguous), so each list flag refuses it.
@@ -332,38 +318,25 @@ const T* repeated(const std::vector<T>& list) {
 /// pages, so deduplicate() would read half the bytes its figures count:
 /// the same file twice ran at 1.44x of its read pass, a copy at 0.83x.
 bool check_ptd_files(const Config& c) {
-  std::vector<std::pair<dev_t, ino_t>> ids(c.ptd_files.size(), {0, 0});
-  for (std::size_t k = 0; k < c.ptd_files.size(); ++k) {
-    struct stat st;
-    if (::stat(c.ptd_files[k].c_str(), &st) != 0) continue;  // the import below names the error
-    ids[k] = {st.st_dev, st.st_ino};
-    for (std::size_t j = 0; j < k; ++j)
-      if (ids[j] == ids[k]) {
-        std::fprintf(stderr,
-                     "wdedup-bench: --ptd names one file twice (%s and %s): their mappings share pages, so the "
-                     "figures would count bytes never read; copy the file to time identical methods\n",
-                     c.ptd_files[j].c_str(), c.ptd_files[k].c_str());
-        return false;
-      }
+  // (A file that cannot be looked at: the import below names the error.)
+  if (const auto [j, k] = wdedup_cli::same_file_twice(c.ptd_files); k != 0) {
+    std::fprintf(stderr,
+                 "wdedup-bench: --ptd names one file twice (%s and %s): their mappings share pages, so the "
+                 "figures would count bytes never read; copy the file to time identical methods\n",
+                 c.ptd_files[j].c_str(), c.ptd_files[k].c_str());
+    return false;
   }
   // The JSON goes where no input is: written over a --ptd file, itself or
   // through a symbolic link, it would replace the user's weights with the
   // figures. (Not a hard link's other name: the write renames over the
   // name it is given, and the input keeps its bytes.)
-  if (char* json_real = ::realpath(c.json_path.c_str(), nullptr)) {
-    const std::string json_id = json_real;
-    std::free(json_real);
+  if (const std::string json_id = wdedup_cli::real_path(c.json_path); !json_id.empty())
     for (const std::string& input : c.ptd_files)
-      if (char* real = ::realpath(input.c_str(), nullptr)) {
-        const bool same = json_id == real;
-        std::free(real);
-        if (same) {
-          std::fprintf(stderr, "wdedup-bench: --json %s names the --ptd input %s: the results would replace it\n",
-                       c.json_path.c_str(), input.c_str());
-          return false;
-        }
+      if (wdedup_cli::real_path(input) == json_id) {
+        std::fprintf(stderr, "wdedup-bench: --json %s names the --ptd input %s: the results would replace it\n",
+                     c.json_path.c_str(), input.c_str());
+        return false;
       }
-  }
   wdedup::PtdFiles files;
   wdedup::Program scratch;
   for (const std::string& path : c.ptd_files)
@@ -478,7 +451,7 @@ int parse_args(int argc, char** argv, Config* c) {
         std::fprintf(stderr, "wdedup-bench: %s needs at least one item, got ''\n", opt.c_str());
         return false;
       }
-      if (!split_items(v, out)) {
+      if (!wdedup_cli::split_items(v, out)) {
         std::fprintf(stderr, "wdedup-bench: %s %s has an empty item (a stray comma)\n", opt.c_str(), v);
         return false;
       }

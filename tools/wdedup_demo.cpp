@@ -28,6 +28,7 @@
 #include <wdedup/runtime.hpp>
 #include <wdedup/wdedup.hpp>
 
+#include "cli.hpp"
 #include "read_back.hpp"
 
 namespace {
@@ -195,38 +196,34 @@ bool parse_args(int argc, char** argv, Args* a) {
       }
       // An empty item is refused, not dropped: "a.ptd,,b.ptd" may have
       // lost a name.
-      for (std::size_t at = 0, len = std::strlen(v); at <= len;) {
-        const char* comma = std::strchr(v + at, ',');
-        const std::size_t end = comma ? static_cast<std::size_t>(comma - v) : len;
-        if (end == at) {
-          std::fprintf(stderr, "wdedup-demo: --ptd %s has an empty item (a stray comma)\n", v);
-          return false;
-        }
-        a->ptd.emplace_back(v + at, end - at);
-        at = end + 1;
+      std::vector<std::string> files;
+      if (!wdedup_cli::split_items(v, &files)) {
+        std::fprintf(stderr, "wdedup-demo: --ptd %s has an empty item (a stray comma)\n", v);
+        return false;
       }
+      a->ptd.insert(a->ptd.end(), files.begin(), files.end());
     } else if (opt == "--layers" || opt == "--prefill-partitions" || opt == "--decode-partitions" ||
                opt == "--threads") {
       if (!value(&v, true)) return false;
       // --threads 0 is every core, as DedupOptions::threads = 0 is.
       const bool zero_ok = opt == "--threads";
       const bool parsed = parse_u32(v, &n);
-      if (!parsed || (n == 0 && !zero_ok)) {
-        // Digits alone that parse_u32 refused are a number too large, not
-        // one that is not positive.
-        const bool digits = *v != '\0' && std::strspn(v, "0123456789") == std::strlen(v);
-        // Named against the flag's own limit, not against 32 bits.
-        if (digits && !parsed)
-          std::fprintf(stderr, "wdedup-demo: %s\n",
-                       opt == "--threads" ? wdedup::detail::cat("--threads ", v, " is more than ", kMaxThreads).c_str()
-                                          : wdedup::LlamaConfig::dimension_problem(opt, std::string_view(v)).c_str());
-        else
-          std::fprintf(stderr, "wdedup-demo: %s needs a %s integer, got '%s'\n", opt.c_str(),
-                       zero_ok ? "non-negative" : "positive", v);
+      // Digits alone that parse_u32 refused are a number too large, not
+      // one that is not positive: named against the flag's own limit (as
+      // typed), not against 32 bits.
+      const bool digits = *v != '\0' && std::strspn(v, "0123456789") == std::strlen(v);
+      if (opt == "--threads" && digits && (!parsed || n > kMaxThreads)) {
+        std::fprintf(stderr, "wdedup-demo: --threads %s is more than %u\n", v, kMaxThreads);
         return false;
       }
-      if (opt == "--threads" && n > kMaxThreads) {
-        std::fprintf(stderr, "wdedup-demo: --threads %s is more than %u\n", v, kMaxThreads);
+      if (digits && !parsed) {
+        std::fprintf(stderr, "wdedup-demo: %s\n",
+                     wdedup::LlamaConfig::dimension_problem(opt, std::string_view(v)).c_str());
+        return false;
+      }
+      if (!parsed || (n == 0 && !zero_ok)) {
+        std::fprintf(stderr, "wdedup-demo: %s needs a %s integer, got '%s'\n", opt.c_str(),
+                     zero_ok ? "non-negative" : "positive", v);
         return false;
       }
       if (opt == "--layers") a->layers = n;
@@ -372,17 +369,11 @@ bool outputs_writable(const Args& a, const wdedup::Program& program, const std::
 /// apart: a write renames over the name it is given, which leaves the
 /// file's other names holding the old bytes.
 std::string file_identity(const std::string& path) {
-  if (char* real = ::realpath(path.c_str(), nullptr)) {
-    std::string id = real;
-    std::free(real);
-    return id;
-  }
+  if (std::string real = wdedup_cli::real_path(path); !real.empty()) return real;
   const std::size_t slash = path.rfind('/');
   const std::string dir = wdedup::detail::parent_dir(path);
-  char* real = ::realpath(dir.c_str(), nullptr);
-  std::string id = (real ? std::string(real) : dir) + "/" + (slash == std::string::npos ? path : path.substr(slash + 1));
-  std::free(real);
-  return id;
+  const std::string real_dir = wdedup_cli::real_path(dir);
+  return (real_dir.empty() ? dir : real_dir) + "/" + (slash == std::string::npos ? path : path.substr(slash + 1));
 }
 
 /// Refuses a run whose outputs (the stores, --json, the --per-method files)
@@ -425,19 +416,11 @@ bool outputs_distinct(const Args& a, const wdedup::Program& program, const std::
 /// report would count one file's weights as saved. (A file that cannot be
 /// looked at is left to the import, which names its error.)
 bool inputs_distinct(const Args& a) {
-  std::vector<std::pair<dev_t, ino_t>> ids(a.ptd.size(), {0, 0});
-  for (std::size_t k = 0; k < a.ptd.size(); ++k) {
-    struct stat st {};
-    if (::stat(a.ptd[k].c_str(), &st) != 0) continue;
-    ids[k] = {st.st_dev, st.st_ino};
-    for (std::size_t j = 0; j < k; ++j)
-      if (ids[j] == ids[k]) {
-        std::fprintf(stderr, "wdedup-demo: --ptd names one file twice (%s and %s): give each file once\n",
-                     a.ptd[j].c_str(), a.ptd[k].c_str());
-        return false;
-      }
-  }
-  return true;
+  const auto [j, k] = wdedup_cli::same_file_twice(a.ptd);
+  if (k != 0)
+    std::fprintf(stderr, "wdedup-demo: --ptd names one file twice (%s and %s): give each file once\n",
+                 a.ptd[j].c_str(), a.ptd[k].c_str());
+  return k == 0;
 }
 
 /// Method names come from the input (an imported file's function maps):

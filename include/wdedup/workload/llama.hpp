@@ -114,6 +114,7 @@ struct LlamaConfig {
   /// which name their flags instead of the fields.
   template <int = 0>
   static std::string dimension_problem(std::string_view name, std::uint64_t value) {
+    if (value <= 0x7fffffffu) return {};  // (problem() asks for every field: no text for the valid ones)
     return dimension_problem(name, std::string_view(std::to_string(value)));
   }
   /// The same for a value given as its decimal digits, of any length (a
