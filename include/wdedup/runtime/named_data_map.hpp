@@ -304,10 +304,9 @@ inline Result<std::uint64_t> ext_block_size(const std::uint8_t* head16, std::uin
 /// sources that grows) while a map refers to it. A map whose source reads
 /// (not one opened in place, as MmapSource's are) notices a source whose
 /// size changed and refuses to read it (InvalidArgument); one opened in
-/// place cannot tell. Binding the result of MmapSource::open to a
-/// reference (`auto&& s = *MmapSource::open(p);`) keeps only the Result's
-/// temporary alive for that statement: keep the Result itself in a
-/// variable. The map itself is a small copyable handle: the views do not
+/// place cannot tell. `auto&& s = *MmapSource::open(p);` holds the source
+/// itself (a temporary Result's operator* gives the value, moved out), so
+/// it may be bound so; the source must then stay in `s`. The map itself is a small copyable handle: the views do not
 /// depend on the map object, which may be moved or copied freely.
 class NamedDataMap {
  public:
