@@ -301,9 +301,11 @@ class NamedDataStore {
           raised.find_or_insert(b, 0, static_cast<std::uint32_t>(buffer_alignments.size()), inserted);
       if (inserted) buffer_alignments.emplace_back(b, buffers_[b].alignment);
       std::uint64_t& now = buffer_alignments[at].second;
+      // a1 is the key's own request; a2 the other store's buffer's, which
+      // that store's keys with these bytes ask for (said as such).
       for (const std::uint64_t a : {a1, a2}) {
         const std::optional<std::uint64_t> l = detail::lcm_alignment(now, a);
-        if (!l) return lcm_overflow(key, now, a);
+        if (!l) return lcm_overflow(key, now, a, true, a == a2 && a != a1);
         now = *l;
       }
       return {};
@@ -330,7 +332,7 @@ class NamedDataStore {
         const std::uint32_t j = fresh.keys_.back().buffer_index;
         StoreBuffer& fb = fresh.buffers_[j];
         const std::optional<std::uint64_t> l = detail::lcm_alignment(fb.alignment, ob.alignment);
-        if (!l) return failed(lcm_overflow(k.key, fb.alignment, ob.alignment));
+        if (!l) return failed(lcm_overflow(k.key, fb.alignment, ob.alignment, false, true));
         fb.alignment = *l;
         new_keys.push_back(NewKey{&k, key_h, nbuffers_now + j});
       }
@@ -399,14 +401,17 @@ class NamedDataStore {
 
   /// `shared`: `a` is the alignment of a buffer whose bytes other keys
   /// hold too (said, or the message reads as if `key` had asked for it).
+  /// `merged`: `b` is a merged store's buffer's, not `key`'s own request.
   template <int = 0>
-  static Expected<void> lcm_overflow(std::string_view key, std::uint64_t a, std::uint64_t b, bool shared = false) {
-    return Expected<void>(Error::InvalidAlignment,
-                          detail::cat("key ", detail::quote_name(key), ": lcm of alignments ", a, " and ", b,
-                                      " exceeds the maximum of ", kMaxAlignment,
-                                      shared ? detail::cat(" (its bytes are held once with the equal bytes of "
-                                                           "other keys, which ask for ", a, ")")
-                                             : std::string()));
+  static Expected<void> lcm_overflow(std::string_view key, std::uint64_t a, std::uint64_t b, bool shared = false,
+                                     bool merged = false) {
+    std::string why;
+    if (shared) why = detail::cat("its bytes are held once with the equal bytes of other keys, which ask for ", a);
+    if (merged) why += detail::cat(shared ? "; " : "", "in the merged store, the keys with these bytes ask for ", b);
+    if (!why.empty()) why = " (" + why + ")";
+    return Expected<void>(Error::InvalidAlignment, detail::cat("key ", detail::quote_name(key), ": lcm of alignments ",
+                                                               a, " and ", b, " exceeds the maximum of ",
+                                                               kMaxAlignment, why));
   }
 
   /// Whether key `k` may be added again with `bytes` and `layout`:
