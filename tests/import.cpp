@@ -1198,3 +1198,25 @@ TEST_CASE("PtdFiles: a file named '.ptd' is imported as method '.ptd' (no empty 
   CHECK(program.methods[0].name == ".ptd");
   CHECK(program.methods[0].partitions[0].tensors.size() == 3);
 }
+
+TEST_CASE("PtdFiles: the store of a program with no partitions reads as a one-method export with no keys") {
+  // No partition, no function: nothing in the file says deduplicate()
+  // wrote it (README, "Stores that deduplicate() wrote").
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/import_no_partitions";
+  REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
+  Program empty;
+  empty.add_method("prefill");
+  Expected<DedupResult> d = deduplicate<Strategy<OneBlob>>(empty);
+  REQUIRE_MESSAGE(d.ok(), d.message());
+  CHECK(d->functions.functions.empty());
+  CHECK(d->store.key_count() == 0);
+  REQUIRE(write_ptd_file(d->store, d->functions, dir + "/model.ptd").ok());
+  PtdFiles files;
+  Program program;
+  Expected<void> e = files.add(program, dir + "/model.ptd");
+  REQUIRE_MESSAGE(e.ok(), e.message());
+  REQUIRE(program.methods.size() == 1);
+  CHECK(program.methods[0].name == "model");
+  REQUIRE(program.methods[0].partitions.size() == 1);
+  CHECK(program.methods[0].partitions[0].tensors.empty());
+}
