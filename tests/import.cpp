@@ -1186,14 +1186,27 @@ TEST_CASE("import: every one-byte corruption of a store's metadata imports exact
   CHECK(refused > 0);
 }
 
-TEST_CASE("PtdFiles: a file named '.ptd' is imported as method '.ptd' (no empty stem)") {
-  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/import_dot_ptd";
+namespace {
+/// An empty directory of this name under the tests' temporary directory.
+std::string empty_test_dir(const char* name) {
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/" + name;
   REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
+  return dir;
+}
+/// The program PtdFiles::add makes of one file, which must import.
+Program import_alone(PtdFiles& files, const std::string& path) {
+  Program program;
+  const Expected<void> e = files.add(program, path);
+  REQUIRE_MESSAGE(e.ok(), e.message());
+  return program;
+}
+}  // namespace
+
+TEST_CASE("PtdFiles: a file named '.ptd' is imported as method '.ptd' (no empty stem)") {
+  const std::string dir = empty_test_dir("import_dot_ptd");
   REQUIRE(write_file(dir + "/.ptd", read_file(fixture("simple.ptd"))));
   PtdFiles files;
-  Program program;
-  Expected<void> e = files.add(program, dir + "/.ptd");
-  REQUIRE_MESSAGE(e.ok(), e.message());
+  const Program program = import_alone(files, dir + "/.ptd");
   REQUIRE(program.methods.size() == 1);
   CHECK(program.methods[0].name == ".ptd");
   CHECK(program.methods[0].partitions[0].tensors.size() == 3);
@@ -1202,8 +1215,7 @@ TEST_CASE("PtdFiles: a file named '.ptd' is imported as method '.ptd' (no empty 
 TEST_CASE("PtdFiles: the store of a program with no partitions reads as a one-method export with no keys") {
   // No partition, no function: nothing in the file says deduplicate()
   // wrote it (README, "Stores that deduplicate() wrote").
-  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/import_no_partitions";
-  REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
+  const std::string dir = empty_test_dir("import_no_partitions");
   Program empty;
   empty.add_method("prefill");
   Expected<DedupResult> d = deduplicate<Strategy<OneBlob>>(empty);
@@ -1212,9 +1224,7 @@ TEST_CASE("PtdFiles: the store of a program with no partitions reads as a one-me
   CHECK(d->store.key_count() == 0);
   REQUIRE(write_ptd_file(d->store, d->functions, dir + "/model.ptd").ok());
   PtdFiles files;
-  Program program;
-  Expected<void> e = files.add(program, dir + "/model.ptd");
-  REQUIRE_MESSAGE(e.ok(), e.message());
+  const Program program = import_alone(files, dir + "/model.ptd");
   REQUIRE(program.methods.size() == 1);
   CHECK(program.methods[0].name == "model");
   REQUIRE(program.methods[0].partitions.size() == 1);
