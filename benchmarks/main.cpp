@@ -657,7 +657,7 @@ int parse_args(int argc, char** argv, Config* c) {
   }
   if (c->threads.empty()) {
     const unsigned all =
-        std::min(std::max(1u, std::thread::hardware_concurrency()), wdedup::DedupOptions::kMaxThreads);
+        wdedup::detail::hardware_threads();  // what threads = 0 starts: the affinity's cores, capped
     for (unsigned t : {1u, 2u, all})
       if (t <= all && std::find(c->threads.begin(), c->threads.end(), t) == c->threads.end())
         c->threads.push_back(t);

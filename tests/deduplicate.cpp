@@ -879,3 +879,35 @@ TEST_CASE("bytes made to collide under the engine's fixed seeds do not: each cal
   // with other bytes; under the call's own, none does.
   CHECK(r->report.identity.hash_collisions <= 2);
 }
+
+TEST_CASE("threads = 0 starts as many threads as the calling thread has cores in its affinity mask") {
+#if defined(__linux__) && defined(CPU_COUNT)
+  cpu_set_t before;
+  CPU_ZERO(&before);
+  REQUIRE(sched_getaffinity(0, sizeof before, &before) == 0);
+  // Restored however the test ends: later tests run on this thread.
+  struct Restore {
+    const cpu_set_t& mask;
+    ~Restore() { sched_setaffinity(0, sizeof mask, &mask); }
+  } restore{before};
+  const int allowed = CPU_COUNT(&before);
+  CHECK(detail::hardware_threads() == static_cast<unsigned>(std::min(allowed, 1024)));
+  std::size_t first = 0;
+  while (!CPU_ISSET(first, &before)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  CHECK(detail::hardware_threads() == 1);
+  const std::vector<std::uint8_t> a(4096, 7);
+  Program p;
+  p.add_method("prefill").add_partition().add("w", span(a));
+  p.add_method("decode").add_partition().add("w", span(a));
+  Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(p);  // DedupOptions{}: threads 0
+  REQUIRE(r.ok());
+  CHECK(r->report.threads == 1);
+  CHECK(r->store.key_count() == 1);
+#else
+  CHECK(detail::hardware_threads() >= 1);
+#endif
+}

@@ -45,13 +45,14 @@
 namespace wdedup {
 
 struct DedupOptions {
-  /// Hashing/comparing threads; 0 = every core. Results are identical for
+  /// Hashing/comparing threads; 0 = every core the calling thread may run
+  /// on (its affinity mask), at most kMaxThreads. Results are identical for
   /// any value up to kMaxThreads; more is refused (InvalidArgument).
   unsigned threads = 0;
   /// Thread counts past this are refused rather than started: a count
   /// read from a command line or a config file could otherwise ask for
   /// billions of threads, and their per-thread scratch.
-  static constexpr unsigned kMaxThreads = 1024;
+  static constexpr unsigned kMaxThreads = detail::kMaxWorkerThreads;
 };
 
 /// Everything deduplicate() produces.

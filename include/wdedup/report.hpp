@@ -38,10 +38,15 @@ struct BlobReport {
   std::uint64_t bytes_in = 0;              ///< sum of its functions' tensor sizes
   std::uint64_t bytes_distinct = 0;        ///< what the blob holds once deduplicated inside it
   std::uint64_t bytes_shared_inside = 0;   ///< bytes_in - bytes_distinct: shared by its functions
-  std::uint64_t bytes_shared_across = 0;   ///< of bytes_distinct, contents another blob also holds
+  /// Of bytes_distinct, the contents another blob also holds, each whole:
+  /// a content in k blobs counts in each of their k rows, so the rows add
+  /// up to more than Report::bytes_shared_across_blobs, which counts it
+  /// k - 1 times.
+  std::uint64_t bytes_shared_across = 0;
 };
 
-/// A set of tensors that share one stored buffer.
+/// A set of tensors that share one stored buffer: equal bytes, in the same
+/// memory (a tied weight) or not.
 struct AliasGroup {
   std::string first_key;      ///< the first store key (program order) naming it
   std::uint32_t tensors = 0;  ///< tensor occurrences that use it
@@ -59,14 +64,17 @@ struct Report {
   unsigned threads = 0;
   std::uint64_t methods = 0, functions = 0, blobs = 0, tensors = 0;
   std::uint64_t keys = 0, buffers = 0;
+  /// Every tensor's size, each occurrence counted: a tied weight (one
+  /// pointer under two tensors) counts twice, as a program serialized per
+  /// method would hold it twice.
   std::uint64_t bytes_in = 0;
-  std::uint64_t bytes_stored = 0;
-  std::uint64_t bytes_saved = 0;
+  std::uint64_t bytes_stored = 0;  ///< the distinct contents' sizes: the store's buffers
+  std::uint64_t bytes_saved = 0;   ///< bytes_in - bytes_stored
   /// Distinct contents used by more than one blob, each counted
   /// (blobs using it - 1) times: what a backend that compiles one blob at a
   /// time (CoreML, QNN) still ships more than once.
   std::uint64_t bytes_shared_across_blobs = 0;
-  std::uint64_t alias_groups = 0;  ///< non-empty buffers used by two or more tensors
+  std::uint64_t alias_groups = 0;  ///< non-empty buffers used by two or more tensors (AliasGroup)
   std::vector<AliasGroup> largest_alias_groups;  ///< up to 5, by bytes_saved
   std::vector<MethodReport> per_method;
   std::vector<BlobReport> per_blob;

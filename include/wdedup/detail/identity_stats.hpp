@@ -30,8 +30,10 @@ struct IdentityStats {
   /// no block hashed: every pair, and groups whose members all equal their
   /// first. Such an input also counts in `hashed` if it was fingerprinted.
   std::uint64_t compared_directly = 0;
-  /// Inputs whose bytes were hashed at least partly: every distinct buffer of
-  /// a size shared by three or more (the fingerprint), and no other.
+  /// Inputs whose bytes were hashed at least partly: every input, matched
+  /// hints and same-pointer repeats aside, of a size three or more such
+  /// inputs share (the fingerprint), and no other. It counts memory ranges,
+  /// not contents: three equal copies in three places are three.
   std::uint64_t hashed = 0;
   std::uint64_t bytes_hashed = 0;
   /// Byte comparisons (memcmp or its lockstep equivalent) and the lengths

@@ -15,16 +15,34 @@
 #include <vector>
 
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
 namespace wdedup {
 namespace detail {
 
-/// Online cores (at least 1).
+/// The most threads a call starts (DedupOptions::kMaxThreads: an explicit
+/// count past it is refused, and "every core" stops there).
+constexpr unsigned kMaxWorkerThreads = 1024;
+
+/// "Every core": the cores this thread may run on (its affinity mask, which
+/// taskset, a cpuset or a container's CPU list sets), or the online cores
+/// where no mask can be read (other systems; a mask past 1024 CPUs); at
+/// least 1, at most kMaxWorkerThreads. Counting the online cores alone
+/// started 2 threads under `taskset -c 0` and, on a host of 4096 cores,
+/// 4096: past the count whose results are promised identical. (A CPU quota,
+/// cgroup cpu.max, is time, not cores: it is not counted.)
 inline unsigned hardware_threads() noexcept {
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<unsigned>(n) : 1u;
+  long n = 0;
+#if defined(__linux__) && defined(CPU_COUNT)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
+  if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n <= 0) return 1u;
+  return n > long{kMaxWorkerThreads} ? kMaxWorkerThreads : static_cast<unsigned>(n);
 }
 
 /// Seconds on a monotonic clock (for durations only).
