@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -1403,4 +1404,52 @@ TEST_CASE("a chain of 10 symbolic links of one's own is followed to its file, an
   CHECK(read_file(dir + "/target.ptd") == serialize(store));
   struct stat st {};
   CHECK((::lstat((dir + "/l9").c_str(), &st) == 0 && S_ISLNK(st.st_mode)));
+}
+
+TEST_CASE("a writer without CAP_FSETID replacing its own set-user-ID or set-group-ID file keeps those bits") {
+  // Writing to a file clears its set-user-ID bit (and a group-executable
+  // file's set-group-ID bit) unless the writer has CAP_FSETID, which root
+  // has: the replacement is given the old file's mode after its last
+  // write. Needs root to become another user; elsewhere not checked.
+  if (::geteuid() != 0) {
+    MESSAGE("not root: the set-ID bits of a non-root writer's replacement not checked");
+    return;
+  }
+  const uid_t nobody = 65534;
+  std::vector<std::vector<std::uint8_t>> data{pattern(3000, 4)};
+  const NamedDataStore store = store_over(data);
+  // In /tmp: the tests' own directory may sit under one nobody cannot enter.
+  char tmpl[] = "/tmp/wdedup-setid-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  REQUIRE(::chown(dir.c_str(), nobody, nobody) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0755) == 0);
+  const mode_t modes[] = {04755, 02755, 06755};
+  std::vector<std::string> paths;
+  for (const mode_t m : modes) {
+    paths.push_back(dir + "/m" + std::to_string(m) + ".ptd");
+    REQUIRE(wdedup_test::write_file(paths.back(), {1, 2}));
+    REQUIRE(::chown(paths.back().c_str(), nobody, nobody) == 0);
+    REQUIRE(::chmod(paths.back().c_str(), m) == 0);
+  }
+  const Child child = fork_with_pipe([&](int) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0) return 3;
+    for (const std::string& p : paths)
+      if (!write_ptd_file(store, p).ok()) return 4;
+    return 0;
+  });
+  ::close(child.read_fd);
+  int status = 0;
+  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    CAPTURE(paths[i]);
+    struct stat st {};
+    REQUIRE(::stat(paths[i].c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == modes[i]);
+    CHECK(st.st_uid == nobody);
+    CHECK(read_file(paths[i]) == serialize(store));
+  }
+  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
 }

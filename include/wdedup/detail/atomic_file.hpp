@@ -278,7 +278,7 @@ class BasicAtomicFile {
     // does: the kernel narrows that by the directory's default ACL, or else
     // by the umask, so the file gets what a fresh file gets there. (Applying
     // the umask ourselves missed the ACL, and needed /proc to read it.) A
-    // replacement is created 0600 and given the replaced file's mode below:
+    // replacement is created 0600 and given the replaced file's mode in commit():
     // while it is written, no one may read more than the old file let them.
     const int fd = ops_.make_temp(buf.data(), exists ? 0600 : 0666);
     if (fd < 0) {
@@ -317,9 +317,12 @@ class BasicAtomicFile {
     // mode, which then sets the same mask and the set-ID bits.)
     if (exists)
       if (Expected<void> ok = copy_access_acl(); !ok) return ok;
-    if (mode >= 0)
-      if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode))))
-        return fail_errno("chmod temporary file " + quote_name(temp_), e);
+    // The mode itself is set in commit(), once every byte is written: a
+    // write or fallocate by a process without CAP_FSETID clears the set-user-ID
+    // bit, and the set-group-ID bit of a group-executable file, so set before
+    // them a non-root owner's setuid file came out without it (a review found
+    // 4755, 2755 and 6755 replaced as 755). Until then it stays 0600.
+    mode_ = mode;
     if (size > 0)
       if (const int e = errno_of(ops_.reserve(fd_, static_cast<off_t>(size))))
         return fail_errno(cat("reserve ", size, " bytes for temporary file ", quote_name(temp_)), e);
@@ -382,6 +385,9 @@ class BasicAtomicFile {
   /// (WriteOptions::check_before_replace).
   Expected<void> commit(bool durable, Expected<void> (*check)(const char*, void*) = nullptr,
                         void* check_context = nullptr) {
+    if (mode_ >= 0)
+      if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode_))))
+        return fail_errno("chmod temporary file " + quote_name(temp_), e);
     if (durable)
       if (const int e = errno_of(ops_.fsync(fd_))) return fail_errno("fsync temporary file " + quote_name(temp_), e);
     const int fd = fd_;
@@ -541,6 +547,7 @@ class BasicAtomicFile {
   FileOps& ops_;
   std::string path_, target_, dir_, temp_;
   int fd_ = -1;
+  int mode_ = -1;  ///< the replaced file's mode, set by commit(); -1: a new file keeps its own
   int failure_errno_ = 0;
   std::uint64_t offset_ = 0;
   bool committed_ = false;
