@@ -564,6 +564,44 @@ TEST_CASE("get_data through a FileSource: every copy has the key's alignment, wh
   }
 }
 
+TEST_CASE("get_data with lent metadata over memory anywhere: views aligned as each key asks, else aligned copies") {
+  // open(src, metadata) takes a memory source at any address (the metadata
+  // is copied); its bytes are lent in place only where that meets the
+  // key's alignment.
+  const std::vector<std::uint8_t> bytes = pattern(48, 9);
+  NamedDataStore store;
+  const std::pair<const char*, std::int64_t> keys[] = {{"a1", 1}, {"a8", 8}, {"a64", 64}, {"a4096", 4096}};
+  std::size_t from = 0;
+  for (const auto& [name, alignment] : keys)
+    REQUIRE(store.add_named_data(name, ByteSpan(bytes.data() + from++, 40), alignment).ok());
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(store, FunctionMaps{}, WriteOptions{});
+  REQUIRE(file);
+  for (const std::size_t misalign : {std::size_t{0}, std::size_t{1}, std::size_t{8}}) {
+    CAPTURE(misalign);
+    const AlignedBytes at(*file, 4096, misalign);
+    const BufferSource src(at.data(), at.size());
+    Result<std::uint64_t> need = NamedDataMap::metadata_size(src);
+    REQUIRE(need.ok());
+    const AlignedBytes meta(static_cast<std::size_t>(*need), 8);
+    Result<NamedDataMap> m = NamedDataMap::open(src, meta.span());
+    REQUIRE(m.ok());
+    from = 0;
+    for (const auto& [name, alignment] : keys) {
+      CAPTURE(name);
+      Result<DataBuffer> d = m->get_data(name);
+      REQUIRE(d.ok());
+      REQUIRE(d->size() == 40);
+      CHECK(std::memcmp(d->data(), bytes.data() + from++, 40) == 0);
+      CHECK(addr(d->data()) % static_cast<std::uint64_t>(alignment) == 0);
+      // In place where the file's absolute alignment carries over: all
+      // four at 0, only "a1" at 1, "a1" and "a8" at 8.
+      const bool in_place = misalign == 0 || alignment == 1 || (misalign == 8 && alignment == 8);
+      CHECK(d->owns_memory() == !in_place);
+      if (in_place) CHECK(addr(d->data()) >= addr(at.data()));
+    }
+  }
+}
+
 TEST_CASE("get_num_keys and get_key follow file order; keys are C strings") {
   std::unique_ptr<Opened> o = open_via(Via::Mmap, fixture("aliases.ptd"));
   REQUIRE(o->ok());
