@@ -204,6 +204,37 @@ TEST_CASE("import: a wdedup file gives back its recorded alignments, layouts and
   CHECK(*t[5].layout == Layout::contiguous(ScalarType::Float, {0, 3}));
 }
 
+TEST_CASE("import: over memory at any address (lent metadata), tensors point into it, not at copies") {
+  // Such a map copies a key whose bytes the memory does not align as the
+  // key asks; a tensor pointing at that copy would dangle once it is freed.
+  WriteOptions plain;
+  plain.hash_seed = kSmallFileSeed;
+  const std::vector<std::uint8_t> file = write_or_die(small_file_store(), FunctionMaps{}, plain);
+  const AlignedBytes at(file, 4096, 1);
+  const BufferSource src(at.data(), at.size());
+  Result<std::uint64_t> need = NamedDataMap::metadata_size(src);
+  REQUIRE(need.ok());
+  const AlignedBytes meta(static_cast<std::size_t>(*need), 8);
+  Result<NamedDataMap> map = NamedDataMap::open(src, meta.span());
+  REQUIRE(map.ok());
+  Program program;
+  REQUIRE(add_ptd_method(program, *map, "back").ok());
+  const std::vector<ExpectedKey>& want = small_file_keys();
+  const std::vector<Tensor>& t = program.methods[0].partitions[0].tensors;
+  REQUIRE(t.size() == want.size());
+  std::size_t copied = 0;  // keys get_data copies here: the case this is about
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    CAPTURE(want[i].key);
+    REQUIRE(t[i].bytes.size() == want[i].bytes.size());
+    if (want[i].bytes.empty()) continue;
+    CHECK(t[i].bytes.data() >= at.data());
+    CHECK(t[i].bytes.data() + t[i].bytes.size() <= at.data() + at.size());
+    CHECK(std::memcmp(t[i].bytes.data(), want[i].bytes.data(), want[i].bytes.size()) == 0);
+    copied += map->key_data(i)->owns_memory();
+  }
+  CHECK(copied > 0);
+}
+
 TEST_CASE("import: stores exported one method at a time deduplicate into one store") {
   // Two copies of aliases.ptd in separate memory stand for a prefill and a
   // decode export: the same six keys over four distinct contents each.

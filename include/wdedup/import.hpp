@@ -118,6 +118,12 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
     layout.emplace(Layout::copy_of(*l));
   }
   const KeyInfo info = *store.key_info(index);
+  // The tensor points into the source (check_import_source found it in
+  // memory). A map opened with lent metadata copies a key whose bytes its
+  // memory does not align as the key asks, and that copy dies with `data`:
+  // such a key's bytes are taken where they lie.
+  ByteSpan bytes = data->bytes();
+  if (data->owns_memory()) bytes = ByteSpan(store.source().view(info.offset, info.size), data->size());
   std::int64_t alignment = options.unrecorded_alignment;
   if (store.has_extension()) {
     alignment = static_cast<std::int64_t>(info.alignment);
@@ -128,7 +134,7 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
     };
     alignment = detail::max_of(inferred(info.offset - store.header().segment_base_offset), inferred(info.offset));
   }
-  part.add(std::string(name), data->bytes(), alignment, std::move(layout));
+  part.add(std::string(name), bytes, alignment, std::move(layout));
   return {};
 }
 
