@@ -209,16 +209,11 @@ TEST_CASE("import: over memory at any address (lent metadata), tensors point int
   // key asks; a tensor pointing at that copy would dangle once it is freed.
   WriteOptions plain;
   plain.hash_seed = kSmallFileSeed;
-  const std::vector<std::uint8_t> file = write_or_die(small_file_store(), FunctionMaps{}, plain);
-  const AlignedBytes at(file, 4096, 1);
-  const BufferSource src(at.data(), at.size());
-  Result<std::uint64_t> need = NamedDataMap::metadata_size(src);
-  REQUIRE(need.ok());
-  const AlignedBytes meta(static_cast<std::size_t>(*need), 8);
-  Result<NamedDataMap> map = NamedDataMap::open(src, meta.span());
-  REQUIRE(map.ok());
+  std::unique_ptr<Opened> o = open_bytes_lent(write_or_die(small_file_store(), FunctionMaps{}, plain), 1);
+  REQUIRE(o->ok());
+  const AlignedBytes& at = o->bytes;
   Program program;
-  REQUIRE(add_ptd_method(program, *map, "back").ok());
+  REQUIRE(add_ptd_method(program, o->map(), "back").ok());
   const std::vector<ExpectedKey>& want = small_file_keys();
   const std::vector<Tensor>& t = program.methods[0].partitions[0].tensors;
   REQUIRE(t.size() == want.size());
@@ -230,7 +225,7 @@ TEST_CASE("import: over memory at any address (lent metadata), tensors point int
     CHECK(t[i].bytes.data() >= at.data());
     CHECK(t[i].bytes.data() + t[i].bytes.size() <= at.data() + at.size());
     CHECK(std::memcmp(t[i].bytes.data(), want[i].bytes.data(), want[i].bytes.size()) == 0);
-    copied += map->key_data(i)->owns_memory();
+    copied += o->map().key_data(i)->owns_memory();
   }
   CHECK(copied > 0);
 }

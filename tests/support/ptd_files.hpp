@@ -265,6 +265,23 @@ inline std::unique_ptr<Opened> open_bytes(const std::vector<std::uint8_t>& bytes
   return o;
 }
 
+/// Opens in-memory bytes as a BufferSource `misalign` bytes past a page,
+/// with lent metadata memory (the overload that takes memory anywhere).
+inline std::unique_ptr<Opened> open_bytes_lent(const std::vector<std::uint8_t>& bytes, std::size_t misalign) {
+  auto o = std::make_unique<Opened>();
+  o->bytes = AlignedBytes(bytes, 4096, misalign);
+  o->buffer = wdedup::BufferSource(o->bytes.data(), o->bytes.size());
+  o->source = &o->buffer;
+  wdedup::Result<std::uint64_t> need = wdedup::NamedDataMap::metadata_size(*o->source);
+  if (!need) {
+    o->result.emplace(need.failure());
+    return o;
+  }
+  o->metadata = AlignedBytes(static_cast<std::size_t>(*need), 8);
+  o->result.emplace(wdedup::NamedDataMap::open(*o->source, o->metadata.span()));
+  return o;
+}
+
 }  // namespace wdedup_test
 
 #endif  // WDEDUP_TESTS_SUPPORT_PTD_FILES_HPP
