@@ -582,7 +582,10 @@ TEST_CASE("get_data with lent metadata over memory anywhere: views aligned as ea
     REQUIRE(o->ok());
     const std::uint8_t* at = o->bytes.data();
     from = 0;
-    for (const auto& [name, alignment] : keys) {
+    for (const auto& key : keys) {
+      // (Not a structured binding: clang 14 cannot capture one, as CAPTURE does.)
+      const char* const name = key.first;
+      const std::int64_t alignment = key.second;
       CAPTURE(name);
       Result<DataBuffer> d = o->map().get_data(name);
       REQUIRE(d.ok());
