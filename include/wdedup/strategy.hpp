@@ -148,6 +148,10 @@ constexpr auto has_policy_name = hana::is_valid(
     [](auto t) -> decltype((void)implicitly<std::string_view>(as_const_ref(*&decltype(t)::type::name))) {});
 // The functions are called as deduplicate() calls them, so overloads and
 // templates pass and a non-static one (which needs an object) does not.
+// The indexes are std::declval values, not `std::size_t{}`: g++ 12 takes a
+// constant 0 for a null pointer, so a policy whose index parameter is a
+// std::string_view or const char* passed the check and failed deep inside
+// deduplicate() (a review found it), where clang refused it here.
 // Partial specialisations, not hana::is_valid: clang 14 crashed (exit 139)
 // on a generic lambda calling a non-static member function without an
 // object, and `*&P::f` cannot name an overloaded or template function.
@@ -160,13 +164,15 @@ template <class P, class = void>
 struct policy_blob_key_ok : std::false_type {};
 template <class P>
 struct policy_blob_key_ok<P, std::void_t<decltype(implicitly<std::string_view>(as_const_ref(P::blob_key(
-                                             std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))))>>
+                                             std::declval<const Program&>(), std::declval<std::size_t>(),
+                                             std::declval<std::uint32_t>()))))>>
     : std::true_type {};
 template <class P, class = void>
 struct policy_function_name_ok : std::false_type {};
 template <class P>
 struct policy_function_name_ok<P, std::void_t<decltype(implicitly<std::string_view>(as_const_ref(P::function_name(
-                                                  std::declval<const Program&>(), std::size_t{}, std::uint32_t{}))))>>
+                                                  std::declval<const Program&>(), std::declval<std::size_t>(),
+                                                  std::declval<std::uint32_t>()))))>>
     : std::true_type {};
 
 // `static constexpr auto name = nullptr;` converts to a std::string_view as
