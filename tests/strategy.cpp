@@ -497,9 +497,15 @@ struct NamedBy {
 };
 constexpr const char* kNullName = nullptr;
 constexpr const char* kEmptyName = "";
+struct NulInName {
+  static constexpr std::string_view name{"AB\0CD", 5};
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "all"; }
+  static std::string function_name(const Program& p, std::size_t m, std::uint32_t) { return p.methods[m].name; }
+};
 }  // namespace
 
-TEST_CASE("a policy whose name is null or empty is InvalidArgument, not a crash or a blank in the report") {
+TEST_CASE("a policy whose name is null, empty or holds a NUL is InvalidArgument, not a crash or a blank in the report") {
   std::vector<std::uint8_t> w = fill(8, 1);
   Program program;
   program.add_method("a").add_partition().add("w", span(w));
@@ -509,6 +515,11 @@ TEST_CASE("a policy whose name is null or empty is InvalidArgument, not a crash 
   r = deduplicate<Strategy<NamedBy<&kEmptyName>>>(program);
   CHECK(r.error() == Error::InvalidArgument);
   CHECK(r.message() == "the strategy policy's name is empty; it names the policy in reports and messages");
+  // A NUL byte in it (a std::string_view name may hold one): messages would print it raw.
+  r = deduplicate<Strategy<NulInName>>(program);
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() ==
+        "the strategy policy's name holds a NUL byte at offset 2; it names the policy in reports and messages");
 }
 
 namespace {

@@ -334,6 +334,10 @@ Expected<DedupResult> deduplicate_impl(const Program& program, const DedupOption
     return BuildError{Error::InvalidArgument, cat("the strategy policy's name is ",
                                                   is_null_name(Policy::name) ? "null" : "empty",
                                                   "; it names the policy in reports and messages")};
+  // Messages name the policy as it is (a byte it holds would be printed raw).
+  if (const std::size_t nul = name_view(Policy::name).find('\0'); nul != std::string_view::npos)
+    return BuildError{Error::InvalidArgument, cat("the strategy policy's name holds a NUL byte at offset ", nul,
+                                                  "; it names the policy in reports and messages")};
 
   if (options.threads > DedupOptions::kMaxThreads)
     return BuildError{Error::InvalidArgument, cat("DedupOptions::threads is ", options.threads, "; at most ",
