@@ -105,25 +105,25 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
   auto fail = [&](Error code, const auto&... what) {
     return Expected<void>(code, cat(who, ": key #", index, " ", quote_name(key), ": ", what...));
   };
-  Result<DataBuffer> data = store.key_data(index);
-  if (!data) return fail(data.error(), describe_failure(data.failure()));
+  // The tensor points at the key's bytes where they lie in the source
+  // (check_import_source found it in memory), not through key_data: over
+  // memory opened with lent metadata that copies a key the memory does not
+  // align as the key asks, and the copy, the tensor's size in memory, would
+  // die with its DataBuffer. (The checks key_data makes first: the source
+  // is the one opened.)
+  if (Status st = store.check_source(); !st) return fail(st.error(), describe_failure(st.failure()));
+  const KeyInfo info = *store.key_info(index);
+  const ByteSpan bytes(store.source().view(info.offset, info.size), static_cast<std::size_t>(info.size));
   std::optional<Layout> layout;
   Result<TensorLayout> l = store.key_layout(index);
   if (!l.ok() && l.error() != Error::NotFound)  // a layout that breaks its rules is not "no layout"
     return fail(l.error(), describe_failure(l.failure()));
   if (l.ok()) {
-    if (l->nbytes() != data->size())
+    if (l->nbytes() != info.size)
       return fail(Error::LayoutMismatch, "its layout describes ", l->nbytes(), " bytes, its segment holds ",
-                  data->size());
+                  info.size);
     layout.emplace(Layout::copy_of(*l));
   }
-  const KeyInfo info = *store.key_info(index);
-  // The tensor points into the source (check_import_source found it in
-  // memory). A map opened with lent metadata copies a key whose bytes its
-  // memory does not align as the key asks, and that copy dies with `data`:
-  // such a key's bytes are taken where they lie.
-  ByteSpan bytes = data->bytes();
-  if (data->owns_memory()) bytes = ByteSpan(store.source().view(info.offset, info.size), data->size());
   std::int64_t alignment = options.unrecorded_alignment;
   if (store.has_extension()) {
     alignment = static_cast<std::int64_t>(info.alignment);
