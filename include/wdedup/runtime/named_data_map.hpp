@@ -309,8 +309,9 @@ inline Result<std::uint64_t> ext_block_size(const std::uint8_t* head16, std::uin
 /// size changed and refuses to read it (InvalidArgument); one opened in
 /// place cannot tell. `auto&& s = *MmapSource::open(p);` holds the source
 /// itself (a temporary Result's operator* gives the value, moved out), so
-/// it may be bound so; the source must then stay in `s`. The map itself is a small copyable handle: the views do not
-/// depend on the map object, which may be moved or copied freely.
+/// it may be bound so; the source must then stay in `s`. The map itself is
+/// a small copyable handle: the views do not depend on the map object,
+/// which may be moved or copied freely.
 class NamedDataMap {
  public:
   /// The largest alignment get_data()'s copy keeps (a page): a key's may
