@@ -891,7 +891,7 @@ TEST_CASE("threads = 0 starts as many threads as the calling thread has cores in
     ~Restore() { sched_setaffinity(0, sizeof mask, &mask); }
   } restore{before};
   const int allowed = CPU_COUNT(&before);
-  CHECK(detail::hardware_threads() == static_cast<unsigned>(std::min(allowed, 1024)));
+  CHECK(detail::hardware_threads() == std::min(static_cast<unsigned>(allowed), DedupOptions::kMaxThreads));
   std::size_t first = 0;
   while (!CPU_ISSET(first, &before)) ++first;
   cpu_set_t one;
