@@ -27,7 +27,7 @@
 #include <sys/syscall.h>  // SYS_getdents64
 #endif
 
-#include "cli.hpp"  // (tools/) split_items, same_file_twice, real_path: shared with the demo
+#include "cli.hpp"  // (tools/) split_items, same_file_twice, real_path, the stop signals: shared with the demo
 #include "harness.hpp"
 #include "steadiness.hpp"
 #include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads
@@ -107,17 +107,13 @@ namespace {
 // would have. It lists the directory with getdents64 and unlinks with
 // unlinkat, system calls that are safe in a handler (opendir and readdir,
 // which allocate, are not), on a descriptor opened before the run. Linux
-// only (getdents64); elsewhere an interrupted run leaves its files.
+// only (getdents64); elsewhere an interrupted run leaves its files. (A
+// second signal waits for the first handler to end the process: two at
+// once would share the listing's buffer and the descriptor's offset.)
 #if defined(__linux__)
 int g_tmpdir_fd = -1;
 char g_own_prefix[64];  // "wdedup-bench-<pid>-"
 std::size_t g_own_prefix_len = 0;
-// The first handler to run cleans up; any other, for a second signal on
-// another thread (a double Ctrl-C while dedup's workers run, or SIGTERM
-// beside SIGINT), waits for it to end the process: two at once would share
-// the listing's buffer and the descriptor's offset.
-std::atomic<bool> g_cleaning{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "the handler's flag must be lock-free");
 
 bool own_file(const char* name) {
   if (name[0] == '.') ++name;  // write_ptd_file's temporary of one
@@ -149,22 +145,12 @@ unsigned remove_own_files() {
 }
 
 extern "C" void remove_own_files_and_die(int sig) {
-  if (g_cleaning.exchange(true)) {
-    for (;;) ::pause();  // the first handler ends the process
-  }
+  if (!wdedup_cli::first_to_stop()) wdedup_cli::wait_to_die();
   // (Removing entries while listing may skip some: list again until a pass
   // finds none.)
   for (int pass = 0; pass < 8 && remove_own_files() != 0; ++pass) {
   }
-  // The default action again, then the signal: blocked while this handler
-  // runs and sent to this thread, it ends the process once this returns
-  // (exit status 128 + sig in a shell).
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  ::sigaction(sig, &dfl, nullptr);
-  ::raise(sig);
+  wdedup_cli::die_by(sig);
 }
 
 void remove_own_files_on_signals(const wbench::Config& c) {
@@ -172,17 +158,7 @@ void remove_own_files_on_signals(const wbench::Config& c) {
   if (g_tmpdir_fd < 0) return;  // (checked by parse_args: it can create files there)
   const int len = std::snprintf(g_own_prefix, sizeof g_own_prefix, "wdedup-bench-%ld-", static_cast<long>(::getpid()));
   g_own_prefix_len = static_cast<std::size_t>(len);
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = remove_own_files_and_die;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    // A signal the caller ignores stays ignored: under nohup a hangup must
-    // not end the run, nor a Ctrl-C one started in the background.
-    struct sigaction old;
-    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    ::sigaction(sig, &sa, nullptr);
-  }
+  wdedup_cli::handle_stop_signals(remove_own_files_and_die);
 }
 #else
 void remove_own_files_on_signals(const wbench::Config&) {}

@@ -263,6 +263,112 @@ TEST_CASE("a temporary file the failure keeps from being removed is named in the
   CHECK(r.message().find("could not be removed") == std::string::npos);
 }
 
+TEST_CASE("on_temporary is told the temporary file's path once it is made and once it is gone") {
+  // For a program that removes the temporary file when a signal ends it
+  // mid-write (the demo). Each call records what was on disk at that
+  // moment: the file itself, and the destination.
+  struct Call {
+    std::string path;
+    bool exists;       // what the call said
+    bool on_disk;      // whether `path` was there when it was said
+    off_t size;        // its size then (-1: not there)
+    bool dest_is_old;  // the destination still held the old bytes
+  };
+  struct Seen {
+    std::string dest;
+    std::vector<std::uint8_t> old_bytes;
+    std::vector<Call> calls;
+  };
+  const auto note = [](const char* path, bool exists_now, void* context) {
+    Seen& seen = *static_cast<Seen*>(context);
+    struct stat st {};
+    const bool there = ::lstat(path, &st) == 0;
+    seen.calls.push_back(Call{path, exists_now, there, there ? st.st_size : -1,
+                              read_file(seen.dest) == seen.old_bytes});
+  };
+  std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1), pattern(9000, 2)};
+  const NamedDataStore store = store_over(data);
+  const std::vector<std::uint8_t> new_bytes = serialize(store);
+  using Step = FaultyOps::Step;
+  struct Case {
+    Step step;        // the step that fails (None: the write succeeds)
+    int unlink_error; // removing the temporary file fails too
+    bool refused;     // the check before the replacement refuses the file
+  } cases[] = {{Step::None, 0, false}, {Step::Reserve, 0, false}, {Step::Write, 0, false},
+               {Step::Rename, 0, false}, {Step::None, 0, true}, {Step::Write, EROFS, false},
+               {Step::MakeTemp, 0, false}};
+  for (const Case& c : cases) {
+    for (const bool whole_file : {false, true}) {
+      if (whole_file && c.refused) continue;  // (write_whole_file takes no check)
+      CAPTURE(static_cast<int>(c.step));
+      CAPTURE(c.unlink_error);
+      CAPTURE(c.refused);
+      CAPTURE(whole_file);
+      const std::string dir = fresh_dir("on_temporary");
+      Seen seen{dir + "/model.ptd", pattern(1000, 7), {}};
+      REQUIRE(wdedup_test::write_file(seen.dest, seen.old_bytes));
+      FaultyOps ops(c.step, ENOSPC);
+      ops.unlink_error = c.unlink_error;
+      const std::string text(3000, 'j');
+      bool ok;
+      if (whole_file) {
+        ok = detail::write_whole_file(seen.dest, text, true, ops, detail::TemporaryWatch{note, &seen}).ok();
+      } else {
+        WriteOptions options;
+        options.on_temporary = note;
+        options.temporary_context = &seen;
+        if (c.refused)
+          options.check_before_replace = [](const char*, void*) -> Expected<void> {
+            return Expected<void>(Error::MalformedSegment, "refused");
+          };
+        ok = detail::write_ptd_file_with(store, FunctionMaps{}, seen.dest, options, ops).ok();
+      }
+      const bool fails = c.step != Step::None || c.refused;
+      REQUIRE(ok == !fails);
+      if (c.step == Step::MakeTemp) {  // never made: nothing to tell
+        CHECK(seen.calls.empty());
+        continue;
+      }
+      const bool stuck = c.unlink_error != 0;  // left behind, named in the error
+      REQUIRE(seen.calls.size() == (stuck ? 1u : 2u));
+      const Call& made = seen.calls[0];
+      // Told as soon as it exists: empty (nothing reserved yet), in the
+      // destination's directory, named after it; the destination untouched.
+      CHECK(made.exists);
+      CHECK(made.on_disk);
+      CHECK(made.size == 0);
+      CHECK(made.dest_is_old);
+      CHECK(made.path.rfind(dir + "/.model.ptd.tmp-", 0) == 0);
+      CHECK(made.path.size() == dir.size() + std::strlen("/.model.ptd.tmp-XXXXXX"));
+      if (stuck) {
+        CHECK(exists(made.path));
+        continue;
+      }
+      const Call& gone = seen.calls[1];
+      CHECK(gone.path == made.path);
+      CHECK_FALSE(gone.exists);
+      CHECK_FALSE(gone.on_disk);  // renamed or removed before it is said
+      CHECK(gone.dest_is_old == fails);
+      const std::vector<std::uint8_t> want =
+          fails ? seen.old_bytes : whole_file ? std::vector<std::uint8_t>(text.begin(), text.end()) : new_bytes;
+      CHECK(read_file(seen.dest) == want);
+      CHECK(others(dir, {"model.ptd"}).empty());
+    }
+  }
+  // can_create_file's own temporary file is told of as well.
+  const std::string dir = fresh_dir("on_temporary_probe");
+  Seen seen{dir + "/model.ptd", {}, {}};
+  REQUIRE(detail::can_create_file(seen.dest, detail::TemporaryWatch{note, &seen}));
+  REQUIRE(seen.calls.size() == 2u);
+  CHECK(seen.calls[0].exists);
+  CHECK(seen.calls[0].on_disk);
+  CHECK(seen.calls[0].path.rfind(dir + "/.model.ptd.tmp-", 0) == 0);
+  CHECK(seen.calls[1].path == seen.calls[0].path);
+  CHECK_FALSE(seen.calls[1].exists);
+  CHECK_FALSE(seen.calls[1].on_disk);
+  CHECK(others(dir, {}).empty());
+}
+
 TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a store") {
   const std::string text = "[{\"report\": 1}]\n";
   const std::vector<std::uint8_t> old_bytes = pattern(3000, 7);

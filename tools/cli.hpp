@@ -1,7 +1,7 @@
 // tools/cli.hpp — command-line pieces the demo (tools/wdedup_demo.cpp) and
 // the benchmark harness (benchmarks/main.cpp) share: splitting a list flag,
-// and telling when two paths name one file. Each tool words its own
-// refusals; these only answer.
+// telling when two paths name one file, and removing one's files when a
+// signal stops the run. Each tool words its own refusals; these only answer.
 #ifndef WDEDUP_TOOLS_CLI_HPP
 #define WDEDUP_TOOLS_CLI_HPP
 
@@ -12,8 +12,14 @@
 #include <utility>
 #include <vector>
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <cstring>
 
 namespace wdedup_cli {
 
@@ -57,6 +63,79 @@ inline std::string real_path(const std::string& path) {
   std::free(real);
   return out;
 }
+
+// ---- a run stopped by a signal removes its files -----------------------------
+// The signals that stop a run from outside: Ctrl-C, a kill, a closed
+// terminal. A tool's handler removes what the run was writing, then ends
+// the process as the signal would have (exit status 128 + sig in a shell).
+
+/// Handles SIGINT, SIGTERM and SIGHUP with `handler`, except a signal the
+/// process was started ignoring, which stays ignored: under nohup a hangup
+/// must not end the run, nor a Ctrl-C one started in the background.
+inline void handle_stop_signals(void (*handler)(int)) {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old;
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+/// In a handler, first: whether this is the first handler to run. Any
+/// other, for a second signal on another thread (a double Ctrl-C while
+/// worker threads run, SIGTERM beside SIGINT), must wait for that one to
+/// end the process (wait_to_die): two cleaning at once would share their
+/// state.
+inline bool first_to_stop() noexcept {
+  static std::atomic<bool> stopping{false};
+  static_assert(std::atomic<bool>::is_always_lock_free, "a handler's flag must be lock-free");
+  return !stopping.exchange(true);
+}
+[[noreturn]] inline void wait_to_die() noexcept {
+  for (;;) ::pause();
+}
+
+/// In a handler, last: the default action again, then the signal. Blocked
+/// while the handler runs and sent to this thread, it ends the process once
+/// the handler returns.
+inline void die_by(int sig) noexcept {
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);
+}
+
+/// The one temporary file a tool is writing, as the library reports it
+/// (WriteOptions::on_temporary, detail::TemporaryWatch), for a handler to
+/// remove. For a tool that writes one file at a time, on one thread.
+class TemporaryFile {
+ public:
+  /// The on_temporary callback. A path that does not fit is not kept (none
+  /// does: the kernel refuses a path of PATH_MAX bytes or more).
+  static void note(const char* path, bool exists, void*) noexcept {
+    live_.store(false, std::memory_order_release);
+    if (!exists) return;
+    const std::size_t n = std::strlen(path);
+    if (n >= sizeof path_) return;
+    std::memcpy(path_, path, n + 1);
+    live_.store(true, std::memory_order_release);
+  }
+  /// In a handler: removes the file being written, if one is. (Between the
+  /// writer's rename and its word that the file is gone, the name is no
+  /// longer there: unlink fails, and the new destination stays.)
+  static void remove() noexcept {
+    if (live_.load(std::memory_order_acquire)) ::unlink(path_);
+  }
+
+ private:
+  static inline char path_[PATH_MAX] = {};
+  static inline std::atomic<bool> live_{false};
+};
 
 }  // namespace wdedup_cli
 

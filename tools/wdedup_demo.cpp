@@ -33,6 +33,23 @@
 
 namespace {
 
+// ---- a run stopped mid-write removes its temporary file ------------------------
+// Every file the demo writes (the stores, the --per-method files, --json)
+// is written to a hidden temporary beside it, renamed over it when whole.
+// A run stopped by Ctrl-C, SIGTERM or SIGHUP while one is written would
+// leave it, as large as the store (2.5 GB at --model 1b): the library says
+// where it is (WriteOptions::on_temporary), and the handler removes it,
+// then ends the process as the signal would have. So do the checks before
+// the work, which make and remove one. (The destination is untouched
+// either way: it is only ever replaced by the rename.)
+const wdedup::detail::TemporaryWatch kWatch{wdedup_cli::TemporaryFile::note, nullptr};
+
+extern "C" void remove_temporary_and_die(int sig) {
+  if (!wdedup_cli::first_to_stop()) wdedup_cli::wait_to_die();
+  wdedup_cli::TemporaryFile::remove();
+  wdedup_cli::die_by(sig);
+}
+
 struct Args {
   std::string model = "tiny";
   std::string strategy = "all";
@@ -144,7 +161,7 @@ bool per_method_usable(std::string dir) {
   const bool exists = ::stat(dir.c_str(), &st) == 0;
   if (exists && !S_ISDIR(st.st_mode)) errno = ENOTDIR;
   const bool usable = exists ? S_ISDIR(st.st_mode) && ::access(dir.c_str(), W_OK | X_OK) == 0
-                             : wdedup::detail::can_create_file(dir);
+                             : wdedup::detail::can_create_file(dir, kWatch);
   if (!usable)
     std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", dir.c_str(),
                  wdedup::detail::cannot_create_reason(dir, errno).c_str());
@@ -253,7 +270,7 @@ bool parse_args(int argc, char** argv, Args* a) {
   }
   // Before the work, not after it (the stores would be written, and then
   // the report lost).
-  if (!a->json.empty() && !wdedup::detail::can_create_file(a->json)) {
+  if (!a->json.empty() && !wdedup::detail::can_create_file(a->json, kWatch)) {
     std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(),
                  wdedup::detail::cannot_create_reason(a->json, errno).c_str());
     return false;
@@ -342,7 +359,7 @@ bool name_fits(const std::string& path) {
 bool outputs_writable(const Args& a, const wdedup::Program& program, const std::vector<const char*>& tags) {
   for (const char* tag : tags) {
     const std::string out = out_path(a, tag);
-    if (!out.empty() && !wdedup::detail::can_create_file(out)) {
+    if (!out.empty() && !wdedup::detail::can_create_file(out, kWatch)) {
       std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(),
                    wdedup::detail::cannot_create_reason(out, errno).c_str());
       return false;
@@ -353,7 +370,7 @@ bool outputs_writable(const Args& a, const wdedup::Program& program, const std::
   const bool dir_exists = ::stat(a.per_method.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   for (const wdedup::Method& m : program.methods) {
     const std::string path = per_method_file(a.per_method, m);
-    if (dir_exists ? !wdedup::detail::can_create_file(path) : !name_fits(path)) {
+    if (dir_exists ? !wdedup::detail::can_create_file(path, kWatch) : !name_fits(path)) {
       // (The file name holds the method's name, which may come from a file.)
       std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", wdedup::detail::table_name(path).c_str(),
                    wdedup::detail::cannot_create_reason(path, errno).c_str());
@@ -478,6 +495,7 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
       wdedup_demo::ReadBack back;
     } check{program, *r, {}};
     wdedup::WriteOptions wo;
+    wo.on_temporary = kWatch.on_temporary;
     wo.check_context = &check;
     wo.check_before_replace = [](const char* written, void* context) -> wdedup::Expected<void> {
       Check& c = *static_cast<Check*>(context);
@@ -530,7 +548,9 @@ int write_per_method(const std::string& dir, const wdedup::Program& program) {
   std::uint64_t total = 0;
   for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
     const std::string path = per_method_file(dir, program.methods[mi]);
-    auto stats = wdedup::write_ptd_file(stores[mi], path);
+    wdedup::WriteOptions wo;
+    wo.on_temporary = kWatch.on_temporary;
+    auto stats = wdedup::write_ptd_file(stores[mi], path, wo);
     if (!stats) {
       std::fprintf(stderr, "wdedup-demo: --per-method: %s\n", stats.message().c_str());
       return 1;
@@ -586,6 +606,7 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
 }  // namespace
 
 int run_demo(int argc, char** argv) {
+  wdedup_cli::handle_stop_signals(remove_temporary_and_die);
   Args args;
   if (!parse_args(argc, argv, &args)) return 2;
   std::optional<wdedup::LlamaWorkload> w;
@@ -674,7 +695,9 @@ int run_demo(int argc, char** argv) {
     std::fprintf(stderr, "wdedup-demo: no report to write; --json %s %s\n", args.json.c_str(),
                  ::stat(args.json.c_str(), &st) == 0 ? "left as it was" : "not written");
   } else if (jp) {
-    if (wdedup::Expected<void> written = wdedup::detail::write_whole_file(args.json, "[" + json + "]\n", false);
+    const std::string text = "[" + json + "]\n";
+    if (wdedup::Expected<void> written =
+            wdedup::detail::write_whole_file(args.json, text, false, wdedup::detail::default_file_ops(), kWatch);
         !written) {
       std::fprintf(stderr, "wdedup-demo: %s\n", written.message().c_str());
       return 1;

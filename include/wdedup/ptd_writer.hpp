@@ -147,6 +147,7 @@ Expected<WriteStats> write_ptd_file_with(const NamedDataStore& store, const Func
   PtdPlan& plan = *planned;
 
   AtomicFile file(ops);
+  file.watch_temporary(TemporaryWatch{options.on_temporary, options.temporary_context});
   if (Expected<void> r = file.open(path, plan.file_size); !r)
     return Expected<WriteStats>(file.abandon(std::move(r)).build_error());
   WriteBatch<> batch(file);

@@ -52,6 +52,19 @@ struct WriteOptions {
   /// so a store that does not read back never replaces a good one.)
   Expected<void> (*check_before_replace)(const char* written_path, void* check_context) = nullptr;
   void* check_context = nullptr;
+  /// write_ptd_file only: told where the temporary file is, for a program
+  /// that removes it when a signal ends the process mid-write (a handler
+  /// may unlink() a path copied here; the demo does). Called on the writing
+  /// thread with `exists` true once the temporary file is created, before
+  /// a byte of it is reserved or written, and with false once it no longer
+  /// exists under that name: renamed over the destination, or removed
+  /// after a failure. One that could not be removed is not reported gone
+  /// (the write's error names it). The path is the one the writer opened:
+  /// relative to the working directory if the destination's path is and
+  /// is not a symbolic link. Between the rename and the call with false, a
+  /// handler's unlink finds no such file: the rename moved the name.
+  void (*on_temporary)(const char* temp_path, bool exists, void* temporary_context) = nullptr;
+  void* temporary_context = nullptr;
 };
 
 /// What a write produced.

@@ -103,6 +103,17 @@ inline int stat_path(const char* path, bool follow, struct stat* st) noexcept {
   return rc;
 }
 
+/// Who is told where the atomic writer's temporary file is
+/// (WriteOptions::on_temporary): `tell(path, true)` once it exists,
+/// `tell(path, false)` once it no longer exists under that name.
+struct TemporaryWatch {
+  void (*on_temporary)(const char* temp_path, bool exists, void* context) = nullptr;
+  void* context = nullptr;
+  void tell(const char* temp_path, bool exists) const {
+    if (on_temporary != nullptr) on_temporary(temp_path, exists, context);
+  }
+};
+
 /// The system calls the atomic writer makes. Each returns what the POSIX
 /// call returns and sets errno the same way.
 class FileOps {
@@ -198,6 +209,10 @@ class BasicAtomicFile {
   BasicAtomicFile& operator=(const BasicAtomicFile&) = delete;
   ~BasicAtomicFile() { discard(); }
 
+  /// Before open(): `watch` is told the temporary file's path once it is
+  /// created and once it is gone (WriteOptions::on_temporary).
+  void watch_temporary(TemporaryWatch watch) noexcept { watch_ = watch; }
+
   /// Creates the temporary file next to `path` and reserves `size` bytes.
   Expected<void> open(const std::string& path, std::uint64_t size) {
     path_ = path;
@@ -287,6 +302,9 @@ class BasicAtomicFile {
     }
     fd_ = fd;
     temp_ = buf.data();
+    // Told before anything is reserved or written: from here on a process
+    // ended by a signal leaves this file, unless its handler removes it.
+    watch_.tell(temp_.c_str(), true);
 
     // A replacement takes the destination's mode (a new file has its own).
     int mode = exists ? static_cast<int>(st.st_mode & 07777) : -1;  // -1: leave it
@@ -403,6 +421,7 @@ class BasicAtomicFile {
     if (const int e = errno_of(ops_.rename(temp_.c_str(), target_.c_str())))
       return fail_errno("rename " + quote_name(temp_) + " to " + quote_name(target_), e);
     committed_ = true;
+    watch_.tell(temp_.c_str(), false);  // (its name now is the destination's)
     // From here on the destination is the new file: a failure is no longer
     // an IoError (which promises the destination untouched) but NotDurable.
     // The directory is opened as "<dir>/.", not "<dir>": one reached
@@ -430,6 +449,8 @@ class BasicAtomicFile {
     int e = 0;
     if (!committed_ && !temp_.empty()) {
       e = errno_of(ops_.unlink(temp_.c_str()));
+      // One that could not be removed is not gone: the error names it.
+      if (e == 0 || e == ENOENT) watch_.tell(temp_.c_str(), false);
       temp_.clear();
     }
     return e;
@@ -545,6 +566,7 @@ class BasicAtomicFile {
   }
 
   FileOps& ops_;
+  TemporaryWatch watch_;
   std::string path_, target_, dir_, temp_;
   int fd_ = -1;
   int mode_ = -1;  ///< the replaced file's mode, set by commit(); -1: a new file keeps its own
@@ -564,9 +586,10 @@ using AtomicFile = BasicAtomicFile<>;
 /// say nothing for root, nor for a read-only mount or a filesystem such as
 /// /proc, and a symbolic link is followed as the writer follows it (its
 /// temporary goes beside what the link points at, and a link the writer
-/// would not follow is refused, EACCES).
+/// would not follow is refused, EACCES). `watch` is told of that
+/// temporary file as a write's would be.
 template <int = 0>
-bool can_create_file(const std::string& path) {
+bool can_create_file(const std::string& path, TemporaryWatch watch = {}) {
   struct stat st {};
   const bool exists = !path.empty() && stat_path(path.c_str(), true, &st) == 0;
   if (path.empty() || path.back() == '/' || (exists && S_ISDIR(st.st_mode))) {
@@ -592,6 +615,7 @@ bool can_create_file(const std::string& path) {
   }
   // The writer's own first step, undone by its destructor.
   BasicAtomicFile<void> file;
+  file.watch_temporary(watch);
   if (file.open(path, 0).ok()) return true;
   errno = file.failure_errno();
   return false;
@@ -626,8 +650,9 @@ std::string cannot_create_reason(const std::string& path, int e) {
 /// than the previous one.
 template <int = 0>
 Expected<void> write_whole_file(const std::string& path, const std::string& text, bool durable,
-                                FileOps& ops = default_file_ops()) {
+                                FileOps& ops = default_file_ops(), TemporaryWatch watch = {}) {
   AtomicFile file(ops);
+  file.watch_temporary(watch);
   if (Expected<void> r = file.open(path, text.size()); !r) return file.abandon(std::move(r));
   std::vector<struct iovec> iov{iovec{const_cast<char*>(text.data()), text.size()}};
   if (Expected<void> r = file.write(iov); !r) return file.abandon(std::move(r));
