@@ -369,6 +369,54 @@ TEST_CASE("on_temporary is told the temporary file's path once it is made and on
   CHECK(others(dir, {}).empty());
 }
 
+namespace {
+// What the SIGUSR1 handler saw: how many times the watch had been told.
+volatile sig_atomic_t g_told = 0;
+volatile sig_atomic_t g_told_when_handled = -1;
+extern "C" void note_told_on_usr1(int) { g_told_when_handled = g_told; }
+}  // namespace
+
+TEST_CASE("a signal raised while the temporary file is created waits until on_temporary knows it") {
+  // A handler that ran between the creation and the call could not remove
+  // the file (a review's finding: SIGTERM during open(2) left an empty
+  // temporary file). Here the signal comes right after the file is made,
+  // inside make_temp; it must be handled only after the call.
+  struct RaisingOps final : detail::FileOps {
+    int make_temp(char* t, mode_t m) override {
+      const int fd = FileOps::make_temp(t, m);
+      ::raise(SIGUSR1);
+      return fd;
+    }
+  };
+  struct sigaction sa, old;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = note_told_on_usr1;
+  sigemptyset(&sa.sa_mask);
+  REQUIRE(::sigaction(SIGUSR1, &sa, &old) == 0);
+  const std::vector<std::uint8_t> bytes = pattern(5000, 1);
+  const NamedDataStore store = store_over({bytes});
+  const auto told = [](const char*, bool, void*) { ++g_told; };
+  for (const bool watched : {true, false}) {
+    CAPTURE(watched);
+    const std::string dir = fresh_dir("signal_hold");
+    g_told = 0;
+    g_told_when_handled = -1;
+    WriteOptions options;
+    if (watched) options.on_temporary = told;
+    RaisingOps ops;
+    REQUIRE(detail::write_ptd_file_with(store, FunctionMaps{}, dir + "/model.ptd", options, ops).ok());
+    // Watched: held back until the file was told of (once); not watched:
+    // nothing is held, and the handler ran inside make_temp.
+    CHECK(g_told_when_handled == (watched ? 1 : 0));
+    CHECK(g_told == (watched ? 2 : 0));
+    // The thread's mask is as it was: SIGUSR1 is let through again.
+    sigset_t now;
+    REQUIRE(::pthread_sigmask(SIG_BLOCK, nullptr, &now) == 0);
+    CHECK(sigismember(&now, SIGUSR1) == 0);
+  }
+  REQUIRE(::sigaction(SIGUSR1, &old, nullptr) == 0);
+}
+
 TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a store") {
   const std::string text = "[{\"report\": 1}]\n";
   const std::vector<std::uint8_t> old_bytes = pattern(3000, 7);

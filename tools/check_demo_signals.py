@@ -59,6 +59,19 @@ def start(ignore=None):
                             preexec_fn=before)
 
 
+def wait_stopped(pid):
+    """Waits until `pid` is stopped (kill(SIGSTOP) returns before it is), or
+    has ended (Z: it finished before the stop)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            # The state follows the command's name, which is in parentheses.
+            if f.read().rsplit(")", 1)[1].split()[0] in ("T", "t", "Z"):
+                return
+        time.sleep(0.001)
+    sys.exit(f"wdedup-demo (pid {pid}) did not stop within 30 s of SIGSTOP")
+
+
 def stop_mid_write(p):
     """Stops `p` once the store's temporary file has bytes (the checks before
     the work make and remove an empty one). The name, or None if the run
@@ -68,6 +81,7 @@ def stop_mid_write(p):
         big = [n for n, size in temporaries().items() if size > 0]
         if big:
             os.kill(p.pid, signal.SIGSTOP)
+            wait_stopped(p.pid)
             if os.path.exists(os.path.join(work, big[0])):
                 return big[0]
             # Renamed between the look and the stop: the write was over.

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -112,6 +113,30 @@ struct TemporaryWatch {
   void tell(const char* temp_path, bool exists) const {
     if (on_temporary != nullptr) on_temporary(temp_path, exists, context);
   }
+};
+
+/// Every signal that can be held back is, on this thread, while it is
+/// alive and `on`: from the temporary file's creation until a watch knows
+/// its name, so that no handler of the watcher's runs in between, unable to
+/// remove a file that exists (a review's finding, 2026-12-01: SIGTERM during
+/// the open(2) left an empty temporary). Let through, in order, when it ends.
+class SignalHold {
+ public:
+  explicit SignalHold(bool on) noexcept : on_(on) {
+    if (!on_) return;
+    sigset_t all;
+    sigfillset(&all);
+    on_ = ::pthread_sigmask(SIG_BLOCK, &all, &old_) == 0;
+  }
+  SignalHold(const SignalHold&) = delete;
+  SignalHold& operator=(const SignalHold&) = delete;
+  ~SignalHold() {
+    if (on_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  bool on_;
+  sigset_t old_;
 };
 
 /// The system calls the atomic writer makes. Each returns what the POSIX
@@ -295,16 +320,20 @@ class BasicAtomicFile {
     // the umask ourselves missed the ACL, and needed /proc to read it.) A
     // replacement is created 0600 and given the replaced file's mode in commit():
     // while it is written, no one may read more than the old file let them.
-    const int fd = ops_.make_temp(buf.data(), exists ? 0600 : 0666);
-    if (fd < 0) {
-      const int e = errno;
-      return fail_errno("create a temporary file in directory " + quote_name(dir_), e);
+    {
+      // Told before anything is reserved or written: from here on a process
+      // ended by a signal leaves this file, unless its handler removes it.
+      // Signals wait from its creation until then (SignalHold).
+      SignalHold hold(watch_.on_temporary != nullptr);
+      const int fd = ops_.make_temp(buf.data(), exists ? 0600 : 0666);
+      if (fd < 0) {
+        const int e = errno;
+        return fail_errno("create a temporary file in directory " + quote_name(dir_), e);
+      }
+      fd_ = fd;
+      temp_ = buf.data();
+      watch_.tell(temp_.c_str(), true);
     }
-    fd_ = fd;
-    temp_ = buf.data();
-    // Told before anything is reserved or written: from here on a process
-    // ended by a signal leaves this file, unless its handler removes it.
-    watch_.tell(temp_.c_str(), true);
 
     // A replacement takes the destination's mode (a new file has its own).
     int mode = exists ? static_cast<int>(st.st_mode & 07777) : -1;  // -1: leave it

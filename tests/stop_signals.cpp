@@ -1,0 +1,148 @@
+// tests/stop_signals.cpp — the stop-signal pieces the demo and the harness
+// share (tools/cli.hpp): which signals are handled and held back, the
+// process ending by the signal that stopped it even when another arrives
+// while its handler cleans up, and the temporary file a handler removes.
+// Each process-ending case runs in a child, with an alarm so that a hang
+// fails (killed by SIGALRM) instead of stalling the suite.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cli.hpp"
+
+namespace {
+
+// The second signal the handler below sends itself while it cleans up (0:
+// none), and the file it removes.
+int g_second = 0;
+
+extern "C" void clean_up_and_die(int sig) {
+  if (!wdedup_cli::first_to_stop()) wdedup_cli::wait_to_die();
+  // A second stop signal arriving on this thread mid-clean-up (a SIGHUP
+  // during a SIGTERM's unlink of a large file): held back, not run on top.
+  if (g_second != 0) ::raise(g_second);
+  wdedup_cli::TemporaryFile::remove();
+  wdedup_cli::die_by(sig);
+}
+
+/// How a child that installs the handlers, notes `temp` as its temporary
+/// file and raises `first` ends: the signal that killed it, or 1000 + its
+/// exit code.
+int child_ends(int first, int second, const std::string& temp, int ignored = 0) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::alarm(10);  // a hang ends as SIGALRM
+    if (ignored != 0) ::signal(ignored, SIG_IGN);
+    g_second = second;
+    wdedup_cli::handle_stop_signals(clean_up_and_die);
+    wdedup_cli::TemporaryFile::note(temp.c_str(), true, nullptr);
+    ::raise(first);
+    ::_exit(7);  // not stopped
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : 1000 + WEXITSTATUS(status);
+}
+
+std::string fresh_file(const char* name) {
+  const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/stop_signals_" + name;
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  return path;
+}
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("handle_stop_signals: SIGINT, SIGTERM and SIGHUP, each holding back all three while it runs") {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::signal(SIGHUP, SIG_IGN);  // as under nohup
+    wdedup_cli::handle_stop_signals(clean_up_and_die);
+    int bad = 0;
+    for (int sig : {SIGINT, SIGTERM}) {
+      struct sigaction sa;
+      if (::sigaction(sig, nullptr, &sa) != 0 || sa.sa_handler != clean_up_and_die) bad |= 1;
+      for (int held : {SIGINT, SIGTERM, SIGHUP})
+        if (sigismember(&sa.sa_mask, held) != 1) bad |= 2;
+      if (sigismember(&sa.sa_mask, SIGQUIT) != 0) bad |= 4;
+    }
+    struct sigaction hup;
+    if (::sigaction(SIGHUP, nullptr, &hup) != 0 || hup.sa_handler != SIG_IGN) bad |= 8;  // stays ignored
+    ::_exit(bad);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("a stopped process removes its temporary file and ends by the signal that stopped it") {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    CAPTURE(sig);
+    const std::string temp = fresh_file("one");
+    CHECK(child_ends(sig, 0, temp) == sig);
+    CHECK_FALSE(exists(temp));
+  }
+}
+
+TEST_CASE("a second stop signal while the handler cleans up neither hangs the process nor changes its end") {
+  // Before 2026-12-01 the handlers held nothing back: the second signal ran
+  // a second handler on top of the first, which waited forever for the
+  // first to end the process (SIGALRM here).
+  const int pairs[][2] = {{SIGTERM, SIGHUP}, {SIGTERM, SIGINT}, {SIGINT, SIGTERM}, {SIGHUP, SIGTERM},
+                          {SIGTERM, SIGTERM}};
+  for (const auto& p : pairs) {
+    CAPTURE(p[0]);
+    CAPTURE(p[1]);
+    const std::string temp = fresh_file("two");
+    CHECK(child_ends(p[0], p[1], temp) == p[0]);
+    CHECK_FALSE(exists(temp));
+  }
+}
+
+TEST_CASE("a signal the process was started ignoring stays ignored") {
+  const std::string temp = fresh_file("ignored");
+  CHECK(child_ends(SIGHUP, 0, temp, SIGHUP) == 1007);  // ran on
+  CHECK(exists(temp));
+}
+
+TEST_CASE("TemporaryFile: only a file noted as existing is removed") {
+  const std::string kept = fresh_file("kept");
+  const std::string gone = fresh_file("gone");
+  wdedup_cli::TemporaryFile::note(gone.c_str(), true, nullptr);
+  wdedup_cli::TemporaryFile::note(kept.c_str(), true, nullptr);  // the newer replaces it
+  wdedup_cli::TemporaryFile::note(kept.c_str(), false, nullptr);  // renamed: no longer ours
+  wdedup_cli::TemporaryFile::remove();
+  CHECK(exists(kept));
+  CHECK(exists(gone));
+  wdedup_cli::TemporaryFile::note(gone.c_str(), true, nullptr);
+  wdedup_cli::TemporaryFile::remove();
+  CHECK_FALSE(exists(gone));
+  CHECK(exists(kept));
+  // A path of PATH_MAX bytes or more is not kept (and the one before is
+  // dropped: it is no longer the file being written).
+  const std::string again = fresh_file("again");
+  wdedup_cli::TemporaryFile::note(again.c_str(), true, nullptr);
+  const std::string too_long(PATH_MAX, 'x');
+  wdedup_cli::TemporaryFile::note(too_long.c_str(), true, nullptr);
+  wdedup_cli::TemporaryFile::remove();
+  CHECK(exists(again));
+  ::unlink(kept.c_str());
+  ::unlink(again.c_str());
+}
