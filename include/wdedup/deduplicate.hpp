@@ -47,7 +47,12 @@ namespace wdedup {
 struct DedupOptions {
   /// Hashing/comparing threads; 0 = every core the calling thread may run
   /// on (its affinity mask), at most kMaxThreads. Results are identical for
-  /// any value up to kMaxThreads; more is refused (InvalidArgument).
+  /// any value up to kMaxThreads; more is refused (InvalidArgument). The
+  /// most it runs on: a program is given one thread (the calling one
+  /// included) per 4 MiB of work, its bytes plus 1.5 KiB a tensor
+  /// (detail::threads_worth_starting), since a thread costs about 20 us to
+  /// start and join; on 1024 threads, 20 tensors of 1 KiB took 22 ms
+  /// rather than 5.5 us.
   unsigned threads = 0;
   /// Thread counts past this are refused rather than started: a count
   /// read from a command line or a config file could otherwise ask for
@@ -112,6 +117,37 @@ struct Flat {
 /// comparisons; medians of 15 calls, 20.6-20.9 ms at 1536, 20.8-21.4 ms at
 /// 1024, 20.7-21.7 ms at 2048, 20.9-21.8 ms at 3072.
 constexpr std::uint64_t kFinishBytesPerTensor = 1536;
+
+/// Work below which one more thread costs more to start than it saves, in
+/// bytes a thread reads (a tensor counting kFinishBytesPerTensor besides its
+/// bytes). Starting and joining a thread took 18-22 us on the Zen 5 EPYC VM
+/// (2026-12-01: 20 tensors of 1 KiB took 5.5 us with 1 thread, 18 us with
+/// 2, 1.2 ms with 64 and 22 ms with 1024, every thread started); 4 MiB is
+/// about 100 us of reading at 40 GB/s, so a start costs at most about a
+/// fifth of the work it takes on.
+constexpr std::uint64_t kWorkPerStartedThread = std::uint64_t{4} << 20;
+
+/// How many of `threads` threads the work of `program` (`tensors` tensors)
+/// is worth starting: one per kWorkPerStartedThread, at least 1. Reads the
+/// tensors' sizes only until there is work enough for all of them, so a
+/// big program pays for a few tensors. Starting fewer changes no result
+/// (they are identical for every thread count).
+inline unsigned threads_worth_starting(const Program& program, std::size_t tensors, unsigned threads) noexcept {
+  if (threads < 2) return threads;
+  const std::uint64_t enough = std::uint64_t{threads} * kWorkPerStartedThread;
+  std::uint64_t work = std::uint64_t{tensors} * kFinishBytesPerTensor;
+  for (const Method& m : program.methods)
+    for (const Partition& p : m.partitions)
+      for (const Tensor& t : p.tensors) {
+        // (Compared, not added first: a size the checks will refuse may be
+        // near 2^64.)
+        if (work >= enough || t.bytes.size() >= enough - work) return threads;
+        work += t.bytes.size();
+      }
+  if (work >= enough) return threads;
+  const std::uint64_t worth = work / kWorkPerStartedThread;
+  return worth < 1 ? 1u : static_cast<unsigned>(worth);
+}
 
 /// Checks names, alignments and layouts. Fills `flat` and `names` (a dense
 /// id per distinct tensor name). The common path builds no strings: a
@@ -361,7 +397,12 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
   const std::size_t total = tensor_count(program);
   Flat flat;
   NameIndex names(total);
+  // `threads` as asked (or every core), which the report gives; `started`,
+  // at most that, as many as the program's work is worth starting: on a
+  // many-core host a small program spent more on starting threads than on
+  // its work (20 tensors of 1 KiB: 5.5 us on 1 thread, 22 ms on 1024).
   const unsigned threads = options.threads != 0 ? options.threads : hardware_threads();
+  const unsigned started = threads_worth_starting(program, total, threads);
   // ---- 0. checks, and the first comparisons ------------------------------------
   // The name check finds each tensor's hint (the first tensor of its name)
   // and queues the small ones with it; with two or more threads the others
@@ -847,7 +888,7 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
   // tensor's bytes take all threads. 100,000 tensors of 4 KiB, 2 threads,
   // medians of 15 calls: 20.6-20.9 ms against 22.4-23.4 ms with finish
   // after the last comparison.
-  EarlyPairs<Hash> early(total, hash, threads >= 2, identity_seed);
+  EarlyPairs<Hash> early(total, hash, started >= 2, identity_seed);
   Expected<void> checked, assumed;
   bool speculated = false;
   auto check = [&] {
@@ -856,13 +897,13 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
     // leaves (run_workers).
     call_or_undo([&] { checked = validate_program(program, &flat, &names, &early); }, [&] { early.close(); });
     early.close();
-    if (threads < 2 || !checked || flat.max_size > identity::kRunMaxBytes) return early.drain();
+    if (started < 2 || !checked || flat.max_size > identity::kRunMaxBytes) return early.drain();
     // finish() costs about kFinishBytesPerTensor of one thread's comparing
     // per tensor; the others compare that much each meanwhile.
     const std::uint64_t pair_bytes = early.queued() == 0 ? 1 : 2 * early.queued_bytes() / early.queued();
     // In 64 bits, then clamped: a size_t of 32 bits would keep only the low
     // bits of a count past 2^32 (many tiny tensors, many threads).
-    const std::uint64_t leave = std::uint64_t{total} * kFinishBytesPerTensor * (threads - 1) / pair_bytes;
+    const std::uint64_t leave = std::uint64_t{total} * kFinishBytesPerTensor * (started - 1) / pair_bytes;
     early.drain_leaving(static_cast<std::size_t>(detail::min_of<std::uint64_t>(leave, SIZE_MAX)));
     // Nothing to overlap, or a guess already known wrong (a program whose
     // names often hold other bytes would pay for finish twice every time):
@@ -877,10 +918,10 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
     speculated = true;
     early.drain();
   };
-  if (threads < 2)
+  if (started < 2)
     check();
   else
-    run_workers(threads, [&](std::size_t w) {
+    run_workers(started, [&](std::size_t w) {
       if (w == 0) return check();
       if (w == 1 && functions_made && claim_tables()) build_tables();
       early.drain();
@@ -898,7 +939,7 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
       out.report = Report();
       if (tables_patched) build_tables();
     }
-    finished = finish(early.verdicts(), threads);
+    finished = finish(early.verdicts(), started);
   }
   if (!finished) return finished.build_error();
   out.report.seconds_total = monotonic_seconds() - t0;

@@ -1,0 +1,113 @@
+// tests/threads.cpp — how many threads deduplicate() starts: as many as the
+// program's work is worth (detail::threads_worth_starting), at most
+// DedupOptions::threads. Every pthread_create of this program is counted
+// here (the function is interposed, so the build has no sanitizer, whose
+// runtimes interpose it themselves).
+#include <doctest/doctest.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wdedup/wdedup.hpp"
+
+using namespace wdedup;
+
+namespace {
+std::atomic<int> g_created{0};
+}  // namespace
+
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
+                              void* arg) noexcept {
+  using Real = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static const Real real = reinterpret_cast<Real>(::dlsym(RTLD_NEXT, "pthread_create"));
+  g_created.fetch_add(1);
+  return real(thread, attr, start, arg);
+}
+
+namespace {
+
+/// Two methods of `n` tensors of `size` bytes each (every byte equal to its
+/// tensor's index), the second method's equal to the first's.
+struct Twin {
+  std::vector<std::vector<std::uint8_t>> bytes;
+  Program program;
+  Twin(std::size_t n, std::size_t size) {
+    for (std::size_t i = 0; i < 2 * n; ++i) bytes.emplace_back(size, static_cast<std::uint8_t>(i % n));
+    for (std::size_t m = 0; m < 2; ++m) {
+      Partition& p = program.add_method(m == 0 ? "prefill" : "decode").add_partition();
+      for (std::size_t i = 0; i < n; ++i)
+        p.add("t" + std::to_string(i), ByteSpan(bytes[m * n + i].data(), size), 64);
+    }
+  }
+};
+
+/// Threads one deduplicate() started, and its report's thread count.
+std::pair<int, unsigned> started(const Program& program, unsigned threads) {
+  DedupOptions o;
+  o.threads = threads;
+  const int before = g_created.load();
+  Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(program, o);
+  REQUIRE(r.ok());
+  return {g_created.load() - before, r->report.threads};
+}
+
+}  // namespace
+
+TEST_CASE("threads_worth_starting: one thread per 4 MiB of work, at least one, at most those given") {
+  const std::uint64_t per = detail::kWorkPerStartedThread;
+  REQUIRE(per == 4u << 20);
+  REQUIRE(detail::kFinishBytesPerTensor == 1536);
+  const Twin tiny(10, 1024);  // 20 tensors: 20 * (1536 + 1024) bytes of work
+  CHECK(detail::threads_worth_starting(tiny.program, 20, 1) == 1);
+  CHECK(detail::threads_worth_starting(tiny.program, 20, 2) == 1);
+  CHECK(detail::threads_worth_starting(tiny.program, 20, 1024) == 1);
+  // 2 * 2 tensors of 3 MiB: 12 MiB + 4 * 1536 of work, 3 threads' worth.
+  const Twin mid(2, 3u << 20);
+  CHECK(detail::threads_worth_starting(mid.program, 4, 2) == 2);
+  CHECK(detail::threads_worth_starting(mid.program, 4, 3) == 3);
+  CHECK(detail::threads_worth_starting(mid.program, 4, 4) == 3);
+  CHECK(detail::threads_worth_starting(mid.program, 4, 1024) == 3);
+  // The per-tensor share alone: 2 * 2731 empty-ish tensors of 1 byte are
+  // 5462 * 1537 = 8,395,094 bytes of work, 2 threads' worth (8 MiB is
+  // 8,388,608).
+  const Twin many(2731, 1);
+  CHECK(detail::threads_worth_starting(many.program, 5462, 64) == 2);
+  // A size the checks will refuse (near 2^64) does not wrap the sum.
+  Program huge;
+  huge.add_method("m").add_partition().add("w", ByteSpan(nullptr, ~std::size_t{0} - 5), 1);
+  CHECK(detail::threads_worth_starting(huge, 1, 8) == 8);
+}
+
+TEST_CASE("a small program starts no thread, however many it is given") {
+  // Until 2026-12-01 every call started all of them: 1023 threads for 20
+  // tensors of 1 KiB at threads = 1024 (22 ms against 5.5 us on one).
+  const Twin tiny(10, 1024);
+  for (unsigned threads : {1u, 2u, 64u, 1024u}) {
+    CAPTURE(threads);
+    // (No structured bindings: clang 14 cannot capture them in CHECK.)
+    const std::pair<int, unsigned> s = started(tiny.program, threads);
+    CHECK(s.first == 0);
+    CHECK(s.second == threads);  // the report gives what the call was given
+  }
+}
+
+TEST_CASE("a program with work for threads starts some, never more than it was given") {
+  const Twin mid(2, 3u << 20);  // 3 threads' worth
+  CHECK(started(mid.program, 1).first == 0);
+  const std::pair<int, unsigned> two = started(mid.program, 2);
+  CHECK(two.first > 0);
+  CHECK(two.second == 2);
+  // Worth 3: each stage starts up to 2 beside the calling thread, with 3
+  // given or 1024.
+  const std::pair<int, unsigned> three = started(mid.program, 3);
+  const std::pair<int, unsigned> many = started(mid.program, 1024);
+  CHECK(three.first > two.first);
+  CHECK(many.first == three.first);
+  CHECK(three.second == 3);
+  CHECK(many.second == 1024);
+}
