@@ -366,6 +366,16 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     CHECK(r.message() ==
           "method 'decode' partition 0: key 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch looks keys up "
           "with strcmp, so it could never find it");
+    // Only a name's first occurrence is scanned for NUL (validate_program):
+    // one in every method is refused at the first, the same either way.
+    Program twice;
+    twice.add_method("prefill").add_partition().add(std::string("x\0y", 3), span(a));
+    twice.add_method("decode").add_partition().add(std::string("x\0y", 3), span(a));
+    r = deduplicate<Strategy<OneBlob>>(twice);
+    CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() ==
+          "method 'prefill' partition 0: key 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch looks keys up "
+          "with strcmp, so it could never find it");
     Program q;
     q.add_method(std::string("de\0code", 7)).add_partition().add("w", span(a));
     r = deduplicate<Strategy<OneBlob>>(q);

@@ -73,13 +73,7 @@ class BasicNameIndex {
     const std::uint32_t id = index_.find(name, h, name_of());
     if (added) *added = id == kNone;
     if (id != kNone) return id;
-    const auto fresh = static_cast<std::uint32_t>(names_.size());
-    NameEntry& e = names_.emplace_back();
-    e.data = name.data();
-    e.size = static_cast<std::uint32_t>(name.size());
-    if (!name.empty()) std::memcpy(e.head, name.data(), name.size() < NameEntry::kHead ? name.size() : NameEntry::kHead);
-    index_.insert(name, h, fresh, name_of());
-    return fresh;
+    return add(name, h);
   }
 
   /// The id of `name`, or kNone.
@@ -103,6 +97,24 @@ class BasicNameIndex {
   std::size_t size() const noexcept { return names_.size(); }
 
  private:
+  /// Adds `name` (hash `h`, not present) with the next id. Out of line so
+  /// that the lookup, which every call makes, is small enough to inline
+  /// into the caller's loop: whole, find_or_add was a call with six saved
+  /// registers and a 136-byte frame each time (deduplicate()'s name check on
+  /// 100,000 small tensors, callgrind: 1.45M instructions less this way).
+#if defined(__GNUC__) || defined(__clang__)
+  __attribute__((noinline))
+#endif
+  std::uint32_t add(std::string_view name, std::uint64_t h) {
+    const auto fresh = static_cast<std::uint32_t>(names_.size());
+    NameEntry& e = names_.emplace_back();
+    e.data = name.data();
+    e.size = static_cast<std::uint32_t>(name.size());
+    if (!name.empty()) std::memcpy(e.head, name.data(), name.size() < NameEntry::kHead ? name.size() : NameEntry::kHead);
+    index_.insert(name, h, fresh, name_of());
+    return fresh;
+  }
+
   NameOf name_of() const { return NameOf{&names_}; }
 
   IdIndex index_;
