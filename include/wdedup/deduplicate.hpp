@@ -124,8 +124,15 @@ constexpr std::uint64_t kFinishBytesPerTensor = 1536;
 /// (2026-12-01: 20 tensors of 1 KiB took 5.5 us with 1 thread, 18 us with
 /// 2, 1.2 ms with 64 and 22 ms with 1024, every thread started); 4 MiB is
 /// about 100 us of reading at 40 GB/s, so a start costs at most about a
-/// fifth of the work it takes on.
-constexpr std::uint64_t kWorkPerStartedThread = std::uint64_t{4} << 20;
+/// fifth of the work it takes on. WDEDUP_WORK_PER_STARTED_THREAD sets
+/// another (at least 1; 1 starts every thread given, for any program): the
+/// tests that run small programs on several threads set 1, so that their
+/// threads are started (with 4 MiB they all ran on one, a review found).
+#ifndef WDEDUP_WORK_PER_STARTED_THREAD
+#define WDEDUP_WORK_PER_STARTED_THREAD (std::uint64_t{4} << 20)
+#endif
+constexpr std::uint64_t kWorkPerStartedThread = WDEDUP_WORK_PER_STARTED_THREAD;
+static_assert(kWorkPerStartedThread >= 1, "WDEDUP_WORK_PER_STARTED_THREAD must be at least 1");
 
 /// How many of `threads` threads the work of `program` (`tensors` tensors)
 /// is worth starting: one per kWorkPerStartedThread, at least 1. Reads the
