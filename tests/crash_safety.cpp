@@ -395,7 +395,7 @@ TEST_CASE("a signal raised while the temporary file is created waits until on_te
   REQUIRE(::sigaction(SIGUSR1, &sa, &old) == 0);
   const std::vector<std::uint8_t> bytes = pattern(5000, 1);
   const NamedDataStore store = store_over({bytes});
-  const auto told = [](const char*, bool, void*) { ++g_told; };
+  const auto told = [](const char*, bool, void*) { g_told = g_told + 1; };  // (++ on a volatile is deprecated in C++20)
   for (const bool watched : {true, false}) {
     CAPTURE(watched);
     const std::string dir = fresh_dir("signal_hold");
