@@ -393,8 +393,8 @@ TEST_CASE("a signal raised while the temporary file is created waits until on_te
   sa.sa_handler = note_told_on_usr1;
   sigemptyset(&sa.sa_mask);
   REQUIRE(::sigaction(SIGUSR1, &sa, &old) == 0);
-  const std::vector<std::uint8_t> bytes = pattern(5000, 1);
-  const NamedDataStore store = store_over({bytes});
+  const std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1)};  // (the store points into it)
+  const NamedDataStore store = store_over(data);
   const auto told = [](const char*, bool, void*) { g_told = g_told + 1; };  // (++ on a volatile is deprecated in C++20)
   for (const bool watched : {true, false}) {
     CAPTURE(watched);
