@@ -382,7 +382,9 @@ TEST_CASE("a signal raised while the temporary file is created waits until on_te
   // temporary file). Here the signal comes right after the file is made,
   // inside make_temp; it must be handled only after the call.
   struct RaisingOps final : detail::FileOps {
+    sigset_t during;  // the thread's mask while the file is made
     int make_temp(char* t, mode_t m) override {
+      ::pthread_sigmask(SIG_BLOCK, nullptr, &during);
       const int fd = FileOps::make_temp(t, m);
       ::raise(SIGUSR1);
       return fd;
@@ -409,6 +411,12 @@ TEST_CASE("a signal raised while the temporary file is created waits until on_te
     // nothing is held, and the handler ran inside make_temp.
     CHECK(g_told_when_handled == (watched ? 1 : 0));
     CHECK(g_told == (watched ? 2 : 0));
+    // Only what the process handles is held: SIGUSR1 (handled here), not
+    // SIGUSR2 (its default action ends the process either way), nor a
+    // fault's SIGSEGV, which cannot wait.
+    CHECK(sigismember(&ops.during, SIGUSR1) == (watched ? 1 : 0));
+    CHECK(sigismember(&ops.during, SIGUSR2) == 0);
+    CHECK(sigismember(&ops.during, SIGSEGV) == 0);
     // The thread's mask is as it was: SIGUSR1 is let through again.
     sigset_t now;
     REQUIRE(::pthread_sigmask(SIG_BLOCK, nullptr, &now) == 0);

@@ -128,6 +128,8 @@ constexpr std::uint64_t kFinishBytesPerTensor = 1536;
 /// another (at least 1; 1 starts every thread given, for any program): the
 /// tests that run small programs on several threads set 1, so that their
 /// threads are started (with 4 MiB they all ran on one, a review found).
+/// Every file of a program must see the same value (set it on the command
+/// line): deduplicate() is inline, and the linker keeps one of its copies.
 #ifndef WDEDUP_WORK_PER_STARTED_THREAD
 #define WDEDUP_WORK_PER_STARTED_THREAD (std::uint64_t{4} << 20)
 #endif

@@ -64,9 +64,10 @@ struct WriteOptions {
   /// is not a symbolic link. Between the rename and the call with false, a
   /// handler's unlink finds no such file: the rename moved the name. From
   /// just before the file's creation until the first call, the writing
-  /// thread holds back every signal it can (a handler that ran in between could not
-  /// remove the file). Must not throw: it is also called while a failed
-  /// write cleans up.
+  /// thread holds back the signals the process handles (a handler that ran
+  /// in between could not remove the file); a program whose other threads
+  /// run meanwhile holds its stop signals in those. Must not throw: it is
+  /// also called while a failed write cleans up.
   void (*on_temporary)(const char* temp_path, bool exists, void* temporary_context) = nullptr;
   void* temporary_context = nullptr;
 };

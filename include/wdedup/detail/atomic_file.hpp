@@ -115,18 +115,35 @@ struct TemporaryWatch {
   }
 };
 
-/// Every signal that can be held back is, on this thread, while it is
-/// alive and `on`: from the temporary file's creation until a watch knows
-/// its name, so that no handler of the watcher's runs in between, unable to
-/// remove a file that exists (a review's finding, 2026-12-01: SIGTERM during
-/// the open(2) left an empty temporary). Let through, in order, when it ends.
+/// While alive and `on`: the signals this process handles (a function of
+/// its own, not the default action nor ignored) are held back on this
+/// thread, from just before the temporary file's creation until a watch
+/// knows its name, so that no handler runs in between, unable to remove a
+/// file that exists (a review's finding, 2026-12-01: SIGTERM during the
+/// open(2) left an empty temporary). Let through, in order, when it ends.
+/// Not the others: a signal whose default action ends the process does so
+/// either way, and is not kept waiting on a slow open; nor the signals a
+/// thread's own fault raises (SIGSEGV and the like), which cannot wait.
+/// Other threads are not held: a signal for the process may run a handler
+/// there meanwhile (a program that writes while other threads run holds
+/// its stop signals in them).
 class SignalHold {
  public:
-  explicit SignalHold(bool on) noexcept : on_(on) {
-    if (!on_) return;
-    sigset_t all;
-    sigfillset(&all);
-    on_ = ::pthread_sigmask(SIG_BLOCK, &all, &old_) == 0;
+  explicit SignalHold(bool on) noexcept {
+    if (!on) return;
+    sigset_t handled;
+    sigemptyset(&handled);
+    for (int sig = 1; sig < NSIG; ++sig) {
+      if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
+          sig == SIGILL || sig == SIGTRAP || sig == SIGSYS)
+        continue;
+      struct sigaction sa;
+      // (The C library's own signals refuse to be asked: EINVAL, skipped.)
+      if (::sigaction(sig, nullptr, &sa) != 0) continue;
+      if ((sa.sa_flags & SA_SIGINFO) != 0 || (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN))
+        sigaddset(&handled, sig);
+    }
+    on_ = ::pthread_sigmask(SIG_BLOCK, &handled, &old_) == 0;
   }
   SignalHold(const SignalHold&) = delete;
   SignalHold& operator=(const SignalHold&) = delete;
@@ -135,7 +152,7 @@ class SignalHold {
   }
 
  private:
-  bool on_;
+  bool on_ = false;
   sigset_t old_;
 };
 
@@ -320,10 +337,13 @@ class BasicAtomicFile {
     // the umask ourselves missed the ACL, and needed /proc to read it.) A
     // replacement is created 0600 and given the replaced file's mode in commit():
     // while it is written, no one may read more than the old file let them.
+    // Room for the name first: an allocation that failed once the file
+    // exists would leave it unnamed, so never removed.
+    temp_.reserve(buf.size());
     {
       // Told before anything is reserved or written: from here on a process
       // ended by a signal leaves this file, unless its handler removes it.
-      // Signals wait from its creation until then (SignalHold).
+      // Handled signals wait from its creation until then (SignalHold).
       SignalHold hold(watch_.on_temporary != nullptr);
       const int fd = ops_.make_temp(buf.data(), exists ? 0600 : 0666);
       if (fd < 0) {
