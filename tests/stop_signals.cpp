@@ -12,11 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "cli.hpp"
+#include "support/ptd_files.hpp"
+#include "wdedup/ptd_writer.hpp"
 
 namespace {
 
@@ -145,4 +149,53 @@ TEST_CASE("TemporaryFile: only a file noted as existing is removed") {
   CHECK(exists(again));
   ::unlink(kept.c_str());
   ::unlink(again.c_str());
+}
+
+TEST_CASE("stopped while the writer creates its temporary file, the demo's handler still removes it") {
+  // The whole path: the library's writer, told of by on_temporary, and the
+  // tools' handler. The signal comes inside make_temp, right after the file
+  // is made and before the writer knows its name (the window a review found:
+  // an empty temporary was left); held back until the watch is told, it is
+  // handled with the name known. Then again mid-write (after the
+  // reservation).
+  struct StoppingOps final : wdedup::detail::FileOps {
+    int stop_in_make_temp = 0, stop_in_reserve = 0;
+    int make_temp(char* t, mode_t m) override {
+      const int fd = FileOps::make_temp(t, m);
+      if (stop_in_make_temp != 0) ::raise(stop_in_make_temp);
+      return fd;
+    }
+    int reserve(int fd, off_t size) override {
+      const int rc = FileOps::reserve(fd, size);
+      if (stop_in_reserve != 0) ::raise(stop_in_reserve);
+      return rc;
+    }
+  };
+  const std::vector<std::uint8_t> bytes(100000, 7);
+  wdedup::NamedDataStore store;
+  REQUIRE(store.add_named_data("w", wdedup::ByteSpan(bytes.data(), bytes.size()), 64).ok());
+  for (const bool in_make_temp : {true, false}) {
+    CAPTURE(in_make_temp);
+    const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/stop_signals_write";
+    REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir '" + dir + "'").c_str()) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::alarm(10);
+      wdedup_cli::handle_stop_signals(clean_up_and_die);
+      StoppingOps ops;
+      (in_make_temp ? ops.stop_in_make_temp : ops.stop_in_reserve) = SIGTERM;
+      wdedup::WriteOptions options;
+      options.on_temporary = wdedup_cli::TemporaryFile::note;
+      (void)wdedup::detail::write_ptd_file_with(store, wdedup::FunctionMaps{}, dir + "/model.ptd", options, ops);
+      ::_exit(7);  // not stopped
+    }
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGTERM);
+    bool opened = false;
+    CHECK(wdedup_test::dir_entries(dir, &opened).empty());  // no temporary file, no store
+    CHECK(opened);
+  }
 }
