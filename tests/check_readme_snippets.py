@@ -125,6 +125,20 @@ void snippet(const wdedup::Program& program) {{
 """
 
 
+def temporary_watch(body):
+    inc, rest = split_includes(body)
+    # File scope up to the options, which the user's writing function sets.
+    at = rest.index('wdedup::WriteOptions options;')
+    return f"""{inc}
+{rest[:at]}
+int snippet(const wdedup::NamedDataStore& store) {{
+{rest[at:]}
+(void)written;
+return 0;
+}}
+"""
+
+
 # (name, text only that snippet holds, scaffold, extra flags)
 SCAFFOLDS = [
     ('build-time use', 'deduplicate<wdedup::Strategy<wdedup::OneBlob>>', build_time, []),
@@ -133,6 +147,7 @@ SCAFFOLDS = [
     ('an index for a file without one', 'map->build_index(', build_index, RUNTIME_FLAGS),
     ('a FreeableBuffer from a DataBuffer', 'FreeableBuffer(p, n,', freeable_buffer, RUNTIME_FLAGS),
     ('a policy of your own', 'struct MyPolicy', policy, []),
+    ('removing the temporary file on a signal', 'options.on_temporary =', temporary_watch, []),
 ]
 
 
