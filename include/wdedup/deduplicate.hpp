@@ -49,10 +49,11 @@ struct DedupOptions {
   /// on (its affinity mask), at most kMaxThreads. Results are identical for
   /// any value up to kMaxThreads; more is refused (InvalidArgument). The
   /// most it runs on: a program is given one thread (the calling one
-  /// included) per 4 MiB of work, its bytes plus 1.5 KiB a tensor
-  /// (detail::threads_worth_starting), since a thread costs about 20 us to
-  /// start and join; on 1024 threads, 20 tensors of 1 KiB took 22 ms
-  /// rather than 5.5 us.
+  /// included) per detail::kWorkPerStartedThread of work, its bytes plus
+  /// 1.5 KiB a tensor (4 MiB, unless WDEDUP_WORK_PER_STARTED_THREAD says
+  /// otherwise; detail::threads_worth_starting), since a thread costs about
+  /// 20 us to start and join: on 1024 threads, 20 tensors of 1 KiB took
+  /// 22 ms rather than 5.5 us.
   unsigned threads = 0;
   /// Thread counts past this are refused rather than started: a count
   /// read from a command line or a config file could otherwise ask for
@@ -134,15 +135,17 @@ constexpr std::uint64_t kFinishBytesPerTensor = 1536;
 #define WDEDUP_WORK_PER_STARTED_THREAD (std::uint64_t{4} << 20)
 #endif
 constexpr std::uint64_t kWorkPerStartedThread = WDEDUP_WORK_PER_STARTED_THREAD;
-static_assert(kWorkPerStartedThread >= 1, "WDEDUP_WORK_PER_STARTED_THREAD must be at least 1");
+static_assert(kWorkPerStartedThread >= 1 && kWorkPerStartedThread <= UINT64_MAX / kMaxWorkerThreads,
+              "WDEDUP_WORK_PER_STARTED_THREAD must be at least 1 and at most 2^64 / 1024 (kMaxWorkerThreads)");
 
 /// How many of `threads` threads the work of `program` (`tensors` tensors)
-/// is worth starting: one per kWorkPerStartedThread, at least 1. Reads the
+/// is worth starting: one per kWorkPerStartedThread, at least 1 (also for
+/// `threads` 0), at most `threads` (at most kMaxWorkerThreads). Reads the
 /// tensors' sizes only until there is work enough for all of them, so a
 /// big program pays for a few tensors. Starting fewer changes no result
 /// (they are identical for every thread count).
 inline unsigned threads_worth_starting(const Program& program, std::size_t tensors, unsigned threads) noexcept {
-  if (threads < 2) return threads;
+  if (threads < 2) return 1;
   const std::uint64_t enough = std::uint64_t{threads} * kWorkPerStartedThread;
   std::uint64_t work = std::uint64_t{tensors} * kFinishBytesPerTensor;
   for (const Method& m : program.methods)

@@ -62,8 +62,9 @@ using IdentityReport = detail::IdentityStats;
 struct Report {
   std::string strategy;
   /// DedupOptions::threads, or the cores counted for 0: the most threads the
-  /// call could run on. A small program starts fewer (one per 4 MiB of work,
-  /// DedupOptions::threads), which changes no figure but the timings.
+  /// call could run on. A small program starts fewer (one per 4 MiB of work
+  /// by default, DedupOptions::threads), which changes no figure but the
+  /// timings.
   unsigned threads = 0;
   std::uint64_t methods = 0, functions = 0, blobs = 0, tensors = 0;
   std::uint64_t keys = 0, buffers = 0;

@@ -120,7 +120,8 @@ struct TemporaryWatch {
 /// thread, from just before the temporary file's creation until a watch
 /// knows its name, so that no handler runs in between, unable to remove a
 /// file that exists (a review's finding, 2026-12-01: SIGTERM during the
-/// open(2) left an empty temporary). Let through, in order, when it ends.
+/// open(2) left an empty temporary). Delivered once it ends, in the order
+/// the system picks (a signal raised twice meanwhile counts once).
 /// Not the others: a signal whose default action ends the process does so
 /// either way, and is not kept waiting on a slow open; nor the signals a
 /// thread's own fault raises (SIGSEGV and the like), which cannot wait.
@@ -133,7 +134,7 @@ class SignalHold {
     if (!on) return;
     sigset_t handled;
     sigemptyset(&handled);
-    for (int sig = 1; sig < NSIG; ++sig) {
+    for (int sig = 1; sig <= kLastSignal(); ++sig) {
       if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
           sig == SIGILL || sig == SIGTRAP || sig == SIGSYS)
         continue;
@@ -147,6 +148,19 @@ class SignalHold {
   }
   SignalHold(const SignalHold&) = delete;
   SignalHold& operator=(const SignalHold&) = delete;
+
+  /// The highest signal number: SIGRTMAX where there are real-time
+  /// signals (a call on glibc), else NSIG - 1, which POSIX does not promise
+  /// (macOS hides it under strict POSIX), else 64.
+  static int kLastSignal() noexcept {
+#if defined(SIGRTMAX)
+    return SIGRTMAX;
+#elif defined(NSIG)
+    return NSIG - 1;
+#else
+    return 64;
+#endif
+  }
   ~SignalHold() {
     if (on_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
   }
