@@ -134,7 +134,7 @@ class SignalHold {
     if (!on) return;
     sigset_t handled;
     sigemptyset(&handled);
-    for (int sig = 1; sig <= kLastSignal(); ++sig) {
+    for (int sig = 1; sig <= last_signal(); ++sig) {
       if (sig == SIGKILL || sig == SIGSTOP || sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE ||
           sig == SIGILL || sig == SIGTRAP || sig == SIGSYS)
         continue;
@@ -152,7 +152,7 @@ class SignalHold {
   /// The highest signal number: SIGRTMAX where there are real-time
   /// signals (a call on glibc), else NSIG - 1, which POSIX does not promise
   /// (macOS hides it under strict POSIX), else 64.
-  static int kLastSignal() noexcept {
+  static int last_signal() noexcept {
 #if defined(SIGRTMAX)
     return SIGRTMAX;
 #elif defined(NSIG)
