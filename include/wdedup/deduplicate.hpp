@@ -148,15 +148,15 @@ inline unsigned threads_worth_starting(const Program& program, std::size_t tenso
   if (threads < 2) return 1;
   const std::uint64_t enough = std::uint64_t{threads} * kWorkPerStartedThread;
   std::uint64_t work = std::uint64_t{tensors} * kFinishBytesPerTensor;
+  if (work >= enough) return threads;
   for (const Method& m : program.methods)
     for (const Partition& p : m.partitions)
       for (const Tensor& t : p.tensors) {
         // (Compared, not added first: a size the checks will refuse may be
-        // near 2^64.)
-        if (work >= enough || t.bytes.size() >= enough - work) return threads;
+        // near 2^64. Below `enough` after every step.)
+        if (t.bytes.size() >= enough - work) return threads;
         work += t.bytes.size();
       }
-  if (work >= enough) return threads;
   const std::uint64_t worth = work / kWorkPerStartedThread;
   return worth < 1 ? 1u : static_cast<unsigned>(worth);
 }
