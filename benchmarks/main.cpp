@@ -145,7 +145,7 @@ unsigned remove_own_files() {
 }
 
 extern "C" void remove_own_files_and_die(int sig) {
-  if (!wdedup_cli::first_to_stop()) wdedup_cli::wait_to_die();
+  wdedup_cli::first_handler_only();
   // (Removing entries while listing may skip some: list again until a pass
   // finds none.)
   for (int pass = 0; pass < 8 && remove_own_files() != 0; ++pass) {

@@ -29,7 +29,7 @@ namespace {
 int g_second = 0;
 
 extern "C" void clean_up_and_die(int sig) {
-  if (!wdedup_cli::first_to_stop()) wdedup_cli::wait_to_die();
+  wdedup_cli::first_handler_only();
   // A second stop signal arriving on this thread mid-clean-up (a SIGHUP
   // during a SIGTERM's unlink of a large file): held back, not run on top.
   if (g_second != 0) ::raise(g_second);

@@ -69,6 +69,9 @@ inline std::string real_path(const std::string& path) {
 // terminal. A tool's handler removes what the run was writing, then ends
 // the process as the signal would have (exit status 128 + sig in a shell).
 
+/// Those signals.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
 /// Handles SIGINT, SIGTERM and SIGHUP with `handler`, except a signal the
 /// process was started ignoring, which stays ignored: under nohup a hangup
 /// must not end the run, nor a Ctrl-C one started in the background. While
@@ -82,34 +85,31 @@ inline void handle_stop_signals(void (*handler)(int)) {
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&sa.sa_mask, sig);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int sig : kStopSignals) sigaddset(&sa.sa_mask, sig);
+  for (int sig : kStopSignals) {
     struct sigaction old;
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
     ::sigaction(sig, &sa, nullptr);
   }
 }
 
-/// In a handler, first: whether this is the first handler to run. Any
+/// In a handler, first: returns in the first handler to run only. Any
 /// other, for a second signal on another thread (a double Ctrl-C while
-/// worker threads run, SIGTERM beside SIGINT), must wait for that one to
-/// end the process (wait_to_die): two cleaning at once would share their
-/// state. (On the first one's own thread none can run: see
-/// handle_stop_signals.)
-inline bool first_to_stop() noexcept {
+/// worker threads run, SIGTERM beside SIGINT), waits here for the first to
+/// end the process: two cleaning at once would share their state. (On the
+/// first one's own thread none can run: see handle_stop_signals.)
+inline void first_handler_only() noexcept {
   static std::atomic<bool> stopping{false};
   static_assert(std::atomic<bool>::is_always_lock_free, "a handler's flag must be lock-free");
-  return !stopping.exchange(true);
-}
-[[noreturn]] inline void wait_to_die() noexcept {
-  for (;;) ::pause();
+  if (stopping.exchange(true))
+    for (;;) ::pause();
 }
 
 /// In a handler, last: ends the process by `sig`. The default action again,
 /// the signal raised (held back by the handler's mask), then let through on
 /// this thread alone: the kernel delivers it at once, before any other stop
 /// signal held back meanwhile, whose handler would wait forever
-/// (first_to_stop).
+/// (first_handler_only).
 inline void die_by(int sig) noexcept {
   struct sigaction dfl;
   std::memset(&dfl, 0, sizeof dfl);

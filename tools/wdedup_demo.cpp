@@ -44,8 +44,15 @@ namespace {
 // either way: it is only ever replaced by the rename.)
 const wdedup::detail::TemporaryWatch kWatch{wdedup_cli::TemporaryFile::note, nullptr};
 
+/// Options of a write whose temporary file the handler below removes.
+wdedup::WriteOptions watched_write() {
+  wdedup::WriteOptions wo;
+  wo.on_temporary = kWatch.on_temporary;
+  return wo;
+}
+
 extern "C" void remove_temporary_and_die(int sig) {
-  if (!wdedup_cli::first_to_stop()) wdedup_cli::wait_to_die();
+  wdedup_cli::first_handler_only();
   wdedup_cli::TemporaryFile::remove();
   wdedup_cli::die_by(sig);
 }
@@ -494,8 +501,7 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
       const wdedup::DedupResult& result;
       wdedup_demo::ReadBack back;
     } check{program, *r, {}};
-    wdedup::WriteOptions wo;
-    wo.on_temporary = kWatch.on_temporary;
+    wdedup::WriteOptions wo = watched_write();
     wo.check_context = &check;
     wo.check_before_replace = [](const char* written, void* context) -> wdedup::Expected<void> {
       Check& c = *static_cast<Check*>(context);
@@ -548,9 +554,7 @@ int write_per_method(const std::string& dir, const wdedup::Program& program) {
   std::uint64_t total = 0;
   for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
     const std::string path = per_method_file(dir, program.methods[mi]);
-    wdedup::WriteOptions wo;
-    wo.on_temporary = kWatch.on_temporary;
-    auto stats = wdedup::write_ptd_file(stores[mi], path, wo);
+    auto stats = wdedup::write_ptd_file(stores[mi], path, watched_write());
     if (!stats) {
       std::fprintf(stderr, "wdedup-demo: --per-method: %s\n", stats.message().c_str());
       return 1;
