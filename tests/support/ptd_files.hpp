@@ -174,6 +174,17 @@ struct Opened {
   wdedup::Error error() const { return result ? result->error() : wdedup::Error::IoError; }
 };
 
+/// Opens `o`'s source with lent metadata memory, sized as it asks.
+inline void open_lent(Opened& o) {
+  wdedup::Result<std::uint64_t> need = wdedup::NamedDataMap::metadata_size(*o.source);
+  if (!need) {
+    o.result.emplace(need.failure());
+    return;
+  }
+  o.metadata = AlignedBytes(static_cast<std::size_t>(*need), 8);
+  o.result.emplace(wdedup::NamedDataMap::open(*o.source, o.metadata.span()));
+}
+
 inline std::unique_ptr<Opened> open_via(Via via, const std::string& path) {
   auto o = std::make_unique<Opened>();
   switch (via) {
@@ -190,13 +201,7 @@ inline std::unique_ptr<Opened> open_via(Via via, const std::string& path) {
       if (!s) return o;
       o->file.emplace(std::move(s).value());
       o->source = &*o->file;
-      wdedup::Result<std::uint64_t> need = wdedup::NamedDataMap::metadata_size(*o->source);
-      if (!need) {
-        o->result.emplace(need.failure());
-        break;
-      }
-      o->metadata = AlignedBytes(static_cast<std::size_t>(*need), 8);
-      o->result.emplace(wdedup::NamedDataMap::open(*o->source, o->metadata.span()));
+      open_lent(*o);
       break;
     }
     case Via::Buffer: {
@@ -272,13 +277,7 @@ inline std::unique_ptr<Opened> open_bytes_lent(const std::vector<std::uint8_t>& 
   o->bytes = AlignedBytes(bytes, 4096, misalign);
   o->buffer = wdedup::BufferSource(o->bytes.data(), o->bytes.size());
   o->source = &o->buffer;
-  wdedup::Result<std::uint64_t> need = wdedup::NamedDataMap::metadata_size(*o->source);
-  if (!need) {
-    o->result.emplace(need.failure());
-    return o;
-  }
-  o->metadata = AlignedBytes(static_cast<std::size_t>(*need), 8);
-  o->result.emplace(wdedup::NamedDataMap::open(*o->source, o->metadata.span()));
+  open_lent(*o);
   return o;
 }
 
