@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Runs a fuzz target (the reader's or the import's) over the seed corpus:
-# the wdedup files make_seeds writes and ExecuTorch's own fixtures.
-# Usage: run.sh <make_seeds> <target> <fixtures_dir> <work_dir> [libFuzzer flags...]
+# the wdedup files make_seeds writes, ExecuTorch's own fixtures, and the
+# target's kept corpus (tests/fuzz/corpus/<target>/: the inputs a long
+# libFuzzer run found new coverage with, minimized; see its README).
+# Usage: run.sh <make_seeds> <target> <fixtures_dir> <corpus_dir> <work_dir> [libFuzzer flags...]
 # With no flags the target is the replay build (each seed once); with flags
 # it is the libFuzzer build, which mutates the seeds for as many runs as the
 # flags say and leaves any crashing input in <work_dir>.
 set -euo pipefail
-make_seeds=$(realpath "$1") target=$(realpath "$2") fixtures=$3 work=$4
-shift 4
+make_seeds=$(realpath "$1") target=$(realpath "$2") fixtures=$3 corpus=$4 work=$5
+shift 5
 rm -rf "$work"
 mkdir -p "$work/seeds" "$work/corpus"
 "$make_seeds" "$work/seeds"
 [ -d "$fixtures" ] || { echo "run.sh: fixtures not found at $fixtures (../shared beside the clone?)" >&2; exit 1; }
+[ -d "$corpus" ] || { echo "run.sh: kept corpus not found at $corpus" >&2; exit 1; }
 if [ $# -eq 0 ]; then
-  exec "$target" "$work/seeds" "$fixtures"
+  exec "$target" "$work/seeds" "$fixtures" "$corpus"
 fi
+cp "$corpus"/*.ptd "$work/seeds/"
 # Fuzzing mutates small files: the 1 MB and 4 MB fixtures would only slow
 # every run (the replay build reads them whole).
 find "$fixtures" -maxdepth 1 -name '*.ptd' -size -16k -exec cp {} "$work/seeds/" \;
