@@ -35,12 +35,8 @@ using namespace wdedup;
 namespace {
 
 using wdedup_test::pattern;    // tests/support/pattern.hpp
+using wdedup_test::exists;     // tests/support/ptd_files.hpp
 using wdedup_test::read_file;  // tests/support/ptd_files.hpp
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0;
-}
 
 /// A fresh, empty directory under the test build directory.
 std::string fresh_dir(const std::string& name) {

@@ -19,10 +19,12 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "support/ptd_files.hpp"
+#include "support/ptd_files.hpp"  // exists, dir_entries
 #include "wdedup/ptd_writer.hpp"
 
 namespace {
+
+using wdedup_test::exists;
 
 // The second signal the handler below sends itself while it cleans up (0:
 // none), and the file it removes.
@@ -37,24 +39,32 @@ extern "C" void clean_up_and_die(int sig) {
   wdedup_cli::die_by(sig);
 }
 
-/// How a child that installs the handlers, notes `temp` as its temporary
-/// file and raises `first` ends: the signal that killed it, or 1000 + its
-/// exit code.
-int child_ends(int first, int second, const std::string& temp, int ignored = 0) {
+/// How a child process that runs `body` ends: the signal that killed it,
+/// or 1000 + its exit code (7 where `body` returns: it was not stopped).
+template <class Body>
+int ends_in_child(Body body) {
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     ::alarm(10);  // a hang ends as SIGALRM
+    body();
+    ::_exit(7);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFSIGNALED(status) ? WTERMSIG(status) : 1000 + WEXITSTATUS(status);
+}
+
+/// How a child that installs the handlers, notes `temp` as its temporary
+/// file and raises `first` ends (ends_in_child).
+int child_ends(int first, int second, const std::string& temp, int ignored = 0) {
+  return ends_in_child([&] {
     if (ignored != 0) ::signal(ignored, SIG_IGN);
     g_second = second;
     wdedup_cli::handle_stop_signals(clean_up_and_die);
     wdedup_cli::TemporaryFile::note(temp.c_str(), true, nullptr);
     ::raise(first);
-    ::_exit(7);  // not stopped
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  return WIFSIGNALED(status) ? WTERMSIG(status) : 1000 + WEXITSTATUS(status);
+  });
 }
 
 std::string fresh_file(const char* name) {
@@ -65,17 +75,10 @@ std::string fresh_file(const char* name) {
   return path;
 }
 
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0;
-}
-
 }  // namespace
 
 TEST_CASE("handle_stop_signals: SIGINT, SIGTERM and SIGHUP, each holding back all three while it runs") {
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
+  const int end = ends_in_child([] {
     ::signal(SIGHUP, SIG_IGN);  // as under nohup
     wdedup_cli::handle_stop_signals(clean_up_and_die);
     int bad = 0;
@@ -89,11 +92,8 @@ TEST_CASE("handle_stop_signals: SIGINT, SIGTERM and SIGHUP, each holding back al
     struct sigaction hup;
     if (::sigaction(SIGHUP, nullptr, &hup) != 0 || hup.sa_handler != SIG_IGN) bad |= 8;  // stays ignored
     ::_exit(bad);
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  });
+  CHECK(end == 1000);  // exit status 0: every check above held
 }
 
 TEST_CASE("a stopped process removes its temporary file and ends by the signal that stopped it") {
@@ -179,22 +179,15 @@ TEST_CASE("stopped while the writer creates its temporary file, the demo's handl
     CAPTURE(in_make_temp);
     const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/stop_signals_write";
     REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir '" + dir + "'").c_str()) == 0);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::alarm(10);
+    const int end = ends_in_child([&] {
       wdedup_cli::handle_stop_signals(clean_up_and_die);
       StoppingOps ops;
       (in_make_temp ? ops.stop_in_make_temp : ops.stop_in_reserve) = SIGTERM;
       wdedup::WriteOptions options;
       options.on_temporary = wdedup_cli::TemporaryFile::note;
       (void)wdedup::detail::write_ptd_file_with(store, wdedup::FunctionMaps{}, dir + "/model.ptd", options, ops);
-      ::_exit(7);  // not stopped
-    }
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    CHECK(WIFSIGNALED(status));
-    CHECK(WTERMSIG(status) == SIGTERM);
+    });
+    CHECK(end == SIGTERM);
     bool opened = false;
     CHECK(wdedup_test::dir_entries(dir, &opened).empty());  // no temporary file, no store
     CHECK(opened);

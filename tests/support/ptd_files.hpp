@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -90,6 +91,13 @@ inline bool write_file(const std::string& path, const std::vector<std::uint8_t>&
   if (f == nullptr) return false;
   const bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   return std::fclose(f) == 0 && ok;
+}
+
+/// Whether `path` names anything, a dangling symbolic link included
+/// (lstat: the link itself).
+inline bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
 }
 
 /// The names in directory `dir` but "." and "..", in the order readdir
