@@ -66,11 +66,10 @@ struct LoadedTensor {
 // Says why `doing` failed: the check that failed, its code, and its number,
 // or, where the check's text ends "(at = errno)", the errno's reason.
 void print_failure(const char* doing, const char* path, const wdedup::Failure& f) {
-  static const char kErrno[] = " (at = errno)";
-  const std::size_t n = std::strlen(f.what), m = sizeof kErrno - 1;
-  if (n >= m && std::strcmp(f.what + n - m, kErrno) == 0)
-    std::printf("cannot %s %s: %.*s: %s (%s)\n", doing, path, static_cast<int>(n - m), f.what,
-                std::strerror(static_cast<int>(f.at)), wdedup::error_name(f.code));
+  if (const int e = wdedup::failure_errno(f); e != 0)
+    std::printf("cannot %s %s: %.*s: %s (%s)\n", doing, path,
+                static_cast<int>(std::strlen(f.what) - (sizeof wdedup::kErrnoSuffix - 1)), f.what, std::strerror(e),
+                wdedup::error_name(f.code));
   else
     std::printf("cannot %s %s: %s (%s at %llu)\n", doing, path, f.what, wdedup::error_name(f.code),
                 static_cast<unsigned long long>(f.at));

@@ -364,7 +364,7 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     auto r = deduplicate<Strategy<OneBlob>>(p);
     CHECK(r.error() == Error::InvalidName);
     CHECK(r.message() ==
-          "method 'decode' partition 0: key 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch looks keys up "
+          "method 'decode' partition 0: tensor 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch looks keys up "
           "with strcmp, so it could never find it");
     // Only a name's first occurrence is scanned for NUL (validate_program):
     // one in every method is refused at the first, the same either way.
@@ -374,7 +374,7 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     r = deduplicate<Strategy<OneBlob>>(twice);
     CHECK(r.error() == Error::InvalidName);
     CHECK(r.message() ==
-          "method 'prefill' partition 0: key 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch looks keys up "
+          "method 'prefill' partition 0: tensor 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch looks keys up "
           "with strcmp, so it could never find it");
     Program q;
     q.add_method(std::string("de\0code", 7)).add_partition().add("w", span(a));
@@ -388,7 +388,7 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     p.methods[0].add_partition().add("w", span(a), -8);
     auto r = deduplicate<Strategy<OneBlob>>(p);
     CHECK(r.error() == Error::InvalidAlignment);
-    CHECK(r.message() == "method 'decode' partition 1: key 'w': alignment must be a positive integer, got -8");
+    CHECK(r.message() == "method 'decode' partition 1: tensor 'w': alignment must be a positive integer, got -8");
   }
   SUBCASE("a null data pointer with a size") {
     // A failed mapping handed on: the tensor's size occurs once, so nothing
@@ -399,7 +399,7 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     part.add("empty", ByteSpan(nullptr, 0));  // no bytes: nothing to read, accepted
     auto r = deduplicate<Strategy<OneBlob>>(p);
     CHECK(r.error() == Error::InvalidArgument);
-    CHECK(r.message() == "method 'decode' partition 0: key 'nul': the data pointer is null but the size is 64 bytes");
+    CHECK(r.message() == "method 'decode' partition 0: tensor 'nul': the data pointer is null but the size is 64 bytes");
     Program q;
     q.add_method("decode").add_partition().add("w", span(a)).add("empty", ByteSpan(nullptr, 0));
     CHECK(deduplicate<Strategy<OneBlob>>(q).ok());
@@ -442,7 +442,7 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     auto r = deduplicate<Strategy<OneBlob>>(p);
     CHECK(r.error() == Error::LayoutMismatch);
     CHECK(r.message() ==
-          "method 'prefill' partition 0: key 'w': layout FLOAT [5] dim_order [0] describes 20 bytes but the data has 24 bytes");
+          "method 'prefill' partition 0: tensor 'w': layout FLOAT [5] dim_order [0] describes 20 bytes but the data has 24 bytes");
   }
 }
 
@@ -466,7 +466,7 @@ TEST_CASE("any thread count: the error is the first one in program order, the re
       p.add_method("decode").add_partition().add("v", span(a), 0).add("w", span(a)).add("w", span(a));
       auto r = deduplicate<Strategy<OneBlob>>(p, o);
       CHECK(r.error() == Error::InvalidAlignment);
-      CHECK(r.message() == "method 'decode' partition 0: key 'v': alignment must be a positive integer, got 0");
+      CHECK(r.message() == "method 'decode' partition 0: tensor 'v': alignment must be a positive integer, got 0");
     }
     {  // only a name error, in a later method
       Program p;

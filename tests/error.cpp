@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <cstdlib>
@@ -104,6 +105,26 @@ TEST_CASE("Status: success three ways, a failure with what and where") {
   CHECK(from_failure.failure().at == 7);
   static_assert(ok_status().ok(), "constexpr");
   static_assert(!Status(Error::NotFound).ok(), "constexpr");
+}
+
+TEST_CASE("failure_errno: the errno of a failed system call, 0 for any other failure") {
+  // A real one: the runtime's own sources keep errno where their text says.
+  Result<MmapSource> missing = MmapSource::open("/nonexistent/wdedup-error-test.ptd");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(std::strcmp(missing.failure().what, "open failed (at = errno)") == 0);
+  CHECK(failure_errno(missing.failure()) == ENOENT);
+  CHECK(std::strlen(missing.failure().what) - (sizeof kErrnoSuffix - 1) == std::strlen("open failed"));
+  // The suffix only counts at the end of a longer text, and `at` only as an
+  // errno it could be (1 to INT_MAX).
+  static_assert(failure_errno(Failure{Error::IoError, "read failed (at = errno)", 5}) == 5, "constexpr");
+  static_assert(failure_errno(Failure{Error::IoError, "read failed (at = errno)", 0x7fffffff}) == 0x7fffffff, "max");
+  static_assert(failure_errno(Failure{Error::IoError, "read failed (at = errno)", 0x80000000u}) == 0, "no errno");
+  static_assert(failure_errno(Failure{Error::IoError, "read failed (at = errno)", 0}) == 0, "no errno");
+  static_assert(failure_errno(Failure{Error::IoError, " (at = errno)", 2}) == 0, "the suffix alone");
+  static_assert(failure_errno(Failure{Error::IoError, "x (at = errno) y", 2}) == 0, "not at the end");
+  static_assert(failure_errno(Failure{Error::IoError, "read failed (at = errnO)", 2}) == 0, "its last byte");
+  static_assert(failure_errno(Failure{Error::NotFound, "no such key", 0}) == 0, "an offset");
+  static_assert(failure_errno(Failure{Error::IoError, nullptr, 2}) == 0, "no text");
 }
 
 TEST_CASE("Result: made from Error::Ok it is a failure whose error() says so, not Ok") {

@@ -254,7 +254,7 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
                           tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
                           (tensor.bytes.data() != nullptr || tensor.bytes.empty()) &&
                           (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));
-        if (!fine) return check_entry(where(), tensor.name, tensor.bytes, tensor.alignment, tensor.layout);
+        if (!fine) return check_entry(where(), tensor.name, tensor.bytes, tensor.alignment, tensor.layout, "tensor");
         if (tensor.alignment != first_alignment) {
           if (first_alignment >= 0) uniform = false;
           first_alignment = tensor.alignment;

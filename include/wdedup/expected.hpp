@@ -4,7 +4,6 @@
 #ifndef WDEDUP_EXPECTED_HPP
 #define WDEDUP_EXPECTED_HPP
 
-#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -276,14 +275,10 @@ inline std::string errno_text(int e) {
 /// reads "what (Code at N)", N being the offset or value `what` is about.
 template <int = 0>
 std::string describe_failure(const Failure& f) {
-  constexpr std::string_view kErrno = " (at = errno)";
   const std::string_view what = f.what;
-  // (A source of the caller's own may put anything in `at`: only a value
-  // an errno can be is read as one.)
-  if (what.size() > kErrno.size() && what.substr(what.size() - kErrno.size()) == kErrno && f.at > 0 &&
-      f.at <= static_cast<std::uint64_t>(INT_MAX))
-    return detail::cat(what.substr(0, what.size() - kErrno.size()), ": ",
-                       detail::errno_text(static_cast<int>(f.at)), " (", error_name(f.code), ")");
+  if (const int e = failure_errno(f); e != 0)
+    return detail::cat(what.substr(0, what.size() - (sizeof kErrnoSuffix - 1)), ": ", detail::errno_text(e), " (",
+                       error_name(f.code), ")");
   return detail::cat(what, " (", error_name(f.code), " at ", f.at, ")");
 }
 

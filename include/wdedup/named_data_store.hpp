@@ -121,40 +121,42 @@ std::string layout_problem(const Layout& l) {
 
 /// Checks an (alignment, layout, bytes) triple for key `key`: the rules every
 /// entry point shares. `where` prefixes the message (e.g. "method 'decode'
-/// partition 0: ").
+/// partition 0: "), and `noun` says what `key` is to the caller: a store
+/// key, or, for deduplicate(), a tensor's name, which is not its key.
 template <int = 0>
 Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpan bytes,
-                                  std::int64_t alignment, const std::optional<Layout>& layout) {
-  if (key.empty()) return Expected<void>(Error::InvalidName, cat(where, "empty key"));
+                                  std::int64_t alignment, const std::optional<Layout>& layout,
+                                  std::string_view noun = "key") {
+  if (key.empty()) return Expected<void>(Error::InvalidName, cat(where, "empty ", noun));
   // Refused here rather than when the store is written: ExecuTorch looks
   // keys up with strcmp, so a key with a NUL byte could never be found.
   if (const std::size_t nul = key.find('\0'); nul != std::string_view::npos)
-    return Expected<void>(Error::InvalidName, cat(where, "key ", quote_name(key), " contains a NUL byte at offset ",
+    return Expected<void>(Error::InvalidName, cat(where, noun, " ", quote_name(key), " contains a NUL byte at offset ",
                                                   nul, "; ExecuTorch looks keys up with strcmp, so it could "
                                                   "never find it"));
   if (alignment <= 0)
     return Expected<void>(Error::InvalidAlignment,
-                          cat(where, "key ", quote_name(key), ": alignment must be a positive integer, got ",
+                          cat(where, noun, " ", quote_name(key), ": alignment must be a positive integer, got ",
                               alignment));
   if (static_cast<std::uint64_t>(alignment) > kMaxAlignment)
     return Expected<void>(Error::InvalidAlignment,
-                          cat(where, "key ", quote_name(key), ": alignment ", alignment,
+                          cat(where, noun, " ", quote_name(key), ": alignment ", alignment,
                               " exceeds the maximum of ", kMaxAlignment));
   // A null pointer with a size is a mapping or allocation that failed
   // upstream: a size that occurs once is never read before the store is
   // written, so the write would be the first to touch it.
   if (bytes.data() == nullptr && !bytes.empty())
-    return Expected<void>(Error::InvalidArgument, cat(where, "key ", quote_name(key), ": the data pointer is null "
+    return Expected<void>(Error::InvalidArgument, cat(where, noun, " ", quote_name(key), ": the data pointer is null "
                                                       "but the size is ", bytes.size(), " bytes"));
   if (layout) {
     const std::optional<std::uint64_t> n = layout->nbytes();
     if (!n)
       return Expected<void>(Error::LayoutMismatch,
-                            cat(where, "key ", quote_name(key), ": layout is inconsistent (",
+                            cat(where, noun, " ", quote_name(key), ": layout is inconsistent (",
                                 describe_layout(layout), "): ", layout_problem(*layout)));
     if (*n != bytes.size())
       return Expected<void>(Error::LayoutMismatch,
-                            cat(where, "key ", quote_name(key), ": layout ", describe_layout(layout),
+                            cat(where, noun, " ", quote_name(key), ": layout ", describe_layout(layout),
                                 " describes ", *n, " bytes but the data has ", bytes.size(), " bytes"));
   }
   return {};

@@ -21,7 +21,8 @@ enum class Error : std::uint32_t {
   InvalidArgument = 0x10,        ///< an argument is out of its domain
   InvalidAlignment = 0x11,       ///< alignment is zero, negative or too large
   KeyConflict = 0x12,            ///< same key added again with different bytes
-  LayoutMismatch = 0x13,         ///< a layout disagrees with the bytes or an earlier layout
+  LayoutMismatch = 0x13,         ///< a caller's layout breaks its rules, or disagrees with
+                                 ///< the bytes or an earlier layout
   PartitionCountMismatch = 0x14, ///< a strategy needs equal partition counts
   BufferTooSmall = 0x15,         ///< a caller buffer cannot hold the data
   InvalidName = 0x16,            ///< an empty or otherwise unusable name
@@ -33,7 +34,7 @@ enum class Error : std::uint32_t {
   MalformedFlatbuffer = 0x32,    ///< a flatbuffer offset, vtable or vector is wrong
   MalformedSegment = 0x33,       ///< a segment range is out of bounds or overlaps
   MalformedKey = 0x34,           ///< a key string or segment index is wrong
-  MalformedLayout = 0x35,        ///< a tensor layout is inconsistent
+  MalformedLayout = 0x35,        ///< a file's tensor layout is inconsistent
   MalformedIndex = 0x36,         ///< the wdedup lookup index is inconsistent
   MalformedFunctionMap = 0x37,   ///< the wdedup function maps are inconsistent
   UnsupportedVersion = 0x38,     ///< a version this reader does not know
@@ -85,6 +86,25 @@ struct Failure {
   const char* what = "";
   std::uint64_t at = 0;
 };
+
+/// How a failed system call's check ends its text ("open failed (at =
+/// errno)"): its `at` is then the errno, not an offset. A message that
+/// names the reason prints `what` without it (sizeof kErrnoSuffix - 1 chars).
+inline constexpr char kErrnoSuffix[] = " (at = errno)";
+
+/// The errno a failure keeps, where its check says `at` holds one; else 0.
+/// (A source of the caller's own may put anything in `at`: only a value an
+/// errno can be, 1 to INT_MAX, is read as one.)
+constexpr int failure_errno(const Failure& f) noexcept {
+  constexpr std::size_t m = sizeof kErrnoSuffix - 1;
+  std::size_t n = 0;
+  if (f.what == nullptr) return 0;
+  while (f.what[n] != '\0') ++n;
+  if (n <= m || f.at == 0 || f.at > 0x7fffffffu) return 0;
+  for (std::size_t i = 0; i < m; ++i)
+    if (f.what[n - m + i] != kErrnoSuffix[i]) return 0;
+  return static_cast<int>(f.at);
+}
 
 namespace detail {
 /// What accessing the value of a failed Result does: stops the program, in

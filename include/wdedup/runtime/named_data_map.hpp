@@ -434,8 +434,9 @@ class NamedDataMap {
   /// The bytes of `key`: a zero-copy view for memory-backed sources (cost
   /// independent of the size; the pointer is aligned to the key's alignment
   /// up to the source's own alignment, the page size for MmapSource), else
-  /// a malloc'd copy aligned to the key's alignment (its power-of-two part)
-  /// up to kMaxCopyAlignment.
+  /// a malloc'd copy aligned to the key's alignment up to kMaxCopyAlignment.
+  /// Either way, of an alignment that is not a power of two (48) only its
+  /// power-of-two part (16): a page-aligned mapping can give no more.
   Result<DataBuffer> get_data(KeyView key) const noexcept {
     std::uint32_t i = 0;
     if (!lookup(key, &i)) return Result<DataBuffer>(Error::NotFound, "no such key", 0);
