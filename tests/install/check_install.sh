@@ -4,7 +4,8 @@
 # with CMake) and a pkg-config one, each building the runtime half as a
 # delegate does (-fno-exceptions -fno-rtti, strict warnings) and the
 # build-time half, then writing a store with one and reading it with the
-# other. The install is staged with DESTDIR: the CMake package must find
+# other (and the source tree taken with add_subdirectory, the same way).
+# The install is staged with DESTDIR: the CMake package must find
 # its headers from where it is, and the pkg-config files theirs from where
 # they are once the prefix is moved (both relocatable). Also: every file
 # has a meson install tag (devel or runtime), and a project that declares
@@ -28,6 +29,7 @@ cmake_compiler=${cxx[0]}
 cmake_flags="${cxx[*]:1}"
 cmake_launcher=$(IFS=';'; echo "${launcher[*]}")
 here=$(dirname -- "$(realpath -- "$0")")
+src=$(realpath -- "$here/../..")  # the source tree
 for tool in cmake ninja pkg-config; do
   command -v "$tool" >/dev/null || { echo "check_install: $tool not found (scripts/deps.sh test installs it)"; exit 1; }
 done
@@ -75,6 +77,7 @@ meson install -C "$build" --destdir "$work/runtime" --no-rebuild --quiet --tags 
 check "meson install --tags devel: the CMake package and the .pc files (and the headers)" \
   "./share/cmake/wdedup/wdedupConfig.cmake
 ./share/cmake/wdedup/wdedupConfigVersion.cmake
+./share/cmake/wdedup/wdedupDependencies.cmake
 ./share/pkgconfig/wdedup-runtime.pc
 ./share/pkgconfig/wdedup.pc" "$(files "$work/devel$under" | grep -v '^\./include/wdedup/')"
 check "meson install --tags devel: every header" "$(files "$prefix" | grep '^\./include/wdedup/')" \
@@ -82,7 +85,19 @@ check "meson install --tags devel: every header" "$(files "$prefix" | grep '^\./
 check "meson install --tags runtime: the demo" "./bin/wdedup-demo" "$(files "$work/runtime$under")"
 check "meson install: devel and runtime are all of it" "$(files "$prefix")" \
   "$( (files "$work/devel$under"; files "$work/runtime$under") | LC_ALL=C sort)"
-rm -rf -- "$work/devel" "$work/runtime"
+# Without Boost (BOOST_ROOT at an empty directory hides the system's from
+# Meson) and with the tests, examples and benchmarks off, the source tree
+# still installs the devel files, all of them, and leaves the demo out.
+mkdir -p -- "$work/no-boost"
+BOOST_ROOT=$work/no-boost CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/no-boost-build" "$src" \
+  -Dtests=false -Dexamples=false -Dbenchmarks=false --prefix "$under" \
+  >"$work/no-boost.log" 2>&1 || { cat "$work/no-boost.log"; exit 1; }
+meson install -C "$work/no-boost-build" --destdir "$work/no-boost-dest" --quiet >/dev/null
+check "meson setup without Boost (tests, examples and benchmarks off): the devel files, no demo" \
+  "$(files "$work/devel$under")" "$(files "$work/no-boost-dest$under")"
+check "meson setup without Boost: it says why there is no demo" "Message: wdedup-demo is not built: it needs Boost >= 1.66 headers (libboost-dev) and xxhash.h (libxxhash-dev). The headers, the .pc files and the CMake package are installed without it." \
+  "$(grep '^Message: wdedup-demo' "$work/no-boost.log")"
+rm -rf -- "$work/devel" "$work/runtime" "$work/no-boost" "$work/no-boost-build" "$work/no-boost-dest"
 
 # ---- CMake ----------------------------------------------------------------
 # -G Ninja: meson's ninja is there wherever this test runs, while CMake's
@@ -104,6 +119,40 @@ check "CMake: wdedup::wdedup writes, wdedup::runtime (-fno-exceptions -fno-rtti)
   "$expected" "$("$work/cmake/read_store" "$work/cmake.ptd")"
 # (A CMake warning or error points at the file it comes from.)
 check "CMake: no warning from the package" "" "$(grep -A4 'wdedupConfig' "$work/cmake.log" || true)"
+
+# The source tree itself, with add_subdirectory (twice: a second copy adds
+# nothing), as a project that vendors wdedup takes it: the same targets,
+# the same file. Without Boost it gives wdedup::runtime alone and says why,
+# or, asked to (WDEDUP_REQUIRE_BUILD_HALF), stops.
+cmake_in consumer "$work/subdir" -DWDEDUP_SOURCE_DIR="$src" >"$work/subdir.log" 2>&1 || { cat "$work/subdir.log"; exit 1; }
+cmake --build "$work/subdir" >"$work/subdir-build.log" 2>&1 || { cat "$work/subdir-build.log"; exit 1; }
+"$work/subdir/write_store" "$work/subdir.ptd" >/dev/null
+check "CMake add_subdirectory: wdedup::wdedup writes, wdedup::runtime (-fno-exceptions -fno-rtti) reads" \
+  "$expected" "$("$work/subdir/read_store" "$work/subdir.ptd")"
+check "CMake add_subdirectory: the same file as the installed package's" "same" \
+  "$(cmp -s "$work/cmake.ptd" "$work/subdir.ptd" && echo same)"
+check "CMake add_subdirectory: no warning from wdedup's CMakeLists.txt" "" \
+  "$(grep -A4 "$src/CMakeLists.txt\|wdedupDependencies" "$work/subdir.log" || true)"
+rm -rf -- "$work/subdir"
+subdir_probe() {  # subdir_probe [cmake -D...]: the probe lines and wdedup's own
+  cmake_in consumer "$work/probe" -DWDEDUP_SOURCE_DIR="$src" -DPROBE_SUBDIR=ON "$@" 2>&1 |
+    sed -n 's/^-- probe: //p; s/^-- wdedup: /status: /p'
+  rm -rf -- "$work/probe"
+}
+check "CMake add_subdirectory: both targets" "runtime=TRUE wdedup=TRUE" "$(subdir_probe)"
+check "CMake add_subdirectory without Boost: the runtime half, and why not the rest" \
+  "status: wdedup::wdedup needs Boost >= 1.66 headers (Debian: libboost-dev), not found; wdedup::runtime needs nothing
+runtime=TRUE wdedup=FALSE" "$(subdir_probe -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE)"
+# (CMake folds a long message over lines: the output is read as one line.)
+if required=$(cmake_in consumer "$work/probe" -DWDEDUP_SOURCE_DIR="$src" -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE \
+    -DWDEDUP_REQUIRE_BUILD_HALF=ON 2>&1); then
+  required="configured"
+fi
+rm -rf -- "$work/probe"
+check "CMake add_subdirectory without Boost, the build-time half required: an error" \
+  "CMake Error at $src/CMakeLists.txt:N (message): wdedup: wdedup::wdedup needs Boost >= 1.66 headers (Debian: libboost-dev), not found; wdedup::runtime needs nothing" \
+  "$(tr -s ' \n' ' ' <<<"$required" | grep -o "CMake Error at [^ ]* (message): wdedup: [^;]*; wdedup::runtime needs nothing" |
+     sed 's/CMakeLists\.txt:[0-9]* /CMakeLists.txt:N /')"
 
 # A project that declares an old CMake (cmake_minimum_required(VERSION
 # 3.0)): the package runs under its caller's policies, where IN_LIST
