@@ -62,6 +62,7 @@ refusals = [
     (["--threads", "2,1,2"], "--threads 2,1,2 gives 2 twice"),
     (["--only", "dedup,dedup"], "--only dedup,dedup gives dedup twice"),
     (["--only", "write", "--ptd", "nope.ptd"], "--ptd gives files, but --only does not run dedup"),
+    (["--once", "--only", "runtime"], "--once runs only dedup, but --only does not run dedup"),
     (["--only", "alloc"], "unknown group 'alloc' (dedup, runtime, write, build; the alloc rows are runtime's)"),
     (["--workloads", "adversarial,llama-1+1,adversarial"],
      "--workloads adversarial,llama-1+1,adversarial gives adversarial twice"),
@@ -303,7 +304,7 @@ else:
 # ---- accepted ------------------------------------------------------------------
 # A Llama row's note records every shape setting the run used, flags and
 # preset alike (it named only dim, layers and vocab).
-r = run([exe, "--quick", "--only", "dedup", "--workloads", "llama-1+1", "--threads", "1", "--reps", "1",
+r = run([exe, "--quick", "--only", "dedup", "--workloads", "llama-1+1", "--threads", "1,2", "--reps", "1",
          "--hidden-dim", "1024", "--heads", "4", "--kv-heads", "1", "--max-seq-len", "64", "--no-progress", "--json",
          json_path, "--tmpdir", outdir])
 want = ("Llama 'tiny' (dim 256, 4 layers, hidden dim 1024, 4 heads, 1 kv heads, vocab 4096, max seq len 64) fp16, "
@@ -312,10 +313,19 @@ if r.returncode != 0:
     problems.append(f"--hidden-dim 1024 --heads 4 --kv-heads 1 --max-seq-len 64: exit {r.returncode}: {r.stderr}")
 else:
     with open(json_path) as f:
-        notes = {x.get("note") for x in json.load(f)["results"]
-                 if x["name"].endswith(": deduplicate") and x["baseline"] == "read pass"}
+        rows = [x for x in json.load(f)["results"] if x["group"] == "dedup"]
+    notes = {x.get("note") for x in rows if x["name"].endswith(": deduplicate") and x["baseline"] == "read pass"}
     if notes != {want}:
         problems.append(f"Llama rows' notes {sorted(map(str, notes))}, expected {want!r}")
+    # Every row of the workload, those that say what they are included.
+    shapeless = sorted(x["name"] + " vs " + x["baseline"] for x in rows if not str(x.get("note", "")).startswith(want))
+    if len(rows) < 13 or shapeless:  # six rows a thread count, and the scaling row
+        problems.append(f"{len(rows)} dedup rows; without the shape in their note: {shapeless}")
+    # Both identity-engine rows carry the engine's counters.
+    counted = [x["baseline"] for x in rows if x["name"].endswith(": identity engine")
+               and {"bytes_hashed", "bytes_compared", "byte_comparisons", "hashed_inputs"} <= set(x.get("extra", {}))]
+    if sorted(counted) != ["SHA-256 ref", "SHA-256 ref", "read pass", "read pass"]:  # at 1 and 2 threads
+        problems.append(f"identity-engine rows with the engine's counters: {counted}")
 
 # Two layers are enough for llama-1+1 alone; --once runs it without timing.
 # Under a terminal (progress shown), each result line starts a clean line:

@@ -220,6 +220,9 @@ with open(ptd_path) as f:
 rows = ptd_json["results"]
 dedup_rows = [r for r in rows if r["name"] == "ptd files POSITIONAL: deduplicate" and r["baseline"] == "read pass"]
 problems = []
+# The compiler by name and version (gcc's __VERSION__ is the number alone).
+if not re.fullmatch(r"(gcc \d+\.\d+\.\d+.*|.*[Cc]lang.*)", str(ptd_json["facts"].get("compiler"))):
+    problems.append(f"facts.compiler {ptd_json['facts'].get('compiler')!r} does not name the compiler")
 if ptd_json["facts"].get("llama_model") != "none ran":
     problems.append(f"facts.llama_model of a --ptd run: {ptd_json['facts'].get('llama_model')!r}, expected 'none ran'")
 if sorted(r["threads"] for r in dedup_rows) != [1, 2]:
@@ -232,6 +235,10 @@ for r in dedup_rows:
                         "expected 15, 7, 1")
 if any("target" in r for r in rows):
     problems.append("a user's workload got a target")
+# Each row's note says which files' methods it timed.
+want_note = "3 .ptd file(s), 3 method(s) (aliases, simple, bench-ptd-aliases-copy): 15 tensors, "
+if not rows or any(not str(r.get("note", "")).startswith(want_note) for r in rows):
+    problems.append(f"--ptd rows' notes {sorted({str(r.get('note')) for r in rows})}, expected {want_note!r}...")
 # No comparisons-alone row: these pairs' bytes (both sides of each) are not
 # the read pass's (simple.ptd's tensors have no duplicate, so the pairs read
 # fewer).

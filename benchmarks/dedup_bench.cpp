@@ -351,9 +351,17 @@ Workload make_ptd(const Config& c) {
       }
   w.policy = ptd_policy(w.own);
   char d[160];
-  std::snprintf(d, sizeof d, "%zu .ptd file(s), %zu method(s): %llu tensors, %llu bytes", c.ptd_files.size(),
-                w.own.methods.size(), static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(bytes));
-  w.description = d;
+  std::snprintf(d, sizeof d, "%zu .ptd file(s), %zu method(s)", c.ptd_files.size(), w.own.methods.size());
+  // The methods by name (the files are in the JSON's command), the first
+  // eight: a row's note says which workload it was.
+  std::string names;
+  for (std::size_t m = 0; m < w.own.methods.size() && m < 8; ++m)
+    names += (m ? ", " : " (") + w.own.methods[m].name;
+  if (!names.empty()) names += w.own.methods.size() > 8 ? ", ...)" : ")";
+  char sizes[80];
+  std::snprintf(sizes, sizeof sizes, ": %llu tensors, %llu bytes", static_cast<unsigned long long>(tensors),
+                static_cast<unsigned long long>(bytes));
+  w.description = d + names + sizes;
   return w;
 }
 
@@ -723,24 +731,29 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       if (w.has_targets) r.target = Target::ratio_at_least(8.0, ">= 8x");
       out.rows.push_back(std::move(r));
     }
-    {
-      Row r = row("identity engine", m_id, t_id, "read pass", m_read, t_read);
+    // Both engine rows carry its counters.
+    auto engine_row = [&](const std::string& base_name, double base_s, const std::vector<double>& base) {
+      Row r = row("identity engine", m_id, t_id, base_name, base_s, base);
       r.extra.push_back({"bytes_hashed", double(last_stats.bytes_hashed)});
       r.extra.push_back({"bytes_compared", double(last_stats.bytes_compared)});
       r.extra.push_back({"byte_comparisons", double(last_stats.byte_comparisons)});
       r.extra.push_back({"hashed_inputs", double(last_stats.hashed)});
-      out.rows.push_back(std::move(r));
-    }
+      return r;
+    };
+    // A row that says what it is notes that after the workload's settings,
+    // which every row's note starts with.
+    auto note = [&](const char* what) { return w.description + "; " + what; };
+    out.rows.push_back(engine_row("read pass", m_read, t_read));
     {
       // The reference's own job (which buffers are identical), without the
       // keys, tables and report deduplicate() builds besides: informational.
-      Row r = row("identity engine", m_id, t_id, "SHA-256 ref", m_ref, t_ref);
-      r.note = "the same job as the reference: which buffers are identical (exactly, here)";
+      Row r = engine_row("SHA-256 ref", m_ref, t_ref);
+      r.note = note("the same job as the reference: which buffers are identical (exactly, here)");
       out.rows.push_back(std::move(r));
     }
     {
       Row r = row("deduplicate", m_dedup, t_dedup, "2-stream read", m_read2, t_read2);
-      r.note = "stricter baseline: each thread reads its share as two streams at once, as memcmp does";
+      r.note = note("stricter baseline: each thread reads its share as two streams at once, as memcmp does");
       out.rows.push_back(std::move(r));
     }
     if (pairs_row) {
@@ -748,13 +761,13 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       Row r = row("comparisons alone", bench::median(t_pairs), t_pairs, "read pass", m_read, t_read);
       r.value = bench::gb_per_s(pairs.bytes(), bench::median(t_pairs));
       r.extra.push_back({"pair_bytes", double(pairs.bytes())});
-      r.note = "deduplicate()'s comparisons with nothing else to do: every tensor equal to an earlier one compared "
-               "with it, the pairs given, through the same kernel";
+      r.note = note("deduplicate()'s comparisons with nothing else to do: every tensor equal to an earlier one "
+                    "compared with it, the pairs given, through the same kernel");
       out.rows.push_back(std::move(r));
     }
     {
       Row r = row("read pass", m_read, t_read, "SHA-256 ref", m_ref, t_ref);
-      r.note = "the ceiling of the >= 8x target for a deduplication exactly as fast as the read pass";
+      r.note = note("the ceiling of the >= 8x target for a deduplication exactly as fast as the read pass");
       out.rows.push_back(std::move(r));
     }
     if (threads == c.threads.front()) {
@@ -763,6 +776,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     } else if (dedup_base > 0 && m_dedup > 0) {
       out.rows.push_back(scaling_row(label, c.threads.front(), threads, dedup_base, read_base,
                                      out.rows[base_row].failed, m_dedup, m_read, c.reps));
+      out.rows.back().note = w.description;
     }
   }
 }

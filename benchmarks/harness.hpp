@@ -55,7 +55,8 @@ struct Config {
   bool once = false;
 
   bool wants(const std::string& group) const { return any_of(only, group); }
-  /// The dedup workloads run: --once runs them whatever --only says.
+  /// The dedup workloads run: --once runs them (an --only without dedup
+  /// is refused with it).
   bool runs_dedup() const { return once || wants("dedup"); }
   bool wants_workload(const std::string& w) const { return any_of(workloads, w); }
 

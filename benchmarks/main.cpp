@@ -631,6 +631,12 @@ int parse_args(int argc, char** argv, Config* c) {
     std::fprintf(stderr, "wdedup-bench: --ptd gives files, but --only does not run dedup\n");
     return 2;
   }
+  // --once runs the dedup workloads and nothing else: with an --only that
+  // leaves dedup out it would run what was not asked for (it did).
+  if (c->once && !c->wants("dedup")) {
+    std::fprintf(stderr, "wdedup-bench: --once runs only dedup, but --only does not run dedup\n");
+    return 2;
+  }
   if (c->threads.empty()) {
     const unsigned all =
         wdedup::detail::hardware_threads();  // what threads = 0 starts: the affinity's cores, capped
@@ -857,7 +863,14 @@ int main(int argc, char** argv) {
   struct utsname u;
   if (::uname(&u) == 0) r.notes.push_back({"machine", std::string(u.sysname) + " " + u.release + " " + u.machine});
   r.notes.push_back({"cores", std::to_string(std::thread::hardware_concurrency())});
+  // gcc's __VERSION__ is the number alone ("12.2.0"); clang's names it.
+#if defined(__clang__)
   r.notes.push_back({"compiler", __VERSION__});
+#elif defined(__GNUC__)
+  r.notes.push_back({"compiler", "gcc " __VERSION__});
+#else
+  r.notes.push_back({"compiler", __VERSION__});
+#endif
 #if defined(__OPTIMIZE__)
   r.notes.push_back({"optimized", "yes"});
 #else

@@ -123,11 +123,15 @@ inline std::string steadiness_text(const Results& r) {
           break;
         }
   }
-  bool timed = false;
-  for (const Row& w : r.rows) timed = timed || !w.samples.empty() || !w.baseline_samples.empty();
-  if (!timed) return out;
+  // Timed rows, by the flag that sets their repetitions: the build rows
+  // follow --compile-reps, every other --reps.
+  bool timed_build = false, timed_other = false;
+  for (const Row& w : r.rows)
+    if (!w.samples.empty() || !w.baseline_samples.empty()) (w.group == "build" ? timed_build : timed_other) = true;
+  if (!timed_build && !timed_other) return out;
   if (st.judged == 0) {
-    std::snprintf(buf, sizeof buf, "steadiness not judged: no row has %zu repetitions (--reps).\n", kJudgedSamples);
+    const char* flags = !timed_build ? "--reps" : !timed_other ? "--compile-reps" : "--reps; build rows --compile-reps";
+    std::snprintf(buf, sizeof buf, "steadiness not judged: no row has %zu repetitions (%s).\n", kJudgedSamples, flags);
     return out + buf;
   }
   if (st.unsteady == 0) {

@@ -474,6 +474,22 @@ TEST_CASE("the harness's steadiness: the text under the table") {
   once.baseline_samples = {2.0};
   run.rows.push_back(once);
   CHECK(wbench::steadiness_text(run) == "steadiness not judged: no row has 3 repetitions (--reps).\n");
+  // The build rows' repetitions are --compile-reps: the hint names the
+  // flag of each kind of row timed (a run of the build group alone named
+  // --reps, which does not change them).
+  {
+    wbench::Results build;
+    wbench::Row header;
+    header.group = "build";
+    header.name = "runtime header";
+    header.samples = {0.1, 0.2};
+    header.baseline_samples = {0.05, 0.06};
+    build.rows.push_back(header);
+    CHECK(wbench::steadiness_text(build) == "steadiness not judged: no row has 3 repetitions (--compile-reps).\n");
+    build.rows.push_back(once);
+    CHECK(wbench::steadiness_text(build) ==
+          "steadiness not judged: no row has 3 repetitions (--reps; build rows --compile-reps).\n");
+  }
   run.rows.push_back(sha_row("llama 1+1", "deduplicate", 1, 1.5));
   run.rows.push_back(sha_row("llama 3+3", "deduplicate", 1, 1.6));
   CHECK(wbench::steadiness_text(run) ==

@@ -474,7 +474,8 @@ TEST_CASE("add_ptd_program: a store deduplicate() wrote comes back as its method
   const std::string before = snapshot(program);
   Expected<void> e = add_ptd_program(program, o->map());
   CHECK(e.error() == Error::InvalidName);
-  CHECK(e.message() == "add_ptd_program: method 'prefill' is already in the program");
+  CHECK(e.message() == "add_ptd_program: method 'prefill' is already in the program (a store's methods keep their "
+                      "names: add it before what took that one)");
   CHECK(program.methods.size() == 3);
   CHECK(snapshot(program) == before);
 }
@@ -870,7 +871,8 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   // A store deduplicate() wrote comes back as its methods: decode is taken.
   e = files.add(program, wdedup_file_path());
   CHECK(e.error() == Error::InvalidName);
-  CHECK(e.message() == wdedup_file_path() + ": add_ptd_program: method 'decode' is already in the program");
+  CHECK(e.message() == wdedup_file_path() + ": add_ptd_program: method 'decode' is already in the program (a store's "
+                                           "methods keep their names: add it before what took that one)");
   unchanged();
   // ...and it cannot be squeezed into one method: the message says how
   // to have it through this call (add_ptd_method's own names

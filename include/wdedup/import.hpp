@@ -244,8 +244,10 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
       auto what = [&] { return detail::cat("function #", fi, "'s method name"); };
       if (Expected<void> ok = detail::check_import_name(who, what, mname); !ok) return ok;
       if (program.find_method(mname) != nullptr)
-        return Expected<void>(Error::InvalidName, detail::cat(who, ": method ", detail::quote_name(mname),
-                                                              " is already in the program"));
+        return Expected<void>(Error::InvalidName,
+                              detail::cat(who, ": method ", detail::quote_name(mname),
+                                          " is already in the program (a store's methods keep their names: add "
+                                          "it before what took that one)"));
       methods.push_back(Method{std::string(mname), {}});
       count.push_back(0);
       last.push_back(0);
