@@ -221,7 +221,7 @@ rows = ptd_json["results"]
 dedup_rows = [r for r in rows if r["name"] == "ptd files POSITIONAL: deduplicate" and r["baseline"] == "read pass"]
 problems = []
 # The compiler by name and version (gcc's __VERSION__ is the number alone).
-if not re.fullmatch(r"(gcc \d+\.\d+\.\d+.*|.*[Cc]lang.*)", str(ptd_json["facts"].get("compiler"))):
+if not re.fullmatch(r"(gcc \d+\.\d+\.\d+.*|.*[A-Za-z]{3}.*\d.*)", str(ptd_json["facts"].get("compiler"))):
     problems.append(f"facts.compiler {ptd_json['facts'].get('compiler')!r} does not name the compiler")
 if ptd_json["facts"].get("llama_model") != "none ran":
     problems.append(f"facts.llama_model of a --ptd run: {ptd_json['facts'].get('llama_model')!r}, expected 'none ran'")

@@ -866,7 +866,7 @@ int main(int argc, char** argv) {
   // gcc's __VERSION__ is the number alone ("12.2.0"); clang's names it.
 #if defined(__clang__)
   r.notes.push_back({"compiler", __VERSION__});
-#elif defined(__GNUC__)
+#elif defined(__GNUC__) && !defined(__INTEL_COMPILER)
   r.notes.push_back({"compiler", "gcc " __VERSION__});
 #else
   r.notes.push_back({"compiler", __VERSION__});

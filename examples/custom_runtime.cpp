@@ -71,8 +71,8 @@ void print_failure(const char* doing, const char* path, const wdedup::Failure& f
                 static_cast<int>(std::strlen(f.what) - (sizeof wdedup::kErrnoSuffix - 1)), f.what, std::strerror(e),
                 wdedup::error_name(f.code));
   else
-    std::printf("cannot %s %s: %s (%s at %llu)\n", doing, path, f.what, wdedup::error_name(f.code),
-                static_cast<unsigned long long>(f.at));
+    std::printf("cannot %s %s: %s (%s at %llu)\n", doing, path, f.what != nullptr ? f.what : "",
+                wdedup::error_name(f.code), static_cast<unsigned long long>(f.at));
 }
 
 // Loads every tensor of the function compiled for (method, partition).

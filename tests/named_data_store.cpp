@@ -656,6 +656,7 @@ TEST_CASE("a runtime Failure in a message: a failed system call by its reason, a
         "read failed (at = errno) (IoError at 4294967298)");
   CHECK(describe_failure(Failure{Error::IoError, "read failed (at = errno)", 0}) ==
         "read failed (at = errno) (IoError at 0)");
+  CHECK(describe_failure(Failure{Error::IoError, nullptr, 2}) == " (IoError at 2)");  // no text, no crash
 }
 
 #if defined(__cpp_exceptions)

@@ -275,7 +275,8 @@ inline std::string errno_text(int e) {
 /// reads "what (Code at N)", N being the offset or value `what` is about.
 template <int = 0>
 std::string describe_failure(const Failure& f) {
-  const std::string_view what = f.what;
+  // (A Failure made by hand may hold a null `what`: Result(Error, nullptr).)
+  const std::string_view what = f.what != nullptr ? f.what : "";
   if (const int e = failure_errno(f); e != 0)
     return detail::cat(what.substr(0, what.size() - (sizeof kErrnoSuffix - 1)), ": ", detail::errno_text(e), " (",
                        error_name(f.code), ")");

@@ -89,13 +89,14 @@ check "meson install: devel and runtime are all of it" "$(files "$prefix")" \
 # Meson) and with the tests, examples and benchmarks off, the source tree
 # still installs the devel files, all of them, and leaves the demo out.
 mkdir -p -- "$work/no-boost"
-BOOST_ROOT=$work/no-boost CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/no-boost-build" "$src" \
+env -u BOOST_INCLUDEDIR -u BOOST_LIBRARYDIR BOOST_ROOT="$work/no-boost" CXX="${launcher[*]} ${cxx[*]}" \
+  meson setup "$work/no-boost-build" "$src" \
   -Dtests=false -Dexamples=false -Dbenchmarks=false --prefix "$under" \
   >"$work/no-boost.log" 2>&1 || { cat "$work/no-boost.log"; exit 1; }
 meson install -C "$work/no-boost-build" --destdir "$work/no-boost-dest" --quiet >/dev/null
 check "meson setup without Boost (tests, examples and benchmarks off): the devel files, no demo" \
   "$(files "$work/devel$under")" "$(files "$work/no-boost-dest$under")"
-check "meson setup without Boost: it says why there is no demo" "Message: wdedup-demo is not built: it needs Boost >= 1.66 headers (libboost-dev) and xxhash.h (libxxhash-dev). The headers, the .pc files and the CMake package are installed without it." \
+check "meson setup without Boost: it says why there is no demo" "Message: wdedup-demo is not built: it needs Boost >= 1.66 headers (libboost-dev), not found. The headers, the .pc files and the CMake package are installed without it." \
   "$(grep '^Message: wdedup-demo' "$work/no-boost.log")"
 rm -rf -- "$work/devel" "$work/runtime" "$work/no-boost" "$work/no-boost-build" "$work/no-boost-dest"
 
@@ -139,10 +140,26 @@ subdir_probe() {  # subdir_probe [cmake -D...]: the probe lines and wdedup's own
     sed -n 's/^-- probe: //p; s/^-- wdedup: /status: /p'
   rm -rf -- "$work/probe"
 }
-check "CMake add_subdirectory: both targets" "runtime=TRUE wdedup=TRUE" "$(subdir_probe)"
+check "CMake add_subdirectory: both targets, meson.build's version" "runtime=TRUE wdedup=TRUE version=0.1.0" \
+  "$(subdir_probe)"
+check "CMake add_subdirectory after find_package(wdedup COMPONENTS runtime): both targets" \
+  "runtime=TRUE wdedup=TRUE version=0.1.0" "$(subdir_probe -DPROBE_FIND_FIRST=ON)"
 check "CMake add_subdirectory without Boost: the runtime half, and why not the rest" \
   "status: wdedup::wdedup needs Boost >= 1.66 headers (Debian: libboost-dev), not found; wdedup::runtime needs nothing
-runtime=TRUE wdedup=FALSE" "$(subdir_probe -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE)"
+runtime=TRUE wdedup=FALSE version=0.1.0" "$(subdir_probe -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE)"
+# A project that installs its targets exports wdedup_runtime with them:
+# as <namespace>runtime, its include path under the install prefix, not
+# in the source tree (which CMake refuses to export).
+cmake_in consumer "$work/export" -DWDEDUP_SOURCE_DIR="$src" -DEXPORT_STATIC=ON >"$work/export.log" 2>&1 ||
+  { cat "$work/export.log"; exit 1; }
+cmake --build "$work/export" --target consumer_lib >"$work/export-build.log" 2>&1 || { cat "$work/export-build.log"; exit 1; }
+cmake --install "$work/export" --prefix "$work/export-prefix" >"$work/export-install.log" 2>&1 ||
+  { cat "$work/export-install.log"; exit 1; }
+check "CMake add_subdirectory: wdedup_runtime exports as <namespace>runtime, its headers under the prefix" \
+  'add_library(consumer::runtime INTERFACE IMPORTED)
+  INTERFACE_INCLUDE_DIRECTORIES "${_IMPORT_PREFIX}/include"' \
+  "$(grep -h -e '^add_library(consumer::runtime' -e 'INTERFACE_INCLUDE_DIRECTORIES' "$work/export-prefix"/lib/cmake/consumer/*.cmake)"
+rm -rf -- "$work/export" "$work/export-prefix"
 # (CMake folds a long message over lines: the output is read as one line.)
 if required=$(cmake_in consumer "$work/probe" -DWDEDUP_SOURCE_DIR="$src" -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE \
     -DWDEDUP_REQUIRE_BUILD_HALF=ON 2>&1); then
@@ -151,7 +168,7 @@ fi
 rm -rf -- "$work/probe"
 check "CMake add_subdirectory without Boost, the build-time half required: an error" \
   "CMake Error at $src/CMakeLists.txt:N (message): wdedup: wdedup::wdedup needs Boost >= 1.66 headers (Debian: libboost-dev), not found; wdedup::runtime needs nothing" \
-  "$(tr -s ' \n' ' ' <<<"$required" | grep -o "CMake Error at [^ ]* (message): wdedup: [^;]*; wdedup::runtime needs nothing" |
+  "$(tr -s ' \n' ' ' <<<"$required" | grep -o "CMake Error at .*CMakeLists\.txt:[0-9]* (message): wdedup: [^;]*; wdedup::runtime needs nothing" |
      sed 's/CMakeLists\.txt:[0-9]* /CMakeLists.txt:N /')"
 
 # A project that declares an old CMake (cmake_minimum_required(VERSION
