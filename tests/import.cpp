@@ -555,6 +555,54 @@ std::vector<std::uint8_t> one_key_file(const FunctionMaps& maps) {
 }
 }  // namespace
 
+TEST_CASE("import: a wdedup store whose bytes changed since it was written is refused, naming the segment") {
+  // One byte of the one segment (32 bytes, "w") flipped: its content hash,
+  // recorded in the WDX1 block, no longer matches. A merge would otherwise
+  // write the bad bytes into a file whose fresh hash matches them.
+  for (const bool with_functions : {false, true}) {
+    CAPTURE(with_functions);
+    FunctionMaps maps;
+    if (with_functions) maps.functions.push_back({"decode", 0, "blob", "decode__0", {{"w", "w"}}});
+    std::vector<std::uint8_t> bytes = one_key_file(maps);
+    std::uint64_t offset = 0, size = 0;
+    {
+      std::unique_ptr<Opened> clean = open_bytes(bytes);
+      REQUIRE(clean->ok());
+      REQUIRE(clean->map().segment_count() == 1);
+      const Result<SegmentInfo> seg = clean->map().segment(0);
+      REQUIRE(seg.ok());
+      REQUIRE(seg->has_content_hash);
+      offset = seg->offset;
+      size = seg->size;
+      CHECK(size == 32);
+    }
+    bytes[static_cast<std::size_t>(offset) + 5] ^= 0x40;
+    std::unique_ptr<Opened> o = open_bytes(bytes);
+    REQUIRE(o->ok());  // open() reads no segment's bytes
+    const char* who = with_functions ? "add_ptd_program" : "add_ptd_method";
+    Program program;
+    program.add_method("other").add_partition();
+    const std::string before = snapshot(program);
+    Expected<void> e = with_functions ? add_ptd_program(program, o->map()) : add_ptd_method(program, o->map(), "m");
+    CHECK(e.error() == Error::MalformedSegment);
+    CHECK(e.message() == std::string(who) + ": segment #0 (32 bytes at offset " + std::to_string(offset) +
+                             ") does not have the content hash the file records: its bytes (or that hash) "
+                             "changed since it was written (ImportOptions::verify_content_hashes = false takes "
+                             "them as they are)");
+    CHECK(snapshot(program) == before);
+    // Asked to, the import takes the bytes as they are.
+    ImportOptions as_they_are;
+    as_they_are.verify_content_hashes = false;
+    REQUIRE((with_functions ? add_ptd_program(program, o->map(), as_they_are)
+                            : add_ptd_method(program, o->map(), "m", as_they_are))
+                .ok());
+    REQUIRE(program.methods.size() == 2);
+    const Tensor& w = program.methods[1].partitions[0].tensors.at(0);
+    REQUIRE(w.bytes.size() == 32);
+    CHECK(w.bytes.data()[5] == (pattern(32, 9)[5] ^ 0x40));
+  }
+}
+
 TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is MalformedFunctionMap") {
   FunctionMaps maps;
   maps.functions.push_back({"decode", 2, "blob", "decode__2", {{"w", "w"}}});
@@ -1164,8 +1212,10 @@ TEST_CASE("import: every one-byte corruption of a store's metadata imports exact
           // InvalidArgument: a row retargeted, leaving a key no row names.
           // MalformedLayout: a layout that breaks its rules (the file opens,
           // as ExecuTorch loads it; the key's layout is refused).
+          // MalformedSegment: a recorded content hash that no longer
+          // matches its segment (only in wdedup's WDX1 block).
           CHECK((c == Error::InvalidName || c == Error::MalformedKey || c == Error::LayoutMismatch ||
-                 c == Error::MalformedLayout ||
+                 c == Error::MalformedLayout || (c == Error::MalformedSegment && map.has_extension()) ||
                  c == Error::MalformedFunctionMap || (as_program && c == Error::InvalidArgument)));
           CHECK(snapshot(program) == "method before\n");
           continue;

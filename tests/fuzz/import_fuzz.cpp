@@ -7,6 +7,10 @@
 //     gives one tensor per key (per row), each a view of exactly its key's
 //     bytes in the file; the other import refuses it with InvalidArgument
 //     (MalformedKey where the keys' strings overlap: both check that first);
+//     it takes the bytes as they are, and by default (ImportOptions::
+//     verify_content_hashes) a segment of a wdedup file whose bytes no
+//     longer have their recorded hash is refused (MalformedSegment),
+//     unless a check before that one refused the file already;
 //   - an imported program deduplicates (under OneBlob, Disabled or, when its
 //     methods have equal partition counts, Positional: the input's size
 //     picks, so each input always runs the same way) and serializes, unless
@@ -238,7 +242,36 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Program program;
   program.add_method("wdedup fuzz sentinel").add_partition().add("s", ByteSpan(kSentinel, 4));
   const bool with_functions = map->function_count() != 0;
-  Expected<void> added = with_functions ? add_ptd_program(program, *map) : add_ptd_method(program, *map, "m");
+  // The bytes as they are: a mutated segment of a wdedup file no longer has
+  // its recorded hash, and the import's later checks are explored anyway.
+  ImportOptions as_they_are;
+  as_they_are.verify_content_hashes = false;
+  Expected<void> added = with_functions ? add_ptd_program(program, *map, as_they_are)
+                                        : add_ptd_method(program, *map, "m", as_they_are);
+  {
+    // By default a segment whose recorded content hash no longer matches
+    // is refused (MalformedSegment), unless a check before that one
+    // refused the file already; without such a segment, the same outcome.
+    bool mismatch = false;
+    for (std::uint32_t i = 0; map->has_extension() && i < map->segment_count() && !mismatch; ++i) {
+      const Result<SegmentInfo> seg = map->segment(i);
+      FUZZ_CHECK(seg.ok(), i, map->segment_count());
+      if (!seg->has_content_hash) continue;
+      const Result<std::uint64_t> h = segment_content_hash(*map, i);
+      FUZZ_CHECK(h.ok(), i, static_cast<std::uint64_t>(h.ok() ? Error::Ok : h.error()));
+      mismatch = *h != seg->content_hash;
+    }
+    Program checked;
+    const Expected<void> verified =
+        with_functions ? add_ptd_program(checked, *map) : add_ptd_method(checked, *map, "m");
+    if (mismatch)
+      FUZZ_CHECK(!verified && checked.methods.empty() &&
+                     (verified.error() == Error::MalformedSegment || (!added && verified.error() == added.error())),
+                 static_cast<std::uint64_t>(verified.error()), checked.methods.size());
+    else
+      FUZZ_CHECK(verified.ok() == added.ok() && (verified.ok() || verified.error() == added.error()),
+                 static_cast<std::uint64_t>(verified.error()), static_cast<std::uint64_t>(added.error()));
+  }
   {
     Program other;
     Expected<void> refused = with_functions ? add_ptd_method(other, *map, "m") : add_ptd_program(other, *map);
