@@ -4,8 +4,9 @@ the ExecuTorch-written fixtures' directory, argv[3] a scratch directory):
 one method alone merges and checks (OneBlob names a lone method's function
 "<method>", not "<method>__0", so the check finds functions by method and
 partition); OUT that names an input, itself or through a symbolic link, is
-refused (exit 2) with the input untouched; a failed merge leaves OUT as it
-was; one argument is a usage error."""
+refused (exit 2) with the input untouched, as is one input given twice
+under any two names; a failed merge leaves OUT as it was and says why on
+stderr; one argument is a usage error."""
 import hashlib
 import os
 import shutil
@@ -71,9 +72,21 @@ with open(not_store, "wb") as f:
     f.write(b"\0" * 64)
 before = digest(out2)
 r = run([out2, simple, not_store])
-if r.returncode != 1 or not_store not in r.stdout or digest(out2) != before:
-    problems.append(f"an input that is not a store: exit {r.returncode}, stdout {r.stdout!r}, "
-                    f"OUT {'unchanged' if digest(out2) == before else 'CHANGED'}")
+want = f"{not_store} (64 bytes): flatbuffer identifier is not FT01 (MalformedHeader at 4)\n"
+if r.returncode != 1 or r.stderr != want or r.stdout != "" or digest(out2) != before:
+    problems.append(f"an input that is not a store: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r} "
+                    f"(expected {want!r} on stderr), OUT {'unchanged' if digest(out2) == before else 'CHANGED'}")
+
+# One input twice, under any two names: refused before anything is read or
+# written (it would be two methods of the same bytes).
+hard, soft = os.path.join(work, "hard.ptd"), os.path.join(work, "simple-link.ptd")
+os.link(simple, hard)
+os.symlink("simple.ptd", soft)
+for second in (simple, soft, hard, os.path.join(work, ".", "simple.ptd")):
+    r = run([os.path.join(work, "twice.ptd"), simple, second])
+    expect(f"{simple} then {second}", r, 2, "", f"{exe}: {simple} and {second} name one file: give each input once\n")
+    if os.path.exists(os.path.join(work, "twice.ptd")):
+        problems.append(f"{simple} then {second}: twice.ptd written")
 
 r = run([out])
 if r.returncode != 2 or not r.stderr.startswith("usage: "):
@@ -82,5 +95,5 @@ if r.returncode != 2 or not r.stderr.startswith("usage: "):
 if problems:
     sys.exit("\n".join(problems))
 shutil.rmtree(work)
-print("example_merge_ptd_files: one method, two, a merged store again; OUT naming an input refused, a failed merge "
-      "leaves OUT")
+print("example_merge_ptd_files: one method, two, a merged store again; OUT naming an input and an input given twice "
+      "refused, a failed merge leaves OUT")

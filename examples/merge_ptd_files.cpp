@@ -13,6 +13,7 @@
 // temporary directory, merges them there and removes the directory: it
 // never touches files of yours. Built and run as a test.
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -132,6 +133,21 @@ int main(int argc, char** argv) {
       return 1;
   }
 
+  // An input given twice, under any two names (a link, a hard link, "./":
+  // one device and inode), would be two methods of the same bytes.
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    struct stat a {};
+    if (::stat(inputs[k].c_str(), &a) != 0) continue;  // (the import names its error)
+    for (std::size_t j = 0; j < k; ++j) {
+      struct stat b {};
+      if (::stat(inputs[j].c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+        std::fprintf(stderr, "%s: %s and %s name one file: give each input once\n", argv[0], inputs[j].c_str(),
+                     inputs[k].c_str());
+        return 2;
+      }
+    }
+  }
+
   // OUT must not be one of the inputs: the write would replace that file
   // with the merge. (An OUT that exists is compared by what it names, so a
   // symbolic link to an input counts too.)
@@ -157,7 +173,7 @@ int main(int argc, char** argv) {
   std::uint64_t bytes_before = 0;
   for (const std::string& path : inputs) {
     if (auto r = files.add(program, path); !r) {
-      std::printf("%s\n", r.message().c_str());
+      std::fprintf(stderr, "%s\n", r.message().c_str());
       return 1;
     }
     bytes_before += file_size(path);
@@ -167,7 +183,7 @@ int main(int argc, char** argv) {
   //    of every method (OneBlob: "prefill__0", "decode__0").
   auto result = wdedup::deduplicate<wdedup::Strategy<wdedup::OneBlob>>(program);
   if (!result) {
-    std::printf("%s\n", result.message().c_str());
+    std::fprintf(stderr, "%s\n", result.message().c_str());
     return 1;
   }
 
@@ -184,7 +200,7 @@ int main(int argc, char** argv) {
   };
   auto written = wdedup::write_ptd_file(result->store, result->functions, out, options);
   if (!written) {
-    std::printf("%s\n", written.message().c_str());
+    std::fprintf(stderr, "%s\n", written.message().c_str());
     return 1;
   }
   std::printf("%zu %s, %llu bytes -> %s, %llu bytes (%llu tensor bytes stored once of %llu)\n", inputs.size(),

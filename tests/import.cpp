@@ -475,7 +475,8 @@ TEST_CASE("add_ptd_program: a store deduplicate() wrote comes back as its method
   Expected<void> e = add_ptd_program(program, o->map());
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == "add_ptd_program: method 'prefill' is already in the program (a store's methods keep their "
-                      "names: add it before what took that one)");
+                      "names: where a file named after its path took that one, add the store first; two stores that "
+                      "both hold it do not merge)");
   CHECK(program.methods.size() == 3);
   CHECK(snapshot(program) == before);
 }
@@ -920,7 +921,8 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   e = files.add(program, wdedup_file_path());
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == wdedup_file_path() + ": add_ptd_program: method 'decode' is already in the program (a store's "
-                                           "methods keep their names: add it before what took that one)");
+                                           "methods keep their names: where a file named after its path took that "
+                                           "one, add the store first; two stores that both hold it do not merge)");
   unchanged();
   // ...and it cannot be squeezed into one method: the message says how
   // to have it through this call (add_ptd_method's own names
@@ -1017,6 +1019,43 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
   REQUIRE(want.ok());
   REQUIRE(got->size() == 100);
   CHECK(std::memcmp(got->data(), want->data(), 100) == 0);
+
+  // An ExecuTorch file records no alignments: inferred from each key's
+  // offset by default (up to 4096, padding offsets aligned by chance), or
+  // one for all with --unrecorded-alignment.
+  {
+    const std::string many = fixture("many_keys.ptd"), out16 = dir + "/import_demo_16.ptd";
+    const std::string base = "'" + std::string(WDEDUP_DEMO_PATH) + "' --quiet --strategy oneblob --ptd '" + many + "'";
+    REQUIRE(std::system((base + " --out '" + out + "' > '" + log + "' 2>&1").c_str()) == 0);
+    REQUIRE(std::system((base + " --unrecorded-alignment 16 --out '" + out16 + "' > '" + log + "' 2>&1").c_str()) ==
+            0);
+    std::unique_ptr<Opened> inferred = open_via(Via::Mmap, out), sixteen = open_via(Via::Mmap, out16);
+    REQUIRE(inferred->ok());
+    REQUIRE(sixteen->ok());
+    const std::uint64_t keys = *sixteen->map().get_num_keys();
+    REQUIRE(keys == *inferred->map().get_num_keys());
+    std::uint64_t largest = 0;
+    for (std::size_t i = 0; i < keys; ++i) {
+      CHECK(sixteen->map().key_info(i)->alignment == 16);
+      largest = std::max(largest, inferred->map().key_info(i)->alignment);
+    }
+    CHECK(largest == 4096);  // the first segment, at the segment base
+    // (many_keys.ptd is 1,012,598 bytes: most of its keys' offsets happen
+    // to be multiples of more than 16.)
+    CHECK(inferred->map().file_size() == 2500726);
+    CHECK(sixteen->map().file_size() == 1518198);
+    for (const char* flag : {"--unrecorded-alignment -1", "--unrecorded-alignment x"}) {
+      const int st = std::system((base + " " + flag + " --out '' > '" + log + "' 2>&1").c_str());
+      CHECK(WIFEXITED(st));
+      CHECK(WEXITSTATUS(st) == 2);
+      CHECK(read_text(log) == "wdedup-demo: --unrecorded-alignment needs 0 (infer) or an alignment up to 4294967295, "
+                              "got '" + std::string(flag + 23) + "'\n");
+    }
+    const int st = std::system(("'" + std::string(WDEDUP_DEMO_PATH) + "' --unrecorded-alignment 16 --out '' > '" +
+                                log + "' 2>&1").c_str());
+    CHECK(WEXITSTATUS(st) == 2);
+    CHECK(read_text(log) == "wdedup-demo: --unrecorded-alignment applies to --ptd files only\n");
+  }
 
   // --ptd replaces the generator: its options are refused, not ignored.
   const std::string bad =

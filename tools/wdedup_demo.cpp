@@ -6,7 +6,8 @@
 //
 //   wdedup-demo [--model tiny|small|1b] [--strategy positional|oneblob|disabled|all]
 //               [--prefill-partitions N] [--decode-partitions N] [--layers N]
-//               [--ptd FILE[,FILE...]]... [--unmapped-keys METHOD] [--per-method DIR]
+//               [--ptd FILE[,FILE...]]... [--unmapped-keys METHOD] [--unrecorded-alignment N]
+//               [--per-method DIR]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
 #include <cerrno>
 #include <climits>
@@ -67,6 +68,9 @@ struct Args {
   std::vector<std::string> ptd;  ///< .ptd files to merge instead of the built-in workload
   std::string per_method;        ///< directory for one .ptd per method, written before merging
   std::string unmapped_keys;     ///< --ptd: the method that takes a store's keys no function names
+  /// --ptd: the alignment of keys whose file records none (0: inferred).
+  std::uint32_t unrecorded_alignment = 0;
+  bool unrecorded_alignment_given = false;
   unsigned threads = 0;
   bool quiet = false;
 };
@@ -86,6 +90,9 @@ void usage(FILE* f) {
       "                             flags add up: --ptd a.ptd --ptd b.ptd is --ptd a.ptd,b.ptd\n"
       "  --unmapped-keys METHOD     --ptd: a store wdedup wrote whose keys some no function names\n"
       "                             gives those keys to a new method METHOD (default: refused)\n"
+      "  --unrecorded-alignment N   --ptd: the alignment of keys whose file records none\n"
+      "                             (ExecuTorch's); default 0: inferred from each key's offset,\n"
+      "                             up to 4096, which pads offsets aligned by chance\n"
       "  --per-method DIR           also write each method on its own as DIR/<method>.ptd, as an\n"
       "                             export that serializes methods apart ships them (--ptd input;\n"
       "                             '' = don't, the default)\n"
@@ -226,6 +233,14 @@ bool parse_args(int argc, char** argv, Args* a) {
         return false;
       }
       a->ptd.insert(a->ptd.end(), files.begin(), files.end());
+    } else if (opt == "--unrecorded-alignment") {
+      if (!value(&v, true)) return false;
+      if (!parse_u32(v, &a->unrecorded_alignment)) {
+        std::fprintf(stderr, "wdedup-demo: --unrecorded-alignment needs 0 (infer) or an alignment up to %u, got "
+                             "'%s'\n", 0xFFFFFFFFu, v);
+        return false;
+      }
+      a->unrecorded_alignment_given = true;
     } else if (opt == "--layers" || opt == "--prefill-partitions" || opt == "--decode-partitions" ||
                opt == "--threads") {
       if (!value(&v, true)) return false;
@@ -268,6 +283,10 @@ bool parse_args(int argc, char** argv, Args* a) {
   }
   if (!a->unmapped_keys.empty() && a->ptd.empty()) {
     std::fprintf(stderr, "wdedup-demo: --unmapped-keys applies to --ptd files only\n");
+    return false;
+  }
+  if (a->unrecorded_alignment_given && a->ptd.empty()) {
+    std::fprintf(stderr, "wdedup-demo: --unrecorded-alignment applies to --ptd files only\n");
     return false;
   }
   if (a->strategy != "positional" && a->strategy != "oneblob" && a->strategy != "disabled" && a->strategy != "all") {
@@ -574,6 +593,7 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
   std::printf("workload: %zu .ptd file(s):\n", args.ptd.size());
   wdedup::ImportOptions options;
   options.unmapped_keys_method = args.unmapped_keys;
+  options.unrecorded_alignment = args.unrecorded_alignment;
   for (const std::string& path : args.ptd) {
     const std::size_t before = program->methods.size();
     if (wdedup::Expected<void> added = files->add(*program, path, {}, options); !added) {

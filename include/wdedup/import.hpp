@@ -281,8 +281,9 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
       if (program.find_method(mname) != nullptr)
         return Expected<void>(Error::InvalidName,
                               detail::cat(who, ": method ", detail::quote_name(mname),
-                                          " is already in the program (a store's methods keep their names: add "
-                                          "it before what took that one)"));
+                                          " is already in the program (a store's methods keep their names: where "
+                                          "a file named after its path took that one, add the store first; two "
+                                          "stores that both hold it do not merge)"));
       methods.push_back(Method{std::string(mname), {}});
       count.push_back(0);
       last.push_back(0);
