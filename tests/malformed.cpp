@@ -355,6 +355,11 @@ TEST_CASE("header fields: each corruption gets its typed error") {
        "file ends inside the segment data", 40},
       {"segment_data_size past the end of the file", [](Nav& n) { n.set_u64(40, 513); }, Error::Truncated,
        "file ends inside the segment data", 40},
+      // The file (896 bytes) ends before the segment data would start.
+      {"segment_base_offset past the end of the file", [](Nav& n) { n.set_u64(32, 900); }, Error::Truncated,
+       "file ends before the segment data", 32},
+      {"segment_base_offset at the end of the file", [](Nav& n) { n.set_u64(32, 896); }, Error::Truncated,
+       "file ends before the segment data", 32},
       {"segment_data_size overflows", [](Nav& n) { n.set_u64(40, UINT64_MAX); }, Error::MalformedHeader,
        "segment_base_offset + segment_data_size overflows", 40},
       // Segment 2 is [256, 512): the first that no longer fits.

@@ -246,6 +246,10 @@ inline Result<FileHeader> parse_header(const std::uint8_t* head, std::uint64_t f
   if (h.segment_data_size > UINT64_MAX - h.segment_base_offset)
     return R(Error::MalformedHeader, "segment_base_offset + segment_data_size overflows",
              f::kHeaderSegmentDataSizePos);
+  // (A file cut before its segment data starts says so: "inside" sent a
+  // reader looking for a partial segment.)
+  if (h.segment_base_offset >= file_size && h.segment_base_offset + h.segment_data_size > file_size)
+    return R(Error::Truncated, "file ends before the segment data", f::kHeaderSegmentBasePos);
   if (h.segment_base_offset + h.segment_data_size > file_size)
     return R(Error::Truncated, "file ends inside the segment data", f::kHeaderSegmentDataSizePos);
   return h;
