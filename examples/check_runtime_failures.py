@@ -15,7 +15,7 @@ with open(not_ptd, "wb") as f:
 missing = os.path.join(outdir, "runtime-no-such-file.ptd")
 cases = [
     (missing, f"cannot map {missing}: open failed: No such file or directory (IoError)"),
-    (outdir, f"cannot map {outdir}: not a regular file (IoError at 0)"),
+    (outdir, f"cannot map {outdir}: not a regular file but a directory (IoError at 0)"),
     (not_ptd, f"cannot open {not_ptd}: flatbuffer identifier is not FT01 (MalformedHeader at 4)"),
 ]
 problems = []

@@ -591,6 +591,19 @@ TEST_CASE("import: a wdedup store whose bytes changed since it was written is re
                              "changed since it was written (ImportOptions::verify_content_hashes = false takes "
                              "them as they are)");
     CHECK(snapshot(program) == before);
+    // Through PtdFiles (the demo's and the merge example's way in), the
+    // path first.
+    const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/import_changed_bytes.ptd";
+    REQUIRE(write_file(path, bytes));
+    PtdFiles files;
+    e = files.add(program, path);
+    CHECK(e.error() == Error::MalformedSegment);
+    CHECK(e.message() == path + ": " + who + ": segment #0 (32 bytes at offset " + std::to_string(offset) +
+                             ") does not have the content hash the file records: its bytes (or that hash) changed "
+                             "since it was written (ImportOptions::verify_content_hashes = false takes them as they "
+                             "are)");
+    CHECK(files.size() == 0);
+    CHECK(snapshot(program) == before);
     // Asked to, the import takes the bytes as they are.
     ImportOptions as_they_are;
     as_they_are.verify_content_hashes = false;
@@ -892,6 +905,16 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   // A failed system call is named by its reason, not by its errno.
   CHECK(e.message() == missing + ": open failed: No such file or directory (IoError)");
   unchanged();
+  // No path at all: said so (it read ": open failed: No such file...").
+  e = files.add(program, "");
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message() == "PtdFiles::add: the path is empty");
+  unchanged();
+  // A directory: which kind it is.
+  e = files.add(program, WDEDUP_FIXTURES_DIR);
+  CHECK(e.error() == Error::IoError);
+  CHECK(e.message() == std::string(WDEDUP_FIXTURES_DIR) + ": not a regular file but a directory (IoError at 0)");
+  unchanged();
   // A NUL would end the path open(2) sees: simple.ptd would be read instead.
   e = files.add(program, simple + std::string("\0.other", 7), "nul");
   CHECK(e.error() == Error::InvalidArgument);
@@ -1044,11 +1067,13 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
     // to be multiples of more than 16.)
     CHECK(inferred->map().file_size() == 2500726);
     CHECK(sixteen->map().file_size() == 1518198);
-    for (const char* flag : {"--unrecorded-alignment -1", "--unrecorded-alignment x"}) {
+    for (const char* flag : {"--unrecorded-alignment -1", "--unrecorded-alignment x", "--unrecorded-alignment 48",
+                             "--unrecorded-alignment 8192", "--unrecorded-alignment 4294967295"}) {
+      CAPTURE(flag);
       const int st = std::system((base + " " + flag + " --out '' > '" + log + "' 2>&1").c_str());
       CHECK(WIFEXITED(st));
       CHECK(WEXITSTATUS(st) == 2);
-      CHECK(read_text(log) == "wdedup-demo: --unrecorded-alignment needs 0 (infer) or an alignment up to 4294967295, "
+      CHECK(read_text(log) == "wdedup-demo: --unrecorded-alignment needs 0 (infer) or a power of two up to 4096, "
                               "got '" + std::string(flag + 23) + "'\n");
     }
     const int st = std::system(("'" + std::string(WDEDUP_DEMO_PATH) + "' --unrecorded-alignment 16 --out '' > '" +

@@ -52,9 +52,14 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
     CHECK(m.failure().at == ENOENT);
     CHECK(FileSource::open("/nonexistent/wdedup.ptd").error() == Error::IoError);
   }
-  SUBCASE("a directory is not a regular file") {
-    CHECK(MmapSource::open(WDEDUP_FIXTURES_DIR).error() == Error::IoError);
-    CHECK(FileSource::open(WDEDUP_FIXTURES_DIR).error() == Error::IoError);
+  SUBCASE("a directory or a device is not a regular file, and the message says which") {
+    Result<MmapSource> m = MmapSource::open(WDEDUP_FIXTURES_DIR);
+    CHECK(m.error() == Error::IoError);
+    CHECK(std::string(m.failure().what) == "not a regular file but a directory");
+    Result<FileSource> f = FileSource::open(WDEDUP_FIXTURES_DIR);
+    CHECK(f.error() == Error::IoError);
+    CHECK(std::string(f.failure().what) == "not a regular file but a directory");
+    CHECK(std::string(MmapSource::open("/dev/null").failure().what) == "not a regular file but a device");
   }
   SUBCASE("a FIFO is refused at once, not waited on for a writer") {
     // Opened without O_NONBLOCK, a FIFO with no writer blocks open(2)
@@ -64,10 +69,10 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
     REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
     Result<MmapSource> m = MmapSource::open(path.c_str());
     CHECK(m.error() == Error::IoError);
-    CHECK(std::string(m.failure().what) == "not a regular file");
+    CHECK(std::string(m.failure().what) == "not a regular file but a FIFO");
     Result<FileSource> f = FileSource::open(path.c_str());
     CHECK(f.error() == Error::IoError);
-    CHECK(std::string(f.failure().what) == "not a regular file");
+    CHECK(std::string(f.failure().what) == "not a regular file but a FIFO");
     ::unlink(path.c_str());
   }
   SUBCASE("a file under a write lease is opened once the holder gives it up, as a blocking open is") {

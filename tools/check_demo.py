@@ -86,7 +86,7 @@ refusals = [
     (["--json", "adir"], "cannot write --json adir: Is a directory"),
     (["--strategy", "positional", "--prefill-partitions", "2", "--per-method", "pm"],
      "--strategy positional: every method must have the same number of partitions: method 'decode' has 1, but "
-     "the first method 'prefill' has 2; Strategy<OneBlob> (or Strategy<Disabled>) accepts unequal partition "
+     "the first method 'prefill' has 2; --strategy oneblob (or disabled) accepts unequal partition "
      "counts"),
     (["--strategy", "oneblob", "--out", "same.ptd", "--json", "same.ptd"],
      "--out same.ptd and --json same.ptd name the same file: one output would replace the other"),

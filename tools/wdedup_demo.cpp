@@ -90,9 +90,9 @@ void usage(FILE* f) {
       "                             flags add up: --ptd a.ptd --ptd b.ptd is --ptd a.ptd,b.ptd\n"
       "  --unmapped-keys METHOD     --ptd: a store wdedup wrote whose keys some no function names\n"
       "                             gives those keys to a new method METHOD (default: refused)\n"
-      "  --unrecorded-alignment N   --ptd: the alignment of keys whose file records none\n"
-      "                             (ExecuTorch's); default 0: inferred from each key's offset,\n"
-      "                             up to 4096, which pads offsets aligned by chance\n"
+      "  --unrecorded-alignment N   --ptd: the alignment (a power of two up to 4096) of keys whose\n"
+      "                             file records none (ExecuTorch's); default 0: inferred from each\n"
+      "                             key's offset, up to 4096, which pads offsets aligned by chance\n"
       "  --per-method DIR           also write each method on its own as DIR/<method>.ptd, as an\n"
       "                             export that serializes methods apart ships them (--ptd input;\n"
       "                             '' = don't, the default)\n"
@@ -235,9 +235,14 @@ bool parse_args(int argc, char** argv, Args* a) {
       a->ptd.insert(a->ptd.end(), files.begin(), files.end());
     } else if (opt == "--unrecorded-alignment") {
       if (!value(&v, true)) return false;
-      if (!parse_u32(v, &a->unrecorded_alignment)) {
-        std::fprintf(stderr, "wdedup-demo: --unrecorded-alignment needs 0 (infer) or an alignment up to %u, got "
-                             "'%s'\n", 0xFFFFFFFFu, v);
+      // A power of two up to the page, as ExecuTorch's alignments are (the
+      // library takes any value up to 2^32: 2^32 made simple.ptd's merge
+      // 12.9 GB, and 4294967295 failed only at the write).
+      const std::uint32_t n_max = 4096;
+      if (!parse_u32(v, &a->unrecorded_alignment) || a->unrecorded_alignment > n_max ||
+          (a->unrecorded_alignment & (a->unrecorded_alignment - 1)) != 0) {
+        std::fprintf(stderr, "wdedup-demo: --unrecorded-alignment needs 0 (infer) or a power of two up to %u, got "
+                             "'%s'\n", n_max, v);
         return false;
       }
       a->unrecorded_alignment_given = true;
@@ -488,7 +493,12 @@ bool per_method_names_usable(const Args& a, const wdedup::Program& program) {
 bool runs_as_asked(const Args& args, const wdedup::Program& program, std::vector<const char*>* tags) {
   const wdedup::Expected<void> positional_fits = wdedup::Positional::validate(program);
   if (args.strategy == "positional" && !positional_fits) {
-    std::fprintf(stderr, "wdedup-demo: --strategy positional: %s\n", positional_fits.message().c_str());
+    // The library's message names its policies; here they are flags.
+    std::string message = positional_fits.message();
+    const std::string api = "Strategy<OneBlob> (or Strategy<Disabled>)";
+    if (const std::size_t at = message.rfind(api); at != std::string::npos)
+      message.replace(at, api.size(), "--strategy oneblob (or disabled)");
+    std::fprintf(stderr, "wdedup-demo: --strategy positional: %s\n", message.c_str());
     return false;
   }
   *tags = strategies_run(args, positional_fits.ok());

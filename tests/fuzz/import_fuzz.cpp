@@ -10,7 +10,7 @@
 //     it takes the bytes as they are, and by default (ImportOptions::
 //     verify_content_hashes) a segment of a wdedup file whose bytes no
 //     longer have their recorded hash is refused (MalformedSegment),
-//     unless a check before that one refused the file already;
+//     unless another check refused the file (that check comes last);
 //   - an imported program deduplicates (under OneBlob, Disabled or, when its
 //     methods have equal partition counts, Positional: the input's size
 //     picks, so each input always runs the same way) and serializes, unless
@@ -250,8 +250,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                         : add_ptd_method(program, *map, "m", as_they_are);
   {
     // By default a segment whose recorded content hash no longer matches
-    // is refused (MalformedSegment), unless a check before that one
-    // refused the file already; without such a segment, the same outcome.
+    // is refused (MalformedSegment), unless another check refused the
+    // file; without such a segment, the same outcome.
     bool mismatch = false;
     for (std::uint32_t i = 0; map->has_extension() && i < map->segment_count() && !mismatch; ++i) {
       const Result<SegmentInfo> seg = map->segment(i);
@@ -264,9 +264,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Program checked;
     const Expected<void> verified =
         with_functions ? add_ptd_program(checked, *map) : add_ptd_method(checked, *map, "m");
-    if (mismatch)
+    if (mismatch)  // (the check comes last: an earlier refusal is the same)
       FUZZ_CHECK(!verified && checked.methods.empty() &&
-                     (verified.error() == Error::MalformedSegment || (!added && verified.error() == added.error())),
+                     verified.error() == (added ? Error::MalformedSegment : added.error()),
                  static_cast<std::uint64_t>(verified.error()), checked.methods.size());
     else
       FUZZ_CHECK(verified.ok() == added.ok() && (verified.ok() || verified.error() == added.error()),

@@ -184,7 +184,15 @@ inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) 
   }
   if (!S_ISREG(st.st_mode) || st.st_size < 0) {
     ::close(f);
-    return Status(Error::IoError, "not a regular file", 0);
+    // Which kind, as the writer says it: "not a regular file" alone left a
+    // user to find out what the path was.
+    return Status(Error::IoError,
+                  S_ISDIR(st.st_mode)                             ? "not a regular file but a directory"
+                  : S_ISFIFO(st.st_mode)                          ? "not a regular file but a FIFO"
+                  : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)    ? "not a regular file but a device"
+                  : S_ISSOCK(st.st_mode)                          ? "not a regular file but a socket"
+                                                                  : "not a regular file",
+                  0);
   }
   if (const int flags = ::fcntl(f, F_GETFL); flags >= 0 && (flags & O_NONBLOCK) != 0)
     ::fcntl(f, F_SETFL, flags & ~O_NONBLOCK);
