@@ -59,12 +59,12 @@ struct ImportOptions {
   /// bytes are taken, after every other check: one XXH3 pass over its
   /// distinct segments (a mapped file not yet in the page cache is read
   /// from disk here, and deduplicate() reads it again where the inputs
-  /// exceed memory). Bytes that
-  /// changed since the file was written (a bad disk, a copy cut short and
-  /// padded, an edit) are refused (MalformedSegment, naming the segment)
-  /// where a merge would otherwise write them into a file whose fresh
-  /// hashes match them. false takes the bytes as they are. Files without
-  /// hashes (ExecuTorch's) have nothing to check either way.
+  /// exceed memory). Bytes that changed since the file was written (a bad
+  /// disk, a copy cut short and padded, an edit) are refused
+  /// (MalformedSegment, naming the segment) where a merge would otherwise
+  /// write them into a file whose fresh hashes match them. false takes the
+  /// bytes as they are. Files without hashes (ExecuTorch's) have nothing to
+  /// check either way.
   bool verify_content_hashes = true;
 };
 
@@ -108,14 +108,15 @@ template <int = 0>
 Expected<void> check_content_hashes(const char* who, const NamedDataMap& store, const ImportOptions& options) {
   if (!options.verify_content_hashes || !store.has_extension()) return {};
   struct Seg {
-    std::uint64_t offset, size;
+    std::uint64_t offset, size, recorded;
     std::uint32_t index;
   };
   std::vector<Seg> segs;
   segs.reserve(store.segment_count());
   for (std::uint32_t i = 0; i < store.segment_count(); ++i) {
     const Result<SegmentInfo> seg = store.segment(i);
-    if (seg && seg->has_content_hash) segs.push_back({seg->offset, seg->size, i});  // (open() checked every index)
+    if (seg && seg->has_content_hash)  // (open() checked every index)
+      segs.push_back({seg->offset, seg->size, seg->content_hash, i});
   }
   std::sort(segs.begin(), segs.end(), [](const Seg& a, const Seg& b) {
     return a.offset != b.offset ? a.offset < b.offset : a.size != b.size ? a.size < b.size : a.index < b.index;
@@ -128,7 +129,7 @@ Expected<void> check_content_hashes(const char* who, const NamedDataMap& store, 
       if (!h) return Expected<void>(h.error(), cat(who, ": segment #", g.index, ": ", describe_failure(h.failure())));
       hash = *h;
     }
-    if (hash != store.segment(g.index)->content_hash)
+    if (hash != g.recorded)
       return Expected<void>(Error::MalformedSegment,
                             cat(who, ": segment #", g.index, " (", g.size, " bytes at offset ", g.offset,
                                 ") does not have the content hash the file records: its bytes (or that hash) "
