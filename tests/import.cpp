@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "support/json.hpp"
+#include "support/nav.hpp"
 #include "support/overlapping_keys.hpp"
 #include "support/wdedup_file.hpp"
 #include "wdedup/deduplicate.hpp"
@@ -614,6 +615,102 @@ TEST_CASE("import: a wdedup store whose bytes changed since it was written is re
     const Tensor& w = program.methods[1].partitions[0].tensors.at(0);
     REQUIRE(w.bytes.size() == 32);
     CHECK(w.bytes.data()[5] == (pattern(32, 9)[5] ^ 0x40));
+  }
+}
+
+TEST_CASE("import: segments naming one range are each checked against their own recorded hash") {
+  // open() allows segments that are disjoint or identical, and the hash
+  // check hashes each distinct range once, then compares that hash with
+  // every recorded one. No writer of ours makes two segments of one range,
+  // so this file is made so by hand: keys a, b and c in their own segments
+  // (a and b the same 64 bytes, so the same recorded hash; c other bytes),
+  // then b's segment, or b's and c's, pointed at a's bytes, in the
+  // flatbuffer and in the key's WDX1 entry alike.
+  NamedDataStore store;
+  const std::vector<std::uint8_t> same = pattern(64, 7), other = pattern(64, 8);
+  const std::pair<const char*, const std::vector<std::uint8_t>*> keys[] = {{"a", &same}, {"b", &same}, {"c", &other}};
+  for (const auto& [key, bytes] : keys) {
+    const std::uint32_t buf =
+        wdedup::detail::StoreAccess::add_buffer(store, ByteSpan(bytes->data(), bytes->size()), 64);
+    wdedup::detail::StoreAccess::add_key(store, key, buf, 64, std::nullopt);
+  }
+  const std::vector<std::uint8_t> written = write_or_die(store, {}, WriteOptions{});
+  std::uint64_t a_offset = 0;  // absolute: what messages and KeyInfo give
+  {
+    std::unique_ptr<Opened> o = open_bytes(written);
+    REQUIRE(o->ok());
+    REQUIRE(o->map().segment_count() == 3);
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      const Result<KeyInfo> k = o->map().key_info(i);
+      REQUIRE(k.ok());
+      REQUIRE(k->key == keys[i].first);
+      REQUIRE(k->segment_index == i);
+      REQUIRE(o->map().segment(i)->has_content_hash);
+    }
+    CHECK(o->map().segment(0)->content_hash == o->map().segment(1)->content_hash);
+    CHECK(o->map().segment(0)->content_hash != o->map().segment(2)->content_hash);
+    a_offset = o->map().segment(0)->offset;
+  }
+  // Points segment (and key) i > 0 at a's bytes. Segment offsets in the
+  // flatbuffer count from the segment data (a's, 0, is a default the
+  // writer leaves out), the WDX1 entry's from the file's start.
+  const auto onto_a = [&](std::vector<std::uint8_t>& b, std::uint32_t i) {
+    Nav n{b};
+    const std::uint64_t field = n.field(n.segment(i), format::data_segment_field::kOffset);
+    const std::uint64_t entry = n.entry(i) + format::key_entry::kDataOffset;
+    REQUIRE(field != 0);
+    REQUIRE(n.u64(entry) > a_offset);
+    n.set_u64(field, n.u64(field) - (n.u64(entry) - a_offset));
+    n.set_u64(entry, a_offset);
+  };
+  const std::string mismatch = ") does not have the content hash the file records: its bytes (or that hash) changed "
+                               "since it was written (ImportOptions::verify_content_hashes = false takes them as they "
+                               "are)";
+
+  // b on a's range: both recorded hashes are that range's, and the import
+  // takes it, a and b over the same bytes.
+  std::vector<std::uint8_t> shared = written;
+  onto_a(shared, 1);
+  {
+    std::unique_ptr<Opened> o = open_bytes(shared);
+    REQUIRE(o->ok());
+    CHECK(o->map().segment(1)->offset == a_offset);
+    Program program;
+    REQUIRE(add_ptd_method(program, o->map(), "m").ok());
+    const std::vector<Tensor>& t = program.methods.at(0).partitions.at(0).tensors;
+    REQUIRE(t.size() == 3);
+    CHECK(t[0].bytes.data() == t[1].bytes.data());
+    CHECK(std::memcmp(t[1].bytes.data(), same.data(), 64) == 0);
+    CHECK(std::memcmp(t[2].bytes.data(), other.data(), 64) == 0);
+  }
+  // A byte of that range flipped: the first segment of the range is named.
+  {
+    std::vector<std::uint8_t> flipped = shared;
+    flipped.at(static_cast<std::size_t>(a_offset) + 63) ^= 1;
+    std::unique_ptr<Opened> o = open_bytes(flipped);
+    REQUIRE(o->ok());
+    Program program;
+    const Expected<void> e = add_ptd_method(program, o->map(), "m");
+    CHECK(e.error() == Error::MalformedSegment);
+    CHECK(e.message() == "add_ptd_method: segment #0 (64 bytes at offset " + std::to_string(a_offset) + mismatch);
+    CHECK(program.methods.empty());
+  }
+  // c on that range too: the range's hash, computed once, is a's and b's
+  // but not the one c's segment records, so c's segment is named.
+  {
+    std::vector<std::uint8_t> three = shared;
+    onto_a(three, 2);
+    std::unique_ptr<Opened> o = open_bytes(three);
+    REQUIRE(o->ok());
+    Program program;
+    const Expected<void> e = add_ptd_method(program, o->map(), "m");
+    CHECK(e.error() == Error::MalformedSegment);
+    CHECK(e.message() == "add_ptd_method: segment #2 (64 bytes at offset " + std::to_string(a_offset) + mismatch);
+    CHECK(program.methods.empty());
+    ImportOptions as_they_are;
+    as_they_are.verify_content_hashes = false;
+    REQUIRE(add_ptd_method(program, o->map(), "m", as_they_are).ok());
+    CHECK(std::memcmp(program.methods.at(0).partitions.at(0).tensors.at(2).bytes.data(), same.data(), 64) == 0);
   }
 }
 
