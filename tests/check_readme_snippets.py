@@ -139,6 +139,16 @@ return 0;
 """
 
 
+def moved_segments(body):
+    # A source the user opened (an MmapSource, as in the runtime snippet).
+    return f"""#include <wdedup/runtime.hpp>
+void snippet(wdedup::Result<wdedup::MmapSource>& src) {{
+{body}
+(void)map;
+}}
+"""
+
+
 # (name, text only that snippet holds, scaffold, extra flags)
 SCAFFOLDS = [
     ('build-time use', 'deduplicate<wdedup::Strategy<wdedup::OneBlob>>', build_time, []),
@@ -148,6 +158,7 @@ SCAFFOLDS = [
     ('a FreeableBuffer from a DataBuffer', 'FreeableBuffer(p, n,', freeable_buffer, RUNTIME_FLAGS),
     ('a policy of your own', 'struct MyPolicy', policy, []),
     ('removing the temporary file on a signal', 'options.on_temporary =', temporary_watch, []),
+    ('a file whose segments moved', 'options.allow_moved_segments = true;', moved_segments, RUNTIME_FLAGS),
 ]
 
 

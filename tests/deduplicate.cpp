@@ -364,8 +364,9 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     auto r = deduplicate<Strategy<OneBlob>>(p);
     CHECK(r.error() == Error::InvalidName);
     CHECK(r.message() ==
-          "method 'decode' partition 0: tensor 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch looks keys up "
-          "with strcmp, so it could never find it");
+          "method 'decode' partition 0: tensor 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch compares keys "
+          "only up to a NUL (strcmp, or strncmp after a length check), so it could not tell it from a key that agrees "
+          "before the NUL");
     // Only a name's first occurrence is scanned for NUL (validate_program):
     // one in every method is refused at the first, the same either way.
     Program twice;
@@ -374,8 +375,9 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     r = deduplicate<Strategy<OneBlob>>(twice);
     CHECK(r.error() == Error::InvalidName);
     CHECK(r.message() ==
-          "method 'prefill' partition 0: tensor 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch looks keys up "
-          "with strcmp, so it could never find it");
+          "method 'prefill' partition 0: tensor 'x\\x00y' contains a NUL byte at offset 1; ExecuTorch compares keys "
+          "only up to a NUL (strcmp, or strncmp after a length check), so it could not tell it from a key that agrees "
+          "before the NUL");
     Program q;
     q.add_method(std::string("de\0code", 7)).add_partition().add("w", span(a));
     r = deduplicate<Strategy<OneBlob>>(q);

@@ -25,9 +25,12 @@
 
 #include "flat_tensor_generated.h"
 #include "support/json.hpp"
+#include "support/nav.hpp"
 #include "support/pattern.hpp"
+#include "wdedup/import.hpp"
 #include "wdedup/ptd_writer.hpp"
 #include "wdedup/runtime.hpp"
+#include "wdedup/runtime/verify.hpp"
 
 namespace fts = wdedup_test::flat_tensor;
 using wdedup::ByteSpan;
@@ -221,6 +224,53 @@ std::vector<std::uint8_t> raw_flatbuffer(const std::vector<std::uint8_t>& file) 
   return fb;
 }
 
+/// What ExecuTorch's FlatTensorDataMap::replace_data writes for one key
+/// given new bytes (the facts of its extension/flat_tensor/
+/// flat_tensor_data_map.cpp; our code, through flatc's mutable API as it
+/// uses flatbuffers'): the file up to segment_base_offset as it was, a
+/// WDX1 block included; then every segment in order, at the next offset
+/// aligned (absolutely) to the lowest set bit of its old absolute offset,
+/// with its offset and size mutated in place; segment_data_size set to
+/// where the last one ends.
+std::vector<std::uint8_t> replace_data_like_executorch(const std::vector<std::uint8_t>& file, const std::string& key,
+                                                       const std::vector<std::uint8_t>& bytes) {
+  const std::uint64_t base = le64(file.data() + 32);
+  std::vector<std::uint8_t> out(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(base));
+  fts::FlatTensor* root = flatbuffers::GetMutableRoot<fts::FlatTensor>(out.data());
+  auto* segments = root->mutable_segments();
+  const auto* named = root->named_data();
+  std::size_t replaced = segments->size();
+  for (flatbuffers::uoffset_t i = 0; i < named->size(); ++i)
+    if (named->Get(i)->key()->str() == key) {
+      replaced = named->Get(i)->segment_index();
+      break;
+    }
+  REQUIRE(replaced < segments->size());
+  std::vector<std::uint8_t> data;
+  std::uint64_t next = 0;
+  for (flatbuffers::uoffset_t i = 0; i < segments->size(); ++i) {
+    fts::DataSegment* seg = segments->GetMutableObject(i);
+    const std::uint64_t old_abs = base + seg->offset();
+    const std::uint64_t align = old_abs == 0 ? 1 : old_abs & (~old_abs + 1);
+    const std::uint64_t offset = ((base + next + align - 1) & ~(align - 1)) - base;
+    data.resize(static_cast<std::size_t>(offset), 0);
+    if (i == replaced)
+      data.insert(data.end(), bytes.begin(), bytes.end());
+    else
+      data.insert(data.end(), file.begin() + static_cast<std::ptrdiff_t>(old_abs),
+                  file.begin() + static_cast<std::ptrdiff_t>(old_abs + seg->size()));
+    const std::uint64_t size = i == replaced ? bytes.size() : seg->size();
+    // (ExecuTorch fails here for a field the file leaves out, which then
+    // cannot change from its default: an offset of 0 stays 0.)
+    REQUIRE(seg->mutate_offset(offset));
+    REQUIRE(seg->mutate_size(size));
+    next = offset + size;
+  }
+  wdedup::format::store_u64(out.data() + 40, next);
+  out.insert(out.end(), data.begin(), data.end());
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("ExecuTorch's fixtures pass the verifier and the ExecuTorch-style reader (harness check)") {
@@ -297,6 +347,154 @@ TEST_CASE("alignment fixture: where ExecuTorch aligns relative to the base, we a
   CHECK(et_get_data(mine, "align4096.alias_requesting_1").offset == 8192);
   CHECK(ours.size() == 8192 + 100);
   check_like_executorch(ours, store);
+}
+
+TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused unless moved segments are allowed") {
+  // replace_data copies the WDX1 block as it was and lays the segments out
+  // again, so a key that grows moves the segments after it: the block's
+  // data ranges no longer match. Opened with allow_moved_segments, the
+  // map reads where the flatbuffer says, as ExecuTorch does, and keeps the
+  // block's index and function maps.
+  NamedDataStore store;
+  const auto q = pattern(64, 1), k = pattern(48, 2), norm = pattern(10, 3), grown = pattern(300, 9);
+  add(store, "w.q", q, 64);
+  add(store, "w.v", q, 4096);  // w.q's bytes: one segment
+  add(store, "w.k", k, 16);
+  add(store, "norm", norm, 1);
+  wdedup::FunctionMaps maps;
+  maps.functions.push_back(
+      {"prefill", 0, "combined_all", "prefill__0", {{"wq", "w.q"}, {"wk", "w.k"}, {"norm", "norm"}}});
+  maps.functions.push_back({"decode", 0, "combined_all", "decode__0", {{"wv", "w.v"}, {"wk", "w.k"}}});
+  const std::vector<std::uint8_t> file = serialize(store, {}, maps);
+  std::vector<std::uint8_t> replaced = replace_data_like_executorch(file, "w.k", grown);
+  REQUIRE(replaced.size() > file.size());
+
+  // ExecuTorch reads it: w.k's new bytes, and the others' where they went.
+  EtMap before, m;
+  REQUIRE(et_load(file, before).empty());
+  REQUIRE(et_load(replaced, m).empty());
+  const std::pair<const char*, const std::vector<std::uint8_t>*> want[] = {
+      {"w.q", &q}, {"w.v", &q}, {"w.k", &grown}, {"norm", &norm}};
+  const auto bytes_of = [](const EtData& d) { return std::vector<std::uint8_t>(d.bytes.begin(), d.bytes.end()); };
+  for (const auto& kb : want) {
+    const char* key = kb.first;
+    CAPTURE(key);
+    const EtData d = et_get_data(m, key);
+    REQUIRE(d.error.empty());
+    CHECK(bytes_of(d) == *kb.second);
+  }
+  CHECK(et_get_data(m, "norm").offset > et_get_data(before, "norm").offset);  // norm moved
+
+  wdedup::BufferSource src(replaced.data(), replaced.size());
+  // By default: refused, at w.k's (key #2's) recorded size.
+  wdedup::Result<wdedup::NamedDataMap> strict = wdedup::NamedDataMap::open(src);
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.error() == wdedup::Error::MalformedIndex);
+  CHECK(std::string(strict.failure().what) ==
+        "key entry's data size differs from its segment: the segments were resized since the WDX1 block was "
+        "written (as ExecuTorch's replace_data resizes them), or either side is damaged; "
+        "OpenOptions::allow_moved_segments reads them where the flatbuffer says");
+  CHECK(strict.failure().at == wdedup_test::Nav{replaced}.entry(2) + wdedup::format::key_entry::kDataSize);
+
+  wdedup::OpenOptions allow;
+  allow.allow_moved_segments = true;
+  const auto check_map = [&](const wdedup::NamedDataMap& map) {
+    CHECK(map.has_extension());
+    CHECK(map.segments_moved());
+    for (std::uint32_t i = 0; i < 4; ++i) {
+      const wdedup::KeyInfo info = *map.key_info(i);
+      const char* key = want[i].first;
+      CAPTURE(key);
+      REQUIRE(info.key == key);
+      const EtData d = et_get_data(m, key);
+      CHECK(info.offset == d.offset);
+      CHECK(info.size == d.bytes.size());
+      wdedup::Result<wdedup::DataBuffer> got = map.get_data(key);
+      REQUIRE(got.ok());
+      const auto* p = static_cast<const std::uint8_t*>(got->data());
+      CHECK(std::vector<std::uint8_t>(p, p + got->size()) == *want[i].second);
+    }
+    CHECK(map.key_info(1)->alignment == 4096);  // the block's records are kept
+    // The function maps still name w.k, now its new bytes.
+    wdedup::Result<wdedup::FunctionView> decode = map.find_function("decode", 0);
+    REQUIRE(decode.ok());
+    wdedup::Result<wdedup::FunctionTensorView> wk = decode->find_tensor("wk");
+    REQUIRE(wk.ok());
+    CHECK(wk->key == "w.k");
+    CHECK(map.get_data(wk->key)->size() == 300);
+    // Content hashes as recorded: the replaced segment is the one that
+    // fails; norm's moved but kept its bytes.
+    CHECK(wdedup::verify_segment(map, 0).ok());
+    const wdedup::Status s1 = wdedup::verify_segment(map, 1);
+    CHECK(s1.error() == wdedup::Error::MalformedSegment);
+    CHECK(s1.failure().at == et_get_data(m, "w.k").offset);
+    CHECK(wdedup::verify_segment(map, 2).ok());
+  };
+  {
+    wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src, allow);
+    REQUIRE_MESSAGE(map.ok(), std::string(map.ok() ? "" : map.failure().what));
+    check_map(*map);
+  }
+  {  // the lending overload too
+    const wdedup::Result<std::uint64_t> need = wdedup::NamedDataMap::metadata_size(src);
+    REQUIRE(need.ok());
+    std::vector<std::uint64_t> memory(static_cast<std::size_t>((*need + 7) / 8));
+    wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(
+        src, wdedup::Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(memory.data()), *need), allow);
+    REQUIRE(map.ok());
+    check_map(*map);
+  }
+  // A file nothing moved in opens either way, and says so.
+  {
+    wdedup::BufferSource untouched(file.data(), file.size());
+    wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(untouched, allow);
+    REQUIRE(map.ok());
+    CHECK_FALSE(map->segments_moved());
+  }
+  // Bytes replaced by as many: nothing moves, the file opens by default,
+  // and only the content hash tells.
+  {
+    const auto same_size = pattern(48, 5);
+    std::vector<std::uint8_t> in_place = replace_data_like_executorch(file, "w.k", same_size);
+    CHECK(in_place.size() == file.size());
+    wdedup::BufferSource s(in_place.data(), in_place.size());
+    wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(s);
+    REQUIRE(map.ok());
+    CHECK_FALSE(map->segments_moved());
+    CHECK(wdedup::verify_segment(*map, 1).error() == wdedup::Error::MalformedSegment);
+    CHECK(wdedup::verify_segment(*map, 2).ok());
+  }
+  // Importing it (PtdFiles opens the file itself): the open option, then
+  // the content hashes, each refused by name until allowed.
+  {
+    const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/replaced_like_executorch.ptd";
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(replaced.data(), 1, replaced.size(), f) == replaced.size());
+    REQUIRE(std::fclose(f) == 0);
+    wdedup::Program program;
+    wdedup::PtdFiles files;
+    wdedup::ImportOptions options;
+    wdedup::Expected<void> e = files.add(program, path, {}, options);
+    CHECK(e.error() == wdedup::Error::MalformedIndex);
+    options.open.allow_moved_segments = true;
+    e = files.add(program, path, {}, options);
+    CHECK(e.error() == wdedup::Error::MalformedSegment);
+    CHECK(e.message() == path + ": add_ptd_program: segment #1 (300 bytes at offset " +
+                             std::to_string(et_get_data(m, "w.k").offset) +
+                             ") does not have the content hash the file records: its bytes (or that hash) changed "
+                             "since it was written (ImportOptions::verify_content_hashes = false takes them as they "
+                             "are)");
+    CHECK(program.methods.empty());
+    options.verify_content_hashes = false;
+    REQUIRE(files.add(program, path, {}, options).ok());
+    REQUIRE(program.methods.size() == 2);
+    CHECK(program.methods[1].name == "decode");
+    const wdedup::Tensor& wk = program.methods[1].partitions.at(0).tensors.at(1);
+    CHECK(wk.name == "wk");
+    CHECK(std::vector<std::uint8_t>(wk.bytes.data(), wk.bytes.data() + wk.bytes.size()) == grown);
+    std::remove(path.c_str());
+  }
 }
 
 TEST_CASE("our files pass the verifier and the ExecuTorch-style reader") {

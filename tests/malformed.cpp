@@ -715,9 +715,17 @@ TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is Malf
   const char* const slot_total = "slot table holds a different number of keys than key_count";
   std::vector<Case> cases = {
       {"data offset off by one", [](Nav& n) { n.set_u64(n.entry(1) + ke::kDataOffset, n.u64(n.entry(1) + ke::kDataOffset) + 1); },
-       Error::MalformedIndex, "key entry's data offset differs from its segment", g.entry(1) + ke::kDataOffset},
+       Error::MalformedIndex,
+       "key entry's data offset differs from its segment: the segments moved since the WDX1 block was written (as "
+       "ExecuTorch's replace_data moves them), or either side is damaged; OpenOptions::allow_moved_segments reads "
+       "them where the flatbuffer says",
+       g.entry(1) + ke::kDataOffset},
       {"data size off by one", [](Nav& n) { n.set_u64(n.entry(1) + ke::kDataSize, n.u64(n.entry(1) + ke::kDataSize) + 1); },
-       Error::MalformedIndex, "key entry's data size differs from its segment", g.entry(1) + ke::kDataSize},
+       Error::MalformedIndex,
+       "key entry's data size differs from its segment: the segments were resized since the WDX1 block was written "
+       "(as ExecuTorch's replace_data resizes them), or either side is damaged; OpenOptions::allow_moved_segments "
+       "reads them where the flatbuffer says",
+       g.entry(1) + ke::kDataSize},
       {"alignment 0", [](Nav& n) { n.set_u64(n.entry(0) + ke::kAlignment, 0); }, Error::MalformedIndex, key_alignment,
        g.entry(0) + ke::kAlignment},
       {"alignment not dividing the segment's", [](Nav& n) { n.set_u64(n.entry(0) + ke::kAlignment, 7919); },

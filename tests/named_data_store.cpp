@@ -608,8 +608,8 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
   Expected<void> r = s.add_named_data(std::string_view("layer\0.w", 8), span(a));
   CHECK(r.error() == Error::InvalidName);
   CHECK(r.message() ==
-        "key 'layer\\x00.w' contains a NUL byte at offset 5; ExecuTorch looks keys up with strcmp, so it could "
-        "never find it");
+        "key 'layer\\x00.w' contains a NUL byte at offset 5; ExecuTorch compares keys only up to a NUL (strcmp, "
+        "or strncmp after a length check), so it could not tell it from a key that agrees before the NUL");
   CHECK(r.message().find('\0') == std::string::npos);  // printable whole with c_str()
   CHECK(dump(s) == before);
   CHECK(detail::quote_name(std::string_view("a\\b\n\t\x1f\x7f\xc3\xa9", 9)) == "'a\\\\b\\n\\t\\x1f\\x7f\xc3\xa9'");

@@ -704,14 +704,14 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     FunctionMaps m = small_maps();
     m.functions[1].tensors.push_back({"wk", "w.missing"});
     expect(m, {}, Error::NotFound,
-           "function 'prefill' partition 0 ('prefill__0' in blob 'combined_all'): tensor 'wk' maps to key "
+           "method 'prefill' partition 0's function ('prefill__0' in blob 'combined_all'): tensor 'wk' maps to key "
            "'w.missing', which is not in the store");
   }
   SUBCASE("a tensor name twice in one function") {
     FunctionMaps m = small_maps();
     m.functions[0].tensors.push_back({"ln", "w.a"});
     expect(m, {}, Error::InvalidName,
-           "function 'decode' partition 0 ('decode__0' in blob 'combined_all'): tensor 'ln' appears twice in its "
+           "method 'decode' partition 0's function ('decode__0' in blob 'combined_all'): tensor 'ln' appears twice in its "
            "tensor table");
   }
   SUBCASE("a tensor name twice in one function, first in sorted order (rows 0 and 1)") {
@@ -719,7 +719,7 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     m.functions[0].tensors.push_back({"A", "w.a"});  // 'A' sorts before every other name
     m.functions[0].tensors.push_back({"A", "w.b"});
     expect(m, {}, Error::InvalidName,
-           "function 'decode' partition 0 ('decode__0' in blob 'combined_all'): tensor 'A' appears twice in its "
+           "method 'decode' partition 0's function ('decode__0' in blob 'combined_all'): tensor 'A' appears twice in its "
            "tensor table");
   }
   SUBCASE("a method, blob key, function or tensor name that is empty or holds a NUL byte") {
@@ -728,32 +728,32 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     FunctionMaps m = small_maps();
     m.functions[0].method = "";
     expect(m, {}, Error::InvalidName,
-           "function '' partition 0 ('decode__0' in blob 'combined_all'): method name is empty");
+           "method '' partition 0's function ('decode__0' in blob 'combined_all'): method name is empty");
     m = small_maps();
     m.functions[1].blob_key = "comb\0ined"s;
     expect(m, {}, Error::InvalidName,
-           "function 'prefill' partition 0 ('prefill__0' in blob 'comb\\x00ined'): blob key "
+           "method 'prefill' partition 0's function ('prefill__0' in blob 'comb\\x00ined'): blob key "
            "'comb\\x00ined' contains a NUL byte at offset 4");
     m = small_maps();
     m.functions[2].function_name = "";
     expect(m, no_ext(), Error::InvalidName,
-           "function 'decode' partition 1 ('' in blob 'combined_all'): function name is empty");
+           "method 'decode' partition 1's function ('' in blob 'combined_all'): function name is empty");
     m = small_maps();
     m.functions[0].tensors[1].tensor_name = "bi\0as"s;
     expect(m, {}, Error::InvalidName,
-           "function 'decode' partition 0 ('decode__0' in blob 'combined_all'): tensor name 'bi\\x00as' contains "
+           "method 'decode' partition 0's function ('decode__0' in blob 'combined_all'): tensor name 'bi\\x00as' contains "
            "a NUL byte at offset 2 (key 'w.c')");
     m = small_maps();
     m.functions[1].tensors[0].tensor_name = "";
     expect(m, {}, Error::InvalidName,
-           "function 'prefill' partition 0 ('prefill__0' in blob 'combined_all'): tensor name is empty (key "
+           "method 'prefill' partition 0's function ('prefill__0' in blob 'combined_all'): tensor name is empty (key "
            "'w.b')");
   }
   SUBCASE("the same (method, partition) twice") {
     FunctionMaps m = small_maps();
     m.functions.push_back(FunctionMap{"decode", 1, "other_blob", "decode__1b", {}});
     expect(m, {}, Error::InvalidArgument,
-           "function 'decode' partition 1 ('decode__1b' in blob 'other_blob'): method 'decode' partition 1 appears "
+           "method 'decode' partition 1's function ('decode__1b' in blob 'other_blob'): method 'decode' partition 1 appears "
            "twice in the function maps");
   }
   SUBCASE("the same function name in the same blob twice") {
@@ -761,7 +761,7 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     FunctionMaps m = small_maps();
     m.functions.push_back(FunctionMap{"encode", 0, "combined_all", "prefill__0", {}});
     expect(m, {}, Error::InvalidName,
-           "function 'encode' partition 0 ('prefill__0' in blob 'combined_all'): method 'prefill' partition 0 has "
+           "method 'encode' partition 0's function ('prefill__0' in blob 'combined_all'): method 'prefill' partition 0 has "
            "the same function name in the same blob; a reader could find only the first");
     // One name in two blobs is fine (Positional: "decode" in each
     // combined_partition_<i>).
@@ -804,7 +804,7 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     for (std::uint32_t i = 0; i < 32; ++i) m.functions.push_back(FunctionMap{name('m', i), 0, "blob", name('f', i), {}});
     // Named: the 28th, where the bytes a reader compares run out.
     expect(m, {}, Error::InvalidName,
-           "function '" + name('m', 27) + "' partition 0 ('" + name('f', 27) +
+           "method '" + name('m', 27) + "' partition 0's function ('" + name('f', 27) +
                "' in blob 'blob'): a reader could not check the function maps for repeats (names over 128 bytes "
                "that agree in their first and last 64 bytes, function after function, exceed what it compares) and "
                "would refuse the file; make such names differ within 64 bytes of either end");
@@ -834,7 +834,7 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     FunctionMaps m;
     m.functions.push_back(FunctionMap{"m", 0, "b", "f", {{"t", "nope"}}});
     expect(m, no_ext(), Error::NotFound,
-           "function 'm' partition 0 ('f' in blob 'b'): tensor 't' maps to key 'nope', which is not in the store");
+           "method 'm' partition 0's function ('f' in blob 'b'): tensor 't' maps to key 'nope', which is not in the store");
   }
 }
 
@@ -898,12 +898,13 @@ TEST_CASE("validation of stores filled through the bulk path") {
     expect(s, Error::LayoutMismatch,
            "key 'k': layout is inconsistent (FLOAT [2] dim_order [1]): dim_order[0] is 1, not below rank 1");
   }
-  SUBCASE("a key containing NUL (ExecuTorch's strcmp could never find it)") {
+  SUBCASE("a key containing NUL (ExecuTorch compares keys only up to a NUL)") {
     NamedDataStore s;
     const std::uint32_t b = SA::add_buffer(s, data, 1);
     SA::add_key(s, std::string_view("a\0b", 3), b, 1, std::nullopt);
     expect(s, Error::InvalidName,
-           "key 'a\\x00b' contains a NUL byte; ExecuTorch looks keys up with strcmp, so it could never find it");
+           "key 'a\\x00b' contains a NUL byte; ExecuTorch compares keys only up to a NUL (strcmp, or strncmp after "
+           "a length check), so it could not tell it from a key that agrees before the NUL");
   }
   SUBCASE("an empty key") {
     NamedDataStore s;

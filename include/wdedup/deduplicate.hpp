@@ -197,7 +197,7 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
     if (method.name.empty())
       return Expected<void>(Error::InvalidName, cat("method #", m, " has an empty name"));
     // Method names go into generated keys and function names, which
-    // ExecuTorch looks up with strcmp (tensor names are checked below).
+    // ExecuTorch compares only up to a NUL (tensor names are checked below).
     if (const std::size_t nul = method.name.find('\0'); nul != std::string::npos)
       return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name),
                                                     " contains a NUL byte at offset ", nul));

@@ -66,6 +66,12 @@ struct ImportOptions {
   /// bytes as they are. Files without hashes (ExecuTorch's) have nothing to
   /// check either way.
   bool verify_content_hashes = true;
+  /// How PtdFiles::add opens each file (add_ptd_method and add_ptd_program
+  /// take a map their caller opened): e.g. `open.allow_moved_segments` for a
+  /// wdedup file whose data ExecuTorch's replace_data replaced. The bytes
+  /// replaced then no longer have their recorded content hash either, so
+  /// such a file imports only with verify_content_hashes = false too.
+  OpenOptions open;
 };
 
 namespace detail {
@@ -435,7 +441,7 @@ class PtdFiles {
     Result<MmapSource> src = MmapSource::open(path.c_str());
     if (!src) return fail(src.failure());
     MmapSource file = std::move(src).value();
-    Result<NamedDataMap> map = NamedDataMap::open(file);
+    Result<NamedDataMap> map = NamedDataMap::open(file, options.open);
     if (!map) return fail(map.failure(), detail::cat(" (", file.size(), " bytes)"));
     // The method name would flatten it into one partition, which
     // add_ptd_method refuses; through this call the fix is to pass none.

@@ -128,12 +128,13 @@ Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpa
                                   std::int64_t alignment, const std::optional<Layout>& layout,
                                   std::string_view noun = "key") {
   if (key.empty()) return Expected<void>(Error::InvalidName, cat(where, "empty ", noun));
-  // Refused here rather than when the store is written: ExecuTorch looks
-  // keys up with strcmp, so a key with a NUL byte could never be found.
+  // Refused here rather than when the store is written: ExecuTorch compares
+  // keys only up to a NUL byte, so it could not tell such a key from others.
   if (const std::size_t nul = key.find('\0'); nul != std::string_view::npos)
     return Expected<void>(Error::InvalidName, cat(where, noun, " ", quote_name(key), " contains a NUL byte at offset ",
-                                                  nul, "; ExecuTorch looks keys up with strcmp, so it could "
-                                                  "never find it"));
+                                                  nul, "; ExecuTorch compares keys only up to a NUL (strcmp, or "
+                                                  "strncmp after a length check), so it could not tell it from a "
+                                                  "key that agrees before the NUL"));
   if (alignment <= 0)
     return Expected<void>(Error::InvalidAlignment,
                           cat(where, noun, " ", quote_name(key), ": alignment must be a positive integer, got ",

@@ -16,7 +16,11 @@
 //   - a key that is not in the file is NotFound, before and after
 //     build_index, which refuses exactly the files that repeat a key;
 //   - every row of every function table names a real key, and find_tensor
-//     finds it by its name; find_function finds every function.
+//     finds it by its name; find_function finds every function;
+//   - opened with OpenOptions::allow_moved_segments, a file opens exactly
+//     as without it, unless it was refused for a key entry's data range
+//     alone; then the map it gives (if any) says its segments moved and
+//     keeps every property above, each key's range its segment's.
 // The runtime half is built as embedded runtimes build it (no exceptions, no
 // RTTI); a broken invariant aborts with a message naming it.
 #include <cstdint>
@@ -262,6 +266,16 @@ void check_built_index(NamedDataMap& m, const std::uint8_t* flat, std::size_t fl
 
 }  // namespace
 
+bool same_text(const char* a, const char* b) { return a == b || (a && b && std::strcmp(a, b) == 0); }
+
+/// Whether `f` is the refusal allow_moved_segments lifts: a key entry's
+/// data offset or size that differs from its segment's.
+bool moved_range(const Failure& f) {
+  return f.code == Error::MalformedIndex && f.what != nullptr &&
+         (std::strncmp(f.what, "key entry's data offset differs from its segment", 48) == 0 ||
+          std::strncmp(f.what, "key entry's data size differs from its segment", 46) == 0);
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   // The reader needs 8-byte-aligned memory (as mmap gives); libFuzzer's
   // buffers are not always aligned. Exactly `size` bytes (operator new
@@ -284,6 +298,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   FUZZ_CHECK(static_cast<bool>(in_place) == static_cast<bool>(lent), static_cast<bool>(in_place),
              static_cast<bool>(lent));
+  OpenOptions allow;
+  allow.allow_moved_segments = true;
+  Result<NamedDataMap> moved = NamedDataMap::open(mem, allow);
+  if (in_place) {
+    FUZZ_CHECK(moved && !moved->segments_moved(), static_cast<bool>(moved), 0);
+    check_agree(*in_place, *moved);
+  } else if (!moved_range(in_place.failure())) {
+    FUZZ_CHECK(!moved && moved.error() == in_place.error() && moved.failure().at == in_place.failure().at &&
+                   same_text(moved.failure().what, in_place.failure().what),
+               static_cast<std::uint64_t>(moved.error()), static_cast<std::uint64_t>(in_place.error()));
+  } else if (moved) {
+    FUZZ_CHECK(moved->segments_moved() && moved->has_extension(), 0, 0);
+    check_keys(*moved, flat, size);
+    check_segments(*moved);
+    check_functions(*moved);
+    check_built_index(*moved, flat, size);
+  }
   if (!in_place) {
     FUZZ_CHECK(in_place.error() == lent.error() || !need, static_cast<std::uint64_t>(in_place.error()),
                static_cast<std::uint64_t>(lent.error()));

@@ -74,12 +74,12 @@ inline bool add_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t* out) 
   return false;
 }
 
-/// Names a function for messages: "function 'decode' partition 1
+/// Names a function for messages: "method 'decode' partition 1's function
 /// ('decode__1' in blob 'combined_all')".
 template <int = 0>
 std::string describe_function(const FunctionMap& f) {
-  return cat("function ", quote_name(f.method), " partition ", f.partition_index, " (", quote_name(f.function_name),
-             " in blob ", quote_name(f.blob_key), ")");
+  return cat("method ", quote_name(f.method), " partition ", f.partition_index, "'s function (",
+             quote_name(f.function_name), " in blob ", quote_name(f.blob_key), ")");
 }
 
 /// One row of a function's tensor table, as the file stores it.
@@ -167,8 +167,9 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
     if (k.key.empty()) return R(Error::InvalidName, "the store holds an empty key");
     if (k.key.find('\0') != std::string::npos)
       return R(Error::InvalidName, cat("key ", quote_name(k.key),
-                                       " contains a NUL byte; ExecuTorch looks keys up with strcmp, "
-                                       "so it could never find it"));
+                                       " contains a NUL byte; ExecuTorch compares keys only up to a NUL "
+                                       "(strcmp, or strncmp after a length check), so it could not tell it from a "
+                                       "key that agrees before the NUL"));
     if (k.buffer_index >= buffers.size())
       return R(Error::InvalidArgument, cat("key ", quote_name(k.key), " points at buffer ", k.buffer_index,
                                            " but the store has ", buffers.size(), " buffers"));

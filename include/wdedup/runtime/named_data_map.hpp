@@ -302,6 +302,27 @@ inline Result<std::uint64_t> ext_block_size(const std::uint8_t* head16, std::uin
 
 }  // namespace detail
 
+/// How NamedDataMap::open() reads a file.
+struct OpenOptions {
+  /// A wdedup file whose segments were moved or resized after it was
+  /// written, by a tool that rewrote the flatbuffer's segment offsets and
+  /// sizes but copied the WDX1 block as it was: ExecuTorch's
+  /// FlatTensorDataMap::replace_data does this (it copies the file up to
+  /// segment_base_offset, block included, then lays the segments out
+  /// again). Its block's recorded data ranges then differ from the
+  /// flatbuffer's. By default open() refuses such a file (MalformedIndex,
+  /// "key entry's data offset/size differs from its segment"), since a
+  /// block that disagrees with the flatbuffer may as well mean a damaged
+  /// flatbuffer. true reads the data where the flatbuffer says, as
+  /// ExecuTorch does (segments_moved() then says so), and keeps the block's
+  /// index, alignments and function maps, which every other check still
+  /// finds in agreement with the flatbuffer. A moved segment must still
+  /// meet its recorded alignment (replace_data keeps every power-of-two
+  /// one); its recorded content hash is kept as written, so
+  /// verify_segments() names the segments whose bytes were replaced.
+  bool allow_moved_segments = false;
+};
+
 /// ExecuTorch's NamedDataMap over one .ptd file, plus wdedup's extras.
 ///
 /// Lifetimes: the DataSource (and lent metadata memory, if any) must outlive
@@ -345,7 +366,7 @@ class NamedDataMap {
   /// (Error::Misaligned otherwise); a source that is not memory-backed gets
   /// Error::InvalidArgument (use metadata_size and the lending overload), as
   /// does a BufferSource whose memory is null ("the source's memory is null").
-  static Result<NamedDataMap> open(const DataSource& src) noexcept {
+  static Result<NamedDataMap> open(const DataSource& src, const OpenOptions& options = {}) noexcept {
     using R = Result<NamedDataMap>;
     const std::uint64_t size = src.size();
     if (size < format::kMinFileSize)
@@ -365,7 +386,7 @@ class NamedDataMap {
     if (reinterpret_cast<std::uintptr_t>(file) % 8 != 0)
       return R(Error::Misaligned, "source memory is not 8-byte aligned",
                reinterpret_cast<std::uintptr_t>(file) % 8);
-    return parse(src, file, size, file);
+    return parse(src, file, size, file, options);
   }
 
   /// Bytes of metadata (flatbuffer and WDX1 block: the head of the file) the
@@ -408,7 +429,8 @@ class NamedDataMap {
   /// when the source is memory-backed and the view is aligned as the key
   /// asks (the source's memory may lie anywhere here), else through
   /// src.read into an aligned copy.
-  static Result<NamedDataMap> open(const DataSource& src, Span<std::uint8_t> metadata_memory) noexcept {
+  static Result<NamedDataMap> open(const DataSource& src, Span<std::uint8_t> metadata_memory,
+                                   const OpenOptions& options = {}) noexcept {
     using R = Result<NamedDataMap>;
     if (reinterpret_cast<std::uintptr_t>(metadata_memory.data()) % 8 != 0)
       return R(Error::Misaligned, "metadata memory is not 8-byte aligned",
@@ -419,7 +441,7 @@ class NamedDataMap {
       return R(Error::BufferTooSmall, "metadata memory is smaller than metadata_size()", *need);
     Status st = src.read(0, metadata_memory.data(), *need);
     if (!st) return st.failure();
-    return parse(src, metadata_memory.data(), *need, nullptr);
+    return parse(src, metadata_memory.data(), *need, nullptr, options);
   }
 
   // ---- ExecuTorch's NamedDataMap --------------------------------------------
@@ -530,6 +552,10 @@ class NamedDataMap {
   bool keys_overlap() const noexcept { return keys_overlap_; }
   /// True for a file with the WDX1 extension block.
   bool has_extension() const noexcept { return ext_ != 0; }
+  /// True when the file was opened with OpenOptions::allow_moved_segments
+  /// and its segments are no longer where its WDX1 block recorded them:
+  /// data is read where the flatbuffer says.
+  bool segments_moved() const noexcept { return segments_moved_; }
 
   /// Bytes build_index needs for `key_count` keys (get_num_keys()). More
   /// keys than a file can hold (2^32 - 1) give UINT64_MAX: memory no one has.
@@ -796,6 +822,10 @@ class NamedDataMap {
       k.alignment = format::load_u64(e + ke::kAlignment);
       k.segment_index = format::load_u32(e + ke::kSegmentIndex);
       k.has_layout = format::load_u32(e + ke::kLayoutOffset) != 0;
+      if (segments_moved_) {  // the flatbuffer's range, not the block's
+        seg_range(k.segment_index, &k.offset, &k.size);
+        k.offset += header_.segment_base_offset;
+      }
       return k;
     }
     k.segment_index = segment_index_fb(i);
@@ -1077,16 +1107,26 @@ class NamedDataMap {
   // ---- validation (open) -----------------------------------------------------
 
   static Result<NamedDataMap> parse(const DataSource& src, const std::uint8_t* meta,
-                                    std::uint64_t meta_size, const std::uint8_t* file) noexcept;
+                                    std::uint64_t meta_size, const std::uint8_t* file,
+                                    const OpenOptions& options) noexcept;
   Status validate_segments(const detail::fb::Region& r, const detail::fb::Vector& segs) const noexcept;
   Status validate_keys(const detail::fb::Region& r, const detail::fb::Vector& named) noexcept;
-  Status validate_ext(std::uint64_t meta_size) noexcept;
-  Status validate_ext_entries() const noexcept;
+  Status validate_ext(std::uint64_t meta_size, const OpenOptions& options) noexcept;
+  Status validate_ext_entries(const OpenOptions& options) noexcept;
   Status validate_ext_slots() const noexcept;
   Status validate_ext_functions() const noexcept;
   /// Why keys are not hashed (validate_ext_slots, build_index): keys_overlap().
   static constexpr const char* kKeysOverlap =
       "key strings overlap (they add up to more bytes than the flatbuffer), too long to hash";
+  /// A key's WDX1 data range differs from its segment's (validate_ext_entries).
+  static constexpr const char* kMovedOffset =
+      "key entry's data offset differs from its segment: the segments moved since the WDX1 block was written "
+      "(as ExecuTorch's replace_data moves them), or either side is damaged; OpenOptions::allow_moved_segments "
+      "reads them where the flatbuffer says";
+  static constexpr const char* kMovedSize =
+      "key entry's data size differs from its segment: the segments were resized since the WDX1 block was "
+      "written (as ExecuTorch's replace_data resizes them), or either side is damaged; "
+      "OpenOptions::allow_moved_segments reads them where the flatbuffer says";
 
   const DataSource* src_ = nullptr;
   const std::uint8_t* meta_ = nullptr;  ///< file offset 0 of the metadata head
@@ -1115,6 +1155,7 @@ class NamedDataMap {
   bool keys_overlap_ = false;  ///< see keys_overlap() (a bool: it fits in padding, as do the two below)
   bool layouts_faulty_ = false;  ///< some layout breaks its rules: layout_of checks each (also in padding)
   bool small_layouts_ = false;   ///< small_* hold every key's layout (cache_small_layouts; in padding too)
+  bool segments_moved_ = false;  ///< see segments_moved() (in padding too)
   std::uint16_t layout_fields_[3] = {0, 0, 0};
   // Maps of at most kTagKeys keys: the index of the key in each tag's slot
   // (kNoTag: none), and the tags' multiplier (see place_tags).
@@ -1131,8 +1172,8 @@ class NamedDataMap {
 // ---- validation --------------------------------------------------------------
 
 inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std::uint8_t* meta,
-                                                std::uint64_t meta_size,
-                                                const std::uint8_t* file) noexcept {
+                                                std::uint64_t meta_size, const std::uint8_t* file,
+                                                const OpenOptions& options) noexcept {
   using R = Result<NamedDataMap>;
   namespace fb = detail::fb;
   namespace ftf = format::flat_tensor_field;
@@ -1181,7 +1222,7 @@ inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std
   st = m.validate_keys(r, *named);
   if (!st) return st.failure();
 
-  st = m.validate_ext(meta_size);
+  st = m.validate_ext(meta_size, options);
   if (!st) return st.failure();
   if (m.key_count_ <= kTagKeys) m.place_tags();
   m.cache_small_layouts();
@@ -1334,7 +1375,7 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
   return detail::ok_status();
 }
 
-inline Status NamedDataMap::validate_ext(std::uint64_t meta_size) noexcept {
+inline Status NamedDataMap::validate_ext(std::uint64_t meta_size, const OpenOptions& options) noexcept {
   namespace eh = format::ext_header;
   std::uint64_t x = 0;
   if (!detail::ext_position(header_, &x) || x + 4 > meta_size) return detail::ok_status();
@@ -1397,13 +1438,13 @@ inline Status NamedDataMap::validate_ext(std::uint64_t meta_size) noexcept {
   // checks read keys through them (key_at reads entries once ext_ is set).
   ext_ = x;
   entry_base_ = meta_ + entries_;
-  Status st = validate_ext_entries();
+  Status st = validate_ext_entries(options);
   if (st) st = validate_ext_slots();
   if (st) st = validate_ext_functions();
   return st;
 }
 
-inline Status NamedDataMap::validate_ext_entries() const noexcept {
+inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noexcept {
   namespace ke = format::key_entry;
   namespace si = format::segment_info;
   // Segment infos first: entries are checked against them.
@@ -1429,10 +1470,17 @@ inline Status NamedDataMap::validate_ext_entries() const noexcept {
       return Status(Error::MalformedIndex, "key entry's segment_index differs from named_data", p + ke::kSegmentIndex);
     std::uint64_t off = 0, size = 0;
     seg_range(seg, &off, &size);
-    if (format::load_u64(e + ke::kDataOffset) != header_.segment_base_offset + off)
-      return Status(Error::MalformedIndex, "key entry's data offset differs from its segment", p + ke::kDataOffset);
-    if (format::load_u64(e + ke::kDataSize) != size)
-      return Status(Error::MalformedIndex, "key entry's data size differs from its segment", p + ke::kDataSize);
+    // A range that differs: the segments moved since the block was written
+    // (OpenOptions::allow_moved_segments), or one side is damaged.
+    if (format::load_u64(e + ke::kDataOffset) != header_.segment_base_offset + off) {
+      if (!options.allow_moved_segments)
+        return Status(Error::MalformedIndex, kMovedOffset, p + ke::kDataOffset);
+      segments_moved_ = true;
+    }
+    if (format::load_u64(e + ke::kDataSize) != size) {
+      if (!options.allow_moved_segments) return Status(Error::MalformedIndex, kMovedSize, p + ke::kDataSize);
+      segments_moved_ = true;
+    }
     const std::uint64_t lt = detail::fb::trusted_ref(meta_, t, format::named_data_field::kTensorLayout);
     if (format::load_u32(e + ke::kLayoutOffset) != lt)
       return Status(Error::MalformedIndex, "key entry's layout differs from named_data", p + ke::kLayoutOffset);

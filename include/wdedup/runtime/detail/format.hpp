@@ -40,8 +40,10 @@ constexpr std::size_t kHeaderFlatbufferOffsetPos = 16;  ///< u64
 constexpr std::size_t kHeaderFlatbufferSizePos = 24;    ///< u64
 constexpr std::size_t kHeaderSegmentBasePos = 32;       ///< u64
 constexpr std::size_t kHeaderSegmentDataSizePos = 40;   ///< u64
-/// Bytes the header occupies inside the flatbuffer (40 padded to 16), which
-/// is also the flatbuffer_offset ExecuTorch writes and we write.
+/// Bytes the header occupies inside the flatbuffer (40 padded to 16): the
+/// flatbuffer_offset we write, as ExecuTorch's Python serializer does. (Its
+/// C++ save_ptd pads to its tensor_alignment instead: 40, 48, 64, ... up to
+/// 4096. The reader takes any offset past the header.)
 constexpr std::uint64_t kFlatbufferOffset = 48;
 /// Smallest file that can hold identifier and header.
 constexpr std::size_t kMinFileSize = kHeaderOffset + kMinHeaderLength;
