@@ -346,17 +346,18 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
   SUBCASE("duplicate method name") {
     Program p;
     p.add_method("decode");
+    p.add_method("prefill");
     p.add_method("decode");
     auto r = deduplicate<Strategy<OneBlob>>(p);
     CHECK(r.error() == Error::InvalidName);
-    CHECK(r.message() == "method name 'decode' is used twice");
+    CHECK(r.message() == "method name 'decode' is used twice (methods #0 and #2)");
   }
   SUBCASE("duplicate tensor name in a partition") {
     Program p;
-    p.add_method("decode").add_partition().add("w", span(a)).add("w", span(a));
+    p.add_method("decode").add_partition().add("v", span(a)).add("w", span(a)).add("x", span(a)).add("w", span(a));
     auto r = deduplicate<Strategy<OneBlob>>(p);
     CHECK(r.error() == Error::InvalidName);
-    CHECK(r.message() == "method 'decode' partition 0: tensor name 'w' is used twice");
+    CHECK(r.message() == "method 'decode' partition 0: tensor name 'w' is used twice (tensors #1 and #3)");
   }
   SUBCASE("a NUL byte in a tensor name or a method name (no key can hold one)") {
     Program p;
@@ -461,7 +462,7 @@ TEST_CASE("any thread count: the error is the first one in program order, the re
       p.add_method("decode").add_partition().add("w", span(a)).add("w", span(a)).add("v", span(a), 0);
       auto r = deduplicate<Strategy<OneBlob>>(p, o);
       CHECK(r.error() == Error::InvalidName);
-      CHECK(r.message() == "method 'decode' partition 0: tensor name 'w' is used twice");
+      CHECK(r.message() == "method 'decode' partition 0: tensor name 'w' is used twice (tensors #0 and #1)");
     }
     {  // an alignment error before a name error
       Program p;

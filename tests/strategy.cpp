@@ -633,7 +633,7 @@ TEST_CASE("a program the policy refuses: its name errors come first, and no byte
   decode.partitions[1].add("x", w0);
   auto named = deduplicate<Strategy<Positional>>(program);
   CHECK(named.error() == Error::InvalidName);
-  CHECK(named.message() == "method 'decode' partition 1: tensor name 'x' is used twice");
+  CHECK(named.message() == "method 'decode' partition 1: tensor name 'x' is used twice (tensors #0 and #1)");
 }
 
 TEST_CASE("a policy's function-name error comes after the keys' errors, with any thread count") {

@@ -209,8 +209,12 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
                                                     " bytes long; at most ", UINT32_MAX));
     bool new_method = false;
     method_names.find_or_add(method.name, &new_method);
-    if (!new_method)
-      return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name), " is used twice"));
+    if (!new_method) {  // (the error path: the first one is looked for only here)
+      std::size_t first = 0;
+      while (program.methods[first].name != method.name) ++first;
+      return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name), " is used twice (methods #",
+                                                    first, " and #", m, ")"));
+    }
     for (std::uint32_t p = 0; p < method.partitions.size(); ++p, ++serial) {
       const Partition& part = method.partitions[p];
       auto where = [&] { return cat("method ", quote_name(method.name), " partition ", p, ": "); };
@@ -239,9 +243,12 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
           hint = first_site[id];
         }
         hint_of[site] = hint;
-        if (stamp[id] == serial)
-          return Expected<void>(Error::InvalidName,
-                                cat(where(), "tensor name ", quote_name(tensor.name), " is used twice"));
+        if (stamp[id] == serial) {  // (the error path, as the method's)
+          std::uint32_t first = 0;
+          while (part.tensors[first].name != tensor.name) ++first;
+          return Expected<void>(Error::InvalidName, cat(where(), "tensor name ", quote_name(tensor.name),
+                                                        " is used twice (tensors #", first, " and #", t, ")"));
+        }
         stamp[id] = serial;
         name_of[site] = id;
         // (A name with a NUL byte is no key: check_entry says so.) Only a
