@@ -683,35 +683,33 @@ TEST_CASE("import: segments naming one range are each checked against their own 
     CHECK(std::memcmp(t[1].bytes.data(), same.data(), 64) == 0);
     CHECK(std::memcmp(t[2].bytes.data(), other.data(), 64) == 0);
   }
+  // The import of `file` is refused, naming segment #`named` of a's range.
+  const auto refused = [&](const std::vector<std::uint8_t>& file, std::uint32_t named) {
+    std::unique_ptr<Opened> o = open_bytes(file);
+    REQUIRE(o->ok());
+    Program program;
+    const Expected<void> e = add_ptd_method(program, o->map(), "m");
+    CHECK(e.error() == Error::MalformedSegment);
+    CHECK(e.message() == "add_ptd_method: segment #" + std::to_string(named) + " (64 bytes at offset " +
+                             std::to_string(a_offset) + mismatch);
+    CHECK(program.methods.empty());
+    return o;
+  };
   // A byte of that range flipped: the first segment of the range is named.
-  {
-    std::vector<std::uint8_t> flipped = shared;
-    flipped.at(static_cast<std::size_t>(a_offset) + 63) ^= 1;
-    std::unique_ptr<Opened> o = open_bytes(flipped);
-    REQUIRE(o->ok());
-    Program program;
-    const Expected<void> e = add_ptd_method(program, o->map(), "m");
-    CHECK(e.error() == Error::MalformedSegment);
-    CHECK(e.message() == "add_ptd_method: segment #0 (64 bytes at offset " + std::to_string(a_offset) + mismatch);
-    CHECK(program.methods.empty());
-  }
+  std::vector<std::uint8_t> flipped = shared;
+  flipped.at(static_cast<std::size_t>(a_offset) + 63) ^= 1;
+  refused(flipped, 0);
   // c on that range too: the range's hash, computed once, is a's and b's
-  // but not the one c's segment records, so c's segment is named.
-  {
-    std::vector<std::uint8_t> three = shared;
-    onto_a(three, 2);
-    std::unique_ptr<Opened> o = open_bytes(three);
-    REQUIRE(o->ok());
-    Program program;
-    const Expected<void> e = add_ptd_method(program, o->map(), "m");
-    CHECK(e.error() == Error::MalformedSegment);
-    CHECK(e.message() == "add_ptd_method: segment #2 (64 bytes at offset " + std::to_string(a_offset) + mismatch);
-    CHECK(program.methods.empty());
-    ImportOptions as_they_are;
-    as_they_are.verify_content_hashes = false;
-    REQUIRE(add_ptd_method(program, o->map(), "m", as_they_are).ok());
-    CHECK(std::memcmp(program.methods.at(0).partitions.at(0).tensors.at(2).bytes.data(), same.data(), 64) == 0);
-  }
+  // but not the one c's segment records, so c's segment is named; asked
+  // to, the import takes c over a's bytes.
+  std::vector<std::uint8_t> three = shared;
+  onto_a(three, 2);
+  std::unique_ptr<Opened> o = refused(three, 2);
+  Program program;
+  ImportOptions as_they_are;
+  as_they_are.verify_content_hashes = false;
+  REQUIRE(add_ptd_method(program, o->map(), "m", as_they_are).ok());
+  CHECK(std::memcmp(program.methods.at(0).partitions.at(0).tensors.at(2).bytes.data(), same.data(), 64) == 0);
 }
 
 TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is MalformedFunctionMap") {
