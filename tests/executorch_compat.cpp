@@ -444,6 +444,41 @@ TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused 
     REQUIRE(map.ok());
     check_map(*map);
   }
+  // The last segment given fewer bytes: nothing moves, only its size
+  // differs from the block's (key #3's entry).
+  {
+    const auto shorter = pattern(7, 4);
+    std::vector<std::uint8_t> last = replace_data_like_executorch(file, "norm", shorter);
+    wdedup::BufferSource s(last.data(), last.size());
+    wdedup::Result<wdedup::NamedDataMap> refused = wdedup::NamedDataMap::open(s);
+    CHECK(refused.error() == wdedup::Error::MalformedIndex);
+    CHECK(refused.failure().at == wdedup_test::Nav{last}.entry(3) + wdedup::format::key_entry::kDataSize);
+    wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(s, allow);
+    REQUIRE(map.ok());
+    CHECK(map->segments_moved());
+    CHECK(map->key_info(3)->offset == et_get_data(before, "norm").offset);
+    CHECK(map->key_info(3)->size == 7);
+    wdedup::Result<wdedup::DataBuffer> got = map->get_data("norm");
+    REQUIRE(got.ok());
+    const auto* p = static_cast<const std::uint8_t*>(got->data());
+    CHECK(std::vector<std::uint8_t>(p, p + got->size()) == shorter);
+  }
+  // Segments that lie otherwise than a rewrite lays them out are not taken
+  // for a move: here segment_data_size ends 16 bytes past the last one.
+  {
+    std::vector<std::uint8_t> padded = replaced;
+    padded.resize(padded.size() + 16, 0);
+    wdedup::format::store_u64(padded.data() + 40, le64(padded.data() + 40) + 16);
+    wdedup::BufferSource s(padded.data(), padded.size());
+    wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(s, allow);
+    REQUIRE_FALSE(map.ok());
+    CHECK(map.error() == wdedup::Error::MalformedIndex);
+    CHECK(std::string(map.failure().what) ==
+          "segments moved since the WDX1 block was written, but not as a rewrite lays them out (in index order, "
+          "each after the one before, segment_data_size ending at the last; at = the segment index, or 40: "
+          "segment_data_size)");
+    CHECK(map.failure().at == 40);
+  }
   // A file nothing moved in opens either way, and says so.
   {
     wdedup::BufferSource untouched(file.data(), file.size());

@@ -18,9 +18,11 @@
 //   - every row of every function table names a real key, and find_tensor
 //     finds it by its name; find_function finds every function;
 //   - opened with OpenOptions::allow_moved_segments, a file opens exactly
-//     as without it, unless it was refused for a key entry's data range
-//     alone; then the map it gives (if any) says its segments moved and
-//     keeps every property above, each key's range its segment's.
+//     as without it, unless it was refused for a key entry's data range;
+//     then the option lifts that refusal (another check may still refuse
+//     the file), and the map it gives says its segments moved, opens alike
+//     with lent metadata, and keeps every property above, each key's range
+//     its segment's and each key's offset a multiple of its alignment.
 // The runtime half is built as embedded runtimes build it (no exceptions, no
 // RTTI); a broken invariant aborts with a message naming it.
 #include <cstdint>
@@ -140,6 +142,9 @@ void check_keys(const NamedDataMap& m, const std::uint8_t* flat, std::size_t fla
     FUZZ_CHECK(info->segment_index < m.segment_count(), info->segment_index, m.segment_count());
     const SegmentInfo seg = *m.segment(info->segment_index);
     FUZZ_CHECK(info->offset == seg.offset && info->size == seg.size, info->offset, seg.offset);
+    // The alignment the key asked for holds in the file (1 where it does
+    // not say), moved segments included.
+    FUZZ_CHECK(info->alignment != 0 && info->offset % info->alignment == 0, info->offset, info->alignment);
     // Equal keys are refused where there is an index; a scan finds the first.
     Result<KeyInfo> found = m.find(*k);
     FUZZ_CHECK(found, i, 0);
@@ -308,12 +313,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(!moved && moved.error() == in_place.error() && moved.failure().at == in_place.failure().at &&
                    same_text(moved.failure().what, in_place.failure().what),
                static_cast<std::uint64_t>(moved.error()), static_cast<std::uint64_t>(in_place.error()));
-  } else if (moved) {
-    FUZZ_CHECK(moved->segments_moved() && moved->has_extension(), 0, 0);
-    check_keys(*moved, flat, size);
-    check_segments(*moved);
-    check_functions(*moved);
-    check_built_index(*moved, flat, size);
+  } else {
+    // The option lifts that refusal: what is left is another check's.
+    FUZZ_CHECK(moved || !moved_range(moved.failure()), 0, 0);
+    if (moved) {
+      FUZZ_CHECK(moved->segments_moved() && moved->has_extension(), 0, 0);
+      // Through src.read with lent metadata alike.
+      Result<NamedDataMap> moved_lent(Error::NotFound, "not opened", 0);
+      if (need)
+        moved_lent = NamedDataMap::open(
+            rd, Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(metadata.data()), metadata.size() * 8), allow);
+      FUZZ_CHECK(moved_lent && moved_lent->segments_moved(), static_cast<bool>(moved_lent), 0);
+      check_agree(*moved, *moved_lent);
+      for (NamedDataMap* m : {&*moved, &*moved_lent}) {
+        check_keys(*m, flat, size);
+        check_segments(*m);
+        check_functions(*m);
+        check_built_index(*m, flat, size);
+      }
+    }
   }
   if (!in_place) {
     FUZZ_CHECK(in_place.error() == lent.error() || !need, static_cast<std::uint64_t>(in_place.error()),

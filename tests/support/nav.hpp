@@ -59,7 +59,8 @@ struct Nav {
   // WDX1 block
   std::uint64_t ext() const {
     std::uint64_t p = 0;
-    wdedup::format::align_up(wdedup::format::kFlatbufferOffset + u64(wdedup::format::kHeaderFlatbufferSizePos), 16, &p);
+    wdedup::format::align_up(u64(wdedup::format::kHeaderFlatbufferOffsetPos) + u64(wdedup::format::kHeaderFlatbufferSizePos),
+                             16, &p);
     return p;
   }
   std::uint64_t ext_table(std::size_t offset_field) const { return ext() + u32(ext() + offset_field); }

@@ -316,10 +316,15 @@ struct OpenOptions {
   /// flatbuffer. true reads the data where the flatbuffer says, as
   /// ExecuTorch does (segments_moved() then says so), and keeps the block's
   /// index, alignments and function maps, which every other check still
-  /// finds in agreement with the flatbuffer. A moved segment must still
-  /// meet its recorded alignment (replace_data keeps every power-of-two
-  /// one); its recorded content hash is kept as written, so
-  /// verify_segments() names the segments whose bytes were replaced.
+  /// finds in agreement with the flatbuffer. The segments must lie as a
+  /// rewrite lays them out (in index order, each after the one before,
+  /// segment_data_size ending at the last), and each must still meet its
+  /// recorded alignment: replace_data keeps it, unless its caller gives a
+  /// replacement a smaller one, which is refused either way (a view could
+  /// not be aligned as the key asks). Content hashes stay as recorded, so
+  /// verify_segment(map, i) fails for each segment whose bytes were
+  /// replaced. A layout stays as recorded too: after a replacement of
+  /// another size, get_tensor_layout() describes the old bytes.
   bool allow_moved_segments = false;
 };
 
@@ -553,8 +558,8 @@ class NamedDataMap {
   /// True for a file with the WDX1 extension block.
   bool has_extension() const noexcept { return ext_ != 0; }
   /// True when the file was opened with OpenOptions::allow_moved_segments
-  /// and its segments are no longer where its WDX1 block recorded them:
-  /// data is read where the flatbuffer says.
+  /// and some key's data range is no longer the one its WDX1 block
+  /// records: data is read where the flatbuffer says.
   bool segments_moved() const noexcept { return segments_moved_; }
 
   /// Bytes build_index needs for `key_count` keys (get_num_keys()). More
@@ -1123,6 +1128,10 @@ class NamedDataMap {
       "key entry's data offset differs from its segment: the segments moved since the WDX1 block was written "
       "(as ExecuTorch's replace_data moves them), or either side is damaged; OpenOptions::allow_moved_segments "
       "reads them where the flatbuffer says";
+  static constexpr const char* kMovedOutOfOrder =
+      "segments moved since the WDX1 block was written, but not as a rewrite lays them out (in index order, "
+      "each after the one before, segment_data_size ending at the last; at = the segment index, or 40: "
+      "segment_data_size)";
   static constexpr const char* kMovedSize =
       "key entry's data size differs from its segment: the segments were resized since the WDX1 block was "
       "written (as ExecuTorch's replace_data resizes them), or either side is damaged; "
@@ -1491,6 +1500,21 @@ inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noe
       return Status(Error::MalformedIndex, "key alignment is 0 or does not divide its segment's",
                     p + ke::kAlignment);
   }
+  if (!segments_moved_) return detail::ok_status();
+  // Moved: only as a rewrite lays segments out (replace_data among them),
+  // one after another in index order, segment_data_size ending at the
+  // last. So a damaged segment offset that lands on other bytes is not
+  // read as a move (zero-size segments keep a default offset: skipped).
+  std::uint64_t end = 0;
+  for (std::uint32_t s = 0; s < segment_count_; ++s) {
+    std::uint64_t off = 0, size = 0;
+    seg_range(s, &off, &size);
+    if (size == 0) continue;
+    if (off < end) return Status(Error::MalformedIndex, kMovedOutOfOrder, s);
+    end = off + size;
+  }
+  if (header_.segment_data_size != end)
+    return Status(Error::MalformedIndex, kMovedOutOfOrder, format::kHeaderSegmentDataSizePos);
   return detail::ok_status();
 }
 
