@@ -440,7 +440,8 @@ TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused 
     REQUIRE(need.ok());
     std::vector<std::uint64_t> memory(static_cast<std::size_t>((*need + 7) / 8));
     wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(
-        src, wdedup::Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(memory.data()), *need), allow);
+        src, wdedup::Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(memory.data()), static_cast<std::size_t>(*need)),
+        allow);
     REQUIRE(map.ok());
     check_map(*map);
   }
