@@ -139,8 +139,10 @@ constexpr std::size_t kSize = 80;
 /// One per named_data entry, same order. Lets a lookup resolve a key
 /// without walking the flatbuffer; checked against the flatbuffer at open.
 namespace key_entry {
-constexpr std::size_t kDataOffset = 0;     ///< u64, absolute file offset of the data (as written: OpenOptions)
-constexpr std::size_t kDataSize = 8;       ///< u64, == segment size (as written)
+// (The data offset and size are as written: a rewrite may move segments
+// since, which OpenOptions::allow_moved_segments reads past.)
+constexpr std::size_t kDataOffset = 0;     ///< u64, absolute file offset of the data
+constexpr std::size_t kDataSize = 8;       ///< u64, == segment size
 constexpr std::size_t kAlignment = 16;     ///< u64, alignment this key asked for (>= 1)
 constexpr std::size_t kKeyOffset = 24;     ///< u32, absolute offset of the key's chars
 constexpr std::size_t kKeySize = 28;       ///< u32, key length (no NUL)
