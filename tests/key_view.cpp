@@ -73,6 +73,37 @@ TEST_CASE("KeyView: constructors view the caller's characters") {
   static_assert(!std::is_convertible<int, KeyView>::value, "no KeyView from an integer");
 }
 
+namespace et_like {
+/// The shape of ExecuTorch's portable string_view (runtime/core/portable_type/
+/// string_view.h), what a delegate's NamedDataMap is handed keys as: a
+/// value_type and a static npos, but no traits_type (a trial's adapter
+/// had to spell KeyView(key.data(), key.size()) for every call).
+class string_view {
+ public:
+  using value_type = char;
+  using size_type = std::size_t;
+  static constexpr size_type npos = size_type(-1);
+  constexpr string_view(const char* p, size_type n) : p_(p), n_(n) {}
+  constexpr const char* data() const noexcept { return p_; }
+  constexpr size_type size() const noexcept { return n_; }
+
+ private:
+  const char* p_;
+  size_type n_;
+};
+}  // namespace et_like
+
+TEST_CASE("KeyView: ExecuTorch's portable string_view converts implicitly") {
+  static_assert(std::is_convertible<et_like::string_view, KeyView>::value, "ExecuTorch's keys are text");
+  const char text[] = "layers.0.wq and more";
+  const et_like::string_view key(text, 12);
+  const KeyView k = key;
+  CHECK(k.data() == text);
+  CHECK(k.size() == 12);
+  CHECK(k == "layers.0.wq ");
+  CHECK(take_kv(key) == 12);
+}
+
 TEST_CASE("KeyView: substr clamps instead of failing") {
   const KeyView k = "abcdef";
   CHECK(k.substr(2) == "cdef");

@@ -7,7 +7,8 @@
 // including them: std::string, std::string_view (and any type with
 // char-pointer data() and size()) convert to it implicitly, it converts to
 // std::string_view implicitly and to std::string explicitly, and it compares
-// with all of them. Callers written against std::string_view keep compiling.
+// with all of them. ExecuTorch's portable string_view (no char traits)
+// converts implicitly too. Callers written against std::string_view keep compiling.
 #ifndef WDEDUP_RUNTIME_KEY_VIEW_HPP
 #define WDEDUP_RUNTIME_KEY_VIEW_HPP
 
@@ -49,6 +50,26 @@ struct has_char_traits<S, traits::enable_if_t<traits::is_same<typename S::traits
   static constexpr bool value = true;
 };
 
+/// A char string view with a static `npos` but no char traits:
+/// ExecuTorch's portable `executorch::aten::string_view` (its own
+/// basic_string_view, what a delegate's NamedDataMap is handed keys as).
+/// std::vector<char> and std::array<char, N> have no npos.
+template <class S, class = void>
+struct is_npos_text {
+  static constexpr bool value = false;
+};
+template <class S>
+struct is_npos_text<S, traits::enable_if_t<traits::is_same<typename S::value_type, char>::value &&
+                                           traits::is_convertible<decltype(S::npos), std::size_t>::value>> {
+  static constexpr bool value = true;
+};
+
+/// Text, not just characters: what converts to KeyView implicitly.
+template <class S>
+struct holds_text {
+  static constexpr bool value = has_char_traits<S>::value || is_npos_text<S>::value;
+};
+
 /// A standard-like string type KeyView converts to: char traits and a
 /// (pointer, size) constructor (std::string, std::string_view, std::pmr::string).
 template <class S, class = void>
@@ -74,9 +95,10 @@ class KeyView {
   /// handing on a name it never got finds nothing, where strlen crashed).
   KeyView(const char* c_string) noexcept
       : data_(c_string), size_(c_string != nullptr ? std::strlen(c_string) : 0) {}
-  /// std::string, std::string_view, or any string type with char traits.
+  /// std::string, std::string_view, any string type with char traits, or
+  /// ExecuTorch's portable string_view (detail::is_npos_text).
   template <class S,
-            detail::traits::enable_if_t<detail::is_char_range<S>::value && detail::has_char_traits<S>::value, int> = 0>
+            detail::traits::enable_if_t<detail::is_char_range<S>::value && detail::holds_text<S>::value, int> = 0>
   constexpr KeyView(const S& s) noexcept(noexcept(s.data()) && noexcept(s.size()))
       : data_(s.data()), size_(s.size()) {}
   /// Any other type with char data() and size(), explicitly: a
@@ -84,7 +106,7 @@ class KeyView {
   /// (implicit, get_data(name) found nothing where get_data(name.data())
   /// found the key; std::string_view takes no std::array either).
   template <class S,
-            detail::traits::enable_if_t<detail::is_char_range<S>::value && !detail::has_char_traits<S>::value, long> = 0>
+            detail::traits::enable_if_t<detail::is_char_range<S>::value && !detail::holds_text<S>::value, long> = 0>
   constexpr explicit KeyView(const S& s) noexcept(noexcept(s.data()) && noexcept(s.size()))
       : data_(s.data()), size_(s.size()) {}
 
