@@ -387,14 +387,19 @@ TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused 
 
   wdedup::BufferSource src(replaced.data(), replaced.size());
   // By default: refused, at w.k's (key #2's) recorded size.
-  wdedup::Result<wdedup::NamedDataMap> strict = wdedup::NamedDataMap::open(src);
-  REQUIRE_FALSE(strict.ok());
-  CHECK(strict.error() == wdedup::Error::MalformedIndex);
-  CHECK(std::string(strict.failure().what) ==
-        "key entry's data size differs from its segment: the segments were resized since the WDX1 block was "
-        "written (as ExecuTorch's replace_data resizes them), or either side is damaged; "
-        "OpenOptions::allow_moved_segments reads them where the flatbuffer says");
-  CHECK(strict.failure().at == wdedup_test::Nav{replaced}.entry(2) + wdedup::format::key_entry::kDataSize);
+  // open()'s refusal of a file, MalformedIndex with this message and `at`.
+  const auto refused = [](const wdedup::Result<wdedup::NamedDataMap>& map, const char* what, std::uint64_t at) {
+    REQUIRE_FALSE(map.ok());
+    CHECK(map.error() == wdedup::Error::MalformedIndex);
+    CHECK(std::string(map.failure().what) == what);
+    CHECK(map.failure().at == at);
+  };
+  const char* const resized =
+      "key entry's data size differs from its segment: the segments were resized since the WDX1 block was "
+      "written (as ExecuTorch's replace_data resizes them), or either side is damaged; "
+      "OpenOptions::allow_moved_segments reads them where the flatbuffer says";
+  refused(wdedup::NamedDataMap::open(src), resized,
+          wdedup_test::Nav{replaced}.entry(2) + wdedup::format::key_entry::kDataSize);
 
   wdedup::OpenOptions allow;
   allow.allow_moved_segments = true;
@@ -451,9 +456,8 @@ TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused 
     const auto shorter = pattern(7, 4);
     std::vector<std::uint8_t> last = replace_data_like_executorch(file, "norm", shorter);
     wdedup::BufferSource s(last.data(), last.size());
-    wdedup::Result<wdedup::NamedDataMap> refused = wdedup::NamedDataMap::open(s);
-    CHECK(refused.error() == wdedup::Error::MalformedIndex);
-    CHECK(refused.failure().at == wdedup_test::Nav{last}.entry(3) + wdedup::format::key_entry::kDataSize);
+    refused(wdedup::NamedDataMap::open(s), resized,
+            wdedup_test::Nav{last}.entry(3) + wdedup::format::key_entry::kDataSize);
     wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(s, allow);
     REQUIRE(map.ok());
     CHECK(map->segments_moved());
@@ -471,14 +475,11 @@ TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused 
     padded.resize(padded.size() + 16, 0);
     wdedup::format::store_u64(padded.data() + 40, le64(padded.data() + 40) + 16);
     wdedup::BufferSource s(padded.data(), padded.size());
-    wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(s, allow);
-    REQUIRE_FALSE(map.ok());
-    CHECK(map.error() == wdedup::Error::MalformedIndex);
-    CHECK(std::string(map.failure().what) ==
-          "segments moved since the WDX1 block was written, but not as a rewrite lays them out (in index order, "
-          "each after the one before, segment_data_size ending at the last; at = the segment index, or 40: "
-          "segment_data_size)");
-    CHECK(map.failure().at == 40);
+    refused(wdedup::NamedDataMap::open(s, allow),
+            "segments moved since the WDX1 block was written, but not as a rewrite lays them out (in index order, "
+            "each after the one before, segment_data_size ending at the last; at = the segment index, or 40: "
+            "segment_data_size)",
+            40);
   }
   // A file nothing moved in opens either way, and says so.
   {

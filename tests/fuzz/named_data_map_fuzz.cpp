@@ -271,6 +271,18 @@ void check_built_index(NamedDataMap& m, const std::uint8_t* flat, std::size_t fl
 
 }  // namespace
 
+/// A file opened in place and with lent metadata: the two agree, and each
+/// keeps every property.
+void check_pair(NamedDataMap& in_place, NamedDataMap& lent, const std::uint8_t* flat, std::size_t size) {
+  check_agree(in_place, lent);
+  for (NamedDataMap* m : {&in_place, &lent}) {
+    check_keys(*m, flat, size);
+    check_segments(*m);
+    check_functions(*m);
+    check_built_index(*m, flat, size);
+  }
+}
+
 bool same_text(const char* a, const char* b) { return a == b || (a && b && std::strcmp(a, b) == 0); }
 
 /// Whether `f` is the refusal allow_moved_segments lifts: a key entry's
@@ -324,13 +336,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         moved_lent = NamedDataMap::open(
             rd, Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(metadata.data()), metadata.size() * 8), allow);
       FUZZ_CHECK(moved_lent && moved_lent->segments_moved(), static_cast<bool>(moved_lent), 0);
-      check_agree(*moved, *moved_lent);
-      for (NamedDataMap* m : {&*moved, &*moved_lent}) {
-        check_keys(*m, flat, size);
-        check_segments(*m);
-        check_functions(*m);
-        check_built_index(*m, flat, size);
-      }
+      check_pair(*moved, *moved_lent, flat, size);
     }
   }
   if (!in_place) {
@@ -339,12 +345,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   FUZZ_CHECK(in_place->is_memory_backed() && !lent->is_memory_backed(), 0, 0);
-  check_agree(*in_place, *lent);
-  for (NamedDataMap* m : {&*in_place, &*lent}) {
-    check_keys(*m, flat, size);
-    check_segments(*m);
-    check_functions(*m);
-    check_built_index(*m, flat, size);
-  }
+  check_pair(*in_place, *lent, flat, size);
   return 0;
 }
