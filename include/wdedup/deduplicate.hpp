@@ -136,7 +136,7 @@ constexpr std::uint64_t kFinishBytesPerTensor = 1536;
 #endif
 constexpr std::uint64_t kWorkPerStartedThread = WDEDUP_WORK_PER_STARTED_THREAD;
 static_assert(kWorkPerStartedThread >= 1 && kWorkPerStartedThread <= UINT64_MAX / kMaxWorkerThreads,
-              "WDEDUP_WORK_PER_STARTED_THREAD must be at least 1 and at most 2^64 / 1024 (kMaxWorkerThreads)");
+              "WDEDUP_WORK_PER_STARTED_THREAD must be at least 1 and at most (2^64 - 1) / 1024 (kMaxWorkerThreads)");
 
 /// How many of `threads` threads the work of `program` (`tensors` tensors)
 /// is worth starting: one per kWorkPerStartedThread, at least 1 (also for
