@@ -1099,6 +1099,71 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
 #endif
 
 #ifdef WDEDUP_DEMO_PATH
+TEST_CASE("the demo takes a store whose data was replaced since it was written only with --take-replaced-data") {
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/demo_replaced";
+  REQUIRE(std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()) == 0);
+  NamedDataStore store;
+  const std::vector<std::uint8_t> a = pattern(64, 1), b = pattern(64, 2);
+  REQUIRE(store.add_named_data("a", ByteSpan(a.data(), a.size())).ok());
+  REQUIRE(store.add_named_data("b", ByteSpan(b.data(), b.size())).ok());
+  const std::vector<std::uint8_t> file = write_or_die(store, {}, WriteOptions{});
+  std::uint64_t field = 0, b_at = 0;  // b's segment offset field; b's bytes in the file
+  {
+    std::vector<std::uint8_t> copy = file;
+    const Nav n{copy};
+    field = n.field(n.segment(1), format::data_segment_field::kOffset);
+    REQUIRE(field != 0);
+    b_at = n.u64(format::kHeaderSegmentBasePos) + n.u64(field);
+  }
+  // b's segment moved 128 bytes on (as a rewrite that gave a more bytes
+  // would leave it), the WDX1 block as written.
+  std::vector<std::uint8_t> moved = file;
+  moved.insert(moved.begin() + static_cast<std::ptrdiff_t>(b_at), 128, 0);
+  Nav m{moved};
+  m.set_u64(field, m.u64(field) + 128);
+  m.set_u64(format::kHeaderSegmentDataSizePos, m.u64(format::kHeaderSegmentDataSizePos) + 128);
+  // b's bytes replaced by as many others.
+  std::vector<std::uint8_t> changed = file;
+  changed.at(static_cast<std::size_t>(b_at) + 5) ^= 1;
+  const std::string moved_path = dir + "/moved.ptd", changed_path = dir + "/changed.ptd", log = dir + "/log.txt",
+                    printed_path = dir + "/out.txt";
+  REQUIRE(write_file(moved_path, moved));
+  REQUIRE(write_file(changed_path, changed));
+  const std::string demo = "'" + std::string(WDEDUP_DEMO_PATH) + "' --quiet --strategy oneblob --out '' ";
+  auto run = [&](const std::string& args) {
+    const int status = std::system((demo + args + " > '" + printed_path + "' 2> '" + log + "'").c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  // Refused, each naming the demo's flag rather than the library's option.
+  CHECK(run("--ptd '" + moved_path + "'") == 2);
+  CHECK(read_text(log) ==
+        "wdedup-demo: " + moved_path + " (" + std::to_string(moved.size()) +
+            " bytes): key entry's data offset differs from its segment: the segments moved since the WDX1 block "
+            "was written (as ExecuTorch's replace_data moves them), or either side is damaged; "
+            "--take-replaced-data reads them where the flatbuffer says (MalformedIndex at " +
+            std::to_string(m.entry(1) + format::key_entry::kDataOffset) + ")\n");
+  CHECK(run("--ptd '" + changed_path + "'") == 2);
+  CHECK(read_text(log) == "wdedup-demo: " + changed_path + ": add_ptd_method: segment #1 (64 bytes at offset " +
+                              std::to_string(b_at) +
+                              ") does not have the content hash the file records: its bytes (or that hash) changed "
+                              "since it was written (--take-replaced-data takes them as they are)\n");
+  CHECK(run("--take-replaced-data") == 2);
+  CHECK(read_text(log) == "wdedup-demo: --take-replaced-data applies to --ptd files only\n");
+  // Taken: both files, b's bytes where they now are.
+  CHECK(run("--ptd '" + moved_path + "," + changed_path + "' --take-replaced-data") == 0);
+  CHECK(read_text(log).empty());
+  const std::string printed = read_text(printed_path);
+  CHECK(printed.find("  " + moved_path + ": method(s) moved, 1 partition(s), 2 tensors over 128 B\n") !=
+        std::string::npos);
+  CHECK(printed.find("  " + changed_path + ": method(s) changed, 1 partition(s), 2 tensors over 128 B\n") !=
+        std::string::npos);
+  // a is shared by the two; b differs (one byte): 192 B stored of 256.
+  CHECK(printed.find("ONE_BLOB   in 256 B, stored 192 B, saved 64 B") != std::string::npos);
+}
+
+#endif
+
+#ifdef WDEDUP_DEMO_PATH
 TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
   const std::string dir = WDEDUP_TEST_TMPDIR;
   const std::string aliases = fixture("aliases.ptd"), simple = fixture("simple.ptd");

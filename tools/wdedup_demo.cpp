@@ -7,6 +7,7 @@
 //   wdedup-demo [--model tiny|small|1b] [--strategy positional|oneblob|disabled|all]
 //               [--prefill-partitions N] [--decode-partitions N] [--layers N]
 //               [--ptd FILE[,FILE...]]... [--unmapped-keys METHOD] [--unrecorded-alignment N]
+//               [--take-replaced-data]
 //               [--per-method DIR]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
 #include <cerrno>
@@ -71,6 +72,9 @@ struct Args {
   /// --ptd: the alignment of keys whose file records none (0: inferred).
   std::uint32_t unrecorded_alignment = 0;
   bool unrecorded_alignment_given = false;
+  /// --ptd: files whose data was replaced since wdedup wrote them (ExecuTorch's
+  /// replace_data): read where the flatbuffer says, bytes taken unchecked.
+  bool take_replaced_data = false;
   unsigned threads = 0;
   bool quiet = false;
 };
@@ -93,6 +97,9 @@ void usage(FILE* f) {
       "  --unrecorded-alignment N   --ptd: the alignment (a power of two up to 4096) of keys whose\n"
       "                             file records none (ExecuTorch's); default 0: inferred from each\n"
       "                             key's offset, up to 4096, which pads offsets aligned by chance\n"
+      "  --take-replaced-data       --ptd: take a store wdedup wrote whose data was replaced since\n"
+      "                             (ExecuTorch's replace_data): its segments where they now are,\n"
+      "                             its bytes without the content hashes it recorded (default: refused)\n"
       "  --per-method DIR           also write each method on its own as DIR/<method>.ptd, as an\n"
       "                             export that serializes methods apart ships them (--ptd input;\n"
       "                             '' = don't, the default)\n"
@@ -233,6 +240,8 @@ bool parse_args(int argc, char** argv, Args* a) {
         return false;
       }
       a->ptd.insert(a->ptd.end(), files.begin(), files.end());
+    } else if (opt == "--take-replaced-data") {
+      a->take_replaced_data = true;
     } else if (opt == "--unrecorded-alignment") {
       if (!value(&v, true)) return false;
       // A power of two up to the page, as ExecuTorch's alignments are (the
@@ -292,6 +301,10 @@ bool parse_args(int argc, char** argv, Args* a) {
   }
   if (a->unrecorded_alignment_given && a->ptd.empty()) {
     std::fprintf(stderr, "wdedup-demo: --unrecorded-alignment applies to --ptd files only\n");
+    return false;
+  }
+  if (a->take_replaced_data && a->ptd.empty()) {
+    std::fprintf(stderr, "wdedup-demo: --take-replaced-data applies to --ptd files only\n");
     return false;
   }
   if (a->strategy != "positional" && a->strategy != "oneblob" && a->strategy != "disabled" && a->strategy != "all") {
@@ -604,6 +617,8 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
   wdedup::ImportOptions options;
   options.unmapped_keys_method = args.unmapped_keys;
   options.unrecorded_alignment = args.unrecorded_alignment;
+  options.open.allow_moved_segments = args.take_replaced_data;
+  options.verify_content_hashes = !args.take_replaced_data;
   for (const std::string& path : args.ptd) {
     const std::size_t before = program->methods.size();
     if (wdedup::Expected<void> added = files->add(*program, path, {}, options); !added) {
@@ -611,7 +626,9 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
       std::string message = added.message();
       for (const auto& [api, flag] : {std::pair<std::string, std::string>{"ImportOptions::unmapped_keys_method",
                                                                           "--unmapped-keys METHOD"},
-                                      {"unmapped_keys_method", "--unmapped-keys"}})
+                                      {"unmapped_keys_method", "--unmapped-keys"},
+                                      {"OpenOptions::allow_moved_segments", "--take-replaced-data"},
+                                      {"ImportOptions::verify_content_hashes = false", "--take-replaced-data"}})
         if (const std::size_t at = message.find(api); at != std::string::npos) {
           message.replace(at, api.size(), flag);
           break;  // (the one the library wrote: a key's name quoted after it may hold it too)
