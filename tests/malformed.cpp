@@ -378,6 +378,10 @@ TEST_CASE("segments: out of range, overflowing or partly overlapping segments ar
       {"segment starts past segment_data_size", [&](Nav& n) { n.set_u64(off(n, 2), 513); }, Error::MalformedSegment,
        "segment runs past segment_data_size", g.segment(2)},
       {"partial overlap (sorted)", [&](Nav& n) { n.set_u64(off(n, 1), 10); }, Error::MalformedSegment, overlap, 1},
+      // In order, one start shared, the ends apart: [128,178) inside
+      // [128,228) is no identity (the sweep, not the pair check).
+      {"same start, other size (sorted)", [&](Nav& n) { n.set_u64(off(n, 2), 128); n.set_u64(size(n, 2), 50); },
+       Error::MalformedSegment, overlap, 2},
       {"containment is not identity", [&](Nav& n) { n.set_u64(off(n, 1), 300); n.set_u64(size(n, 1), 10); },
        Error::MalformedSegment, overlap, 2},
       {"partial overlap (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 100); }, Error::MalformedSegment, overlap, 2},
@@ -681,6 +685,19 @@ TEST_CASE("WDX1 header: each field corrupted in turn") {
        Error::MalformedIndex, "WDX1 key entries lie outside the block", ext + eh::kEntriesOffset},
       {"entries offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kEntriesOffset, 0xFFFFFFF8u); },
        Error::MalformedIndex, "WDX1 key entries lie outside the block", ext + eh::kEntriesOffset},
+      // Inside the block, 8-aligned, but the table (40 bytes a key) runs
+      // past its end: read there, it is the caller's lent memory's end.
+      {"entries run past the block's end",
+       [&](Nav& n) {
+         n.set_u32(x(n) + eh::kEntriesOffset, static_cast<std::uint32_t>(n.u64(x(n) + eh::kBlockSize) - 8));
+       },
+       Error::MalformedIndex, "WDX1 key entries lie outside the block", ext + eh::kEntriesOffset},
+      {"strings run past the block's end",
+       [&](Nav& n) {
+         n.set_u32(x(n) + eh::kStringsOffset,
+                   static_cast<std::uint32_t>(n.u64(x(n) + eh::kBlockSize) - n.u32(x(n) + eh::kStringsSize) + 1));
+       },
+       Error::MalformedFunctionMap, "WDX1 strings lie outside the block", ext + eh::kStringsOffset},
       {"slots offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotsOffset, 0xFFFFFFF8u); },
        Error::MalformedIndex, "WDX1 slots lie outside the block", ext + eh::kSlotsOffset},
       {"slots offset misaligned", [&](Nav& n) { n.set_u32(x(n) + eh::kSlotsOffset, n.u32(x(n) + eh::kSlotsOffset) + 1); },
