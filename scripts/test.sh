@@ -77,11 +77,15 @@ for cfg in "${order[@]}"; do
   # Set up afresh where the directory was set up with other options than
   # this script's now (they change), or its setup was cut short (meson-private
   # without build.ninja, which meson setup refuses as already configured).
-  setup="CXX=${CXX_OF[$cfg]} -Dwerror=true ${OPTS_OF[$cfg]}"
+  # WDEDUP_FIXTURES_DIR: the ExecuTorch fixtures, where they are not
+  # ../shared/fixtures/ptd beside the clone (meson.build says so at setup).
+  fixtures=()
+  [ -n "${WDEDUP_FIXTURES_DIR:-}" ] && fixtures=("-Dfixtures_dir=$WDEDUP_FIXTURES_DIR")
+  setup="CXX=${CXX_OF[$cfg]} -Dwerror=true ${OPTS_OF[$cfg]} ${fixtures[*]}"
   if [ ! -f "$dir/build.ninja" ] || [ "$(cat "$dir/.wdedup-setup" 2>/dev/null)" != "$setup" ]; then
     rm -rf "$dir"
     # shellcheck disable=SC2086
-    CXX=${CXX_OF[$cfg]} quiet "$dir.setup.log" meson setup "$dir" -Dwerror=true ${OPTS_OF[$cfg]}
+    CXX=${CXX_OF[$cfg]} quiet "$dir.setup.log" meson setup "$dir" -Dwerror=true ${OPTS_OF[$cfg]} "${fixtures[@]}"
     echo "$setup" > "$dir/.wdedup-setup"
   fi
   # Counted from this run's log only: a stale one from an earlier run (or
