@@ -244,6 +244,56 @@ TEST_CASE("a header padded to 40 bytes, not 48 (ExecuTorch's writer with tensor_
   CHECK(open_and_exercise(b).code == Error::Ok);
 }
 
+TEST_CASE("segment_base_offset 0 in a file with no segments (as ExecuTorch's serializer documents it) opens as empty") {
+  // empty.ptd as ExecuTorch's serializer wrote it (base 128, 0 bytes of
+  // data), then with the base 0 that its header's documentation allows
+  // ("zero if there are no segments"), and that file cut where its
+  // flatbuffer ends (88 bytes): nothing needs to follow the flatbuffer.
+  const Bytes empty = read_fixture("empty.ptd");
+  const Nav g{const_cast<Bytes&>(empty)};
+  REQUIRE(g.u64(32) == 128);
+  REQUIRE(g.u64(40) == 0);
+  const std::uint64_t fb_end = g.u64(16) + g.u64(24);
+  REQUIRE(fb_end == 88);
+  Bytes zero = empty;
+  Nav{zero}.set_u64(32, 0);
+  const Bytes cut(zero.begin(), zero.begin() + static_cast<std::ptrdiff_t>(fb_end));
+  for (const Bytes* b : {static_cast<const Bytes*>(&zero), &cut}) {
+    CAPTURE(b->size());
+    std::unique_ptr<Opened> opened[] = {open_bytes(*b), open_bytes_lent(*b, 8)};
+    for (const std::unique_ptr<Opened>& o : opened) {
+      REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
+      const NamedDataMap& m = o->map();
+      CHECK(m.header().segment_base_offset == 0);
+      CHECK(m.header().segment_data_size == 0);
+      CHECK(*m.get_num_keys() == 0);
+      CHECK(m.segment_count() == 0);
+      CHECK_FALSE(m.has_index());
+      CHECK(m.get_tensor_layout("w").error() == Error::NotFound);
+    }
+    Result<std::uint64_t> need = NamedDataMap::metadata_size(BufferSource(b->data(), b->size()));
+    REQUIRE(need.ok());
+    CHECK(*need == fb_end);
+    CHECK(open_and_exercise(*b).code == Error::Ok);
+  }
+  check_every_truncation(cut);
+
+  // A base of 0 says there are no segments: a flatbuffer that lists some is
+  // refused, even with no segment data (its segments of 0 bytes would have
+  // passed every segment check). A base of 0 with segment data is inside
+  // the flatbuffer, as before (the header cases below).
+  const Bytes simple = read_fixture("simple.ptd");
+  const Nav s{const_cast<Bytes&>(simple)};
+  REQUIRE(s.u32(s.segments()) == 3);
+  run_cases(simple, {{"segment_base_offset and segment_data_size 0, three segments",
+                      [](Nav& n) {
+                        n.set_u64(32, 0);
+                        n.set_u64(40, 0);
+                      },
+                      Error::MalformedHeader,
+                      "segment_base_offset is 0, which says the file has no segments, but its flatbuffer lists some", 32}});
+}
+
 TEST_CASE("header fields: each corruption gets its typed error") {
   const Bytes good = read_fixture("simple.ptd");  // flatbuffer [48, 280), segments [384, 896)
   const Nav g{const_cast<Bytes&>(good)};             // positions in the good file (not written)
@@ -282,7 +332,7 @@ TEST_CASE("header fields: each corruption gets its typed error") {
        "root offset points outside the flatbuffer", 0},
       {"segment_base_offset inside the flatbuffer", [](Nav& n) { n.set_u64(32, 200); }, Error::MalformedHeader,
        "segment_base_offset lies inside the flatbuffer", 32},
-      {"segment_base_offset 0", [](Nav& n) { n.set_u64(32, 0); }, Error::MalformedHeader,
+      {"segment_base_offset 0 with segment data", [](Nav& n) { n.set_u64(32, 0); }, Error::MalformedHeader,
        "segment_base_offset lies inside the flatbuffer", 32},
       {"segment_base_offset + data size overflows", [](Nav& n) { n.set_u64(32, UINT64_MAX - 100); },
        Error::MalformedHeader, "segment_base_offset + segment_data_size overflows", 40},

@@ -109,7 +109,7 @@ struct FileHeader {
   std::uint32_t length = 0;  ///< >= 40
   std::uint64_t flatbuffer_offset = 0;
   std::uint64_t flatbuffer_size = 0;  ///< the flatbuffer spans [0, offset + size)
-  std::uint64_t segment_base_offset = 0;
+  std::uint64_t segment_base_offset = 0;  ///< 0 in a file with no segments (ExecuTorch documents it)
   std::uint64_t segment_data_size = 0;
 };
 
@@ -240,7 +240,11 @@ inline Result<FileHeader> parse_header(const std::uint8_t* head, std::uint64_t f
   const std::uint64_t fb_end = h.flatbuffer_offset + h.flatbuffer_size;
   if (fb_end > file_size)
     return R(Error::Truncated, "file ends inside the flatbuffer", f::kHeaderFlatbufferSizePos);
-  if (h.segment_base_offset < fb_end)
+  // ExecuTorch's serializer documents segment_base_offset as "zero if there
+  // are no segments"; its reader never checks the field. Such a file, with no
+  // segment data either, is read as empty (open() then refuses it if its
+  // flatbuffer lists a segment after all).
+  if (h.segment_base_offset < fb_end && !(h.segment_base_offset == 0 && h.segment_data_size == 0))
     return R(Error::MalformedHeader, "segment_base_offset lies inside the flatbuffer",
              f::kHeaderSegmentBasePos);
   if (h.segment_data_size > UINT64_MAX - h.segment_base_offset)
@@ -1218,6 +1222,10 @@ inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std
   Result<fb::Vector> segs = fb::vector_field(r, *root, ftf::kSegments, 4, Error::MalformedFlatbuffer);
   if (!segs) return segs.failure();
   if (!segs->present) return R(Error::MalformedFlatbuffer, "FlatTensor has no segments vector", root_pos);
+  if (h->segment_base_offset == 0 && segs->count != 0)
+    return R(Error::MalformedHeader,
+             "segment_base_offset is 0, which says the file has no segments, but its flatbuffer lists some",
+             format::kHeaderSegmentBasePos);
   m.segments_pos_ = segs->data_pos;
   m.segment_count_ = segs->count;
   Status st = m.validate_segments(r, *segs);
