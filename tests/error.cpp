@@ -1,8 +1,20 @@
 // Tests for wdedup/runtime/error.hpp: Status and Result keep "ok() exactly
 // when error() is Ok", a Status cannot be made from a bool (see also
 // tests/compile_fail/status_from_bool.cpp), and the value of a failed
-// Result is never handed out. Built with -fno-exceptions -fno-rtti.
+// Result is never handed out, after the program's WDEDUP_ON_FAILED_RESULT
+// has seen its failure. Built with -fno-exceptions -fno-rtti.
 #include <doctest/doctest.h>
+
+// This file's hook, as a delegate would define it: each trap below first
+// writes the failure to hook_fd, if a test set one, then returns (the
+// trap follows). Nothing else in this program includes wdedup.
+namespace wdedup {
+struct Failure;
+}
+namespace {
+void report_failed_result(const wdedup::Failure& f) noexcept;
+}
+#define WDEDUP_ON_FAILED_RESULT(f) report_failed_result(f)
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,8 +23,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -22,6 +36,16 @@
 using namespace wdedup;
 
 namespace {
+
+int hook_fd = -1;
+
+void report_failed_result(const Failure& f) noexcept {
+  if (hook_fd < 0) return;
+  char line[256];
+  const int n = std::snprintf(line, sizeof line, "%s|%s|%llu", error_name(f.code), f.what,
+                              static_cast<unsigned long long>(f.at));
+  if (n > 0) (void)!::write(hook_fd, line, static_cast<std::size_t>(n) < sizeof line ? static_cast<std::size_t>(n) : sizeof line - 1);
+}
 
 // What a DataSource of one's own returns, in the spellings a user may use.
 Status succeed_default() { return {}; }
@@ -164,6 +188,60 @@ TEST_CASE("Result: the value of a failed Result stops the program instead of bei
     volatile int x = *r;
     (void)x;
   }));
+}
+
+TEST_CASE("Result: WDEDUP_ON_FAILED_RESULT sees the failure first; the trap follows when it returns") {
+  // What the child's hook wrote, and whether the child died of the trap.
+  auto run = [](auto fn, std::string* said) {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const bool died = dies([&] {
+      ::close(fds[0]);
+      hook_fd = fds[1];
+      fn();
+    });
+    ::close(fds[1]);
+    char buf[256];
+    said->clear();
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) said->append(buf, static_cast<std::size_t>(n));
+    ::close(fds[0]);
+    return died;
+  };
+  std::string said;
+  CHECK(run(
+      [] {
+        const Result<int> r(Error::NotFound, "no key 'w'", 7);
+        volatile int x = *r;
+        (void)x;
+      },
+      &said));
+  CHECK(said == "NotFound|no key 'w'|7");
+  CHECK(run(
+      [] {
+        Result<DataBuffer> r(Error::Truncated, "file ends inside the segment data", 40);
+        volatile std::size_t n = r->size();
+        (void)n;
+      },
+      &said));
+  CHECK(said == "Truncated|file ends inside the segment data|40");
+  CHECK(run(
+      [] {
+        Result<KeyView> r(Error::IoError, "pread failed", 4096);
+        KeyView k = std::move(r).value();
+        volatile std::size_t n = k.size();
+        (void)n;
+      },
+      &said));
+  CHECK(said == "IoError|pread failed|4096");
+  // A Result that holds a value never calls it.
+  CHECK_FALSE(run(
+      [] {
+        const Result<int> r = 1;
+        volatile int x = *r;
+        (void)x;
+      },
+      &said));
+  CHECK(said.empty());
 }
 
 // Traits that say "copyable" for a Result<DataBuffer> would make generic

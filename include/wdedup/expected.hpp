@@ -33,7 +33,7 @@ namespace detail {
   std::fprintf(stderr, "wdedup: the value of a failed Expected was used (check ok() first); it held %s: %s\n",
                error_name(e.code), e.message.c_str());
   std::fflush(stderr);
-  value_of_failed_result();
+  trap();
 }
 /// A BuildError made from Error::Ok where a failure is meant (a policy's
 /// validate returning Expected<void>(Error::Ok, "refused"), an Expected<T>

@@ -106,12 +106,20 @@ constexpr int failure_errno(const Failure& f) noexcept {
   return static_cast<int>(f.at);
 }
 
+/// What a program runs first when the value of a failed Result is used, before the
+/// trap: the runtime has no output it may assume, so by default nothing. Define it
+/// (the same way in every translation unit: a -D on the command line) to say what
+/// failed through your own log, e.g. in an ExecuTorch delegate
+///   -D'WDEDUP_ON_FAILED_RESULT(f)=ET_LOG(Fatal, "wdedup: %s (at %llu)", (f).what, static_cast<unsigned long long>((f).at))'
+/// It is given the Result's `const wdedup::Failure&`, inside a noexcept function; if
+/// it returns, the trap follows.
+#ifndef WDEDUP_ON_FAILED_RESULT
+#define WDEDUP_ON_FAILED_RESULT(failure) static_cast<void>(failure)
+#endif
+
 namespace detail {
-/// What accessing the value of a failed Result does: stops the program, in
-/// every build, as ExecuTorch's Result does (ET_CHECK). Reading on would
-/// hand out uninitialized storage: a DataBuffer's destructor then frees a
-/// garbage pointer.
-[[noreturn]] inline void value_of_failed_result() noexcept {
+/// Stops the program, in every build.
+[[noreturn]] inline void trap() noexcept {
 #if defined(__GNUC__) || defined(__clang__)
   __builtin_trap();
 #else
@@ -119,6 +127,15 @@ namespace detail {
   for (;;) {
   }
 #endif
+}
+/// What accessing the value of a failed Result does: runs
+/// WDEDUP_ON_FAILED_RESULT, then stops the program, in every build, as
+/// ExecuTorch's Result does (ET_CHECK). Reading on would hand out
+/// uninitialized storage: a DataBuffer's destructor then frees a garbage
+/// pointer.
+[[noreturn]] inline void value_of_failed_result(const Failure& f) noexcept {
+  WDEDUP_ON_FAILED_RESULT(f);
+  trap();
 }
 /// A failure made from Error::Ok, which would otherwise be a Result that
 /// is not ok() yet whose error() is Ok (code ported from ExecuTorch returns
@@ -132,7 +149,8 @@ constexpr Failure failure_of(Error e, const char* what, std::uint64_t at) noexce
 
 /// A value or a Failure. Holds T in place: no heap, no exceptions.
 /// value(), * and -> of a failed Result stop the program (a trap, in every
-/// build), as ExecuTorch's Result does: check ok() first. A Result made from
+/// build, after WDEDUP_ON_FAILED_RESULT), as ExecuTorch's Result does:
+/// check ok() first. A Result made from
 /// Error::Ok (no value) is a failure with InvalidArgument, so ok() is true
 /// exactly when error() is Error::Ok.
 template <class T>
@@ -208,11 +226,11 @@ class [[nodiscard]] Result {
   T* ptr() noexcept { return reinterpret_cast<T*>(&storage_); }
   const T* ptr() const noexcept { return reinterpret_cast<const T*>(&storage_); }
   T* checked() noexcept {
-    if (!ok_) detail::value_of_failed_result();
+    if (!ok_) detail::value_of_failed_result(failure_);
     return ptr();
   }
   const T* checked() const noexcept {
-    if (!ok_) detail::value_of_failed_result();
+    if (!ok_) detail::value_of_failed_result(failure_);
     return ptr();
   }
   void reset() noexcept {
