@@ -322,6 +322,30 @@ TEST_CASE("opening and querying a map from mmap or caller memory allocates nothi
   }
 }
 
+TEST_CASE("a MappedFile opened, moved, moved over and queried allocates nothing") {
+  for (const std::string& path : all_files()) {
+    CAPTURE(path);
+    QueryStats q;
+    Window w;
+    {
+      Result<MappedFile> a = MappedFile::open(path.c_str()), b = MappedFile::open(path.c_str());
+      if (!a || !b) {
+        ++q.unexpected;
+      } else {
+        MappedFile moved = std::move(a).value();  // moved out of the Result
+        moved = std::move(b).value();             // moved over: unmaps its first mapping
+        if (!moved.map().check_source()) ++q.unexpected;
+        query_everything(moved.map(), q, true);
+      }
+    }  // munmap here, inside the window
+    w.stop();
+    CHECK(q.unexpected == 0);
+    CHECK(q.copies == 0);
+    CHECK(w.allocs == 0);
+    CHECK(w.frees == 0);
+  }
+}
+
 TEST_CASE("a FileSource map allocates only the copies get_data returns") {
   for (const std::string& path : all_files()) {
     CAPTURE(path);

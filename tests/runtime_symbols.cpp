@@ -56,6 +56,12 @@ int use_sources(const char* path, const void* bytes, std::size_t n, wdedup::Span
     if (wdedup::Result<std::uint64_t> need = wdedup::NamedDataMap::metadata_size(*s)) sum += static_cast<int>(*need);
     if (wdedup::Result<wdedup::NamedDataMap> m = wdedup::NamedDataMap::open(*s, memory)) sum += use_map(*m, path, buf, 64);
   }
+  if (wdedup::Result<wdedup::MappedFile> f = wdedup::MappedFile::open(path)) {
+    wdedup::MappedFile moved = static_cast<wdedup::Result<wdedup::MappedFile>&&>(f).value();
+    if (wdedup::Result<wdedup::MappedFile> g = wdedup::MappedFile::open(path, wdedup::OpenOptions{}))
+      moved = static_cast<wdedup::Result<wdedup::MappedFile>&&>(g).value();
+    sum += use_map(moved.map(), path, buf, 64);
+  }
   wdedup::BufferSource b(bytes, n);
   if (wdedup::Result<wdedup::NamedDataMap> m = wdedup::NamedDataMap::open(b)) {
     sum += m->build_index(memory) ? 1 : 0;

@@ -1,5 +1,6 @@
 // wdedup/runtime.hpp — the runtime half in one include: the NamedDataMap
-// reader, its data sources and the error/span/key-view/layout vocabulary.
+// reader, its data sources, MappedFile (a mapped file and its map in one
+// movable value) and the error/span/key-view/layout vocabulary.
 // Light on purpose (no <string>, <string_view>, <vector>, xxhash or Boost)
 // so that embedding it costs almost nothing to compile; see
 // wdedup/wdedup.hpp for the build-time half.
@@ -10,6 +11,7 @@
 #include "wdedup/runtime/data_source.hpp"
 #include "wdedup/runtime/error.hpp"
 #include "wdedup/runtime/key_view.hpp"
+#include "wdedup/runtime/mapped_file.hpp"
 #include "wdedup/runtime/named_data_map.hpp"
 #include "wdedup/runtime/span.hpp"
 #include "wdedup/runtime/tensor_layout.hpp"

@@ -332,6 +332,8 @@ struct OpenOptions {
   bool allow_moved_segments = false;
 };
 
+class MappedFile;
+
 /// ExecuTorch's NamedDataMap over one .ptd file, plus wdedup's extras.
 ///
 /// Lifetimes: the DataSource (and lent metadata memory, if any) must outlive
@@ -345,7 +347,8 @@ struct OpenOptions {
 /// itself (a temporary Result's operator* gives the value, moved out), so
 /// it may be bound so; the source must then stay in `s`. The map itself is
 /// a small copyable handle: the views do not depend on the map object,
-/// which may be moved or copied freely.
+/// which may be moved or copied freely. (MappedFile holds an MmapSource
+/// and its map as one value that may be moved.)
 class NamedDataMap {
  public:
   /// The largest alignment get_data()'s copy keeps (a page): a key's may
@@ -697,6 +700,12 @@ class NamedDataMap {
   // Every slot empty, so no map's bytes are left indeterminate (only maps
   // of at most kTagKeys keys read the slots; open() fills theirs).
   NamedDataMap() noexcept { std::memset(tag_slots_, kNoTag, sizeof tag_slots_); }
+
+  // MappedFile moves its source and points its map at the new place. Only
+  // for a source of the same file and size: everything else the map holds
+  // points into the mapping (or lent memory), which does not move.
+  friend class MappedFile;
+  void rebind_source(const DataSource& src) noexcept { src_ = &src; }
 
   // ---- queries over validated state ------------------------------------------
 

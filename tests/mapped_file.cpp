@@ -1,0 +1,202 @@
+// Tests for wdedup/runtime/mapped_file.hpp: a MappedFile reads exactly as a
+// map opened over an MmapSource beside it, after being returned, moved,
+// moved into a growing vector and moved over; views and function maps it
+// gave out stay valid across the moves; each open's failure is passed on,
+// and its options too. Built with -fno-exceptions -fno-rtti.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
+#include <doctest/doctest.h>
+
+#include "support/wdedup_file.hpp"  // first: see the note there
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "support/nav.hpp"
+#include "support/ptd_files.hpp"
+#include "wdedup/runtime.hpp"
+
+using namespace wdedup;
+using namespace wdedup_test;
+
+static_assert(std::is_nothrow_move_constructible<MappedFile>::value, "a growing std::vector moves it");
+static_assert(std::is_nothrow_move_assignable<MappedFile>::value, "moves");
+static_assert(!std::is_copy_constructible<MappedFile>::value, "one owner per mapping");
+static_assert(!std::is_copy_assignable<MappedFile>::value, "one owner per mapping");
+
+namespace {
+
+MappedFile open_or_die(const std::string& path) {
+  Result<MappedFile> f = MappedFile::open(path.c_str());
+  REQUIRE_MESSAGE(f.ok(), path, ": ", f.failure().what);
+  return std::move(f).value();
+}
+
+std::string text(KeyView k) { return std::string(k.data(), k.size()); }
+
+/// `f` reads every key as `ref` (a map over an MmapSource of the same file)
+/// does, and its map reads through f's own source.
+void check_same(const MappedFile& f, const NamedDataMap& ref) {
+  CHECK(&f.map().source() == &f.source());
+  REQUIRE(f.map().check_source().ok());
+  CHECK(f.source().size() == ref.file_size());
+  const std::size_t n = *ref.get_num_keys();
+  REQUIRE(*f->get_num_keys() == n);
+  CHECK(f->function_count() == ref.function_count());
+  for (std::size_t i = 0; i < n; ++i) {
+    const KeyView k = *ref.get_key(i);
+    CAPTURE(text(k));
+    CHECK(text(*f->get_key(i)) == text(k));
+    Result<DataBuffer> a = f->get_data(k), b = ref.get_data(k);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    REQUIRE(a->size() == b->size());
+    CHECK(std::memcmp(a->data(), b->data(), a->size()) == 0);
+    CHECK(a->release() == nullptr);  // a view into the mapping, not a copy
+    CHECK(f->find(k)->offset == ref.find(k)->offset);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("MappedFile: every fixture and a wdedup file read as over an MmapSource, after every kind of move") {
+  std::vector<std::string> paths = fixture_paths();
+  paths.push_back(wdedup_file_path());
+  for (const std::string& path : paths) {
+    CAPTURE(path);
+    Result<MmapSource> src = MmapSource::open(path.c_str());
+    REQUIRE(src.ok());
+    Result<NamedDataMap> ref = NamedDataMap::open(*src);
+    REQUIRE(ref.ok());
+
+    // Returned from a function (a Result, then moved out of it).
+    MappedFile first = open_or_die(path);
+    check_same(first, *ref);
+    // A view taken now, and the address of the mapping.
+    const std::uint8_t* base = first.source().data();
+    const void* early = nullptr;
+    if (*ref->get_num_keys() != 0) early = first->get_data(*ref->get_key(0))->data();
+
+    // Moved into a vector that grows: each reallocation moves every element.
+    std::vector<MappedFile> files;
+    files.push_back(std::move(first));
+    for (int i = 0; i < 9; ++i) files.push_back(open_or_die(path));
+    REQUIRE(files.capacity() > 1);
+    for (const MappedFile& f : files) check_same(f, *ref);
+    CHECK(files[0].source().data() == base);  // the same mapping, never copied
+    if (early != nullptr) {
+      const KeyInfo k0 = *ref->key_info(0);
+      CHECK(early == base + k0.offset);
+      CHECK(std::memcmp(early, src->data() + k0.offset, static_cast<std::size_t>(k0.size)) == 0);
+    }
+    // The moved-from object holds nothing, and its map says so.
+    CHECK(first.source().size() == 0);
+    CHECK(first.map().check_source().error() == Error::InvalidArgument);
+  }
+}
+
+TEST_CASE("MappedFile: a function map found before a move reads the same after it") {
+  Result<MmapSource> src = MmapSource::open(wdedup_file_path().c_str());
+  REQUIRE(src.ok());
+  Result<NamedDataMap> ref = NamedDataMap::open(*src);
+  REQUIRE(ref.ok());
+  REQUIRE(ref->function_count() == 3);
+  MappedFile a = open_or_die(wdedup_file_path());
+  Result<FunctionView> before = a->function(0);
+  REQUIRE(before.ok());
+  const std::string method = text(before->method()), blob = text(before->blob_key());
+  MappedFile b = std::move(a);
+  Result<FunctionView> after = b->find_function(before->method(), before->partition_index());
+  REQUIRE(after.ok());
+  CHECK(text(after->function_name()) == text(before->function_name()));
+  CHECK(text(before->method()) == method);  // the view still reads the mapping
+  CHECK(text(after->blob_key()) == blob);
+  REQUIRE(after->tensor_count() == before->tensor_count());
+  for (std::size_t i = 0; i < after->tensor_count(); ++i) {
+    CHECK(text(after->tensor(i)->key) == text(before->tensor(i)->key));
+    CHECK(text(after->tensor(i)->tensor_name) == text(ref->function(0)->tensor(i)->tensor_name));
+  }
+}
+
+TEST_CASE("MappedFile: moved over, it lets its own file go and reads the other") {
+  const std::string simple = fixture("simple.ptd"), aliases = fixture("aliases.ptd");
+  Result<MmapSource> src = MmapSource::open(aliases.c_str());
+  REQUIRE(src.ok());
+  Result<NamedDataMap> ref = NamedDataMap::open(*src);
+  REQUIRE(ref.ok());
+  MappedFile a = open_or_die(simple), b = open_or_die(aliases);
+  const std::uint8_t* b_base = b.source().data();
+  a = std::move(b);
+  CHECK(a.source().data() == b_base);
+  check_same(a, *ref);
+  CHECK(b.source().size() == 0);
+  // Assigned to again, the moved-from object works.
+  b = open_or_die(simple);
+  CHECK(b.source().size() == read_file(simple).size());
+  REQUIRE(b.map().check_source().ok());
+}
+
+TEST_CASE("MappedFile: each open's failure is passed on, and OpenOptions reach the map") {
+  {  // the file: MmapSource::open's failure
+    const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/no such file.ptd";
+    const Result<MappedFile> f = MappedFile::open(missing.c_str());
+    REQUIRE_FALSE(f.ok());
+    CHECK(f.error() == Error::IoError);
+    CHECK(std::string(f.failure().what) == "open failed (at = errno)");
+    CHECK(f.failure().at == static_cast<std::uint64_t>(ENOENT));
+  }
+  {  // its contents: NamedDataMap::open's
+    const std::vector<std::uint8_t> good = read_fixture("simple.ptd");
+    const std::string cut = write_temp("mapped_file_cut.ptd", std::vector<std::uint8_t>(good.begin(), good.begin() + 40));
+    const Result<MappedFile> f = MappedFile::open(cut.c_str());
+    REQUIRE_FALSE(f.ok());
+    CHECK(f.error() == Error::Truncated);
+    CHECK(std::string(f.failure().what) == "file is smaller than the FT01 identifier and FH01 header");
+    CHECK(f.failure().at == 40);
+  }
+  // A wdedup file whose segments from #1 on moved kShift bytes on (as
+  // ExecuTorch's replace_data moves them after giving #0 more bytes; the
+  // shift keeps every recorded alignment: 3 and 4096 among them), the WDX1
+  // block as written: refused by default, read where the flatbuffer says
+  // with allow_moved_segments.
+  constexpr std::uint64_t kShift = 3 * 4096;
+  std::vector<std::uint8_t> moved = wdedup_file_bytes();
+  std::uint64_t at = 0;  // segment #1's bytes as written
+  {
+    Nav n{moved};
+    const std::uint32_t count = n.u32(n.segments());
+    REQUIRE(count >= 3);
+    const std::uint64_t base = n.u64(format::kHeaderSegmentBasePos);
+    at = base + n.u64(n.field(n.segment(1), format::data_segment_field::kOffset));
+    for (std::uint32_t i = 1; i < count; ++i) {
+      REQUIRE(kShift % n.u64(n.seg_info(i) + format::segment_info::kAlignment) == 0);
+      const std::uint64_t field = n.field(n.segment(i), format::data_segment_field::kOffset);
+      REQUIRE(field != 0);
+      n.set_u64(field, n.u64(field) + kShift);
+    }
+    n.set_u64(format::kHeaderSegmentDataSizePos, n.u64(format::kHeaderSegmentDataSizePos) + kShift);
+  }
+  const std::vector<std::uint8_t> segment(moved.begin() + static_cast<std::ptrdiff_t>(at), moved.end());
+  moved.insert(moved.begin() + static_cast<std::ptrdiff_t>(at), kShift, 0);
+  const std::string path = write_temp("mapped_file_moved.ptd", moved);
+  const Result<MappedFile> refused = MappedFile::open(path.c_str());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error() == Error::MalformedIndex);
+  CHECK(std::string(refused.failure().what).rfind("key entry's data offset differs from its segment", 0) == 0);
+  OpenOptions options;
+  options.allow_moved_segments = true;
+  Result<MappedFile> f = MappedFile::open(path.c_str(), options);
+  REQUIRE_MESSAGE(f.ok(), std::string(f.failure().what));
+  MappedFile g = std::move(f).value();
+  CHECK(g->segments_moved());
+  const Result<SegmentInfo> s = g->segment(1);
+  REQUIRE(s.ok());
+  CHECK(s->offset == at + kShift);
+  REQUIRE(s->size <= segment.size());
+  const std::uint8_t* bytes = g.source().data() + s->offset;
+  CHECK(std::memcmp(bytes, segment.data(), static_cast<std::size_t>(s->size)) == 0);
+}
