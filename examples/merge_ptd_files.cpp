@@ -76,17 +76,17 @@ struct Verify {
     auto fail = [&](const std::string& what) {
       return wdedup::Expected<void>(wdedup::Error::IoError, what);
     };
-    auto source = wdedup::MmapSource::open(path);
-    auto merged = source ? wdedup::NamedDataMap::open(*source) : wdedup::Result<wdedup::NamedDataMap>(source.failure());
-    if (!merged) return fail(wdedup::describe_failure(merged.failure()));
+    auto file = wdedup::MappedFile::open(path);  // the file mapped and opened
+    if (!file) return fail(wdedup::describe_failure(file.failure()));
+    const wdedup::NamedDataMap& merged = file->map();
     checked = 0;
     for (const wdedup::Method& m : program.methods)
       for (std::uint32_t p = 0; p < m.partitions.size(); ++p) {
-        auto fn = merged->find_function(m.name, p);
+        auto fn = merged.find_function(m.name, p);
         if (!fn) return fail("no function for method " + m.name + " partition " + std::to_string(p));
         for (const wdedup::Tensor& t : m.partitions[p].tensors) {
           auto key = fn->key_of(t.name);
-          auto data = key ? merged->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
+          auto data = key ? merged.get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
           // (An empty tensor's pointers may be null, which memcmp may not be given.)
           if (!data || data->size() != t.bytes.size() ||
               (!t.bytes.empty() && std::memcmp(data->data(), t.bytes.data(), t.bytes.size()) != 0))
@@ -210,8 +210,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(result->report.bytes_in));
   bool ok = true;
   if (argc <= 2) {
-    auto source = wdedup::MmapSource::open(out.c_str());
-    auto merged = source ? wdedup::NamedDataMap::open(*source) : wdedup::Result<wdedup::NamedDataMap>(source.failure());
+    auto merged = wdedup::MappedFile::open(out.c_str());
     if (!merged) {
       std::printf("%s: %s\n", out.c_str(), wdedup::describe_failure(merged.failure()).c_str());
       return 1;
@@ -226,9 +225,9 @@ int main(int argc, char** argv) {
     // replace compares the merged file with the import's views of the
     // inputs, so it cannot see an import that viewed the wrong bytes.
     auto reads = [&](const char* function, const std::string& tensor, const std::vector<std::uint8_t>& want) {
-      auto fn = merged->find_function(function);
+      auto fn = merged->map().find_function(function);
       auto key = fn ? fn->key_of(tensor) : wdedup::Result<wdedup::KeyView>(wdedup::Error::NotFound);
-      auto data = key ? merged->get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
+      auto data = key ? merged->map().get_data(*key) : wdedup::Result<wdedup::DataBuffer>(wdedup::Error::NotFound);
       const bool same = data && data->size() == want.size() && std::memcmp(data->data(), want.data(), want.size()) == 0;
       if (!same) std::printf("%s: %s %s is not the bytes written\n", out.c_str(), function, tensor.c_str());
       return same;
