@@ -216,6 +216,15 @@ struct QueryStats {
   std::uint64_t copies = 0;  // non-empty get_data results that own memory
 };
 
+/// What a window over opens and queries that should allocate nothing must
+/// show: no surprise, no copy, no allocation and no free.
+void check_nothing_allocated(const QueryStats& q, const Window& w) {
+  CHECK(q.unexpected == 0);
+  CHECK(q.copies == 0);
+  CHECK(w.allocs == 0);
+  CHECK(w.frees == 0);
+}
+
 void query_everything(NamedDataMap& map, QueryStats& q, bool index_it) {
   const std::size_t n = map.get_num_keys().ok() ? *map.get_num_keys() : 0;
   if (index_it && !map.has_index()) {
@@ -314,10 +323,7 @@ TEST_CASE("opening and querying a map from mmap or caller memory allocates nothi
         else query_everything(*map, q, index_it);
       }  // munmap here, inside the window
       w.stop();
-      CHECK(q.unexpected == 0);
-      CHECK(q.copies == 0);
-      CHECK(w.allocs == 0);
-      CHECK(w.frees == 0);
+      check_nothing_allocated(q, w);
     }
   }
 }
@@ -339,10 +345,7 @@ TEST_CASE("a MappedFile opened, moved, moved over and queried allocates nothing"
       }
     }  // munmap here, inside the window
     w.stop();
-    CHECK(q.unexpected == 0);
-    CHECK(q.copies == 0);
-    CHECK(w.allocs == 0);
-    CHECK(w.frees == 0);
+    check_nothing_allocated(q, w);
   }
 }
 
