@@ -22,6 +22,7 @@
 #include "wdedup/wdedup.hpp"
 
 #include "support/no_access.hpp"
+#include "support/pattern.hpp"
 
 using namespace wdedup;
 
@@ -190,11 +191,23 @@ TEST_CASE("results are identical for 1, 2 and 8 threads") {
 // ends long before the other threads have compared those pairs, and runs
 // the rest of deduplicate() beside them as if every pair were equal.
 struct SmallCopies {
+  /// What some cases add to the 2,000 pairs (both after them).
+  enum Extra : unsigned {
+    kNone = 0,
+    /// a real tensor named "a/w.1999" (method a, bytes of its own): the key
+    /// a differing w.1999 is given must not be taken twice.
+    kNameLikeKey = 1,
+    /// "tie" in both methods: a's an own copy of b's w.1999 bytes, b's the
+    /// very memory of b's w.1999. While b's w.1999 is assumed equal to a's,
+    /// b's tie is an alias of it and so differs from a's tie; once w.1999 is
+    /// known to differ, the two ties are equal.
+    kTie = 2,
+  };
   std::vector<std::vector<std::uint8_t>> data;
   Program program;
-  SmallCopies(std::vector<std::size_t> differ, bool relayout) {
+  SmallCopies(std::vector<std::size_t> differ, bool relayout, unsigned extra = kNone) {
     constexpr std::size_t kNames = 2000, kSize = 4096;
-    data.reserve(2 * kNames + 2);
+    data.reserve(2 * kNames + 4);
     std::mt19937 rng(5);
     for (std::size_t i = 0; i < kNames; ++i) {
       std::vector<std::uint8_t> v(kSize);
@@ -215,34 +228,73 @@ struct SmallCopies {
       a.add("w.last", span(data[2 * kNames]), 1, Layout::contiguous(ScalarType::Float, {2, 3}));
       b.add("w.last", span(data[2 * kNames + 1]));
     }
+    if (extra & kNameLikeKey) {
+      data.emplace_back(kSize, 0x5A);
+      a.add("a/w.1999", span(data.back()));
+    }
+    if (extra & kTie) {
+      data.push_back(data[2 * kNames - 1]);
+      a.add("tie", span(data.back()));
+      b.add("tie", span(data[2 * kNames - 1]));
+    }
   }
 };
 
 TEST_CASE("small tensors, 1 to 8 threads: the same result whether every same-name pair is equal or not") {
+  // A row of a method's function table, and the tensor whose bytes (an
+  // index into SmallCopies::data) its key gives: a differing copy's are its
+  // own buffer (or an earlier equal one's), never its name's first.
+  struct Row {
+    std::size_t method;
+    std::string tensor, key;
+    std::size_t data;
+  };
   struct Case {
     std::vector<std::size_t> differ;
     bool relayout;
     std::size_t keys, buffers;
-    std::vector<std::string> generated;  // keys that are not a tensor name
+    std::vector<std::string> generated;  // keys with a '/' (all generated, but kNameLikeKey's tensor)
+    std::vector<Row> rows;
+    std::uint64_t comparisons;  // every pair once, and a differing copy again with its name's first
+    unsigned extra = SmallCopies::kNone;
   };
   const Case cases[] = {
-      {{}, false, 2000, 2000, {}},
-      {{}, true, 2002, 2001, {"a/w.last", "b/w.last"}},
+      {{}, false, 2000, 2000, {}, {}, 2000},
+      {{}, true, 2002, 2001, {"a/w.last", "b/w.last"}, {}, 2001},
       // The last pair differs: with two or more threads it is compared
       // after the work that assumed it equal, which is undone (keys were
       // the names, the name index was the store's).
-      {{1999}, false, 2001, 2001, {"a/w.1999", "b/w.1999"}},
+      {{1999}, false, 2001, 2001, {"a/w.1999", "b/w.1999"},
+       {{0, "w.1999", "a/w.1999", 1999}, {1, "w.1999", "b/w.1999", 3999}}, 2001},
       // The last two differ and one name was never consistent: the undone
       // run had patched the function tables for w.last as well.
-      {{1998, 1999}, true, 2004, 2003, {"a/w.1998", "a/w.1999", "a/w.last", "b/w.1998", "b/w.1999", "b/w.last"}},
+      {{1998, 1999}, true, 2004, 2003, {"a/w.1998", "a/w.1999", "a/w.last", "b/w.1998", "b/w.1999", "b/w.last"},
+       {{0, "w.1998", "a/w.1998", 1998}, {1, "w.1998", "b/w.1998", 3998}, {0, "w.1999", "a/w.1999", 1999},
+        {1, "w.1999", "b/w.1999", 3999}},
+       2003},
       // The first pair differs: known before the checking thread would
       // assume anything, so it does not.
-      {{0}, false, 2001, 2001, {"a/w.0", "b/w.0"}},
+      {{0}, false, 2001, 2001, {"a/w.0", "b/w.0"}, {{0, "w.0", "a/w.0", 0}, {1, "w.0", "b/w.0", 2000}}, 2001},
+      // The undone run took the store's name index to give a differing
+      // w.1999 the keys a/w.1999 and b/w.1999; "a/w.1999" is a tensor's
+      // name here, which the run after must still find taken (a mutant that
+      // left the index out made two keys "a/w.1999").
+      {{1999}, false, 2002, 2002, {"a/w.1999", "a/w.1999~1", "b/w.1999"},
+       {{0, "w.1999", "a/w.1999~1", 1999}, {0, "a/w.1999", "a/w.1999", 4000}, {1, "w.1999", "b/w.1999", 3999}}, 2001,
+       SmallCopies::kNameLikeKey},
+      // The undone run found "tie" inconsistent (b's an alias of a w.1999
+      // assumed equal to a's) and patched its function-table rows; in the
+      // run after, "tie" is consistent, and its rows are the plain ones (a
+      // mutant that kept the patched rows named keys that do not exist).
+      {{1999}, false, 2002, 2001, {"a/w.1999", "b/w.1999"},
+       {{0, "w.1999", "a/w.1999", 1999}, {1, "w.1999", "b/w.1999", 4000}, {0, "tie", "tie", 4000}, {1, "tie", "tie", 4000}},
+       2003, SmallCopies::kTie},
   };
   for (const Case& c : cases) {
     CAPTURE(c.differ.size());
     CAPTURE(c.relayout);
-    const SmallCopies s(c.differ, c.relayout);
+    CAPTURE(c.extra);
+    const SmallCopies s(c.differ, c.relayout, c.extra);
     std::string reference;
     for (unsigned threads : {1u, 2u, 3u, 8u}) {
       CAPTURE(threads);
@@ -257,17 +309,16 @@ TEST_CASE("small tensors, 1 to 8 threads: the same result whether every same-nam
         if (k.key.find('/') != std::string::npos) generated.push_back(k.key);
       std::sort(generated.begin(), generated.end());
       CHECK(generated == c.generated);
-      // Each function table maps a name to its key; a differing copy's
-      // bytes are its own buffer, never its name's first.
-      for (std::size_t i : c.differ) {
-        const FunctionTensor& t = r->functions.functions[1].tensors[i];
-        CHECK(t.key == "b/w." + std::to_string(i));
-        CHECK(r->store.bytes_of(t.key).data() == s.data[2000 + i].data());
-        CHECK(r->store.bytes_of("a/w." + std::to_string(i)).data() == s.data[i].data());
+      for (const Row& row : c.rows) {
+        CAPTURE(row.tensor);
+        const auto& table = r->functions.functions[row.method].tensors;
+        const auto t = std::find_if(table.begin(), table.end(),
+                                    [&](const FunctionTensor& f) { return f.tensor_name == row.tensor; });
+        REQUIRE(t != table.end());
+        CHECK(t->key == row.key);
+        CHECK(r->store.bytes_of(t->key).data() == s.data[row.data].data());
       }
-      // Every pair once, and a differing copy again with its name's first
-      // (the one candidate with its fingerprint).
-      CHECK(r->report.identity.byte_comparisons == 2000 + c.differ.size() + (c.relayout ? 1 : 0));
+      CHECK(r->report.identity.byte_comparisons == c.comparisons);
       if (reference.empty()) reference = dump(*r);
       else CHECK(dump(*r) == reference);
     }
@@ -505,6 +556,60 @@ TEST_CASE("alignment: a key used with 16 and 4096 gets 4096; a buffer gets the l
   CHECK(r->store.keys()[1].key == "alias");
   CHECK(r->store.keys()[1].alignment == 12);
   CHECK(r->store.buffers()[0].alignment == 12288);  // lcm(4096, 12)
+}
+
+TEST_CASE("forced collisions on 100 tensors of 64 KiB that differ only in their first line: 5 buffers, each its own") {
+  // Five contents that differ only at byte 10, 20 tensors each: one group
+  // for the engine, in member chunks, where no fingerprint tells them
+  // apart and every byte must be compared, the first line's too.
+  std::vector<std::vector<std::uint8_t>> contents;
+  for (int k = 0; k < 5; ++k) {
+    std::vector<std::uint8_t> b = wdedup_test::pattern(65536, 9);
+    b[10] = static_cast<std::uint8_t>(k);
+    contents.push_back(b);
+  }
+  std::vector<std::vector<std::uint8_t>> data;
+  for (int i = 0; i < 100; ++i) data.push_back(contents[static_cast<std::size_t>(i * 7 % 5)]);
+  Program program;
+  Partition& p = program.add_method("m").add_partition();
+  for (std::size_t i = 0; i < 100; ++i) p.add("t" + std::to_string(i), span(data[i]));
+  for (unsigned threads : {1u, 2u, 8u}) {
+    CAPTURE(threads);
+    DedupOptions o;
+    o.threads = threads;
+    auto r = deduplicate<Strategy<OneBlob>>(program, o, AlwaysCollideHash{});
+    REQUIRE(r.ok());
+    CHECK(r->store.buffer_count() == 5);
+    CHECK(r->report.bytes_saved == 95 * 65536);
+    // Tensor i holds content 7i mod 5, first held by tensor i mod 5.
+    for (std::size_t i = 0; i < 100; ++i) CHECK(r->store.bytes_of("t" + std::to_string(i)).data() == data[i % 5].data());
+  }
+}
+
+TEST_CASE("same bytes under one name, with a layout in one method and none in the other: separate keys, one buffer") {
+  std::vector<std::uint8_t> w(24, 3), w2 = w;
+  for (const bool layout_first : {false, true}) {
+    CAPTURE(layout_first);
+    Program program;
+    Partition& prefill = program.add_method("prefill").add_partition();
+    Partition& decode = program.add_method("decode").add_partition();
+    if (layout_first) {
+      prefill.add("w", span(w), 1, Layout::contiguous(ScalarType::Float, {2, 3}));
+      decode.add("w", span(w2));
+    } else {
+      prefill.add("w", span(w));
+      decode.add("w", span(w2), 1, Layout::contiguous(ScalarType::Float, {2, 3}));
+    }
+    auto r = deduplicate<Strategy<OneBlob>>(program);
+    REQUIRE(r.ok());
+    REQUIRE(r->store.key_count() == 2);
+    CHECK(r->store.keys()[0].key == "prefill/w");
+    CHECK(r->store.keys()[1].key == "decode/w");
+    CHECK(r->store.keys()[0].layout.has_value() == layout_first);
+    CHECK(r->store.keys()[1].layout.has_value() == !layout_first);
+    CHECK(r->store.buffer_count() == 1);
+    CHECK(r->store.bytes_of("decode/w").data() == w.data());
+  }
 }
 
 TEST_CASE("same bytes under one name but different layouts in two methods: separate keys, one buffer") {

@@ -302,6 +302,29 @@ TEST_CASE("identity: a constant hash never merges different bytes") {
   }
 }
 
+TEST_CASE("identity: a hash that gives two sizes one key never merges across them") {
+  // Keys mix each input's size class in (kClassSalt), so two sizes share a
+  // key only by chance; this hash makes them always share: its fingerprint
+  // of an input of size n cancels n's class term (classes are numbered in
+  // order of first appearance: 10 bytes class 0, 20 bytes class 1). A
+  // grouping that trusted the key would put 20-byte inputs in a 10-byte
+  // leader's group and compare only its 10 bytes: d starts with a's.
+  struct CancelClassHash {
+    std::uint64_t operator()(const void*, std::size_t n, std::uint64_t) const noexcept {
+      return wdedup::detail::mix64((n == 10 ? 0 : 1) + wdedup::detail::identity::kClassSalt);
+    }
+  };
+  const Bytes a = pattern(10, 1), b = pattern(10, 2), c = pattern(10, 3), e = pattern(20, 5), f = pattern(20, 6);
+  Bytes d = pattern(20, 4);
+  std::copy(a.begin(), a.end(), d.begin());
+  // Three of each size (a fingerprinted class), and one copy in each.
+  const std::vector<Bytes> bufs{a, b, c, d, e, f, b, e};
+  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<std::uint32_t> want{0, 1, 2, 3, 4, 5, 1, 4};
+  REQUIRE(brute_force(in) == want);
+  CHECK(run(in, 0, CancelClassHash{}).result == want);
+}
+
 TEST_CASE("identity: members proven unique stop being read") {
   // Two pages per input; the second is unreadable. The first block (one
   // page) tells the inputs apart, so the second is never touched.
@@ -411,6 +434,29 @@ TEST_CASE("identity: big groups are split into member chunks and merged") {
   const Run r = run(in, 512);
   CHECK(r.result == want);
   CHECK(r.stats.hash_collisions == 0);
+  const Run c = run(in, 512, AlwaysCollideHash{});
+  CHECK(c.result == want);
+  CHECK(c.stats.hash_collisions > 0);
+}
+
+TEST_CASE("identity: member chunks that merge compare every byte, their first line too") {
+  // As above, but the 5 contents differ only at byte 10, inside the first
+  // line: a merge of chunks that took the first line as settled (it was
+  // fingerprinted) would make one group of all 200.
+  std::vector<Bytes> templates;
+  for (int t = 0; t < 5; ++t) {
+    Bytes b = pattern(512, 9);
+    b[10] = static_cast<std::uint8_t>(t);
+    templates.push_back(b);
+  }
+  std::vector<Bytes> bufs;
+  for (int i = 0; i < 200; ++i) bufs.push_back(templates[static_cast<std::size_t>(i * 7 % 5)]);
+  const std::vector<ByteSpan> in = spans(bufs);
+  // Input i has template 7i mod 5, first seen at input i mod 5.
+  std::vector<std::uint32_t> want(200);
+  for (std::uint32_t i = 0; i < 200; ++i) want[i] = i % 5;
+  REQUIRE(brute_force(in) == want);
+  CHECK(run(in, 512).result == want);
   const Run c = run(in, 512, AlwaysCollideHash{});
   CHECK(c.result == want);
   CHECK(c.stats.hash_collisions > 0);

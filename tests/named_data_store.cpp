@@ -125,6 +125,22 @@ TEST_CASE("same key, different bytes: error naming the key, both sizes and the f
   CHECK(r.message() == "key 'layers.0.wq' already holds 100 bytes that differ from the 100 bytes added now "
                        "(first difference at byte 57)");
   CHECK(dump(s) == before);
+
+  // The same memory, more or fewer of its bytes: not the same bytes (a
+  // check that took one pointer for equal bytes before comparing sizes
+  // let both through, the key keeping its 100).
+  NamedDataStore t;
+  const auto big = bytes(120, 7);
+  REQUIRE(t.add_named_data("k", ByteSpan(big.data(), 100), 16).ok());
+  REQUIRE(t.buffers()[0].bytes.data() == big.data());
+  const std::string with_k = dump(t);
+  r = t.add_named_data("k", ByteSpan(big.data(), 120), 16);
+  CHECK(r.error() == Error::KeyConflict);
+  CHECK(r.message() == "key 'k' already holds 100 bytes that differ from the 120 bytes added now");
+  r = t.add_named_data("k", ByteSpan(big.data(), 60), 16);
+  CHECK(r.error() == Error::KeyConflict);
+  CHECK(r.message() == "key 'k' already holds 100 bytes that differ from the 60 bytes added now");
+  CHECK(dump(t) == with_k);
 }
 
 TEST_CASE("same key, same bytes, different layout: LayoutMismatch, store unchanged") {

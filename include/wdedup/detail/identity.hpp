@@ -135,6 +135,11 @@ constexpr std::size_t kMinBlock = 64;
 /// call XORs its own random seed into both (IdentityOptions::seed).
 constexpr std::uint64_t kPrefixSeed = 0x9e3779b97f4a7c15ull;
 constexpr std::uint64_t kBlockSeed = 0xc2b2ae3d27d4eb4full;
+/// A candidate's key is mix64(fingerprint ^ mix64(class + kClassSalt)), so
+/// inputs of two sizes share a bucket only by chance. Only by chance: a
+/// hash whose fingerprints cancel the class term gives every class one key,
+/// and the grouping compares classes as well as keys.
+constexpr std::uint64_t kClassSalt = 0x9e3779b97f4a7c15ull;
 
 /// Stage timings (IdentityStats) on a monotonic clock, in seconds.
 struct Clock {
@@ -712,7 +717,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
           fp = early_prefix(i) ? early.prefix[i] : hash(ptr(static_cast<std::uint32_t>(i)), len, kPrefixSeed);
           w.counters.bytes_hashed += len;
         }
-        key[i] = mix64(fp ^ mix64(cls[i] + 0x9e3779b97f4a7c15ull));
+        key[i] = mix64(fp ^ mix64(cls[i] + kClassSalt));
       }
       w.counters.hash_seconds += seconds_between(t0, Clock::now());
     });
