@@ -149,6 +149,17 @@ void snippet(wdedup::Result<wdedup::MmapSource>& src) {{
 """
 
 
+def failed_result_handler(body):
+    # ExecuTorch's ET_LOG (runtime/platform/log.h) as a printf-like stand-in.
+    return f"""#include <cstdio>
+#include <wdedup/runtime.hpp>
+#define ET_LOG(level, ...) std::fprintf(stderr, __VA_ARGS__)
+void snippet() {{
+{body}
+}}
+"""
+
+
 # (name, text only that snippet holds, scaffold, extra flags)
 SCAFFOLDS = [
     ('build-time use', 'deduplicate<wdedup::Strategy<wdedup::OneBlob>>', build_time, []),
@@ -159,6 +170,7 @@ SCAFFOLDS = [
     ('a policy of your own', 'struct MyPolicy', policy, []),
     ('removing the temporary file on a signal', 'options.on_temporary =', temporary_watch, []),
     ('a file whose segments moved', 'options.allow_moved_segments = true;', moved_segments, RUNTIME_FLAGS),
+    ('a handler before the trap', 'wdedup::set_failed_result_handler(', failed_result_handler, RUNTIME_FLAGS),
 ]
 
 

@@ -1,20 +1,9 @@
 // Tests for wdedup/runtime/error.hpp: Status and Result keep "ok() exactly
 // when error() is Ok", a Status cannot be made from a bool (see also
 // tests/compile_fail/status_from_bool.cpp), and the value of a failed
-// Result is never handed out, after the program's WDEDUP_ON_FAILED_RESULT
-// has seen its failure. Built with -fno-exceptions -fno-rtti.
+// Result is never handed out, after the handler the program set has seen
+// its failure. Built with -fno-exceptions -fno-rtti.
 #include <doctest/doctest.h>
-
-// This file's hook, as a delegate would define it: each trap below first
-// writes the failure to hook_fd, if a test set one, then returns (the
-// trap follows). Nothing else in this program includes wdedup.
-namespace wdedup {
-struct Failure;
-}
-namespace {
-void report_failed_result(const wdedup::Failure& f) noexcept;
-}
-#define WDEDUP_ON_FAILED_RESULT(f) report_failed_result(f)
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -39,6 +28,8 @@ namespace {
 
 int hook_fd = -1;
 
+/// A handler as a delegate would set one: writes the failure to hook_fd,
+/// then returns (the trap follows).
 void report_failed_result(const Failure& f) noexcept {
   if (hook_fd < 0) return;
   char line[256];
@@ -190,14 +181,28 @@ TEST_CASE("Result: the value of a failed Result stops the program instead of bei
   }));
 }
 
-TEST_CASE("Result: WDEDUP_ON_FAILED_RESULT sees the failure first; the trap follows when it returns") {
-  // What the child's hook wrote, and whether the child died of the trap.
+TEST_CASE("Result: the handler set sees the failure first; the trap follows when it returns") {
+  // None by default; setting one gives back the one before.
+  // (Compared as bools: doctest cannot print a function pointer.)
+  const bool none = set_failed_result_handler(nullptr) == nullptr;
+  CHECK(none);
+  const bool none_before_ours = set_failed_result_handler(&report_failed_result) == nullptr;
+  CHECK(none_before_ours);
+  const bool ours = set_failed_result_handler(nullptr) == &report_failed_result;
+  CHECK(ours);
+  // A lambda without captures converts, as the README sets one.
+  const bool none_before_lambda = set_failed_result_handler([](const Failure&) noexcept {}) == nullptr;
+  CHECK(none_before_lambda);
+  const bool lambda = set_failed_result_handler(nullptr) != nullptr;
+  CHECK(lambda);
+  // What the child's handler wrote, and whether the child died of the trap.
   auto run = [](auto fn, std::string* said) {
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
     const bool died = dies([&] {
       ::close(fds[0]);
       hook_fd = fds[1];
+      set_failed_result_handler(&report_failed_result);
       fn();
     });
     ::close(fds[1]);

@@ -27,6 +27,11 @@ static_assert(std::is_nothrow_move_constructible<MappedFile>::value, "a growing 
 static_assert(std::is_nothrow_move_assignable<MappedFile>::value, "moves");
 static_assert(!std::is_copy_constructible<MappedFile>::value, "one owner per mapping");
 static_assert(!std::is_copy_assignable<MappedFile>::value, "one owner per mapping");
+// The map is lent out const only: `file.map() = other.map()` would give the
+// next move another file's map to point at this file's source.
+static_assert(std::is_same<decltype(std::declval<MappedFile&>().map()), const NamedDataMap&>::value, "const map");
+static_assert(std::is_same<decltype(std::declval<MappedFile&>().operator->()), const NamedDataMap*>::value,
+              "const map");
 
 namespace {
 
@@ -97,6 +102,36 @@ TEST_CASE("MappedFile: every fixture and a wdedup file read as over an MmapSourc
     CHECK(first.source().size() == 0);
     CHECK(first.map().check_source().error() == Error::InvalidArgument);
   }
+}
+
+TEST_CASE("MappedFile: an index built before the moves is kept by every move") {
+  // many_keys.ptd (ExecuTorch's, 4096 keys) has no index of its own.
+  const std::string path = fixture("many_keys.ptd");
+  Result<MmapSource> src = MmapSource::open(path.c_str());
+  REQUIRE(src.ok());
+  Result<NamedDataMap> ref = NamedDataMap::open(*src);
+  REQUIRE(ref.ok());
+  const std::size_t n = *ref->get_num_keys();
+  REQUIRE(n == 4096);
+  MappedFile first = open_or_die(path);
+  REQUIRE_FALSE(first->has_index());
+  AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(n)), 8);
+  REQUIRE(first.build_index(index.span()).ok());
+  REQUIRE(first->has_index());
+  std::vector<MappedFile> files;
+  files.push_back(std::move(first));
+  for (int i = 0; i < 5; ++i) files.push_back(open_or_die(path));  // (these without)
+  const MappedFile& f = files[0];
+  CHECK(f->has_index());
+  for (std::size_t i = 0; i < n; ++i) {
+    const KeyView k = *ref->get_key(i);
+    const Result<KeyInfo> info = f->find(k);
+    REQUIRE(info.ok());
+    CHECK(info->key_index == i);
+    CHECK(info->offset == ref->find(k)->offset);
+  }
+  CHECK(f->find("no such key").error() == Error::NotFound);
+  CHECK_FALSE(files[1]->has_index());
 }
 
 TEST_CASE("MappedFile: a function map found before a move reads the same after it") {

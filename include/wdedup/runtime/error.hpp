@@ -106,16 +106,30 @@ constexpr int failure_errno(const Failure& f) noexcept {
   return static_cast<int>(f.at);
 }
 
-/// What a program runs first when the value of a failed Result is used, before the
-/// trap: the runtime has no output it may assume, so by default nothing. Define it
-/// (the same way in every translation unit: a -D on the command line) to say what
-/// failed through your own log, e.g. in an ExecuTorch delegate
-///   -D'WDEDUP_ON_FAILED_RESULT(f)=ET_LOG(Fatal, "wdedup: %s (at %llu)", (f).what, static_cast<unsigned long long>((f).at))'
-/// It is given the Result's `const wdedup::Failure&`, inside a noexcept function; if
-/// it returns, the trap follows.
-#ifndef WDEDUP_ON_FAILED_RESULT
-#define WDEDUP_ON_FAILED_RESULT(failure) static_cast<void>(failure)
-#endif
+/// What a program may have run first when the value of a failed Result is used,
+/// before the trap: the runtime has no output it may assume, so by default nothing.
+/// A function (not a macro: every translation unit sees the same one, and it needs
+/// no logging header where wdedup is included), given the Result's Failure, inside a
+/// noexcept function; if it returns, the trap follows.
+using FailedResultHandler = void (*)(const Failure&) noexcept;
+
+namespace detail {
+/// The handler set_failed_result_handler() set (one for the program: an inline
+/// variable, constant-initialized, so no guard and no heap).
+inline FailedResultHandler failed_result_handler = nullptr;
+}  // namespace detail
+
+/// Sets the handler run before the trap of a failed Result's value (null: none)
+/// and returns the one before. Set it once, before other threads use wdedup (it
+/// is a plain pointer). In an ExecuTorch delegate, for example:
+///   wdedup::set_failed_result_handler([](const wdedup::Failure& f) noexcept {
+///     ET_LOG(Fatal, "wdedup: %s (at %llu)", f.what, static_cast<unsigned long long>(f.at));
+///   });
+inline FailedResultHandler set_failed_result_handler(FailedResultHandler handler) noexcept {
+  const FailedResultHandler before = detail::failed_result_handler;
+  detail::failed_result_handler = handler;
+  return before;
+}
 
 namespace detail {
 /// Stops the program, in every build.
@@ -128,13 +142,13 @@ namespace detail {
   }
 #endif
 }
-/// What accessing the value of a failed Result does: runs
-/// WDEDUP_ON_FAILED_RESULT, then stops the program, in every build, as
+/// What accessing the value of a failed Result does: runs the handler set
+/// (set_failed_result_handler), then stops the program, in every build, as
 /// ExecuTorch's Result does (ET_CHECK). Reading on would hand out
 /// uninitialized storage: a DataBuffer's destructor then frees a garbage
 /// pointer.
 [[noreturn]] inline void value_of_failed_result(const Failure& f) noexcept {
-  WDEDUP_ON_FAILED_RESULT(f);
+  if (const FailedResultHandler h = failed_result_handler) h(f);
   trap();
 }
 /// A failure made from Error::Ok, which would otherwise be a Result that
@@ -149,8 +163,8 @@ constexpr Failure failure_of(Error e, const char* what, std::uint64_t at) noexce
 
 /// A value or a Failure. Holds T in place: no heap, no exceptions.
 /// value(), * and -> of a failed Result stop the program (a trap, in every
-/// build, after WDEDUP_ON_FAILED_RESULT), as ExecuTorch's Result does:
-/// check ok() first. A Result made from
+/// build, after the handler set_failed_result_handler set, if any), as
+/// ExecuTorch's Result does: check ok() first. A Result made from
 /// Error::Ok (no value) is a failure with InvalidArgument, so ok() is true
 /// exactly when error() is Error::Ok.
 template <class T>

@@ -24,7 +24,10 @@ namespace wdedup {
 /// live as long as it does, wherever the MappedFile has moved to; they die
 /// with the last MappedFile that held the mapping (as they die with the
 /// MmapSource). A moved-from MappedFile may only be destroyed or assigned
-/// to.
+/// to. The map is lent out const only (build_index() is here), so that
+/// nothing replaces it with another file's; a copy of it (NamedDataMap is
+/// a copyable handle) keeps the source of the MappedFile it was copied
+/// from, and after that object moves, its check_source() fails.
 class MappedFile {
  public:
   /// Maps `path` (MmapSource::open's failures) and opens it
@@ -51,14 +54,18 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
 
-  /// The map. Non-const for build_index() on a file without wdedup's index:
-  /// the index (in memory the caller lends) moves with this object.
   const NamedDataMap& map() const noexcept { return map_; }
-  NamedDataMap& map() noexcept { return map_; }
   /// map(), as a pointer: `file->get_data(key)`.
   const NamedDataMap* operator->() const noexcept { return &map_; }
-  NamedDataMap* operator->() noexcept { return &map_; }
   const MmapSource& source() const noexcept { return source_; }
+
+  /// NamedDataMap::build_index, for a file without wdedup's index: the
+  /// index (in the memory lent, which must outlive this object and those it
+  /// is moved to) moves with this object.
+  Status build_index(Span<std::uint8_t> memory) noexcept { return map_.build_index(memory); }
+  Status build_index(Span<std::uint8_t> memory, std::uint64_t seed) noexcept {
+    return map_.build_index(memory, seed);
+  }
 
  private:
   // (`map` was opened over `source` before the move into source_.)
