@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -43,6 +44,23 @@ MappedFile open_or_die(const std::string& path) {
 
 std::string text(KeyView k) { return std::string(k.data(), k.size()); }
 
+/// What a MappedFile of `path` must read as: a map over an MmapSource
+/// beside it, both staying where they are.
+struct Reference {
+  explicit Reference(const std::string& path) : src(MmapSource::open(path.c_str())) {
+    REQUIRE(src.ok());
+    map.emplace(NamedDataMap::open(*src));
+    REQUIRE(map->ok());
+  }
+  Reference(const Reference&) = delete;
+  Reference& operator=(const Reference&) = delete;
+  const NamedDataMap* operator->() const { return &map->value(); }
+  const NamedDataMap& operator*() const { return map->value(); }
+
+  Result<MmapSource> src;
+  std::optional<Result<NamedDataMap>> map;
+};
+
 /// `f` reads every key as `ref` (a map over an MmapSource of the same file)
 /// does, and its map reads through f's own source.
 void check_same(const MappedFile& f, const NamedDataMap& ref) {
@@ -73,10 +91,7 @@ TEST_CASE("MappedFile: every fixture and a wdedup file read as over an MmapSourc
   paths.push_back(wdedup_file_path());
   for (const std::string& path : paths) {
     CAPTURE(path);
-    Result<MmapSource> src = MmapSource::open(path.c_str());
-    REQUIRE(src.ok());
-    Result<NamedDataMap> ref = NamedDataMap::open(*src);
-    REQUIRE(ref.ok());
+    const Reference ref(path);
 
     // Returned from a function (a Result, then moved out of it).
     MappedFile first = open_or_die(path);
@@ -96,7 +111,7 @@ TEST_CASE("MappedFile: every fixture and a wdedup file read as over an MmapSourc
     if (early != nullptr) {
       const KeyInfo k0 = *ref->key_info(0);
       CHECK(early == base + k0.offset);
-      CHECK(std::memcmp(early, src->data() + k0.offset, static_cast<std::size_t>(k0.size)) == 0);
+      CHECK(std::memcmp(early, ref.src->data() + k0.offset, static_cast<std::size_t>(k0.size)) == 0);
     }
     // The moved-from object holds nothing, and its map says so.
     CHECK(first.source().size() == 0);
@@ -107,10 +122,7 @@ TEST_CASE("MappedFile: every fixture and a wdedup file read as over an MmapSourc
 TEST_CASE("MappedFile: an index built before the moves is kept by every move") {
   // many_keys.ptd (ExecuTorch's, 4096 keys) has no index of its own.
   const std::string path = fixture("many_keys.ptd");
-  Result<MmapSource> src = MmapSource::open(path.c_str());
-  REQUIRE(src.ok());
-  Result<NamedDataMap> ref = NamedDataMap::open(*src);
-  REQUIRE(ref.ok());
+  const Reference ref(path);
   const std::size_t n = *ref->get_num_keys();
   REQUIRE(n == 4096);
   MappedFile first = open_or_die(path);
@@ -135,10 +147,7 @@ TEST_CASE("MappedFile: an index built before the moves is kept by every move") {
 }
 
 TEST_CASE("MappedFile: a function map found before a move reads the same after it") {
-  Result<MmapSource> src = MmapSource::open(wdedup_file_path().c_str());
-  REQUIRE(src.ok());
-  Result<NamedDataMap> ref = NamedDataMap::open(*src);
-  REQUIRE(ref.ok());
+  const Reference ref(wdedup_file_path());
   REQUIRE(ref->function_count() == 3);
   MappedFile a = open_or_die(wdedup_file_path());
   Result<FunctionView> before = a->function(0);
@@ -159,10 +168,7 @@ TEST_CASE("MappedFile: a function map found before a move reads the same after i
 
 TEST_CASE("MappedFile: moved over, it lets its own file go and reads the other") {
   const std::string simple = fixture("simple.ptd"), aliases = fixture("aliases.ptd");
-  Result<MmapSource> src = MmapSource::open(aliases.c_str());
-  REQUIRE(src.ok());
-  Result<NamedDataMap> ref = NamedDataMap::open(*src);
-  REQUIRE(ref.ok());
+  const Reference ref(aliases);
   MappedFile a = open_or_die(simple), b = open_or_die(aliases);
   const std::uint8_t* b_base = b.source().data();
   a = std::move(b);
