@@ -441,6 +441,32 @@ else:
         problems.append(f"--only write --reps 6: expected 3 rows of 5 repetitions, got "
                         f"{[(x['baseline'], x['reps'], len(x['samples'])) for x in rows]}")
 
+# ---- --reps is what each group repeats, and progress stays off a pipe ----------
+# Every row holds --reps samples a side and says so (a mutation test found
+# groups that took 3 whatever --reps said, with 'reps' still 2): but the
+# open row (at least 11) and the allocation counts (one run, no samples).
+# Without --progress or --no-progress, stderr (a pipe here) gets no
+# progress line: no carriage return, no escape sequence.
+r = run([exe, "--quick", "--reps", "2", "--only", "dedup,runtime,write", "--workloads", "small-tensors", "--threads",
+         "1", "--keys", "16", "--lookups", "1000", "--big-tensor", "65536", "--write-bytes", "1048576", "--json",
+         json_path, "--tmpdir", outdir])
+if r.returncode != 0:
+    problems.append(f"--reps 2: exit {r.returncode}: {r.stderr}")
+else:
+    if "\r" in r.stderr or "\033[" in r.stderr:
+        problems.append(f"--reps 2 with stderr a pipe: progress written there: {r.stderr!r}")
+    with open(json_path) as f:
+        rows = json.load(f)["results"]
+    for x in rows:
+        want = 11 if x["name"].startswith("open ") else 1 if x["group"] == "alloc" else 2
+        n = 0 if x["group"] == "alloc" else want
+        got = (x["reps"], len(x.get("samples") or []), len(x.get("baseline_samples") or []))
+        if got != (want, n, n):
+            problems.append(f"--reps 2: row {x['name']!r} vs {x.get('baseline')!r}: reps and samples {got}, "
+                            f"expected {(want, n, n)}")
+    if {x["group"] for x in rows} != {"dedup", "runtime", "write", "alloc"}:
+        problems.append(f"--reps 2: groups {sorted({x['group'] for x in rows})}")
+
 # ---- the example's command line -------------------------------------------------
 usage = ("usage: example_benchmark_own_program [--mb N] [--threads N] [--reps N]\n"
          "  --mb N        megabytes of stand-in weights, 1..1000000 (default 32)\n"

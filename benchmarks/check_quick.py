@@ -171,6 +171,117 @@ for workload, threads in off_pace:
 if off_pace and not any(l.startswith(f"SHA-256 off the run's pace: in {len(off_pace)} workload run(s)")
                         for l in out_lines):
     problems.append(f"{len(off_pace)} workload runs off SHA-256's pace, and no line saying so under the table")
+# Every figure follows from its own samples (a mutation test of the harness
+# found figures the checks above let through: ratios inverted or paired
+# across repetitions, GB/s over the wrong byte count, a build row that did
+# not subtract its empty TU, a scaling row from the wrong medians, a target
+# judged at another bound than it prints). The JSON keeps 6 significant
+# digits, so each figure agrees to about that.
+def near(got, want, rel=2e-4):
+    return isinstance(got, (int, float)) and abs(got - want) <= rel * max(abs(want), 1e-12)
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+for r in rows:
+    s, b = r.get("samples") or [], r.get("baseline_samples") or []
+    name = f"{r['name']!r} ({r.get('threads')} thr, vs {r.get('baseline')!r})"
+    if s and b:
+        if len(s) != len(b):
+            problems.append(f"row {name}: {len(s)} samples against {len(b)} of its baseline")
+            continue
+        # Each repetition's baseline over its own subject, the median of those.
+        want = med([y / x for x, y in zip(s, b)])
+        if not near(r.get("ratio"), want):
+            problems.append(f"row {name}: ratio {r.get('ratio')!r}, its samples give {want}")
+        unit = r["unit"]
+        if unit == "GB/s":
+            size = (r.get("extra") or {}).get("bytes_examined") or (r.get("extra") or {}).get("data_bytes")
+            if size is None:
+                m = re.search(r"(\d+) B tensor", r["name"])
+                size = int(m.group(1)) if m else None
+            if size is None:
+                problems.append(f"row {name}: GB/s without the bytes it is over")
+            elif not (near(r["value"], size / med(s) / 1e9) and near(r.get("baseline_value"), size / med(b) / 1e9)):
+                problems.append(f"row {name}: {r['value']} and {r.get('baseline_value')} GB/s, "
+                                f"{size} B over its samples give {size / med(s) / 1e9} and {size / med(b) / 1e9}")
+        elif unit in ("ns", "us"):
+            if not (near(r["value"], med(s)) and near(r.get("baseline_value"), med(b))):
+                problems.append(f"row {name}: {r['value']} and {r.get('baseline_value')} {unit}, "
+                                f"its samples' medians {med(s)} and {med(b)}")
+        elif unit == "s":  # build rows: this TU's CPU time over the empty TU compiled beside it
+            if not (near(r["value"], med(s) - med(b), 1e-3) and near(r.get("baseline_value"), med(b))):
+                problems.append(f"row {name}: {r['value']} s over {r.get('baseline_value')} s, "
+                                f"its samples give {med(s) - med(b)} over {med(b)}")
+    # Its target: the bounds it prints, on the figure it names, and 'met' from them.
+    t = r.get("target")
+    if t:
+        text = t.get("text", "")
+        want = None
+        if m := re.fullmatch(r">= ([\d.]+)x", text):
+            want = {"on": "ratio", "min": float(m.group(1))}
+        elif m := re.fullmatch(r"<= ([\d.]+) s", text):
+            want = {"on": "value", "max": float(m.group(1))}
+        elif text == "0":
+            want = {"on": "value", "max": 0.0}
+        elif text == "within 2x":
+            want = {"on": "ratio", "min": 0.5, "max": 2.0}
+        got = {k: (float(v) if k != "on" else v) for k, v in t.items() if k in ("on", "min", "max")}
+        if want is None or got != want:
+            problems.append(f"row {name}: target {t!r}, its text says {want!r}")
+        else:
+            x = r["ratio"] if want["on"] == "ratio" else r["value"]
+            met = (x >= want.get("min", -math.inf)) and (x <= want.get("max", math.inf))
+            # (Within a rounding step of a bound, C++'s unrounded figure decides.)
+            edge = any(near(x, want[k], 1e-5) for k in ("min", "max") if k in want)
+            if not edge and r.get("met") is not met:
+                problems.append(f"row {name}: met {r.get('met')!r}, its {want['on']} {x} against {text!r}")
+        # The issue's targets: 0.8x the read pass, 0.5x on the adversarial workload.
+        if r["group"] == "dedup" and r.get("baseline") == "read pass" and want:
+            bound = 0.5 if r["name"].startswith("adversarial") else 0.8
+            if want.get("min") != bound:
+                problems.append(f"row {name}: read-pass target {text!r}, not >= {bound}x")
+if doc.get("targets") != sum("target" in r for r in rows) or \
+        doc.get("targets_met") != sum(r.get("met") is True for r in rows):
+    problems.append(f"targets {doc.get('targets')!r}, targets_met {doc.get('targets_met')!r}: the rows say "
+                    f"{sum('target' in r for r in rows)} and {sum(r.get('met') is True for r in rows)}")
+# Rows that share a measurement share its samples; rows against different
+# baselines do not (one baseline's samples under another's name).
+by_subject = {}
+for r in rows:
+    if r.get("baseline_samples"):
+        by_subject.setdefault((r["group"], r["name"], r.get("threads")), []).append(r)
+for (_, subject, threads), same in by_subject.items():
+    for i, a in enumerate(same):
+        if a.get("samples") != same[0].get("samples"):
+            problems.append(f"{subject!r} ({threads} thr): its rows against {same[0]['baseline']!r} and "
+                            f"{a['baseline']!r} hold other samples of it")
+        for o in same[i + 1:]:
+            if a["baseline_samples"] == o["baseline_samples"]:
+                problems.append(f"{subject!r} ({threads} thr): baselines {a['baseline']!r} and {o['baseline']!r} "
+                                f"hold the same samples")
+find = {(r["name"], r.get("threads"), r.get("baseline")): r for r in rows}
+for r in rows:
+    if r["group"] == "dedup" and r["name"].endswith(": deduplicate") and r.get("baseline") == "read pass":
+        read = find.get((r["name"].rsplit(":", 1)[0] + ": read pass", r["threads"], "SHA-256 ref"))
+        if read is None or read.get("samples") != r.get("baseline_samples"):
+            problems.append(f"{r['name']!r} ({r['threads']} thr): its read pass is not the read-pass row's")
+    if r["name"].endswith(": scaling vs 1 thr"):
+        # deduplicate's speed-up and the read pass's, both over the first thread count.
+        workload = r["name"].rsplit(":", 1)[0]
+        first = min(t for (n, t, _) in find if n == workload + ": deduplicate")
+        d0, d1 = find.get((workload + ": deduplicate", first, "read pass")), \
+            find.get((workload + ": deduplicate", r["threads"], "read pass"))
+        if d0 is None or d1 is None:
+            problems.append(f"{r['name']!r}: no deduplicate rows to scale from")
+            continue
+        dedup_up = med(d0["samples"]) / med(d1["samples"])
+        read_up = med(d0["baseline_samples"]) / med(d1["baseline_samples"])
+        if not (near(r["value"], dedup_up, 1e-3) and near(r.get("baseline_value"), read_up, 1e-3)):
+            problems.append(f"{r['name']!r} ({r['threads']} thr): {r['value']} over {r.get('baseline_value')}, "
+                            f"the deduplicate rows give {dedup_up} over {read_up}")
 if problems:
     sys.exit("invalid benchmark JSON:\n  " + "\n  ".join(problems))
 print(f"bench_quick: {len(rows)} rows, valid JSON at {path}; {len(unsteady)} of {len(judged)} judged rows unsteady, "

@@ -10,9 +10,11 @@
 //     of the same bytes.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -452,14 +454,32 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   // Allocations: one open, then 1M lookups of present keys. First the
   // counter itself: if its replacements were not the ones called (another
   // allocator linked in), "0" would be a figure nobody counted.
+  // Each way to allocate once: plain, array, nothrow and aligned operator
+  // new, malloc, calloc, realloc of nothing, aligned_alloc and posix_memalign
+  // (a mutation test left posix_memalign, and so aligned new, uncounted, and
+  // a check of new and malloc alone passed).
   if (const long long b0 = allocation_count(); b0 >= 0) {
-    void* volatile p = ::operator new(24);
-    ::operator delete(p);
-    void* volatile q = std::malloc(24);
-    std::free(q);
-    if (const long long n = allocation_count() - b0; n != 2)
+    void* volatile p[9] = {};
+    p[0] = ::operator new(24);
+    p[1] = ::operator new[](24);
+    p[2] = ::operator new(24, std::nothrow);
+    p[3] = ::operator new(24, std::align_val_t{64});
+    p[4] = std::malloc(24);
+    p[5] = std::calloc(3, 8);
+    p[6] = std::realloc(nullptr, 24);
+    p[7] = std::aligned_alloc(64, 64);
+    void* q = nullptr;
+    p[8] = ::posix_memalign(&q, 64, 24) == 0 ? q : nullptr;
+    const long long n = allocation_count() - b0;
+    ::operator delete(p[0]);
+    ::operator delete[](p[1]);
+    ::operator delete(p[2]);
+    ::operator delete(p[3], std::align_val_t{64});
+    for (int i = 4; i < 9; ++i) std::free(p[i]);
+    if (n != 9)
       report_failure("the allocation counter counted " + std::to_string(n) +
-                     " allocations for one operator new and one malloc, not 2: no allocation figures");
+                     " allocations for one each of operator new (plain, array, nothrow, aligned), malloc, calloc, "
+                     "realloc, aligned_alloc and posix_memalign, not 9: no allocation figures");
   }
   const long long a0 = allocation_count();
   auto src = wdedup::MmapSource::open(ks.path.c_str());

@@ -158,6 +158,38 @@ TEST_CASE("input_spans: program order, aliases (same pointer and size) and empty
   CHECK(wdedup::bench::total_bytes(in) == 250);
 }
 
+TEST_CASE("compare: 0 repetitions count as 1, so a Paired always holds a measurement") {
+  int subject = 0, baseline = 0;
+  const wdedup::bench::Paired p = wdedup::bench::compare(0, [&] { ++subject; }, [&] { ++baseline; });
+  CHECK(subject == 1);
+  CHECK(baseline == 1);
+  CHECK(p.samples.size() == 1);
+  CHECK(p.baseline_samples.size() == 1);
+}
+
+TEST_CASE("a target's bounds are met at the bound itself") {
+  // 1.00x against ">= 1x", 0 allocations against "0", 0.5 and 2 against
+  // "within 2x": each is met (a mutation test found no row at a bound).
+  using wbench::Row;
+  using wbench::Target;
+  auto row = [](double value, double ratio, Target t) {
+    Row r;
+    r.value = value;
+    r.ratio = ratio;
+    r.target = std::move(t);
+    return r;
+  };
+  CHECK(*row(5, 1.0, Target::ratio_at_least(1.0, ">= 1x")).met());
+  CHECK_FALSE(*row(5, 0.999999, Target::ratio_at_least(1.0, ">= 1x")).met());
+  CHECK(*row(0, 0, Target::value_at_most(0, "0")).met());
+  CHECK_FALSE(*row(1, 0, Target::value_at_most(0, "0")).met());
+  const Target within{false, 0.5, 2.0, "within 2x"};
+  CHECK(*row(1, 0.5, within).met());
+  CHECK(*row(1, 2.0, within).met());
+  CHECK_FALSE(*row(1, 2.000001, within).met());
+  CHECK_FALSE(*row(1, 0.499999, within).met());
+}
+
 TEST_CASE("compare: runs each side reps times, alternating which goes first") {
   std::vector<char> order;
   const wdedup::bench::Paired p =

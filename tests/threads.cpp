@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "wdedup/bench.hpp"
 #include "wdedup/wdedup.hpp"
 
 using namespace wdedup;
@@ -127,4 +128,24 @@ TEST_CASE("a program with work for threads starts some, never more than it was g
   CHECK(many.first == 4);
   CHECK(three.second == 3);
   CHECK(many.second == 1024);
+}
+
+TEST_CASE("the read pass runs on the threads it is given: threads - 1 started, the calling thread the last") {
+  // Its shares run on as many threads as deduplicate() is given, or the
+  // N-thread baseline is one thread's speed (a mutation test ran the shares
+  // one after another and nothing failed).
+  const bool can_count = real_create() != nullptr;
+  REQUIRE_MESSAGE(can_count, "no pthread_create to count (a static build?)");
+  std::vector<std::uint8_t> a(1 << 20, 1), b(3 << 20, 2);
+  const std::vector<ByteSpan> spans{ByteSpan(a.data(), a.size()), ByteSpan(b.data(), b.size())};
+  const std::uint64_t want = wdedup::bench::read_pass(spans, 1);
+  for (unsigned threads : {1u, 2u, 3u, 8u}) {
+    for (unsigned streams : {1u, 2u}) {
+      CAPTURE(threads);
+      CAPTURE(streams);
+      const int before = g_created.load();
+      CHECK(wdedup::bench::read_pass(spans, threads, streams) == want);
+      CHECK(g_created.load() - before == static_cast<int>(threads) - 1);
+    }
+  }
 }
