@@ -262,6 +262,20 @@ for (_, subject, threads), same in by_subject.items():
             if a["baseline_samples"] == o["baseline_samples"]:
                 problems.append(f"{subject!r} ({threads} thr): baselines {a['baseline']!r} and {o['baseline']!r} "
                                 f"hold the same samples")
+# Each dedup baseline ran on the row's threads: the read passes and the
+# SHA-256 reference start threads - 1 beside the calling thread, every call
+# (a mutation test gave them one thread, and every ratio still looked fine).
+for r in rows:
+    if r["group"] == "dedup" and r.get("baseline") in ("read pass", "SHA-256 ref", "2-stream read") \
+            and not r["name"].endswith(": scaling vs 1 thr"):
+        got = (r.get("extra") or {}).get("threads_started_by_baseline")
+        if got is not None and got != r["threads"] - 1:
+            problems.append(f"row {r['name']!r} ({r['threads']} thr): its {r['baseline']!r} started {got} threads, "
+                            f"not {r['threads'] - 1}")
+# (Counted where allocations are: glibc, no sanitizer.)
+if any(r["group"] == "alloc" and r["value"] >= 0 for r in rows) and not any(
+        "threads_started_by_baseline" in (r.get("extra") or {}) for r in rows if r["group"] == "dedup"):
+    problems.append("threads are counted here, yet no dedup row says what its baseline started")
 find = {(r["name"], r.get("threads"), r.get("baseline")): r for r in rows}
 for r in rows:
     if r["group"] == "dedup" and r["name"].endswith(": deduplicate") and r.get("baseline") == "read pass":

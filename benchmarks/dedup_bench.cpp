@@ -605,6 +605,10 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     };
 
     std::vector<double> t_read, t_dedup, t_ref, t_id, t_read2, t_pairs, id_share;
+    // Threads each contender's timed call started, the most of any
+    // repetition (-1: not counted): the rows say what their baselines ran on.
+    long long started[kContenders];
+    for (long long& n : started) n = threads_started() < 0 ? -1 : 0;
     wdedup::detail::IdentityStats last_stats;
     consume(bench::read_pass(spans, threads, 2));
     for (unsigned rep = 0; rep < c.reps; ++rep) {
@@ -641,6 +645,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
           consume(bench::read_pass(spans, threads));
           consume(bench::read_pass(spans, threads));
         }
+        const long long th0 = threads_started();
         const double t0 = bench::now_seconds();
         if (which == kRead) {
           consume(bench::read_pass(spans, threads));
@@ -657,6 +662,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
           consume(bench::read_pass(spans, threads, 2));
         }
         ts[which] = bench::now_seconds() - t0;
+        if (started[which] >= 0) started[which] = std::max(started[which], threads_started() - th0);
         if (which == kDedup) {
           id_share.push_back(ts[kDedup] > 0 ? id_s / ts[kDedup] : 0);
           check_answer("deduplicate()", rep, answer, buffers);
@@ -716,6 +722,11 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
                  {"distinct_buffers", double(buffers)},
                  {"consistent_with_sha256", consistent ? 1.0 : 0.0},
                  {"input_on_huge_pages", huge_share}};
+      const long long by = base_name == "read pass"       ? started[kRead]
+                           : base_name == "SHA-256 ref"   ? started[kSha]
+                           : base_name == "2-stream read" ? started[kRead2]
+                                                          : -1;
+      if (by >= 0) r.extra.push_back({"threads_started_by_baseline", double(by)});
       r.note = w.description;
       return r;
     };

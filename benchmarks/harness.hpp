@@ -163,6 +163,10 @@ void progress_done(const Config& c);
 /// where they are not counted (sanitizer builds, non-glibc systems).
 long long allocation_count();
 
+/// Threads started (pthread_create) since start-up, or -1 where they are not
+/// counted (sanitizer builds, non-glibc systems).
+long long threads_started();
+
 /// A unique path under c.tmpdir for a file named after `stem`.
 std::string temp_path(const Config& c, const std::string& stem);
 
