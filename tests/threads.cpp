@@ -1,44 +1,20 @@
 // tests/threads.cpp — how many threads deduplicate() starts: as many as the
 // program's work is worth (detail::threads_worth_starting), at most
-// DedupOptions::threads. Every pthread_create of this program is counted
-// here (the function is interposed, so the build has no sanitizer, whose
-// runtimes interpose it themselves).
+// DedupOptions::threads. Every pthread_create of this program is counted by
+// the benchmark harness's counter (benchmarks/thread_counter.cpp, this
+// program's one copy of it: it interposes the function, so the build has no
+// sanitizer, whose runtimes interpose it themselves).
 #include <doctest/doctest.h>
 
-#include <dlfcn.h>
-#include <pthread.h>
-
-#include <atomic>
-#include <cerrno>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "../benchmarks/thread_counter.cpp"
 #include "wdedup/bench.hpp"
 #include "wdedup/wdedup.hpp"
 
 using namespace wdedup;
-
-namespace {
-std::atomic<int> g_created{0};
-
-using RealCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
-/// The C library's pthread_create, or null where there is none to find (a
-/// fully static program): then no thread starts, and the counting tests
-/// fail saying so.
-RealCreate real_create() {
-  static const RealCreate real = reinterpret_cast<RealCreate>(::dlsym(RTLD_NEXT, "pthread_create"));
-  return real;
-}
-}  // namespace
-
-extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
-                              void* arg) noexcept {
-  const RealCreate real = real_create();
-  if (real == nullptr) return EAGAIN;  // (a thread that cannot start only costs speed)
-  g_created.fetch_add(1);
-  return real(thread, attr, start, arg);
-}
 
 namespace {
 
@@ -59,14 +35,14 @@ struct Twin {
 
 /// Threads one deduplicate() started, and its report's thread count.
 std::pair<int, unsigned> started(const Program& program, unsigned threads) {
-  const bool can_count = real_create() != nullptr;
+  const bool can_count = wbench::threads_started() >= 0;
   REQUIRE_MESSAGE(can_count, "no pthread_create to count (a static build?)");
   DedupOptions o;
   o.threads = threads;
-  const int before = g_created.load();
+  const long long before = wbench::threads_started();
   Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(program, o);
   REQUIRE(r.ok());
-  return {g_created.load() - before, r->report.threads};
+  return {static_cast<int>(wbench::threads_started() - before), r->report.threads};
 }
 
 }  // namespace
@@ -134,7 +110,7 @@ TEST_CASE("the read pass runs on the threads it is given: threads - 1 started, t
   // Its shares run on as many threads as deduplicate() is given, or the
   // N-thread baseline is one thread's speed (a mutation test ran the shares
   // one after another and nothing failed).
-  const bool can_count = real_create() != nullptr;
+  const bool can_count = wbench::threads_started() >= 0;
   REQUIRE_MESSAGE(can_count, "no pthread_create to count (a static build?)");
   std::vector<std::uint8_t> a(1 << 20, 1), b(3 << 20, 2);
   const std::vector<ByteSpan> spans{ByteSpan(a.data(), a.size()), ByteSpan(b.data(), b.size())};
@@ -143,9 +119,9 @@ TEST_CASE("the read pass runs on the threads it is given: threads - 1 started, t
     for (unsigned streams : {1u, 2u}) {
       CAPTURE(threads);
       CAPTURE(streams);
-      const int before = g_created.load();
+      const long long before = wbench::threads_started();
       CHECK(wdedup::bench::read_pass(spans, threads, streams) == want);
-      CHECK(g_created.load() - before == static_cast<int>(threads) - 1);
+      CHECK(wbench::threads_started() - before == static_cast<long long>(threads) - 1);
     }
   }
 }
