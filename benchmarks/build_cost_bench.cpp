@@ -19,48 +19,12 @@
 #include <wdedup/bench.hpp>
 
 #include "harness.hpp"
-
-extern char** environ;
+#include "timed_run.hpp"
 
 namespace wbench {
 namespace {
 
 namespace bench = wdedup::bench;
-
-struct RunTime {
-  double wall = -1, cpu = -1;  ///< seconds; -1 if the command failed
-  int spawn_error = 0;         ///< posix_spawnp's error, if it could not start
-};
-
-/// Runs argv, output to `log`, and times it.
-RunTime timed_run(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  const double t0 = bench::now_seconds();
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    RunTime t;
-    t.spawn_error = rc;
-    return t;
-  }
-  int status = 0;
-  struct rusage ru;
-  while (::wait4(pid, &status, 0, &ru) < 0)
-    if (errno != EINTR) return {};
-  RunTime t;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return t;
-  t.wall = bench::now_seconds() - t0;
-  t.cpu = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-  return t;
-}
 
 bool write_file(const std::string& path, const std::string& text) {
   FILE* f = std::fopen(path.c_str(), "w");

@@ -24,6 +24,7 @@
 
 #include "../benchmarks/harness.hpp"
 #include "../benchmarks/steadiness.hpp"
+#include "../benchmarks/timed_run.hpp"
 
 // The harness's failure count, which its main.cpp keeps: here for the test
 // of FailureScope below.
@@ -188,6 +189,28 @@ TEST_CASE("a target's bounds are met at the bound itself") {
   CHECK(*row(1, 2.0, within).met());
   CHECK_FALSE(*row(1, 2.000001, within).met());
   CHECK_FALSE(*row(1, 0.499999, within).met());
+}
+
+TEST_CASE("timed_run: the CPU time is the child's user and system time, as the kernel counts them") {
+  // dd reading /dev/zero spends most of its time in the kernel: a CPU time
+  // without the system part would be far off the children's count.
+  struct rusage before, after;
+  REQUIRE(::getrusage(RUSAGE_CHILDREN, &before) == 0);
+  const wbench::RunTime t =
+      wbench::timed_run({"dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=2000"}, "/dev/null");
+  REQUIRE(::getrusage(RUSAGE_CHILDREN, &after) == 0);
+  auto seconds = [](const timeval& a, const timeval& b) {
+    return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_usec - a.tv_usec) / 1e6;
+  };
+  const double user = seconds(before.ru_utime, after.ru_utime), sys = seconds(before.ru_stime, after.ru_stime);
+  REQUIRE(t.wall >= 0);  // it ran, and exited 0
+  REQUIRE(sys > 0.01);   // enough system time to tell the two apart
+  CHECK(t.cpu == doctest::Approx(user + sys).epsilon(1e-9));
+  // A command that fails or cannot start is no time.
+  CHECK(wbench::timed_run({"false"}, "/dev/null").cpu == -1);
+  const wbench::RunTime missing = wbench::timed_run({"/nonexistent/wdedup-no-such-tool"}, "/dev/null");
+  CHECK(missing.cpu == -1);
+  CHECK(missing.spawn_error == ENOENT);
 }
 
 TEST_CASE("compare: runs each side reps times, alternating which goes first") {
