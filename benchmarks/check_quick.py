@@ -192,8 +192,9 @@ for r in rows:
         if len(s) != len(b):
             problems.append(f"row {name}: {len(s)} samples against {len(b)} of its baseline")
             continue
-        # Each repetition's baseline over its own subject, the median of those.
-        want = med([y / x for x, y in zip(s, b)])
+        # Each repetition's baseline over its own subject, the median of those
+        # (a subject time of 0 gives 0, as bench::compare has it).
+        want = med([y / x if x > 0 else 0 for x, y in zip(s, b)])
         if not near(r.get("ratio"), want):
             problems.append(f"row {name}: ratio {r.get('ratio')!r}, its samples give {want}")
         unit = r["unit"]
@@ -204,9 +205,12 @@ for r in rows:
                 size = int(m.group(1)) if m else None
             if size is None:
                 problems.append(f"row {name}: GB/s without the bytes it is over")
-            elif not (near(r["value"], size / med(s) / 1e9) and near(r.get("baseline_value"), size / med(b) / 1e9)):
-                problems.append(f"row {name}: {r['value']} and {r.get('baseline_value')} GB/s, "
-                                f"{size} B over its samples give {size / med(s) / 1e9} and {size / med(b) / 1e9}")
+            else:
+                def gbps(t):  # (0 s gives 0, as bench::gb_per_s has it)
+                    return size / t / 1e9 if t > 0 else 0
+                if not (near(r["value"], gbps(med(s))) and near(r.get("baseline_value"), gbps(med(b)))):
+                    problems.append(f"row {name}: {r['value']} and {r.get('baseline_value')} GB/s, "
+                                    f"{size} B over its samples give {gbps(med(s))} and {gbps(med(b))}")
         elif unit in ("ns", "us"):
             if not (near(r["value"], med(s)) and near(r.get("baseline_value"), med(b))):
                 problems.append(f"row {name}: {r['value']} and {r.get('baseline_value')} {unit}, "
