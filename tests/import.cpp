@@ -1107,24 +1107,15 @@ TEST_CASE("the demo takes a store whose data was replaced since it was written o
   REQUIRE(store.add_named_data("a", ByteSpan(a.data(), a.size())).ok());
   REQUIRE(store.add_named_data("b", ByteSpan(b.data(), b.size())).ok());
   const std::vector<std::uint8_t> file = write_or_die(store, {}, WriteOptions{});
-  std::uint64_t field = 0, b_at = 0;  // b's segment offset field; b's bytes in the file
-  {
-    std::vector<std::uint8_t> copy = file;
-    const Nav n{copy};
-    field = n.field(n.segment(1), format::data_segment_field::kOffset);
-    REQUIRE(field != 0);
-    b_at = n.u64(format::kHeaderSegmentBasePos) + n.u64(field);
-  }
   // b's segment moved 128 bytes on (as a rewrite that gave a more bytes
-  // would leave it), the WDX1 block as written.
+  // would leave it), the WDX1 block as written; b_at: b's bytes as written.
   std::vector<std::uint8_t> moved = file;
-  moved.insert(moved.begin() + static_cast<std::ptrdiff_t>(b_at), 128, 0);
-  Nav m{moved};
-  m.set_u64(field, m.u64(field) + 128);
-  m.set_u64(format::kHeaderSegmentDataSizePos, m.u64(format::kHeaderSegmentDataSizePos) + 128);
+  const std::optional<std::uint64_t> b_at = move_segments(moved, 1, 128);
+  REQUIRE(b_at.has_value());
+  const Nav m{moved};
   // b's bytes replaced by as many others.
   std::vector<std::uint8_t> changed = file;
-  changed.at(static_cast<std::size_t>(b_at) + 5) ^= 1;
+  changed.at(static_cast<std::size_t>(*b_at) + 5) ^= 1;
   const std::string moved_path = dir + "/moved.ptd", changed_path = dir + "/changed.ptd", log = dir + "/log.txt",
                     printed_path = dir + "/out.txt";
   REQUIRE(write_file(moved_path, moved));
@@ -1144,7 +1135,7 @@ TEST_CASE("the demo takes a store whose data was replaced since it was written o
             std::to_string(m.entry(1) + format::key_entry::kDataOffset) + ")\n");
   CHECK(run("--ptd '" + changed_path + "'") == 2);
   CHECK(read_text(log) == "wdedup-demo: " + changed_path + ": add_ptd_method: segment #1 (64 bytes at offset " +
-                              std::to_string(b_at) +
+                              std::to_string(*b_at) +
                               ") does not have the content hash the file records: its bytes (or that hash) changed "
                               "since it was written (--take-replaced-data takes them as they are)\n");
   CHECK(run("--take-replaced-data") == 2);

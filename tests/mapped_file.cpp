@@ -206,23 +206,16 @@ TEST_CASE("MappedFile: each open's failure is passed on, and OpenOptions reach t
   // with allow_moved_segments.
   constexpr std::uint64_t kShift = 3 * 4096;
   std::vector<std::uint8_t> moved = wdedup_file_bytes();
-  std::uint64_t at = 0;  // segment #1's bytes as written
   {
-    Nav n{moved};
+    const Nav n{moved};
     const std::uint32_t count = n.u32(n.segments());
     REQUIRE(count >= 3);
-    const std::uint64_t base = n.u64(format::kHeaderSegmentBasePos);
-    at = base + n.u64(n.field(n.segment(1), format::data_segment_field::kOffset));
-    for (std::uint32_t i = 1; i < count; ++i) {
+    for (std::uint32_t i = 1; i < count; ++i)
       REQUIRE(kShift % n.u64(n.seg_info(i) + format::segment_info::kAlignment) == 0);
-      const std::uint64_t field = n.field(n.segment(i), format::data_segment_field::kOffset);
-      REQUIRE(field != 0);
-      n.set_u64(field, n.u64(field) + kShift);
-    }
-    n.set_u64(format::kHeaderSegmentDataSizePos, n.u64(format::kHeaderSegmentDataSizePos) + kShift);
   }
-  const std::vector<std::uint8_t> segment(moved.begin() + static_cast<std::ptrdiff_t>(at), moved.end());
-  moved.insert(moved.begin() + static_cast<std::ptrdiff_t>(at), kShift, 0);
+  const std::optional<std::uint64_t> at = move_segments(moved, 1, kShift);  // segment #1's bytes as written
+  REQUIRE(at.has_value());
+  const std::vector<std::uint8_t> segment(moved.begin() + static_cast<std::ptrdiff_t>(*at + kShift), moved.end());
   const std::string path = write_temp("mapped_file_moved.ptd", moved);
   const Result<MappedFile> refused = MappedFile::open(path.c_str());
   REQUIRE_FALSE(refused.ok());
@@ -236,7 +229,7 @@ TEST_CASE("MappedFile: each open's failure is passed on, and OpenOptions reach t
   CHECK(g->segments_moved());
   const Result<SegmentInfo> s = g->segment(1);
   REQUIRE(s.ok());
-  CHECK(s->offset == at + kShift);
+  CHECK(s->offset == *at + kShift);
   REQUIRE(s->size <= segment.size());
   const std::uint8_t* bytes = g.source().data() + s->offset;
   CHECK(std::memcmp(bytes, segment.data(), static_cast<std::size_t>(s->size)) == 0);

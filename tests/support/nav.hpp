@@ -1,11 +1,12 @@
 // tests/support/nav.hpp — test-side flatbuffer and WDX1 navigation over a
 // file image, deliberately independent of the reader's code, for tests that
-// corrupt or rewrite a file's fields (malformed.cpp, import.cpp).
+// corrupt or rewrite a file's fields (malformed.cpp, import.cpp, mapped_file.cpp).
 #ifndef WDEDUP_TESTS_SUPPORT_NAV_HPP
 #define WDEDUP_TESTS_SUPPORT_NAV_HPP
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "wdedup/runtime.hpp"
@@ -78,6 +79,29 @@ struct Nav {
     return ext_table(wdedup::format::ext_header::kFunctionTensorsOffset) + std::uint64_t{i} * wdedup::format::function_tensor::kSize;
   }
 };
+
+/// Moves segments #first and on `by` bytes later in `file`, as a rewrite
+/// that gave segment #first - 1 `by` more bytes lays them out (ExecuTorch's
+/// replace_data): their offsets and segment_data_size grow by `by`, `by`
+/// zero bytes go in where segment #first's started, and the WDX1 block stays
+/// as written. Returns that old start, or nothing (the file unchanged) if
+/// some of those segments has no offset field to move.
+inline std::optional<std::uint64_t> move_segments(std::vector<std::uint8_t>& file, std::uint32_t first,
+                                                  std::uint64_t by) {
+  namespace f = wdedup::format;
+  Nav n{file};
+  std::vector<std::uint64_t> fields;
+  for (std::uint32_t i = first; i < n.u32(n.segments()); ++i) {
+    fields.push_back(n.field(n.segment(i), f::data_segment_field::kOffset));
+    if (fields.back() == 0) return std::nullopt;
+  }
+  if (fields.empty()) return std::nullopt;
+  const std::uint64_t at = n.u64(f::kHeaderSegmentBasePos) + n.u64(fields.front());
+  for (const std::uint64_t field : fields) n.set_u64(field, n.u64(field) + by);
+  n.set_u64(f::kHeaderSegmentDataSizePos, n.u64(f::kHeaderSegmentDataSizePos) + by);
+  file.insert(file.begin() + static_cast<std::ptrdiff_t>(at), static_cast<std::size_t>(by), std::uint8_t{0});
+  return at;
+}
 
 }  // namespace wdedup_test
 
