@@ -40,9 +40,7 @@ class MappedFile {
     return MappedFile(static_cast<MmapSource&&>(*source), *map);
   }
 
-  MappedFile(MappedFile&& o) noexcept : source_(static_cast<MmapSource&&>(o.source_)), map_(o.map_) {
-    map_.rebind_source(source_);
-  }
+  MappedFile(MappedFile&& o) noexcept : MappedFile(static_cast<MmapSource&&>(o.source_), o.map_) {}
   MappedFile& operator=(MappedFile&& o) noexcept {
     if (this != &o) {
       source_ = static_cast<MmapSource&&>(o.source_);  // unmaps this one's file first
@@ -68,7 +66,8 @@ class MappedFile {
   }
 
  private:
-  // (`map` was opened over `source` before the move into source_.)
+  // (`map` was opened over `source`, or is the map of a MappedFile whose
+  // source this is, before the move into source_.)
   MappedFile(MmapSource&& source, const NamedDataMap& map) noexcept
       : source_(static_cast<MmapSource&&>(source)), map_(map) {
     map_.rebind_source(source_);
