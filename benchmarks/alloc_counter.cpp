@@ -10,34 +10,21 @@
 #include <cstdlib>
 #include <new>
 
-#include "harness.hpp"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define WBENCH_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define WBENCH_SANITIZED 1
-#endif
-
-#if !defined(WBENCH_SANITIZED) && defined(__GLIBC__) && defined(__linux__)
-#define WBENCH_COUNT_ALLOCATIONS 1
-#endif
+#include "harness.hpp"  // WBENCH_COUNTS_ITSELF
 
 namespace {
 std::atomic<std::uint64_t> g_allocations{0};
 }
 
 long long wbench::allocation_count() {
-#if defined(WBENCH_COUNT_ALLOCATIONS)
+#if defined(WBENCH_COUNTS_ITSELF)
   return static_cast<long long>(g_allocations.load(std::memory_order_relaxed));
 #else
   return -1;
 #endif
 }
 
-#if defined(WBENCH_COUNT_ALLOCATIONS)
+#if defined(WBENCH_COUNTS_ITSELF)
 
 extern "C" {
 void* __libc_malloc(std::size_t);
@@ -141,4 +128,4 @@ void operator delete[](void* p, const std::nothrow_t&) noexcept { free(p); }
 void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { free(p); }
 void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { free(p); }
 
-#endif  // WBENCH_COUNT_ALLOCATIONS
+#endif  // WBENCH_COUNTS_ITSELF

@@ -10,6 +10,21 @@
 #include <utility>
 #include <vector>
 
+// Where the harness can count heap allocations and started threads itself
+// (alloc_counter.cpp, thread_counter.cpp): glibc on Linux, without a
+// sanitizer, whose runtime replaces malloc and interposes pthread_create.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define WBENCH_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define WBENCH_SANITIZED 1
+#endif
+#if !defined(WBENCH_SANITIZED) && defined(__GLIBC__) && defined(__linux__)
+#define WBENCH_COUNTS_ITSELF 1
+#endif
+
 namespace wdedup {
 struct Program;
 }  // namespace wdedup

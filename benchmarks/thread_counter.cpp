@@ -11,22 +11,9 @@
 #include <atomic>
 #include <cerrno>
 
-#include "harness.hpp"
+#include "harness.hpp"  // WBENCH_COUNTS_ITSELF
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define WBENCH_THREADS_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define WBENCH_THREADS_SANITIZED 1
-#endif
-
-#if !defined(WBENCH_THREADS_SANITIZED) && defined(__GLIBC__) && defined(__linux__)
-#define WBENCH_COUNT_THREADS 1
-#endif
-
-#if defined(WBENCH_COUNT_THREADS)
+#if defined(WBENCH_COUNTS_ITSELF)
 namespace {
 std::atomic<long long> g_threads{0};
 using RealCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
