@@ -5,8 +5,6 @@
 // its failure. Built with -fno-exceptions -fno-rtti.
 #include <doctest/doctest.h>
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,22 +18,21 @@
 #include <utility>
 #include <vector>
 
+#include "support/dies.hpp"
 #include "wdedup/runtime.hpp"
 
 using namespace wdedup;
+using wdedup_test::dies;
 
 namespace {
 
-int hook_fd = -1;
-
-/// A handler as a delegate would set one: writes the failure to hook_fd,
+/// A handler as a delegate would set one: writes the failure to stderr,
 /// then returns (the trap follows).
 void report_failed_result(const Failure& f) noexcept {
-  if (hook_fd < 0) return;
   char line[256];
   const int n = std::snprintf(line, sizeof line, "%s|%s|%llu", error_name(f.code), f.what,
                               static_cast<unsigned long long>(f.at));
-  if (n > 0) (void)!::write(hook_fd, line, static_cast<std::size_t>(n) < sizeof line ? static_cast<std::size_t>(n) : sizeof line - 1);
+  if (n > 0) (void)!::write(2, line, static_cast<std::size_t>(n) < sizeof line ? static_cast<std::size_t>(n) : sizeof line - 1);
 }
 
 // What a DataSource of one's own returns, in the spellings a user may use.
@@ -44,22 +41,6 @@ Status succeed_executorch() { return Error::Ok; }  // ExecuTorch's spelling
 Status succeed_named() { return ok_status(); }
 Status fail_io() { return Status(Error::IoError, "pread failed", 4096); }
 
-// Runs fn in a child process; true if the child was killed by a signal
-// (a trap) rather than returning.
-template <class Fn>
-bool dies(Fn fn) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // The test runner's own crash handlers would report the trap as a
-    // failed test case: the child dies of it quietly instead.
-    for (const int sig : {SIGILL, SIGTRAP, SIGSEGV, SIGBUS, SIGABRT}) ::signal(sig, SIG_DFL);
-    fn();
-    ::_exit(0);
-  }
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return false;
-  return WIFSIGNALED(status);
-}
 
 }  // namespace
 
@@ -195,22 +176,15 @@ TEST_CASE("Result: the handler set sees the failure first; the trap follows when
   CHECK(none_before_lambda);
   const bool lambda = set_failed_result_handler(nullptr) != nullptr;
   CHECK(lambda);
-  // What the child's handler wrote, and whether the child died of the trap.
+  // What the child's handler wrote to stderr, and whether the child died of the trap.
   auto run = [](auto fn, std::string* said) {
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    const bool died = dies([&] {
-      ::close(fds[0]);
-      hook_fd = fds[1];
-      set_failed_result_handler(&report_failed_result);
-      fn();
-    });
-    ::close(fds[1]);
-    char buf[256];
     said->clear();
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) said->append(buf, static_cast<std::size_t>(n));
-    ::close(fds[0]);
-    return died;
+    return dies(
+        [&] {
+          set_failed_result_handler(&report_failed_result);
+          fn();
+        },
+        said);
   };
   std::string said;
   CHECK(run(

@@ -4,10 +4,6 @@
 // a counting type below sees every construction and destruction).
 #include <doctest/doctest.h>
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -15,9 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include "support/dies.hpp"
 #include "wdedup/expected.hpp"
 
 using namespace wdedup;
+using wdedup_test::dies;
 
 namespace {
 
@@ -228,32 +226,6 @@ TEST_CASE("Expected: a T without a default constructor or a copy") {
   CHECK(p->get() == nullptr);
 }
 
-namespace {
-// Runs fn in a child process with its stderr captured: whether it was
-// killed by a signal (the trap) and what it wrote.
-template <class Fn>
-bool dies(Fn fn, std::string* err) {
-  int fds[2];
-  if (::pipe(fds) != 0) return false;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // The test runner's crash handlers would report the trap as a failed
-    // test case: the child dies of it quietly instead.
-    for (const int sig : {SIGILL, SIGTRAP, SIGSEGV, SIGBUS, SIGABRT}) ::signal(sig, SIG_DFL);
-    ::close(fds[0]);
-    ::dup2(fds[1], 2);
-    fn();
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) err->append(buf, static_cast<std::size_t>(n));
-  ::close(fds[0]);
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid) return false;
-  return WIFSIGNALED(status);
-}
-}  // namespace
 
 TEST_CASE("Expected: the value of a failed Expected names its error and stops the program") {
   // Without the check, value() of an error read the union's uninitialized
