@@ -181,6 +181,33 @@ TEST_CASE("MappedFile: moved over, it lets its own file go and reads the other")
   REQUIRE(b.map().check_source().ok());
 }
 
+TEST_CASE("MappedFile: a copy of its map fails check_source() once another mapping of the file takes its place") {
+  // A user trial's case (2026-12-02): two MappedFiles of one file in a
+  // vector; erase(begin()) moves the second over the first, whose mapping
+  // goes. A copy of the first's map still points at that slot, whose
+  // source now has the same size: the size check alone passed it, and its
+  // get_data read the unmapped pages.
+  const std::string path = fixture("simple.ptd");
+  std::vector<MappedFile> files;
+  files.reserve(2);
+  files.push_back(open_or_die(path));
+  files.push_back(open_or_die(path));
+  const std::uint8_t* second = files[1].source().data();
+  REQUIRE(second != files[0].source().data());
+  const NamedDataMap copy = files[0].map();
+  REQUIRE(copy.check_source().ok());
+  files.erase(files.begin());
+  REQUIRE(files[0].source().data() == second);
+  REQUIRE(&copy.source() == &files[0].source());
+  REQUIRE(copy.source().size() == copy.file_size());  // what the size check saw
+  const Status st = copy.check_source();
+  CHECK(st.error() == Error::InvalidArgument);
+  CHECK(std::string(st.failure().what) == "the source is not the one opened (moved or replaced since open)");
+  CHECK(st.failure().at == copy.file_size());
+  // The file's own map still passes.
+  CHECK(files[0].map().check_source().ok());
+}
+
 TEST_CASE("MappedFile: each open's failure is passed on, and OpenOptions reach the map") {
   {  // the file: MmapSource::open's failure
     const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/no such file.ptd";

@@ -343,7 +343,8 @@ class MappedFile;
 /// sources that grows) while a map refers to it. A map whose source reads
 /// (not one opened in place, as MmapSource's are) notices a source whose
 /// size changed and refuses to read it (InvalidArgument); one opened in
-/// place cannot tell. `auto&& s = *MmapSource::open(p);` holds the source
+/// place does not check on its reads, but its check_source() tells (by
+/// the address of its bytes as well). `auto&& s = *MmapSource::open(p);` holds the source
 /// itself (a temporary Result's operator* gives the value, moved out), so
 /// it may be bound so; the source must then stay in `s`. The map itself is
 /// a small copyable handle: the views do not depend on the map object,
@@ -684,10 +685,15 @@ class NamedDataMap {
   const DataSource& source() const noexcept { return *src_; }
   /// Whether the source is still the one opened: InvalidArgument if its
   /// size changed since open (moved from, or moved or assigned over; see
-  /// Lifetimes). Checked before every read or view of the source; a map
-  /// opened in place reads its memory, not the source.
+  /// Lifetimes), or, for a map opened in place, if its bytes are no longer
+  /// where they were. Where the map's source once lay another source of the
+  /// same size may lie now: the next element of a vector moved over it, a
+  /// second mapping of the same file (a user trial's copy of a MappedFile's
+  /// map, 2026-12-02, passed the size check with its mapping gone, and
+  /// crashed in get_data). Checked before every read or view of the source;
+  /// a map opened in place reads its memory, not the source.
   Status check_source() const noexcept {
-    if (src_->size() != file_size_)
+    if (src_->size() != file_size_ || (file_ != nullptr && src_->view(0, file_size_) != file_))
       return Status(Error::InvalidArgument, "the source is not the one opened (moved or replaced since open)",
                     src_->size());
     return detail::ok_status();
