@@ -164,9 +164,11 @@ if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()):
     problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
 # The header says which Llama model the "llama" rows are of (their names do
-# not), and only when one ran.
-for args, want in ((["--only", "dedup", "--workloads", "llama-1+1", "--layers", "2", "--threads", "1", "--reps", "1"],
+# not), with the shape flags that changed it, and only when one ran.
+for args, want in ((["--only", "dedup", "--workloads", "llama-1+1", "--threads", "1", "--reps", "1"],
                     ", Llama workloads: --model tiny, --quick"),
+                   (["--only", "dedup", "--workloads", "llama-1+1", "--layers", "2", "--dim", "256", "--threads", "1",
+                     "--reps", "1"], ", Llama workloads: --model tiny --layers 2 --dim 256, --quick"),
                    (["--only", "runtime", "--keys", "16", "--reps", "1", "--lookups", "1000", "--big-tensor", "65536",
                      "--tmpdir", outdir], None)):
     r = run([exe, "--quick", "--no-progress", "--json", json_path] + args)

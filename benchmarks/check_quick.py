@@ -266,16 +266,35 @@ for (_, subject, threads), same in by_subject.items():
             if a["baseline_samples"] == o["baseline_samples"]:
                 problems.append(f"{subject!r} ({threads} thr): baselines {a['baseline']!r} and {o['baseline']!r} "
                                 f"hold the same samples")
-# Each dedup baseline ran on the row's threads: the read passes and the
-# SHA-256 reference start threads - 1 beside the calling thread, every call
-# (a mutation test gave them one thread, and every ratio still looked fine).
-for r in rows:
-    if r["group"] == "dedup" and r.get("baseline") in ("read pass", "SHA-256 ref", "2-stream read") \
-            and not r["name"].endswith(": scaling vs 1 thr"):
-        got = (r.get("extra") or {}).get("threads_started_by_baseline")
-        if got is not None and got != r["threads"] - 1:
-            problems.append(f"row {r['name']!r} ({r['threads']} thr): its {r['baseline']!r} started {got} threads, "
-                            f"not {r['threads'] - 1}")
+
+def check_threads_started(rows, problems):
+    """Each dedup baseline ran on the threads deduplicate() ran on: at most
+    the row's, one per 4 MiB of work (threads_run), each baseline call
+    starting threads_run - 1 beside the calling thread, and deduplicate()
+    running as many at once (it may start one in each of several phases). A mutation test gave the
+    baselines one thread, and every ratio still looked fine; a user trial
+    found baselines started on every thread given (1024) where deduplicate()
+    started few, and 41x "the read pass"."""
+    for r in rows:
+        if r["group"] != "dedup" or r["name"].endswith(": scaling vs 1 thr"):
+            continue
+        extra = r.get("extra") or {}
+        run = extra.get("threads_run")
+        if not isinstance(run, (int, float)) or not 1 <= run <= r["threads"]:
+            problems.append(f"row {r['name']!r} ({r['threads']} thr): threads_run {run!r}, not 1..{r['threads']}")
+            continue
+        for key, who in (("threads_at_once_in_deduplicate", "deduplicate() (at once)"),
+                         ("threads_started_by_baseline", repr(r.get("baseline")))):
+            got = extra.get(key)
+            if key == "threads_started_by_baseline" and r.get("baseline") not in (
+                    "read pass", "SHA-256 ref", "2-stream read"):
+                continue
+            if got is not None and got != run - 1:
+                problems.append(f"row {r['name']!r} ({r['threads']} thr): {who} started {got} threads, "
+                                f"not {int(run) - 1} (threads_run {int(run)})")
+
+
+check_threads_started(rows, problems)
 # (Counted where allocations are: glibc, no sanitizer.)
 if any(r["group"] == "alloc" and r["value"] >= 0 for r in rows) and not any(
         "threads_started_by_baseline" in (r.get("extra") or {}) for r in rows if r["group"] == "dedup"):
@@ -509,3 +528,45 @@ else:
 if problems:
     sys.exit("wdedup-bench --ptd:\n  " + "\n  ".join(problems))
 print(f"bench_ptd: {len(rows)} rows over the fixtures, and a 3 + 2 OneBlob store")
+
+# Given more threads than the work is worth (64 on the quick tiny model, of
+# a few MiB), deduplicate() runs on one per 4 MiB of work, and so must its
+# baselines: started on all 64, a read pass of a few MiB ran slower, and
+# deduplicate() "beat the physical limit" 41x in a user trial (1024 threads).
+many_path = os.path.join(outdir, "bench-many-threads.json")
+mt = subprocess.run([exe, "--quick", "--only", "dedup", "--workloads", "llama-1+1", "--threads", "1,64", "--reps",
+                     "2", "--no-progress", "--json", many_path, "--tmpdir", outdir],
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+print(mt.stdout)
+problems = []
+if mt.returncode != 0:
+    problems.append(f"--threads 1,64 exited with {mt.returncode}")
+else:
+    with open(many_path) as f:
+        mt_rows = json.load(f)["results"]
+    dedup_rows = [r for r in mt_rows if r["group"] == "dedup" and r["threads"] == 64
+                  and not r["name"].endswith(": scaling vs 1 thr")]
+    work_per_thread, per_tensor = 4 << 20, 1536  # detail::kWorkPerStartedThread, kFinishBytesPerTensor
+    for r in dedup_rows:
+        e = r["extra"]
+        want = min(64, max(1, (int(e["bytes_in_with_aliases"]) + int(e["tensors"]) * per_tensor) // work_per_thread))
+        if not 1 < want < 64 or e.get("threads_run") != want:
+            problems.append(f"{r['name']!r} vs {r['baseline']!r} at 64 thr: threads_run {e.get('threads_run')}, "
+                            f"expected {want} (one per 4 MiB of work, between 2 and 63 here)")
+    if len(dedup_rows) != 6:
+        problems.append(f"expected 6 dedup rows at 64 threads, got {len(dedup_rows)}")
+    check_threads_started(mt_rows, problems)
+    counted = any("threads_started_by_baseline" in r["extra"] for r in dedup_rows)
+    if dedup_rows:
+        want_line = (f"llama 1+1 POSITIONAL, 64 thr: deduplicate() ran on {dedup_rows[0]['extra']['threads_run']} "
+                     f"(one thread per 4 MiB of work), and so did its baselines.")
+        if want_line not in mt.stdout.splitlines():
+            problems.append(f"no line {want_line!r}")
+    cores = len(os.sched_getaffinity(0))
+    note = f"note: --threads 64 is more than the {cores} cores this process may run on: threads share cores"
+    if (note in mt.stdout.splitlines()) != (cores < 64):
+        problems.append(f"the note {note!r} is {'missing' if cores < 64 else 'there'} with {cores} cores")
+    print(f"bench_many_threads: threads run {[r['extra'].get('threads_run') for r in dedup_rows][:1]}, "
+          f"counted: {counted}")
+if problems:
+    sys.exit("wdedup-bench --threads 1,64:\n  " + "\n  ".join(problems))

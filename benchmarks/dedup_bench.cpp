@@ -545,7 +545,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     // For profilers: the read pass and deduplicate() once each, nothing
     // else, so a profile holds only what the ratios compare.
     for (unsigned threads : c.threads) {
-      consume(bench::read_pass(spans, threads));
+      consume(bench::read_pass(spans, bench::dedup_threads(w.program(), threads)));
       std::uint64_t buffers = 0;
       consume(dedup_policy(w, threads, nullptr, &buffers));
       progress_done(c);  // the line below goes to stdout, often the same terminal
@@ -568,15 +568,21 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     // A wrong or inconsistent answer at this thread count voids its rows.
     const FailureScope scope(out);
     progress(c, "dedup %s, %u thread(s): warming", w.name.c_str(), threads);
+    // The threads deduplicate() starts of those given (one per 4 MiB of
+    // work): every other contender runs on as many. Given more than the
+    // work is worth, a read pass that started them all ran slower, and
+    // deduplicate() "beat" it (a user trial: 41.4x at 1024 threads on the
+    // tiny model, 0.71x at one).
+    const unsigned run = bench::dedup_threads(w.program(), threads);
     // Warm the same way for every contender: one full pass over the bytes
     // (faults the pages in, fills the TLB), one run of each.
-    consume(bench::read_pass(spans, threads));
+    consume(bench::read_pass(spans, run));
     if (threads == c.threads.front()) huge_share = huge_page_share(spans);
     std::uint64_t buffers = 0;
     consume(dedup_policy(w, threads, nullptr, &buffers));
-    std::size_t ref_distinct = reference.run(spans, threads);
+    std::size_t ref_distinct = reference.run(spans, run);
     wdedup::detail::IdentityOptions io;
-    io.threads = threads;
+    io.threads = run;
     // The engine's answer as a count of groups (an input that is its own
     // representative starts one), checked against deduplicate()'s buffers.
     auto groups_of = [](const std::vector<std::uint32_t>& rep) {
@@ -593,7 +599,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     // elsewhere (a --ptd input) its ratio would set different byte counts
     // against each other.
     const bool pairs_row = !pairs.empty() && pairs.bytes() == bytes;
-    if (!pairs.empty() && pairs.run(threads) != 0)
+    if (!pairs.empty() && pairs.run(run) != 0)
       report_failure(w.name + ": the identity engine's answer has pairs whose bytes differ");
     // Every timed call's answer, checked after its clock stops: a wrong or
     // racy answer in any repetition is a failure, not a figure.
@@ -607,10 +613,11 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     std::vector<double> t_read, t_dedup, t_ref, t_id, t_read2, t_pairs, id_share;
     // Threads each contender's timed call started, the most of any
     // repetition (-1: not counted): the rows say what their baselines ran on.
-    long long started[kContenders];
+    long long started[kContenders], at_once[kContenders];
     for (long long& n : started) n = threads_started() < 0 ? -1 : 0;
+    for (long long& n : at_once) n = threads_at_once() < 0 ? -1 : 0;
     wdedup::detail::IdentityStats last_stats;
-    consume(bench::read_pass(spans, threads, 2));
+    consume(bench::read_pass(spans, run, 2));
     for (unsigned rep = 0; rep < c.reps; ++rep) {
       progress(c, "dedup %s, %u thread(s): repetition %u/%u", w.name.c_str(), threads, rep + 1, c.reps);
       double ts[kContenders] = {};
@@ -642,27 +649,29 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
         // at their default sizes does.)
         if ((which == kDedup || which == kIdentity) && wdedup::table_cache_bytes() != 0) {
           wdedup::release_table_cache();
-          consume(bench::read_pass(spans, threads));
-          consume(bench::read_pass(spans, threads));
+          consume(bench::read_pass(spans, run));
+          consume(bench::read_pass(spans, run));
         }
         const long long th0 = threads_started();
+        reset_threads_at_once();
         const double t0 = bench::now_seconds();
         if (which == kRead) {
-          consume(bench::read_pass(spans, threads));
+          consume(bench::read_pass(spans, run));
         } else if (which == kDedup) {
           consume(dedup_policy(w, threads, &id_s, &answer));
         } else if (which == kSha) {
-          answer = reference.run(spans, threads);
+          answer = reference.run(spans, run);
         } else if (which == kIdentity) {
           rep_of = wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, &st);
         } else if (which == kPairs) {
           if (!pairs_row) continue;
-          answer = pairs.run(threads);
+          answer = pairs.run(run);
         } else {
-          consume(bench::read_pass(spans, threads, 2));
+          consume(bench::read_pass(spans, run, 2));
         }
         ts[which] = bench::now_seconds() - t0;
         if (started[which] >= 0) started[which] = std::max(started[which], threads_started() - th0);
+        if (at_once[which] >= 0) at_once[which] = std::max(at_once[which], threads_at_once());
         if (which == kDedup) {
           id_share.push_back(ts[kDedup] > 0 ? id_s / ts[kDedup] : 0);
           check_answer("deduplicate()", rep, answer, buffers);
@@ -676,7 +685,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
                   std::to_string(rep + 1);
         }
       }
-      consume(bench::read_pass(spans, threads));  // untimed: SHA-256's successor
+      consume(bench::read_pass(spans, run));  // untimed: SHA-256's successor
       t_read.push_back(ts[kRead]);
       t_dedup.push_back(ts[kDedup]);
       t_ref.push_back(ts[kSha]);
@@ -727,6 +736,8 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
                            : base_name == "2-stream read" ? started[kRead2]
                                                           : -1;
       if (by >= 0) r.extra.push_back({"threads_started_by_baseline", double(by)});
+      if (at_once[kDedup] >= 0) r.extra.push_back({"threads_at_once_in_deduplicate", double(at_once[kDedup])});
+      r.extra.push_back({"threads_run", double(run)});
       r.note = w.description;
       return r;
     };

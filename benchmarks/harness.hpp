@@ -182,6 +182,13 @@ long long allocation_count();
 /// counted (sanitizer builds, non-glibc systems).
 long long threads_started();
 
+/// The most threads started here that were alive at once (besides the
+/// calling one) since reset_threads_at_once(), or -1 where threads are not
+/// counted. Reset right before a timed call, read right after: what it ran
+/// on at once, where threads_started() counts every start.
+void reset_threads_at_once();
+long long threads_at_once();
+
 /// A unique path under c.tmpdir for a file named after `stem`.
 std::string temp_path(const Config& c, const std::string& stem);
 

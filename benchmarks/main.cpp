@@ -829,6 +829,21 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
   if (!shares.empty())
     std::printf("dedup input on huge pages: %s (--input-pages %s: the small-tensor and adversarial workloads).\n",
                 shares.c_str(), input_pages);
+  // Where deduplicate() ran on fewer threads than given (one per 4 MiB of
+  // work), its baselines did too; the thr column says what was given.
+  std::vector<std::pair<std::string, unsigned>> fewer;
+  for (const Row& w : r.rows) {
+    if (w.group != "dedup" || w.threads <= 1) continue;
+    const std::string label = w.name.substr(0, w.name.find(':'));
+    for (const auto& [key, value] : w.extra)
+      if (key == "threads_run" && value < w.threads &&
+          std::find(fewer.begin(), fewer.end(), std::make_pair(label, w.threads)) == fewer.end()) {
+        fewer.emplace_back(label, w.threads);
+        std::printf("%s, %u thr: deduplicate() ran on %.0f (one thread per 4 MiB of work), and so did its "
+                    "baselines.\n",
+                    label.c_str(), w.threads, value);
+      }
+  }
   // Which rows the machine set more than the code (steadiness.hpp).
   std::fputs(wbench::steadiness_text(r).c_str(), stdout);
 }
@@ -893,9 +908,27 @@ int main(int argc, char** argv) {
 
   // Which Llama model the "llama" rows are of (their names do not say; the
   // default is 'small', not the 1B of the targets: --model 1b).
-  const std::string llama = wbench::runs_llama(c) ? ", Llama workloads: --model " + c.model : "";
-  std::printf("wdedup-bench: %s\n%s, %u cores%s%s\n\n", command.c_str(), date, std::thread::hardware_concurrency(),
+  // A shape flag changes the preset: the line says so (a user trial read
+  // "--model tiny" over a run of --dim 512 --layers 6).
+  std::string llama = wbench::runs_llama(c) ? ", Llama workloads: --model " + c.model : "";
+  if (wbench::runs_llama(c))
+    for (const auto& [flag, value] : {std::pair<const char*, std::uint32_t>{"--layers", c.layers}, {"--dim", c.dim},
+                                      {"--hidden-dim", c.hidden_dim}, {"--vocab-size", c.vocab_size},
+                                      {"--heads", c.n_heads}, {"--kv-heads", c.n_kv_heads},
+                                      {"--max-seq-len", c.max_seq_len}})
+      if (value != 0) llama += std::string(" ") + flag + " " + std::to_string(value);
+  std::printf("wdedup-bench: %s\n%s, %u cores%s%s\n", command.c_str(), date, std::thread::hardware_concurrency(),
               llama.c_str(), c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
+  // More threads than cores share them: figures then say little about
+  // either side, and nothing else would say why.
+  if (const unsigned cores = wdedup::detail::hardware_threads(); c.runs_dedup())
+    for (unsigned t : c.threads)
+      if (t > cores) {
+        std::printf("note: --threads %u is more than the %u cores this process may run on: threads share cores\n", t,
+                    cores);
+        break;
+      }
+  std::printf("\n");
   std::fflush(stdout);
 
   // Sizes too large for this machine end the group that asked for them, not

@@ -10,16 +10,45 @@
 
 #include <atomic>
 #include <cerrno>
+#include <new>
 
 #include "harness.hpp"  // WBENCH_COUNTS_ITSELF
 
 #if defined(WBENCH_COUNTS_ITSELF)
 namespace {
 std::atomic<long long> g_threads{0};
+// Threads started here and not yet returned from their start routine, and
+// the most of them at once since the last reset: a call that starts one
+// thread in each of several phases (deduplicate() does) starts more than it
+// runs at once, and what a baseline must match is the latter.
+std::atomic<long long> g_alive{0}, g_peak{0};
 using RealCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 RealCreate real_create() {
   static const RealCreate real = reinterpret_cast<RealCreate>(::dlsym(RTLD_NEXT, "pthread_create"));
   return real;
+}
+
+void raise_peak(long long alive) {
+  long long peak = g_peak.load(std::memory_order_relaxed);
+  while (alive > peak && !g_peak.compare_exchange_weak(peak, alive, std::memory_order_relaxed)) {
+  }
+}
+
+struct Start {
+  void* (*start)(void*);
+  void* arg;
+};
+
+// Counted alive from before the real create (so a thread that has started
+// and ended by the time create returns is still seen) until its start
+// routine returns. (The library's and the harness's threads return; one
+// ending by pthread_exit would stay counted alive.)
+void* counted_start(void* p) {
+  const Start s = *static_cast<Start*>(p);
+  delete static_cast<Start*>(p);
+  void* out = s.start(s.arg);
+  g_alive.fetch_sub(1, std::memory_order_relaxed);
+  return out;
 }
 }  // namespace
 
@@ -27,13 +56,28 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
                               void* arg) noexcept {
   const RealCreate real = real_create();
   if (real == nullptr) return EAGAIN;  // (the harness's threads then fall back to fewer; the count says -1)
+  Start* s = new (std::nothrow) Start{start, arg};
+  if (s == nullptr) return EAGAIN;
   g_threads.fetch_add(1, std::memory_order_relaxed);
-  return real(thread, attr, start, arg);
+  raise_peak(g_alive.fetch_add(1, std::memory_order_relaxed) + 1);
+  const int rc = real(thread, attr, counted_start, s);
+  if (rc != 0) {
+    g_threads.fetch_sub(1, std::memory_order_relaxed);
+    g_alive.fetch_sub(1, std::memory_order_relaxed);
+    delete s;
+  }
+  return rc;
 }
 
 long long wbench::threads_started() {
   return real_create() != nullptr ? g_threads.load(std::memory_order_relaxed) : -1;
 }
+void wbench::reset_threads_at_once() { g_peak.store(g_alive.load(std::memory_order_relaxed)); }
+long long wbench::threads_at_once() {
+  return real_create() != nullptr ? g_peak.load(std::memory_order_relaxed) : -1;
+}
 #else
 long long wbench::threads_started() { return -1; }
+void wbench::reset_threads_at_once() {}
+long long wbench::threads_at_once() { return -1; }
 #endif

@@ -296,6 +296,35 @@ TEST_CASE("compare: runs each side reps times, alternating which goes first") {
   CHECK(wdedup::bench::gb_per_s(1, 0.0) == 0.0);
 }
 
+TEST_CASE("compare: the untimed step runs before each repetition, off both sides' clocks") {
+  // As wdedup-bench releases the table cache and reads the input before
+  // each deduplicate(): inside the subject it would be timed (a user trial
+  // could not follow the example's advice to do it untimed, 2026-12-02).
+  std::vector<char> order;
+  const wdedup::bench::Paired plain =
+      wdedup::bench::compare(2, [&] { order.push_back('s'); }, [&] { order.push_back('b'); });
+  CHECK(std::string(order.begin(), order.end()) == "sbbs");  // none by default
+  CHECK(plain.samples.size() == 2);
+  order.clear();
+  const wdedup::bench::Paired p = wdedup::bench::compare(
+      3, [&] { order.push_back('s'); }, [&] { order.push_back('b'); },
+      [&] {
+        order.push_back('u');
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      });
+  CHECK(std::string(order.begin(), order.end()) == "usbubsusb");
+  REQUIRE(p.samples.size() == 3);
+  REQUIRE(p.baseline_samples.size() == 3);
+  // Neither side's 20 ms (at least, on the steady clock) is the step's.
+  for (const double t : p.samples) CHECK(t < 0.020);
+  for (const double t : p.baseline_samples) CHECK(t < 0.020);
+  // An lvalue step works too, and is called, not copied away.
+  int calls = 0;
+  auto step = [&] { ++calls; };
+  wdedup::bench::compare(0, [] {}, [] {}, step);
+  CHECK(calls == 1);
+}
+
 TEST_CASE("run_shares: every share once, on threads of their own; zero shares count as one") {
   // (A mutex-free count: each share writes its own slot, read after the join.)
   int times[3] = {0, 0, 0};

@@ -120,8 +120,44 @@ TEST_CASE("the read pass runs on the threads it is given: threads - 1 started, t
       CAPTURE(threads);
       CAPTURE(streams);
       const long long before = wbench::threads_started();
+      wbench::reset_threads_at_once();
       CHECK(wdedup::bench::read_pass(spans, threads, streams) == want);
       CHECK(wbench::threads_started() - before == static_cast<long long>(threads) - 1);
+      CHECK(wbench::threads_at_once() == static_cast<long long>(threads) - 1);
     }
   }
+}
+
+TEST_CASE("bench::dedup_threads gives the threads deduplicate() runs on at once, for its baselines") {
+  // A user trial (2026-12-02): given 1024 threads, the harness's read pass
+  // started 1023 on a 20 MB model where deduplicate() ran on few, and its
+  // ratio read 41x. The harness now gives every baseline dedup_threads().
+  const Twin tiny(10, 1024), mid(2, 3u << 20), many(2731, 1);
+  struct Case {
+    const Program* program;
+    std::size_t tensors;
+  };
+  for (const Case& k : {Case{&tiny.program, 20}, Case{&mid.program, 4}, Case{&many.program, 5462}}) {
+    for (unsigned threads : {1u, 2u, 3u, 4u, 64u, 1024u}) {
+      CAPTURE(k.tensors);
+      CAPTURE(threads);
+      const unsigned run = wdedup::bench::dedup_threads(*k.program, threads);
+      CHECK(run == detail::threads_worth_starting(*k.program, k.tensors, threads));
+      DedupOptions o;
+      o.threads = threads;
+      wbench::reset_threads_at_once();
+      REQUIRE(deduplicate<Strategy<OneBlob>>(*k.program, o).ok());
+      CHECK(wbench::threads_at_once() == static_cast<long long>(run) - 1);
+    }
+    // 0: every core, as deduplicate() counts them; past kMaxThreads, kMaxThreads.
+    CHECK(wdedup::bench::dedup_threads(*k.program, 0) ==
+          detail::threads_worth_starting(*k.program, k.tensors, detail::hardware_threads()));
+    CHECK(wdedup::bench::dedup_threads(*k.program, 5000) ==
+          detail::threads_worth_starting(*k.program, k.tensors, DedupOptions::kMaxThreads));
+  }
+  // The three programs' counts at 64 threads, by hand: 1, 3 and 2 (see
+  // threads_worth_starting's test above).
+  CHECK(wdedup::bench::dedup_threads(tiny.program, 64) == 1);
+  CHECK(wdedup::bench::dedup_threads(mid.program, 64) == 3);
+  CHECK(wdedup::bench::dedup_threads(many.program, 64) == 2);
 }

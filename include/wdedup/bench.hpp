@@ -7,11 +7,12 @@
 //   std::vector<wdedup::ByteSpan> in = wdedup::bench::input_spans(program);
 //   wdedup::DedupOptions opts;
 //   opts.threads = threads;
-//   std::uint64_t sink = wdedup::bench::read_pass(in, threads);   // warm both
+//   const unsigned run = wdedup::bench::dedup_threads(program, threads);  // what it starts
+//   std::uint64_t sink = wdedup::bench::read_pass(in, run);      // warm both
 //   if (!wdedup::deduplicate<S>(program, opts)) return 1;        // (and check it works)
 //   wdedup::bench::Paired p = wdedup::bench::compare(7,
 //       [&] { if (!wdedup::deduplicate<S>(program, opts)) std::abort(); },
-//       [&] { sink += wdedup::bench::read_pass(in, threads); });
+//       [&] { sink += wdedup::bench::read_pass(in, run); });
 //   // p.ratio: read-pass time / dedup time (1.0 = as fast as reading the bytes);
 //   // GB/s: bench::gb_per_s(bench::total_bytes(in), p.seconds), bytes counted
 //   // once per distinct (pointer, size) range (input_spans)
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include "wdedup/detail/min_max.hpp"
+#include "wdedup/detail/thread_budget.hpp"
 #include "wdedup/detail/threads.hpp"
 #include "wdedup/program.hpp"
 #include "wdedup/runtime/span.hpp"
@@ -314,13 +316,28 @@ inline std::uint64_t sum_range(const std::vector<ByteSpan>& spans, std::uint64_t
 
 }  // namespace detail
 
+/// The threads deduplicate() runs `program` on when given `threads` (0:
+/// every core, as it counts them): at most those, one per 4 MiB of work
+/// (its tensors' bytes and 1.5 KiB a tensor; see WDEDUP_WORK_PER_STARTED_THREAD),
+/// at least one. Give a baseline the same count, read_pass(in,
+/// dedup_threads(program, threads)): given more threads than the work is
+/// worth, a read pass starts every one (a share may be empty) where
+/// deduplicate() starts few. (A user trial's 20 MB program at 1024 threads:
+/// 41.4x "the read pass" given 1024, 0.71x at one thread.)
+inline unsigned dedup_threads(const Program& program, unsigned threads = 0) noexcept {
+  if (threads == 0) threads = wdedup::detail::hardware_threads();
+  if (threads > wdedup::detail::kMaxWorkerThreads) threads = wdedup::detail::kMaxWorkerThreads;
+  return wdedup::detail::threads_worth_starting(program, wdedup::detail::tensor_count(program), threads);
+}
+
 /// The physical limit: one sequential pass over every byte of `spans`,
 /// summing 64-bit words, cut into `threads` contiguous equal shares (0 =
 /// every core), one thread each, the calling thread included. Returns the
 /// sum: use it (accumulate it into something you print) so the compiler
 /// cannot drop the pass. Threads are started per call, as deduplicate()
-/// starts its own, so both pay the same start-up cost: on any input, however
-/// small (a share may be empty), as deduplicate() starts them on any.
+/// starts its own, so both pay the same start-up cost. It starts every
+/// thread it is given, on any input (a share may be empty): to compare it
+/// with deduplicate(), give it dedup_threads(program, threads).
 ///
 /// `streams` = 2 reads each thread's share as its two halves at once. One
 /// core's hardware prefetcher follows one stream only so far; two streams
@@ -365,16 +382,26 @@ struct Paired {
   }
 };
 
+/// compare()'s default untimed step: none.
+struct NothingBetween {
+  void operator()() const noexcept {}
+};
+
 /// Runs `subject` and `baseline` `reps` times each (at least once: 0 counts
 /// as 1, so a Paired always holds a measurement), interleaved: even
 /// repetitions run the subject first, odd ones the baseline first, so
 /// neither always inherits the other's cache or frequency state. Warm up
 /// before calling (run each once): compare() measures every call it makes.
-template <class Subject, class Baseline>
-Paired compare(unsigned reps, Subject&& subject, Baseline&& baseline) {
+/// `untimed`, if given, runs before each repetition, off the clock: e.g.
+/// release_table_cache() and a read pass, so that each deduplicate() starts
+/// as a one-shot export's does, as wdedup-bench's do (inside the subject it
+/// would be timed: its page faults after).
+template <class Subject, class Baseline, class Untimed = NothingBetween>
+Paired compare(unsigned reps, Subject&& subject, Baseline&& baseline, Untimed&& untimed = Untimed{}) {
   Paired p;
   std::vector<double> ratios;
   for (unsigned r = 0; r < wdedup::detail::max_of(1u, reps); ++r) {
+    untimed();
     double ts = 0, tb = 0;
     auto time_subject = [&] {
       const double t0 = now_seconds();
