@@ -12,6 +12,7 @@
 #include "support/json.hpp"
 #include "support/ptd_files.hpp"
 #include "support/sha256.hpp"
+#include "support/wdedup_file.hpp"
 #include "wdedup/runtime.hpp"
 
 using namespace wdedup;
@@ -57,7 +58,7 @@ void check_against_manifest(Opened& o, const Json& m) {
   CHECK(map.header().flatbuffer_size == h["flatbuffer_size"].as_uint());
   CHECK(map.header().segment_base_offset == h["segment_base_offset"].as_uint());
   CHECK(map.header().segment_data_size == h["segment_data_size"].as_uint());
-  CHECK(map.is_memory_backed() == (o.file == std::nullopt));
+  CHECK(map.is_memory_backed() == (o.via == Via::Mmap || o.via == Via::Buffer));
 
   // Segments, in file order; offsets in the manifest are base-relative.
   const Json& segs = m["segments"];
@@ -99,8 +100,10 @@ void check_against_manifest(Opened& o, const Json& m) {
     REQUIRE(data.ok());
     CHECK(data->size() == k["size"].as_uint());
     CHECK(sha256_hex(data->data(), data->size()) == k["sha256"].as_string());
-    if (map.is_memory_backed()) {
-      // Zero-copy: the view points into the source at the key's offset.
+    if (map.is_memory_backed() || o.via == Via::BufferLent) {
+      // Zero-copy: the view points into the source at the key's offset
+      // (over lent metadata too: an ExecuTorch file asks no alignment,
+      // which any address meets).
       CHECK_FALSE(data->owns_memory());
       CHECK(static_cast<const std::uint8_t*>(data->data()) == o.source->view(0, map.file_size()) + info->offset);
     } else {
@@ -170,4 +173,34 @@ TEST_CASE("the JSON reader keeps integers exact and members in order") {
   CHECK((*j)["s"].as_string() == "x\xc3\xa9\n");
   CHECK_FALSE(parse_json("{\"a\": 1,}").has_value());
   CHECK_FALSE(parse_json("[1 2]").has_value());
+}
+
+TEST_CASE("a wdedup file in caller memory at an odd address: keys that ask more than alignment 1 are copied, aligned") {
+  // A map with lent metadata lends a key's bytes in place where their
+  // address meets its alignment, and copies them into aligned memory where
+  // not: posix_memalign, or with WDEDUP_NO_POSIX (this file's second
+  // build), aligned_alloc.
+  for (Via via : kAllVias) {
+    CAPTURE(via_name(via));
+    std::unique_ptr<Opened> o = open_via(via, wdedup_file_path());
+    REQUIRE_MESSAGE(o->ok(), error_name(o->error()), ": ", o->result->failure().what);
+    const NamedDataMap& m = o->map();
+    for (const ExpectedKey& e : small_file_keys()) {
+      CAPTURE(e.key);
+      const KeyInfo k = *m.find(e.key);
+      Result<DataBuffer> d = m.get_data(e.key);
+      REQUIRE(d.ok());
+      REQUIRE(d->size() == e.bytes.size());
+      if (!e.bytes.empty()) CHECK(std::memcmp(d->data(), e.bytes.data(), e.bytes.size()) == 0);
+      const std::uint64_t p2 = k.alignment & (~k.alignment + 1);
+      const auto at = reinterpret_cast<std::uintptr_t>(d->data());
+      if (via == Via::BufferLent && p2 > 1 && !e.bytes.empty()) {
+        CHECK(d->owns_memory());
+        CHECK(at % std::min<std::uint64_t>(p2, NamedDataMap::kMaxCopyAlignment) == 0);
+      } else if (via != Via::File && !e.bytes.empty()) {
+        CHECK_FALSE(d->owns_memory());
+        CHECK(static_cast<const std::uint8_t*>(d->data()) == o->source->view(0, m.file_size()) + k.offset);
+      }
+    }
+  }
 }

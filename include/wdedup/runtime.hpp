@@ -1,6 +1,9 @@
 // wdedup/runtime.hpp — the runtime half in one include: the NamedDataMap
 // reader, its data sources, MappedFile (a mapped file and its map in one
-// movable value) and the error/span/key-view/layout vocabulary.
+// movable value) and the error/span/key-view/layout vocabulary. With
+// WDEDUP_NO_POSIX defined (a target without mmap or pread), the sources
+// that read files and MappedFile are left out, and no POSIX header is
+// included.
 // Light on purpose (no <string>, <string_view>, <vector>, xxhash or Boost)
 // so that embedding it costs almost nothing to compile; see
 // wdedup/wdedup.hpp for the build-time half.
@@ -11,8 +14,10 @@
 #include "wdedup/runtime/data_source.hpp"
 #include "wdedup/runtime/error.hpp"
 #include "wdedup/runtime/key_view.hpp"
-#include "wdedup/runtime/mapped_file.hpp"
 #include "wdedup/runtime/named_data_map.hpp"
+#ifndef WDEDUP_NO_POSIX  // (MappedFile maps files: see data_source.hpp)
+#include "wdedup/runtime/mapped_file.hpp"
+#endif
 #include "wdedup/runtime/span.hpp"
 #include "wdedup/runtime/tensor_layout.hpp"
 

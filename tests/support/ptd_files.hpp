@@ -158,21 +158,31 @@ class AlignedBytes {
 };
 
 /// How a test reaches a file: mmap (in place), pread with lent metadata
-/// memory, or caller memory (in place).
-enum class Via { Mmap, File, Buffer };
+/// memory, caller memory (in place), or caller memory at an odd address
+/// with lent metadata memory (views where a key's alignment is met there,
+/// aligned copies where not). Built with WDEDUP_NO_POSIX (no mmap, no
+/// pread), the last two only.
+enum class Via { Mmap, File, Buffer, BufferLent };
 inline const char* via_name(Via v) {
-  return v == Via::Mmap ? "mmap" : v == Via::File ? "file" : "buffer";
+  return v == Via::Mmap ? "mmap" : v == Via::File ? "file" : v == Via::Buffer ? "buffer" : "buffer, lent";
 }
-constexpr Via kAllVias[] = {Via::Mmap, Via::File, Via::Buffer};
+#ifndef WDEDUP_NO_POSIX
+constexpr Via kAllVias[] = {Via::Mmap, Via::File, Via::Buffer, Via::BufferLent};
+#else
+constexpr Via kAllVias[] = {Via::Buffer, Via::BufferLent};
+#endif
 
 /// A source and the map opened over it, kept at a stable address (the map
 /// points at the source and the lent memory).
 struct Opened {
+  Via via = Via::Buffer;
+#ifndef WDEDUP_NO_POSIX
   std::optional<wdedup::MmapSource> mmap;
   std::optional<wdedup::FileSource> file;
-  AlignedBytes bytes;  // Via::Buffer: the file's contents
+#endif
+  AlignedBytes bytes;  // Via::Buffer and Via::BufferLent: the file's contents
   wdedup::BufferSource buffer;
-  AlignedBytes metadata;  // Via::File: lent metadata memory
+  AlignedBytes metadata;  // Via::File and Via::BufferLent: lent metadata memory
   const wdedup::DataSource* source = nullptr;
   std::optional<wdedup::Result<wdedup::NamedDataMap>> result;
 
@@ -195,7 +205,9 @@ inline void open_lent(Opened& o) {
 
 inline std::unique_ptr<Opened> open_via(Via via, const std::string& path) {
   auto o = std::make_unique<Opened>();
+  o->via = via;
   switch (via) {
+#ifndef WDEDUP_NO_POSIX
     case Via::Mmap: {
       wdedup::Result<wdedup::MmapSource> s = wdedup::MmapSource::open(path.c_str());
       if (!s) return o;
@@ -212,11 +224,25 @@ inline std::unique_ptr<Opened> open_via(Via via, const std::string& path) {
       open_lent(*o);
       break;
     }
+#else
+    case Via::Mmap:
+    case Via::File:
+      FAIL("no mmap or pread with WDEDUP_NO_POSIX");
+      break;
+#endif
     case Via::Buffer: {
       o->bytes = AlignedBytes(read_file(path), 8);
       o->buffer = wdedup::BufferSource(o->bytes.data(), o->bytes.size());
       o->source = &o->buffer;
       o->result.emplace(wdedup::NamedDataMap::open(*o->source));
+      break;
+    }
+    case Via::BufferLent: {
+      // One past a page boundary: only alignment 1 is met everywhere.
+      o->bytes = AlignedBytes(read_file(path), 4096, 1);
+      o->buffer = wdedup::BufferSource(o->bytes.data(), o->bytes.size());
+      o->source = &o->buffer;
+      open_lent(*o);
       break;
     }
   }

@@ -1,19 +1,15 @@
 // wdedup/runtime/data_source.hpp — where a NamedDataMap gets its bytes: a
 // small interface a custom runtime can implement (flash, a ROM section, an
-// archive member), plus three ready sources: caller memory, a read-only
-// mmap and pread on a file descriptor. Runtime half: POSIX only, no heap.
+// archive member), plus three ready sources: caller memory here, a
+// read-only mmap and pread on a file descriptor in file_sources.hpp
+// (POSIX), which this header includes unless WDEDUP_NO_POSIX is defined.
+// Runtime half: no heap.
 #ifndef WDEDUP_RUNTIME_DATA_SOURCE_HPP
 #define WDEDUP_RUNTIME_DATA_SOURCE_HPP
 
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "wdedup/runtime/error.hpp"
 
@@ -98,108 +94,6 @@ class MemorySource : public DataSource {
   std::uint64_t size_ = 0;
 };
 
-/// The text of a failed pread: a Status holds one static string and one
-/// number, the offset here, so the errno goes into the string, named for
-/// those a read of an open regular file can give.
-constexpr const char* pread_failure(int e) noexcept {
-  switch (e) {
-    case EIO: return "pread failed: EIO, an I/O error (at = offset)";
-    case EBADF: return "pread failed: EBADF, the descriptor is not open for reading (at = offset)";
-    case EISDIR: return "pread failed: EISDIR, the descriptor is a directory (at = offset)";
-    case EINVAL: return "pread failed: EINVAL, the descriptor cannot be read at an offset (at = offset)";
-    case EFAULT: return "pread failed: EFAULT, the destination is not writable memory (at = offset)";
-    case EOVERFLOW: return "pread failed: EOVERFLOW, an offset past what off_t holds (at = offset)";
-    case ENXIO: return "pread failed: ENXIO, the device is gone (at = offset)";
-    case EAGAIN: return "pread failed: EAGAIN, no data ready on a non-blocking descriptor (at = offset)";
-    case ENOMEM: return "pread failed: ENOMEM (at = offset)";
-    case ESTALE: return "pread failed: ESTALE, the network file system lost the file (at = offset)";
-    default: return "pread failed: an errno other than EIO, EBADF, EISDIR, EINVAL, EFAULT, EOVERFLOW, ENXIO, EAGAIN, "
-                    "ENOMEM or ESTALE (at = offset)";
-  }
-}
-
-// Files over 2 GiB on 32-bit ABIs whose off_t has 32 bits unless the
-// includer builds with _FILE_OFFSET_BITS=64 (glibc's i386 and armhf,
-// Bionic's arm and x86): there the 64-bit calls are made, so such a file
-// opens and is read at its true offsets whatever the includer defines. A
-// 32-bit off_t elsewhere refuses an offset it cannot hold (EOVERFLOW)
-// rather than wrap it and read other bytes.
-#if !defined(__LP64__) && (!defined(_FILE_OFFSET_BITS) || _FILE_OFFSET_BITS != 64) && \
-    ((defined(__GLIBC__) && defined(__USE_LARGEFILE64)) || defined(__BIONIC__))
-using FileStat = struct stat64;
-inline int file_stat(const char* path, FileStat* st) noexcept { return ::stat64(path, st); }
-inline int file_fstat(int fd, FileStat* st) noexcept { return ::fstat64(fd, st); }
-inline ssize_t file_pread(int fd, void* dst, std::size_t n, std::uint64_t offset) noexcept {
-  return ::pread64(fd, dst, n, static_cast<off64_t>(offset));
-}
-constexpr int kOpenLargeFile = O_LARGEFILE;
-#else
-using FileStat = struct stat;
-inline int file_stat(const char* path, FileStat* st) noexcept { return ::stat(path, st); }
-inline int file_fstat(int fd, FileStat* st) noexcept { return ::fstat(fd, st); }
-inline ssize_t file_pread(int fd, void* dst, std::size_t n, std::uint64_t offset) noexcept {
-  constexpr std::uint64_t kMaxOffset = (std::uint64_t{1} << (8 * sizeof(off_t) - 1)) - 1;
-  if (offset > kMaxOffset) {
-    errno = EOVERFLOW;
-    return -1;
-  }
-  return ::pread(fd, dst, n, static_cast<off_t>(offset));
-}
-constexpr int kOpenLargeFile = 0;
-#endif
-
-/// Opens `path` read-only and checks that it is a regular file. On success
-/// the caller owns *fd; on failure nothing is left open.
-inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) noexcept {
-  // O_NONBLOCK: opening a FIFO for reading otherwise blocks until some
-  // process opens it for writing, before the check below can refuse it.
-  // It is cleared once the file is known to be regular: a local file
-  // system ignores it for reads, but a FUSE one passes it on, and its
-  // reads could then fail with EAGAIN.
-  // An open interrupted by a signal (one whose handler was installed
-  // without SA_RESTART) is made again, as an interrupted pread is.
-  int f = -1;
-  do f = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | kOpenLargeFile);
-  while (f < 0 && errno == EINTR);
-  // But a regular file under another holder's write lease (Samba and NFS
-  // servers take them) refuses a non-blocking open, where a blocking one
-  // waits for the lease to be given up, as ExecuTorch's loader would: a
-  // regular file is opened again, blocking. (That wait is where a signal
-  // interrupts it.)
-  if (f < 0 && errno == EWOULDBLOCK) {
-    FileStat st;
-    if (file_stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-      do f = ::open(path, O_RDONLY | O_CLOEXEC | kOpenLargeFile);
-      while (f < 0 && errno == EINTR);
-    } else {
-      errno = EWOULDBLOCK;
-    }
-  }
-  if (f < 0) return Status(Error::IoError, "open failed (at = errno)", static_cast<std::uint64_t>(errno));
-  FileStat st;
-  if (file_fstat(f, &st) != 0) {
-    const int e = errno;
-    ::close(f);
-    return Status(Error::IoError, "fstat failed (at = errno)", static_cast<std::uint64_t>(e));
-  }
-  if (!S_ISREG(st.st_mode) || st.st_size < 0) {
-    ::close(f);
-    // Which kind, as the writer says it: "not a regular file" alone left a
-    // user to find out what the path was.
-    return Status(Error::IoError,
-                  S_ISDIR(st.st_mode)                             ? "not a regular file but a directory"
-                  : S_ISFIFO(st.st_mode)                          ? "not a regular file but a FIFO"
-                  : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)    ? "not a regular file but a device"
-                  : S_ISSOCK(st.st_mode)                          ? "not a regular file but a socket"
-                                                                  : "not a regular file",
-                  0);
-  }
-  if (const int flags = ::fcntl(f, F_GETFL); flags >= 0 && (flags & O_NONBLOCK) != 0)
-    ::fcntl(f, F_SETFL, flags & ~O_NONBLOCK);
-  *fd = f;
-  *size = static_cast<std::uint64_t>(st.st_size);
-  return ok_status();
-}
 }  // namespace detail
 
 /// Caller memory (an embedded flash image, a file the caller loaded). The
@@ -211,131 +105,16 @@ class BufferSource final : public detail::MemorySource {
       : MemorySource(static_cast<const std::uint8_t*>(data), size) {}
 };
 
-/// A whole file mapped read-only and private. The mapping is page-aligned,
-/// so data at a file offset that is a multiple of A is at an address that
-/// is a multiple of A for every power of two A up to the page size. Move-only;
-/// unmaps in the destructor. As with any mapping, a file truncated by
-/// another process while mapped raises SIGBUS on access. The map checks
-/// the file's structure once, in open(); a file rewritten in place while
-/// mapped is not checked again, so its offsets may then point anywhere.
-/// Replace files by rename (write_ptd_file does), never in place.
-class MmapSource final : public detail::MemorySource {
- public:
-  static Result<MmapSource> open(const char* path) noexcept {
-    int fd = -1;
-    std::uint64_t size = 0;
-    if (Status st = detail::open_regular_file(path, &fd, &size); !st) return st.failure();
-    if (size > SIZE_MAX) {
-      ::close(fd);
-      return Result<MmapSource>(Error::IoError, "file too large to map", size);
-    }
-    void* p = nullptr;
-    if (size != 0) {  // mmap rejects length 0; an empty file maps to nothing
-      p = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        const int e = errno;
-        ::close(fd);
-        return Result<MmapSource>(Error::IoError, "mmap failed (at = errno)", static_cast<std::uint64_t>(e));
-      }
-    }
-    ::close(fd);  // the mapping keeps the file alive
-    return MmapSource(static_cast<const std::uint8_t*>(p), size);
-  }
-
-  MmapSource(MmapSource&& o) noexcept : MemorySource(o.data_, o.size_) {
-    o.data_ = nullptr;
-    o.size_ = 0;
-  }
-  MmapSource& operator=(MmapSource&& o) noexcept {
-    if (this != &o) {
-      unmap();
-      data_ = o.data_;
-      size_ = o.size_;
-      o.data_ = nullptr;
-      o.size_ = 0;
-    }
-    return *this;
-  }
-  MmapSource(const MmapSource&) = delete;
-  MmapSource& operator=(const MmapSource&) = delete;
-  ~MmapSource() override { unmap(); }
-
- private:
-  MmapSource(const std::uint8_t* data, std::uint64_t size) noexcept : MemorySource(data, size) {}
-  void unmap() noexcept {
-    if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), static_cast<std::size_t>(size_));
-    data_ = nullptr;
-    size_ = 0;
-  }
-};
-
-/// A file read with pread: for runtimes that cannot or will not map the
-/// file. Not memory-backed, so NamedDataMap needs lent metadata memory and
-/// get_data copies. Move-only; closes the descriptor in the destructor.
-class FileSource final : public DataSource {
- public:
-  static Result<FileSource> open(const char* path) noexcept {
-    int fd = -1;
-    std::uint64_t size = 0;
-    if (Status st = detail::open_regular_file(path, &fd, &size); !st) return st.failure();
-    return FileSource(fd, size);
-  }
-
-  FileSource(FileSource&& o) noexcept : fd_(o.fd_), size_(o.size_) {
-    o.fd_ = -1;
-    o.size_ = 0;
-  }
-  FileSource& operator=(FileSource&& o) noexcept {
-    if (this != &o) {
-      close_fd();
-      fd_ = o.fd_;
-      size_ = o.size_;
-      o.fd_ = -1;
-      o.size_ = 0;
-    }
-    return *this;
-  }
-  FileSource(const FileSource&) = delete;
-  FileSource& operator=(const FileSource&) = delete;
-  ~FileSource() override { close_fd(); }
-
-  std::uint64_t size() const noexcept override { return size_; }
-  const std::uint8_t* view(std::uint64_t, std::uint64_t) const noexcept override { return nullptr; }
-  Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept override {
-    if (!detail::range_ok(offset, size, size_))
-      return Status(Error::Truncated, "read past the end of the file", offset);
-    auto* out = static_cast<std::uint8_t*>(dst);
-    while (size > 0) {
-      // pread's count is capped well below SSIZE_MAX; loop for the rest.
-      const std::size_t chunk = size > (std::uint64_t{1} << 30) ? (std::size_t{1} << 30)
-                                                                : static_cast<std::size_t>(size);
-      const ssize_t n = detail::file_pread(fd_, out, chunk, offset);
-      if (n < 0) {
-        const int e = errno;
-        if (e == EINTR) continue;
-        return Status(Error::IoError, detail::pread_failure(e), offset);
-      }
-      if (n == 0) return Status(Error::Truncated, "file shrank while open", offset);
-      out += n;
-      offset += static_cast<std::uint64_t>(n);
-      size -= static_cast<std::uint64_t>(n);
-    }
-    return detail::ok_status();
-  }
-  int fd() const noexcept { return fd_; }
-
- private:
-  FileSource(int fd, std::uint64_t size) noexcept : fd_(fd), size_(size) {}
-  void close_fd() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    size_ = 0;
-  }
-
-  int fd_ = -1;
-  std::uint64_t size_ = 0;
-};
-
 }  // namespace wdedup
+
+// MmapSource and FileSource need POSIX (<sys/mman.h>, <fcntl.h>,
+// <unistd.h>, <sys/stat.h>). A target without them (bare metal, an RTOS)
+// defines WDEDUP_NO_POSIX: the runtime half is then DataSource,
+// BufferSource and sources of its own, and includes none of those headers
+// (a user trial's embedded runtime could not build before: this header
+// included them whatever it used).
+#ifndef WDEDUP_NO_POSIX
+#include "wdedup/runtime/file_sources.hpp"
+#endif
 
 #endif  // WDEDUP_RUNTIME_DATA_SOURCE_HPP

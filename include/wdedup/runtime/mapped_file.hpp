@@ -12,8 +12,13 @@
 #ifndef WDEDUP_RUNTIME_MAPPED_FILE_HPP
 #define WDEDUP_RUNTIME_MAPPED_FILE_HPP
 
+#if defined(WDEDUP_NO_POSIX)
+#error "wdedup/runtime/mapped_file.hpp (MappedFile maps files) needs POSIX, and WDEDUP_NO_POSIX is defined"
+#else
+
 #include "wdedup/runtime/data_source.hpp"
 #include "wdedup/runtime/error.hpp"
+#include "wdedup/runtime/file_sources.hpp"
 #include "wdedup/runtime/named_data_map.hpp"
 
 namespace wdedup {
@@ -79,4 +84,5 @@ class MappedFile {
 
 }  // namespace wdedup
 
+#endif  // WDEDUP_NO_POSIX
 #endif  // WDEDUP_RUNTIME_MAPPED_FILE_HPP

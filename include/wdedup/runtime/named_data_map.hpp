@@ -41,7 +41,8 @@ class DataBuffer {
   static DataBuffer view(const void* data, std::size_t size) noexcept {
     return DataBuffer(data, size, nullptr);
   }
-  /// Takes ownership of `allocation` (from std::malloc or posix_memalign);
+  /// Takes ownership of `allocation` (from std::malloc, posix_memalign or
+  /// std::aligned_alloc: what std::free frees);
   /// `data` points inside it.
   static DataBuffer adopt(void* allocation, const void* data, std::size_t size) noexcept {
     return DataBuffer(data, size, allocation);
@@ -277,6 +278,20 @@ constexpr std::uint64_t index_slot_count(std::uint64_t key_count) noexcept {
 
 /// Largest power of two dividing a (a > 0).
 constexpr std::uint64_t pow2_part(std::uint64_t a) noexcept { return a & (~a + 1); }
+
+/// `size` bytes aligned to `align` (a power of two, at least a pointer's),
+/// for std::free, or nullptr: posix_memalign, or where WDEDUP_NO_POSIX says
+/// there is no POSIX, C11's aligned_alloc, whose size must be a multiple of
+/// the alignment (a C library may refuse another).
+inline void* aligned_memory(std::size_t align, std::size_t size) noexcept {
+#if defined(WDEDUP_NO_POSIX)
+  if (size > SIZE_MAX - (align - 1)) return nullptr;
+  return std::aligned_alloc(align, (size + (align - 1)) & ~(align - 1));
+#else
+  void* p = nullptr;
+  return posix_memalign(&p, align, size) == 0 ? p : nullptr;
+#endif
+}
 
 /// Where the WDX1 block starts, if one fits before the segment data.
 inline bool ext_position(const FileHeader& h, std::uint64_t* pos) noexcept {
@@ -822,9 +837,9 @@ class NamedDataMap {
     // pointer's).
     if (align <= alignof(std::max_align_t) && k.size >= align) {
       mem = std::malloc(static_cast<std::size_t>(k.size));
-    } else if (posix_memalign(&mem, static_cast<std::size_t>(align < sizeof(void*) ? sizeof(void*) : align),
-                              static_cast<std::size_t>(k.size)) != 0) {
-      mem = nullptr;
+    } else {
+      mem = detail::aligned_memory(static_cast<std::size_t>(align < sizeof(void*) ? sizeof(void*) : align),
+                                   static_cast<std::size_t>(k.size));
     }
     if (mem == nullptr) return R(Error::OutOfMemory, "allocating the copy failed", k.size);
     Status st = src_->read(k.offset, mem, k.size);  // (check_source() passed above)

@@ -1,0 +1,3 @@
+// A stand-in for <fcntl.h> where there is none (tests/no_posix.cpp): with
+// WDEDUP_NO_POSIX defined the runtime half must not include it.
+#error "<fcntl.h> included: the runtime half with WDEDUP_NO_POSIX must not include POSIX headers"
