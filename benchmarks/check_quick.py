@@ -403,7 +403,7 @@ for args, want in [(["--only", ""], "wdedup-bench: --only needs at least one ite
                    (["--workloads", ","], "wdedup-bench: --workloads , has an empty item (a stray comma)"),
                    (["--quick", "--json", os.path.join(outdir, "missing", "r.json")],
                     "wdedup-bench: cannot write --json " + os.path.join(outdir, "missing", "r.json") +
-                    ": No such file or directory"),
+                    ": its directory " + os.path.join(outdir, "missing") + " does not exist"),
                    (["--quick", "--json", outdir], "wdedup-bench: cannot write --json " + outdir + ": Is a directory")]:
     refused = subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     if refused.returncode != 2 or refused.stderr.strip() != want:
@@ -411,7 +411,7 @@ for args, want in [(["--only", ""], "wdedup-bench: --only needs at least one ite
 bad = subprocess.run([exe, "--only", "dedup", "--ptd", os.path.join(fixtures, "simple.json"), "--json", ptd_path],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 json_fixture = os.path.join(fixtures, 'simple.json')
-want = (f"wdedup-bench: --ptd {json_fixture} ({os.path.getsize(json_fixture)} bytes): "
+want = (f"wdedup-bench: --ptd {json_fixture} ({os.path.getsize(json_fixture)} bytes, not a .ptd file): "
         "flatbuffer identifier is not FT01 (MalformedHeader at 4)")
 if bad.returncode != 2 or bad.stderr.strip() != want or bad.stdout:
     problems.append(f"a file that is not a .ptd: exit {bad.returncode}, stderr {bad.stderr.strip()!r}, stdout "
@@ -423,7 +423,7 @@ if os.path.lexists(link):
     os.remove(link)
 os.symlink(files[0], link)
 for args, want in [(["--workloads", "llama-1+1,ptd", "--ptd", json_fixture],
-                    f"wdedup-bench: --ptd {json_fixture} ({os.path.getsize(json_fixture)} bytes): "
+                    f"wdedup-bench: --ptd {json_fixture} ({os.path.getsize(json_fixture)} bytes, not a .ptd file): "
                     "flatbuffer identifier is not FT01 (MalformedHeader at 4)"),
                    (["--ptd", f"{files[0]},{link}"],
                     f"wdedup-bench: --ptd names one file twice ({files[0]} and {link}): their mappings share "

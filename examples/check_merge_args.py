@@ -72,7 +72,7 @@ with open(not_store, "wb") as f:
     f.write(b"\0" * 64)
 before = digest(out2)
 r = run([out2, simple, not_store])
-want = f"{not_store} (64 bytes): flatbuffer identifier is not FT01 (MalformedHeader at 4)\n"
+want = f"{not_store} (64 bytes, not a .ptd file): flatbuffer identifier is not FT01 (MalformedHeader at 4)\n"
 if r.returncode != 1 or r.stderr != want or r.stdout != "" or digest(out2) != before:
     problems.append(f"an input that is not a store: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r} "
                     f"(expected {want!r} on stderr), OUT {'unchanged' if digest(out2) == before else 'CHANGED'}")

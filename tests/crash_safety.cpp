@@ -896,7 +896,12 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
   CHECK(cannot_create_reason(dir + "/a_dir/", EISDIR) == std::strerror(EISDIR));  // one is there
   CHECK(cannot_create_reason(dir + "/a_dir", EISDIR) == std::strerror(EISDIR));
   CHECK(cannot_create_reason(dir + "/dangling", ENOENT) == "a symbolic link to nothing_there, which does not exist");
-  CHECK(cannot_create_reason(dir + "/missing/new.ptd", ENOENT) == std::strerror(ENOENT));
+  // A file whose directory is not there: that is what is missing (a user
+  // trial read "No such file or directory" as the file having to exist).
+  CHECK(cannot_create_reason(dir + "/missing/new.ptd", ENOENT) == "its directory " + dir + "/missing does not exist");
+  CHECK(cannot_create_reason(dir + "/missing/deeper/new.ptd", ENOENT) ==
+        "its directory " + dir + "/missing/deeper does not exist");
+  CHECK(cannot_create_reason(dir + "/a_dir/new.ptd", ENOENT) == std::strerror(ENOENT));  // its directory is there
   CHECK(cannot_create_reason(dir + "/a_file/new.ptd", ENOTDIR) == std::strerror(ENOTDIR));
   REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0600) == 0);
   errno = 0;

@@ -1020,7 +1020,7 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   e = files.add(program, json);
   CHECK(e.error() == Error::MalformedHeader);
   CHECK(e.message() == json + " (" + std::to_string(read_file(json).size()) +
-                           " bytes): flatbuffer identifier is not FT01 (MalformedHeader at 4)");
+                           " bytes, not a .ptd file): flatbuffer identifier is not FT01 (MalformedHeader at 4)");
   unchanged();
   // Cut short: the reader names the header field whose range passes the
   // end (flatbuffer_size, at 24), the message the file's own size.
@@ -1342,7 +1342,8 @@ TEST_CASE("the demo refuses file names that would leave their directory, and kee
                         log + "' 2>&1")
                            .c_str());
   CHECK(WEXITSTATUS(status) == 2);
-  CHECK(read_text(log) == "wdedup-demo: cannot write --json " + dir + "/missing/r.json: No such file or directory\n");
+  CHECK(read_text(log) == "wdedup-demo: cannot write --json " + dir + "/missing/r.json: its directory " + dir +
+                              "/missing does not exist\n");
   CHECK(::access((dir + "/never.oneblob.ptd").c_str(), F_OK) != 0);
   // So is one that names a directory.
   status = std::system(
@@ -1360,7 +1361,8 @@ TEST_CASE("the demo refuses file names that would leave their directory, and kee
     CHECK(text.find("wrote") == std::string::npos);
     CHECK(text.find(" in ") == text.find(" in memory"));  // no report line
   };
-  refused_only("wdedup-demo: cannot write --out " + dir + "/missing/m.positional.ptd: No such file or directory\n");
+  refused_only("wdedup-demo: cannot write --out " + dir + "/missing/m.positional.ptd: its directory " + dir +
+               "/missing does not exist\n");
   REQUIRE(::mkdir((dir + "/d.ptd/other.oneblob.ptd").c_str(), 0755) == 0);
   status = std::system(("'" + demo + "' --quiet --out '" + dir + "/d.ptd/other' > '" + log + "' 2>&1").c_str());
   CHECK(WEXITSTATUS(status) == 2);

@@ -80,7 +80,7 @@ refusals = [
     (["--out", "new/", "--strategy", "oneblob"],
      "--out new/ ends in '/', which names a directory; give the store's file name"),
     (["--json", "new/"], "cannot write --json new/: the name ends in '/', which names a directory, not a file"),
-    (["--per-method", "no/such/dir"], "cannot write --per-method no/such/dir: No such file or directory"),
+    (["--per-method", "no/such/dir"], "cannot write --per-method no/such/dir: its directory no/such does not exist"),
     (["--per-method", "afile"], "cannot write --per-method afile: Not a directory"),
     (["--per-method", "pm3"], "cannot write --per-method pm3/decode.ptd: a symbolic link to nowhere, which does not exist"),
     (["--json", "adir"], "cannot write --json adir: Is a directory"),

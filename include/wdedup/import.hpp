@@ -442,7 +442,15 @@ class PtdFiles {
     if (!src) return fail(src.failure());
     MmapSource file = std::move(src).value();
     Result<NamedDataMap> map = NamedDataMap::open(file, options.open);
-    if (!map) return fail(map.failure(), detail::cat(" (", file.size(), " bytes)"));
+    // A file of another kind fails the identifier check first: said in so
+    // many words (a user trial's --ptd /bin/ls read as a broken .ptd).
+    if (!map)
+      return fail(map.failure(), detail::cat(" (", file.size(), " bytes",
+                                             map.error() == Error::MalformedHeader &&
+                                                     map.failure().at == format::kFileIdentifierOffset
+                                                 ? ", not a .ptd file"
+                                                 : "",
+                                             ")"));
     // The method name would flatten it into one partition, which
     // add_ptd_method refuses; through this call the fix is to pass none.
     if (map->function_count() != 0 && !method.empty())

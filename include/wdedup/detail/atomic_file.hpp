@@ -704,6 +704,12 @@ std::string cannot_create_reason(const std::string& path, int e) {
     if (n >= 0) return cat("a symbolic link to ", std::string_view(target, static_cast<std::size_t>(n)),
                            ", which does not exist");
   }
+  // A file that is to be made: "No such file or directory" read as if the
+  // file had to exist (a user trial). What is missing is its directory.
+  if (e == ENOENT) {
+    const std::string dir = parent_dir(path);
+    if (stat_path(dir.c_str(), true, &st) != 0 && errno == ENOENT) return cat("its directory ", dir, " does not exist");
+  }
   return errno_text(e);
 }
 
