@@ -442,6 +442,10 @@ else:
     if len(rows) != 3 or any(x["reps"] != 5 or len(x["samples"]) != 5 for x in rows):
         problems.append(f"--only write --reps 6: expected 3 rows of 5 repetitions, got "
                         f"{[(x['baseline'], x['reps'], len(x['samples'])) for x in rows]}")
+    # Named by the tensor bytes its GB/s counts (1,048,576), not the file's size.
+    if any(x["name"] != "write_ptd_file (fsync), 1.05 MB store" or x["extra"]["data_bytes"] != 1048576
+           for x in rows):
+        problems.append(f"--write-bytes 1048576: row names {[x['name'] for x in rows]}")
 
 # ---- --reps is what each group repeats, and progress stays off a pipe ----------
 # Every row holds --reps samples a side and says so (a mutation test found
@@ -455,7 +459,7 @@ r = run([exe, "--quick", "--reps", "2", "--only", "dedup,runtime,write", "--work
 if r.returncode != 0:
     problems.append(f"--reps 2: exit {r.returncode}: {r.stderr}")
 else:
-    if "\r" in r.stderr or "\033[" in r.stderr:
+    if "\r" in r.stderr or "\033[" in r.stderr or r.stderr:
         problems.append(f"--reps 2 with stderr a pipe: progress written there: {r.stderr!r}")
     with open(json_path) as f:
         rows = json.load(f)["results"]
@@ -497,7 +501,18 @@ r = run([example, "--mb", "2", "--reps", "1", "--threads", "1"])
 if r.returncode != 0 or "ratio:" not in r.stdout:
     problems.append(f"example --mb 2 --reps 1 --threads 1: exit {r.returncode}, {r.stdout!r} {r.stderr!r}")
 
+# --progress asked for with stderr a pipe (a log file): one line each, no
+# carriage return or escape sequence running them together.
+r = run([exe, "--quick", "--progress", "--reps", "2", "--only", "dedup", "--workloads", "llama-1+1", "--threads", "1",
+         "--json", json_path, "--tmpdir", outdir])
+lines = r.stderr.splitlines()
+if r.returncode != 0 or "\r" in r.stderr or "\033[" in r.stderr or \
+        "dedup llama 1+1, 1 thread(s): repetition 2/2" not in lines or \
+        not all(l.startswith(("dedup ", "runtime ", "write ", "build ")) for l in lines):
+    problems.append(f"--progress with stderr a pipe: exit {r.returncode}, stderr {r.stderr!r}")
+
 os.remove(not_a_dir)
 if problems:
     sys.exit("wdedup-bench command line:\n  " + "\n  ".join(problems))
 print(f"bench_args: {len(refusals)} refusals, the accepted runs and the example's command line as expected")
+

@@ -150,8 +150,15 @@ void run_write(const Config& c, Results& out) {
   auto row = [&](const std::string& base_name, const std::vector<double>& base) {
     Row w;
     w.group = "write";
+    // Named by the tensor bytes its GB/s counts, in a unit that fits (a
+    // user trial's --write-bytes 1000 read "1.38e-06 GB store", the file's
+    // size with its header).
     char name[96];
-    std::snprintf(name, sizeof name, "write_ptd_file (fsync), %.3g GB store", double(file_size) / 1e9);
+    const double d = double(data_bytes);
+    if (d >= 1e9) std::snprintf(name, sizeof name, "write_ptd_file (fsync), %.3g GB store", d / 1e9);
+    else if (d >= 1e6) std::snprintf(name, sizeof name, "write_ptd_file (fsync), %.3g MB store", d / 1e6);
+    else if (d >= 1e3) std::snprintf(name, sizeof name, "write_ptd_file (fsync), %.3g kB store", d / 1e3);
+    else std::snprintf(name, sizeof name, "write_ptd_file (fsync), %.0f B store", d);
     w.name = name;
     // Both count the tensors' bytes (the writer's header and padding are
     // its own cost): the ratio is then baseline time / writer time, as
