@@ -384,6 +384,38 @@ TEST_CASE("a FileSource map allocates only the copies get_data returns") {
   }
 }
 
+TEST_CASE("a PreadFile opened, moved, moved over and queried allocates only the copies get_data returns") {
+  constexpr std::size_t kHalf = sizeof g_metadata / 2;  // one block of lent metadata each
+  for (const std::string& path : all_files()) {
+    CAPTURE(path);
+    QueryStats q;
+    std::uint64_t nonempty = 0;
+    Window w;
+    {
+      Result<PreadFile> a = PreadFile::open(path.c_str(), Span<std::uint8_t>(g_metadata, kHalf));
+      Result<PreadFile> b = PreadFile::open(path.c_str(), Span<std::uint8_t>(g_metadata + kHalf, kHalf));
+      if (!a || !b) {
+        ++q.unexpected;
+      } else {
+        PreadFile moved = std::move(a).value();  // moved out of the Result
+        moved = std::move(b).value();            // moved over: closes its first descriptor
+        if (!moved.map().check_source()) ++q.unexpected;
+        if (!moved->has_index() && !moved.build_index(Span<std::uint8_t>(g_index, sizeof g_index))) ++q.unexpected;
+        for (std::size_t i = 0; i < *moved->get_num_keys(); ++i)
+          if (moved->key_info(i)->size != 0) ++nonempty;
+        NamedDataMap copy = moved.map();
+        query_everything(copy, q, false);
+      }
+    }  // both descriptors closed here, inside the window
+    w.stop();
+    CHECK(q.unexpected == 0);
+    CHECK(q.copies == nonempty);
+    if (kAllocHookSeesMemalign) CHECK(w.allocs == nonempty);
+    else CHECK(w.allocs <= nonempty);
+    CHECK(w.frees == nonempty);
+  }
+}
+
 TEST_CASE("rejecting malformed files allocates nothing") {
   const std::vector<std::uint8_t> good = read_fixture("layouts.ptd");
   if (good.size() < 100) return;  // read_fixture has failed the test

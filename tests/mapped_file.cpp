@@ -1,8 +1,9 @@
-// Tests for wdedup/runtime/mapped_file.hpp: a MappedFile reads exactly as a
-// map opened over an MmapSource beside it, after being returned, moved,
-// moved into a growing vector and moved over; views and function maps it
-// gave out stay valid across the moves; each open's failure is passed on,
-// and its options too. Built with -fno-exceptions -fno-rtti.
+// Tests for wdedup/runtime/mapped_file.hpp: a MappedFile (and a PreadFile,
+// over a FileSource with lent metadata memory) reads exactly as a map
+// opened over an MmapSource beside it, after being returned, moved, moved
+// into a growing vector and moved over; views and function maps it gave
+// out stay valid across the moves; each open's failure is passed on, and
+// its options too. Built with -fno-exceptions -fno-rtti.
 // REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
 #include <doctest/doctest.h>
 
@@ -16,6 +17,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <fcntl.h>
 
 #include "support/nav.hpp"
 #include "support/ptd_files.hpp"
@@ -260,4 +263,191 @@ TEST_CASE("MappedFile: each open's failure is passed on, and OpenOptions reach t
   REQUIRE(s->size <= segment.size());
   const std::uint8_t* bytes = g.source().data() + s->offset;
   CHECK(std::memcmp(bytes, segment.data(), static_cast<std::size_t>(s->size)) == 0);
+}
+
+// ---- PreadFile: a FileSource and its map, with lent metadata memory ----------
+
+static_assert(std::is_nothrow_move_constructible<PreadFile>::value, "a growing std::vector moves it");
+static_assert(std::is_nothrow_move_assignable<PreadFile>::value, "moves");
+static_assert(!std::is_copy_constructible<PreadFile>::value, "one owner per descriptor");
+static_assert(std::is_same<decltype(std::declval<PreadFile&>().map()), const NamedDataMap&>::value, "const map");
+
+namespace {
+
+/// Metadata memory for `path`, as PreadFile::metadata_size says.
+AlignedBytes metadata_for(const std::string& path) {
+  const Result<std::uint64_t> need = PreadFile::metadata_size(path.c_str());
+  REQUIRE_MESSAGE(need.ok(), path, ": ", need.failure().what);
+  return AlignedBytes(static_cast<std::size_t>(*need), 8);
+}
+
+PreadFile open_pread_or_die(const std::string& path, const AlignedBytes& memory) {
+  Result<PreadFile> f = PreadFile::open(path.c_str(), memory.span());
+  REQUIRE_MESSAGE(f.ok(), path, ": ", f.failure().what);
+  return std::move(f).value();
+}
+
+/// `f` reads every key as `ref` does, through its own FileSource: copies.
+void check_same_pread(const PreadFile& f, const NamedDataMap& ref) {
+  CHECK(&f.map().source() == &f.source());
+  REQUIRE(f.map().check_source().ok());
+  CHECK_FALSE(f->is_memory_backed());
+  CHECK(f.source().size() == ref.file_size());
+  const std::size_t n = *ref.get_num_keys();
+  REQUIRE(*f->get_num_keys() == n);
+  CHECK(f->function_count() == ref.function_count());
+  std::vector<std::uint8_t> buf;
+  for (std::size_t i = 0; i < n; ++i) {
+    const KeyView k = *ref.get_key(i);
+    CAPTURE(text(k));
+    CHECK(text(*f->get_key(i)) == text(k));
+    Result<DataBuffer> a = f->get_data(k), b = ref.get_data(k);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    REQUIRE(a->size() == b->size());
+    CHECK(std::memcmp(a->data(), b->data(), a->size()) == 0);
+    CHECK(a->owns_memory() == (a->size() != 0));  // a copy, read through the source
+    buf.assign(a->size() + 1, 0x5A);
+    REQUIRE(f->load_data_into(k, buf.data(), a->size()).ok());
+    CHECK(std::memcmp(buf.data(), b->data(), b->size()) == 0);
+    CHECK(buf.back() == 0x5A);
+    CHECK(f->find(k)->offset == ref.find(k)->offset);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("PreadFile: every fixture and a wdedup file read as over an MmapSource, after every kind of move") {
+  std::vector<std::string> paths = fixture_paths();
+  paths.push_back(wdedup_file_path());
+  for (const std::string& path : paths) {
+    CAPTURE(path);
+    const Reference ref(path);
+    // The metadata memory is the caller's: one block per file, kept here
+    // while the PreadFiles move.
+    std::vector<AlignedBytes> memory;
+    for (int i = 0; i < 10; ++i) memory.push_back(metadata_for(path));
+    CHECK(memory[0].size() == *NamedDataMap::metadata_size(*FileSource::open(path.c_str())));
+
+    PreadFile first = open_pread_or_die(path, memory[0]);
+    check_same_pread(first, *ref);
+    const int fd = first.source().fd();
+    // A key name taken now points into the lent memory, which does not move.
+    const char* early = nullptr;
+    if (*ref->get_num_keys() != 0) early = first->get_key(0)->data();
+
+    std::vector<PreadFile> files;
+    files.push_back(std::move(first));
+    for (int i = 1; i < 10; ++i) files.push_back(open_pread_or_die(path, memory[static_cast<std::size_t>(i)]));
+    REQUIRE(files.capacity() > 1);
+    for (const PreadFile& f : files) check_same_pread(f, *ref);
+    CHECK(files[0].source().fd() == fd);  // the same descriptor, moved
+    if (early != nullptr) CHECK(std::string(early) == text(*ref->get_key(0)));
+    // The moved-from object holds nothing, and its map refuses to read.
+    CHECK(first.source().fd() == -1);
+    CHECK(first.map().check_source().error() == Error::InvalidArgument);
+    if (*ref->get_num_keys() != 0) {
+      CHECK(first->get_data(*ref->get_key(0)).error() == Error::InvalidArgument);
+      std::vector<std::uint8_t> room(static_cast<std::size_t>(ref->key_info(0)->size) + 1);
+      CHECK(first->load_data_into(*ref->get_key(0), room.data(), room.size()).error() == Error::InvalidArgument);
+    }
+    // Moved over: its own descriptor is closed, the other one's taken.
+    const int other_fd = files[1].source().fd();
+    files[0] = std::move(files[1]);
+    CHECK(files[0].source().fd() == other_fd);
+    CHECK(::fcntl(fd, F_GETFD) == -1);  // closed
+    check_same_pread(files[0], *ref);
+  }
+}
+
+TEST_CASE("PreadFile: a function map and an index built before the moves are kept by them") {
+  {
+    const Reference ref(wdedup_file_path());
+    AlignedBytes memory = metadata_for(wdedup_file_path());
+    PreadFile a = open_pread_or_die(wdedup_file_path(), memory);
+    Result<FunctionView> before = a->function(0);
+    REQUIRE(before.ok());
+    PreadFile b = std::move(a);
+    Result<FunctionView> after = b->find_function(before->method(), before->partition_index());
+    REQUIRE(after.ok());
+    CHECK(text(after->function_name()) == text(before->function_name()));
+    REQUIRE(after->tensor_count() == before->tensor_count());
+    for (std::size_t i = 0; i < after->tensor_count(); ++i)
+      CHECK(text(after->tensor(i)->key) == text(ref->function(0)->tensor(i)->key));
+  }
+  // many_keys.ptd (ExecuTorch's, 4096 keys) has no index of its own.
+  const std::string path = fixture("many_keys.ptd");
+  const Reference ref(path);
+  const std::size_t n = *ref->get_num_keys();
+  AlignedBytes memory = metadata_for(path);
+  PreadFile first = open_pread_or_die(path, memory);
+  REQUIRE_FALSE(first->has_index());
+  AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(n)), 8);
+  REQUIRE(first.build_index(index.span()).ok());
+  std::vector<PreadFile> files;
+  files.push_back(std::move(first));
+  AlignedBytes memory2 = metadata_for(path);
+  files.push_back(open_pread_or_die(path, memory2));  // (without one)
+  CHECK(files[0]->has_index());
+  CHECK_FALSE(files[1]->has_index());
+  for (std::size_t i = 0; i < n; ++i) {
+    const KeyView k = *ref->get_key(i);
+    const Result<KeyInfo> info = files[0]->find(k);
+    REQUIRE(info.ok());
+    CHECK(info->key_index == i);
+  }
+}
+
+TEST_CASE("PreadFile: each open's failure is passed on, and OpenOptions reach the map") {
+  const std::string simple = fixture("simple.ptd");
+  const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/no such file.ptd";
+  {  // the file: FileSource::open's failure, from both calls
+    AlignedBytes memory(4096, 8);
+    const Result<PreadFile> f = PreadFile::open(missing.c_str(), memory.span());
+    REQUIRE_FALSE(f.ok());
+    CHECK(f.error() == Error::IoError);
+    CHECK(std::string(f.failure().what) == "open failed (at = errno)");
+    CHECK(f.failure().at == static_cast<std::uint64_t>(ENOENT));
+    const Result<std::uint64_t> need = PreadFile::metadata_size(missing.c_str());
+    CHECK(need.error() == Error::IoError);
+    CHECK(need.failure().at == static_cast<std::uint64_t>(ENOENT));
+  }
+  const std::uint64_t need = *PreadFile::metadata_size(simple.c_str());
+  REQUIRE(need > 8);
+  {  // too little memory: how much it needs
+    AlignedBytes memory(static_cast<std::size_t>(need - 8), 8);
+    const Result<PreadFile> f = PreadFile::open(simple.c_str(), memory.span());
+    REQUIRE_FALSE(f.ok());
+    CHECK(f.error() == Error::BufferTooSmall);
+    CHECK(std::string(f.failure().what) == "metadata memory is smaller than metadata_size()");
+    CHECK(f.failure().at == need);
+  }
+  {  // memory not 8-byte aligned
+    AlignedBytes memory(static_cast<std::size_t>(need), 8, 4);
+    const Result<PreadFile> f = PreadFile::open(simple.c_str(), memory.span());
+    REQUIRE_FALSE(f.ok());
+    CHECK(f.error() == Error::Misaligned);
+  }
+  {  // the contents: a cut file
+    const std::vector<std::uint8_t> good = read_fixture("simple.ptd");
+    const std::string cut = write_temp("pread_file_cut.ptd", std::vector<std::uint8_t>(good.begin(), good.begin() + 40));
+    AlignedBytes memory(4096, 8);
+    const Result<PreadFile> f = PreadFile::open(cut.c_str(), memory.span());
+    REQUIRE_FALSE(f.ok());
+    CHECK(f.error() == Error::Truncated);
+    CHECK(f.failure().at == 40);
+  }
+  // allow_moved_segments reaches the map (the file of the MappedFile test).
+  std::vector<std::uint8_t> moved = wdedup_file_bytes();
+  REQUIRE(move_segments(moved, 1, 3 * 4096).has_value());
+  const std::string path = write_temp("pread_file_moved.ptd", moved);
+  AlignedBytes memory = metadata_for(path);
+  const Result<PreadFile> refused = PreadFile::open(path.c_str(), memory.span());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error() == Error::MalformedIndex);
+  OpenOptions options;
+  options.allow_moved_segments = true;
+  Result<PreadFile> f = PreadFile::open(path.c_str(), memory.span(), options);
+  REQUIRE_MESSAGE(f.ok(), std::string(f.failure().what));
+  CHECK(f->map().segments_moved());
 }

@@ -62,6 +62,13 @@ int use_sources(const char* path, const void* bytes, std::size_t n, wdedup::Span
       moved = static_cast<wdedup::Result<wdedup::MappedFile>&&>(g).value();
     sum += use_map(moved.map(), path, buf, 64);
   }
+  if (wdedup::Result<std::uint64_t> need = wdedup::PreadFile::metadata_size(path)) sum += static_cast<int>(*need);
+  if (wdedup::Result<wdedup::PreadFile> f = wdedup::PreadFile::open(path, memory)) {
+    wdedup::PreadFile moved = static_cast<wdedup::Result<wdedup::PreadFile>&&>(f).value();
+    if (wdedup::Result<wdedup::PreadFile> g = wdedup::PreadFile::open(path, memory, wdedup::OpenOptions{}))
+      moved = static_cast<wdedup::Result<wdedup::PreadFile>&&>(g).value();
+    sum += use_map(moved.map(), path, buf, 64);
+  }
   wdedup::BufferSource b(bytes, n);
   if (wdedup::Result<wdedup::NamedDataMap> m = wdedup::NamedDataMap::open(b)) {
     sum += m->build_index(memory) ? 1 : 0;

@@ -347,7 +347,10 @@ struct OpenOptions {
   bool allow_moved_segments = false;
 };
 
-class MappedFile;
+namespace detail {
+template <class Source>
+class SourceWithMap;
+}  // namespace detail
 
 /// ExecuTorch's NamedDataMap over one .ptd file, plus wdedup's extras.
 ///
@@ -722,10 +725,12 @@ class NamedDataMap {
   // of at most kTagKeys keys read the slots; open() fills theirs).
   NamedDataMap() noexcept { std::memset(tag_slots_, kNoTag, sizeof tag_slots_); }
 
-  // MappedFile moves its source and points its map at the new place. Only
-  // for a source of the same file and size: everything else the map holds
-  // points into the mapping (or lent memory), which does not move.
-  friend class MappedFile;
+  // MappedFile and PreadFile move their source and point their map at the
+  // new place (detail::SourceWithMap). Only for a source of the same file
+  // and size: everything else the map holds points into the mapping (or
+  // lent memory), which does not move.
+  template <class Source>
+  friend class detail::SourceWithMap;
   void rebind_source(const DataSource& src) noexcept { src_ = &src; }
 
   // ---- queries over validated state ------------------------------------------
