@@ -328,24 +328,45 @@ TEST_CASE("opening and querying a map from mmap or caller memory allocates nothi
   }
 }
 
+/// A window over queries of a map that copies (a FileSource's): exactly
+/// one block per non-empty copy, each freed by its DataBuffer.
+void check_only_copies_allocated(const QueryStats& q, const Window& w, std::uint64_t nonempty) {
+  CHECK(q.unexpected == 0);
+  CHECK(q.copies == nonempty);
+  if (kAllocHookSeesMemalign) CHECK(w.allocs == nonempty);
+  else CHECK(w.allocs <= nonempty);
+  CHECK(w.frees == nonempty);
+}
+
+/// Two files of `path` opened (a MappedFile or a PreadFile), the first
+/// moved out of its Result, the second moved over it (which lets the first
+/// one's file go), indexed if need be and queried; adds to `q` and counts
+/// the keys of non-empty data in `*nonempty`.
+template <class File, class Open>
+void open_move_query(Open open, QueryStats& q, std::uint64_t* nonempty) {
+  Result<File> a = open(0), b = open(1);
+  if (!a || !b) {
+    ++q.unexpected;
+    return;
+  }
+  File moved = std::move(a).value();  // moved out of the Result
+  moved = std::move(b).value();       // moved over: unmaps or closes its first file
+  if (!moved.map().check_source()) ++q.unexpected;
+  if (!moved->has_index() && !moved.build_index(Span<std::uint8_t>(g_index, sizeof g_index))) ++q.unexpected;
+  for (std::size_t i = 0; i < *moved->get_num_keys(); ++i)
+    if (moved->key_info(i)->size != 0) ++*nonempty;
+  NamedDataMap copy = moved.map();  // (query_everything takes a map it may index)
+  query_everything(copy, q, false);
+}
+
 TEST_CASE("a MappedFile opened, moved, moved over and queried allocates nothing") {
   for (const std::string& path : all_files()) {
     CAPTURE(path);
     QueryStats q;
+    std::uint64_t nonempty = 0;
     Window w;
-    {
-      Result<MappedFile> a = MappedFile::open(path.c_str()), b = MappedFile::open(path.c_str());
-      if (!a || !b) {
-        ++q.unexpected;
-      } else {
-        MappedFile moved = std::move(a).value();  // moved out of the Result
-        moved = std::move(b).value();             // moved over: unmaps its first mapping
-        if (!moved.map().check_source()) ++q.unexpected;
-        if (!moved->has_index() && !moved.build_index(Span<std::uint8_t>(g_index, sizeof g_index))) ++q.unexpected;
-        NamedDataMap copy = moved.map();  // (query_everything takes a map it may index)
-        query_everything(copy, q, false);
-      }
-    }  // munmap here, inside the window
+    open_move_query<MappedFile>([&](int) { return MappedFile::open(path.c_str()); }, q, &nonempty);
+    // (munmap inside the window)
     w.stop();
     check_nothing_allocated(q, w);
   }
@@ -375,12 +396,7 @@ TEST_CASE("a FileSource map allocates only the copies get_data returns") {
       }
     }
     w.stop();
-    CHECK(q.unexpected == 0);
-    CHECK(q.copies == nonempty);
-    // Exactly one block per non-empty copy, each freed by its DataBuffer.
-    if (kAllocHookSeesMemalign) CHECK(w.allocs == nonempty);
-    else CHECK(w.allocs <= nonempty);
-    CHECK(w.frees == nonempty);
+    check_only_copies_allocated(q, w, nonempty);
   }
 }
 
@@ -391,28 +407,14 @@ TEST_CASE("a PreadFile opened, moved, moved over and queried allocates only the 
     QueryStats q;
     std::uint64_t nonempty = 0;
     Window w;
-    {
-      Result<PreadFile> a = PreadFile::open(path.c_str(), Span<std::uint8_t>(g_metadata, kHalf));
-      Result<PreadFile> b = PreadFile::open(path.c_str(), Span<std::uint8_t>(g_metadata + kHalf, kHalf));
-      if (!a || !b) {
-        ++q.unexpected;
-      } else {
-        PreadFile moved = std::move(a).value();  // moved out of the Result
-        moved = std::move(b).value();            // moved over: closes its first descriptor
-        if (!moved.map().check_source()) ++q.unexpected;
-        if (!moved->has_index() && !moved.build_index(Span<std::uint8_t>(g_index, sizeof g_index))) ++q.unexpected;
-        for (std::size_t i = 0; i < *moved->get_num_keys(); ++i)
-          if (moved->key_info(i)->size != 0) ++nonempty;
-        NamedDataMap copy = moved.map();
-        query_everything(copy, q, false);
-      }
-    }  // both descriptors closed here, inside the window
+    open_move_query<PreadFile>(
+        [&](int k) {
+          return PreadFile::open(path.c_str(), Span<std::uint8_t>(g_metadata + static_cast<std::size_t>(k) * kHalf, kHalf));
+        },
+        q, &nonempty);
+    // (both descriptors closed inside the window)
     w.stop();
-    CHECK(q.unexpected == 0);
-    CHECK(q.copies == nonempty);
-    if (kAllocHookSeesMemalign) CHECK(w.allocs == nonempty);
-    else CHECK(w.allocs <= nonempty);
-    CHECK(w.frees == nonempty);
+    check_only_copies_allocated(q, w, nonempty);
   }
 }
 

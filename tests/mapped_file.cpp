@@ -64,15 +64,20 @@ struct Reference {
   std::optional<Result<NamedDataMap>> map;
 };
 
-/// `f` reads every key as `ref` (a map over an MmapSource of the same file)
-/// does, and its map reads through f's own source.
-void check_same(const MappedFile& f, const NamedDataMap& ref) {
+/// `f` (a MappedFile or a PreadFile) reads every key as `ref` (a map over
+/// an MmapSource of the same file) does, and its map reads through f's own
+/// source: views into the mapping, or copies read through the descriptor.
+template <class File>
+void check_same(const File& f, const NamedDataMap& ref) {
+  constexpr bool mapped = std::is_same<File, MappedFile>::value;
   CHECK(&f.map().source() == &f.source());
   REQUIRE(f.map().check_source().ok());
+  CHECK(f->is_memory_backed() == mapped);
   CHECK(f.source().size() == ref.file_size());
   const std::size_t n = *ref.get_num_keys();
   REQUIRE(*f->get_num_keys() == n);
   CHECK(f->function_count() == ref.function_count());
+  std::vector<std::uint8_t> buf;
   for (std::size_t i = 0; i < n; ++i) {
     const KeyView k = *ref.get_key(i);
     CAPTURE(text(k));
@@ -82,7 +87,12 @@ void check_same(const MappedFile& f, const NamedDataMap& ref) {
     REQUIRE(b.ok());
     REQUIRE(a->size() == b->size());
     CHECK(std::memcmp(a->data(), b->data(), a->size()) == 0);
-    CHECK(a->release() == nullptr);  // a view into the mapping, not a copy
+    if (mapped) CHECK(a->release() == nullptr);              // a view into the mapping, not a copy
+    else CHECK(a->owns_memory() == (a->size() != 0));       // a copy, read through the source
+    buf.assign(b->size() + 1, 0x5A);  // (b's: a view's release() above emptied a)
+    REQUIRE(f->load_data_into(k, buf.data(), b->size()).ok());
+    CHECK(std::memcmp(buf.data(), b->data(), b->size()) == 0);
+    CHECK(buf.back() == 0x5A);
     CHECK(f->find(k)->offset == ref.find(k)->offset);
   }
 }
@@ -287,34 +297,6 @@ PreadFile open_pread_or_die(const std::string& path, const AlignedBytes& memory)
   return std::move(f).value();
 }
 
-/// `f` reads every key as `ref` does, through its own FileSource: copies.
-void check_same_pread(const PreadFile& f, const NamedDataMap& ref) {
-  CHECK(&f.map().source() == &f.source());
-  REQUIRE(f.map().check_source().ok());
-  CHECK_FALSE(f->is_memory_backed());
-  CHECK(f.source().size() == ref.file_size());
-  const std::size_t n = *ref.get_num_keys();
-  REQUIRE(*f->get_num_keys() == n);
-  CHECK(f->function_count() == ref.function_count());
-  std::vector<std::uint8_t> buf;
-  for (std::size_t i = 0; i < n; ++i) {
-    const KeyView k = *ref.get_key(i);
-    CAPTURE(text(k));
-    CHECK(text(*f->get_key(i)) == text(k));
-    Result<DataBuffer> a = f->get_data(k), b = ref.get_data(k);
-    REQUIRE(a.ok());
-    REQUIRE(b.ok());
-    REQUIRE(a->size() == b->size());
-    CHECK(std::memcmp(a->data(), b->data(), a->size()) == 0);
-    CHECK(a->owns_memory() == (a->size() != 0));  // a copy, read through the source
-    buf.assign(a->size() + 1, 0x5A);
-    REQUIRE(f->load_data_into(k, buf.data(), a->size()).ok());
-    CHECK(std::memcmp(buf.data(), b->data(), b->size()) == 0);
-    CHECK(buf.back() == 0x5A);
-    CHECK(f->find(k)->offset == ref.find(k)->offset);
-  }
-}
-
 }  // namespace
 
 TEST_CASE("PreadFile: every fixture and a wdedup file read as over an MmapSource, after every kind of move") {
@@ -330,7 +312,7 @@ TEST_CASE("PreadFile: every fixture and a wdedup file read as over an MmapSource
     CHECK(memory[0].size() == *NamedDataMap::metadata_size(*FileSource::open(path.c_str())));
 
     PreadFile first = open_pread_or_die(path, memory[0]);
-    check_same_pread(first, *ref);
+    check_same(first, *ref);
     const int fd = first.source().fd();
     // A key name taken now points into the lent memory, which does not move.
     const char* early = nullptr;
@@ -340,7 +322,7 @@ TEST_CASE("PreadFile: every fixture and a wdedup file read as over an MmapSource
     files.push_back(std::move(first));
     for (int i = 1; i < 10; ++i) files.push_back(open_pread_or_die(path, memory[static_cast<std::size_t>(i)]));
     REQUIRE(files.capacity() > 1);
-    for (const PreadFile& f : files) check_same_pread(f, *ref);
+    for (const PreadFile& f : files) check_same(f, *ref);
     CHECK(files[0].source().fd() == fd);  // the same descriptor, moved
     if (early != nullptr) CHECK(std::string(early) == text(*ref->get_key(0)));
     // The moved-from object holds nothing, and its map refuses to read.
@@ -356,7 +338,7 @@ TEST_CASE("PreadFile: every fixture and a wdedup file read as over an MmapSource
     files[0] = std::move(files[1]);
     CHECK(files[0].source().fd() == other_fd);
     CHECK(::fcntl(fd, F_GETFD) == -1);  // closed
-    check_same_pread(files[0], *ref);
+    check_same(files[0], *ref);
   }
 }
 
