@@ -247,6 +247,20 @@ TEST_CASE("Result: copyable exactly when its T is; a Result<DataBuffer> moves it
   CHECK(a.failure().at == 9);
   b = a;
   CHECK(b.error() == Error::NotFound);
+  // Assigned to itself (through a reference, as generic code may: a swap,
+  // a sort), a Result keeps its value, and a failure its failure.
+  Result<int> c = 7;
+  Result<int>& same_c = c;
+  c = same_c;
+  REQUIRE(c.ok());
+  CHECK(*c == 7);
+  Result<int>& same_a = a;
+  a = same_a;
+  CHECK(a.error() == Error::NotFound);
+  CHECK(a.failure().at == 9);
+  c = std::move(same_c);  // moved onto itself, likewise
+  REQUIRE(c.ok());
+  CHECK(*c == 7);
 
   // A vector of move-only Results grows by moving: the one allocation each
   // buffer owns is handed along, never copied or freed twice (ASan).

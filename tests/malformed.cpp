@@ -393,6 +393,12 @@ TEST_CASE("flatbuffer structure: each corruption gets its typed error") {
        Error::UnsupportedVersion, "FlatTensor version is not 0", root},
       {"segments vector offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.root(), ftf::kSegments), 0x7FFFFF00u); },
        Error::MalformedFlatbuffer, "vector offset points outside the flatbuffer", g.field(root, ftf::kSegments)},
+      // Inside the flatbuffer but with fewer than the 4 bytes of its length
+      // left: outside, before any other check of it.
+      {"segments vector offset 2 bytes before the flatbuffer's end", [](Nav& n) {
+         const std::uint64_t f = n.field(n.root(), ftf::kSegments);
+         n.set_u32(f, static_cast<std::uint32_t>(n.u64(16) + n.u64(24) - 2 - f));
+       }, Error::MalformedFlatbuffer, "vector offset points outside the flatbuffer", g.field(root, ftf::kSegments)},
       {"segments vector misaligned", [](Nav& n) { n.set_u32(n.field(n.root(), ftf::kSegments), n.u32(n.field(n.root(), ftf::kSegments)) + 2); },
        Error::MalformedFlatbuffer, "vector is not 4-byte aligned", g.segments() + 2},
       {"segments count lies", [](Nav& n) { n.set_u32(n.segments(), 0x10000000u); }, Error::MalformedFlatbuffer,
@@ -614,6 +620,13 @@ TEST_CASE("check_layout: the first rule broken, the entry that breaks it, and th
       // A negative size after a zero is still refused.
       {"negative after a zero", ScalarType::Float, {0, -3}, {0, 1}, LayoutRule::kNegativeSize, 1, 0},
       {"overflow", ScalarType::Double, {big, big, 4}, {0, 1, 2}, LayoutRule::kByteCountOverflow, 0, 0},
+      // 2^64 - 1 = 3 x 5 x 17 x 257 x 641 x 65537 x 6700417: the largest
+      // count there is, reached exactly (the last product is at its bound);
+      // twice it (2-byte elements) is one too many.
+      {"exactly 2^64 - 1 bytes", ScalarType::Byte, {3, 5, 17, 257, 641, 65537, 6700417}, {0, 1, 2, 3, 4, 5, 6},
+       LayoutRule::kNone, 0, UINT64_MAX},
+      {"2^64 - 1 elements of 2 bytes", ScalarType::Short, {3, 5, 17, 257, 641, 65537, 6700417},
+       {0, 1, 2, 3, 4, 5, 6}, LayoutRule::kByteCountOverflow, 0, 0},
   };
   for (const Row& r : rows) {
     CAPTURE(r.what);
@@ -767,6 +780,33 @@ TEST_CASE("WDX1 header: each field corrupted in turn") {
   run_cases(good, cases);
 }
 
+TEST_CASE("a WDX1 magic with too little room before the segment data: the header's own check, at each edge") {
+  // simple.ptd (plain; its flatbuffer ends at 280, so a block would start
+  // at 288) with "WDX1" written there and segment_base_offset moved to
+  // leave 4, 79 and 80 bytes after it. With 4 to 79 the magic is read and
+  // the 80-byte header cannot fit: MalformedIndex at the block, the same
+  // way in place and through metadata_size (the lent path). At 80 the
+  // header fits and its version (the padding's zeros) is what is wrong.
+  const Bytes good = read_fixture("simple.ptd");
+  const Nav g{const_cast<Bytes&>(good)};
+  REQUIRE(g.u64(16) + g.u64(24) == 280);
+  REQUIRE(g.ext() == 288);
+  REQUIRE(g.u64(32) == 384);
+  const auto with_room = [](std::uint64_t room) {
+    return [room](Nav& n) {
+      std::memcpy(n.b.data() + 288, format::kExtMagic, 4);
+      n.set_u64(32, 288 + room);
+    };
+  };
+  const char* const runs_into = "WDX1 header runs into the segment data";
+  run_cases(good, {
+                      {"4 bytes of room: the magic alone", with_room(4), Error::MalformedIndex, runs_into, 288},
+                      {"79 bytes of room", with_room(79), Error::MalformedIndex, runs_into, 288},
+                      {"80 bytes of room: the header fits, its version is 0", with_room(80),
+                       Error::UnsupportedVersion, "WDX1 version is not 1", 288 + format::ext_header::kVersion},
+                  });
+}
+
 TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is MalformedIndex") {
   const Bytes good = wdedup_file_bytes();
   const Nav g{const_cast<Bytes&>(good)};  // positions in the good file (not written)
@@ -776,6 +816,9 @@ TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is Malf
   std::uint64_t first_used = g.slots();
   while (g.u64(first_used) == 0) first_used += 8;
   const auto first_entry = static_cast<std::uint32_t>(g.u64(first_used) & 0xFFFFFFFFu) - 1;
+  const std::uint64_t key0_segment_alignment =
+      g.u64(g.seg_info(g.u32(g.entry(0) + ke::kSegmentIndex)) + si::kAlignment);
+  REQUIRE(key0_segment_alignment == 4096);  // w.q (64) and its alias w.v (4096)
   const char* const key_differs = "key entry's key differs from named_data";
   const char* const key_alignment = "key alignment is 0 or does not divide its segment's";
   const char* const seg_alignment = "segment alignment is 0, too large, or not met by its offset";
@@ -797,6 +840,10 @@ TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is Malf
        g.entry(0) + ke::kAlignment},
       {"alignment not dividing the segment's", [](Nav& n) { n.set_u64(n.entry(0) + ke::kAlignment, 7919); },
        Error::MalformedIndex, key_alignment, g.entry(0) + ke::kAlignment},
+      // Below the segment's (4096 here) and still not dividing it: 3072.
+      {"alignment below the segment's, not dividing it", [&](Nav& n) {
+         n.set_u64(n.entry(0) + ke::kAlignment, 3 * key0_segment_alignment / 4);
+       }, Error::MalformedIndex, key_alignment, g.entry(0) + ke::kAlignment},
       {"key offset moved", [](Nav& n) { n.set_u32(n.entry(0) + ke::kKeyOffset, n.u32(n.entry(0) + ke::kKeyOffset) + 1); },
        Error::MalformedIndex, key_differs, g.entry(0) + ke::kKeyOffset},
       {"key offset past the file", [](Nav& n) { n.set_u32(n.entry(0) + ke::kKeyOffset, 0xFFFFFFF0u); },
@@ -845,6 +892,50 @@ TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is Malf
        }, Error::MalformedKey, "duplicate key", g.key(1) + 4},
   };
   run_cases(good, cases);
+}
+
+TEST_CASE("moved segments: two on one byte are not read as a move, even with allow_moved_segments") {
+  // Three 1-byte keys, one segment each, at 0, 128 and 256; segment 2 made
+  // to lie on segment 1's byte, segment_data_size made to end there. Its
+  // key's recorded offset now differs (a move), but no rewrite lays two
+  // segments on one byte: refused at segment 2, where key "c" would
+  // otherwise read "b"'s byte.
+  NamedDataStore store;
+  const std::uint8_t abc[3] = {1, 2, 3};
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(store.add_named_data(std::string(1, static_cast<char>('a' + i)), ByteSpan(abc + i, 1)).ok());
+  Bytes bytes = write_or_die(store, FunctionMaps{}, WriteOptions{});
+  Nav n{bytes};
+  namespace dsf = format::data_segment_field;
+  const std::uint64_t off1 = n.field(n.segment(1), dsf::kOffset), off2 = n.field(n.segment(2), dsf::kOffset);
+  REQUIRE(off1 != 0);
+  REQUIRE(off2 != 0);
+  REQUIRE(n.u64(off1) == 128);
+  REQUIRE(n.u64(off2) == 256);
+  REQUIRE(n.u64(40) == 257);
+  n.set_u64(off2, 128);
+  n.set_u64(40, 129);
+  OpenOptions allow;
+  allow.allow_moved_segments = true;
+  AlignedBytes copy(bytes, 8);
+  BufferSource src(copy.data(), copy.size());
+  Result<NamedDataMap> m = NamedDataMap::open(src, allow);
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.error() == Error::MalformedIndex);
+  CHECK(std::string(m.failure().what) ==
+        "segments moved since the WDX1 block was written, but not as a rewrite lays them out (in index order, "
+        "each after the one before, segment_data_size ending at the last; at = the segment index, or 40: "
+        "segment_data_size)");
+  CHECK(m.failure().at == 2);
+  // Segment 2 back at 256 (a move of nothing) and the size as written: it opens.
+  n.set_u64(off2, 256);
+  n.set_u64(40, 257);
+  AlignedBytes restored(bytes, 8);
+  BufferSource src2(restored.data(), restored.size());
+  Result<NamedDataMap> ok = NamedDataMap::open(src2, allow);
+  REQUIRE(ok.ok());
+  CHECK_FALSE(ok->segments_moved());
+  CHECK(*static_cast<const std::uint8_t*>(ok->get_data("c")->data()) == 3);
 }
 
 TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
@@ -933,6 +1024,12 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
          n.set_u32(n.function(1) + fr::kNameOffset, pool - 1);
          n.set_u32(n.function(1) + fr::kNameSize, 1);
        }, Error::MalformedFunctionMap, "function name is not NUL-terminated", g.function(1) + fr::kNameOffset},
+      // Empty, at the pool's very end: no byte there to be its NUL (the
+      // offset itself, equal to the pool's size, is not outside it).
+      {"an empty method name at the pool's end", [](Nav& n) {
+         n.set_u32(n.function(0) + fr::kMethodOffset, n.u32(n.ext() + format::ext_header::kStringsSize));
+         n.set_u32(n.function(0) + fr::kMethodSize, 0);
+       }, Error::MalformedFunctionMap, "method name is not NUL-terminated", g.function(0) + fr::kMethodOffset},
       {"a tensor name not NUL-terminated", [](Nav& n) {
          n.set_u32(n.function_tensor(0) + ft::kNameSize, n.u32(n.function_tensor(0) + ft::kNameSize) - 1);
        }, Error::MalformedFunctionMap, "tensor name is not NUL-terminated", g.function_tensor(0) + ft::kNameOffset},
@@ -961,6 +1058,26 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
     CHECK((f1.blob_key() != f2.blob_key() || f1.function_name() != f2.function_name()));
   }
   run_cases(good, cases);
+}
+
+TEST_CASE("WDX1 function maps: a repeat across the repeat check's blocks of 64 (functions 63 and 64) is refused") {
+  // check_function_repeats fingerprints 64 functions at a time and compares
+  // every later function with them: function 64 made the same (method,
+  // partition) as function 63, the last of the first block, is found.
+  namespace fr = format::function_record;
+  NamedDataStore store;
+  const std::uint8_t byte = 7;
+  REQUIRE(store.add_named_data("k", ByteSpan(&byte, 1), 1));
+  FunctionMaps maps;
+  for (int i = 0; i < 65; ++i)
+    maps.functions.push_back({"m" + std::to_string(i), 0, "blob", "f" + std::to_string(i), {{"t", "k"}}});
+  const Bytes good = write_or_die(store, maps, WriteOptions{});
+  const Nav g{const_cast<Bytes&>(good)};
+  run_cases(good, {{"function 64 for function 63's method and partition", [](Nav& n) {
+                      for (std::size_t field : {fr::kMethodOffset, fr::kMethodSize, fr::kPartitionIndex})
+                        n.set_u32(n.function(64) + field, n.u32(n.function(63) + field));
+                    }, Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)",
+                    g.function(64)}});
 }
 
 TEST_CASE("WDX1 function maps: rows naming one long string are refused, not compared for seconds") {

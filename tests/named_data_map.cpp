@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/nav.hpp"
 #include "support/ptd_files.hpp"
 #include "wdedup/runtime.hpp"
 #include "wdedup/runtime/verify.hpp"
@@ -42,7 +43,34 @@ std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p);
 std::uint64_t pow2_part(std::uint64_t a) { return a & (~a + 1); }
 std::string str(std::string_view s) { return std::string(s); }
 
+// pread as the kernel may return it: FileSource reads through pread64 (the
+// build's _FILE_OFFSET_BITS=64 sends ::pread there), which this program
+// defines. Off, it reads; a test may make each call return at most
+// g_pread_max bytes, or fail every other call with EINTR, as a signal
+// arriving during a read of a slow (network) file does.
+int g_pread_max = 0;         // > 0: at most this many bytes a call
+bool g_pread_eintr = false;  // every other call fails with EINTR
+long g_pread_calls = 0;      // calls made while either is on
+
 }  // namespace
+
+// (64-bit Linux only: there the offset goes to the system call in one
+// argument.)
+#if defined(__linux__) && defined(__LP64__) && defined(_FILE_OFFSET_BITS) && _FILE_OFFSET_BITS == 64
+#include <sys/syscall.h>
+extern "C" ssize_t pread64(int fd, void* buf, std::size_t n, off64_t offset) {
+  if (g_pread_max > 0 || g_pread_eintr) {
+    const long call = g_pread_calls++;
+    if (g_pread_eintr && call % 2 == 0) {
+      errno = EINTR;
+      return -1;
+    }
+    if (g_pread_max > 0 && n > static_cast<std::size_t>(g_pread_max)) n = static_cast<std::size_t>(g_pread_max);
+  }
+  return static_cast<ssize_t>(::syscall(SYS_pread64, fd, buf, n, offset));
+}
+#define WDEDUP_TEST_PREAD_INTERPOSED 1
+#endif
 
 TEST_CASE("sources: open errors, sizes and move-only ownership") {
   const std::string simple = fixture("simple.ptd");
@@ -191,6 +219,38 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
     CHECK(std::memcmp(head + 4, "FT01", 4) == 0);
     CHECK(g.read(896, head, 1).error() == Error::Truncated);
   }
+  SUBCASE("an MmapSource or FileSource moved over lets its own mapping or descriptor go") {
+    const std::string other = fixture("layouts.ptd");
+    Result<MmapSource> x = MmapSource::open(simple.c_str());
+    Result<MmapSource> y = MmapSource::open(other.c_str());
+    REQUIRE(x.ok());
+    REQUIRE(y.ok());
+    const std::uint8_t* const mine = x->data();
+    const std::uint8_t* const theirs = y->data();
+    const std::uint64_t their_size = y->size();
+    *x = std::move(*y);
+    CHECK(x->data() == theirs);
+    CHECK(x->size() == their_size);
+    CHECK(y->data() == nullptr);
+    // The mapping x held is unmapped: msync of a range with no mapping
+    // fails with ENOMEM (the mapping starts at a page).
+    errno = 0;
+    CHECK(::msync(const_cast<std::uint8_t*>(mine), 896, MS_ASYNC) == -1);
+    CHECK(errno == ENOMEM);
+    CHECK(::msync(const_cast<std::uint8_t*>(theirs), static_cast<std::size_t>(their_size), MS_ASYNC) == 0);
+
+    Result<FileSource> fx = FileSource::open(simple.c_str());
+    Result<FileSource> fy = FileSource::open(other.c_str());
+    REQUIRE(fx.ok());
+    REQUIRE(fy.ok());
+    const int my_fd = fx->fd(), their_fd = fy->fd();
+    *fx = std::move(*fy);
+    CHECK(fx->fd() == their_fd);
+    CHECK(fy->fd() == -1);
+    errno = 0;
+    CHECK(::fcntl(my_fd, F_GETFD) == -1);  // closed
+    CHECK(errno == EBADF);
+  }
 }
 
 TEST_CASE("the value of a temporary Result is the value itself: `auto&& src = *open(...)` holds the source") {
@@ -250,6 +310,10 @@ TEST_CASE("a BufferSource of nullptr and a size fails its reads instead of readi
   const Status st = src.read(0, b, sizeof b);
   CHECK(st.error() == Error::InvalidArgument);
   CHECK(src.read(8, b, 0).ok());  // nothing to copy
+  // No view of any range either (not address 0 plus the offset).
+  CHECK(src.view(0, 8) == nullptr);
+  CHECK(src.view(8, 8) == nullptr);
+  CHECK(src.view(896, 0) == nullptr);
   CHECK(NamedDataMap::metadata_size(src).error() == Error::InvalidArgument);
   AlignedBytes meta(4096, 8);
   CHECK(NamedDataMap::open(src, meta.span()).error() == Error::InvalidArgument);
@@ -569,6 +633,59 @@ TEST_CASE("get_data through a FileSource: every copy has the key's alignment, wh
   }
 }
 
+TEST_CASE("get_data through a FileSource: a copy smaller than an alignment below a pointer's (2, 4) is made") {
+  // Such a copy comes from posix_memalign, which takes no alignment below
+  // sizeof(void*) (EINVAL): the copy asks for a pointer's alignment.
+  const std::vector<std::uint8_t> bytes = pattern(8, 7);
+  NamedDataStore store;
+  struct Key {
+    const char* name;
+    std::size_t size;
+    std::int64_t alignment;
+  };
+  const Key keys[] = {{"one_byte_a2", 1, 2}, {"one_byte_a4", 1, 4}, {"three_bytes_a4", 3, 4}};
+  std::size_t from = 0;
+  for (const Key& k : keys) {
+    REQUIRE(store.add_named_data(k.name, ByteSpan(bytes.data() + from, k.size), k.alignment).ok());
+    from += k.size;
+  }
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(store, FunctionMaps{}, WriteOptions{});
+  REQUIRE(file);
+  std::unique_ptr<Opened> o = open_via(Via::File, write_temp("file_copy_small_alignment.ptd", *file));
+  REQUIRE(o->ok());
+  from = 0;
+  for (const Key& k : keys) {
+    CAPTURE(k.name);
+    Result<DataBuffer> d = o->map().get_data(k.name);
+    REQUIRE_MESSAGE(d.ok(), d.failure().what);
+    CHECK(d->owns_memory());
+    REQUIRE(d->size() == k.size);
+    CHECK(std::memcmp(d->data(), bytes.data() + from, k.size) == 0);
+    CHECK(addr(d->data()) % static_cast<std::uint64_t>(k.alignment) == 0);
+    from += k.size;
+  }
+}
+
+TEST_CASE("get_data of a zero-size key: a pointer that is not null, aligned as the key asks, through every source") {
+  // In place it points into the file; a FileSource has nothing to copy and
+  // nothing to allocate, and still gives a pointer a caller may test for
+  // null as a failure (the small file's "empty" asks for 8).
+  for (Via via : kAllVias) {
+    CAPTURE(via_name(via));
+    std::unique_ptr<Opened> o = open_via(via, wdedup_file_path());
+    REQUIRE(o->ok());
+    for (const bool by_index : {false, true}) {
+      CAPTURE(by_index);
+      Result<DataBuffer> d = by_index ? o->map().key_data(o->map().find("empty")->key_index) : o->map().get_data("empty");
+      REQUIRE(d.ok());
+      CHECK(d->size() == 0);
+      CHECK_FALSE(d->owns_memory());
+      CHECK(d->data() != nullptr);
+      CHECK(addr(d->data()) % 8 == 0);
+    }
+  }
+}
+
 TEST_CASE("get_data with lent metadata over memory anywhere: views aligned as each key asks, else aligned copies") {
   // open(src, metadata) takes a memory source at any address (the metadata
   // is copied); its bytes are lent in place only where that meets the
@@ -604,6 +721,34 @@ TEST_CASE("get_data with lent metadata over memory anywhere: views aligned as ea
       if (in_place) CHECK(addr(d->data()) >= addr(at));
     }
   }
+}
+
+TEST_CASE("get_data with lent metadata: a key asking more than a page is lent in place where its bytes are page-aligned") {
+  // A copy is aligned to at most kMaxCopyAlignment (4096), so a view at a
+  // page boundary is as aligned as any copy could be: a key asking 8192,
+  // over memory at 4096 past a multiple of 8192, is a view, not a copy.
+  const std::vector<std::uint8_t> bytes = pattern(40, 3);
+  NamedDataStore store;
+  REQUIRE(store.add_named_data("a8192", ByteSpan(bytes.data(), bytes.size()), 8192).ok());
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(store, FunctionMaps{}, WriteOptions{});
+  REQUIRE(file);
+  auto o = std::make_unique<Opened>();
+  o->bytes = AlignedBytes(*file, 8192, 4096);
+  o->buffer = BufferSource(o->bytes.data(), o->bytes.size());
+  o->source = &o->buffer;
+  open_lent(*o);
+  REQUIRE(o->ok());
+  const KeyInfo k = *o->map().find("a8192");
+  REQUIRE(k.alignment == 8192);
+  REQUIRE(k.offset % 8192 == 0);
+  Result<DataBuffer> d = o->map().get_data("a8192");
+  REQUIRE(d.ok());
+  REQUIRE(d->size() == 40);
+  CHECK(std::memcmp(d->data(), bytes.data(), 40) == 0);
+  CHECK_FALSE(d->owns_memory());
+  CHECK(d->data() == o->bytes.data() + k.offset);
+  CHECK(addr(d->data()) % 4096 == 0);
+  CHECK(addr(d->data()) % 8192 == 4096);
 }
 
 TEST_CASE("get_num_keys and get_key follow file order; keys are C strings") {
@@ -713,6 +858,11 @@ TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
 
   AlignedBytes small(need - 8, 8);
   Status st = m.build_index(small.span());
+  CHECK(st.error() == Error::BufferTooSmall);
+  CHECK(st.failure().at == need);
+  // One byte short is too small as well: the last slot would not fit.
+  AlignedBytes one_short(need - 1, 8);
+  st = m.build_index(one_short.span());
   CHECK(st.error() == Error::BufferTooSmall);
   CHECK(st.failure().at == need);
   AlignedBytes skewed(need, 8, 4);
@@ -1058,6 +1208,55 @@ TEST_CASE("lookups: small stores scanned, large ones hashed; keys alike but for 
   }
 }
 
+TEST_CASE("lookups: a query with a stored key's 32-bit tag and home slot is told apart by comparing the keys") {
+  // Under seed 0x7E57C011 "tensor.332940" and "tensor.1221797" hash to the
+  // same upper 32 bits (the tag a slot keeps) and the same home slot of
+  // 128 (a birthday search over "tensor.<n>" found them). A map of the
+  // first and 32 more keys (33: looked up through its index, of 128 slots)
+  // holds the first in the second's home slot, with its tag: only the
+  // comparison of the keys says the second is not there. Through the WDX1
+  // block's index (the writer's hash_seed) and build_index's.
+  constexpr std::uint64_t kSeed = 0x7E57C011;
+  const std::string stored = "tensor.332940", query = "tensor.1221797";
+  const std::uint64_t hs = detail::key_hash(stored.data(), stored.size(), kSeed);
+  const std::uint64_t hq = detail::key_hash(query.data(), query.size(), kSeed);
+  REQUIRE((hs >> 32) == (hq >> 32));
+  REQUIRE(hs % 128 == hq % 128);
+  std::uint8_t bytes[33];
+  NamedDataStore store;
+  for (std::size_t i = 0; i < 33; ++i) {
+    bytes[i] = static_cast<std::uint8_t>(i);
+    const std::string key = i == 0 ? stored : "filler." + std::to_string(i);
+    REQUIRE(store.add_named_data(key, ByteSpan(bytes + i, 1)).ok());
+  }
+  for (const bool ext : {true, false}) {
+    CAPTURE(ext);
+    WriteOptions o;
+    o.wdedup_extensions = ext;
+    o.hash_seed = kSeed;
+    Bytes file = write_or_die(store, FunctionMaps{}, o);
+    if (ext) {
+      const Nav n{file};
+      REQUIRE(n.u64(n.ext() + format::ext_header::kHashSeed) == kSeed);
+      REQUIRE(n.u32(n.ext() + format::ext_header::kSlotCount) == 128);
+    }
+    std::unique_ptr<Opened> f = open_bytes(file);
+    REQUIRE(f->ok());
+    NamedDataMap& m = f->map();
+    AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(33)), 8);
+    REQUIRE(index.size() == 8 * 128);
+    if (!ext) REQUIRE(m.build_index(index.span(), kSeed).ok());
+    REQUIRE(m.has_index());
+    REQUIRE(m.find(stored).ok());
+    CHECK(m.find(stored)->key_index == 0);
+    CHECK(m.find(query).error() == Error::NotFound);
+    CHECK(m.get_data(query).error() == Error::NotFound);
+    CHECK(m.get_tensor_layout(query).error() == Error::NotFound);
+    Bytes buf(8);
+    CHECK(m.load_data_into(query, buf.data(), buf.size()).error() == Error::NotFound);
+  }
+}
+
 TEST_CASE("lookups: 32 keys with one tag (alike in length, first, middle and last 8 bytes)") {
   // 40-byte keys that differ only in bytes 9 and 10, which no tag reads
   // (it reads bytes 0-7, 16-23 and 32-39): every key of a family has the
@@ -1236,6 +1435,42 @@ TEST_CASE("FileSource: a file that shrinks while open is Truncated where it now 
   CHECK(past.failure().at == 896);
 }
 
+#ifdef WDEDUP_TEST_PREAD_INTERPOSED
+TEST_CASE("FileSource: short preads are continued where they ended, and interrupted ones (EINTR) made again") {
+  // The small wdedup file through a FileSource whose preads return at most
+  // 7 bytes, then whose every other pread fails with EINTR: the lent
+  // metadata (its head, up to the WDX1 block's end) and every key's copy
+  // must come out whole, as with plain reads.
+  const Bytes& bytes = wdedup_file_bytes();
+  for (const int mode : {0, 1}) {
+    CAPTURE(mode);
+    g_pread_calls = 0;
+    g_pread_max = mode == 0 ? 7 : 0;
+    g_pread_eintr = mode == 1;
+    std::unique_ptr<Opened> o = open_via(Via::File, wdedup_file_path());
+    REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
+    std::vector<std::uint8_t> head(o->metadata.size());
+    std::memcpy(head.data(), o->metadata.data(), head.size());
+    CHECK(std::equal(head.begin(), head.end(), bytes.begin()));
+    for (const ExpectedKey& k : small_file_keys()) {
+      CAPTURE(k.key);
+      Result<DataBuffer> d = o->map().get_data(k.key);
+      REQUIRE_MESSAGE(d.ok(), d.failure().what);
+      const auto* p = static_cast<const std::uint8_t*>(d->data());
+      CHECK(Bytes(p, p + d->size()) == k.bytes);
+      Bytes buf(k.bytes.size() + 1, 0xCD);
+      REQUIRE(o->map().load_data_into(k.key, buf.data(), buf.size()).ok());
+      CHECK(std::equal(k.bytes.begin(), k.bytes.end(), buf.begin()));
+    }
+    CHECK(verify_segments(o->map()).ok());
+    g_pread_max = 0;
+    g_pread_eintr = false;
+    // Both ways took more calls than there are reads: the interposer was used.
+    CHECK(g_pread_calls > 2 * static_cast<long>(small_file_keys().size()));
+  }
+}
+#endif
+
 TEST_CASE("a source moved or replaced after open is refused, not read") {
   // The map keeps its source's address. A FileSource moved from reads
   // nothing (size 0); one replaced by another file's would read that file's
@@ -1391,6 +1626,7 @@ TEST_CASE("verify through memory the caller lends: any size from 1 byte, read in
   NamedDataStore store;
   REQUIRE(store.add_named_data("big", ByteSpan(big.data(), big.size()), 1).ok());
   REQUIRE(store.add_named_data("tail", ByteSpan(tail.data(), tail.size()), 1).ok());
+  REQUIRE(store.add_named_data("nothing", ByteSpan(), 1).ok());
   const Bytes good = write_or_die(store, FunctionMaps{}, WriteOptions{});
   Recording src(good.data(), good.size());
   AlignedBytes meta(static_cast<std::size_t>(*NamedDataMap::metadata_size(src)), 8);
@@ -1422,6 +1658,15 @@ TEST_CASE("verify through memory the caller lends: any size from 1 byte, read in
   CHECK(none.failure().at == k.segment_index);
   CHECK(src.reads.empty());
   CHECK(verify_segments(*m, Span<std::uint8_t>()).error() == Error::InvalidArgument);
+  // A segment of no bytes has nothing to read: no scratch is needed.
+  const std::uint32_t nothing = m->find("nothing")->segment_index;
+  REQUIRE(m->segment(nothing)->size == 0);
+  src.reads.clear();
+  Result<std::uint64_t> empty_hash = segment_content_hash(*m, nothing, Span<std::uint8_t>());
+  REQUIRE(empty_hash.ok());
+  CHECK(*empty_hash == XXH3_64bits(nullptr, 0));
+  CHECK(verify_segment(*m, nothing, Span<std::uint8_t>()).ok());
+  CHECK(src.reads.empty());
   // Through a view (a BufferSource) the scratch is not needed, so none is fine.
   std::unique_ptr<Opened> v = open_bytes(good);
   REQUIRE(v->ok());
