@@ -183,8 +183,8 @@ long long allocation_count();
 long long threads_started();
 
 /// The most threads started here that were alive at once (besides the
-/// calling one) since reset_threads_at_once(), or -1 where threads are not
-/// counted. Reset right before a timed call, read right after: what it ran
+/// calling one) since reset_threads_at_once(), less those alive at the
+/// reset, or -1 where threads are not counted. Reset right before a timed call, read right after: what it ran
 /// on at once, where threads_started() counts every start.
 void reset_threads_at_once();
 long long threads_at_once();

@@ -21,7 +21,7 @@ std::atomic<long long> g_threads{0};
 // the most of them at once since the last reset: a call that starts one
 // thread in each of several phases (deduplicate() does) starts more than it
 // runs at once, and what a baseline must match is the latter.
-std::atomic<long long> g_alive{0}, g_peak{0};
+std::atomic<long long> g_alive{0}, g_peak{0}, g_alive_at_reset{0};
 using RealCreate = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 RealCreate real_create() {
   static const RealCreate real = reinterpret_cast<RealCreate>(::dlsym(RTLD_NEXT, "pthread_create"));
@@ -72,9 +72,16 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
 long long wbench::threads_started() {
   return real_create() != nullptr ? g_threads.load(std::memory_order_relaxed) : -1;
 }
-void wbench::reset_threads_at_once() { g_peak.store(g_alive.load(std::memory_order_relaxed)); }
+// Counted from the threads alive at the reset: one that lives on (or ended
+// by pthread_exit, which stays counted) is not the timed call's.
+void wbench::reset_threads_at_once() {
+  const long long alive = g_alive.load(std::memory_order_relaxed);
+  g_alive_at_reset.store(alive, std::memory_order_relaxed);
+  g_peak.store(alive, std::memory_order_relaxed);
+}
 long long wbench::threads_at_once() {
-  return real_create() != nullptr ? g_peak.load(std::memory_order_relaxed) : -1;
+  if (real_create() == nullptr) return -1;
+  return g_peak.load(std::memory_order_relaxed) - g_alive_at_reset.load(std::memory_order_relaxed);
 }
 #else
 long long wbench::threads_started() { return -1; }

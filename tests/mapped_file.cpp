@@ -439,3 +439,50 @@ TEST_CASE("PreadFile: each open's failure is passed on, and OpenOptions reach th
   REQUIRE_MESSAGE(f.ok(), std::string(f.failure().what));
   CHECK(f->map().segments_moved());
 }
+
+TEST_CASE("a copy of a map fails check_source() once another file of its size takes its source's place") {
+  // A review's cases (2026-12-02): a file of the same size (simple.ptd with
+  // its data bytes changed) opened into the slot a MappedFile's was freed
+  // from, whose mapping the kernel may put at the freed one's address; and
+  // two PreadFiles of such files in a vector, the first erased (a FileSource
+  // has no address to compare). The sizes match; the instances do not.
+  const std::string a = fixture("simple.ptd");
+  std::vector<std::uint8_t> other = read_fixture("simple.ptd");
+  const Reference ref(a);
+  const std::uint64_t data_at = ref->key_info(0)->offset;
+  other[static_cast<std::size_t>(data_at)] ^= 0xFF;
+  const std::string b = write_temp("mapped_file_same_size.ptd", other);
+  {
+    std::vector<MappedFile> files;
+    files.reserve(1);
+    files.push_back(open_or_die(a));
+    const std::uint64_t first = files[0].source().instance();
+    const NamedDataMap copy = files[0].map();
+    REQUIRE(copy.check_source().ok());
+    files.pop_back();
+    files.push_back(open_or_die(b));
+    CHECK(files[0].source().instance() != first);
+    CHECK(files[0].source().instance() != 0);
+    REQUIRE(copy.source().size() == copy.file_size());  // what the size check saw
+    const Status st = copy.check_source();
+    CHECK(st.error() == Error::InvalidArgument);
+    CHECK(std::string(st.failure().what) == "the source is not the one opened (moved or replaced since open)");
+    CHECK(files[0].map().check_source().ok());
+  }
+  {
+    AlignedBytes ma = metadata_for(a), mb = metadata_for(b);
+    std::vector<PreadFile> files;
+    files.reserve(2);
+    files.push_back(open_pread_or_die(a, ma));
+    files.push_back(open_pread_or_die(b, mb));
+    const NamedDataMap copy = files[0].map();
+    REQUIRE(copy.check_source().ok());
+    files.erase(files.begin());
+    REQUIRE(&copy.source() == &files[0].source());
+    REQUIRE(copy.source().size() == copy.file_size());
+    CHECK(copy.check_source().error() == Error::InvalidArgument);
+    // Its reads refuse too, rather than read b's bytes through a's metadata.
+    CHECK(copy.get_data(*ref->get_key(0)).error() == Error::InvalidArgument);
+    CHECK(files[0].map().check_source().ok());
+  }
+}

@@ -1,9 +1,9 @@
 // wdedup/runtime.hpp — the runtime half in one include: the NamedDataMap
-// reader, its data sources, MappedFile (a mapped file and its map in one
-// movable value) and the error/span/key-view/layout vocabulary. With
-// WDEDUP_NO_POSIX defined (a target without mmap or pread), the sources
-// that read files and MappedFile are left out, and no POSIX header is
-// included.
+// reader, its data sources, MappedFile and PreadFile (a file and its map
+// in one movable value) and the error/span/key-view/layout vocabulary.
+// With WDEDUP_NO_POSIX defined (a target without mmap or pread), the
+// sources that read files, MappedFile and PreadFile are left out, and no
+// POSIX header is included.
 // Light on purpose (no <string>, <string_view>, <vector>, xxhash or Boost)
 // so that embedding it costs almost nothing to compile; see
 // wdedup/wdedup.hpp for the build-time half.

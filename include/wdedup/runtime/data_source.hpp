@@ -22,10 +22,12 @@ namespace wdedup {
 ///  - view(offset, size) returns a pointer to bytes [offset, offset + size)
 ///    if the source is memory-backed, else nullptr. Callers bounds-check
 ///    first; a source returns either a pointer for every in-bounds range or
-///    for none (NamedDataMap::open(src) asks once, for the whole file; a map
-///    opened with lent metadata memory asks again for each get_data).
-///    Memory-backed sources should start 8-byte aligned (NamedDataMap::open
-///    checks).
+///    for none, and the same pointer for a range every time: its bytes stay
+///    where they are for its lifetime (NamedDataMap::open(src) asks for the
+///    whole file and lends views into it from then on; check_source() asks
+///    again and compares; a map opened with lent metadata memory asks for
+///    each get_data). Memory-backed sources should start 8-byte aligned
+///    (NamedDataMap::open checks).
 ///  - read(offset, dst, size) copies the whole range into dst and returns
 ///    wdedup::ok_status() (or Status()), or a Status made from an Error
 ///    naming what failed and where: never success after fewer bytes (a
@@ -37,6 +39,11 @@ namespace wdedup {
 ///    `Status(Error::IoError, "pread failed (at = offset)", offset)`. It must be safe to
 ///    call from several threads at once (NamedDataMap's const queries call
 ///    it concurrently) and must not allocate.
+///  - instance() is optional: a number no other source of this process
+///    has had, the same for the source's lifetime, or 0 (the default: no
+///    number). A map records it at open, and check_source() tells a source
+///    that took the place of its own by it. MmapSource and FileSource
+///    number each file they open; a move hands the number on.
 ///  - A NamedDataMap keeps the source's address: the source must stay where
 ///    it is, unmoved, while a map refers to it (keep it in a variable, a
 ///    std::unique_ptr, or a container that never relocates its elements).
@@ -46,6 +53,7 @@ class DataSource {
   virtual std::uint64_t size() const noexcept = 0;
   virtual const std::uint8_t* view(std::uint64_t offset, std::uint64_t size) const noexcept = 0;
   virtual Status read(std::uint64_t offset, void* dst, std::uint64_t size) const noexcept = 0;
+  virtual std::uint64_t instance() const noexcept { return 0; }
 
  protected:
   DataSource() = default;

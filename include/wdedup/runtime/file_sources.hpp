@@ -75,6 +75,15 @@ inline ssize_t file_pread(int fd, void* dst, std::size_t n, std::uint64_t offset
 constexpr int kOpenLargeFile = 0;
 #endif
 
+/// A number for a source that opens a file, unique in the process (its
+/// instance()): a map tells by it a source that took its own's place, where
+/// the size and even the address (a mapping put where a freed one was) may
+/// be the same.
+inline std::uint64_t next_source_instance() noexcept {
+  static std::uint64_t last = 0;
+  return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+}
+
 /// Opens `path` read-only and checks that it is a regular file. On success
 /// the caller owns *fd; on failure nothing is left open.
 inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) noexcept {
@@ -160,17 +169,20 @@ class MmapSource final : public detail::MemorySource {
     return MmapSource(static_cast<const std::uint8_t*>(p), size);
   }
 
-  MmapSource(MmapSource&& o) noexcept : MemorySource(o.data_, o.size_) {
+  MmapSource(MmapSource&& o) noexcept : MemorySource(o.data_, o.size_), instance_(o.instance_) {
     o.data_ = nullptr;
     o.size_ = 0;
+    o.instance_ = 0;
   }
   MmapSource& operator=(MmapSource&& o) noexcept {
     if (this != &o) {
       unmap();
       data_ = o.data_;
       size_ = o.size_;
+      instance_ = o.instance_;
       o.data_ = nullptr;
       o.size_ = 0;
+      o.instance_ = 0;
     }
     return *this;
   }
@@ -178,13 +190,19 @@ class MmapSource final : public detail::MemorySource {
   MmapSource& operator=(const MmapSource&) = delete;
   ~MmapSource() override { unmap(); }
 
+  std::uint64_t instance() const noexcept override { return instance_; }
+
  private:
-  MmapSource(const std::uint8_t* data, std::uint64_t size) noexcept : MemorySource(data, size) {}
+  MmapSource(const std::uint8_t* data, std::uint64_t size) noexcept
+      : MemorySource(data, size), instance_(detail::next_source_instance()) {}
   void unmap() noexcept {
     if (data_ != nullptr) ::munmap(const_cast<std::uint8_t*>(data_), static_cast<std::size_t>(size_));
     data_ = nullptr;
     size_ = 0;
+    instance_ = 0;
   }
+
+  std::uint64_t instance_ = 0;
 };
 
 /// A file read with pread: for runtimes that cannot or will not map the
@@ -199,17 +217,20 @@ class FileSource final : public DataSource {
     return FileSource(fd, size);
   }
 
-  FileSource(FileSource&& o) noexcept : fd_(o.fd_), size_(o.size_) {
+  FileSource(FileSource&& o) noexcept : fd_(o.fd_), size_(o.size_), instance_(o.instance_) {
     o.fd_ = -1;
     o.size_ = 0;
+    o.instance_ = 0;
   }
   FileSource& operator=(FileSource&& o) noexcept {
     if (this != &o) {
       close_fd();
       fd_ = o.fd_;
       size_ = o.size_;
+      instance_ = o.instance_;
       o.fd_ = -1;
       o.size_ = 0;
+      o.instance_ = 0;
     }
     return *this;
   }
@@ -241,17 +262,21 @@ class FileSource final : public DataSource {
     return detail::ok_status();
   }
   int fd() const noexcept { return fd_; }
+  std::uint64_t instance() const noexcept override { return instance_; }
 
  private:
-  FileSource(int fd, std::uint64_t size) noexcept : fd_(fd), size_(size) {}
+  FileSource(int fd, std::uint64_t size) noexcept
+      : fd_(fd), size_(size), instance_(detail::next_source_instance()) {}
   void close_fd() noexcept {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
     size_ = 0;
+    instance_ = 0;
   }
 
   int fd_ = -1;
   std::uint64_t size_ = 0;
+  std::uint64_t instance_ = 0;
 };
 
 }  // namespace wdedup

@@ -367,7 +367,8 @@ class SourceWithMap;
 /// it may be bound so; the source must then stay in `s`. The map itself is
 /// a small copyable handle: the views do not depend on the map object,
 /// which may be moved or copied freely. (MappedFile holds an MmapSource
-/// and its map as one value that may be moved.)
+/// and its map as one value that may be moved, PreadFile a FileSource and
+/// its map over lent metadata memory.)
 class NamedDataMap {
  public:
   /// The largest alignment get_data()'s copy keeps (a page): a key's may
@@ -703,15 +704,21 @@ class NamedDataMap {
   const DataSource& source() const noexcept { return *src_; }
   /// Whether the source is still the one opened: InvalidArgument if its
   /// size changed since open (moved from, or moved or assigned over; see
-  /// Lifetimes), or, for a map opened in place, if its bytes are no longer
-  /// where they were. Where the map's source once lay another source of the
-  /// same size may lie now: the next element of a vector moved over it, a
-  /// second mapping of the same file (a user trial's copy of a MappedFile's
-  /// map, 2026-12-02, passed the size check with its mapping gone, and
-  /// crashed in get_data). Checked before every read or view of the source;
-  /// a map opened in place reads its memory, not the source.
+  /// Lifetimes), if its instance() did (another file's MmapSource or
+  /// FileSource in its place), or, for a map opened in place, if its bytes
+  /// are no longer where they were. Where the map's source once lay
+  /// another source of the same size may lie now: the next element of a
+  /// vector moved over it, a second mapping of the same file, even at the
+  /// address of the first (a user trial's copy of a MappedFile's map,
+  /// 2026-12-02, passed the size check with its mapping gone, and crashed
+  /// in get_data; a review then put a mapping of another file where the
+  /// freed one had been, which passed the address check too). Checked
+  /// before every read of the source; a map opened in place reads its
+  /// memory, not the source, so check a copy that may have outlived its
+  /// source yourself.
   Status check_source() const noexcept {
-    if (src_->size() != file_size_ || (file_ != nullptr && src_->view(0, file_size_) != file_))
+    if (src_->size() != file_size_ || src_->instance() != src_instance_ ||
+        (file_ != nullptr && src_->view(0, file_size_) != file_))
       return Status(Error::InvalidArgument, "the source is not the one opened (moved or replaced since open)",
                     src_->size());
     return detail::ok_status();
@@ -948,7 +955,8 @@ class NamedDataMap {
   /// get_tensor_layout took 14.1-14.2 ns in the harness, now 12.1-12.3
   /// (Zen 4 EPYC VM, GCC 12 -O3; std::unordered_map, which holds each
   /// layout in its node, 14.6-17.0 ns in the same processes). The map
-  /// object grows by 288 bytes, to 784 on 64-bit targets. Positions are
+  /// object grows by 288 bytes, to 784 on 64-bit targets (792 since its
+  /// source's instance is kept). Positions are
   /// kept in 32 bits, which hold every one when the flatbuffer ends below
   /// 4 GiB (FlatTensor's schema has only 32-bit offsets, and FlatBuffers'
   /// builders stop such buffers at 2 GiB); past that, layouts are decoded
@@ -1180,6 +1188,7 @@ class NamedDataMap {
   const std::uint8_t* meta_ = nullptr;  ///< file offset 0 of the metadata head
   const std::uint8_t* file_ = nullptr;  ///< the whole file, if opened in place
   std::uint64_t file_size_ = 0;
+  std::uint64_t src_instance_ = 0;  ///< src_->instance() at open (check_source)
   FileHeader header_;
   std::uint64_t segments_pos_ = 0;  ///< first element of FlatTensor.segments
   std::uint64_t named_pos_ = 0;     ///< first element of FlatTensor.named_data
@@ -1230,6 +1239,7 @@ inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std
   m.meta_ = meta;
   m.file_ = file;
   m.file_size_ = src.size();
+  m.src_instance_ = src.instance();
   if (m.file_size_ < format::kMinFileSize || meta_size < format::kMinFileSize)
     return R(Error::Truncated, "file is smaller than the FT01 identifier and FH01 header", m.file_size_);
   Result<FileHeader> h = detail::parse_header(meta, m.file_size_);
