@@ -43,21 +43,21 @@ std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p);
 std::uint64_t pow2_part(std::uint64_t a) { return a & (~a + 1); }
 std::string str(std::string_view s) { return std::string(s); }
 
+}  // namespace
+
 // pread as the kernel may return it: FileSource reads through pread64 (the
 // build's _FILE_OFFSET_BITS=64 sends ::pread there), which this program
 // defines. Off, it reads; a test may make each call return at most
 // g_pread_max bytes, or fail every other call with EINTR, as a signal
-// arriving during a read of a slow (network) file does.
+// arriving during a read of a slow (network) file does. (64-bit Linux
+// only: there the offset goes to the system call in one argument.)
+#if defined(__linux__) && defined(__LP64__) && defined(_FILE_OFFSET_BITS) && _FILE_OFFSET_BITS == 64
+#include <sys/syscall.h>
+namespace {
 int g_pread_max = 0;         // > 0: at most this many bytes a call
 bool g_pread_eintr = false;  // every other call fails with EINTR
 long g_pread_calls = 0;      // calls made while either is on
-
 }  // namespace
-
-// (64-bit Linux only: there the offset goes to the system call in one
-// argument.)
-#if defined(__linux__) && defined(__LP64__) && defined(_FILE_OFFSET_BITS) && _FILE_OFFSET_BITS == 64
-#include <sys/syscall.h>
 extern "C" ssize_t pread64(int fd, void* buf, std::size_t n, off64_t offset) {
   if (g_pread_max > 0 || g_pread_eintr) {
     const long call = g_pread_calls++;
