@@ -87,7 +87,9 @@ class SourceWithMap {
 /// to. The map is lent out const only (build_index() is here), so that
 /// nothing replaces it with another file's; a copy of it (NamedDataMap is
 /// a copyable handle) keeps the source of the MappedFile it was copied
-/// from, and after that object moves, its check_source() fails.
+/// from, and after that object moves, its check_source() fails while a
+/// live source lies in that place (none can be checked after the place is
+/// freed: a copy must not outlive it).
 class MappedFile : public detail::SourceWithMap<MmapSource> {
  public:
   /// Maps `path` (MmapSource::open's failures) and opens it

@@ -714,8 +714,10 @@ class NamedDataMap {
   /// in get_data; a review then put a mapping of another file where the
   /// freed one had been, which passed the address check too). Checked
   /// before every read of the source; a map opened in place reads its
-  /// memory, not the source, so check a copy that may have outlived its
-  /// source yourself.
+  /// memory, not the source. It reads the source where it was: it tells a
+  /// source moved from, moved over or replaced in that place, never one
+  /// whose storage was freed (a vector that grew, an object destroyed),
+  /// which no check through the pointer can (a user trial's ASan run).
   Status check_source() const noexcept {
     if (src_->size() != file_size_ || src_->instance() != src_instance_ ||
         (file_ != nullptr && src_->view(0, file_size_) != file_))
