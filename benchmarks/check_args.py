@@ -169,6 +169,10 @@ for args, want in ((["--only", "dedup", "--workloads", "llama-1+1", "--threads",
                     ", Llama workloads: --model tiny, --quick"),
                    (["--only", "dedup", "--workloads", "llama-1+1", "--layers", "2", "--dim", "256", "--threads", "1",
                      "--reps", "1"], ", Llama workloads: --model tiny --layers 2 --dim 256, --quick"),
+                   (["--only", "dedup", "--workloads", "llama-1+1", "--hidden-dim", "1024", "--vocab-size", "512",
+                     "--heads", "4", "--kv-heads", "1", "--max-seq-len", "64", "--threads", "1", "--reps", "1"],
+                    ", Llama workloads: --model tiny --hidden-dim 1024 --vocab-size 512 --heads 4 --kv-heads 1 "
+                    "--max-seq-len 64, --quick"),
                    (["--only", "runtime", "--keys", "16", "--reps", "1", "--lookups", "1000", "--big-tensor", "65536",
                      "--tmpdir", outdir], None)):
     r = run([exe, "--quick", "--no-progress", "--json", json_path] + args)
@@ -510,6 +514,29 @@ if r.returncode != 0 or "\r" in r.stderr or "\033[" in r.stderr or \
         "dedup llama 1+1, 1 thread(s): repetition 2/2" not in lines or \
         not all(l.startswith(("dedup ", "runtime ", "write ", "build ")) for l in lines):
     problems.append(f"--progress with stderr a pipe: exit {r.returncode}, stderr {r.stderr!r}")
+
+# A write row is named in a unit that fits its tensor bytes: kB for 1000
+# (a user trial's --write-bytes 1000 read "1.38e-06 GB store").
+r = run([exe, "--quick", "--only", "write", "--write-bytes", "1000", "--reps", "1", "--no-progress", "--json",
+         json_path, "--tmpdir", outdir])
+if r.returncode != 0:
+    problems.append(f"--only write --write-bytes 1000: exit {r.returncode}: {r.stderr}")
+else:
+    with open(json_path) as f:
+        names = {x["name"] for x in json.load(f)["results"]}
+    if names != {"write_ptd_file (fsync), 1 kB store"}:
+        problems.append(f"--write-bytes 1000: row names {sorted(names)}, expected 'write_ptd_file (fsync), 1 kB store'")
+
+# Threads no more than the cores: no note that they share them; and where
+# deduplicate() ran on all it was given (2 on the tiny model, which has work
+# for more), no line says it ran on fewer.
+cores = len(os.sched_getaffinity(0))
+given = ",".join(str(t) for t in sorted({2, cores}))
+r = run([exe, "--quick", "--only", "dedup", "--workloads", "llama-1+1", "--threads", given, "--reps", "1",
+         "--no-progress", "--tmpdir", outdir], timeout=120)
+if r.returncode != 0 or ("note: --threads" in r.stdout) != (cores < 2) or \
+        any(l.startswith("llama 1+1 POSITIONAL, 2 thr: deduplicate() ran on") for l in r.stdout.splitlines()):
+    problems.append(f"--threads {given} with {cores} cores: exit {r.returncode}, stdout {r.stdout!r}")
 
 os.remove(not_a_dir)
 if problems:

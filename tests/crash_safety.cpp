@@ -903,6 +903,9 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
         "its directory " + dir + "/missing/deeper does not exist");
   CHECK(cannot_create_reason(dir + "/a_dir/new.ptd", ENOENT) == std::strerror(ENOENT));  // its directory is there
   CHECK(cannot_create_reason(dir + "/a_file/new.ptd", ENOTDIR) == std::strerror(ENOTDIR));
+  // ENOENT where the directory cannot be looked at for another reason (a
+  // regular file in its path: ENOTDIR) is not "its directory does not exist".
+  CHECK(cannot_create_reason(dir + "/a_file/sub/new.ptd", ENOENT) == std::strerror(ENOENT));
   REQUIRE(::mkfifo((dir + "/fifo").c_str(), 0600) == 0);
   errno = 0;
   CHECK_FALSE(can_create_file(dir + "/fifo"));

@@ -1022,6 +1022,17 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   CHECK(e.message() == json + " (" + std::to_string(read_file(json).size()) +
                            " bytes, not a .ptd file): flatbuffer identifier is not FT01 (MalformedHeader at 4)");
   unchanged();
+  // A .ptd broken past its identifier (the FH01 magic) is a broken .ptd,
+  // not a file of another kind: no "not a .ptd file".
+  const std::string bad_magic = std::string(WDEDUP_TEST_TMPDIR) + "/import_bad_magic.ptd";
+  std::vector<std::uint8_t> bad_bytes = read_file(simple);
+  bad_bytes[8] ^= 0xFF;  // format::kHeaderOffset: "FH01"
+  REQUIRE(write_file(bad_magic, bad_bytes));
+  e = files.add(program, bad_magic);
+  CHECK(e.error() == Error::MalformedHeader);
+  CHECK(e.message() == bad_magic + " (" + std::to_string(bad_bytes.size()) +
+                           " bytes): extended header magic is not FH01 (MalformedHeader at 8)");
+  unchanged();
   // Cut short: the reader names the header field whose range passes the
   // end (flatbuffer_size, at 24), the message the file's own size.
   const std::string cut = std::string(WDEDUP_TEST_TMPDIR) + "/import_cut.ptd";

@@ -1656,3 +1656,23 @@ TEST_CASE("verify through memory the caller lends: any size from 1 byte, read in
   CHECK(st.error() == Error::MalformedSegment);
   CHECK(st.failure().at == off);
 }
+
+TEST_CASE("check_source: a map opened in place fails once its BufferSource points at other memory of the same size") {
+  // A memory-backed source of the caller's (instance() 0) whose bytes moved:
+  // the same size, the same instance, another address. Only the address
+  // check in check_source() tells it (the bytes are even identical).
+  const Bytes first = read_fixture("simple.ptd");
+  const Bytes second = first;  // same size and bytes, another address
+  REQUIRE(first.data() != second.data());
+  BufferSource src(first.data(), first.size());
+  Result<NamedDataMap> m = NamedDataMap::open(src);
+  REQUIRE(m.ok());
+  REQUIRE(m->check_source().ok());
+  src = BufferSource(second.data(), second.size());
+  REQUIRE(src.size() == m->file_size());
+  REQUIRE(src.instance() == 0);
+  const Status st = m->check_source();
+  CHECK(st.error() == Error::InvalidArgument);
+  src = BufferSource(first.data(), first.size());  // back where it was
+  CHECK(m->check_source().ok());
+}

@@ -3,6 +3,12 @@
 // fields, segments, and for every key (in order) its segment, absolute
 // offset, size, SHA-256 of its bytes and its layout.
 // REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
+// The no-POSIX build renames the POSIX calls only the runtime makes, so
+// that a call would not link (tests/meson.build): a list that lost one
+// would let its call through unnoticed.
+#if defined(WDEDUP_NO_POSIX) && (!defined(posix_memalign) || !defined(pread) || !defined(pread64))
+#error "ptd_fixtures_no_posix: posix_memalign, pread and pread64 must each be renamed (tests/meson.build)"
+#endif
 #include <doctest/doctest.h>
 
 #include <cstdint>

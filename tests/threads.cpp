@@ -6,7 +6,9 @@
 // sanitizer, whose runtimes interpose it themselves).
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -171,4 +173,34 @@ TEST_CASE("bench::dedup_threads gives the threads deduplicate() runs on at once,
   CHECK(wdedup::bench::dedup_threads(tiny.program, 64) == 1);
   CHECK(wdedup::bench::dedup_threads(mid.program, 64) == 3);
   CHECK(wdedup::bench::dedup_threads(many.program, 64) == 2);
+}
+
+TEST_CASE("bench::dedup_threads: given more than kMaxThreads, at most kMaxThreads, however much work there is") {
+  // deduplicate() runs on at most kMaxThreads; a program with work for more
+  // (a tensor said to be 8 GiB: dedup_threads reads its size only) must
+  // not make its baselines run on more than that.
+  if (sizeof(void*) < 8) return;
+  static const std::uint8_t byte = 0;
+  Program program;
+  program.add_method("m").add_partition().add("big", ByteSpan(&byte, std::size_t{8} << 30), 1);
+  CHECK(wdedup::bench::dedup_threads(program, 5000) == DedupOptions::kMaxThreads);
+  CHECK(wdedup::bench::dedup_threads(program, DedupOptions::kMaxThreads) == DedupOptions::kMaxThreads);
+  CHECK(wdedup::bench::dedup_threads(program, 3) == 3);
+}
+
+TEST_CASE("threads_at_once counts from the threads alive at the reset, not those that live on past it") {
+  // A thread started before the reset and still running is not the timed
+  // call's: it must not count among those the call ran on at once.
+  REQUIRE_MESSAGE(wbench::threads_at_once() >= 0, "no pthread_create to count (a static build?)");
+  std::atomic<bool> go{false};
+  std::thread lingering([&go] {
+    while (!go.load()) std::this_thread::yield();
+  });
+  wbench::reset_threads_at_once();
+  CHECK(wbench::threads_at_once() == 0);
+  std::thread one([] {});
+  one.join();
+  CHECK(wbench::threads_at_once() == 1);
+  go = true;
+  lingering.join();
 }
