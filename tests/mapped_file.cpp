@@ -487,33 +487,29 @@ TEST_CASE("a copy of a map fails check_source() once another file of its size ta
   }
 }
 
+namespace {
+
+/// A moved-from `Source` (MmapSource or FileSource) of `path` has instance
+/// 0, and the move hands its number on, by construction and by assignment.
+template <class Source>
+void check_instance_moves(const std::string& path) {
+  Source a = *Source::open(path.c_str());
+  const std::uint64_t n = a.instance();
+  REQUIRE(n != 0);
+  Source b(static_cast<Source&&>(a));
+  CHECK(b.instance() == n);
+  CHECK(a.instance() == 0);
+  Source c = *Source::open(path.c_str());
+  CHECK(c.instance() != n);
+  c = static_cast<Source&&>(b);
+  CHECK(c.instance() == n);
+  CHECK(b.instance() == 0);
+}
+
+}  // namespace
+
 TEST_CASE("a moved-from MmapSource or FileSource has instance 0; the move hands the number on") {
   // DataSource's contract: a number no other source of the process has had.
-  // After a move the new source has it; the one moved from has none (0),
-  // as after a move assignment.
-  const std::string path = fixture("simple.ptd");
-  {
-    MmapSource a = *MmapSource::open(path.c_str());
-    const std::uint64_t n = a.instance();
-    REQUIRE(n != 0);
-    MmapSource b(static_cast<MmapSource&&>(a));
-    CHECK(b.instance() == n);
-    CHECK(a.instance() == 0);
-    MmapSource c = *MmapSource::open(path.c_str());
-    c = static_cast<MmapSource&&>(b);
-    CHECK(c.instance() == n);
-    CHECK(b.instance() == 0);
-  }
-  {
-    FileSource a = *FileSource::open(path.c_str());
-    const std::uint64_t n = a.instance();
-    REQUIRE(n != 0);
-    FileSource b(static_cast<FileSource&&>(a));
-    CHECK(b.instance() == n);
-    CHECK(a.instance() == 0);
-    FileSource c = *FileSource::open(path.c_str());
-    c = static_cast<FileSource&&>(b);
-    CHECK(c.instance() == n);
-    CHECK(b.instance() == 0);
-  }
+  check_instance_moves<MmapSource>(fixture("simple.ptd"));
+  check_instance_moves<FileSource>(fixture("simple.ptd"));
 }
