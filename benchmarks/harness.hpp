@@ -117,6 +117,15 @@ struct Row {
   /// inconsistent count): its figure is no result, and its target not met.
   bool failed = false;
 
+  /// The extra figure named `key`, or nullopt.
+  std::optional<double> extra_value(const std::string& key) const {
+    for (const auto& [k, v] : extra)
+      if (k == key) return v;
+    return std::nullopt;
+  }
+  /// The workload a dedup row is of: its name before the first ':'.
+  std::string workload() const { return name.substr(0, name.find(':')); }
+
   std::optional<bool> met() const {
     if (!target) return std::nullopt;
     if (failed) return false;

@@ -828,15 +828,14 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
   std::string shares;
   for (const Row& w : r.rows) {
     if (w.group != "dedup") continue;
-    const std::string label = w.name.substr(0, w.name.find(':'));
-    for (const auto& [key, value] : w.extra) {
-      if (key != "input_on_huge_pages" || std::find(seen.begin(), seen.end(), label) != seen.end()) continue;
-      seen.push_back(label);
-      char pct[32];
-      if (value < 0) std::snprintf(pct, sizeof pct, "unknown");
-      else std::snprintf(pct, sizeof pct, "%.0f%%", 100 * value);
-      shares += (shares.empty() ? "" : ", ") + label + " " + pct;
-    }
+    const std::string label = w.workload();
+    const std::optional<double> share = w.extra_value("input_on_huge_pages");
+    if (!share || std::find(seen.begin(), seen.end(), label) != seen.end()) continue;
+    seen.push_back(label);
+    char pct[32];
+    if (*share < 0) std::snprintf(pct, sizeof pct, "unknown");
+    else std::snprintf(pct, sizeof pct, "%.0f%%", 100 * *share);
+    shares += (shares.empty() ? "" : ", ") + label + " " + pct;
   }
   if (!shares.empty())
     std::printf("dedup input on huge pages: %s (--input-pages %s: the small-tensor and adversarial workloads).\n",
@@ -849,14 +848,11 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
   std::vector<std::string> read_little;
   for (const Row& w : r.rows) {
     if (w.group != "dedup" || w.name.find(": identity engine") == std::string::npos) continue;
-    const std::string label = w.name.substr(0, w.name.find(':'));
+    const std::string label = w.workload();
     if (std::find(read_little.begin(), read_little.end(), label) != read_little.end()) continue;
-    double examined = 0, hashed = 0, compared = 0;
-    for (const auto& [key, value] : w.extra) {
-      if (key == "bytes_examined") examined = value;
-      if (key == "bytes_hashed") hashed = value;
-      if (key == "bytes_compared") compared = value;
-    }
+    const double examined = w.extra_value("bytes_examined").value_or(0),
+                 hashed = w.extra_value("bytes_hashed").value_or(0),
+                 compared = w.extra_value("bytes_compared").value_or(0);
     const double read = std::min(examined, hashed + 2 * compared);
     if (examined > 0 && read < 0.5 * examined) {
       read_little.push_back(label);
@@ -871,15 +867,15 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
   std::vector<std::pair<std::string, unsigned>> fewer;
   for (const Row& w : r.rows) {
     if (w.group != "dedup" || w.threads <= 1) continue;
-    const std::string label = w.name.substr(0, w.name.find(':'));
-    for (const auto& [key, value] : w.extra)
-      if (key == "threads_run" && value < w.threads &&
-          std::find(fewer.begin(), fewer.end(), std::make_pair(label, w.threads)) == fewer.end()) {
-        fewer.emplace_back(label, w.threads);
-        std::printf("%s, %u thr: deduplicate() ran on %.0f (one thread per 4 MiB of work), and so did its "
-                    "baselines.\n",
-                    label.c_str(), w.threads, value);
-      }
+    const std::string label = w.workload();
+    const std::optional<double> run = w.extra_value("threads_run");
+    if (run && *run < w.threads &&
+        std::find(fewer.begin(), fewer.end(), std::make_pair(label, w.threads)) == fewer.end()) {
+      fewer.emplace_back(label, w.threads);
+      std::printf("%s, %u thr: deduplicate() ran on %.0f (one thread per 4 MiB of work), and so did its "
+                  "baselines.\n",
+                  label.c_str(), w.threads, *run);
+    }
   }
   // Which rows the machine set more than the code (steadiness.hpp).
   std::fputs(wbench::steadiness_text(r).c_str(), stdout);
