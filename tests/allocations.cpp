@@ -24,6 +24,9 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "support/ptd_files.hpp"
 #include "wdedup/runtime.hpp"
 
@@ -364,10 +367,19 @@ TEST_CASE("a MappedFile opened, moved, moved over and queried allocates nothing"
     CAPTURE(path);
     QueryStats q;
     std::uint64_t nonempty = 0;
+    // The second from a descriptor, through a window of the whole file.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    const std::uint64_t size = static_cast<std::uint64_t>(::lseek(fd, 0, SEEK_END));
     Window w;
-    open_move_query<MappedFile>([&](int) { return MappedFile::open(path.c_str()); }, q, &nonempty);
+    open_move_query<MappedFile>(
+        [&](int k) {
+          return k == 0 ? MappedFile::open(path.c_str()) : MappedFile::from_fd(fd, {}, FileWindow{0, size});
+        },
+        q, &nonempty);
     // (munmap inside the window)
     w.stop();
+    ::close(fd);
     check_nothing_allocated(q, w);
   }
 }
@@ -406,14 +418,19 @@ TEST_CASE("a PreadFile opened, moved, moved over and queried allocates only the 
     CAPTURE(path);
     QueryStats q;
     std::uint64_t nonempty = 0;
+    // The second from a descriptor (FileSource::from_fd duplicates it).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
     Window w;
     open_move_query<PreadFile>(
         [&](int k) {
-          return PreadFile::open(path.c_str(), Span<std::uint8_t>(g_metadata + static_cast<std::size_t>(k) * kHalf, kHalf));
+          const Span<std::uint8_t> memory(g_metadata + static_cast<std::size_t>(k) * kHalf, kHalf);
+          return k == 0 ? PreadFile::open(path.c_str(), memory) : PreadFile::from_fd(fd, memory);
         },
         q, &nonempty);
     // (both descriptors closed inside the window)
     w.stop();
+    ::close(fd);
     check_only_copies_allocated(q, w, nonempty);
   }
 }

@@ -160,6 +160,19 @@ void snippet() {{
 """
 
 
+def file_window(body):
+    # What AAsset_openFileDescriptor64 gives: a descriptor, and off64_t start and length.
+    return f"""#include <cstdint>
+#include <unistd.h>
+#include <wdedup/runtime.hpp>
+int fail(const wdedup::Failure& f);
+int snippet(int fd, long long start, long long length) {{
+{body}
+return 0;
+}}
+"""
+
+
 # (name, text only that snippet holds, scaffold, extra flags)
 SCAFFOLDS = [
     ('build-time use', 'deduplicate<wdedup::Strategy<wdedup::OneBlob>>', build_time, []),
@@ -171,6 +184,7 @@ SCAFFOLDS = [
     ('removing the temporary file on a signal', 'options.on_temporary =', temporary_watch, []),
     ('a file whose segments moved', 'options.allow_moved_segments = true;', moved_segments, RUNTIME_FLAGS),
     ('a handler before the trap', 'wdedup::set_failed_result_handler(', failed_result_handler, RUNTIME_FLAGS),
+    ('a window of a descriptor', 'MappedFile::from_fd(', file_window, RUNTIME_FLAGS),
 ]
 
 

@@ -26,30 +26,38 @@ namespace {
 
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 
-/// A sparse file of `size` bytes holding `n` bytes at `at` (64-bit calls:
-/// the test itself is built with a 32-bit off_t in one of its builds).
-bool make_sparse(const std::string& path, std::uint64_t size, std::uint64_t at, const char* bytes, std::size_t n) {
+/// A sparse file of `size` bytes holding `n` bytes at `at` and `n2` at
+/// `at2` (64-bit calls: the test itself is built with a 32-bit off_t in
+/// one of its builds).
+bool make_sparse(const std::string& path, std::uint64_t size, std::uint64_t at, const char* bytes, std::size_t n,
+                 std::uint64_t at2, const char* bytes2, std::size_t n2) {
 #if defined(__GLIBC__) && defined(__USE_LARGEFILE64)
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_LARGEFILE, 0644);
   if (fd < 0) return false;
   const bool ok = ::ftruncate64(fd, static_cast<off64_t>(size)) == 0 &&
-                  ::pwrite64(fd, bytes, n, static_cast<off64_t>(at)) == static_cast<ssize_t>(n);
+                  ::pwrite64(fd, bytes, n, static_cast<off64_t>(at)) == static_cast<ssize_t>(n) &&
+                  ::pwrite64(fd, bytes2, n2, static_cast<off64_t>(at2)) == static_cast<ssize_t>(n2);
 #else  // (musl, macOS: off_t has 64 bits everywhere)
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return false;
   const bool ok = ::ftruncate(fd, static_cast<off_t>(size)) == 0 &&
-                  ::pwrite(fd, bytes, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
+                  ::pwrite(fd, bytes, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n) &&
+                  ::pwrite(fd, bytes2, n2, static_cast<off_t>(at2)) == static_cast<ssize_t>(n2);
 #endif
   return ::close(fd) == 0 && ok;
 }
 
 }  // namespace
 
-TEST_CASE("a sparse file of 5 GiB: FileSource reads past 2 and 4 GiB; MmapSource maps it or says it cannot") {
+TEST_CASE("a sparse file of 5 GiB: FileSource reads past 2 and 4 GiB; MmapSource maps it or says it cannot, and maps a window of it") {
   const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/large_file_" + std::to_string(8 * sizeof(void*)) + ".bin";
   const std::uint64_t size = 5 * kGiB + 16, at = 4 * kGiB - 4;
   const char marks[] = "wdedup: across 4 GiB";  // 20 bytes from 4 GiB - 4
-  if (!make_sparse(path, size, at, marks, sizeof marks - 1)) {
+  // And 20 past 4 GiB, for a window there: an offset cut to 32 bits would
+  // read the zeros at 4096 + 10.
+  const std::uint64_t at2 = 4 * kGiB + 4096 + 10;
+  const char marks2[] = "wdedup: past 4 GiB!!";
+  if (!make_sparse(path, size, at, marks, sizeof marks - 1, at2, marks2, sizeof marks2 - 1)) {
     MESSAGE("cannot make a sparse 5 GiB file in " WDEDUP_TEST_TMPDIR ": not tried");
     return;
   }
@@ -84,6 +92,43 @@ TEST_CASE("a sparse file of 5 GiB: FileSource reads past 2 and 4 GiB; MmapSource
       REQUIRE(v != nullptr);
       CHECK(std::memcmp(v, marks, 20) == 0);
     }
+  }
+  {
+    // A window of it, past 2 and 4 GiB: a 32-bit program maps it too (the
+    // mapping starts at the page before `at`, past a 32-bit off_t), from the
+    // path or from a descriptor.
+#if defined(__GLIBC__) && defined(__USE_LARGEFILE64)
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_LARGEFILE);
+#else
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+#endif
+    REQUIRE(fd >= 0);
+    const wdedup::FileWindow around{at - 100, 200}, past{4 * kGiB + 4096, 4096};
+    for (int how = 0; how < 2; ++how) {
+      CAPTURE(how);
+      wdedup::Result<wdedup::MmapSource> m =
+          how == 0 ? wdedup::MmapSource::open(path.c_str(), around) : wdedup::MmapSource::from_fd(fd, around);
+      REQUIRE_MESSAGE(m.ok(), m.failure().what, " ", m.failure().at);
+      CHECK(m->size() == 200);
+      const std::uint8_t* v = m->view(100, 20);
+      REQUIRE(v != nullptr);
+      CHECK(std::memcmp(v, marks, 20) == 0);
+      CHECK(reinterpret_cast<std::uintptr_t>(m->data()) % 4096 == (at - 100) % 4096);
+      wdedup::Result<wdedup::MmapSource> z =
+          how == 0 ? wdedup::MmapSource::open(path.c_str(), past) : wdedup::MmapSource::from_fd(fd, past);
+      REQUIRE(z.ok());
+      CHECK(z->size() == 4096);
+      CHECK(std::memcmp(z->data() + 10, marks2, 20) == 0);
+      CHECK(std::vector<std::uint8_t>(z->data(), z->data() + 10) == std::vector<std::uint8_t>(10, 0));
+      wdedup::Result<wdedup::FileSource> f =
+          how == 0 ? wdedup::FileSource::open(path.c_str(), around) : wdedup::FileSource::from_fd(fd, around);
+      REQUIRE(f.ok());
+      char got[20] = {};
+      REQUIRE(f->read(100, got, sizeof got).ok());
+      CHECK(std::memcmp(got, marks, sizeof got) == 0);
+      CHECK(f->read(190, got, 20).error() == wdedup::Error::Truncated);  // the window ends at 200
+    }
+    CHECK(::close(fd) == 0);
   }
   CHECK(::unlink(path.c_str()) == 0);
 }

@@ -92,17 +92,26 @@ class SourceWithMap {
 /// freed: a copy must not outlive it).
 class MappedFile : public detail::SourceWithMap<MmapSource> {
  public:
-  /// Maps `path` (MmapSource::open's failures) and opens it
-  /// (NamedDataMap::open's, with `options`). Allocates nothing.
-  static Result<MappedFile> open(const char* path, const OpenOptions& options = {}) noexcept {
-    Result<MmapSource> source = MmapSource::open(path);
+  /// Maps `path`, or the window of it (MmapSource::open's failures), and
+  /// opens it (NamedDataMap::open's, with `options`). Allocates nothing.
+  static Result<MappedFile> open(const char* path, const OpenOptions& options = {},
+                                 FileWindow window = {}) noexcept {
+    return over(MmapSource::open(path, window), options);
+  }
+  /// The same for the file open as `fd`, which stays the caller's
+  /// (MmapSource::from_fd).
+  static Result<MappedFile> from_fd(int fd, const OpenOptions& options = {}, FileWindow window = {}) noexcept {
+    return over(MmapSource::from_fd(fd, window), options);
+  }
+
+ private:
+  static Result<MappedFile> over(Result<MmapSource>&& source, const OpenOptions& options) noexcept {
     if (!source) return source.failure();
     Result<NamedDataMap> map = NamedDataMap::open(*source, options);
     if (!map) return map.failure();
     return MappedFile(static_cast<MmapSource&&>(*source), *map);
   }
 
- private:
   MappedFile(MmapSource&& source, const NamedDataMap& map) noexcept
       : SourceWithMap(static_cast<MmapSource&&>(source), map) {}
 };
@@ -119,26 +128,43 @@ class MappedFile : public detail::SourceWithMap<MmapSource> {
 /// Allocates nothing but get_data()'s copies.
 class PreadFile : public detail::SourceWithMap<FileSource> {
  public:
-  /// Opens `path` (FileSource::open's failures) and its map over
-  /// `metadata_memory` (NamedDataMap::open's, with `options`): too little
-  /// memory is BufferTooSmall, `at` the bytes it needs.
+  /// Opens `path`, or the window of it (FileSource::open's failures), and
+  /// its map over `metadata_memory` (NamedDataMap::open's, with `options`):
+  /// too little memory is BufferTooSmall, `at` the bytes it needs.
   static Result<PreadFile> open(const char* path, Span<std::uint8_t> metadata_memory,
-                                const OpenOptions& options = {}) noexcept {
-    Result<FileSource> source = FileSource::open(path);
+                                const OpenOptions& options = {}, FileWindow window = {}) noexcept {
+    return over(FileSource::open(path, window), metadata_memory, options);
+  }
+  /// The same for the file open as `fd`, which stays the caller's
+  /// (FileSource::from_fd reads through a duplicate).
+  static Result<PreadFile> from_fd(int fd, Span<std::uint8_t> metadata_memory, const OpenOptions& options = {},
+                                   FileWindow window = {}) noexcept {
+    return over(FileSource::from_fd(fd, window), metadata_memory, options);
+  }
+  /// The metadata memory open() needs for the file at `path` (or the
+  /// window of it) as it is now: NamedDataMap::metadata_size over a
+  /// FileSource of it.
+  static Result<std::uint64_t> metadata_size(const char* path, FileWindow window = {}) noexcept {
+    return metadata_size_of(FileSource::open(path, window));
+  }
+  /// The same for from_fd().
+  static Result<std::uint64_t> metadata_size_from_fd(int fd, FileWindow window = {}) noexcept {
+    return metadata_size_of(FileSource::from_fd(fd, window));
+  }
+
+ private:
+  static Result<PreadFile> over(Result<FileSource>&& source, Span<std::uint8_t> metadata_memory,
+                                const OpenOptions& options) noexcept {
     if (!source) return source.failure();
     Result<NamedDataMap> map = NamedDataMap::open(*source, metadata_memory, options);
     if (!map) return map.failure();
     return PreadFile(static_cast<FileSource&&>(*source), *map);
   }
-  /// The metadata memory open() needs for the file at `path` as it is now:
-  /// NamedDataMap::metadata_size over a FileSource of it.
-  static Result<std::uint64_t> metadata_size(const char* path) noexcept {
-    Result<FileSource> source = FileSource::open(path);
+  static Result<std::uint64_t> metadata_size_of(Result<FileSource>&& source) noexcept {
     if (!source) return source.failure();
     return NamedDataMap::metadata_size(*source);
   }
 
- private:
   PreadFile(FileSource&& source, const NamedDataMap& map) noexcept
       : SourceWithMap(static_cast<FileSource&&>(source), map) {}
 };

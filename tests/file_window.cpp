@@ -1,0 +1,404 @@
+// Tests for the file sources' descriptors and windows
+// (wdedup/runtime/file_sources.hpp, mapped_file.hpp): a .ptd file put
+// inside a bigger one is read through a FileWindow exactly as the file
+// itself, by MmapSource, FileSource, MappedFile and PreadFile, opened from
+// a path or from a descriptor; a descriptor stays the caller's; a window is
+// the source's whole world; each bad descriptor or window is refused by
+// name, leaving no descriptor or mapping behind. Built with
+// -fno-exceptions -fno-rtti.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
+#include <doctest/doctest.h>
+
+#include "support/wdedup_file.hpp"  // first: see the note there
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "support/ptd_files.hpp"
+#include "wdedup/runtime.hpp"
+
+using namespace wdedup;
+using namespace wdedup_test;
+
+namespace {
+
+std::string text(KeyView k) { return std::string(k.data(), k.size()); }
+
+/// `m` reads every key as `ref` does: names, bytes, offsets, layouts.
+void check_reads_as(const NamedDataMap& m, const NamedDataMap& ref) {
+  const std::size_t n = *ref.get_num_keys();
+  REQUIRE(*m.get_num_keys() == n);
+  CHECK(m.file_size() == ref.file_size());
+  CHECK(m.function_count() == ref.function_count());
+  for (std::size_t i = 0; i < n; i += n > 1024 ? 16 : 1) {
+    const KeyView k = *ref.get_key(i);
+    CAPTURE(text(k));
+    CHECK(text(*m.get_key(i)) == text(k));
+    Result<DataBuffer> a = m.get_data(k), b = ref.get_data(k);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    REQUIRE(a->size() == b->size());
+    CHECK(std::memcmp(a->data(), b->data(), a->size()) == 0);
+    CHECK(m.find(k)->offset == ref.find(k)->offset);
+    Result<TensorLayout> la = m.get_tensor_layout(k), lb = ref.get_tensor_layout(k);
+    REQUIRE(la.ok() == lb.ok());
+    if (la.ok()) CHECK(la->nbytes() == lb->nbytes());
+  }
+}
+
+/// `lead` bytes of 0xCC, the file, 4096 bytes of 0xEE: a container whose
+/// window {lead, file size} is the file.
+std::string write_container(const std::string& name, const std::vector<std::uint8_t>& file, std::size_t lead) {
+  std::vector<std::uint8_t> bytes(lead, 0xCC);
+  bytes.insert(bytes.end(), file.begin(), file.end());
+  bytes.insert(bytes.end(), 4096, 0xEE);
+  return write_temp(name, bytes);
+}
+
+/// An open descriptor, closed when it goes.
+struct Fd {
+  explicit Fd(int f) : fd(f) {}
+  Fd(const std::string& path, int flags) : fd(::open(path.c_str(), flags | O_CLOEXEC)) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  int fd;
+};
+
+/// Open descriptors of this process (a refusal must leave none behind).
+std::size_t open_fds() { return dir_entries("/proc/self/fd").size(); }
+
+/// Mappings of `path` in this process (an unmap must let the whole mapping
+/// go, the page before the window too).
+std::size_t mappings_of(const std::string& file) {
+  char resolved[PATH_MAX];
+  REQUIRE(::realpath(file.c_str(), resolved) != nullptr);
+  const std::string path = resolved;
+  std::ifstream maps("/proc/self/maps");
+  std::size_t n = 0;
+  for (std::string line; std::getline(maps, line);)
+    if (line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0) ++n;
+  return n;
+}
+
+/// A map over `src` with lent metadata memory, kept with it.
+struct LentMap {
+  explicit LentMap(const DataSource& src) {
+    Result<std::uint64_t> need = NamedDataMap::metadata_size(src);
+    REQUIRE(need.ok());
+    memory = AlignedBytes(static_cast<std::size_t>(*need), 8);
+    map.emplace(NamedDataMap::open(src, memory.span()));
+  }
+  AlignedBytes memory;
+  std::optional<Result<NamedDataMap>> map;
+};
+
+std::vector<std::string> all_files() {
+  std::vector<std::string> out = fixture_paths();
+  out.push_back(wdedup_file_path());
+  return out;
+}
+
+// Where the file starts in its container: page-aligned (0, 4096, 12352 is
+// 3 pages and 64), 8-aligned but not a page (8), and at odd places (5, 4095).
+constexpr std::size_t kLeads[] = {0, 8, 4096, 3 * 4096 + 64, 5, 4095};
+
+}  // namespace
+
+TEST_CASE("every fixture and a wdedup file, inside a bigger file, read through a window as the file itself") {
+  for (const std::string& path : all_files()) {
+    const std::vector<std::uint8_t> file = read_file(path);
+    MappedFile ref = *MappedFile::open(path.c_str());
+    for (const std::size_t lead : kLeads) {
+      CAPTURE(path);
+      CAPTURE(lead);
+      const std::string container = write_container("window_container.bin", file, lead);
+      const FileWindow window{lead, file.size()};
+      const Fd fd(container, O_RDONLY);
+      REQUIRE(fd.fd >= 0);
+      const bool in_place = lead % 8 == 0;  // the map asks memory 8-byte aligned
+
+      // MmapSource, from the path and from the descriptor.
+      for (int how = 0; how < 2; ++how) {
+        CAPTURE(how);
+        Result<MmapSource> src = how == 0 ? MmapSource::open(container.c_str(), window)
+                                          : MmapSource::from_fd(fd.fd, window);
+        REQUIRE(src.ok());
+        CHECK(src->size() == file.size());
+        if (!file.empty()) {
+          // At the address file offset `lead` has in a mapping of the whole file.
+          CHECK(reinterpret_cast<std::uintptr_t>(src->data()) % 4096 == lead % 4096);
+          CHECK(std::memcmp(src->data(), file.data(), file.size()) == 0);
+        }
+        Result<NamedDataMap> map = NamedDataMap::open(*src);
+        if (in_place) {
+          REQUIRE(map.ok());
+          check_reads_as(*map, ref.map());
+        } else {
+          CHECK(map.error() == Error::Misaligned);
+          CHECK(std::string(map.failure().what) == "source memory is not 8-byte aligned");
+        }
+        LentMap lent(*src);  // metadata copied: any address
+        REQUIRE(lent.map->ok());
+        check_reads_as(lent.map->value(), ref.map());
+      }
+
+      // FileSource, from the path and from the descriptor.
+      for (int how = 0; how < 2; ++how) {
+        CAPTURE(how);
+        Result<FileSource> src = how == 0 ? FileSource::open(container.c_str(), window)
+                                          : FileSource::from_fd(fd.fd, window);
+        REQUIRE(src.ok());
+        CHECK(src->size() == file.size());
+        CHECK(src->window_offset() == lead);
+        LentMap lent(*src);
+        REQUIRE(lent.map->ok());
+        check_reads_as(lent.map->value(), ref.map());
+      }
+
+      // MappedFile and PreadFile, both ways.
+      for (int how = 0; how < 2; ++how) {
+        CAPTURE(how);
+        Result<MappedFile> mf = how == 0 ? MappedFile::open(container.c_str(), {}, window)
+                                         : MappedFile::from_fd(fd.fd, {}, window);
+        if (in_place) {
+          REQUIRE(mf.ok());
+          check_reads_as(mf->map(), ref.map());
+        } else {
+          CHECK(mf.error() == Error::Misaligned);
+        }
+        Result<std::uint64_t> need = how == 0 ? PreadFile::metadata_size(container.c_str(), window)
+                                              : PreadFile::metadata_size_from_fd(fd.fd, window);
+        REQUIRE(need.ok());
+        CHECK(*need == *PreadFile::metadata_size(path.c_str()));
+        AlignedBytes memory(static_cast<std::size_t>(*need), 8);
+        Result<PreadFile> pf = how == 0 ? PreadFile::open(container.c_str(), memory.span(), {}, window)
+                                        : PreadFile::from_fd(fd.fd, memory.span(), {}, window);
+        REQUIRE(pf.ok());
+        check_reads_as(pf->map(), ref.map());
+      }
+    }
+  }
+}
+
+TEST_CASE("a window is the source's whole world: reads stop at its end where the file goes on") {
+  const std::vector<std::uint8_t> file = wdedup_file_bytes();
+  const std::string container = write_container("window_world.bin", file, 4096 + 8);
+  const std::uint64_t n = file.size();
+  const FileWindow window{4096 + 8, n};
+  std::vector<std::uint8_t> buf(static_cast<std::size_t>(n) + 2, 0);
+
+  Result<FileSource> f = FileSource::open(container.c_str(), window);
+  REQUIRE(f.ok());
+  REQUIRE(f->read(0, buf.data(), n).ok());
+  CHECK(std::memcmp(buf.data(), file.data(), file.size()) == 0);
+  REQUIRE(f->read(n - 1, buf.data(), 1).ok());
+  CHECK(buf[0] == file.back());
+  Status past = f->read(n - 1, buf.data(), 2);  // the container's next byte is 0xEE
+  CHECK(past.error() == Error::Truncated);
+  CHECK(std::string(past.failure().what) == "read past the end of the file");
+  CHECK(past.failure().at == n - 1);
+  CHECK(f->view(0, 1) == nullptr);
+
+  Result<MmapSource> m = MmapSource::open(container.c_str(), window);
+  REQUIRE(m.ok());
+  CHECK(m->view(n - 1, 1) == m->data() + (n - 1));
+  CHECK(m->view(n - 1, 2) == nullptr);
+  CHECK(m->read(n - 1, buf.data(), 2).error() == Error::Truncated);
+
+  // To the file's end by default: the 0xEE tail is then in the window.
+  Result<FileSource> rest = FileSource::open(container.c_str(), FileWindow{4096 + 8});
+  REQUIRE(rest.ok());
+  CHECK(rest->size() == n + 4096);
+  REQUIRE(rest->read(n, buf.data(), 1).ok());
+  CHECK(buf[0] == 0xEE);
+  // And a window of the whole file is the file: the 0xCC lead at 0.
+  Result<FileSource> whole = FileSource::open(container.c_str());
+  REQUIRE(whole.ok());
+  CHECK(whole->size() == 4096 + 8 + n + 4096);
+  CHECK(whole->window_offset() == 0);
+  REQUIRE(whole->read(0, buf.data(), 1).ok());
+  CHECK(buf[0] == 0xCC);
+}
+
+TEST_CASE("a descriptor given stays the caller's: its own state, its file position, open after the source goes") {
+  const std::string path = wdedup_file_path();
+  const std::vector<std::uint8_t> file = wdedup_file_bytes();
+  Fd fd(path, O_RDONLY);
+  REQUIRE(fd.fd >= 0);
+  REQUIRE(::lseek(fd.fd, 17, SEEK_SET) == 17);
+  const int fd_flags = ::fcntl(fd.fd, F_GETFD);
+  std::vector<std::uint8_t> buf(file.size());
+  std::uint64_t first = 0;
+  {
+    Result<FileSource> f = FileSource::from_fd(fd.fd);
+    REQUIRE(f.ok());
+    CHECK(f->fd() != fd.fd);                                // a duplicate of its own
+    CHECK((::fcntl(f->fd(), F_GETFD) & FD_CLOEXEC) != 0);  // not inherited by a child's exec
+    first = f->instance();
+    CHECK(first != 0);
+    REQUIRE(f->read(0, buf.data(), buf.size()).ok());
+    CHECK(buf == file);
+    FileSource moved = std::move(f).value();
+    CHECK(moved.instance() == first);
+    Result<FileSource> g = FileSource::from_fd(fd.fd);
+    REQUIRE(g.ok());
+    CHECK(g->instance() != first);
+    CHECK(g->instance() != 0);
+  }
+  CHECK(::fcntl(fd.fd, F_GETFD) == fd_flags);  // still open, as it was
+  CHECK(::lseek(fd.fd, 0, SEEK_CUR) == 17);    // pread moved no file position
+
+  // The caller may close its descriptor as soon as the call returns.
+  Fd mine(path, O_RDONLY);
+  Result<FileSource> f = FileSource::from_fd(mine.fd);
+  Result<MmapSource> m = MmapSource::from_fd(mine.fd);
+  Result<MappedFile> mf = MappedFile::from_fd(mine.fd);
+  REQUIRE(f.ok());
+  REQUIRE(m.ok());
+  REQUIRE(mf.ok());
+  REQUIRE(::close(mine.fd) == 0);
+  mine.fd = -1;
+  std::fill(buf.begin(), buf.end(), 0);
+  REQUIRE(f->read(0, buf.data(), buf.size()).ok());
+  CHECK(buf == file);
+  CHECK(std::memcmp(m->data(), file.data(), file.size()) == 0);
+  CHECK(mf->map().check_source().ok());
+  CHECK(*(*mf)->get_num_keys() == small_file_keys().size());
+}
+
+TEST_CASE("a bad descriptor is refused by name, with its errno, by every way to open one") {
+  const std::string path = wdedup_file_path();
+  AlignedBytes memory(1 << 16, 8);
+  struct Case {
+    const char* name;
+    int fd;
+    const char* what;
+    int err;
+  };
+  Fd write_only(path, O_WRONLY), as_path(path, O_PATH), dir(std::string(WDEDUP_TEST_TMPDIR), O_RDONLY | O_DIRECTORY);
+  int pipe_fds[2] = {-1, -1};
+  REQUIRE(::pipe(pipe_fds) == 0);
+  Fd pipe_read(pipe_fds[0]), pipe_write(pipe_fds[1]);
+  REQUIRE(write_only.fd >= 0);
+  REQUIRE(as_path.fd >= 0);
+  REQUIRE(dir.fd >= 0);
+  const std::size_t with_ours = open_fds();
+  const Case cases[] = {
+      {"not open", -1, "fcntl(F_GETFL) failed: not an open descriptor? (at = errno)", EBADF},
+      {"write-only", write_only.fd, "the descriptor is not open for reading (at = errno)", EBADF},
+      {"O_PATH", as_path.fd, "the descriptor is not open for reading (at = errno)", EBADF},
+      {"a directory", dir.fd, "not a regular file but a directory", 0},
+      {"a pipe", pipe_read.fd, "not a regular file but a FIFO", 0},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    std::vector<Failure> failures;
+    failures.push_back(MmapSource::from_fd(c.fd).failure());
+    failures.push_back(FileSource::from_fd(c.fd).failure());
+    failures.push_back(MappedFile::from_fd(c.fd).failure());
+    failures.push_back(PreadFile::from_fd(c.fd, memory.span()).failure());
+    failures.push_back(PreadFile::metadata_size_from_fd(c.fd).failure());
+    for (const Failure& f : failures) {
+      CHECK(f.code == Error::IoError);
+      CHECK(std::string(f.what) == c.what);
+      CHECK(failure_errno(f) == c.err);
+      if (c.err == 0) CHECK(f.at == 0);
+    }
+  }
+  CHECK(open_fds() == with_ours);  // nothing left open by a refusal
+}
+
+TEST_CASE("a window outside the file is refused with the file's size, leaving nothing open or mapped") {
+  const std::string path = wdedup_file_path();
+  const std::uint64_t n = wdedup_file_bytes().size();
+  const Fd fd(path, O_RDONLY);
+  REQUIRE(fd.fd >= 0);
+  AlignedBytes memory(1 << 16, 8);
+  const std::size_t fds = open_fds();
+  struct Case {
+    FileWindow window;
+    const char* what;
+  };
+  const Case cases[] = {
+      {{n + 1}, "the window starts past the end of the file (at = the file's size)"},
+      {{n + 1, 0}, "the window starts past the end of the file (at = the file's size)"},
+      {{~std::uint64_t{0}, 1}, "the window starts past the end of the file (at = the file's size)"},
+      {{10, n - 9}, "the window ends past the end of the file (at = the file's size)"},
+      {{0, n + 1}, "the window ends past the end of the file (at = the file's size)"},
+      {{10, FileWindow::kToEnd - 5}, "the window ends past the end of the file (at = the file's size)"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.window.offset);
+    CAPTURE(c.window.length);
+    std::vector<Failure> failures;
+    failures.push_back(MmapSource::open(path.c_str(), c.window).failure());
+    failures.push_back(MmapSource::from_fd(fd.fd, c.window).failure());
+    failures.push_back(FileSource::open(path.c_str(), c.window).failure());
+    failures.push_back(FileSource::from_fd(fd.fd, c.window).failure());
+    failures.push_back(MappedFile::open(path.c_str(), {}, c.window).failure());
+    failures.push_back(MappedFile::from_fd(fd.fd, {}, c.window).failure());
+    failures.push_back(PreadFile::open(path.c_str(), memory.span(), {}, c.window).failure());
+    failures.push_back(PreadFile::from_fd(fd.fd, memory.span(), {}, c.window).failure());
+    failures.push_back(PreadFile::metadata_size(path.c_str(), c.window).failure());
+    failures.push_back(PreadFile::metadata_size_from_fd(fd.fd, c.window).failure());
+    for (const Failure& f : failures) {
+      CHECK(f.code == Error::InvalidArgument);
+      CHECK(std::string(f.what) == c.what);
+      CHECK(f.at == n);
+    }
+    CHECK(open_fds() == fds);
+    CHECK(mappings_of(path) == 0);
+  }
+
+  // At the end, an empty window: an empty source, which no map opens.
+  for (const FileWindow w : {FileWindow{n}, FileWindow{n, 0}, FileWindow{3, 0}}) {
+    Result<MmapSource> m = MmapSource::from_fd(fd.fd, w);
+    Result<FileSource> f = FileSource::from_fd(fd.fd, w);
+    REQUIRE(m.ok());
+    REQUIRE(f.ok());
+    CHECK(m->size() == 0);
+    CHECK(m->data() == nullptr);
+    CHECK(f->size() == 0);
+    CHECK(NamedDataMap::open(*m).error() == Error::Truncated);
+    CHECK(mappings_of(path) == 0);
+  }
+}
+
+TEST_CASE("a mapped window goes whole: the pages before the window too, when destroyed or moved over") {
+  const std::vector<std::uint8_t> file = wdedup_file_bytes();
+  // a's window starts 4000 bytes into a page, so its mapping reaches a page
+  // past the window's length from that page: an unmap of the length alone
+  // would leave it.
+  REQUIRE(file.size() % 4096 > 96);
+  const std::string a = write_container("window_unmap_a.bin", file, 4096 + 4000);
+  const std::string b = write_container("window_unmap_b.bin", file, 2 * 4096 + 8);
+  REQUIRE(mappings_of(a) == 0);
+  {
+    Result<MmapSource> m = MmapSource::open(a.c_str(), FileWindow{4096 + 4000, file.size()});
+    REQUIRE(m.ok());
+    CHECK(mappings_of(a) == 1);
+    MmapSource moved = std::move(m).value();
+    CHECK(mappings_of(a) == 1);
+    Result<MmapSource> other = MmapSource::open(b.c_str(), FileWindow{2 * 4096 + 8, file.size()});
+    REQUIRE(other.ok());
+    moved = std::move(other).value();  // lets a's mapping go
+    CHECK(mappings_of(a) == 0);
+    CHECK(mappings_of(b) == 1);
+    CHECK(std::memcmp(moved.data(), file.data(), file.size()) == 0);
+  }
+  CHECK(mappings_of(b) == 0);
+}
