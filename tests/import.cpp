@@ -965,6 +965,40 @@ TEST_CASE("import: recorded alignments whose lcm no store can take import, and d
                        "key 'c' shares its bytes with keys that ask for 4192256");
 }
 
+TEST_CASE("PtdFiles names a file's method after the file: the stem, else the first free stem#k") {
+  Program program;
+  CHECK(wdedup::detail::free_method_name(program, "adapter") == "adapter");
+  program.add_method("adapter");
+  CHECK(wdedup::detail::free_method_name(program, "adapter") == "adapter#2");
+  // Names that only look like "adapter#k" take no number: another stem, a
+  // leading zero, a sign, a trailing character, "#1", "#".
+  for (const char* other : {"adapter#02", "adapter#+2", "adapter#2x", "adapter#1", "adapter#", "adapterx#2", "adapte"})
+    program.add_method(other);
+  CHECK(wdedup::detail::free_method_name(program, "adapter") == "adapter#2");
+  program.add_method("adapter#2");
+  program.add_method("adapter#4");
+  CHECK(wdedup::detail::free_method_name(program, "adapter") == "adapter#3");
+  program.add_method("adapter#3");
+  CHECK(wdedup::detail::free_method_name(program, "adapter") == "adapter#5");
+  // Numbers past what the methods could all take never decide.
+  program.add_method("adapter#99999999999999999999999");
+  CHECK(wdedup::detail::free_method_name(program, "adapter") == "adapter#5");
+  // A stem not yet taken is itself, whatever "stem#k" exist.
+  Program gaps;
+  gaps.add_method("w#2");
+  CHECK(wdedup::detail::free_method_name(gaps, "w") == "w");
+  // The same names as trying "stem", "stem#2", ... in turn, on every shape
+  // of taken set over a few names.
+  for (unsigned mask = 0; mask < 64; ++mask) {
+    Program p;
+    for (unsigned b = 0; b < 6; ++b)
+      if (mask & (1u << b)) p.add_method(b == 0 ? std::string("s") : "s#" + std::to_string(b + 1));
+    std::string expect = "s";
+    for (unsigned k = 2; p.find_method(expect) != nullptr; ++k) expect = "s#" + std::to_string(k);
+    CHECK(wdedup::detail::free_method_name(p, "s") == expect);
+  }
+}
+
 TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the file") {
   PtdFiles files;
   Program program;

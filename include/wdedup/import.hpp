@@ -157,6 +157,41 @@ Expected<void> check_import_name(const char* who, const What& what, std::string_
   return {};
 }
 
+/// `stem` if no method of `program` has that name, else the first of
+/// "stem#2", "stem#3", ... that none has, found in one pass over the
+/// methods. Trying each name in turn looked every method up again for each,
+/// so files that share a name (adapters/<name>/adapter.ptd) took time cubic
+/// in their count: 2,800 of them 8.4 s to add, against 0.26 s for as many
+/// named apart.
+template <int = 0>
+std::string free_method_name(const Program& program, const std::string& stem) {
+  // taken[0]: the stem is a method; taken[k], k >= 2: "stem#k" is. n
+  // methods take at most n of the n + 2 names up to "stem#<n + 2>", so a
+  // free one is among them and a larger k never matters.
+  const std::size_t n = program.methods.size();
+  std::vector<char> taken(n + 3, 0);
+  for (const Method& m : program.methods) {
+    const std::string& name = m.name;
+    if (name.size() < stem.size() || name.compare(0, stem.size(), stem) != 0) continue;
+    if (name.size() == stem.size()) {
+      taken[0] = 1;
+      continue;
+    }
+    // Only k as cat() writes it: decimal digits, no leading zero.
+    const std::size_t at = stem.size() + 1;
+    if (name[stem.size()] != '#' || name.size() == at || name[at] == '0') continue;
+    std::size_t k = 0;
+    std::size_t i = at;
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && k <= n + 2; ++i)
+      k = k * 10 + static_cast<std::size_t>(name[i] - '0');
+    if (i == name.size() && k >= 2 && k <= n + 2) taken[k] = 1;
+  }
+  if (taken[0] == 0) return stem;
+  std::size_t k = 2;
+  while (taken[k] != 0) ++k;
+  return cat(stem, "#", k);
+}
+
 /// Appends key `index` of `store` to `part` as a tensor named `name`.
 template <int = 0>
 Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_t index, std::string_view name,
@@ -470,8 +505,7 @@ class PtdFiles {
         const std::size_t slash = path.rfind('/');
         std::string stem = path.substr(slash == std::string::npos ? 0 : slash + 1);
         if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".ptd") == 0) stem.resize(stem.size() - 4);
-        method = stem;
-        for (unsigned k = 2; program.find_method(method) != nullptr; ++k) method = detail::cat(stem, "#", k);
+        method = detail::free_method_name(program, stem);
       }
       added = add_ptd_method(program, *map, std::move(method), options);
     }
