@@ -1628,3 +1628,74 @@ TEST_CASE("a writer without CAP_FSETID replacing its own set-user-ID or set-grou
   }
   REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
 }
+
+TEST_CASE("a check before the replacement can read the file whatever the replaced file's mode (0200, 0000)") {
+  // The replaced file's mode is set after the check: under 0200 or 0000 its
+  // owner could not open the temporary file to read it back (the demo's
+  // read-back failed, "Permission denied", a user trial). Root reads any
+  // file, so the check also notes the mode it saw.
+  std::vector<std::vector<std::uint8_t>> data{pattern(3000, 5)};
+  const NamedDataStore store = store_over(data);
+  const std::string dir = fresh_dir("check_mode");
+  struct Seen {
+    mode_t mode = 0;
+    std::vector<std::uint8_t> bytes;
+  };
+  WriteOptions o;
+  o.check_before_replace = [](const char* written, void* context) -> Expected<void> {
+    Seen& s = *static_cast<Seen*>(context);
+    struct stat st {};
+    if (::stat(written, &st) != 0) return Expected<void>(Error::IoError, "stat");
+    s.mode = st.st_mode & 07777;
+    s.bytes = read_file(written);
+    return {};
+  };
+  for (const mode_t m : {mode_t{0200}, mode_t{0}, mode_t{0640}}) {
+    CAPTURE(m);
+    const std::string dest = dir + "/m" + std::to_string(m) + ".ptd";
+    REQUIRE(wdedup_test::write_file(dest, {1, 2}));
+    REQUIRE(::chmod(dest.c_str(), m) == 0);
+    Seen seen;
+    o.check_context = &seen;
+    REQUIRE(write_ptd_file(store, FunctionMaps{}, dest, o).ok());
+    CHECK((seen.mode & 0400) != 0);  // its owner may read it
+    CHECK(seen.bytes == serialize(store));
+    struct stat st {};
+    REQUIRE(::stat(dest.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == m);  // and the replacement has the old mode
+  }
+  CHECK(others(dir, {"m128.ptd", "m0.ptd", "m416.ptd"}).empty());
+  // Without root's override: a write-only file of nobody's, replaced by nobody.
+  if (::geteuid() != 0) return;
+  const uid_t nobody = 65534;
+  char tmpl[] = "/tmp/wdedup-check-mode-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string ndir = tmpl;
+  const std::string dest = ndir + "/write_only.ptd";
+  REQUIRE(::chown(ndir.c_str(), nobody, nobody) == 0);
+  REQUIRE(::chmod(ndir.c_str(), 0755) == 0);
+  REQUIRE(wdedup_test::write_file(dest, {1, 2}));
+  REQUIRE(::chown(dest.c_str(), nobody, nobody) == 0);
+  REQUIRE(::chmod(dest.c_str(), 0200) == 0);
+  const Child child = fork_with_pipe([&](int) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0) return 3;
+    WriteOptions wo;
+    wo.check_before_replace = [](const char* written, void*) -> Expected<void> {
+      const int fd = ::open(written, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return Expected<void>(Error::IoError, "cannot open the temporary file");
+      ::close(fd);
+      return {};
+    };
+    return write_ptd_file(store, FunctionMaps{}, dest, wo).ok() ? 0 : 4;
+  });
+  ::close(child.read_fd);
+  int status = 0;
+  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  struct stat st {};
+  REQUIRE(::stat(dest.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0200);
+  CHECK(read_file(dest) == serialize(store));
+  REQUIRE(std::system(("rm -rf '" + ndir + "'").c_str()) == 0);
+}

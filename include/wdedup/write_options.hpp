@@ -49,7 +49,9 @@ struct WriteOptions {
   /// code (IoError for NotDurable, which would say the new file is in
   /// place), its message prefixed with what was being written. (The demo
   /// opens the file there with NamedDataMap and reads every tensor back,
-  /// so a store that does not read back never replaces a good one.)
+  /// so a store that does not read back never replaces a good one.) Until
+  /// the check has passed the file is 0600, readable by its owner: a
+  /// replaced file's mode (0200, say) is given to it after the check.
   Expected<void> (*check_before_replace)(const char* written_path, void* check_context) = nullptr;
   void* check_context = nullptr;
   /// write_ptd_file only: told where the temporary file is, for a program

@@ -466,13 +466,29 @@ class BasicAtomicFile {
   /// (WriteOptions::check_before_replace).
   Expected<void> commit(bool durable, Expected<void> (*check)(const char*, void*) = nullptr,
                         void* check_context = nullptr) {
-    if (mode_ >= 0)
+    // With a check, a replaced file's mode is set after it: the check reads
+    // the file, which its owner may do while it is 0600, but not under a
+    // mode such as 0200 or 0000 (a write-only destination could never be
+    // replaced under a check: the demo's read-back failed, "Permission
+    // denied", on the temporary file it had just written). A second
+    // descriptor is kept open for that fchmod; the first is closed before
+    // the check all the same (close can report a deferred write error).
+    const bool mode_after_check = mode_ >= 0 && check != nullptr;
+    if (mode_ >= 0 && !mode_after_check)
       if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode_))))
         return fail_errno("chmod temporary file " + quote_name(temp_), e);
     if (durable)
       if (const int e = errno_of(ops_.fsync(fd_))) return fail_errno("fsync temporary file " + quote_name(temp_), e);
+    int kept = -1;
+    if (mode_after_check) {
+      kept = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+      if (kept < 0) {
+        const int e = errno;
+        return fail_errno("duplicate the descriptor of temporary file " + quote_name(temp_), e);
+      }
+    }
     const int fd = fd_;
-    fd_ = -1;
+    fd_ = kept;  // (-1, or the second descriptor: discard() closes it on a failure below)
     if (const int e = errno_of(ops_.close(fd))) return fail_errno("close temporary file " + quote_name(temp_), e);
     // The check's own error code, but for NotDurable, which promises the
     // new file in place (here the old one stays), and Ok: IoError then.
@@ -481,6 +497,17 @@ class BasicAtomicFile {
         return Expected<void>(r.error() == Error::NotDurable || r.error() == Error::Ok ? Error::IoError : r.error(),
                               "cannot write " + quote_name(path_) + ": the check before replacing it failed: " +
                                   r.message());
+    if (mode_after_check) {
+      if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode_))))
+        return fail_errno("chmod temporary file " + quote_name(temp_), e);
+      if (durable)
+        if (const int e = errno_of(ops_.fsync(fd_)))
+          return fail_errno("fsync temporary file " + quote_name(temp_), e);
+      const int second = fd_;
+      fd_ = -1;
+      if (const int e = errno_of(ops_.close(second)))
+        return fail_errno("close temporary file " + quote_name(temp_), e);
+    }
     if (const int e = errno_of(ops_.rename(temp_.c_str(), target_.c_str())))
       return fail_errno("rename " + quote_name(temp_) + " to " + quote_name(target_), e);
     committed_ = true;
