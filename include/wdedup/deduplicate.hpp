@@ -431,9 +431,12 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
     call_or_undo(fill_tables, [&] { tables.store(0, detail::Order::release); });
     tables.store(2, detail::Order::release);
   };
+  // Acquire on success: a claim may take tables handed back (0, release)
+  // by a thread that ran out of memory while filling them, and clears
+  // what that thread wrote; a relaxed claim did not synchronise with it.
   auto claim_tables = [&] {
     int expected = 0;
-    return tables.compare_exchange_strong(expected, 1, detail::Order::relaxed, detail::Order::relaxed);
+    return tables.compare_exchange_strong(expected, 1, detail::Order::acquire, detail::Order::relaxed);
   };
   // The tables, built: by this thread if no other has claimed them, else
   // once the thread that did has finished them.

@@ -317,8 +317,12 @@ class LlamaWorkload {
     {
       auto* f = reinterpret_cast<float*>(const_cast<std::uint8_t*>(mask.data()));
       const std::int32_t offset = cols - rows;  // query i sits at position offset + i
+      // The index in std::size_t: rows * cols may pass 2^31 - 1 (each is an
+      // int32 dimension), where an int product overflows.
       for (std::int32_t i = 0; i < rows; ++i)
-        for (std::int32_t j = 0; j < cols; ++j) f[i * cols + j] = j <= offset + i ? 0.0f : -1e9f;
+        for (std::int32_t j = 0; j < cols; ++j)
+          f[static_cast<std::size_t>(i) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(j)] =
+              j <= offset + i ? 0.0f : -1e9f;
     }
     m.partitions[0].add("attention_mask", mask, 4, std::move(mask_layout));
     for (std::size_t i = 0; i < all.size(); ++i) {
