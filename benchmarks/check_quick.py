@@ -62,6 +62,44 @@ for r in alone:
     if (r["baseline"], r["extra"].get("pair_bytes"), r["extra"].get("bytes_examined")) != \
             ("read pass", 2 * 5000 * 4096, 10000 * 4096):
         problems.append(f"comparisons-alone row {r['threads']} thr: {r['baseline']!r}, {r['extra']}")
+# What a call takes: one line a workload, each thread count's median of its
+# deduplicate() row against the read pass (samples: seconds a call), in ms
+# under a second, at printf's %.3g: compared within half its last digit (the
+# JSON keeps the samples to 6 digits, which can tip a rounding).
+def call_line(label):
+    for line in run.stdout.splitlines():
+        m = re.fullmatch(re.escape(label) + r": a deduplicate\(\) call takes (.+) \(medians of (\d+) calls, "
+                         r"over ([\d.e+]+) (GB|MB)\)\.", line)
+        if m:
+            return m
+    return None
+
+
+for label in dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group") == "dedup"):
+    timed = [r for r in rows if r.get("group") == "dedup" and r["name"] == label + ": deduplicate"
+             and r.get("baseline") == "read pass" and r.get("samples")]
+    m = call_line(label)
+    if not timed:
+        if m:
+            problems.append(f"a call-time line for {label!r}, which has no deduplicate row")
+        continue
+    if not m:
+        problems.append(f"no line saying what a deduplicate() call of {label!r} takes")
+        continue
+    figures = [re.fullmatch(r"([\d.e+]+) (ms|s) at (\d+) thr", f) for f in m.group(1).split(", ")]
+    if None in figures or [int(f.group(3)) for f in figures] != [r["threads"] for r in timed]:
+        problems.append(f"{label!r}: call times {m.group(1)!r} for threads {[r['threads'] for r in timed]}")
+        continue
+    for f, r in zip(figures, timed):
+        sec = statistics.median(r["samples"])
+        got = float(f.group(1)) * (1e-3 if f.group(2) == "ms" else 1)
+        if (f.group(2) == "s") != (sec >= 1) or abs(got - sec) > 5e-3 * sec:
+            problems.append(f"{label!r} at {r['threads']} thr: {f.group(0)!r}, its samples' median {sec} s")
+    size = timed[0]["extra"]["bytes_examined"]
+    got = float(m.group(3)) * (1e9 if m.group(4) == "GB" else 1e6)
+    if int(m.group(2)) != len(timed[0]["samples"]) or (m.group(4) == "GB") != (size >= 1e9) or \
+            abs(got - size) > 5e-3 * size:
+        problems.append(f"{label!r}: {m.group(0)!r} for {len(timed[0]['samples'])} calls over {size} bytes")
 # Steadiness (benchmarks/steadiness.hpp): each row's median over its fastest
 # repetition, each side (bench::median_over_fastest); judged on a row that
 # did not fail and has 3 or more samples on a side, steady if every such

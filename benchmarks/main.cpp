@@ -877,6 +877,34 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
                   label.c_str(), w.threads, *run);
     }
   }
+  // What a call takes, in time: what a user timing their own model asks
+  // first, which GB/s over bytes of every size hide. One line a workload,
+  // from its deduplicate() rows against the read pass (their samples are
+  // seconds a call), one figure per thread count.
+  std::vector<std::string> timed;
+  for (const Row& w : r.rows) {
+    const std::string label = w.workload();
+    if (w.group != "dedup" || w.name != label + ": deduplicate" ||
+        std::find(timed.begin(), timed.end(), label) != timed.end())
+      continue;
+    timed.push_back(label);
+    std::string times;
+    std::size_t calls = 0;
+    for (const Row& t : r.rows) {
+      if (t.group != "dedup" || t.name != w.name || t.baseline != "read pass" || t.failed || t.samples.empty())
+        continue;
+      const double sec = wdedup::bench::median(t.samples);
+      char one[64];
+      if (sec >= 1) std::snprintf(one, sizeof one, "%.3g s at %u thr", sec, t.threads);
+      else std::snprintf(one, sizeof one, "%.3g ms at %u thr", sec * 1e3, t.threads);
+      times += (times.empty() ? "" : ", ") + std::string(one);
+      calls = t.samples.size();
+    }
+    const double bytes = w.extra_value("bytes_examined").value_or(0);
+    if (!times.empty())
+      std::printf("%s: a deduplicate() call takes %s (medians of %zu calls, over %.3g %s).\n", label.c_str(),
+                  times.c_str(), calls, bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6, bytes >= 1e9 ? "GB" : "MB");
+  }
   // Which rows the machine set more than the code (steadiness.hpp).
   std::fputs(wbench::steadiness_text(r).c_str(), stdout);
 }
