@@ -1699,3 +1699,125 @@ TEST_CASE("a check before the replacement can read the file whatever the replace
   CHECK(read_file(dest) == serialize(store));
   REQUIRE(std::system(("rm -rf '" + ndir + "'").c_str()) == 0);
 }
+
+TEST_CASE("a failure after the check (chmod, fsync, close of the second descriptor) leaves the destination and no temporary file") {
+  // 4d1c470's fchmod, fsync and close after the check: FaultyOps fails a
+  // step from its first call, which is before the check, so the paths
+  // after it had no fault injection.
+  struct AfterCheck final : detail::FileOps {
+    enum class Step { Chmod, Fsync, Close } step = Step::Chmod;
+    bool checked = false;
+    int closes_after = 0;
+    int fchmod(int fd, mode_t m) override {
+      if (checked && step == Step::Chmod) return fail();
+      return FileOps::fchmod(fd, m);
+    }
+    int fsync(int fd) override {
+      if (checked && step == Step::Fsync) return fail();
+      return FileOps::fsync(fd);
+    }
+    int close(int fd) override {
+      if (checked && step == Step::Close && closes_after++ == 0) {
+        FileOps::close(fd);
+        return fail();
+      }
+      return FileOps::close(fd);
+    }
+    static int fail() {
+      errno = EIO;
+      return -1;
+    }
+  };
+  std::vector<std::vector<std::uint8_t>> data{pattern(3000, 5)};
+  const NamedDataStore store = store_over(data);
+  const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
+  for (const auto step : {AfterCheck::Step::Chmod, AfterCheck::Step::Fsync, AfterCheck::Step::Close}) {
+    CAPTURE(static_cast<int>(step));
+    const std::string dir = fresh_dir("after_check");
+    const std::string dest = dir + "/model.ptd";
+    REQUIRE(wdedup_test::write_file(dest, old_bytes));
+    REQUIRE(::chmod(dest.c_str(), 0640) == 0);
+    AfterCheck ops;
+    ops.step = step;
+    struct Ctx {
+      AfterCheck* ops;
+      int told = 0;
+    } ctx{&ops};
+    WriteOptions o;
+    o.check_before_replace = [](const char*, void* c) -> Expected<void> {
+      static_cast<Ctx*>(c)->ops->checked = true;
+      return {};
+    };
+    o.check_context = &ctx;
+    o.on_temporary = [](const char*, bool exists, void* c) { static_cast<Ctx*>(c)->told += exists ? 1 : -1; };
+    o.temporary_context = &ctx;
+    const std::size_t fds = wdedup_test::dir_entries("/proc/self/fd").size();
+    Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, o, ops);
+    REQUIRE_FALSE(r.ok());
+    INFO(r.message());
+    CHECK(r.error() == Error::IoError);
+    CHECK(contains(r.message(), step == AfterCheck::Step::Chmod   ? "chmod temporary file"
+                                : step == AfterCheck::Step::Fsync ? "fsync temporary file"
+                                                                  : "close temporary file"));
+    CHECK(read_file(dest) == old_bytes);
+    CHECK(others(dir, {"model.ptd"}).empty());
+    CHECK(ctx.told == 0);
+    CHECK(wdedup_test::dir_entries("/proc/self/fd").size() == fds);
+  }
+}
+
+TEST_CASE("a check before the replacement can read the file whatever the replaced file's access ACL (user::-w-)") {
+  // The access ACL was copied in open(), before the check: its owner entry
+  // set the temporary file's owner bits, and an ACL of user::-w- failed
+  // every check as a 0200 mode did before 4d1c470.
+  if (::geteuid() != 0) {
+    MESSAGE("not root: not run");
+    return;
+  }
+  std::vector<std::vector<std::uint8_t>> data{pattern(3000, 5)};
+  const NamedDataStore store = store_over(data);
+  std::vector<std::uint8_t> acl;
+  auto put = [&](std::uint32_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) acl.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+  };
+  put(2, 4);
+  // user::-w-, user:1234:r--, group::---, mask::r--, other::---
+  for (const auto& [tag, perm] : {std::pair<int, int>{0x01, 2}, {0x02, 4}, {0x04, 0}, {0x10, 4}, {0x20, 0}}) {
+    put(static_cast<std::uint32_t>(tag), 2);
+    put(static_cast<std::uint32_t>(perm), 2);
+    put(tag == 0x02 ? 1234u : 0xFFFFFFFFu, 4);
+  }
+  const uid_t nobody = 65534;
+  const std::string dir = fresh_dir("check_acl");
+  const std::string dest = dir + "/write_only.ptd";
+  REQUIRE(::chown(dir.c_str(), nobody, nobody) == 0);
+  REQUIRE(wdedup_test::write_file(dest, {1, 2}));
+  REQUIRE(::chown(dest.c_str(), nobody, nobody) == 0);
+  if (::setxattr(dest.c_str(), "system.posix_acl_access", acl.data(), acl.size(), 0) != 0) {
+    MESSAGE("no POSIX ACLs on this file system: not run");
+    return;
+  }
+  std::vector<std::uint8_t> before(256);
+  before.resize(static_cast<std::size_t>(::getxattr(dest.c_str(), "system.posix_acl_access", before.data(), 256)));
+  const Child child = fork_with_pipe([&](int) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0) return 3;
+    WriteOptions wo;
+    wo.check_before_replace = [](const char* written, void*) -> Expected<void> {
+      const int fd = ::open(written, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return Expected<void>(Error::IoError, "cannot open the temporary file");
+      ::close(fd);
+      return {};
+    };
+    return write_ptd_file(store, FunctionMaps{}, dest, wo).ok() ? 0 : 4;
+  });
+  ::close(child.read_fd);
+  int status = 0;
+  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::vector<std::uint8_t> after(256);
+  after.resize(static_cast<std::size_t>(::getxattr(dest.c_str(), "system.posix_acl_access", after.data(), 256)));
+  CHECK(after == before);  // the ACL is still the replaced file's
+  CHECK(read_file(dest) == serialize(store));
+  CHECK(others(dir, {"write_only.ptd"}).empty());
+}

@@ -394,10 +394,10 @@ class BasicAtomicFile {
     // has none that the old file had not: the mode's group bits are an
     // ACL's mask, so the mode alone would give the owning group what only
     // the mask allowed, drop the named users' entries, and keep the ones
-    // the directory's default ACL gave the temporary file. (Before the
-    // mode, which then sets the same mask and the set-ID bits.)
-    if (exists)
-      if (Expected<void> ok = copy_access_acl(); !ok) return ok;
+    // the directory's default ACL gave the temporary file. (Copied in
+    // commit(), just before the mode, which then sets the same mask and the
+    // set-ID bits: an ACL set here gave the temporary file its owner entry
+    // before the check, and user::-w- kept the check from reading it.)
     // The mode itself is set in commit(), once every byte is written: a
     // write or fallocate by a process without CAP_FSETID clears the set-user-ID
     // bit, and the set-group-ID bit of a group-executable file, so set before
@@ -474,9 +474,11 @@ class BasicAtomicFile {
     // descriptor is kept open for that fchmod; the first is closed before
     // the check all the same (close can report a deferred write error).
     const bool mode_after_check = mode_ >= 0 && check != nullptr;
-    if (mode_ >= 0 && !mode_after_check)
+    if (mode_ >= 0 && !mode_after_check) {
+      if (Expected<void> ok = copy_access_acl(); !ok) return ok;
       if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode_))))
         return fail_errno("chmod temporary file " + quote_name(temp_), e);
+    }
     if (durable)
       if (const int e = errno_of(ops_.fsync(fd_))) return fail_errno("fsync temporary file " + quote_name(temp_), e);
     int kept = -1;
@@ -498,6 +500,7 @@ class BasicAtomicFile {
                               "cannot write " + quote_name(path_) + ": the check before replacing it failed: " +
                                   r.message());
     if (mode_after_check) {
+      if (Expected<void> ok = copy_access_acl(); !ok) return ok;
       if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode_))))
         return fail_errno("chmod temporary file " + quote_name(temp_), e);
       if (durable)
