@@ -289,11 +289,12 @@ TEST_CASE("a bad descriptor is refused by name, with its errno, by every way to 
     const char* what;
     int err;
   };
-  Fd write_only(path, O_WRONLY), as_path(path, O_PATH), dir(std::string(WDEDUP_TEST_TMPDIR), O_RDONLY | O_DIRECTORY);
+  Fd write_only(path, O_WRONLY), no_access(path, O_ACCMODE), as_path(path, O_PATH), dir(std::string(WDEDUP_TEST_TMPDIR), O_RDONLY | O_DIRECTORY);
   int pipe_fds[2] = {-1, -1};
   REQUIRE(::pipe(pipe_fds) == 0);
   Fd pipe_read(pipe_fds[0]), pipe_write(pipe_fds[1]);
   REQUIRE(write_only.fd >= 0);
+  REQUIRE(no_access.fd >= 0);
   REQUIRE(as_path.fd >= 0);
   REQUIRE(dir.fd >= 0);
   const std::size_t with_ours = open_fds();
@@ -301,6 +302,7 @@ TEST_CASE("a bad descriptor is refused by name, with its errno, by every way to 
       {"not open", -1, "fcntl(F_GETFL) failed: not an open descriptor? (at = errno)", EBADF},
       {"write-only", write_only.fd, "the descriptor is not open for reading (at = errno)", EBADF},
       {"O_PATH", as_path.fd, "the descriptor is not open for reading (at = errno)", EBADF},
+      {"access mode 3", no_access.fd, "the descriptor is not open for reading (at = errno)", EBADF},
       {"a directory", dir.fd, "not a regular file but a directory", 0},
       {"a pipe", pipe_read.fd, "not a regular file but a FIFO", 0},
   };

@@ -177,8 +177,9 @@ inline Status readable_file_size(int fd, std::uint64_t* size) noexcept {
                   static_cast<std::uint64_t>(errno));
   // mmap and pread would refuse such a descriptor only at the first read
   // (pread) with EBADF, far from the call that took it; refused here, with
-  // the errno they would give.
-  bool readable = (flags & O_ACCMODE) != O_WRONLY;
+  // the errno they would give. Not "!= O_WRONLY": Linux's access mode 3
+  // (open(path, 3): neither read nor write, for ioctls) reads nothing either.
+  bool readable = (flags & O_ACCMODE) == O_RDONLY || (flags & O_ACCMODE) == O_RDWR;
 #ifdef O_PATH
   readable = readable && (flags & O_PATH) == 0;  // Linux: a path, no file opened
 #endif
@@ -323,7 +324,11 @@ class FileSource final : public DataSource {
   /// MmapSource::from_fd). The descriptor stays the caller's: this source
   /// reads through a duplicate of its own (close-on-exec), so the caller
   /// may close `fd` as soon as this returns. The two share the file's open
-  /// flags; pread moves neither's file position.
+  /// flags; pread moves neither's file position. Closing the duplicate (when
+  /// the source goes; metadata_size_from_fd at once) releases every POSIX
+  /// record lock (fcntl F_SETLK) this process holds on the file, the
+  /// caller's too: lock it with F_OFD_SETLK or flock, which a close of
+  /// another descriptor leaves, or map it (MmapSource::from_fd closes nothing).
   static Result<FileSource> from_fd(int fd, FileWindow window = {}) noexcept {
     std::uint64_t size = 0, offset = 0, length = 0;
     if (Status st = detail::readable_file_size(fd, &size); !st) return st.failure();

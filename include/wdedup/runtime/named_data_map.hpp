@@ -491,7 +491,8 @@ class NamedDataMap {
 
   /// The bytes of `key`: a zero-copy view for memory-backed sources (cost
   /// independent of the size; the pointer is aligned to the key's alignment
-  /// up to the source's own alignment, the page size for MmapSource), else
+  /// up to the source's own alignment: the page size for an MmapSource of a
+  /// whole file, that of the window's offset for one of a window), else
   /// a malloc'd copy aligned to the key's alignment up to kMaxCopyAlignment.
   /// Either way, of an alignment that is not a power of two (48) only its
   /// power-of-two part (16): a page-aligned mapping can give no more.
