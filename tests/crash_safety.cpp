@@ -1788,13 +1788,19 @@ TEST_CASE("a check before the replacement can read the file whatever the replace
     put(tag == 0x02 ? 1234u : 0xFFFFFFFFu, 4);
   }
   const uid_t nobody = 65534;
-  const std::string dir = fresh_dir("check_acl");
+  // In /tmp: nobody must reach the directory, and a build tree may lie
+  // under one only its owner enters (mktemp -d's 0700: the fresh clone's).
+  char tmpl[] = "/tmp/wdedup-check-acl-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
   const std::string dest = dir + "/write_only.ptd";
   REQUIRE(::chown(dir.c_str(), nobody, nobody) == 0);
+  REQUIRE(::chmod(dir.c_str(), 0755) == 0);
   REQUIRE(wdedup_test::write_file(dest, {1, 2}));
   REQUIRE(::chown(dest.c_str(), nobody, nobody) == 0);
   if (::setxattr(dest.c_str(), "system.posix_acl_access", acl.data(), acl.size(), 0) != 0) {
-    MESSAGE("no POSIX ACLs on this file system: not run");
+    MESSAGE("no POSIX ACLs on /tmp's file system: not run");
+    REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
     return;
   }
   std::vector<std::uint8_t> before(256);
@@ -1820,4 +1826,5 @@ TEST_CASE("a check before the replacement can read the file whatever the replace
   CHECK(after == before);  // the ACL is still the replaced file's
   CHECK(read_file(dest) == serialize(store));
   CHECK(others(dir, {"write_only.ptd"}).empty());
+  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
 }
