@@ -1629,6 +1629,52 @@ TEST_CASE("a writer without CAP_FSETID replacing its own set-user-ID or set-grou
   REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
 }
 
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+/// A file of nobody's (holding 1, 2) named `name` in a directory of its
+/// own in /tmp, nobody's too (0755): nobody must reach it, and a build tree
+/// may lie under a directory only its owner enters (mktemp -d's 0700: the
+/// fresh clone's). Remove its directory with remove_dir_of().
+std::string nobody_file(const std::string& tag, const char* name) {
+  std::string tmpl = "/tmp/wdedup-" + tag + "-XXXXXX";
+  REQUIRE(::mkdtemp(&tmpl[0]) != nullptr);
+  const std::string dest = tmpl + "/" + name;
+  REQUIRE(::chown(tmpl.c_str(), kNobody, kNobody) == 0);
+  REQUIRE(::chmod(tmpl.c_str(), 0755) == 0);
+  REQUIRE(wdedup_test::write_file(dest, {1, 2}));
+  REQUIRE(::chown(dest.c_str(), kNobody, kNobody) == 0);
+  return dest;
+}
+
+void remove_dir_of(const std::string& path) {
+  REQUIRE(std::system(("rm -rf '" + path.substr(0, path.rfind('/')) + "'").c_str()) == 0);
+}
+
+/// `store` written over `dest` by nobody, without root's override, under a
+/// check that opens the written file; the child exits 0 when it is written.
+void replace_as_nobody(const NamedDataStore& store, const std::string& dest) {
+  const Child child = fork_with_pipe([&](int) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(kNobody) != 0 || ::setuid(kNobody) != 0) return 3;
+    WriteOptions wo;
+    wo.check_before_replace = [](const char* written, void*) -> Expected<void> {
+      const int fd = ::open(written, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return Expected<void>(Error::IoError, "cannot open the temporary file");
+      ::close(fd);
+      return {};
+    };
+    return write_ptd_file(store, FunctionMaps{}, dest, wo).ok() ? 0 : 4;
+  });
+  ::close(child.read_fd);
+  int status = 0;
+  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+}  // namespace
+
 TEST_CASE("a check before the replacement can read the file whatever the replaced file's mode (0200, 0000)") {
   // The replaced file's mode is set after the check: under 0200 or 0000 its
   // owner could not open the temporary file to read it back (the demo's
@@ -1667,37 +1713,14 @@ TEST_CASE("a check before the replacement can read the file whatever the replace
   CHECK(others(dir, {"m128.ptd", "m0.ptd", "m416.ptd"}).empty());
   // Without root's override: a write-only file of nobody's, replaced by nobody.
   if (::geteuid() != 0) return;
-  const uid_t nobody = 65534;
-  char tmpl[] = "/tmp/wdedup-check-mode-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  const std::string ndir = tmpl;
-  const std::string dest = ndir + "/write_only.ptd";
-  REQUIRE(::chown(ndir.c_str(), nobody, nobody) == 0);
-  REQUIRE(::chmod(ndir.c_str(), 0755) == 0);
-  REQUIRE(wdedup_test::write_file(dest, {1, 2}));
-  REQUIRE(::chown(dest.c_str(), nobody, nobody) == 0);
+  const std::string dest = nobody_file("check-mode", "write_only.ptd");
   REQUIRE(::chmod(dest.c_str(), 0200) == 0);
-  const Child child = fork_with_pipe([&](int) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0) return 3;
-    WriteOptions wo;
-    wo.check_before_replace = [](const char* written, void*) -> Expected<void> {
-      const int fd = ::open(written, O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return Expected<void>(Error::IoError, "cannot open the temporary file");
-      ::close(fd);
-      return {};
-    };
-    return write_ptd_file(store, FunctionMaps{}, dest, wo).ok() ? 0 : 4;
-  });
-  ::close(child.read_fd);
-  int status = 0;
-  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  replace_as_nobody(store, dest);
   struct stat st {};
   REQUIRE(::stat(dest.c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0200);
   CHECK(read_file(dest) == serialize(store));
-  REQUIRE(std::system(("rm -rf '" + ndir + "'").c_str()) == 0);
+  remove_dir_of(dest);
 }
 
 TEST_CASE("a failure after the check (chmod, fsync, close of the second descriptor) leaves the destination and no temporary file") {
@@ -1787,44 +1810,20 @@ TEST_CASE("a check before the replacement can read the file whatever the replace
     put(static_cast<std::uint32_t>(perm), 2);
     put(tag == 0x02 ? 1234u : 0xFFFFFFFFu, 4);
   }
-  const uid_t nobody = 65534;
-  // In /tmp: nobody must reach the directory, and a build tree may lie
-  // under one only its owner enters (mktemp -d's 0700: the fresh clone's).
-  char tmpl[] = "/tmp/wdedup-check-acl-XXXXXX";
-  REQUIRE(::mkdtemp(tmpl) != nullptr);
-  const std::string dir = tmpl;
-  const std::string dest = dir + "/write_only.ptd";
-  REQUIRE(::chown(dir.c_str(), nobody, nobody) == 0);
-  REQUIRE(::chmod(dir.c_str(), 0755) == 0);
-  REQUIRE(wdedup_test::write_file(dest, {1, 2}));
-  REQUIRE(::chown(dest.c_str(), nobody, nobody) == 0);
+  const std::string dest = nobody_file("check-acl", "write_only.ptd");
+  const std::string dir = dest.substr(0, dest.rfind('/'));
   if (::setxattr(dest.c_str(), "system.posix_acl_access", acl.data(), acl.size(), 0) != 0) {
     MESSAGE("no POSIX ACLs on /tmp's file system: not run");
-    REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
+    remove_dir_of(dest);
     return;
   }
   std::vector<std::uint8_t> before(256);
   before.resize(static_cast<std::size_t>(::getxattr(dest.c_str(), "system.posix_acl_access", before.data(), 256)));
-  const Child child = fork_with_pipe([&](int) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(nobody) != 0 || ::setuid(nobody) != 0) return 3;
-    WriteOptions wo;
-    wo.check_before_replace = [](const char* written, void*) -> Expected<void> {
-      const int fd = ::open(written, O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return Expected<void>(Error::IoError, "cannot open the temporary file");
-      ::close(fd);
-      return {};
-    };
-    return write_ptd_file(store, FunctionMaps{}, dest, wo).ok() ? 0 : 4;
-  });
-  ::close(child.read_fd);
-  int status = 0;
-  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  replace_as_nobody(store, dest);
   std::vector<std::uint8_t> after(256);
   after.resize(static_cast<std::size_t>(::getxattr(dest.c_str(), "system.posix_acl_access", after.data(), 256)));
   CHECK(after == before);  // the ACL is still the replaced file's
   CHECK(read_file(dest) == serialize(store));
   CHECK(others(dir, {"write_only.ptd"}).empty());
-  REQUIRE(std::system(("rm -rf '" + dir + "'").c_str()) == 0);
+  remove_dir_of(dest);
 }
