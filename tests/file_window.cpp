@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,30 +33,6 @@ using namespace wdedup;
 using namespace wdedup_test;
 
 namespace {
-
-std::string text(KeyView k) { return std::string(k.data(), k.size()); }
-
-/// `m` reads every key as `ref` does: names, bytes, offsets, layouts.
-void check_reads_as(const NamedDataMap& m, const NamedDataMap& ref) {
-  const std::size_t n = *ref.get_num_keys();
-  REQUIRE(*m.get_num_keys() == n);
-  CHECK(m.file_size() == ref.file_size());
-  CHECK(m.function_count() == ref.function_count());
-  for (std::size_t i = 0; i < n; i += n > 1024 ? 16 : 1) {
-    const KeyView k = *ref.get_key(i);
-    CAPTURE(text(k));
-    CHECK(text(*m.get_key(i)) == text(k));
-    Result<DataBuffer> a = m.get_data(k), b = ref.get_data(k);
-    REQUIRE(a.ok());
-    REQUIRE(b.ok());
-    REQUIRE(a->size() == b->size());
-    CHECK(std::memcmp(a->data(), b->data(), a->size()) == 0);
-    CHECK(m.find(k)->offset == ref.find(k)->offset);
-    Result<TensorLayout> la = m.get_tensor_layout(k), lb = ref.get_tensor_layout(k);
-    REQUIRE(la.ok() == lb.ok());
-    if (la.ok()) CHECK(la->nbytes() == lb->nbytes());
-  }
-}
 
 /// `lead` bytes of 0xCC, the file, 4096 bytes of 0xEE: a container whose
 /// window {lead, file size} is the file.
@@ -94,17 +71,13 @@ std::size_t mappings_of(const std::string& file) {
   return n;
 }
 
-/// A map over `src` with lent metadata memory, kept with it.
-struct LentMap {
-  explicit LentMap(const DataSource& src) {
-    Result<std::uint64_t> need = NamedDataMap::metadata_size(src);
-    REQUIRE(need.ok());
-    memory = AlignedBytes(static_cast<std::size_t>(*need), 8);
-    map.emplace(NamedDataMap::open(src, memory.span()));
-  }
-  AlignedBytes memory;
-  std::optional<Result<NamedDataMap>> map;
-};
+/// A map over `src` with lent metadata memory (open_lent), kept with it.
+std::unique_ptr<Opened> open_lent_over(const DataSource& src) {
+  auto o = std::make_unique<Opened>();
+  o->source = &src;
+  open_lent(*o);
+  return o;
+}
 
 std::vector<std::string> all_files() {
   std::vector<std::string> out = fixture_paths();
@@ -151,9 +124,9 @@ TEST_CASE("every fixture and a wdedup file, inside a bigger file, read through a
           CHECK(map.error() == Error::Misaligned);
           CHECK(std::string(map.failure().what) == "source memory is not 8-byte aligned");
         }
-        LentMap lent(*src);  // metadata copied: any address
-        REQUIRE(lent.map->ok());
-        check_reads_as(lent.map->value(), ref.map());
+        const std::unique_ptr<Opened> lent = open_lent_over(*src);  // metadata copied: any address
+        REQUIRE(lent->ok());
+        check_reads_as(lent->map(), ref.map());
       }
 
       // FileSource, from the path and from the descriptor.
@@ -164,9 +137,9 @@ TEST_CASE("every fixture and a wdedup file, inside a bigger file, read through a
         REQUIRE(src.ok());
         CHECK(src->size() == file.size());
         CHECK(src->window_offset() == lead);
-        LentMap lent(*src);
-        REQUIRE(lent.map->ok());
-        check_reads_as(lent.map->value(), ref.map());
+        const std::unique_ptr<Opened> lent = open_lent_over(*src);
+        REQUIRE(lent->ok());
+        check_reads_as(lent->map(), ref.map());
       }
 
       // MappedFile and PreadFile, both ways.

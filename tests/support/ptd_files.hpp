@@ -315,6 +315,49 @@ inline std::unique_ptr<Opened> open_bytes_lent(const std::vector<std::uint8_t>& 
   return o;
 }
 
+/// A key's bytes, as a string.
+inline std::string key_text(wdedup::KeyView k) { return std::string(k.data(), k.size()); }
+
+/// `m` reads every key as `ref` (a map of the same file) does: names, bytes
+/// through get_data and load_data_into, offsets and layouts; `each` is
+/// given each of m's get_data results, for checks of its own (a view or a
+/// copy). Of a file of thousands of keys, every 16th and the last: without
+/// an index (many_keys.ptd) each lookup scans, and all 4096 in each check
+/// took a minute of a test under ASan.
+template <class Each>
+void check_reads_as(const wdedup::NamedDataMap& m, const wdedup::NamedDataMap& ref, Each each) {
+  const std::size_t n = *ref.get_num_keys();
+  REQUIRE(*m.get_num_keys() == n);
+  CHECK(m.file_size() == ref.file_size());
+  CHECK(m.function_count() == ref.function_count());
+  std::vector<std::size_t> keys;
+  for (std::size_t i = 0; i < n; i += n > 1024 ? 16 : 1) keys.push_back(i);
+  if (n != 0 && keys.back() != n - 1) keys.push_back(n - 1);
+  std::vector<std::uint8_t> buf;
+  for (const std::size_t i : keys) {
+    const wdedup::KeyView k = *ref.get_key(i);
+    CAPTURE(key_text(k));
+    CHECK(key_text(*m.get_key(i)) == key_text(k));
+    wdedup::Result<wdedup::DataBuffer> a = m.get_data(k), b = ref.get_data(k);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    REQUIRE(a->size() == b->size());
+    CHECK(std::memcmp(a->data(), b->data(), a->size()) == 0);
+    each(*a);
+    buf.assign(b->size() + 1, 0x5A);  // (b's size: `each` may have released a)
+    REQUIRE(m.load_data_into(k, buf.data(), b->size()).ok());
+    CHECK(std::memcmp(buf.data(), b->data(), b->size()) == 0);
+    CHECK(buf.back() == 0x5A);
+    CHECK(m.find(k)->offset == ref.find(k)->offset);
+    wdedup::Result<wdedup::TensorLayout> la = m.get_tensor_layout(k), lb = ref.get_tensor_layout(k);
+    REQUIRE(la.ok() == lb.ok());
+    if (la.ok()) CHECK(la->nbytes() == lb->nbytes());
+  }
+}
+inline void check_reads_as(const wdedup::NamedDataMap& m, const wdedup::NamedDataMap& ref) {
+  check_reads_as(m, ref, [](wdedup::DataBuffer&) {});
+}
+
 }  // namespace wdedup_test
 
 #endif  // WDEDUP_TESTS_SUPPORT_PTD_FILES_HPP
