@@ -362,26 +362,35 @@ void open_move_query(Open open, QueryStats& q, std::uint64_t* nonempty) {
   query_everything(copy, q, false);
 }
 
-TEST_CASE("a MappedFile opened, moved, moved over and queried allocates nothing") {
+/// For each file: open_move_query over the file opened by `open(k, path,
+/// fd)`, k = 0 by its path and k = 1 from `fd`, a descriptor of it opened
+/// here (outside the counted window, and closed after it), then `check` of
+/// what the window saw.
+template <class File, class Open, class Check>
+void each_file_opened_both_ways(Open open, Check check) {
   for (const std::string& path : all_files()) {
     CAPTURE(path);
     QueryStats q;
     std::uint64_t nonempty = 0;
-    // The second from a descriptor, through a window of the whole file.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     REQUIRE(fd >= 0);
-    const std::uint64_t size = static_cast<std::uint64_t>(::lseek(fd, 0, SEEK_END));
     Window w;
-    open_move_query<MappedFile>(
-        [&](int k) {
-          return k == 0 ? MappedFile::open(path.c_str()) : MappedFile::from_fd(fd, {}, FileWindow{0, size});
-        },
-        q, &nonempty);
-    // (munmap inside the window)
+    open_move_query<File>([&](int k) { return open(k, path, fd); }, q, &nonempty);
+    // (munmap, or both descriptors closed, inside the window)
     w.stop();
     ::close(fd);
-    check_nothing_allocated(q, w);
+    check(q, w, nonempty);
   }
+}
+
+TEST_CASE("a MappedFile opened, moved, moved over and queried allocates nothing") {
+  // The second from a descriptor, through a window of the whole file.
+  each_file_opened_both_ways<MappedFile>(
+      [](int k, const std::string& path, int fd) {
+        const std::uint64_t size = static_cast<std::uint64_t>(::lseek(fd, 0, SEEK_END));
+        return k == 0 ? MappedFile::open(path.c_str()) : MappedFile::from_fd(fd, {}, FileWindow{0, size});
+      },
+      [](const QueryStats& q, const Window& w, std::uint64_t) { check_nothing_allocated(q, w); });
 }
 
 TEST_CASE("a FileSource map allocates only the copies get_data returns") {
@@ -414,25 +423,13 @@ TEST_CASE("a FileSource map allocates only the copies get_data returns") {
 
 TEST_CASE("a PreadFile opened, moved, moved over and queried allocates only the copies get_data returns") {
   constexpr std::size_t kHalf = sizeof g_metadata / 2;  // one block of lent metadata each
-  for (const std::string& path : all_files()) {
-    CAPTURE(path);
-    QueryStats q;
-    std::uint64_t nonempty = 0;
-    // The second from a descriptor (FileSource::from_fd duplicates it).
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    REQUIRE(fd >= 0);
-    Window w;
-    open_move_query<PreadFile>(
-        [&](int k) {
-          const Span<std::uint8_t> memory(g_metadata + static_cast<std::size_t>(k) * kHalf, kHalf);
-          return k == 0 ? PreadFile::open(path.c_str(), memory) : PreadFile::from_fd(fd, memory);
-        },
-        q, &nonempty);
-    // (both descriptors closed inside the window)
-    w.stop();
-    ::close(fd);
-    check_only_copies_allocated(q, w, nonempty);
-  }
+  // The second from a descriptor (FileSource::from_fd duplicates it).
+  each_file_opened_both_ways<PreadFile>(
+      [](int k, const std::string& path, int fd) {
+        const Span<std::uint8_t> memory(g_metadata + static_cast<std::size_t>(k) * kHalf, kHalf);
+        return k == 0 ? PreadFile::open(path.c_str(), memory) : PreadFile::from_fd(fd, memory);
+      },
+      check_only_copies_allocated);
 }
 
 TEST_CASE("rejecting malformed files allocates nothing") {
