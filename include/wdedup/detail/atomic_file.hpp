@@ -474,11 +474,8 @@ class BasicAtomicFile {
     // descriptor is kept open for that fchmod; the first is closed before
     // the check all the same (close can report a deferred write error).
     const bool mode_after_check = mode_ >= 0 && check != nullptr;
-    if (mode_ >= 0 && !mode_after_check) {
-      if (Expected<void> ok = copy_access_acl(); !ok) return ok;
-      if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode_))))
-        return fail_errno("chmod temporary file " + quote_name(temp_), e);
-    }
+    if (mode_ >= 0 && !mode_after_check)
+      if (Expected<void> ok = take_replaced_access(); !ok) return ok;
     if (durable)
       if (const int e = errno_of(ops_.fsync(fd_))) return fail_errno("fsync temporary file " + quote_name(temp_), e);
     int kept = -1;
@@ -500,9 +497,7 @@ class BasicAtomicFile {
                               "cannot write " + quote_name(path_) + ": the check before replacing it failed: " +
                                   r.message());
     if (mode_after_check) {
-      if (Expected<void> ok = copy_access_acl(); !ok) return ok;
-      if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode_))))
-        return fail_errno("chmod temporary file " + quote_name(temp_), e);
+      if (Expected<void> ok = take_replaced_access(); !ok) return ok;
       if (durable)
         if (const int e = errno_of(ops_.fsync(fd_)))
           return fail_errno("fsync temporary file " + quote_name(temp_), e);
@@ -598,6 +593,14 @@ class BasicAtomicFile {
       link = !to.empty() && to[0] == '/' ? to : dir + "/" + to;
       if (stat_path(link.c_str(), false, &st) != 0) return {};  // dangling: realpath reports it
     }
+    return {};
+  }
+  /// Gives the temporary file (open as fd_) the replaced file's access ACL
+  /// and then its mode, which sets the same mask and the set-ID bits.
+  Expected<void> take_replaced_access() {
+    if (Expected<void> ok = copy_access_acl(); !ok) return ok;
+    if (const int e = errno_of(ops_.fchmod(fd_, static_cast<mode_t>(mode_))))
+      return fail_errno("chmod temporary file " + quote_name(temp_), e);
     return {};
   }
   /// Gives the temporary file the access ACL of target_, or none if it
