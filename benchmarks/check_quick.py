@@ -101,6 +101,44 @@ for label in dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group
     if int(m.group(2)) != len(timed[-1]["samples"]) or (m.group(4) == "GB") != (size >= 1e9) or \
             abs(got - size) > 5e-3 * size:
         problems.append(f"{label!r}: {m.group(0)!r} for {len(timed[-1]['samples'])} calls over {size} bytes")
+# What a call takes in memory: one line a workload, each thread count's
+# resident_added_bytes (bench::resident_peak over one untimed call), on
+# every deduplicate row, in MB at %.3g, and the largest as a share of the
+# bytes examined. This runs on Linux, where it is measured: each figure is
+# a count of pages (4 KiB on this project's machines), and a program of
+# 5,000 pairs of 4 KiB holds at least a row and a key a tensor.
+for label in dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group") == "dedup"):
+    dedup_rows = [r for r in rows if r.get("group") == "dedup" and r["name"] == label + ": deduplicate"]
+    for r in dedup_rows:
+        added = r["extra"].get("resident_added_bytes")
+        if added is None or added < 0 or added % 4096 != 0:
+            problems.append(f"{label!r} {r['baseline']!r} {r['threads']} thr: resident_added_bytes {added}")
+    timed = [r for r in dedup_rows if r.get("baseline") == "read pass" and not r.get("failed")]
+    lines = [re.fullmatch(re.escape(label) + r": a deduplicate\(\) call adds (.+) of resident memory at its peak, "
+                          r"its result included \(one untimed call each; at most ([\d.e+]+)% of the ([\d.e+]+) "
+                          r"(GB|MB) it examines\)\.", line) for line in run.stdout.splitlines()]
+    lines = [m for m in lines if m]
+    if len(lines) != (1 if timed else 0):
+        problems.append(f"{len(lines)} lines saying what a deduplicate() call of {label!r} holds")
+        continue
+    if not timed:
+        continue
+    m = lines[0]
+    figures = [re.fullmatch(r"([\d.e+]+) MB at (\d+) thr", f) for f in m.group(1).split(", ")]
+    if None in figures or [int(f.group(2)) for f in figures] != [r["threads"] for r in timed]:
+        problems.append(f"{label!r}: memory {m.group(1)!r} for threads {[r['threads'] for r in timed]}")
+        continue
+    for f, r in zip(figures, timed):
+        want = r["extra"]["resident_added_bytes"]
+        if abs(float(f.group(1)) * 1e6 - want) > 5e-3 * want:
+            problems.append(f"{label!r} at {r['threads']} thr: {f.group(0)!r}, resident_added_bytes {want}")
+    size = timed[0]["extra"]["bytes_examined"]
+    share = 100 * max(r["extra"]["resident_added_bytes"] for r in timed) / size
+    if abs(float(m.group(2)) - share) > 5e-3 * share:
+        problems.append(f"{label!r}: {m.group(2)}% of its input, {share}% from the JSON")
+    if label.startswith("small tensors") and \
+            min(r["extra"]["resident_added_bytes"] for r in timed) < 10000 * (16 + 16):
+        problems.append(f"{label!r}: {m.group(1)!r}, less than 32 bytes a tensor")
 # Steadiness (benchmarks/steadiness.hpp): each row's median over its fastest
 # repetition, each side (bench::median_over_fastest); judged on a row that
 # did not fail and has 3 or more samples on a side, steady if every such

@@ -610,6 +610,20 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
                 std::to_string(rep + 1) + ", " + std::to_string(want) + " in the untimed call";
     };
 
+    // What a call costs in memory: the resident memory it adds at its
+    // peak, its result included (built before it is freed). One untimed
+    // call, started as a one-shot export's is: no table memory kept from
+    // the calls before, the input read since the unmap (see below).
+    wdedup::release_table_cache();
+    consume(bench::read_pass(spans, run));
+    std::uint64_t mem_buffers = 0;
+    const bench::ResidentPeak mem =
+        bench::resident_peak([&] { consume(dedup_policy(w, threads, nullptr, &mem_buffers)); });
+    if (mem_buffers != buffers)
+      report_failure(w.name + ", " + std::to_string(threads) + " thread(s): deduplicate() found " +
+                     std::to_string(mem_buffers) + " distinct buffers in the call whose memory was measured, " +
+                     std::to_string(buffers) + " in the first");
+
     std::vector<double> t_read, t_dedup, t_ref, t_id, t_read2, t_pairs, id_share;
     // Threads each contender's timed call started, the most of any
     // repetition (-1: not counted): the rows say what their baselines ran on.
@@ -738,6 +752,8 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       if (by >= 0) r.extra.push_back({"threads_started_by_baseline", double(by)});
       if (at_once[kDedup] >= 0) r.extra.push_back({"threads_at_once_in_deduplicate", double(at_once[kDedup])});
       r.extra.push_back({"threads_run", double(run)});
+      // (-1: not measured, off Linux)
+      if (what == "deduplicate") r.extra.push_back({"resident_added_bytes", mem.known ? double(mem.added()) : -1.0});
       r.note = w.description;
       return r;
     };

@@ -904,6 +904,24 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
     if (!times.empty())
       std::printf("%s: a deduplicate() call takes %s (medians of %zu calls, over %.3g %s).\n", label.c_str(),
                   times.c_str(), calls, bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6, bytes >= 1e9 ? "GB" : "MB");
+    // And what it takes in memory (resident_added_bytes: -1 where it could
+    // not be measured), against the bytes it examines.
+    std::string held;
+    double most = 0;
+    for (const Row& t : r.rows) {
+      if (t.group != "dedup" || t.name != w.name || t.baseline != "read pass" || t.failed) continue;
+      const double added = t.extra_value("resident_added_bytes").value_or(-1);
+      if (added < 0) continue;
+      char one[64];
+      std::snprintf(one, sizeof one, "%.3g MB at %u thr", added / 1e6, t.threads);
+      held += (held.empty() ? "" : ", ") + std::string(one);
+      most = std::max(most, added);
+    }
+    if (!held.empty() && bytes > 0)
+      std::printf("%s: a deduplicate() call adds %s of resident memory at its peak, its result included (one "
+                  "untimed call each; at most %.3g%% of the %.3g %s it examines).\n",
+                  label.c_str(), held.c_str(), 100 * most / bytes, bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6,
+                  bytes >= 1e9 ? "GB" : "MB");
   }
   // Which rows the machine set more than the code (steadiness.hpp).
   std::fputs(wbench::steadiness_text(r).c_str(), stdout);

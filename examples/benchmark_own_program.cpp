@@ -2,7 +2,8 @@
 // model: put your buffers in a wdedup::Program, then time deduplicate
 // against a read pass over the same bytes measured in the same run (the
 // physical limit: no exact deduplication can skip reading its input), and
-// print the ratio. Absolute GB/s depend on the machine; the ratio travels.
+// print the ratio, and what a call adds to resident memory at its peak.
+// Absolute GB/s depend on the machine; the ratio travels.
 //
 //   example_benchmark_own_program [--mb N] [--threads N] [--reps N]
 //
@@ -163,6 +164,15 @@ int main(int argc, char** argv) {
         checksum += wdedup::bench::read_pass(input, run);
       });
 
+  // 5. What a call costs in memory: the resident memory it adds at its peak,
+  //    its result included (one more call, untimed, started as above).
+  wdedup::release_table_cache();
+  checksum += wdedup::bench::read_pass(input, run);
+  const wdedup::bench::ResidentPeak mem = wdedup::bench::resident_peak([&] {
+    auto r = wdedup::deduplicate<wdedup::Strategy<wdedup::Positional>>(program, options);
+    if (r) checksum += r->report.bytes_stored;
+  });
+
   std::printf("input: %zu tensors, %.1f MB examined; stored %.1f MB in %zu buffers\n", 2 * count,
               static_cast<double>(bytes) / 1e6, static_cast<double>(first->report.bytes_stored) / 1e6,
               static_cast<std::size_t>(first->report.buffers));
@@ -170,6 +180,10 @@ int main(int argc, char** argv) {
               wdedup::bench::gb_per_s(bytes, p.seconds), run, wdedup::bench::gb_per_s(bytes, p.baseline_seconds));
   std::printf("ratio: %.2fx of the read pass (median of %u paired runs; 1.0 = as fast as reading every byte once)\n",
               p.ratio, reps);
+  if (const double added = static_cast<double>(mem.added()); mem.known)
+    std::printf("memory: a call adds %.2f MB of resident memory at its peak, its result included (%.2f%% of the "
+                "bytes examined)\n",
+                added / 1e6, 100.0 * added / static_cast<double>(bytes));
   // On a shared machine, say when the medians are the machine's more than the code's.
   if (!p.steady())
     std::printf("unsteady: median / fastest run %.2fx (deduplicate), %.2fx (read pass), over %.1fx: run again\n",

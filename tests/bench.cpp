@@ -665,3 +665,80 @@ TEST_CASE("the harness's steadiness: the text under the table") {
         "  small tensors: identity engine, 1 thr: 2.50x, baseline SHA-256 ref 1.00x\n"
         "  get_tensor_layout, 16 keys: 1.20x, baseline unordered_map 2.00x\n");
 }
+
+// ---- resident_peak -------------------------------------------------------------
+#if defined(__linux__)
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+/// Touches every page of `n` bytes of fresh anonymous memory and unmaps
+/// them: resident only inside the call.
+void touch_and_unmap(std::size_t n) {
+  void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  std::memset(p, 1, n);
+  REQUIRE(::munmap(p, n) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("resident_peak: a call's peak is counted after it freed its memory; a call that touches none adds ~0") {
+  const wdedup::bench::ResidentPeak none = wdedup::bench::resident_peak([] {});
+  REQUIRE(none.known);
+  CHECK(none.before > 0);
+  CHECK(none.added() < kMiB);  // the kernel's per-CPU batches, at most
+
+  // 64 MiB touched and unmapped inside the call: its peak, not its end.
+  const wdedup::bench::ResidentPeak freed = wdedup::bench::resident_peak([] { touch_and_unmap(64 * kMiB); });
+  REQUIRE(freed.known);
+  CHECK(freed.added() >= 63 * kMiB);
+  CHECK(freed.added() <= 66 * kMiB);
+
+  // Kept on return: counted too, and resident after.
+  std::vector<char> kept;
+  const wdedup::bench::ResidentPeak held = wdedup::bench::resident_peak([&] { kept.assign(32 * kMiB, 1); });
+  REQUIRE(held.known);
+  CHECK(held.added() >= 31 * kMiB);
+  CHECK(held.added() <= 34 * kMiB);
+  CHECK(held.peak >= held.before + 31 * kMiB);
+}
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && defined(__GLIBC__)
+#if !defined(__has_feature)
+#define WDEDUP_TEST_HAS_FEATURE(x) 0
+#else
+#define WDEDUP_TEST_HAS_FEATURE(x) __has_feature(x)
+#endif
+#if !WDEDUP_TEST_HAS_FEATURE(address_sanitizer) && !WDEDUP_TEST_HAS_FEATURE(thread_sanitizer)
+TEST_CASE("resident_peak: heap memory freed before the call is given back first, so reusing it counts") {
+  // 48 MiB in 4 KiB blocks from malloc's heap (below its mmap threshold),
+  // freed but for a last block that pins the heap's top: without a trim the
+  // allocator keeps those pages resident, and the call's blocks would take
+  // them again unseen.
+  constexpr std::size_t kBlock = 4096, kBlocks = 48 * kMiB / kBlock;
+  std::vector<void*> blocks(kBlocks);
+  for (void*& b : blocks) {
+    b = std::malloc(kBlock);
+    REQUIRE(b != nullptr);
+    std::memset(b, 2, kBlock);
+  }
+  void* pin = std::malloc(kBlock);
+  REQUIRE(pin != nullptr);
+  for (void* b : blocks) std::free(b);
+  const wdedup::bench::ResidentPeak again = wdedup::bench::resident_peak([&] {
+    for (void*& b : blocks) {
+      b = std::malloc(kBlock);
+      REQUIRE(b != nullptr);
+      std::memset(b, 3, kBlock);
+    }
+  });
+  for (void* b : blocks) std::free(b);
+  std::free(pin);
+  REQUIRE(again.known);
+  CHECK(again.added() >= 46 * kMiB);
+  CHECK(again.added() <= 52 * kMiB);
+}
+#endif
+#endif
+#endif

@@ -26,7 +26,11 @@
 #include <cstring>
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "wdedup/detail/min_max.hpp"
 #include "wdedup/detail/thread_budget.hpp"
@@ -433,6 +437,100 @@ Paired compare(unsigned reps, Subject&& subject, Baseline&& baseline, Untimed&& 
 /// Gigabytes (1e9 bytes) per second.
 inline double gb_per_s(std::uint64_t bytes, double seconds) noexcept {
   return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0;
+}
+
+/// What a call added to the process's resident memory at its peak
+/// (resident_peak).
+struct ResidentPeak {
+  /// Whether it was measured: on Linux, where /proc/self/clear_refs takes
+  /// "5" (since 4.0) and /proc/self/status reads. Elsewhere the call runs
+  /// and nothing is known.
+  bool known = false;
+  std::uint64_t before = 0;  ///< bytes resident right before the call
+  std::uint64_t peak = 0;    ///< the most bytes resident during it
+  /// Bytes the call added at its peak (0 where it added none).
+  std::uint64_t added() const noexcept { return peak > before ? peak - before : 0; }
+};
+
+namespace detail {
+
+/// The "<field>: N kB" line of /proc/self/status, in bytes; -1 where it
+/// cannot be read. (open and read, not stdio: nothing allocated between
+/// the reset and the call.)
+inline long long proc_status_bytes(const char* field) noexcept {
+#if defined(__linux__)
+  char buf[8192];
+  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  std::size_t got = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf + got, sizeof buf - 1 - got);
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  buf[got] = '\0';
+  const std::size_t len = std::strlen(field);
+  for (const char* line = buf; *line != '\0';) {
+    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
+      const char* p = line + len + 1;
+      while (*p == ' ' || *p == '\t') ++p;
+      if (*p < '0' || *p > '9') return -1;
+      long long kib = 0;
+      for (; *p >= '0' && *p <= '9'; ++p) kib = kib * 10 + (*p - '0');
+      return kib * 1024;
+    }
+    const char* end = std::strchr(line, '\n');
+    if (end == nullptr) break;
+    line = end + 1;
+  }
+  return -1;
+#else
+  (void)field;
+  return -1;
+#endif
+}
+
+/// Resets the process's peak resident size to what is resident now.
+inline bool reset_resident_peak() noexcept {
+#if defined(__linux__)
+  const int fd = ::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, "5", 1) == 1;
+  ::close(fd);
+  return ok;
+#else
+  return false;
+#endif
+}
+
+}  // namespace detail
+
+/// Runs `f` once and says how much resident memory it added at its peak:
+/// what the call costs a machine in memory (its allocations, its mapped
+/// tables, its threads' stacks, and whatever it leaves held on return,
+/// such as a result it assigns), as the kernel counts pages. Freed heap
+/// memory is first given back to the system (glibc's malloc_trim):
+/// memory an earlier call freed and the allocator kept would otherwise be
+/// reused unseen, and the figure would depend on what ran before. The
+/// kernel's counters may lag by a few hundred KiB (per-CPU batches). Not a
+/// timing: the trim and the reads of /proc take time of their own.
+template <class F>
+ResidentPeak resident_peak(F&& f) {
+  ResidentPeak r;
+#if defined(__GLIBC__)
+  ::malloc_trim(0);
+#endif
+  const bool reset = detail::reset_resident_peak();
+  const long long before = reset ? detail::proc_status_bytes("VmRSS") : -1;
+  f();
+  const long long peak = before >= 0 ? detail::proc_status_bytes("VmHWM") : -1;
+  if (before >= 0 && peak >= 0) {
+    r.known = true;
+    r.before = static_cast<std::uint64_t>(before);
+    r.peak = static_cast<std::uint64_t>(peak);
+  }
+  return r;
 }
 
 }  // namespace bench
