@@ -279,6 +279,76 @@ left = sorted(os.listdir(sig_dir))
 if not own or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"]:
     problems.append(f"a hangup ignored as under nohup: its store seen {own}, exit {p.returncode}, stderr {err!r}, "
                     f"left {left}; expected the run to finish (0) with its JSON")
+
+# A Ctrl-C keeps what was measured: the first SIGINT, sent to the run's
+# process group as a terminal does (its compiler children get it too), stops
+# the run at its next step; the rows finished before it are printed and
+# written with "interrupted": true, the measurement it stopped is left out
+# (not a failure: here a compile killed under it), its files are removed,
+# and it ends by SIGINT. A second SIGINT ends it at once, nothing written.
+def ctrl_c_run(args, first_at, again=False):
+    """Runs wdedup-bench with args in its own process group; sends SIGINT to
+    the group when a progress line starts with first_at, and again once the
+    run says it is stopping if `again`. Returns (exit, stdout, stderr lines)."""
+    p = subprocess.Popen([exe, "--progress", "--tmpdir", sig_dir, "--json", os.path.join(sig_dir, "r.json")] + args,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    said = []
+    for line in p.stderr:
+        said.append(line.rstrip("\n"))
+        if line.startswith(first_at) and not any(l.startswith(first_at) for l in said[:-1]):
+            os.killpg(p.pid, signal.SIGINT)
+            if not again:
+                break
+        if again and "stopping at the next step" in line:
+            os.killpg(p.pid, signal.SIGINT)
+            break
+    out, rest = p.communicate(timeout=120)
+    return p.returncode, out, said + rest.splitlines()
+
+
+os.remove(decoy)
+rc, out, said = ctrl_c_run(["--quick"], "build cost: ")
+left = sorted(os.listdir(sig_dir))
+stopping = ("wdedup-bench: stopping at the next step, keeping the measurements finished so far (Ctrl-C again to "
+            "stop at once)")
+if rc != -signal.SIGINT or left != ["r.json"] or stopping not in said:
+    problems.append(f"Ctrl-C in the build group: exit {rc}, left {left}, stderr {said[-4:]}; expected death by "
+                    f"SIGINT, the JSON alone left, and the line {stopping!r}")
+else:
+    with open(os.path.join(sig_dir, "r.json")) as f:
+        doc = json.load(f)
+    groups = sorted({r["group"] for r in doc["results"]})
+    dedup_rows = [r for r in doc["results"] if r["group"] == "dedup"]
+    # Every dedup workload at both thread counts, as a --quick run has them.
+    workloads = sorted({(r["name"].split(":")[0], r["threads"]) for r in dedup_rows})
+    if doc.get("interrupted") is not True or groups != ["alloc", "dedup", "runtime", "write"] or \
+            doc["failures"] != [] or len(workloads) != 10 or any(r.get("failed") for r in doc["results"]):
+        problems.append(f"Ctrl-C in the build group: interrupted {doc.get('interrupted')}, groups {groups}, "
+                        f"failures {doc['failures']}, dedup workloads {workloads}")
+    tail = out.splitlines()[-2:]
+    if tail != ["INTERRUPTED (Ctrl-C): the rows above are the measurements finished before it; the one it stopped, "
+                "and the rest, did not run.", "wrote " + os.path.join(sig_dir, "r.json")] or \
+            "targets met" not in out or "FAILED" in out:
+        problems.append(f"Ctrl-C in the build group: the table's end {tail!r}")
+    os.remove(os.path.join(sig_dir, "r.json"))
+# Twice: at once, nothing written, its files removed (the second lands while
+# the first write of a 500 MB store runs).
+rc, out, said = ctrl_c_run(["--quick", "--only", "runtime,write", "--write-bytes", "500000000", "--reps", "3"],
+                           "write: repetition 1/", again=True)
+left = sorted(os.listdir(sig_dir))
+if rc != -signal.SIGINT or left != [] or "INTERRUPTED" in out or "wrote" in out:
+    problems.append(f"Ctrl-C twice: exit {rc}, left {left}, stdout's end {out[-200:]!r}; expected death by SIGINT "
+                    "at once, nothing written or left")
+# Once, with nothing finished yet: the last run's results stay as they were.
+with open(os.path.join(sig_dir, "r.json"), "w") as f:
+    f.write("the last run's")
+rc, out, said = ctrl_c_run(["--only", "write", "--write-bytes", "500000000", "--reps", "1"], "write: preparing")
+with open(os.path.join(sig_dir, "r.json")) as f:
+    kept = f.read()
+if rc != -signal.SIGINT or sorted(os.listdir(sig_dir)) != ["r.json"] or kept != "the last run's" or \
+        "nothing was measured: " + os.path.join(sig_dir, "r.json") + " left as it was" not in out:
+    problems.append(f"Ctrl-C before anything finished: exit {rc}, left {sorted(os.listdir(sig_dir))}, the JSON "
+                    f"{kept[:40]!r}, stdout's end {out[-200:]!r}")
 shutil.rmtree(sig_dir, ignore_errors=True)
 
 # ---- settings of what did not run ----------------------------------------------

@@ -50,6 +50,8 @@ for r in rows:
 for key in ("command", "date", "targets", "targets_met"):
     if key not in doc:
         problems.append(f"no '{key}'")
+if doc.get("interrupted") is not False:  # a run that ran to its end (check_args: one stopped)
+    problems.append(f"'interrupted': {doc.get('interrupted')!r} in a run nothing stopped")
 # The comparisons alone: only where every duplicate is a small tensor (the
 # small tensors; the Llama workloads' duplicates are big, the adversarial
 # one has none), one row per thread count, reading both sides of each of

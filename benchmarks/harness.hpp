@@ -234,6 +234,12 @@ class FailureScope {
 struct GroupFailed {};
 /// report_failure(what), then ends the group.
 [[noreturn]] void fail_group(const std::string& what);
+/// What ends the run after a first Ctrl-C, at its next step: main() catches
+/// it and keeps the rows finished before (main.cpp).
+struct Interrupted {};
+/// Throws Interrupted once a Ctrl-C asked the run to stop; progress() and
+/// report_failure() call it, so every step of every group is one.
+void stop_point();
 
 /// /sys/kernel/mm/transparent_hugepage/enabled (e.g. "always [madvise]
 /// never"), or "unknown".

@@ -53,7 +53,19 @@ bool g_stderr_is_terminal = false;
 std::vector<std::string> g_failure_messages;  // each failure reported, in order
 }  // namespace
 
+// The signal of a first Ctrl-C (0: none yet): the run stops at its next
+// step, keeping the measurements finished before it (see main).
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free, "a handler's flag must be lock-free");
+
+void stop_point() {
+  if (g_stop_signal.load(std::memory_order_relaxed) != 0) throw Interrupted{};
+}
+
 void report_failure(const std::string& what) {
+  // After a Ctrl-C, what fails is what it stopped (a compiler child gets the
+  // terminal's SIGINT too): the stop, not a failure.
+  stop_point();
   if (g_progress_open) {
     std::fprintf(stderr, "\n");
     g_progress_open = false;
@@ -73,6 +85,9 @@ void consume(std::uint64_t v) { g_sink.fetch_add(v, std::memory_order_relaxed); 
 std::uint64_t consumed() { return g_sink.load(std::memory_order_relaxed); }
 
 void progress(const Config& c, const char* fmt, ...) {
+  // Every group says where it is at each step, repetitions included: where
+  // a Ctrl-C ends the run (stop_point).
+  stop_point();
   if (!c.progress) return;
   char line[200];
   va_list ap;
@@ -171,9 +186,52 @@ void remove_own_files_on_signals(const wbench::Config& c) {
   g_own_prefix_len = static_cast<std::size_t>(len);
   wdedup_cli::handle_stop_signals(remove_own_files_and_die);
 }
+
+/// Outside a handler, at the end of an interrupted run: what the handler
+/// would have removed.
+void remove_own_files_now() {
+  if (g_tmpdir_fd < 0) return;
+  for (int pass = 0; pass < 8 && remove_own_files() != 0; ++pass) {
+  }
+}
 #else
 void remove_own_files_on_signals(const wbench::Config&) {}
+void remove_own_files_now() {}
+extern "C" void remove_own_files_and_die(int sig) {
+  wdedup_cli::first_handler_only();
+  wdedup_cli::die_by(sig);
+}
 #endif
+
+// ---- a Ctrl-C keeps what was measured ----------------------------------------
+// The first SIGINT asks the run to stop at its next step (wbench::stop_point,
+// at every repetition of every group): the measurement it interrupted is
+// left out, the ones finished before it are printed and written, the run's
+// files removed, and the process then ends by SIGINT as it would have. A
+// second SIGINT ends it at once, as SIGTERM and SIGHUP do (the handler
+// above). (SA_RESTART: a write or a wait the first one lands in goes on.)
+extern "C" void stop_after_this_step(int sig) {
+  int none = 0;
+  if (!wbench::g_stop_signal.compare_exchange_strong(none, sig)) return remove_own_files_and_die(sig);
+  static const char kSaid[] =
+      "\nwdedup-bench: stopping at the next step, keeping the measurements finished so far (Ctrl-C again to stop "
+      "at once)\n";
+  const ssize_t n = ::write(STDERR_FILENO, kSaid, sizeof kSaid - 1);
+  (void)n;
+}
+
+void keep_results_on_ctrl_c() {
+  struct sigaction old;
+  // A SIGINT the run was started ignoring (a background job's) stays so.
+  if (::sigaction(SIGINT, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = stop_after_this_step;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : wdedup_cli::kStopSignals) sigaddset(&sa.sa_mask, sig);
+  ::sigaction(SIGINT, &sa, nullptr);
+}
 
 using wbench::Config;
 using wbench::Results;
@@ -708,11 +766,13 @@ std::string json_array(const std::vector<double>& v) {
   return o + "]";
 }
 
-std::string to_json(const Config& c, const Results& r, const std::string& command, const std::string& date) {
+std::string to_json(const Config& c, const Results& r, const std::string& command, const std::string& date,
+                    bool interrupted) {
   std::string o = "{\n";
   o += "  \"tool\": \"wdedup-bench\",\n";
   o += "  \"command\": " + json_string(command) + ",\n";
   o += "  \"date\": " + json_string(date) + ",\n";
+  o += "  \"interrupted\": " + std::string(interrupted ? "true" : "false") + ",\n";
   o += "  \"quick\": " + std::string(c.quick ? "true" : "false") + ",\n";
   o += "  \"reps\": " + std::to_string(c.reps) + ",\n";
   o += "  \"facts\": {";
@@ -933,6 +993,7 @@ int main(int argc, char** argv) {
   Config c;
   if (int rc = parse_args(argc, argv, &c); rc != 0) return rc;
   remove_own_files_on_signals(c);
+  keep_results_on_ctrl_c();
 
   // As a shell would take it back (a --ptd path with a space was two
   // words): a word of other characters than these is single-quoted.
@@ -1022,30 +1083,55 @@ int main(int argc, char** argv) {
                              "--small-tensors or --adversarial sizes fit)");
     }
   };
+  // A Ctrl-C ends the groups at their next step (wbench::Interrupted), the
+  // measurement it stopped left out.
+  bool interrupted = false;
+  try {
+    if (c.once) {
+      // Nothing is timed: only what a profiler should see (scripts/profile.sh).
+      run(wbench::run_dedup);
+    } else {
+      if (c.wants("dedup")) run(wbench::run_dedup);
+      if (c.wants("runtime")) run(wbench::run_runtime);
+      if (c.wants("write")) run(wbench::run_write);
+      if (c.wants("build")) run(wbench::run_build_cost);
+    }
+  } catch (const wbench::Interrupted&) {
+    interrupted = true;
+  }
+  wbench::progress_done(c);
   if (c.once) {
-    // Nothing is timed: only what a profiler should see (scripts/profile.sh).
-    run(wbench::run_dedup);
-    wbench::progress_done(c);
     std::printf("--once: nothing timed\n");
   } else {
-    if (c.wants("dedup")) run(wbench::run_dedup);
-    if (c.wants("runtime")) run(wbench::run_runtime);
-    if (c.wants("write")) run(wbench::run_write);
-    if (c.wants("build")) run(wbench::run_build_cost);
-    wbench::progress_done(c);
     print_table(r, c.input_pages.c_str(), c.quick);
     // Under the table too, which a group that stopped would leave silent.
     for (const std::string& what : wbench::failures()) std::printf("FAILED: %s\n", what.c_str());
   }
-
+  if (interrupted)
+    std::printf("INTERRUPTED (Ctrl-C): the rows above are the measurements finished before it; the one it stopped, "
+                "and the rest, did not run.\n");
   r.notes.push_back({"checksum", std::to_string(wbench::consumed())});
 
-  const std::string json = to_json(c, r, command, date);
+  auto end = [&](int rc) {
+    std::fflush(stdout);
+    if (interrupted || wbench::g_stop_signal.load() != 0) {
+      // Ended as the signal would have ended it, its files gone.
+      remove_own_files_now();
+      wdedup_cli::die_by(SIGINT);
+    }
+    return rc;
+  };
+  // Nothing finished: the last run's results stay as they were.
+  if (interrupted && r.rows.empty()) {
+    std::printf("nothing was measured: %s left as it was\n", c.json_path.c_str());
+    return end(1);
+  }
+  const std::string json = to_json(c, r, command, date, interrupted);
   // Whole or not at all: a cut-off file over the last run's figures loses both.
   if (wdedup::Expected<void> w = wdedup::detail::write_whole_file(c.json_path, json, false); !w) {
     std::fprintf(stderr, "wdedup-bench: %s\n", w.message().c_str());
-    return 1;
+    return end(1);
   }
   std::printf("wrote %s\n", c.json_path.c_str());
-  return wbench::any_failure() ? 1 : 0;
+  return end(wbench::any_failure() ? 1 : 0);
 }
