@@ -154,6 +154,25 @@ TEST_CASE("same key, same bytes, different layout: LayoutMismatch, store unchang
   CHECK(dump(s) == before);
 }
 
+TEST_CASE("same key, same bytes, a layout on one add only: LayoutMismatch says which add had none") {
+  // Until a user trial the message read "already has layout no layout, not
+  // FLOAT [64] ..." and "..., not no layout".
+  const auto a = bytes(24, 1);
+  NamedDataStore s;
+  REQUIRE(s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, {2, 3})).ok());
+  Expected<void> r = s.add_named_data("t", span(a), 1);
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 't' already has layout FLOAT [2, 3] dim_order [0, 1], and this add has no layout");
+
+  NamedDataStore u;
+  REQUIRE(u.add_named_data("t", span(a), 1).ok());
+  const std::string before = dump(u);
+  r = u.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, {2, 3}));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 't' already has no layout, and this add has layout FLOAT [2, 3] dim_order [0, 1]");
+  CHECK(dump(u) == before);
+}
+
 TEST_CASE("different keys, same bytes: one buffer, each key keeps its alignment and layout") {
   NamedDataStore s;
   const auto a = bytes(48, 5);

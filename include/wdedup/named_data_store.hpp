@@ -433,10 +433,18 @@ class NamedDataStore {
                             detail::cat("key ", detail::quote_name(k.key), " already holds ", held.size(),
                                         " bytes that differ from the ", bytes.size(), " bytes added now", where));
     }
-    if (k.layout != layout)
-      return Expected<void>(Error::LayoutMismatch,
-                            detail::cat("key ", detail::quote_name(k.key), " already has layout ",
-                                        detail::describe_layout(k.layout), ", not ", detail::describe_layout(layout)));
+    if (k.layout != layout) {
+      // A layout on one add only says which add had none (not "already has
+      // layout no layout", as it read until a user trial).
+      std::string why = k.layout && layout
+                            ? detail::cat(" already has layout ", detail::describe_layout(k.layout), ", not ",
+                                          detail::describe_layout(layout))
+                        : k.layout ? detail::cat(" already has layout ", detail::describe_layout(k.layout),
+                                                 ", and this add has no layout")
+                                   : detail::cat(" already has no layout, and this add has layout ",
+                                                 detail::describe_layout(layout));
+      return Expected<void>(Error::LayoutMismatch, detail::cat("key ", detail::quote_name(k.key), why));
+    }
     return {};
   }
 
