@@ -674,6 +674,28 @@ TEST_CASE("the report's largest alias groups: at most five, largest saving first
   CHECK(e->report.to_table().find("\n  alias groups 0\n\n") != std::string::npos);
 }
 
+TEST_CASE("the report's byte counts in human units never read 1024 of one unit") {
+  // Until a user trial, sizes just below a MiB or GiB were rounded up to
+  // "1024.00 KiB" and "1024.00 MiB": the next unit is what they round to.
+  CHECK(detail::human_bytes(1023) == "1023 B");
+  CHECK(detail::human_bytes(1024) == "1.00 KiB");
+  CHECK(detail::human_bytes(1048570) == "1023.99 KiB");
+  CHECK(detail::human_bytes(1048575) == "1.00 MiB");
+  CHECK(detail::human_bytes(1048576) == "1.00 MiB");
+  CHECK(detail::human_bytes(1073741823) == "1.00 GiB");
+  CHECK(detail::human_bytes(1073736000) == "1023.99 MiB");
+  CHECK(detail::human_bytes(1099511627775ull) == "1.00 TiB");
+  CHECK(detail::human_bytes(~std::uint64_t{0}) == "16777216.00 TiB");  // the last unit has no next one
+  // Under a locale whose decimal point is a comma (the table is for people,
+  // and printf writes the locale's), the same.
+  const char* const wanted = std::getenv("WDEDUP_TEST_COMMA_LOCALE");  // as in the JSON test below
+  if (std::setlocale(LC_NUMERIC, wanted != nullptr ? wanted : "de_DE.UTF-8") != nullptr) {
+    CHECK(detail::human_bytes(1048575) == "1,00 MiB");
+    CHECK(detail::human_bytes(1048570) == "1023,99 KiB");
+    std::setlocale(LC_NUMERIC, "C");
+  }
+}
+
 TEST_CASE("the report's table escapes names: control characters, bytes that are not UTF-8, backslashes") {
   // (The messages' escaping, detail/escape.hpp: the table's is the same
   // without the quotes, and so without escaping an apostrophe.)

@@ -114,6 +114,14 @@ inline std::string human_bytes(std::uint64_t n) {
   }
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  // From 1023.995 of a unit (v is below 1024 here), two decimals round up
+  // to "1024.00", whatever the locale's decimal point: that is 1.00 of the
+  // next one (1048575 bytes read "1024.00 KiB" until a user trial).
+  if (u > 0 && u < 4 && std::string_view(buf).substr(0, 4) == "1024") {
+    v /= 1024.0;
+    ++u;
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  }
   return buf;
 }
 
