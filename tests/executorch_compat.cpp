@@ -891,3 +891,64 @@ TEST_CASE("ExecuTorch's own serializer test payload (a layout whose dim_order is
   CHECK(buf[0] == 0x11);
 }
 #endif
+
+TEST_CASE("replace_data on a wdedup file whose last segment is empty: opens with allow_moved_segments") {
+  // ExecuTorch's replace_data places every segment in turn, zero-size ones
+  // too, and sets segment_data_size to where the last one ends: after a
+  // trailing empty segment, that segment's offset, past the last byte of
+  // data. A store whose last buffer is empty gives such a file when an
+  // earlier key's bytes change size.
+  NamedDataStore store;
+  const auto a = pattern(64, 1), grown = pattern(300, 9);
+  const std::vector<std::uint8_t> none;
+  add(store, "a", a, 1);
+  add(store, "e", none, 1);
+  const std::vector<std::uint8_t> file = serialize(store);
+  EtMap before;
+  REQUIRE(et_load(file, before).empty());
+  REQUIRE(before.segment_base_offset == 512);
+  CHECK(et_get_data(before, "e").offset == 640);  // 64 bytes at 512, then the next 128-aligned offset
+  CHECK(before.segment_data_size == 128);
+
+  std::vector<std::uint8_t> replaced = replace_data_like_executorch(file, "a", grown);
+  EtMap m;
+  REQUIRE(et_load(replaced, m).empty());
+  CHECK(et_get_data(m, "a").offset == 512);
+  CHECK(et_get_data(m, "a").bytes.size() == 300);
+  CHECK(et_get_data(m, "e").offset == 896);  // 812 up to the 128 its old offset 640 was aligned to
+  CHECK(m.segment_data_size == 384);           // the empty segment's offset, 84 bytes past the data
+  CHECK(replaced.size() == 896);
+
+  wdedup::BufferSource src(replaced.data(), replaced.size());
+  wdedup::Result<wdedup::NamedDataMap> strict = wdedup::NamedDataMap::open(src);
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.error() == wdedup::Error::MalformedIndex);
+  CHECK(strict.failure().at == wdedup_test::Nav{replaced}.entry(0) + wdedup::format::key_entry::kDataSize);
+
+  wdedup::OpenOptions allow;
+  allow.allow_moved_segments = true;
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src, allow);
+  REQUIRE_MESSAGE(map.ok(), std::string(map.ok() ? "" : map.failure().what), " at ",
+                  map.ok() ? 0 : map.failure().at);
+  CHECK(map->segments_moved());
+  CHECK(map->key_info(0)->offset == 512);
+  CHECK(map->key_info(0)->size == 300);
+  CHECK(map->key_info(1)->offset == 896);
+  CHECK(map->key_info(1)->size == 0);
+  wdedup::Result<wdedup::DataBuffer> got = map->get_data("a");
+  REQUIRE(got.ok());
+  const auto* p = static_cast<const std::uint8_t*>(got->data());
+  CHECK(std::vector<std::uint8_t>(p, p + got->size()) == grown);
+  CHECK(map->get_data("e")->size() == 0);
+
+  // A segment_data_size past the empty segment is still not a rewrite's
+  // layout (here 16 bytes past it, the file grown to match).
+  std::vector<std::uint8_t> longer = replaced;
+  longer.resize(longer.size() + 16, 0);
+  wdedup::format::store_u64(longer.data() + 40, 400);
+  wdedup::BufferSource s(longer.data(), longer.size());
+  wdedup::Result<wdedup::NamedDataMap> r = wdedup::NamedDataMap::open(s, allow);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == wdedup::Error::MalformedIndex);
+  CHECK(r.failure().at == 40);
+}

@@ -1561,15 +1561,22 @@ inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noe
   // one after another in index order, segment_data_size ending at the
   // last. So a damaged segment offset that lands on other bytes is not
   // read as a move (zero-size segments keep a default offset: skipped).
-  std::uint64_t end = 0;
+  // replace_data places zero-size segments too, each at the next offset
+  // its alignment allows, and sets segment_data_size to where the last
+  // segment ends: after a trailing zero-size one (a store whose last
+  // buffer is empty), at that segment's offset, past the data.
+  std::uint64_t end = 0, last_off = 0, last_size = 0;
   for (std::uint32_t s = 0; s < segment_count_; ++s) {
     std::uint64_t off = 0, size = 0;
     seg_range(s, &off, &size);
+    last_off = off;
+    last_size = size;
     if (size == 0) continue;
     if (off < end) return Status(Error::MalformedIndex, kMovedOutOfOrder, s);
     end = off + size;
   }
-  if (header_.segment_data_size != end)
+  const bool empty_tail = segment_count_ != 0 && last_size == 0 && last_off >= end;
+  if (header_.segment_data_size != end && !(empty_tail && header_.segment_data_size == last_off))
     return Status(Error::MalformedIndex, kMovedOutOfOrder, format::kHeaderSegmentDataSizePos);
   return detail::ok_status();
 }
