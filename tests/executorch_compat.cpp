@@ -952,3 +952,80 @@ TEST_CASE("replace_data on a wdedup file whose last segment is empty: opens with
   CHECK(r.error() == wdedup::Error::MalformedIndex);
   CHECK(r.failure().at == 40);
 }
+
+TEST_CASE("replace_data on a wdedup file with a key asking 12: its segment moves to a multiple of 4 only, and opens") {
+  // The key's segment lies at a multiple of lcm(128, 12) = 384 (768), and
+  // records 12. replace_data aligns it again to the lowest set bit of that
+  // offset (256), so when the key before it grows it moves to 1024: a
+  // multiple of 4 (12's power-of-two part, all a view is aligned to), not
+  // of 12. ExecuTorch reads it there; so does open() with
+  // allow_moved_segments.
+  NamedDataStore store;
+  const auto a = pattern(64, 1), t = pattern(10, 2), grown = pattern(300, 9);
+  add(store, "a", a, 1);
+  add(store, "t", t, 12);
+  const std::vector<std::uint8_t> file = serialize(store);
+  EtMap before;
+  REQUIRE(et_load(file, before).empty());
+  REQUIRE(before.segment_base_offset == 512);
+  CHECK(et_get_data(before, "t").offset == 768);
+
+  std::vector<std::uint8_t> replaced = replace_data_like_executorch(file, "a", grown);
+  EtMap m;
+  REQUIRE(et_load(replaced, m).empty());
+  CHECK(et_get_data(m, "t").offset == 1024);
+  CHECK(m.segment_data_size == 522);
+
+  wdedup::OpenOptions allow;
+  allow.allow_moved_segments = true;
+  wdedup::BufferSource src(replaced.data(), replaced.size());
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src, allow);
+  REQUIRE_MESSAGE(map.ok(), std::string(map.ok() ? "" : map.failure().what), " at ",
+                  map.ok() ? 0 : map.failure().at);
+  CHECK(map->segments_moved());
+  CHECK(map->key_info(1)->offset == 1024);
+  CHECK(map->key_info(1)->alignment == 12);  // as recorded
+  CHECK(map->segment(1)->alignment == 12);
+  wdedup::Result<wdedup::DataBuffer> got = map->get_data("t");
+  REQUIRE(got.ok());
+  const auto* p = static_cast<const std::uint8_t*>(got->data());
+  CHECK(std::vector<std::uint8_t>(p, p + got->size()) == t);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(replaced.data()) == 1024);
+
+  // Moved to where not even the power-of-two part holds (1026): refused,
+  // at the segment's recorded alignment.
+  std::vector<std::uint8_t> off2 = replaced;
+  off2.resize(off2.size() + 2, 0);
+  wdedup_test::Nav nav{off2};
+  wdedup::format::store_u64(off2.data() + nav.field(nav.segment(1), wdedup::format::data_segment_field::kOffset),
+                            514);
+  wdedup::format::store_u64(off2.data() + 40, 524);
+  wdedup::BufferSource s2(off2.data(), off2.size());
+  wdedup::Result<wdedup::NamedDataMap> r = wdedup::NamedDataMap::open(s2, allow);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == wdedup::Error::MalformedIndex);
+  CHECK(std::string(r.failure().what) == "segment alignment is 0, too large, or not met by its offset");
+  CHECK(r.failure().at == nav.seg_info(1) + wdedup::format::segment_info::kAlignment);
+
+  // A file nothing moved in keeps the exact check, with the option too:
+  // the segment put at 1024 with the block's range recorded to match is not
+  // a move, and 1024 is no multiple of 12.
+  std::vector<std::uint8_t> at1024 = file;
+  at1024.resize(1034, 0);
+  std::copy(t.begin(), t.end(), at1024.begin() + 1024);
+  wdedup_test::Nav n{at1024};
+  wdedup::format::store_u64(at1024.data() + n.field(n.segment(1), wdedup::format::data_segment_field::kOffset), 512);
+  wdedup::format::store_u64(at1024.data() + 40, 522);
+  wdedup::format::store_u64(at1024.data() + n.entry(1) + wdedup::format::key_entry::kDataOffset, 1024);
+  wdedup::BufferSource s3(at1024.data(), at1024.size());
+  for (const bool option : {false, true}) {
+    CAPTURE(option);
+    wdedup::OpenOptions o;
+    o.allow_moved_segments = option;
+    wdedup::Result<wdedup::NamedDataMap> u = wdedup::NamedDataMap::open(s3, o);
+    REQUIRE_FALSE(u.ok());
+    CHECK(u.error() == wdedup::Error::MalformedIndex);
+    CHECK(std::string(u.failure().what) == "segment alignment is 0, too large, or not met by its offset");
+    CHECK(u.failure().at == n.seg_info(1) + wdedup::format::segment_info::kAlignment);
+  }
+}

@@ -337,10 +337,11 @@ struct OpenOptions {
   /// index, alignments and function maps, which every other check still
   /// finds in agreement with the flatbuffer. The segments must lie as a
   /// rewrite lays them out (in index order, each after the one before,
-  /// segment_data_size ending at the last), and each must still meet its
-  /// recorded alignment: replace_data keeps it, unless its caller gives a
-  /// replacement a smaller one, which is refused either way (a view could
-  /// not be aligned as the key asks). Content hashes stay as recorded, so
+  /// segment_data_size ending at the last), and each must still meet the
+  /// power-of-two part of its recorded alignment (all a view is aligned
+  /// to): replace_data keeps it, aligning each segment to the lowest set
+  /// bit of its old offset, unless its caller gives a replacement a smaller
+  /// one, which is refused either way. Content hashes stay as recorded, so
   /// verify_segment(map, i) fails for each segment whose bytes were
   /// replaced. A layout stays as recorded too: after a replacement of
   /// another size, get_tensor_layout() describes the old bytes.
@@ -1512,17 +1513,28 @@ inline Status NamedDataMap::validate_ext(std::uint64_t meta_size, const OpenOpti
 inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noexcept {
   namespace ke = format::key_entry;
   namespace si = format::segment_info;
-  // Segment infos first: entries are checked against them.
-  for (std::uint32_t s = 0; s < segment_count_; ++s) {
-    const std::uint64_t p = seginfo_ + std::uint64_t{s} * si::kSize;
-    const std::uint64_t align = format::load_u64(meta_ + p + si::kAlignment);
-    std::uint64_t off = 0, size = 0;
-    seg_range(s, &off, &size);
-    if (align == 0 || align > detail::kMaxFileAlignment ||
-        (header_.segment_base_offset + off) % align != 0)
-      return Status(Error::MalformedIndex, "segment alignment is 0, too large, or not met by its offset",
-                    p + si::kAlignment);
-  }
+  // Segment infos first: entries are checked against them. A segment must
+  // meet its recorded alignment; one moved (allow_moved_segments) only its
+  // power-of-two part, all that a rewrite keeps: ExecuTorch's replace_data
+  // aligns a segment to the lowest set bit of its old offset, so one that
+  // asked 3 (at a multiple of lcm(128, 3) = 384, say 768) may move to 1024.
+  // (A view is aligned to that part alone either way: data_of.) Whether the
+  // file moved is known only after the entries; if it did not, the exact
+  // check follows them.
+  const auto check_segment_alignments = [this](bool pow2_only) noexcept -> Status {
+    for (std::uint32_t s = 0; s < segment_count_; ++s) {
+      const std::uint64_t p = seginfo_ + std::uint64_t{s} * si::kSize;
+      const std::uint64_t align = format::load_u64(meta_ + p + si::kAlignment);
+      std::uint64_t off = 0, size = 0;
+      seg_range(s, &off, &size);
+      if (align == 0 || align > detail::kMaxFileAlignment ||
+          (header_.segment_base_offset + off) % (pow2_only ? detail::pow2_part(align) : align) != 0)
+        return Status(Error::MalformedIndex, "segment alignment is 0, too large, or not met by its offset",
+                      p + si::kAlignment);
+    }
+    return detail::ok_status();
+  };
+  if (Status st = check_segment_alignments(options.allow_moved_segments); !st) return st;
   for (std::uint32_t i = 0; i < key_count_; ++i) {
     const std::uint64_t p = entries_ + std::uint64_t{i} * ke::kSize;
     const std::uint8_t* e = meta_ + p;
@@ -1556,7 +1568,7 @@ inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noe
       return Status(Error::MalformedIndex, "key alignment is 0 or does not divide its segment's",
                     p + ke::kAlignment);
   }
-  if (!segments_moved_) return detail::ok_status();
+  if (!segments_moved_) return options.allow_moved_segments ? check_segment_alignments(false) : detail::ok_status();
   // Moved: only as a rewrite lays segments out (replace_data among them),
   // one after another in index order, segment_data_size ending at the
   // last. So a damaged segment offset that lands on other bytes is not
