@@ -131,7 +131,9 @@ struct SegmentInfo {
   std::uint64_t size = 0;
   /// A multiple of each of its keys' alignments (their lcm as deduplicate()
   /// writes it; a store filled through StoreAccess may ask for more), which
-  /// open() checks, with its offset; 1 if the file does not say.
+  /// open() checks, with its offset (in a map whose segments moved, only
+  /// its power-of-two part: OpenOptions::allow_moved_segments); 1 if the
+  /// file does not say.
   std::uint64_t alignment = 1;
   std::uint64_t content_hash = 0;  ///< XXH3_64bits(data, seed 0), if has_content_hash
   bool has_content_hash = false;
