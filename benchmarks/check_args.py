@@ -331,6 +331,32 @@ else:
             "targets met" not in out or "FAILED" in out:
         problems.append(f"Ctrl-C in the build group: the table's end {tail!r}")
     os.remove(os.path.join(sig_dir, "r.json"))
+# Its output read by a pipe the same Ctrl-C ends (`wdedup-bench ... | tee log`:
+# tee is in the terminal's foreground job too): the table then goes nowhere,
+# but the JSON is still written, the files removed, and the run ends by
+# SIGINT, not by a SIGPIPE at the table's first write (which left its files
+# and, with a table over a pipe's buffer, no JSON).
+p = subprocess.Popen([exe, "--quick", "--progress", "--tmpdir", sig_dir, "--json", os.path.join(sig_dir, "r.json")],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+while p.stdout.readline().strip():  # the lines before the run, flushed as it starts
+    pass
+p.stdout.close()  # the reader dies of the Ctrl-C
+for line in p.stderr:
+    if line.startswith("build cost: "):
+        os.killpg(p.pid, signal.SIGINT)
+        break
+p.stderr.read()
+p.wait(timeout=120)
+left = sorted(os.listdir(sig_dir))
+interrupted = None
+if "r.json" in left:
+    with open(os.path.join(sig_dir, "r.json")) as f:
+        interrupted = json.load(f).get("interrupted")
+if p.returncode != -signal.SIGINT or left != ["r.json"] or interrupted is not True:
+    problems.append(f"Ctrl-C with stdout's reader gone: exit {p.returncode}, left {left}, interrupted {interrupted}; "
+                    "expected death by SIGINT, the JSON alone left, \"interrupted\": true")
+if "r.json" in left:
+    os.remove(os.path.join(sig_dir, "r.json"))
 # Twice: at once, nothing written, its files removed (the second lands while
 # the first write of a 500 MB store runs).
 rc, out, said = ctrl_c_run(["--quick", "--only", "runtime,write", "--write-bytes", "500000000", "--reps", "3"],

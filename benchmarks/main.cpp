@@ -213,6 +213,16 @@ extern "C" void remove_own_files_and_die(int sig) {
 extern "C" void stop_after_this_step(int sig) {
   int none = 0;
   if (!wbench::g_stop_signal.compare_exchange_strong(none, sig)) return remove_own_files_and_die(sig);
+  // The terminal's Ctrl-C ends the whole foreground job: a `| tee log` or
+  // `| less` reading our output dies of it too. A write to that pipe (this
+  // message, the table, the last fflush) would then end the run by SIGPIPE
+  // before it wrote its JSON or removed its files: from here on, such a
+  // write fails with EPIPE instead.
+  struct sigaction ign;
+  std::memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  ::sigaction(SIGPIPE, &ign, nullptr);
   static const char kSaid[] =
       "\nwdedup-bench: stopping at the next step, keeping the measurements finished so far (Ctrl-C again to stop "
       "at once)\n";
