@@ -512,9 +512,18 @@ inline bool reset_resident_peak() noexcept {
 /// such as a result it assigns), as the kernel counts pages. Freed heap
 /// memory is first given back to the system (glibc's malloc_trim):
 /// memory an earlier call freed and the allocator kept would otherwise be
-/// reused unseen, and the figure would depend on what ran before. The
-/// kernel's counters may lag by a few hundred KiB (per-CPU batches). Not a
-/// timing: the trim and the reads of /proc take time of their own.
+/// reused unseen, and the figure would depend on what ran before. Not all
+/// of it: malloc_trim leaves the free top of each thread arena (the arenas
+/// malloc gives threads other than the main one) resident, up to glibc's
+/// trim threshold, which is 128 KiB but grows to twice the largest block
+/// malloc mapped on its own and freed (at most 64 MiB). A call whose
+/// threads take over arenas an earlier call's threads left reuses those
+/// pages unseen: with 16 MiB so kept, a worker thread's 16 MiB of small
+/// blocks added 0 (glibc 2.36). Figures of calls that run on more than one
+/// thread can be that much low; MALLOC_ARENA_MAX=1 puts every thread on the
+/// main arena, which is trimmed whole. The kernel's counters may lag by a
+/// few hundred KiB (per-CPU batches). Not a timing: the trim and the reads
+/// of /proc take time of their own.
 template <class F>
 ResidentPeak resident_peak(F&& f) {
   ResidentPeak r;
