@@ -228,7 +228,9 @@ else:
 # ---- interrupted: the run's files are removed ----------------------------------
 # A Ctrl-C (SIGINT) during the write group left its store behind, as
 # write_ptd_file's hidden temporary (2 GB at --model 1b). The run's files go
-# and the signal ends the process; another process's file stays.
+# and the signal ends the process; another process's file stays. Sent as
+# SIGTERM: a first SIGINT now stops the run at its next step (below), which
+# removes the files outside the handler; SIGTERM is the handler's, at once.
 import shutil
 import signal
 import time
@@ -263,12 +265,12 @@ def wait_for_store(p):
 
 p = start_write_run()
 own = wait_for_store(p)
-p.send_signal(signal.SIGINT)
+p.send_signal(signal.SIGTERM)
 _, err = p.communicate(timeout=60)
 left = sorted(os.listdir(sig_dir))
-if not own or p.returncode != -signal.SIGINT or left != ["wdedup-bench-1-store.ptd"]:
-    problems.append(f"interrupted while writing: its files seen {own}, exit {p.returncode}, stderr {err!r}, left "
-                    f"{left}; expected a file of its own, death by SIGINT, only the other process's file left")
+if not own or p.returncode != -signal.SIGTERM or left != ["wdedup-bench-1-store.ptd"]:
+    problems.append(f"terminated while writing: its files seen {own}, exit {p.returncode}, stderr {err!r}, left "
+                    f"{left}; expected a file of its own, death by SIGTERM, only the other process's file left")
 # A hangup the caller ignores (nohup) stays ignored: the run goes on to its
 # end, which removes its files as always.
 p = start_write_run(preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
