@@ -5,6 +5,7 @@
 #define WDEDUP_BENCHMARKS_HARNESS_HPP
 
 #include <cstdint>
+#include <exception>  // std::uncaught_exceptions
 #include <optional>
 #include <string>
 #include <utility>
@@ -208,6 +209,15 @@ bool any_failure();
 /// Failures reported so far in the run.
 unsigned failure_count();
 
+/// What ends the run after a first Ctrl-C, at its next step: main() catches
+/// it and keeps the rows finished before (main.cpp).
+struct Interrupted {};
+/// Throws Interrupted once a Ctrl-C asked the run to stop; progress() and
+/// report_failure() call it, so every step of every group is one.
+void stop_point();
+/// Whether a Ctrl-C asked the run to stop.
+bool stop_requested();
+
 /// Marks the rows pushed to `out` while it lives as failed if a failure is
 /// reported meanwhile: around one measurement (a workload at one thread
 /// count, a store of one key count) whose answers are checked after the
@@ -215,10 +225,18 @@ unsigned failure_count();
 /// other's.
 class FailureScope {
  public:
-  explicit FailureScope(Results& out) : out_(out), first_(out.rows.size()), failures_(failure_count()) {}
+  explicit FailureScope(Results& out)
+      : out_(out), first_(out.rows.size()), failures_(failure_count()), unwinding_(std::uncaught_exceptions()) {}
   FailureScope(const FailureScope&) = delete;
   FailureScope& operator=(const FailureScope&) = delete;
   ~FailureScope() {
+    // Left by a Ctrl-C's Interrupted: the measurement it stopped is left
+    // out whole, rows already pushed included (a check after them that a
+    // Ctrl-C cut short could not mark them).
+    if (std::uncaught_exceptions() > unwinding_ && stop_requested()) {
+      out_.rows.resize(first_);
+      return;
+    }
     if (failure_count() != failures_)
       for (std::size_t i = first_; i < out_.rows.size(); ++i) out_.rows[i].failed = true;
   }
@@ -227,6 +245,7 @@ class FailureScope {
   Results& out_;
   std::size_t first_;
   unsigned failures_;
+  int unwinding_;
 };
 /// What ends a group that cannot go on (deduplicate() refused its input):
 /// main() catches it, so the other groups and the rows so far still reach
@@ -234,12 +253,6 @@ class FailureScope {
 struct GroupFailed {};
 /// report_failure(what), then ends the group.
 [[noreturn]] void fail_group(const std::string& what);
-/// What ends the run after a first Ctrl-C, at its next step: main() catches
-/// it and keeps the rows finished before (main.cpp).
-struct Interrupted {};
-/// Throws Interrupted once a Ctrl-C asked the run to stop; progress() and
-/// report_failure() call it, so every step of every group is one.
-void stop_point();
 
 /// /sys/kernel/mm/transparent_hugepage/enabled (e.g. "always [madvise]
 /// never"), or "unknown".

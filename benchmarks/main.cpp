@@ -58,8 +58,9 @@ std::vector<std::string> g_failure_messages;  // each failure reported, in order
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "a handler's flag must be lock-free");
 
+bool stop_requested() { return g_stop_signal.load(std::memory_order_relaxed) != 0; }
 void stop_point() {
-  if (g_stop_signal.load(std::memory_order_relaxed) != 0) throw Interrupted{};
+  if (stop_requested()) throw Interrupted{};
 }
 
 void report_failure(const std::string& what) {
@@ -1117,9 +1118,11 @@ int main(int argc, char** argv) {
     // Under the table too, which a group that stopped would leave silent.
     for (const std::string& what : wbench::failures()) std::printf("FAILED: %s\n", what.c_str());
   }
-  if (interrupted)
+  if (interrupted && !r.rows.empty())
     std::printf("INTERRUPTED (Ctrl-C): the rows above are the measurements finished before it; the one it stopped, "
                 "and the rest, did not run.\n");
+  else if (interrupted)
+    std::printf("INTERRUPTED (Ctrl-C) before any measurement finished.\n");
   r.notes.push_back({"checksum", std::to_string(wbench::consumed())});
 
   auto end = [&](int rc) {

@@ -34,9 +34,11 @@
 namespace wbench {
 namespace {
 unsigned g_test_failures = 0;
+bool g_test_stop = false;  // as a Ctrl-C sets it
 }  // namespace
 void report_failure(const std::string&) { ++g_test_failures; }
 unsigned failure_count() { return g_test_failures; }
+bool stop_requested() { return g_test_stop; }
 }  // namespace wbench
 
 namespace {
@@ -489,6 +491,50 @@ TEST_CASE("the harness's FailureScope: a failure while it lives voids the rows p
   CHECK(wbench::failure_count() == 1);
 }
 
+TEST_CASE("the harness's FailureScope: left by a Ctrl-C's Interrupted, it drops its rows; by another exception, "
+          "it keeps them") {
+  wbench::Results out;
+  const auto push = [&](double value) {
+    wbench::Row row;
+    row.value = value;
+    out.rows.push_back(row);
+  };
+  push(1.0);
+  const unsigned failures = wbench::failure_count();
+  // A measurement a Ctrl-C stopped after it had pushed rows (a check after
+  // them cut short): its rows go, the earlier ones stay.
+  wbench::g_test_stop = true;
+  try {
+    const wbench::FailureScope scope(out);
+    push(2.0);
+    push(3.0);
+    throw wbench::Interrupted{};
+  } catch (const wbench::Interrupted&) {
+  }
+  REQUIRE(out.rows.size() == 1);
+  CHECK(out.rows[0].value == 1.0);
+  // A scope that ends normally after the Ctrl-C keeps its rows (the
+  // measurement finished), and one that ends a group that failed marks them.
+  {
+    const wbench::FailureScope scope(out);
+    push(4.0);
+  }
+  wbench::g_test_stop = false;
+  try {
+    const wbench::FailureScope scope(out);
+    push(5.0);
+    wbench::report_failure("refused");
+    throw wbench::GroupFailed{};
+  } catch (const wbench::GroupFailed&) {
+  }
+  REQUIRE(out.rows.size() == 3);
+  CHECK(out.rows[1].value == 4.0);
+  CHECK_FALSE(out.rows[1].failed);
+  CHECK(out.rows[2].value == 5.0);
+  CHECK(out.rows[2].failed);
+  CHECK(wbench::failure_count() == failures + 1);
+}
+
 TEST_CASE("the harness's --input-pages huge: refused where the kernel gives no transparent huge page") {
   CHECK(wbench::huge_input_pages_problem("always [madvise] never") == "");
   CHECK(wbench::huge_input_pages_problem("[always] madvise never") == "");
@@ -711,6 +757,40 @@ TEST_CASE("resident_peak: a call's peak is counted after it freed its memory; a 
 #define WDEDUP_TEST_HAS_FEATURE(x) __has_feature(x)
 #endif
 #if !WDEDUP_TEST_HAS_FEATURE(address_sanitizer) && !WDEDUP_TEST_HAS_FEATURE(thread_sanitizer)
+TEST_CASE("proc_status_bytes: a field's kB in bytes, past lines longer than its buffer and across its reads") {
+  const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/bench-proc-status.txt";
+  const auto write = [&](const std::string& text) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(text.data(), 1, text.size(), f) == text.size());
+    REQUIRE(std::fclose(f) == 0);
+  };
+  // A Groups line of 450 KB (a process in 65,536 groups) before the
+  // figures, and a VmRSS line that a 4 KiB read cuts in two.
+  std::string groups = "Groups:\t";
+  for (int g = 0; g < 65536; ++g) groups += std::to_string(100000 + g) + " ";
+  std::string text = "Name:\tx\n" + groups + "\nVmHWM:\t   12345 kB\n";
+  text += std::string(4096 - text.size() % 4096 - 3, '#') + "\nVmRSS:\t  777 kB\nVmSwap:\t0 kB\n";
+  write(text);
+  using wdedup::bench::detail::proc_status_bytes;
+  CHECK(proc_status_bytes("VmHWM", path.c_str()) == 12345 * 1024LL);
+  CHECK(proc_status_bytes("VmRSS", path.c_str()) == 777 * 1024LL);
+  CHECK(proc_status_bytes("VmSwap", path.c_str()) == 0);
+  // Only a whole field name, at a line's start; a field without digits or
+  // absent is -1, as is a file that cannot be opened.
+  CHECK(proc_status_bytes("VmRS", path.c_str()) == -1);
+  CHECK(proc_status_bytes("Name", path.c_str()) == -1);
+  CHECK(proc_status_bytes("Groups", path.c_str()) == -1);  // longer than the buffer: no figure's line, skipped
+  CHECK(proc_status_bytes("VmPeak", path.c_str()) == -1);
+  write("Name:\tVmRSS: 5 kB\nVmRSS:\t9 kB\n");
+  CHECK(proc_status_bytes("VmRSS", path.c_str()) == 9 * 1024LL);
+  write("VmRSS:\t3 kB");  // no newline at the end: not a whole line
+  CHECK(proc_status_bytes("VmRSS", path.c_str()) == -1);
+  std::remove(path.c_str());
+  CHECK(proc_status_bytes("VmRSS", path.c_str()) == -1);
+  CHECK(proc_status_bytes("VmRSS") > 0);  // this process's own
+}
+
 TEST_CASE("resident_peak: heap memory freed before the call is given back first, so reusing it counts") {
   // 48 MiB in 4 KiB blocks from malloc's heap (below its mmap threshold),
   // freed but for a last block that pins the heap's top: without a trim the

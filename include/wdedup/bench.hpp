@@ -455,38 +455,57 @@ struct ResidentPeak {
 namespace detail {
 
 /// The "<field>: N kB" line of /proc/self/status, in bytes; -1 where it
-/// cannot be read. (open and read, not stdio: nothing allocated between
-/// the reset and the call.)
-inline long long proc_status_bytes(const char* field) noexcept {
+/// cannot be read. Read a line at a time through a small buffer, as the
+/// file has no size limit (a process in 65,536 groups has a Groups line of
+/// ~450 KB). (open and read, not stdio: nothing allocated between the
+/// reset and the call.)
+inline long long proc_status_bytes(const char* field, const char* path = "/proc/self/status") noexcept {
 #if defined(__linux__)
-  char buf[8192];
-  const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
-  std::size_t got = 0;
-  for (;;) {
-    const ssize_t n = ::read(fd, buf + got, sizeof buf - 1 - got);
+  const std::size_t len = std::strlen(field);
+  char buf[4096];
+  std::size_t held = 0;   // bytes in buf, from the start of a line
+  bool skipping = false;  // inside a line longer than buf: not ours
+  long long out = -1;
+  for (bool done = false; !done && out < 0;) {
+    const ssize_t n = ::read(fd, buf + held, sizeof buf - held);
     if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
+    held += static_cast<std::size_t>(n);
+    std::size_t at = 0;
+    for (;;) {
+      const void* nl = std::memchr(buf + at, '\n', held - at);
+      if (nl == nullptr) break;
+      const std::size_t end = static_cast<std::size_t>(static_cast<const char*>(nl) - buf);
+      if (!skipping && end - at > len && std::memcmp(buf + at, field, len) == 0 && buf[at + len] == ':') {
+        std::size_t p = at + len + 1;
+        while (p < end && (buf[p] == ' ' || buf[p] == '\t')) ++p;
+        if (p < end && buf[p] >= '0' && buf[p] <= '9') {
+          long long kib = 0;
+          for (; p < end && buf[p] >= '0' && buf[p] <= '9'; ++p) kib = kib * 10 + (buf[p] - '0');
+          out = kib * 1024;
+        }
+        done = true;
+        break;
+      }
+      skipping = false;
+      at = end + 1;
+    }
+    // Keep the unfinished line; one that fills the buffer is not a memory
+    // figure's (those are short): drop it and skip to its end.
+    if (at == 0 && held == sizeof buf) {
+      held = 0;
+      skipping = true;
+    } else {
+      std::memmove(buf, buf + at, held - at);
+      held -= at;
+    }
   }
   ::close(fd);
-  buf[got] = '\0';
-  const std::size_t len = std::strlen(field);
-  for (const char* line = buf; *line != '\0';) {
-    if (std::strncmp(line, field, len) == 0 && line[len] == ':') {
-      const char* p = line + len + 1;
-      while (*p == ' ' || *p == '\t') ++p;
-      if (*p < '0' || *p > '9') return -1;
-      long long kib = 0;
-      for (; *p >= '0' && *p <= '9'; ++p) kib = kib * 10 + (*p - '0');
-      return kib * 1024;
-    }
-    const char* end = std::strchr(line, '\n');
-    if (end == nullptr) break;
-    line = end + 1;
-  }
-  return -1;
+  return out;
 #else
   (void)field;
+  (void)path;
   return -1;
 #endif
 }
@@ -521,9 +540,10 @@ inline bool reset_resident_peak() noexcept {
 /// pages unseen: with 16 MiB so kept, a worker thread's 16 MiB of small
 /// blocks added 0 (glibc 2.36). Figures of calls that run on more than one
 /// thread can be that much low; MALLOC_ARENA_MAX=1 puts every thread on the
-/// main arena, which is trimmed whole. The kernel's counters may lag by a
-/// few hundred KiB (per-CPU batches). Not a timing: the trim and the reads
-/// of /proc take time of their own.
+/// main arena, which is trimmed whole. The kernel's counters may lag by up
+/// to a batch of pages per CPU (at least 32 pages each: 256 KiB on 2 CPUs,
+/// MiBs on big machines). Not a timing: the trim and the reads of /proc
+/// take time of their own.
 template <class F>
 ResidentPeak resident_peak(F&& f) {
   ResidentPeak r;
