@@ -491,6 +491,7 @@ TEST_CASE("the harness's FailureScope: a failure while it lives voids the rows p
   CHECK(wbench::failure_count() == 1);
 }
 
+#if defined(__cpp_exceptions)  // (the harness itself is built with them)
 TEST_CASE("the harness's FailureScope: left by a Ctrl-C's Interrupted, it drops its rows; by another exception, "
           "it keeps them") {
   wbench::Results out;
@@ -534,6 +535,7 @@ TEST_CASE("the harness's FailureScope: left by a Ctrl-C's Interrupted, it drops 
   CHECK(out.rows[2].failed);
   CHECK(wbench::failure_count() == failures + 1);
 }
+#endif
 
 TEST_CASE("the harness's --input-pages huge: refused where the kernel gives no transparent huge page") {
   CHECK(wbench::huge_input_pages_problem("always [madvise] never") == "");
