@@ -302,7 +302,9 @@ void usage(FILE* f) {
       "  --once                  only the dedup workloads, each a read pass and a deduplicate()\n"
       "                          once per thread count: nothing timed (for scripts/profile.sh)\n"
       "Output:\n"
-      "  --progress / --no-progress   progress on stderr (default: only if stderr is a terminal)\n",
+      "  --progress / --no-progress   progress on stderr (default: only if stderr is a terminal)\n"
+      "A first Ctrl-C stops the run at its next step and keeps what was measured (the table, and the\n"
+      "JSON with \"interrupted\": true); a second stops it at once.\n",
       wdedup::DedupOptions::kMaxThreads);
 }
 
