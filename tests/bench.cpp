@@ -715,6 +715,19 @@ TEST_CASE("the harness's steadiness: the text under the table") {
 }
 
 // ---- resident_peak -------------------------------------------------------------
+TEST_CASE("ResidentPeak::added: the peak less what was resident before, 0 where the peak is not above it") {
+  wdedup::bench::ResidentPeak r;
+  r.known = true;
+  r.before = 5 * 4096;
+  r.peak = 8 * 4096;
+  CHECK(r.added() == 3 * 4096);
+  r.peak = r.before;
+  CHECK(r.added() == 0);
+  // (A peak below: pages the counters had not yet folded in when it was read.)
+  r.peak = 4 * 4096;
+  CHECK(r.added() == 0);
+}
+
 #if defined(__linux__)
 namespace {
 
@@ -788,6 +801,15 @@ TEST_CASE("proc_status_bytes: a field's kB in bytes, past lines longer than its 
   CHECK(proc_status_bytes("VmRSS", path.c_str()) == 9 * 1024LL);
   write("VmRSS:\t3 kB");  // no newline at the end: not a whole line
   CHECK(proc_status_bytes("VmRSS", path.c_str()) == -1);
+  // A line whose name only starts with the field's ("VmRSSx" for "VmRSS")
+  // is not the field's: the search goes on to the whole name's line.
+  write("VmRSSx:\t5 kB\nVmRSS:\t9 kB\n");
+  CHECK(proc_status_bytes("VmRSS", path.c_str()) == 9 * 1024LL);
+  // What follows a line longer than the buffer is still that line, even
+  // where it reads as a field's: here the first read ends exactly where
+  // the rest of a line of 4,107 bytes starts with "VmRSS:".
+  write("Name:\t" + std::string(4096 - 6, 'x') + "VmRSS:\t1 kB\nVmRSS:\t2 kB\n");
+  CHECK(proc_status_bytes("VmRSS", path.c_str()) == 2 * 1024LL);
   std::remove(path.c_str());
   CHECK(proc_status_bytes("VmRSS", path.c_str()) == -1);
   CHECK(proc_status_bytes("VmRSS") > 0);  // this process's own
