@@ -686,6 +686,8 @@ TEST_CASE("the report's byte counts in human units never read 1024 of one unit")
   CHECK(detail::human_bytes(1073736000) == "1023.99 MiB");
   CHECK(detail::human_bytes(1099511627775ull) == "1.00 TiB");
   CHECK(detail::human_bytes(~std::uint64_t{0}) == "16777216.00 TiB");  // the last unit has no next one
+  CHECK(detail::human_bytes(std::uint64_t{1} << 50) == "1024.00 TiB");  // nor there, where it reads 1024
+  CHECK(detail::human_bytes((std::uint64_t{1} << 50) - 1) == "1024.00 TiB");
   // Under a locale whose decimal point is a comma (the table is for people,
   // and printf writes the locale's), the same.
   const char* const wanted = std::getenv("WDEDUP_TEST_COMMA_LOCALE");  // as in the JSON test below
