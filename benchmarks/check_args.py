@@ -281,6 +281,22 @@ left = sorted(os.listdir(sig_dir))
 if not own or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"]:
     problems.append(f"a hangup ignored as under nohup: its store seen {own}, exit {p.returncode}, stderr {err!r}, "
                     f"left {left}; expected the run to finish (0) with its JSON")
+# So does a SIGINT the run was started ignoring (a background job's, `cmd &`
+# in a shell without job control): no stop at the next step, the run goes
+# on to its end and writes its JSON, "interrupted": false.
+p = start_write_run(preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+own = wait_for_store(p)
+p.send_signal(signal.SIGINT)
+_, err = p.communicate(timeout=120)
+left = sorted(os.listdir(sig_dir))
+interrupted = None
+if "r.json" in left:
+    with open(os.path.join(sig_dir, "r.json")) as f:
+        interrupted = json.load(f).get("interrupted")
+if not own or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"] or interrupted is not False or \
+        "stopping at the next step" in err:
+    problems.append(f"a SIGINT ignored as in a background job: its store seen {own}, exit {p.returncode}, stderr "
+                    f"{err!r}, left {left}, interrupted {interrupted}; expected the run to finish (0) with its JSON")
 
 # A Ctrl-C keeps what was measured: the first SIGINT, sent to the run's
 # process group as a terminal does (its compiler children get it too), stops
@@ -374,7 +390,8 @@ rc, out, said = ctrl_c_run(["--only", "write", "--write-bytes", "500000000", "--
 with open(os.path.join(sig_dir, "r.json")) as f:
     kept = f.read()
 if rc != -signal.SIGINT or sorted(os.listdir(sig_dir)) != ["r.json"] or kept != "the last run's" or \
-        "nothing was measured: " + os.path.join(sig_dir, "r.json") + " left as it was" not in out:
+        "nothing was measured: " + os.path.join(sig_dir, "r.json") + " left as it was" not in out or \
+        "INTERRUPTED (Ctrl-C) before any measurement finished.\n" not in out or "the rows above" in out:
     problems.append(f"Ctrl-C before anything finished: exit {rc}, left {sorted(os.listdir(sig_dir))}, the JSON "
                     f"{kept[:40]!r}, stdout's end {out[-200:]!r}")
 shutil.rmtree(sig_dir, ignore_errors=True)
