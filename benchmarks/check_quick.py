@@ -115,6 +115,11 @@ for label in dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group
         added = r["extra"].get("resident_added_bytes")
         if added is None or added < 0 or added % 4096 != 0:
             problems.append(f"{label!r} {r['baseline']!r} {r['threads']} thr: resident_added_bytes {added}")
+    # Only deduplicate()'s rows: the other contenders' calls were not measured.
+    others = [r["name"] for r in rows if r.get("group") == "dedup" and r["name"].split(":")[0] == label and
+              r["name"] != label + ": deduplicate" and "resident_added_bytes" in r.get("extra", {})]
+    if others:
+        problems.append(f"{label!r}: resident_added_bytes on rows not of deduplicate(): {sorted(set(others))}")
     timed = [r for r in dedup_rows if r.get("baseline") == "read pass" and not r.get("failed")]
     lines = [re.fullmatch(re.escape(label) + r": a deduplicate\(\) call adds (.+) of resident memory at its peak, "
                           r"its result included \(one untimed call each; at most ([\d.e+]+)% of the ([\d.e+]+) "
