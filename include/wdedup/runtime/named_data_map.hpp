@@ -1521,22 +1521,24 @@ inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noe
   // aligns a segment to the lowest set bit of its old offset, so one that
   // asked 3 (at a multiple of lcm(128, 3) = 384, say 768) may move to 1024.
   // (A view is aligned to that part alone either way: data_of.) Whether the
-  // file moved is known only after the entries; if it did not, the exact
-  // check follows them.
-  const auto check_segment_alignments = [this](bool pow2_only) noexcept -> Status {
-    for (std::uint32_t s = 0; s < segment_count_; ++s) {
-      const std::uint64_t p = seginfo_ + std::uint64_t{s} * si::kSize;
-      const std::uint64_t align = format::load_u64(meta_ + p + si::kAlignment);
-      std::uint64_t off = 0, size = 0;
-      seg_range(s, &off, &size);
-      if (align == 0 || align > detail::kMaxFileAlignment ||
-          (header_.segment_base_offset + off) % (pow2_only ? detail::pow2_part(align) : align) != 0)
-        return Status(Error::MalformedIndex, "segment alignment is 0, too large, or not met by its offset",
-                      p + si::kAlignment);
+  // file moved is known only after the entries: under the option the first
+  // segment that meets only that part is kept, and refused after them if
+  // nothing moved, as without the option.
+  static constexpr const char* kMisaligned = "segment alignment is 0, too large, or not met by its offset";
+  std::uint64_t inexact_at = 0;  // that segment's alignment field (0: none)
+  for (std::uint32_t s = 0; s < segment_count_; ++s) {
+    const std::uint64_t p = seginfo_ + std::uint64_t{s} * si::kSize;
+    const std::uint64_t align = format::load_u64(meta_ + p + si::kAlignment);
+    std::uint64_t off = 0, size = 0;
+    seg_range(s, &off, &size);
+    const std::uint64_t at = header_.segment_base_offset + off;
+    if (align == 0 || align > detail::kMaxFileAlignment || at % detail::pow2_part(align) != 0)
+      return Status(Error::MalformedIndex, kMisaligned, p + si::kAlignment);
+    if (at % align != 0 && inexact_at == 0) {
+      if (!options.allow_moved_segments) return Status(Error::MalformedIndex, kMisaligned, p + si::kAlignment);
+      inexact_at = p + si::kAlignment;
     }
-    return detail::ok_status();
-  };
-  if (Status st = check_segment_alignments(options.allow_moved_segments); !st) return st;
+  }
   for (std::uint32_t i = 0; i < key_count_; ++i) {
     const std::uint64_t p = entries_ + std::uint64_t{i} * ke::kSize;
     const std::uint8_t* e = meta_ + p;
@@ -1570,7 +1572,8 @@ inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noe
       return Status(Error::MalformedIndex, "key alignment is 0 or does not divide its segment's",
                     p + ke::kAlignment);
   }
-  if (!segments_moved_) return options.allow_moved_segments ? check_segment_alignments(false) : detail::ok_status();
+  if (!segments_moved_)
+    return inexact_at == 0 ? detail::ok_status() : Status(Error::MalformedIndex, kMisaligned, inexact_at);
   // Moved: only as a rewrite lays segments out (replace_data among them),
   // one after another in index order, segment_data_size ending at the
   // last. So a damaged segment offset that lands on other bytes is not
@@ -1579,17 +1582,18 @@ inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noe
   // its alignment allows, and sets segment_data_size to where the last
   // segment ends: after a trailing zero-size one (a store whose last
   // buffer is empty), at that segment's offset, past the data.
-  std::uint64_t end = 0, last_off = 0, last_size = 0;
+  // (The last segment starts at or past `end` only where it is empty: one
+  // with bytes ends `end` itself.)
+  std::uint64_t end = 0, last_off = 0;
   for (std::uint32_t s = 0; s < segment_count_; ++s) {
     std::uint64_t off = 0, size = 0;
     seg_range(s, &off, &size);
     last_off = off;
-    last_size = size;
     if (size == 0) continue;
     if (off < end) return Status(Error::MalformedIndex, kMovedOutOfOrder, s);
     end = off + size;
   }
-  const bool empty_tail = segment_count_ != 0 && last_size == 0 && last_off >= end;
+  const bool empty_tail = last_off >= end;
   if (header_.segment_data_size != end && !(empty_tail && header_.segment_data_size == last_off))
     return Status(Error::MalformedIndex, kMovedOutOfOrder, format::kHeaderSegmentDataSizePos);
   return detail::ok_status();
