@@ -171,15 +171,25 @@ unsigned remove_own_files() {
   }
 }
 
-extern "C" void remove_own_files_and_die(int sig) {
-  wdedup_cli::first_handler_only();
-  // (Removing entries while listing may skip some: list again until a pass
-  // finds none.)
+/// Removes this run's files: in the handler below, or at the end of a run
+/// a Ctrl-C stopped. (Removing entries while listing may skip some: list
+/// again until a pass finds none.)
+void remove_own_files_now() {
+  if (g_tmpdir_fd < 0) return;
   for (int pass = 0; pass < 8 && remove_own_files() != 0; ++pass) {
   }
+}
+#else
+void remove_own_files_now() {}
+#endif
+
+extern "C" void remove_own_files_and_die(int sig) {
+  wdedup_cli::first_handler_only();
+  remove_own_files_now();
   wdedup_cli::die_by(sig);
 }
 
+#if defined(__linux__)
 void remove_own_files_on_signals(const wbench::Config& c) {
   g_tmpdir_fd = ::open(c.tmpdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (g_tmpdir_fd < 0) return;  // (checked by parse_args: it can create files there)
@@ -187,21 +197,8 @@ void remove_own_files_on_signals(const wbench::Config& c) {
   g_own_prefix_len = static_cast<std::size_t>(len);
   wdedup_cli::handle_stop_signals(remove_own_files_and_die);
 }
-
-/// Outside a handler, at the end of an interrupted run: what the handler
-/// would have removed.
-void remove_own_files_now() {
-  if (g_tmpdir_fd < 0) return;
-  for (int pass = 0; pass < 8 && remove_own_files() != 0; ++pass) {
-  }
-}
 #else
 void remove_own_files_on_signals(const wbench::Config&) {}
-void remove_own_files_now() {}
-extern "C" void remove_own_files_and_die(int sig) {
-  wdedup_cli::first_handler_only();
-  wdedup_cli::die_by(sig);
-}
 #endif
 
 // ---- a Ctrl-C keeps what was measured ----------------------------------------
@@ -231,18 +228,8 @@ extern "C" void stop_after_this_step(int sig) {
   (void)n;
 }
 
-void keep_results_on_ctrl_c() {
-  struct sigaction old;
-  // A SIGINT the run was started ignoring (a background job's) stays so.
-  if (::sigaction(SIGINT, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) return;
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = stop_after_this_step;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : wdedup_cli::kStopSignals) sigaddset(&sa.sa_mask, sig);
-  ::sigaction(SIGINT, &sa, nullptr);
-}
+/// (A SIGINT the run was started ignoring, a background job's, stays so.)
+void keep_results_on_ctrl_c() { wdedup_cli::handle_stop_signal(SIGINT, stop_after_this_step, SA_RESTART); }
 
 using wbench::Config;
 using wbench::Results;
@@ -961,40 +948,39 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
         std::find(timed.begin(), timed.end(), label) != timed.end())
       continue;
     timed.push_back(label);
-    std::string times;
+    // Its rows against the read pass, one a thread count: their samples
+    // (seconds a call) and what one untimed call added to resident memory
+    // (resident_added_bytes: -1 where it could not be measured).
+    std::string times, held;
     std::size_t calls = 0;
-    for (const Row& t : r.rows) {
-      if (t.group != "dedup" || t.name != w.name || t.baseline != "read pass" || t.failed || t.samples.empty())
-        continue;
-      const double sec = wdedup::bench::median(t.samples);
-      char one[64];
-      if (sec >= 1) std::snprintf(one, sizeof one, "%.3g s at %u thr", sec, t.threads);
-      else std::snprintf(one, sizeof one, "%.3g ms at %u thr", sec * 1e3, t.threads);
-      times += (times.empty() ? "" : ", ") + std::string(one);
-      calls = t.samples.size();
-    }
-    const double bytes = w.extra_value("bytes_examined").value_or(0);
-    if (!times.empty())
-      std::printf("%s: a deduplicate() call takes %s (medians of %zu calls, over %.3g %s).\n", label.c_str(),
-                  times.c_str(), calls, bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6, bytes >= 1e9 ? "GB" : "MB");
-    // And what it takes in memory (resident_added_bytes: -1 where it could
-    // not be measured), against the bytes it examines.
-    std::string held;
     double most = 0;
     for (const Row& t : r.rows) {
       if (t.group != "dedup" || t.name != w.name || t.baseline != "read pass" || t.failed) continue;
-      const double added = t.extra_value("resident_added_bytes").value_or(-1);
-      if (added < 0) continue;
       char one[64];
-      std::snprintf(one, sizeof one, "%.3g MB at %u thr", added / 1e6, t.threads);
-      held += (held.empty() ? "" : ", ") + std::string(one);
-      most = std::max(most, added);
+      if (!t.samples.empty()) {
+        const double sec = wdedup::bench::median(t.samples);
+        if (sec >= 1) std::snprintf(one, sizeof one, "%.3g s at %u thr", sec, t.threads);
+        else std::snprintf(one, sizeof one, "%.3g ms at %u thr", sec * 1e3, t.threads);
+        times += (times.empty() ? "" : ", ") + std::string(one);
+        calls = t.samples.size();
+      }
+      if (const double added = t.extra_value("resident_added_bytes").value_or(-1); added >= 0) {
+        std::snprintf(one, sizeof one, "%.3g MB at %u thr", added / 1e6, t.threads);
+        held += (held.empty() ? "" : ", ") + std::string(one);
+        most = std::max(most, added);
+      }
     }
+    const double bytes = w.extra_value("bytes_examined").value_or(0);
+    const double scaled = bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6;
+    const char* unit = bytes >= 1e9 ? "GB" : "MB";
+    if (!times.empty())
+      std::printf("%s: a deduplicate() call takes %s (medians of %zu calls, over %.3g %s).\n", label.c_str(),
+                  times.c_str(), calls, scaled, unit);
+    // And what it takes in memory, against the bytes it examines.
     if (!held.empty() && bytes > 0)
       std::printf("%s: a deduplicate() call adds %s of resident memory at its peak, its result included (one "
                   "untimed call each; at most %.3g%% of the %.3g %s it examines).\n",
-                  label.c_str(), held.c_str(), 100 * most / bytes, bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6,
-                  bytes >= 1e9 ? "GB" : "MB");
+                  label.c_str(), held.c_str(), 100 * most / bytes, scaled, unit);
   }
   // Which rows the machine set more than the code (steadiness.hpp).
   std::fputs(wbench::steadiness_text(r).c_str(), stdout);
@@ -1129,7 +1115,7 @@ int main(int argc, char** argv) {
 
   auto end = [&](int rc) {
     std::fflush(stdout);
-    if (interrupted || wbench::g_stop_signal.load() != 0) {
+    if (wbench::stop_requested()) {  // (interrupted, or a Ctrl-C after the last step)
       // Ended as the signal would have ended it, its files gone.
       remove_own_files_now();
       wdedup_cli::die_by(SIGINT);

@@ -72,6 +72,21 @@ inline std::string real_path(const std::string& path) {
 /// Those signals.
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
+/// One of the stop signals, `sig`, as handle_stop_signals (below) handles
+/// each: left ignored if it was, the three held back while `handler` runs;
+/// with `flags` (SA_RESTART for a handler that returns).
+inline void handle_stop_signal(int sig, void (*handler)(int), int flags = 0) {
+  struct sigaction old;
+  if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sa.sa_flags = flags;
+  sigemptyset(&sa.sa_mask);
+  for (int s : kStopSignals) sigaddset(&sa.sa_mask, s);
+  ::sigaction(sig, &sa, nullptr);
+}
+
 /// Handles SIGINT, SIGTERM and SIGHUP with `handler`, except a signal the
 /// process was started ignoring, which stays ignored: under nohup a hangup
 /// must not end the run, nor a Ctrl-C one started in the background. While
@@ -81,16 +96,7 @@ constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 /// end the process, forever (a review's finding, 2026-12-01). Held back, it
 /// is dropped with the process.
 inline void handle_stop_signals(void (*handler)(int)) {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = handler;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : kStopSignals) sigaddset(&sa.sa_mask, sig);
-  for (int sig : kStopSignals) {
-    struct sigaction old;
-    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    ::sigaction(sig, &sa, nullptr);
-  }
+  for (int sig : kStopSignals) handle_stop_signal(sig, handler);
 }
 
 /// In a handler, first: returns in the first handler to run only. Any
