@@ -28,25 +28,11 @@
 #include <unistd.h>
 
 #include "support/ptd_files.hpp"
+#include "support/sanitizers.hpp"  // WDEDUP_TEST_SANITIZER_MALLOC, WDEDUP_TEST_TSAN
 #include "wdedup/runtime.hpp"
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define WDEDUP_TEST_SANITIZER_MALLOC 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define WDEDUP_TEST_SANITIZER_MALLOC 1
-#endif
 // ThreadSanitizer's malloc hook does not fire for posix_memalign (its free
 // hook does): under TSan, frees are the exact count and allocs a lower bound.
-#if defined(__SANITIZE_THREAD__)
-#define WDEDUP_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define WDEDUP_TEST_TSAN 1
-#endif
-#endif
 #if defined(WDEDUP_TEST_TSAN)
 constexpr bool kAllocHookSeesMemalign = false;
 #else

@@ -28,6 +28,7 @@
 #include "../benchmarks/harness.hpp"
 #include "../benchmarks/steadiness.hpp"
 #include "../benchmarks/timed_run.hpp"
+#include "support/sanitizers.hpp"  // WDEDUP_TEST_SANITIZER_MALLOC
 
 // The harness's failure count, which its main.cpp keeps: here for the test
 // of FailureScope below.
@@ -765,13 +766,6 @@ TEST_CASE("resident_peak: a call's peak is counted after it freed its memory; a 
   CHECK(held.peak >= held.before + 31 * kMiB);
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && defined(__GLIBC__)
-#if !defined(__has_feature)
-#define WDEDUP_TEST_HAS_FEATURE(x) 0
-#else
-#define WDEDUP_TEST_HAS_FEATURE(x) __has_feature(x)
-#endif
-#if !WDEDUP_TEST_HAS_FEATURE(address_sanitizer) && !WDEDUP_TEST_HAS_FEATURE(thread_sanitizer)
 TEST_CASE("proc_status_bytes: a field's kB in bytes, past lines longer than its buffer and across its reads") {
   const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/bench-proc-status.txt";
   const auto write = [&](const std::string& text) {
@@ -815,6 +809,7 @@ TEST_CASE("proc_status_bytes: a field's kB in bytes, past lines longer than its 
   CHECK(proc_status_bytes("VmRSS") > 0);  // this process's own
 }
 
+#if defined(__GLIBC__) && !defined(WDEDUP_TEST_SANITIZER_MALLOC)  // (the heap is glibc's)
 TEST_CASE("resident_peak: heap memory freed before the call is given back first, so reusing it counts") {
   // 48 MiB in 4 KiB blocks from malloc's heap (below its mmap threshold),
   // freed but for a last block that pins the heap's top: without a trim the
@@ -843,6 +838,5 @@ TEST_CASE("resident_peak: heap memory freed before the call is given back first,
   CHECK(again.added() >= 46 * kMiB);
   CHECK(again.added() <= 52 * kMiB);
 }
-#endif
 #endif
 #endif
