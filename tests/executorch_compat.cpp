@@ -892,27 +892,40 @@ TEST_CASE("ExecuTorch's own serializer test payload (a layout whose dim_order is
 }
 #endif
 
+/// A store of "a" (64 bytes) and `key` (`bytes`, asking `alignment`) as
+/// wdedup writes it, and the file ExecuTorch's replace_data makes of it
+/// when "a" grows to `grown`; each as ExecuTorch's reader reads it.
+struct GrownFirstKey {
+  std::vector<std::uint8_t> file, replaced;
+  EtMap before, after;
+};
+GrownFirstKey grow_first_key(const std::string& key, const std::vector<std::uint8_t>& bytes, std::int64_t alignment,
+                             const std::vector<std::uint8_t>& grown) {
+  NamedDataStore store;
+  add(store, "a", pattern(64, 1), 1);
+  add(store, key, bytes, alignment);
+  GrownFirstKey g;
+  g.file = serialize(store);
+  REQUIRE(et_load(g.file, g.before).empty());
+  REQUIRE(g.before.segment_base_offset == 512);
+  g.replaced = replace_data_like_executorch(g.file, "a", grown);
+  REQUIRE(et_load(g.replaced, g.after).empty());
+  return g;
+}
+
 TEST_CASE("replace_data on a wdedup file whose last segment is empty: opens with allow_moved_segments") {
   // ExecuTorch's replace_data places every segment in turn, zero-size ones
   // too, and sets segment_data_size to where the last one ends: after a
   // trailing empty segment, that segment's offset, past the last byte of
   // data. A store whose last buffer is empty gives such a file when an
   // earlier key's bytes change size.
-  NamedDataStore store;
-  const auto a = pattern(64, 1), grown = pattern(300, 9);
-  const std::vector<std::uint8_t> none;
-  add(store, "a", a, 1);
-  add(store, "e", none, 1);
-  const std::vector<std::uint8_t> file = serialize(store);
-  EtMap before;
-  REQUIRE(et_load(file, before).empty());
-  REQUIRE(before.segment_base_offset == 512);
-  CHECK(et_get_data(before, "e").offset == 640);  // 64 bytes at 512, then the next 128-aligned offset
-  CHECK(before.segment_data_size == 128);
+  const auto grown = pattern(300, 9);
+  GrownFirstKey g = grow_first_key("e", {}, 1, grown);
+  CHECK(et_get_data(g.before, "e").offset == 640);  // 64 bytes at 512, then the next 128-aligned offset
+  CHECK(g.before.segment_data_size == 128);
 
-  std::vector<std::uint8_t> replaced = replace_data_like_executorch(file, "a", grown);
-  EtMap m;
-  REQUIRE(et_load(replaced, m).empty());
+  std::vector<std::uint8_t>& replaced = g.replaced;
+  const EtMap& m = g.after;
   CHECK(et_get_data(m, "a").offset == 512);
   CHECK(et_get_data(m, "a").bytes.size() == 300);
   CHECK(et_get_data(m, "e").offset == 896);  // 812 up to the 128 its old offset 640 was aligned to
@@ -960,19 +973,13 @@ TEST_CASE("replace_data on a wdedup file with a key asking 12: its segment moves
   // multiple of 4 (12's power-of-two part, all a view is aligned to), not
   // of 12. ExecuTorch reads it there; so does open() with
   // allow_moved_segments.
-  NamedDataStore store;
-  const auto a = pattern(64, 1), t = pattern(10, 2), grown = pattern(300, 9);
-  add(store, "a", a, 1);
-  add(store, "t", t, 12);
-  const std::vector<std::uint8_t> file = serialize(store);
-  EtMap before;
-  REQUIRE(et_load(file, before).empty());
-  REQUIRE(before.segment_base_offset == 512);
-  CHECK(et_get_data(before, "t").offset == 768);
+  const auto t = pattern(10, 2);
+  GrownFirstKey g = grow_first_key("t", t, 12, pattern(300, 9));
+  CHECK(et_get_data(g.before, "t").offset == 768);
 
-  std::vector<std::uint8_t> replaced = replace_data_like_executorch(file, "a", grown);
-  EtMap m;
-  REQUIRE(et_load(replaced, m).empty());
+  const std::vector<std::uint8_t>& file = g.file;
+  std::vector<std::uint8_t>& replaced = g.replaced;
+  const EtMap& m = g.after;
   CHECK(et_get_data(m, "t").offset == 1024);
   CHECK(m.segment_data_size == 522);
 
