@@ -271,32 +271,30 @@ left = sorted(os.listdir(sig_dir))
 if not own or p.returncode != -signal.SIGTERM or left != ["wdedup-bench-1-store.ptd"]:
     problems.append(f"terminated while writing: its files seen {own}, exit {p.returncode}, stderr {err!r}, left "
                     f"{left}; expected a file of its own, death by SIGTERM, only the other process's file left")
-# A hangup the caller ignores (nohup) stays ignored: the run goes on to its
-# end, which removes its files as always.
-p = start_write_run(preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
-own = wait_for_store(p)
-p.send_signal(signal.SIGHUP)
-_, err = p.communicate(timeout=120)
-left = sorted(os.listdir(sig_dir))
-if not own or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"]:
-    problems.append(f"a hangup ignored as under nohup: its store seen {own}, exit {p.returncode}, stderr {err!r}, "
-                    f"left {left}; expected the run to finish (0) with its JSON")
-# So does a SIGINT the run was started ignoring (a background job's, `cmd &`
-# in a shell without job control): no stop at the next step, the run goes
-# on to its end and writes its JSON, "interrupted": false.
-p = start_write_run(preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-own = wait_for_store(p)
-p.send_signal(signal.SIGINT)
-_, err = p.communicate(timeout=120)
-left = sorted(os.listdir(sig_dir))
-interrupted = None
-if "r.json" in left:
+# A signal the caller ignores stays ignored: a hangup under nohup, a SIGINT
+# in a background job (`cmd &` in a shell without job control; no stop at
+# the next step either). The run goes on to its end, which removes its files
+# as always and writes its JSON, "interrupted": false.
+def read_interrupted(left):
+    """The JSON's "interrupted" where the run wrote one into sig_dir, else None."""
+    if "r.json" not in left:
+        return None
     with open(os.path.join(sig_dir, "r.json")) as f:
-        interrupted = json.load(f).get("interrupted")
-if not own or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"] or interrupted is not False or \
-        "stopping at the next step" in err:
-    problems.append(f"a SIGINT ignored as in a background job: its store seen {own}, exit {p.returncode}, stderr "
-                    f"{err!r}, left {left}, interrupted {interrupted}; expected the run to finish (0) with its JSON")
+        return json.load(f).get("interrupted")
+
+
+for sig, how in ((signal.SIGHUP, "a hangup ignored as under nohup"),
+                 (signal.SIGINT, "a SIGINT ignored as in a background job")):
+    p = start_write_run(preexec_fn=lambda sig=sig: signal.signal(sig, signal.SIG_IGN))
+    own = wait_for_store(p)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    left = sorted(os.listdir(sig_dir))
+    interrupted = read_interrupted(left)
+    if not own or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"] or interrupted is not False \
+            or "stopping at the next step" in err:
+        problems.append(f"{how}: its store seen {own}, exit {p.returncode}, stderr {err!r}, left {left}, "
+                        f"interrupted {interrupted}; expected the run to finish (0) with its JSON")
 
 # A Ctrl-C keeps what was measured: the first SIGINT, sent to the run's
 # process group as a terminal does (its compiler children get it too), stops
@@ -304,12 +302,18 @@ if not own or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"
 # written with "interrupted": true, the measurement it stopped is left out
 # (not a failure: here a compile killed under it), its files are removed,
 # and it ends by SIGINT. A second SIGINT ends it at once, nothing written.
-def ctrl_c_run(args, first_at, again=False):
+def ctrl_c_run(args, first_at, again=False, reader_gone=False):
     """Runs wdedup-bench with args in its own process group; sends SIGINT to
     the group when a progress line starts with first_at, and again once the
-    run says it is stopping if `again`. Returns (exit, stdout, stderr lines)."""
+    run says it is stopping if `again`. With `reader_gone`, stdout's reader
+    goes before the Ctrl-C, as one the same Ctrl-C ends would (stdout is then
+    ""). Returns (exit, stdout, stderr lines)."""
     p = subprocess.Popen([exe, "--progress", "--tmpdir", sig_dir, "--json", os.path.join(sig_dir, "r.json")] + args,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    if reader_gone:
+        while p.stdout.readline().strip():  # the lines before the run, flushed as it starts
+            pass
+        p.stdout.close()
     said = []
     for line in p.stderr:
         said.append(line.rstrip("\n"))
@@ -320,6 +324,10 @@ def ctrl_c_run(args, first_at, again=False):
         if again and "stopping at the next step" in line:
             os.killpg(p.pid, signal.SIGINT)
             break
+    if reader_gone:
+        rest = p.stderr.read()
+        p.wait(timeout=120)
+        return p.returncode, "", said + rest.splitlines()
     out, rest = p.communicate(timeout=120)
     return p.returncode, out, said + rest.splitlines()
 
@@ -354,24 +362,11 @@ else:
 # but the JSON is still written, the files removed, and the run ends by
 # SIGINT, not by a SIGPIPE at the table's first write (which left its files
 # and, with a table over a pipe's buffer, no JSON).
-p = subprocess.Popen([exe, "--quick", "--progress", "--tmpdir", sig_dir, "--json", os.path.join(sig_dir, "r.json")],
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-while p.stdout.readline().strip():  # the lines before the run, flushed as it starts
-    pass
-p.stdout.close()  # the reader dies of the Ctrl-C
-for line in p.stderr:
-    if line.startswith("build cost: "):
-        os.killpg(p.pid, signal.SIGINT)
-        break
-p.stderr.read()
-p.wait(timeout=120)
+rc, out, said = ctrl_c_run(["--quick"], "build cost: ", reader_gone=True)
 left = sorted(os.listdir(sig_dir))
-interrupted = None
-if "r.json" in left:
-    with open(os.path.join(sig_dir, "r.json")) as f:
-        interrupted = json.load(f).get("interrupted")
-if p.returncode != -signal.SIGINT or left != ["r.json"] or interrupted is not True:
-    problems.append(f"Ctrl-C with stdout's reader gone: exit {p.returncode}, left {left}, interrupted {interrupted}; "
+interrupted = read_interrupted(left)
+if rc != -signal.SIGINT or left != ["r.json"] or interrupted is not True:
+    problems.append(f"Ctrl-C with stdout's reader gone: exit {rc}, left {left}, interrupted {interrupted}; "
                     "expected death by SIGINT, the JSON alone left, \"interrupted\": true")
 if "r.json" in left:
     os.remove(os.path.join(sig_dir, "r.json"))

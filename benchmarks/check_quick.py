@@ -64,6 +64,8 @@ for r in alone:
     if (r["baseline"], r["extra"].get("pair_bytes"), r["extra"].get("bytes_examined")) != \
             ("read pass", 2 * 5000 * 4096, 10000 * 4096):
         problems.append(f"comparisons-alone row {r['threads']} thr: {r['baseline']!r}, {r['extra']}")
+# The dedup workloads, in the order of their rows (the label before ':').
+dedup_labels = list(dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group") == "dedup"))
 # What a call takes: one line a workload, each thread count's median of its
 # deduplicate() row against the read pass (samples: seconds a call), in ms
 # under a second, at printf's %.3g: compared within half its last digit (the
@@ -77,7 +79,7 @@ def call_line(label):
     return None
 
 
-for label in dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group") == "dedup"):
+for label in dedup_labels:
     timed = [r for r in rows if r.get("group") == "dedup" and r["name"] == label + ": deduplicate"
              and r.get("baseline") == "read pass" and r.get("samples") and not r.get("failed")]
     m = call_line(label)
@@ -109,7 +111,7 @@ for label in dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group
 # bytes examined. This runs on Linux, where it is measured: each figure is
 # a count of pages (4 KiB on this project's machines), and a program of
 # 5,000 pairs of 4 KiB holds at least a row and a key a tensor.
-for label in dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group") == "dedup"):
+for label in dedup_labels:
     dedup_rows = [r for r in rows if r.get("group") == "dedup" and r["name"] == label + ": deduplicate"]
     for r in dedup_rows:
         added = r["extra"].get("resident_added_bytes")
