@@ -1532,11 +1532,12 @@ inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noe
     std::uint64_t off = 0, size = 0;
     seg_range(s, &off, &size);
     const std::uint64_t at = header_.segment_base_offset + off;
-    if (align == 0 || align > detail::kMaxFileAlignment || at % detail::pow2_part(align) != 0)
+    if (align == 0 || align > detail::kMaxFileAlignment)
       return Status(Error::MalformedIndex, kMisaligned, p + si::kAlignment);
-    if (at % align != 0 && inexact_at == 0) {
-      if (!options.allow_moved_segments) return Status(Error::MalformedIndex, kMisaligned, p + si::kAlignment);
-      inexact_at = p + si::kAlignment;
+    if (at % align != 0) {  // (one division a segment where it is met, the usual case)
+      if (!options.allow_moved_segments || at % detail::pow2_part(align) != 0)
+        return Status(Error::MalformedIndex, kMisaligned, p + si::kAlignment);
+      if (inexact_at == 0) inexact_at = p + si::kAlignment;
     }
   }
   for (std::uint32_t i = 0; i < key_count_; ++i) {
