@@ -883,7 +883,7 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
               "ratio_meaning says which.\n",
               met, targets, quick ? " (--quick: small sizes, the yes/NO mean nothing)" : "");
   // Where the input sits moves the read pass more than deduplicate() (see
-  // README, Benchmarks): each dedup workload's share on huge pages, once.
+  // benchmarks/README.md): each dedup workload's share on huge pages, once.
   std::vector<std::string> seen;
   std::string shares;
   for (const Row& w : r.rows) {
