@@ -131,7 +131,7 @@ def temporary_watch(body):
     at = rest.index('wdedup::WriteOptions options;')
     return f"""{inc}
 {rest[:at]}
-int snippet(const wdedup::NamedDataStore& store) {{
+int snippet(const wdedup::Expected<wdedup::DedupResult>& result) {{
 {rest[at:]}
 (void)written;
 return 0;

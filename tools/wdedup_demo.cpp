@@ -83,7 +83,7 @@ void usage(FILE* f) {
   std::fputs(
       "usage: wdedup-demo [options]\n"
       "  --model tiny|small|1b      built-in Llama-shaped workload (default tiny:\n"
-      "                             ~2x10 MB; small: ~2x310 MB; 1b: Llama-3.2-1B shapes, ~2x3.0 GB)\n"
+      "                             ~2x10 MB; small: ~2x313 MB; 1b: Llama-3.2-1B shapes, ~2x3.0 GB)\n"
       "  --layers N                 override the number of layers\n"
       "  --prefill-partitions N     partitions of prefill (default 1)\n"
       "  --decode-partitions N      partitions of decode (default 1)\n"

@@ -4,11 +4,13 @@
 // Why not std::string_view: <string_view> alone costs a TU about 0.1 s to
 // parse, more than the rest of the runtime reader together. KeyView is a
 // pointer and a size that interoperates with the standard strings without
-// including them: std::string, std::string_view (and any type with
-// char-pointer data() and size()) convert to it implicitly, it converts to
-// std::string_view implicitly and to std::string explicitly, and it compares
-// with all of them. ExecuTorch's portable string_view (no char traits)
-// converts implicitly too. Callers written against std::string_view keep compiling.
+// including them: text (std::string, std::string_view, a C string: a type
+// with char traits or an npos) converts to it implicitly, and any other type
+// with char-pointer data() and size() explicitly (a std::vector<char>'s size
+// may count a NUL and what follows); it converts to std::string_view
+// implicitly and to std::string explicitly, and it compares with all of them.
+// ExecuTorch's portable string_view (no char traits, but an npos) converts
+// implicitly too. Callers written against std::string_view keep compiling.
 #ifndef WDEDUP_RUNTIME_KEY_VIEW_HPP
 #define WDEDUP_RUNTIME_KEY_VIEW_HPP
 

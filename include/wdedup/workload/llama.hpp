@@ -48,7 +48,7 @@ struct LlamaConfig {
   /// About 2 x 10 MB of tensors (bytes in, per method): the default, runs in
   /// well under a second.
   static LlamaConfig tiny() { return LlamaConfig{}; }
-  /// About 2 x 310 MB of tensors.
+  /// About 2 x 313 MB of tensors (625,285,120 bytes).
   static LlamaConfig small() {
     LlamaConfig c;
     c.dim = 1024;
