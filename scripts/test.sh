@@ -8,7 +8,8 @@
 #   clang-c++20         clang, C++20 (with the header and must-not-compile checks; -O0)
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer, -O0 (malformed files above all),
 #                       the reader's libFuzzer target for a fixed 500k inputs (~35 s) and the
-#                       import's (import, deduplicate, write, read back) for 150k (~35 s), side by side
+#                       import's (import, deduplicate, write, read back) for 150k (~35 s), side by side,
+#                       then deduplicate()'s against its oracle for 2,000 (~35 s)
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
 # (clang-c++17 is available too; it is left out of the default run to keep
 # CI within 20 minutes on 2 cores: C++17 is covered by gcc, clang by C++20.)
@@ -48,7 +49,7 @@ declare -A OPTS_OF=(
 # check; the compile-only suites (headers, must-not-compile) and the benchmark
 # smoke run need one C++17 and one C++20 build, not six.
 declare -A TESTS_OF=(
-  [asan-ubsan]="error out_of_memory malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run early_pairs arena table name_index strategy deduplicate key_hash round_trip import fuzz_replay fuzz_named_data_map fuzz_import_replay fuzz_import"
+  [asan-ubsan]="error out_of_memory malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run early_pairs arena table name_index strategy deduplicate key_hash round_trip import fuzz_replay fuzz_named_data_map fuzz_import_replay fuzz_import fuzz_deduplicate_replay fuzz_deduplicate"
   [tsan]="concurrency identity early_pairs deduplicate allocations table")
 # The install test stages an install and builds a CMake and a pkg-config
 # consumer (the runtime one with -fno-exceptions -fno-rtti whatever the
@@ -96,6 +97,7 @@ for cfg in "${order[@]}"; do
     targets=()
     for t in ${TESTS_OF[$cfg]}; do
       case $t in
+        fuzz_deduplicate*) targets+=("tests/fuzz/$t" tests/fuzz/fuzz_deduplicate_seeds) ;;  # seeds of its own
         fuzz_*) targets+=("tests/fuzz/$t" tests/fuzz/fuzz_make_seeds) ;;
         import) targets+=(tests/test_import tools/wdedup-demo) ;;  # it runs the demo too
         deduplicate) targets+=(tests/test_deduplicate tests/de_DE.UTF-8) ;;  # and the locale it is given

@@ -4,6 +4,8 @@
 # target's kept corpus (tests/fuzz/corpus/<target>/: the inputs a long
 # libFuzzer run found new coverage with, minimized; see its README).
 # Usage: run.sh <make_seeds> <target> <fixtures_dir> <corpus_dir> <work_dir> [libFuzzer flags...]
+# A <fixtures_dir> of '-' gives no fixtures (a target that reads no files:
+# the deduplicate() one decodes a program from its input).
 # With no flags the target is the replay build (each seed once); with flags
 # it is the libFuzzer build, which mutates the seeds for as many runs as the
 # flags say and leaves any crashing input in <work_dir>.
@@ -13,14 +15,16 @@ shift 5
 rm -rf "$work"
 mkdir -p "$work/seeds" "$work/corpus"
 "$make_seeds" "$work/seeds"
-[ -d "$fixtures" ] || { echo "run.sh: fixtures not found at $fixtures (../shared beside the clone?)" >&2; exit 1; }
+[ "$fixtures" = - ] || [ -d "$fixtures" ] || { echo "run.sh: fixtures not found at $fixtures (../shared beside the clone?)" >&2; exit 1; }
 [ -d "$corpus" ] || { echo "run.sh: kept corpus not found at $corpus" >&2; exit 1; }
+fixture_args=("$fixtures")
+[ "$fixtures" = - ] && fixture_args=()
 if [ $# -eq 0 ]; then
-  exec "$target" "$work/seeds" "$fixtures" "$corpus"
+  exec "$target" "$work/seeds" "${fixture_args[@]}" "$corpus"
 fi
 cp "$corpus"/*.ptd "$work/seeds/"
 # Fuzzing mutates small files: the 1 MB and 4 MB fixtures would only slow
 # every run (the replay build reads them whole).
-find "$fixtures" -maxdepth 1 -name '*.ptd' -size -16k -exec cp {} "$work/seeds/" \;
+[ "$fixtures" = - ] || find "$fixtures" -maxdepth 1 -name '*.ptd' -size -16k -exec cp {} "$work/seeds/" \;
 cd "$work"
 exec setarch "$(uname -m)" -R "$target" "$@" -artifact_prefix="$work/" corpus seeds
