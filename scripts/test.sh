@@ -50,7 +50,7 @@ declare -A OPTS_OF=(
 # smoke run need one C++17 and one C++20 build, not six.
 declare -A TESTS_OF=(
   [asan-ubsan]="error out_of_memory malformed ptd_fixtures named_data_map ptd_writer crash_safety allocations identity equal_run early_pairs arena table name_index strategy deduplicate key_hash round_trip import fuzz_replay fuzz_named_data_map fuzz_import_replay fuzz_import fuzz_deduplicate_replay fuzz_deduplicate"
-  [tsan]="concurrency identity early_pairs deduplicate allocations table")
+  [tsan]="concurrency identity early_pairs deduplicate allocations table fuzz_deduplicate_replay")
 # The install test stages an install and builds a CMake and a pkg-config
 # consumer (the runtime one with -fno-exceptions -fno-rtti whatever the
 # configuration): once, in the reference build, is enough. The other builds
