@@ -103,6 +103,32 @@ struct Site {
   const Tensor* tensor;
 };
 
+/// A layout's byte size, or nullopt where it breaks a layout's rules (a
+/// dim_order that is not a permutation of 0..rank-1, a negative size),
+/// worked out here: Layout::nbytes() is the library's check, the one under
+/// test (with it, a library that refused every channels-last layout as
+/// inconsistent passed every input). The decoder makes Byte and Float
+/// layouts of rank 1 to 4 with at most one size past 1, so the product
+/// cannot overflow.
+std::optional<std::uint64_t> layout_bytes(const Layout& l) {
+  std::uint64_t n = 0;
+  switch (l.scalar_type) {
+    case ScalarType::Byte: n = 1; break;
+    case ScalarType::Float: n = 4; break;
+    default: fail("layout: a scalar type the decoder makes", detail::describe_layout(l), "Byte or Float");
+  }
+  std::vector<std::uint8_t> order = l.dim_order;
+  std::sort(order.begin(), order.end());
+  if (order.size() != l.sizes.size()) return std::nullopt;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if (static_cast<std::size_t>(order[i]) != i) return std::nullopt;
+  for (const std::int32_t s : l.sizes) {
+    if (s < 0) return std::nullopt;
+    n *= static_cast<std::uint64_t>(s);
+  }
+  return n;
+}
+
 /// A refusal the oracle expects: its code, and its message (whole, or a
 /// start and a part it must hold where the rest is the library's wording
 /// of a layout or an escaped NUL).
@@ -147,11 +173,12 @@ std::optional<Refusal> check_refusal(const Program& program, StrategyPick strate
                          tensor + "alignment " + std::to_string(x.alignment) + " exceeds the maximum of " +
                              std::to_string(kMaxAlignment),
                          ""};
-        if (x.layout && !x.layout->nbytes())
+        const std::optional<std::uint64_t> nbytes = x.layout ? layout_bytes(*x.layout) : std::nullopt;
+        if (x.layout && !nbytes)
           return Refusal{Error::LayoutMismatch, tensor + "layout is inconsistent (", "): "};
-        if (x.layout && *x.layout->nbytes() != x.bytes.size())
+        if (x.layout && *nbytes != x.bytes.size())
           return Refusal{Error::LayoutMismatch, tensor + "layout ",
-                         " describes " + std::to_string(*x.layout->nbytes()) + " bytes but the data has " +
+                         " describes " + std::to_string(*nbytes) + " bytes but the data has " +
                              std::to_string(x.bytes.size()) + " bytes"};
       }
     }
