@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs a fuzz target (the reader's or the import's) over the seed corpus:
-# the wdedup files make_seeds writes, ExecuTorch's own fixtures, and the
-# target's kept corpus (tests/fuzz/corpus/<target>/: the inputs a long
+# Runs a fuzz target (the reader's, the import's or deduplicate()'s) over
+# the seed corpus: the files <make_seeds> writes (wdedup files, or the
+# deduplicate() target's hand-made programs), ExecuTorch's own fixtures and
+# the target's kept corpus (tests/fuzz/corpus/<target>/: the inputs a long
 # libFuzzer run found new coverage with, minimized; see its README).
 # Usage: run.sh <make_seeds> <target> <fixtures_dir> <corpus_dir> <work_dir> [libFuzzer flags...]
 # A <fixtures_dir> of '-' gives no fixtures (a target that reads no files:
