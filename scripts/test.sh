@@ -9,7 +9,7 @@
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer, -O0 (malformed files above all),
 #                       the reader's libFuzzer target for a fixed 500k inputs (~35 s) and the
 #                       import's (import, deduplicate, write, read back) for 150k (~35 s), side by side,
-#                       then deduplicate()'s against its oracle for 2,000 (~35 s)
+#                       then deduplicate()'s against its oracle for 2,130 (~35 s)
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
 # (clang-c++17 is available too; it is left out of the default run to keep
 # CI within 20 minutes on 2 cores: C++17 is covered by gcc, clang by C++20.)
