@@ -16,16 +16,18 @@ shift 5
 rm -rf "$work"
 mkdir -p "$work/seeds" "$work/corpus"
 "$make_seeds" "$work/seeds"
-[ "$fixtures" = - ] || [ -d "$fixtures" ] || { echo "run.sh: fixtures not found at $fixtures (../shared beside the clone?)" >&2; exit 1; }
+fixture_dirs=()  # none for '-'
+if [ "$fixtures" != - ]; then
+  [ -d "$fixtures" ] || { echo "run.sh: fixtures not found at $fixtures (../shared beside the clone?)" >&2; exit 1; }
+  fixture_dirs=("$fixtures")
+fi
 [ -d "$corpus" ] || { echo "run.sh: kept corpus not found at $corpus" >&2; exit 1; }
-fixture_args=("$fixtures")
-[ "$fixtures" = - ] && fixture_args=()
 if [ $# -eq 0 ]; then
-  exec "$target" "$work/seeds" "${fixture_args[@]}" "$corpus"
+  exec "$target" "$work/seeds" "${fixture_dirs[@]}" "$corpus"
 fi
 cp "$corpus"/*.ptd "$work/seeds/"
 # Fuzzing mutates small files: the 1 MB and 4 MB fixtures would only slow
 # every run (the replay build reads them whole).
-[ "$fixtures" = - ] || find "$fixtures" -maxdepth 1 -name '*.ptd' -size -16k -exec cp {} "$work/seeds/" \;
+[ ${#fixture_dirs[@]} -eq 0 ] || find "${fixture_dirs[@]}" -maxdepth 1 -name '*.ptd' -size -16k -exec cp {} "$work/seeds/" \;
 cd "$work"
 exec setarch "$(uname -m)" -R "$target" "$@" -artifact_prefix="$work/" corpus seeds
