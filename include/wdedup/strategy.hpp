@@ -216,16 +216,21 @@ constexpr bool check_policy() {
                 "\"MY_POLICY\";` (printed in reports)");
   static_assert(!policy_has_name<P> || policy_has_validate<P>,
                 "Strategy<P>: the policy P must declare `static wdedup::Expected<void> validate(const "
-                "wdedup::Program&)` (return {} to accept every program)");
+                "wdedup::Program&)` (return {} to accept every program): P::validate(program) must be "
+                "callable and its result convert implicitly to wdedup::Expected<void> (a bool does not)");
   static_assert(!policy_has_name<P> || !policy_has_validate<P> || policy_has_blob_key<P>,
                 "Strategy<P>: the policy P must declare `static std::string blob_key(const "
                 "wdedup::Program&, std::size_t method, std::uint32_t partition)` naming the blob a "
-                "partition is compiled into");
+                "partition is compiled into: P::blob_key(program, method, partition) must be callable "
+                "and its result convert implicitly to std::string_view (a std::string, a "
+                "std::string_view or a const char*; a number or a char does not)");
   static_assert(!policy_has_name<P> || !policy_has_validate<P> || !policy_has_blob_key<P> ||
                     policy_has_function_name<P>,
                 "Strategy<P>: the policy P must declare `static std::string function_name(const "
                 "wdedup::Program&, std::size_t method, std::uint32_t partition)` naming the partition's "
-                "function inside its blob");
+                "function inside its blob: P::function_name(program, method, partition) must be "
+                "callable and its result convert implicitly to std::string_view (a std::string, a "
+                "std::string_view or a const char*; a number or a char does not)");
   return is_strategy_policy<P>;
 }
 
