@@ -102,7 +102,11 @@ constexpr int kOpenLargeFile = 0;
 /// A number for a source that opens a file, unique in the process (its
 /// instance()): a map tells by it a source that took its own's place, where
 /// the size and even the address (a mapping put where a freed one was) may
-/// be the same.
+/// be the same. Unique, that is, among the sources of one executable or
+/// shared object built with -fvisibility=hidden (a delegate plugin): each
+/// such object has its own `last`, so two plugins number from 1 alike, and
+/// the check tells sources apart only among those one object opened (a map
+/// and its sources passed between plugins may meet a number twice).
 inline std::uint64_t next_source_instance() noexcept {
   static std::uint64_t last = 0;
   return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
