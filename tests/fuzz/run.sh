@@ -22,7 +22,20 @@ if [ "$fixtures" != - ]; then
   fixture_dirs=("$fixtures")
 fi
 [ -d "$corpus" ] || { echo "run.sh: kept corpus not found at $corpus" >&2; exit 1; }
+# WDEDUP_REPLAY_STRIDE=N (the replay only): every Nth kept input, in name
+# order, with every seed and fixture (a sanitizer too slow for all of them).
+stride=${WDEDUP_REPLAY_STRIDE:-1}
+[[ $stride =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: WDEDUP_REPLAY_STRIDE must be a positive integer, not '$stride'" >&2; exit 1; }
 if [ $# -eq 0 ]; then
+  if [ "$stride" -gt 1 ]; then
+    i=0
+    for f in $(LC_ALL=C ls "$corpus"); do
+      [ $((i % stride)) -eq 0 ] && cp "$corpus/$f" "$work/corpus/"
+      i=$((i + 1))
+    done
+    echo "run.sh: replaying every ${stride}th kept input: $(ls "$work/corpus" | wc -l) of $i"
+    corpus=$work/corpus
+  fi
   exec "$target" "$work/seeds" "${fixture_dirs[@]}" "$corpus"
 fi
 cp "$corpus"/*.ptd "$work/seeds/"
