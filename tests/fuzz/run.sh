@@ -28,12 +28,9 @@ stride=${WDEDUP_REPLAY_STRIDE:-1}
 [[ $stride =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: WDEDUP_REPLAY_STRIDE must be a positive integer, not '$stride'" >&2; exit 1; }
 if [ $# -eq 0 ]; then
   if [ "$stride" -gt 1 ]; then
-    i=0
-    for f in $(LC_ALL=C ls "$corpus"); do
-      [ $((i % stride)) -eq 0 ] && cp "$corpus/$f" "$work/corpus/"
-      i=$((i + 1))
-    done
-    echo "run.sh: replaying every ${stride}th kept input: $(ls "$work/corpus" | wc -l) of $i"
+    kept=("$corpus"/*.ptd)  # hex names: the same order in every locale
+    for ((i = 0; i < ${#kept[@]}; i += stride)); do cp "${kept[i]}" "$work/corpus/"; done
+    echo "run.sh: replaying one kept input in $stride: $(ls "$work/corpus" | wc -l) of ${#kept[@]}"
     corpus=$work/corpus
   fi
   exec "$target" "$work/seeds" "${fixture_dirs[@]}" "$corpus"
