@@ -4,6 +4,7 @@
 // complete; every failing step (full disk, I/O error, bad path, unwritable
 // directory) leaves the destination untouched, removes the temporary file
 // and reports Error::IoError naming the path, the operation and the reason.
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <fcntl.h>

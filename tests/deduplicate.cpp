@@ -1,5 +1,6 @@
 // Tests for wdedup/deduplicate.hpp: input validation, exactness under forced
 // hash collisions, determinism across thread counts, alignment rules.
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <algorithm>

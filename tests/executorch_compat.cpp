@@ -7,6 +7,7 @@
 // The same checks run over ExecuTorch's own fixtures first, to prove the
 // harness; then our writer must reproduce those fixtures byte for byte, and
 // its flatbuffer must equal flatc's for the JSON ExecuTorch would produce.
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>

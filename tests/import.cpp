@@ -4,6 +4,7 @@
 // method at a time must deduplicate into one store that gives each function
 // its original bytes; and every refusal names what was wrong and leaves the
 // program as it was.
+#include "support/instances.hpp"  // first: see there
 #include "wdedup/import.hpp"
 
 #include <doctest/doctest.h>

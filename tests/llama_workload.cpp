@@ -1,6 +1,7 @@
 // Tests for wdedup/workload/llama.hpp and the demo that runs on it: the
 // numbers are checked against figures computed here from the model's shape,
 // independently of the library's own accounting.
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -7,6 +7,7 @@
 // Allocations are made to fail by replacing the global operator new: the
 // k-th allocation after the countdown is armed throws. Built only where
 // exceptions are on (tests/meson.build).
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <pthread.h>

@@ -2,6 +2,7 @@
 // bytes of small files, segment placement and alignment, the WDX1 block,
 // identical output through every entry point, validation, and a round trip
 // through the runtime reader (NamedDataMap).
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>

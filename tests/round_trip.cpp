@@ -3,6 +3,7 @@
 // every key's bytes, layout and alignment and every function map must come
 // back exactly as deduplicate() produced them. Then 450 random programs,
 // checked against their own tensors (see "random programs" below).
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -4,6 +4,7 @@
 // while its handler cleans up, and the temporary file a handler removes.
 // Each process-ending case runs in a child, with an alarm so that a hang
 // fails (killed by SIGALRM) instead of stalling the suite.
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <fcntl.h>

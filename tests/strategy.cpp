@@ -1,6 +1,7 @@
 // Tests for wdedup/strategy.hpp: each built-in policy, and a user policy,
 // on equal and unequal partitions, one method, an empty method, a name with
 // different bytes in two methods, and a tied embedding.
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <cstdint>

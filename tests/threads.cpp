@@ -4,6 +4,7 @@
 // the benchmark harness's counter (benchmarks/thread_counter.cpp, this
 // program's one copy of it: it interposes the function, so the build has no
 // sanitizer, whose runtimes interpose it themselves).
+#include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
 #include <atomic>

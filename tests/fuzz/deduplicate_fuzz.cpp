@@ -32,6 +32,7 @@
 //     asks for more than 4 KiB of alignment: the padding would be huge).
 // A broken property aborts with a message naming it and both values;
 // DEDUP_FUZZ_PRINT=1 prints the program an input decodes to.
+#include "support/instances.hpp"  // first: see there
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>

@@ -27,6 +27,7 @@
 //     store's tensors by name and gives each tensor its key's alignment;
 //     after it, nothing moves).
 // A broken property aborts with a message naming it.
+#include "support/instances.hpp"  // first: see there
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
