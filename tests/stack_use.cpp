@@ -1,0 +1,252 @@
+// Tests for the runtime half's stack use: every call a delegate makes (open
+// by each route, lookups, loads, function maps, build_index,
+// verify_segments), on the files that take its deepest paths and on files it
+// refuses, writes at most kStackBudget bytes of stack, the figure the README
+// gives embedded users (a task's stack is sized once, by hand).
+//
+// Each call runs on a thread of its own whose stack (caller memory) was
+// painted with a byte pattern; the bytes no longer holding it, less those a
+// thread that does nothing overwrites, are what the call wrote. That is the
+// high-water mark a stack check (an RTOS's canary, a guard page) sees. Not
+// built under a sanitizer, whose instrumented frames are its own
+// (tests/meson.build).
+// Built with -fno-exceptions -fno-rtti.
+// REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
+#include <doctest/doctest.h>
+
+#include "support/wdedup_file.hpp"  // first: see the note there
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include "support/ptd_files.hpp"
+#include "wdedup/runtime.hpp"
+#include "wdedup/runtime/verify.hpp"
+
+using namespace wdedup;
+using namespace wdedup_test;
+
+namespace {
+
+/// What the README promises: each runtime call writes at most this much
+/// stack (measured 3.6-7.4 KiB for the deepest, the opens, across GCC 12
+/// and clang 14 at -O0, -O2 and -Os on x86-64; README "Stack").
+constexpr std::size_t kStackBudget = 8 * 1024;
+
+constexpr std::size_t kPaintedSize = 256 * 1024;
+constexpr unsigned char kPaint = 0xA5;
+
+struct Call {
+  void (*fn)(void*);
+  void* arg;
+};
+
+void* run_call(void* p) {
+  const Call* c = static_cast<const Call*>(p);
+  c->fn(c->arg);
+  return nullptr;
+}
+
+/// Bytes of a painted stack that `fn(arg)`, run on a thread of its own,
+/// left not holding the paint (the thread's start-up included).
+std::size_t painted_bytes_written(void (*fn)(void*), void* arg) {
+  void* mem = mmap(nullptr, kPaintedSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  auto* stack = static_cast<unsigned char*>(mem);
+  std::memset(stack, kPaint, kPaintedSize);
+  pthread_attr_t attr;
+  REQUIRE(pthread_attr_init(&attr) == 0);
+  REQUIRE(pthread_attr_setstack(&attr, stack, kPaintedSize) == 0);
+  Call call{fn, arg};
+  pthread_t thread;
+  REQUIRE(pthread_create(&thread, &attr, run_call, &call) == 0);
+  REQUIRE(pthread_join(thread, nullptr) == 0);
+  pthread_attr_destroy(&attr);
+  // The stack grows down: the lowest byte not holding the paint is the
+  // deepest one written (a frame may leave some bytes above it unwritten).
+  std::size_t untouched = 0;
+  while (untouched < kPaintedSize && stack[untouched] == kPaint) ++untouched;
+  munmap(mem, kPaintedSize);
+  return kPaintedSize - untouched;
+}
+
+/// Stack bytes `f()` writes beyond what a thread that does nothing writes.
+template <class F>
+std::size_t stack_used(F& f) {
+  static const std::size_t idle = painted_bytes_written([](void*) {}, nullptr);
+  const std::size_t written = painted_bytes_written([](void* p) { (*static_cast<F*>(p))(); }, &f);
+  return written > idle ? written - idle : 0;
+}
+
+/// Checks `f` against the budget, naming the call and the file.
+template <class F>
+void check_budget(const char* call, const std::string& file, F f) {
+  const std::size_t used = stack_used(f);
+  INFO(std::string(call), " on ", file, ": ", used, " bytes of stack");
+  CHECK(used <= kStackBudget);
+}
+
+/// Keeps a result alive past the optimizer (a call whose result is unused
+/// may be dropped: it has no side effects).
+volatile std::uintptr_t g_sink;
+template <class T>
+void keep(const T& v) {
+  g_sink = g_sink + static_cast<std::uintptr_t>(v.ok());
+}
+
+/// Every read a delegate makes of an open map: each key by name (layout,
+/// info, a zero-copy view or a copy, a load into a buffer), each by index,
+/// a missing key, and every function by each of its three names with each of
+/// its tensors.
+void read_everything(const NamedDataMap& map, std::uint8_t* dst, std::size_t dst_size) {
+  const std::size_t keys = map.get_num_keys().value();
+  for (std::size_t i = 0; i < keys; ++i) {
+    Result<KeyView> k = map.get_key(i);
+    keep(k);
+    keep(map.find(*k));
+    keep(map.get_tensor_layout(*k));
+    keep(map.get_data(*k));
+    keep(map.load_data_into(*k, dst, dst_size));
+    keep(map.key_info(i));
+    keep(map.key_data(i));
+    keep(map.key_layout(i));
+  }
+  keep(map.get_tensor_layout("no such key"));
+  for (std::uint32_t s = 0; s < map.segment_count(); ++s) keep(map.segment(s));
+  for (std::size_t i = 0; i < map.function_count(); ++i) {
+    Result<FunctionView> f = map.function(i);
+    keep(f);
+    keep(map.find_function(f->method(), f->partition_index()));
+    keep(map.find_function(f->function_name()));
+    Result<FunctionView> g = map.find_function(f->blob_key(), f->function_name());
+    keep(g);
+    for (std::size_t t = 0; t < g->tensor_count(); ++t) {
+      Result<FunctionTensorView> tv = g->tensor(t);
+      keep(tv);
+      keep(g->find_tensor(tv->tensor_name));
+      keep(g->key_of(tv->tensor_name));
+    }
+  }
+}
+
+/// 8-byte-aligned memory of at least `bytes` bytes, as the reader wants it
+/// lent (metadata, an index).
+struct Lent {
+  std::vector<std::uint64_t> words;
+  explicit Lent(std::uint64_t bytes) : words(static_cast<std::size_t>((bytes + 7) / 8)) {}
+  Span<std::uint8_t> span() { return Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(words.data()), words.size() * 8); }
+};
+
+/// Metadata memory for a PreadFile or a FileSource map of `path`.
+Lent metadata_memory(const std::string& path) {
+  Result<std::uint64_t> size = PreadFile::metadata_size(path.c_str());
+  REQUIRE(size.ok());
+  return Lent(*size);
+}
+
+/// The files: the small wdedup file (aliases, layouts, odd alignments,
+/// three functions), a larger one (a WDX1 index of 300 keys and three
+/// functions: the repeat check, the slots) and every ExecuTorch fixture.
+std::vector<std::string> files_under_test() {
+  static std::vector<std::vector<std::uint8_t>> data;
+  std::vector<std::string> paths = {wdedup_file_path(),
+                                    write_temp("stack_use_many_keys.ptd", many_keys_wdedup_bytes(300, &data))};
+  for (const std::string& p : fixture_paths()) paths.push_back(p);
+  return paths;
+}
+
+}  // namespace
+
+TEST_CASE("the measure: a frame of a known size is counted, whole, beyond the idle thread's") {
+  // 6,000 bytes written through a volatile pointer (the writes cannot be
+  // dropped), in a frame of its own.
+  auto touch = [] {
+    volatile unsigned char buffer[6000];
+    for (std::size_t i = 0; i < sizeof buffer; ++i) buffer[i] = static_cast<unsigned char>(i);
+  };
+  const std::size_t used = stack_used(touch);
+  // (The idle thread's own call, whose bytes the buffer's frame reuses, is
+  // taken off: up to 64 bytes under; the frame's bookkeeping: a few over.)
+  CHECK(used >= 6000 - 64);
+  CHECK(used < 6000 + 512);
+  auto nothing = [] {};
+  CHECK(stack_used(nothing) < 256);
+}
+
+TEST_CASE("opening, by each route, stays within the stack budget") {
+  for (const std::string& path : files_under_test()) {
+    Result<MmapSource> src = MmapSource::open(path.c_str());
+    REQUIRE(src.ok());
+    check_budget("NamedDataMap::open(MmapSource)", path, [&] { keep(NamedDataMap::open(*src)); });
+    const std::vector<std::uint8_t> bytes = read_file(path);
+    BufferSource buf(bytes.data(), bytes.size());
+    check_budget("NamedDataMap::open(BufferSource)", path, [&] { keep(NamedDataMap::open(buf)); });
+    check_budget("MappedFile::open(path)", path, [&] { keep(MappedFile::open(path.c_str())); });
+    Lent meta = metadata_memory(path);
+    const Span<std::uint8_t> lent = meta.span();
+    check_budget("PreadFile::open(path, memory)", path, [&] { keep(PreadFile::open(path.c_str(), lent)); });
+    check_budget("PreadFile::metadata_size(path)", path, [&] { keep(PreadFile::metadata_size(path.c_str())); });
+    Result<FileSource> fsrc = FileSource::open(path.c_str());
+    REQUIRE(fsrc.ok());
+    check_budget("NamedDataMap::open(FileSource, memory)", path, [&] { keep(NamedDataMap::open(*fsrc, lent)); });
+  }
+}
+
+TEST_CASE("a refused file stays within the stack budget too") {
+  // The small file cut inside its header, and cut by one byte (its last
+  // segment then runs past the end): refused early and late in open().
+  const std::vector<std::uint8_t>& bytes = wdedup_file_bytes();
+  const std::vector<std::uint8_t> head(bytes.begin(), bytes.begin() + 30);
+  const std::vector<std::uint8_t> short_by_one(bytes.begin(), bytes.end() - 1);
+  const struct {
+    const std::vector<std::uint8_t>* bytes;
+    const char* what;
+  } cases[] = {{&head, "file is smaller than the FT01 identifier and FH01 header"}, {&short_by_one, "file ends inside the segment data"}};
+  for (const auto& c : cases) {
+    BufferSource src(c.bytes->data(), c.bytes->size());
+    Result<NamedDataMap> refused = NamedDataMap::open(src);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error() == Error::Truncated);
+    CHECK(std::string(refused.failure().what) == c.what);
+    check_budget("NamedDataMap::open (refused)", std::to_string(c.bytes->size()) + " bytes of the small wdedup file",
+                 [&] { keep(NamedDataMap::open(src)); });
+  }
+}
+
+TEST_CASE("every read of an open map, build_index and verify_segments stay within the stack budget") {
+  std::vector<std::uint8_t> dst(1 << 20);
+  for (const std::string& path : files_under_test()) {
+    Result<MappedFile> mapped = MappedFile::open(path.c_str());
+    REQUIRE(mapped.ok());
+    const NamedDataMap& map = mapped->map();
+    check_budget("every read (MmapSource)", path, [&] { read_everything(map, dst.data(), dst.size()); });
+    Lent meta = metadata_memory(path);
+    Result<PreadFile> pread = PreadFile::open(path.c_str(), meta.span());
+    REQUIRE(pread.ok());
+    const NamedDataMap& pmap = pread->map();
+    check_budget("every read (FileSource)", path, [&] { read_everything(pmap, dst.data(), dst.size()); });
+    check_budget("verify_segments(map) (MmapSource)", path, [&] { keep(verify_segments(map)); });
+    check_budget("verify_segments(map) (FileSource)", path, [&] { keep(verify_segments(pmap)); });
+    std::uint8_t scratch[64];
+    check_budget("verify_segments(map, 64 bytes)", path,
+                 [&] { keep(verify_segments(pmap, Span<std::uint8_t>(scratch, sizeof scratch))); });
+    if (!map.has_index()) {
+      // An ExecuTorch file: the index a caller builds for O(1) lookups.
+      Result<MmapSource> src = MmapSource::open(path.c_str());
+      REQUIRE(src.ok());
+      Result<NamedDataMap> plain = NamedDataMap::open(*src);
+      REQUIRE(plain.ok());
+      Lent slots(NamedDataMap::index_memory_size(plain->get_num_keys().value()));
+      const Span<std::uint8_t> memory = slots.span();
+      check_budget("build_index", path, [&] { keep(plain->build_index(memory)); });
+      REQUIRE(plain->has_index());
+      check_budget("every read (built index)", path, [&] { read_everything(*plain, dst.data(), dst.size()); });
+    }
+  }
+}
