@@ -11,6 +11,8 @@ import subprocess
 import sys
 
 exe, outdir, example = sys.argv[1], sys.argv[2], sys.argv[3]
+# interrupt_json_write's shared module (Linux), for a Ctrl-C inside the JSON's write.
+interrupt_json_write = sys.argv[4] if len(sys.argv) > 4 else None
 json_path = os.path.join(outdir, "bench-args.json")
 problems = []
 
@@ -389,6 +391,22 @@ if rc != -signal.SIGINT or sorted(os.listdir(sig_dir)) != ["r.json"] or kept != 
         "INTERRUPTED (Ctrl-C) before any measurement finished.\n" not in out or "the rows above" in out:
     problems.append(f"Ctrl-C before anything finished: exit {rc}, left {sorted(os.listdir(sig_dir))}, the JSON "
                     f"{kept[:40]!r}, stdout's end {out[-200:]!r}")
+# Twice while the JSON is being written (interrupt_json_write.cpp raises both
+# at the first writev to its hidden temporary, .r.json.tmp-XXXXXX, beside the
+# JSON and not in --tmpdir): the run ends by SIGINT, the temporary is gone,
+# and the last run's JSON stays as it was (it was left there, 2026-12-02).
+if interrupt_json_write:
+    p = subprocess.run([exe, "--quick", "--only", "runtime", "--tmpdir", sig_dir, "--json",
+                        os.path.join(sig_dir, "r.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=120, env=dict(os.environ, LD_PRELOAD=interrupt_json_write,
+                                             WBENCH_INTERRUPT_WRITES_TO=".r.json.tmp-"))
+    with open(os.path.join(sig_dir, "r.json")) as f:
+        kept = f.read()
+    if p.returncode != -signal.SIGINT or sorted(os.listdir(sig_dir)) != ["r.json"] or kept != "the last run's" or \
+            "wrote" in p.stdout or "stopping at the next step" not in p.stderr:
+        problems.append(f"Ctrl-C twice during the JSON's write: exit {p.returncode}, left "
+                        f"{sorted(os.listdir(sig_dir))}, the JSON {kept[:40]!r}, stdout's end {p.stdout[-200:]!r}, "
+                        f"stderr {p.stderr[-300:]!r}; expected death by SIGINT, the last run's JSON alone left")
 shutil.rmtree(sig_dir, ignore_errors=True)
 
 # ---- settings of what did not run ----------------------------------------------

@@ -138,7 +138,10 @@ namespace {
 // second signal waits for the first handler to end the process: two at
 // once would share the listing's buffer and the descriptor's offset.)
 #if defined(__linux__)
-int g_tmpdir_fd = -1;
+// Set once, after the prefix, while the handler is already in place (it is
+// installed before the arguments are read): a handler that finds no
+// descriptor removes nothing here.
+std::atomic<int> g_tmpdir_fd{-1};
 char g_own_prefix[64];  // "wdedup-bench-<pid>-"
 std::size_t g_own_prefix_len = 0;
 
@@ -149,12 +152,12 @@ bool own_file(const char* name) {
 
 /// Unlinks this run's files in the directory; how many it found (removed
 /// or not: one renamed meanwhile is found again under its new name).
-unsigned remove_own_files() {
+unsigned remove_own_files(int dir_fd) {
   unsigned found = 0;
   alignas(8) static char buf[8192];
-  if (::lseek(g_tmpdir_fd, 0, SEEK_SET) != 0) return 0;
+  if (::lseek(dir_fd, 0, SEEK_SET) != 0) return 0;
   for (;;) {
-    const long n = ::syscall(SYS_getdents64, g_tmpdir_fd, buf, sizeof buf);
+    const long n = ::syscall(SYS_getdents64, dir_fd, buf, sizeof buf);
     if (n <= 0) return found;
     for (long at = 0; at < n;) {
       // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
@@ -164,7 +167,7 @@ unsigned remove_own_files() {
       const char* name = buf + at + 19;
       if (own_file(name)) {
         ++found;
-        ::unlinkat(g_tmpdir_fd, name, 0);
+        ::unlinkat(dir_fd, name, 0);
       }
       at += reclen;
     }
@@ -175,31 +178,36 @@ unsigned remove_own_files() {
 /// a Ctrl-C stopped. (Removing entries while listing may skip some: list
 /// again until a pass finds none.)
 void remove_own_files_now() {
-  if (g_tmpdir_fd < 0) return;
-  for (int pass = 0; pass < 8 && remove_own_files() != 0; ++pass) {
+  const int dir_fd = g_tmpdir_fd.load(std::memory_order_acquire);
+  if (dir_fd < 0) return;
+  for (int pass = 0; pass < 8 && remove_own_files(dir_fd) != 0; ++pass) {
   }
+}
+
+/// The run's files are in --tmpdir, once the arguments have named it.
+void remove_own_files_on_signals(const wbench::Config& c) {
+  const int len = std::snprintf(g_own_prefix, sizeof g_own_prefix, "wdedup-bench-%ld-", static_cast<long>(::getpid()));
+  g_own_prefix_len = static_cast<std::size_t>(len);
+  // (Checked by parse_args: it can create files there.)
+  g_tmpdir_fd.store(::open(c.tmpdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC), std::memory_order_release);
 }
 #else
 void remove_own_files_now() {}
+void remove_own_files_on_signals(const wbench::Config&) {}
 #endif
+
+// The JSON's hidden temporary, beside --json rather than in --tmpdir (made
+// by parse_args's check that it can be written, and by the write at the
+// end): the library says where it is (TemporaryWatch), and the handler
+// removes it too. A second Ctrl-C during the JSON's write left it behind.
+const wdedup::detail::TemporaryWatch kJsonWatch{wdedup_cli::TemporaryFile::note, nullptr};
 
 extern "C" void remove_own_files_and_die(int sig) {
   wdedup_cli::first_handler_only();
+  wdedup_cli::TemporaryFile::remove();
   remove_own_files_now();
   wdedup_cli::die_by(sig);
 }
-
-#if defined(__linux__)
-void remove_own_files_on_signals(const wbench::Config& c) {
-  g_tmpdir_fd = ::open(c.tmpdir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (g_tmpdir_fd < 0) return;  // (checked by parse_args: it can create files there)
-  const int len = std::snprintf(g_own_prefix, sizeof g_own_prefix, "wdedup-bench-%ld-", static_cast<long>(::getpid()));
-  g_own_prefix_len = static_cast<std::size_t>(len);
-  wdedup_cli::handle_stop_signals(remove_own_files_and_die);
-}
-#else
-void remove_own_files_on_signals(const wbench::Config&) {}
-#endif
 
 // ---- a Ctrl-C keeps what was measured ----------------------------------------
 // The first SIGINT asks the run to stop at its next step (wbench::stop_point,
@@ -718,7 +726,7 @@ int parse_args(int argc, char** argv, Config* c) {
   if (c->include_dir.empty()) c->include_dir = WBENCH_INCLUDE_DIR;
   // The results are written after the run: a place they cannot go to is
   // refused before it, not after minutes of measuring.
-  if (!wdedup::detail::can_create_file(c->json_path)) {
+  if (!wdedup::detail::can_create_file(c->json_path, kJsonWatch)) {
     std::fprintf(stderr, "wdedup-bench: cannot write --json %s: %s\n", c->json_path.c_str(),
                  wdedup::detail::cannot_create_reason(c->json_path, errno).c_str());
     return 2;
@@ -989,6 +997,9 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before the arguments are read: their check of --json makes and removes
+  // a temporary beside it, which a stop signal must not leave behind.
+  wdedup_cli::handle_stop_signals(remove_own_files_and_die);
   Config c;
   if (int rc = parse_args(argc, argv, &c); rc != 0) return rc;
   remove_own_files_on_signals(c);
@@ -1129,7 +1140,9 @@ int main(int argc, char** argv) {
   }
   const std::string json = to_json(c, r, command, date, interrupted);
   // Whole or not at all: a cut-off file over the last run's figures loses both.
-  if (wdedup::Expected<void> w = wdedup::detail::write_whole_file(c.json_path, json, false); !w) {
+  if (wdedup::Expected<void> w =
+          wdedup::detail::write_whole_file(c.json_path, json, false, wdedup::detail::default_file_ops(), kJsonWatch);
+      !w) {
     std::fprintf(stderr, "wdedup-bench: %s\n", w.message().c_str());
     return end(1);
   }

@@ -1,0 +1,58 @@
+// benchmarks/interrupt_json_write.cpp — for check_args.py only: loaded into
+// wdedup-bench with LD_PRELOAD, it makes a double Ctrl-C land in the middle
+// of the JSON's write, where no test could time one from outside (the write
+// takes microseconds). The first writev(2) to a file whose name starts with
+// $WBENCH_INTERRUPT_WRITES_TO (the JSON's hidden temporary: ".r.json.tmp-")
+// raises SIGINT twice before writing: the first asks the run to stop at its
+// next step (it has none left), the second ends it at once. Linux only
+// (/proc/self/fd names the file).
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+using Writev = ssize_t (*)(int, const struct iovec*, int);
+
+Writev real_writev() {
+  static Writev real = [] {
+    Writev f = nullptr;
+    void* sym = ::dlsym(RTLD_NEXT, "writev");
+    static_assert(sizeof f == sizeof sym, "a function pointer the size of dlsym's");
+    std::memcpy(&f, &sym, sizeof f);  // (a cast between object and function pointers is only conditionally allowed)
+    return f;
+  }();
+  return real;
+}
+
+/// Whether `fd` is open on a file whose name starts with `prefix`.
+bool names_file_starting(int fd, const char* prefix) {
+  char link[64], path[4096];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = ::readlink(link, path, sizeof path - 1);
+  if (n <= 0) return false;
+  path[n] = '\0';
+  const char* slash = std::strrchr(path, '/');
+  const char* name = slash != nullptr ? slash + 1 : path;
+  return std::strncmp(name, prefix, std::strlen(prefix)) == 0;
+}
+
+}  // namespace
+
+extern "C" ssize_t writev(int fd, const struct iovec* iov, int count) {
+  static bool raised = false;
+  const char* prefix = std::getenv("WBENCH_INTERRUPT_WRITES_TO");
+  if (!raised && prefix != nullptr && *prefix != '\0' && names_file_starting(fd, prefix)) {
+    raised = true;
+    ::raise(SIGINT);
+    ::raise(SIGINT);
+  }
+  Writev real = real_writev();
+  return real != nullptr ? real(fd, iov, count) : -1;
+}
