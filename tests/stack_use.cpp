@@ -35,8 +35,8 @@ using namespace wdedup_test;
 namespace {
 
 /// What the README promises: each runtime call writes at most this much
-/// stack (measured 3.6-7.4 KiB for the deepest, the opens, across GCC 12
-/// and clang 14 at -O0, -O2 and -Os on x86-64; README "Stack").
+/// stack (the deepest, the opens, measured 5.5 KiB with GCC 12 -O2 and
+/// 7.3 KiB with clang 14 -O0 on x86-64; README "Stack").
 constexpr std::size_t kStackBudget = 8 * 1024;
 
 constexpr std::size_t kPaintedSize = 256 * 1024;
@@ -87,6 +87,11 @@ std::size_t stack_used(F& f) {
 /// Checks `f` against the budget, naming the call and the file.
 template <class F>
 void check_budget(const char* call, const std::string& file, F f) {
+  // Once first, on this thread: a dynamically linked program's first call of
+  // a libc function runs the loader's lazy binding on the caller's stack
+  // (2.8 KiB on this project's AVX-512 VM: it saves the vector registers),
+  // once per process. The README gives that apart; here it is out.
+  f();
   const std::size_t used = stack_used(f);
   INFO(std::string(call), " on ", file, ": ", used, " bytes of stack");
   CHECK(used <= kStackBudget);
