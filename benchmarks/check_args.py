@@ -237,6 +237,16 @@ import shutil
 import signal
 import time
 
+
+def stop_signals_at_defaults(ignored=None):
+    """A child's preexec_fn: the stop signals at their default actions, but
+    `ignored`, whatever this check was started with (under nohup SIGHUP comes
+    ignored, in a background job SIGINT, and a child keeps a signal it is
+    handed ignored as its caller's choice)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN if sig == ignored else signal.SIG_DFL)
+
+
 sig_dir = os.path.join(outdir, "bench-args-interrupted")
 shutil.rmtree(sig_dir, ignore_errors=True)
 os.mkdir(sig_dir)
@@ -245,11 +255,12 @@ with open(decoy, "w"):
     pass
 
 
-def start_write_run(**popen_args):
+def start_write_run(ignored=None):
     """A 500 MB write group run writing its files and JSON in sig_dir."""
     return subprocess.Popen([exe, "--no-progress", "--only", "write", "--write-bytes", "500000000", "--reps", "1",
                              "--tmpdir", sig_dir, "--json", os.path.join(sig_dir, "r.json")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen_args)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: stop_signals_at_defaults(ignored))
 
 
 def wait_for_store(p):
@@ -287,7 +298,7 @@ def read_interrupted(left):
 
 for sig, how in ((signal.SIGHUP, "a hangup ignored as under nohup"),
                  (signal.SIGINT, "a SIGINT ignored as in a background job")):
-    p = start_write_run(preexec_fn=lambda sig=sig: signal.signal(sig, signal.SIG_IGN))
+    p = start_write_run(ignored=sig)
     own = wait_for_store(p)
     p.send_signal(sig)
     _, err = p.communicate(timeout=120)
@@ -311,7 +322,8 @@ def ctrl_c_run(args, first_at, again=False, reader_gone=False):
     goes before the Ctrl-C, as one the same Ctrl-C ends would (stdout is then
     ""). Returns (exit, stdout, stderr lines)."""
     p = subprocess.Popen([exe, "--progress", "--tmpdir", sig_dir, "--json", os.path.join(sig_dir, "r.json")] + args,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=stop_signals_at_defaults)
     if reader_gone:
         while p.stdout.readline().strip():  # the lines before the run, flushed as it starts
             pass
@@ -398,8 +410,8 @@ if rc != -signal.SIGINT or sorted(os.listdir(sig_dir)) != ["r.json"] or kept != 
 if interrupt_json_write:
     p = subprocess.run([exe, "--quick", "--only", "runtime", "--tmpdir", sig_dir, "--json",
                         os.path.join(sig_dir, "r.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=120, env=dict(os.environ, LD_PRELOAD=interrupt_json_write,
-                                             WBENCH_INTERRUPT_WRITES_TO=".r.json.tmp-"))
+                       timeout=120, preexec_fn=stop_signals_at_defaults,
+                       env=dict(os.environ, LD_PRELOAD=interrupt_json_write, WBENCH_INTERRUPT_WRITES_TO=".r.json.tmp-"))
     with open(os.path.join(sig_dir, "r.json")) as f:
         kept = f.read()
     if p.returncode != -signal.SIGINT or sorted(os.listdir(sig_dir)) != ["r.json"] or kept != "the last run's" or \

@@ -52,8 +52,11 @@ def start(ignore=None):
         f.write(OLD)
 
     def before():
-        if ignore is not None:
-            signal.signal(ignore, signal.SIG_IGN)
+        # The stop signals at their default actions, but `ignore`, whatever
+        # this check was started with (under nohup SIGHUP comes ignored, and
+        # the demo keeps a signal it is handed ignored as its caller's choice).
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN if sig == ignore else signal.SIG_DFL)
 
     return subprocess.Popen([exe] + ARGS, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=before)
