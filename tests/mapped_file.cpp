@@ -267,13 +267,6 @@ static_assert(std::is_same<decltype(std::declval<PreadFile&>().map()), const Nam
 
 namespace {
 
-/// Metadata memory for `path`, as PreadFile::metadata_size says.
-AlignedBytes metadata_for(const std::string& path) {
-  const Result<std::uint64_t> need = PreadFile::metadata_size(path.c_str());
-  REQUIRE_MESSAGE(need.ok(), path, ": ", need.failure().what);
-  return AlignedBytes(static_cast<std::size_t>(*need), 8);
-}
-
 PreadFile open_pread_or_die(const std::string& path, const AlignedBytes& memory) {
   Result<PreadFile> f = PreadFile::open(path.c_str(), memory.span());
   REQUIRE_MESSAGE(f.ok(), path, ": ", f.failure().what);

@@ -140,29 +140,18 @@ void read_everything(const NamedDataMap& map, std::uint8_t* dst, std::size_t dst
   }
 }
 
-/// 8-byte-aligned memory of at least `bytes` bytes, as the reader wants it
-/// lent (metadata, an index).
-struct Lent {
-  std::vector<std::uint64_t> words;
-  explicit Lent(std::uint64_t bytes) : words(static_cast<std::size_t>((bytes + 7) / 8)) {}
-  Span<std::uint8_t> span() { return Span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(words.data()), words.size() * 8); }
-};
-
-/// Metadata memory for a PreadFile or a FileSource map of `path`.
-Lent metadata_memory(const std::string& path) {
-  Result<std::uint64_t> size = PreadFile::metadata_size(path.c_str());
-  REQUIRE(size.ok());
-  return Lent(*size);
-}
-
 /// The files: the small wdedup file (aliases, layouts, odd alignments,
 /// three functions), a larger one (a WDX1 index of 300 keys and three
 /// functions: the repeat check, the slots) and every ExecuTorch fixture.
-std::vector<std::string> files_under_test() {
-  static std::vector<std::vector<std::uint8_t>> data;
-  std::vector<std::string> paths = {wdedup_file_path(),
+/// Written once per process.
+const std::vector<std::string>& files_under_test() {
+  static const std::vector<std::string> paths = [] {
+    std::vector<std::vector<std::uint8_t>> data;  // (the tensors' bytes, while they are written)
+    std::vector<std::string> out = {wdedup_file_path(),
                                     write_temp("stack_use_many_keys.ptd", many_keys_wdedup_bytes(300, &data))};
-  for (const std::string& p : fixture_paths()) paths.push_back(p);
+    for (const std::string& p : fixture_paths()) out.push_back(p);
+    return out;
+  }();
   return paths;
 }
 
@@ -193,7 +182,7 @@ TEST_CASE("opening, by each route, stays within the stack budget") {
     BufferSource buf(bytes.data(), bytes.size());
     check_budget("NamedDataMap::open(BufferSource)", path, [&] { keep(NamedDataMap::open(buf)); });
     check_budget("MappedFile::open(path)", path, [&] { keep(MappedFile::open(path.c_str())); });
-    Lent meta = metadata_memory(path);
+    const AlignedBytes meta = metadata_for(path);
     const Span<std::uint8_t> lent = meta.span();
     check_budget("PreadFile::open(path, memory)", path, [&] { keep(PreadFile::open(path.c_str(), lent)); });
     check_budget("PreadFile::metadata_size(path)", path, [&] { keep(PreadFile::metadata_size(path.c_str())); });
@@ -212,7 +201,8 @@ TEST_CASE("a refused file stays within the stack budget too") {
   const struct {
     const std::vector<std::uint8_t>* bytes;
     const char* what;
-  } cases[] = {{&head, "file is smaller than the FT01 identifier and FH01 header"}, {&short_by_one, "file ends inside the segment data"}};
+  } cases[] = {{&head, "file is smaller than the FT01 identifier and FH01 header"},
+               {&short_by_one, "file ends inside the segment data"}};
   for (const auto& c : cases) {
     BufferSource src(c.bytes->data(), c.bytes->size());
     Result<NamedDataMap> refused = NamedDataMap::open(src);
@@ -231,7 +221,7 @@ TEST_CASE("every read of an open map, build_index and verify_segments stay withi
     REQUIRE(mapped.ok());
     const NamedDataMap& map = mapped->map();
     check_budget("every read (MmapSource)", path, [&] { read_everything(map, dst.data(), dst.size()); });
-    Lent meta = metadata_memory(path);
+    const AlignedBytes meta = metadata_for(path);
     Result<PreadFile> pread = PreadFile::open(path.c_str(), meta.span());
     REQUIRE(pread.ok());
     const NamedDataMap& pmap = pread->map();
@@ -247,9 +237,9 @@ TEST_CASE("every read of an open map, build_index and verify_segments stay withi
       REQUIRE(src.ok());
       Result<NamedDataMap> plain = NamedDataMap::open(*src);
       REQUIRE(plain.ok());
-      Lent slots(NamedDataMap::index_memory_size(plain->get_num_keys().value()));
-      const Span<std::uint8_t> memory = slots.span();
-      check_budget("build_index", path, [&] { keep(plain->build_index(memory)); });
+      const std::uint64_t index_size = NamedDataMap::index_memory_size(plain->get_num_keys().value());
+      const AlignedBytes slots(static_cast<std::size_t>(index_size), 8);
+      check_budget("build_index", path, [&] { keep(plain->build_index(slots.span())); });
       REQUIRE(plain->has_index());
       check_budget("every read (built index)", path, [&] { read_everything(*plain, dst.data(), dst.size()); });
     }

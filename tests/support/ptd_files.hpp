@@ -203,6 +203,15 @@ inline void open_lent(Opened& o) {
   o.result.emplace(wdedup::NamedDataMap::open(*o.source, o.metadata.span()));
 }
 
+#ifndef WDEDUP_NO_POSIX
+/// Metadata memory for `path`, as PreadFile::metadata_size says.
+inline AlignedBytes metadata_for(const std::string& path) {
+  const wdedup::Result<std::uint64_t> need = wdedup::PreadFile::metadata_size(path.c_str());
+  REQUIRE_MESSAGE(need.ok(), path, ": ", need.failure().what);
+  return AlignedBytes(static_cast<std::size_t>(*need), 8);
+}
+#endif
+
 inline std::unique_ptr<Opened> open_via(Via via, const std::string& path) {
   auto o = std::make_unique<Opened>();
   o->via = via;
