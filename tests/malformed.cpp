@@ -435,13 +435,14 @@ TEST_CASE("segments: out of range, overflowing or partly overlapping segments ar
        "segment runs past segment_data_size", g.segment(2)},
       {"partial overlap (sorted)", [&](Nav& n) { n.set_u64(off(n, 1), 10); }, Error::MalformedSegment, overlap, 1},
       // In order, one start shared, the ends apart: [128,178) inside
-      // [128,228) is no identity (the sweep, not the pair check).
+      // [128,228) is no identity. Out of order or not, the segment named
+      // is the second of the pair in offset order.
       {"same start, other size (sorted)", [&](Nav& n) { n.set_u64(off(n, 2), 128); n.set_u64(size(n, 2), 50); },
        Error::MalformedSegment, overlap, 2},
       {"containment is not identity", [&](Nav& n) { n.set_u64(off(n, 1), 300); n.set_u64(size(n, 1), 10); },
-       Error::MalformedSegment, overlap, 2},
-      {"partial overlap (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 100); }, Error::MalformedSegment, overlap, 2},
-      // The pair-by-pair check's two bounds, each at one byte: [36,46)
+       Error::MalformedSegment, overlap, 1},
+      {"partial overlap (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 100); }, Error::MalformedSegment, overlap, 1},
+      // The overlap's two bounds, each at one byte: [36,46)
       // shares byte 36 with [0,37), [118,129) byte 128 with [128,228);
       // one byte further, they only touch.
       {"one byte of overlap at an end (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 36); n.set_u64(size(n, 2), 10); },
@@ -449,7 +450,7 @@ TEST_CASE("segments: out of range, overflowing or partly overlapping segments ar
       {"touching an end (unsorted) is fine", [&](Nav& n) { n.set_u64(off(n, 2), 37); n.set_u64(size(n, 2), 10); },
        Error::Ok, "", 0},
       {"one byte of overlap at a start (unsorted)", [&](Nav& n) { n.set_u64(off(n, 2), 118); n.set_u64(size(n, 2), 11); },
-       Error::MalformedSegment, overlap, 2},
+       Error::MalformedSegment, overlap, 1},
       {"touching a start (unsorted) is fine", [&](Nav& n) { n.set_u64(off(n, 2), 118); n.set_u64(size(n, 2), 10); },
        Error::Ok, "", 0},
       {"disjoint but unsorted is fine", [&](Nav& n) { n.set_u64(off(n, 2), 40); n.set_u64(size(n, 2), 80); },
@@ -462,54 +463,154 @@ TEST_CASE("segments: out of range, overflowing or partly overlapping segments ar
   run_cases(good, cases);
 }
 
-TEST_CASE("segments out of order: checked pair by pair up to a budget, refused beyond it") {
-  // No heap to sort in, so out-of-order segments are checked for overlap
-  // pair by pair: at most detail::kUnsortedSegmentPairs pairs (1,448
-  // segments), or a small file could keep open() busy for minutes.
-  namespace dsf = format::data_segment_field;
-  const auto file_with = [](std::uint32_t n) {
-    static std::vector<std::uint64_t> words;
-    words.resize(n);
-    NamedDataStore store;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      words[i] = 0x1000000000ull + i;  // distinct 8-byte buffers
-      REQUIRE(store.add_named_data("k" + std::to_string(i),
-                                   ByteSpan(reinterpret_cast<const std::uint8_t*>(&words[i]), 8))
-                  .ok());
-    }
-    WriteOptions plain;
-    plain.wdedup_extensions = false;
-    plain.segment_alignment = 8;
-    Expected<std::vector<std::uint8_t>> bytes = serialize_ptd(store, plain);
-    REQUIRE(bytes.ok());
-    return std::move(bytes).value();
+/// Positions of segment i's offset and size fields. Segment 0's offset is
+/// 0, the default, which the flatbuffer leaves out: it cannot be moved.
+std::uint64_t offset_field(Nav& n, std::uint32_t i) {
+  return n.field(n.segment(i), format::data_segment_field::kOffset);
+}
+std::uint64_t size_field(Nav& n, std::uint32_t i) {
+  return n.field(n.segment(i), format::data_segment_field::kSize);
+}
+
+TEST_CASE("segments out of order: put in order on the stack up to a budget, refused beyond it") {
+  // No heap to sort in: each pass over the segments keeps the next
+  // kSegmentBatch (64) by offset, so n segments cost n * ceil(n / 64) reads,
+  // at most detail::kUnsortedSegmentReads (23,168 segments).
+  CHECK(detail::kSegmentBatch == 64);
+  CHECK(detail::kUnsortedSegmentReads == 8388608);
+  // (Opened only: exercising 23,168 keys of a file without an index would
+  // look each up by a scan, 17 s.)
+  const auto open_code = [](const Bytes& bytes) {
+    BufferSource src(bytes.data(), bytes.size());
+    const Result<NamedDataMap> map = NamedDataMap::open(src);
+    return map.ok() ? Failure{} : map.failure();
   };
-  CHECK(detail::kUnsortedSegmentPairs == 1048576);
-  for (const std::uint32_t n : {1448u, 1449u}) {
+  for (const std::uint32_t n : {23168u, 23169u}) {
     CAPTURE(n);
-    Bytes good = file_with(n);
-    REQUIRE(open_and_exercise(good).code == Error::Ok);  // sorted: any count
+    Bytes good = segments_file_bytes(n);
+    REQUIRE(open_code(good).code == Error::Ok);  // sorted: any count
     Nav nav{good};
     // Swap segments 1 and 2's offsets: still disjoint, out of order.
-    // (Not segment 0: its offset is 0, the default, which the flatbuffer
-    // leaves out.)
-    const std::uint64_t a = nav.field(nav.segment(1), dsf::kOffset), b = nav.field(nav.segment(2), dsf::kOffset);
-    REQUIRE(a != 0);
-    REQUIRE(b != 0);
-    const std::uint64_t oa = nav.u64(a), ob = nav.u64(b);
-    nav.set_u64(a, ob);
-    nav.set_u64(b, oa);
-    const Failure f = open_and_exercise(good);
-    if (n == 1448) {
-      CHECK(f.code == Error::Ok);  // 1,047,628 pairs: within the budget
+    const std::uint64_t a = offset_field(nav, 1), b = offset_field(nav, 2);
+    REQUIRE(nav.u64(a) == 8);
+    REQUIRE(nav.u64(b) == 16);
+    nav.set_u64(a, 16);
+    nav.set_u64(b, 8);
+    const Failure f = open_code(good);
+    if (n == 23168) {
+      CHECK(f.code == Error::Ok);  // 362 passes x 23,168 = 8,386,816 reads
     } else {
-      CHECK(f.code == Error::MalformedSegment);  // 1,049,076 pairs
+      CHECK(f.code == Error::MalformedSegment);  // 363 x 23,169 = 8,410,347
       CHECK(std::string(f.what) == "segments are out of order and too many to check for overlap (at = segment count)");
-      CHECK(f.at == 1449);
+      CHECK(f.at == 23169);
     }
   }
 }
 
+TEST_CASE("segments as ExecuTorch's in-place rewriter orders them: opened, and a partial overlap found in any pass") {
+  // 3,000 segments, past the 1,448 that a pair-by-pair check could afford.
+  const std::uint32_t n = 3000;
+  Bytes bytes = segments_file_bytes(n);
+  reorder_segments_like_executorch(bytes, n, {7, 2999, 1500});
+  {
+    BufferSource src(bytes.data(), bytes.size());
+    Result<NamedDataMap> map = NamedDataMap::open(src);
+    REQUIRE(map.ok());
+    const std::uint64_t base = map->header().segment_base_offset;
+    for (const auto& [key, at] : std::vector<std::pair<const char*, std::uint64_t>>{
+             {"k0", 0}, {"k7", 8}, {"k2999", 16}, {"k1500", 24}, {"k1", 32}, {"k6", 72}, {"k8", 80}, {"k2998", 23992}}) {
+      CAPTURE(std::string(key));
+      Result<KeyInfo> info = map->find(key);
+      REQUIRE(info.ok());
+      CHECK(info->offset == base + at);
+      CHECK(info->size == 8);
+    }
+  }
+  CHECK(open_and_exercise(bytes).code == Error::Ok);
+  // Segment 2000 now at 8 * 2001 (2,002nd in offset order); made 9 bytes
+  // long it takes the first byte of segment 2001, the next in offset
+  // order: found in the 32nd pass, naming segment 2001.
+  Nav nav{bytes};
+  REQUIRE(nav.u64(offset_field(nav, 2000)) == 8 * 2001);
+  REQUIRE(nav.u64(offset_field(nav, 2001)) == 8 * 2002);
+  nav.set_u64(size_field(nav, 2000), 9);
+  const Failure f = open_and_exercise(bytes);
+  CHECK(f.code == Error::MalformedSegment);
+  CHECK(std::string(f.what) == "segments overlap partially (at = segment index)");
+  CHECK(f.at == 2001);
+}
+
+TEST_CASE("segments out of order: the batched sweep agrees with every pair compared") {
+  // Random ranges (repeats of one range, zero sizes, shared starts and
+  // ends among them) over files of 2 to 200 segments, across the batches'
+  // edges (64, 128): open() refuses exactly when two non-empty segments
+  // overlap without being the same range, and names one of such a pair.
+  std::uint64_t state = 0x9e3779b97f4a7c15ull;
+  const auto next = [&state](std::uint64_t bound) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state % bound;
+  };
+  int refused = 0, opened = 0;
+  for (const std::uint32_t n : {2u, 3u, 63u, 64u, 65u, 128u, 129u, 200u}) {
+    const Bytes base = segments_file_bytes(n);
+    const std::uint64_t data = 8ull * n;
+    for (int round = 0; round < 150; ++round) {
+      CAPTURE(n);
+      CAPTURE(round);
+      Bytes bytes = base;
+      Nav nav{bytes};
+      std::vector<std::uint64_t> off(n, 0), size(n, 8);
+      // Sparse rounds (few, short segments) mostly open; dense ones
+      // mostly do not.
+      const std::uint64_t max_size = round % 3 == 0 ? 2 : round % 3 == 1 ? 8 : 24;
+      for (std::uint32_t i = 1; i < n; ++i) {
+        const std::uint64_t pick = next(10);
+        if (pick == 0) {
+          size[i] = 0;
+          off[i] = next(data + 1);
+        } else if (pick == 1 && i > 1) {  // the same range as an earlier segment
+          const std::uint32_t j = 1 + static_cast<std::uint32_t>(next(i - 1));
+          off[i] = off[j];
+          size[i] = size[j];
+        } else {
+          size[i] = 1 + next(std::min(max_size, data - 8));
+          off[i] = next(data - size[i] + 1);
+        }
+        if (off[i] < 8 && size[i] != 0) off[i] = 8 + next(data - 8 - size[i] + 1);  // keep clear of segment 0
+        nav.set_u64(offset_field(nav, i), off[i]);
+        nav.set_u64(size_field(nav, i), size[i]);
+      }
+      const auto partial = [&](std::uint32_t a, std::uint32_t b) {
+        return size[a] != 0 && size[b] != 0 && off[a] < off[b] + size[b] && off[b] < off[a] + size[a] &&
+               !(off[a] == off[b] && size[a] == size[b]);
+      };
+      bool any = false;
+      for (std::uint32_t a = 0; a < n && !any; ++a)
+        for (std::uint32_t b = a + 1; b < n && !any; ++b) any = partial(a, b);
+      BufferSource src(bytes.data(), bytes.size());
+    Result<NamedDataMap> map = NamedDataMap::open(src);
+      if (!any) {
+        CHECK(map.ok());
+        ++opened;
+        continue;
+      }
+      REQUIRE_FALSE(map.ok());
+      CHECK(map.error() == Error::MalformedSegment);
+      CHECK(std::string(map.failure().what) == "segments overlap partially (at = segment index)");
+      const std::uint64_t at = map.failure().at;
+      REQUIRE(at < n);
+      bool paired = false;
+      for (std::uint32_t b = 0; b < n && !paired; ++b) paired = b != at && partial(static_cast<std::uint32_t>(at), b);
+      CHECK(paired);
+      ++refused;
+    }
+  }
+  // Both answers come up often enough to mean something.
+  CHECK(opened >= 200);
+  CHECK(refused >= 200);
+}
 
 TEST_CASE("keys: bad strings and segment indices are MalformedKey") {
   const Bytes good = read_fixture("simple.ptd");

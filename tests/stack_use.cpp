@@ -147,8 +147,13 @@ void read_everything(const NamedDataMap& map, std::uint8_t* dst, std::size_t dst
 const std::vector<std::string>& files_under_test() {
   static const std::vector<std::string> paths = [] {
     std::vector<std::vector<std::uint8_t>> data;  // (the tensors' bytes, while they are written)
+    // 300 segments out of order, as ExecuTorch's in-place rewriter leaves
+    // them: open() puts them in order on the stack.
+    std::vector<std::uint8_t> reordered = segments_file_bytes(300);
+    reorder_segments_like_executorch(reordered, 300, {299, 7, 150});
     std::vector<std::string> out = {wdedup_file_path(),
-                                    write_temp("stack_use_many_keys.ptd", many_keys_wdedup_bytes(300, &data))};
+                                    write_temp("stack_use_many_keys.ptd", many_keys_wdedup_bytes(300, &data)),
+                                    write_temp("stack_use_out_of_order.ptd", reordered)};
     for (const std::string& p : fixture_paths()) out.push_back(p);
     return out;
   }();

@@ -10,6 +10,7 @@
 #ifndef WDEDUP_TESTS_SUPPORT_WDEDUP_FILE_HPP
 #define WDEDUP_TESTS_SUPPORT_WDEDUP_FILE_HPP
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -18,6 +19,7 @@
 // The writer first: its unqualified quote_name(...) calls become ambiguous with
 // std::quoted once <iomanip> (which <filesystem> includes) is visible.
 #include "wdedup/ptd_writer.hpp"
+#include "support/nav.hpp"
 #include "support/ptd_files.hpp"
 
 namespace wdedup_test {
@@ -133,6 +135,44 @@ inline std::vector<std::uint8_t> many_keys_wdedup_bytes(std::size_t key_count, s
     maps.functions.back().tensors.push_back({"t" + std::to_string(i), key});
   }
   return write_or_die(store, maps, wdedup::WriteOptions{});
+}
+
+/// A plain file (no WDX1 block) of `n` distinct 8-byte segments at offsets
+/// 0, 8, 16, ... (segment i at 8 * i), one key each ("k<i>").
+inline std::vector<std::uint8_t> segments_file_bytes(std::uint32_t n) {
+  std::vector<std::uint64_t> words(n);
+  wdedup::NamedDataStore store;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    words[i] = 0x1000000000ull + i;  // distinct 8-byte buffers
+    if (!store.add_named_data("k" + std::to_string(i),
+                              wdedup::ByteSpan(reinterpret_cast<const std::uint8_t*>(&words[i]), 8)))
+      std::abort();
+  }
+  wdedup::WriteOptions plain;
+  plain.wdedup_extensions = false;
+  plain.segment_alignment = 8;
+  wdedup::Expected<std::vector<std::uint8_t>> bytes = wdedup::serialize_ptd(store, plain);
+  if (!bytes) std::abort();
+  return std::move(bytes).value();
+}
+
+/// Gives segments 1..n-1 of `segments_file_bytes(n)` new offsets in the
+/// order ExecuTorch's in-place rewriter (extension/backend_data's
+/// initialize_and_save) writes them: the segments it replaced first, right
+/// after segment 0, then the others in index order. (Segment 0's offset is
+/// 0, the default, which the flatbuffer leaves out: it cannot be moved, and
+/// that rewriter refuses to move it too.)
+inline void reorder_segments_like_executorch(std::vector<std::uint8_t>& bytes, std::uint32_t n,
+                                             const std::vector<std::uint32_t>& replaced) {
+  Nav nav{bytes};
+  std::vector<std::uint32_t> order(replaced);
+  for (std::uint32_t i = 1; i < n; ++i)
+    if (std::find(replaced.begin(), replaced.end(), i) == replaced.end()) order.push_back(i);
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::uint64_t f = nav.field(nav.segment(order[k]), wdedup::format::data_segment_field::kOffset);
+    if (f == 0) std::abort();
+    nav.set_u64(f, 8 * (k + 1));
+  }
 }
 
 }  // namespace wdedup_test

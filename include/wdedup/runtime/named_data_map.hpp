@@ -265,10 +265,63 @@ inline Result<FileHeader> parse_header(const std::uint8_t* head, std::uint64_t f
 /// Largest alignment a wdedup file may record (the build-time kMaxAlignment).
 constexpr std::uint64_t kMaxFileAlignment = std::uint64_t{1} << 32;
 
-/// Segment pairs open() compares when a file's segments are out of order
-/// (no heap to sort them in): up to 1,448 segments. More, out of
-/// order, is refused as MalformedSegment. Every known writer sorts them.
-constexpr std::uint64_t kUnsortedSegmentPairs = std::uint64_t{1} << 20;
+/// Segments out of order are put in order kSegmentBatch at a time, on the
+/// stack (no heap to sort in): each pass reads every segment and keeps the
+/// next kSegmentBatch by offset. ExecuTorch's own in-place rewriter
+/// (extension/backend_data's initialize_and_save) writes the segments it
+/// replaces first, so its files come out of order.
+constexpr std::uint32_t kSegmentBatch = 64;
+/// Segment reads those passes may take: n segments cost n * ceil(n / 64),
+/// which allows 23,168 segments out of order (tens of ms). More, out of
+/// order, is refused as MalformedSegment, or a small file could keep
+/// open() busy for minutes.
+constexpr std::uint64_t kUnsortedSegmentReads = std::uint64_t{1} << 23;
+
+/// A segment's place in offset order: by offset, then by index.
+struct SegmentKey {
+  std::uint64_t offset;
+  std::uint32_t index;
+};
+constexpr bool segment_before(const SegmentKey& a, const SegmentKey& b) noexcept {
+  return a.offset < b.offset || (a.offset == b.offset && a.index < b.index);
+}
+/// Max-heap of `n` keys: restores it below `i`.
+inline void segment_sift_down(SegmentKey* h, std::uint32_t n, std::uint32_t i) noexcept {
+  for (;;) {
+    std::uint32_t c = 2 * i + 1;
+    if (c >= n) return;
+    if (c + 1 < n && segment_before(h[c], h[c + 1])) ++c;
+    if (!segment_before(h[i], h[c])) return;
+    const SegmentKey t = h[i];
+    h[i] = h[c];
+    h[c] = t;
+    i = c;
+  }
+}
+inline void segment_sift_up(SegmentKey* h, std::uint32_t i) noexcept {
+  while (i > 0) {
+    const std::uint32_t p = (i - 1) / 2;
+    if (!segment_before(h[p], h[i])) return;
+    const SegmentKey t = h[i];
+    h[i] = h[p];
+    h[p] = t;
+    i = p;
+  }
+}
+
+/// Segments seen in offset order must each start a new group (at or past
+/// the end of the last) or repeat the group's range exactly.
+struct SegmentSweep {
+  std::uint64_t start = 0, end = 0;
+  bool take(std::uint64_t off, std::uint64_t size) noexcept {
+    if (off >= end) {
+      start = off;
+      end = off + size;
+      return true;
+    }
+    return off == start && off + size == end;
+  }
+};
 
 /// Slots of an index over `key_count` keys (at most 2^32 - 1, what a file
 /// can hold): a power of two >= 2 * key_count, >= 1.
@@ -1302,9 +1355,10 @@ inline Status NamedDataMap::validate_segments(const detail::fb::Region& r,
   namespace fb = detail::fb;
   namespace dsf = format::data_segment_field;
   // Pass 1: every segment's table and range; note whether the non-empty
-  // segments come in ascending order (every writer we know emits them so).
+  // segments come in ascending order (every writer but ExecuTorch's
+  // in-place rewriter emits them so).
   bool sorted = true;
-  std::uint64_t prev_start = 0;
+  std::uint64_t prev_start = 0, non_empty = 0;
   for (std::uint32_t i = 0; i < segs.count; ++i) {
     Result<fb::Table> t = fb::table_element(r, segs, i);
     if (!t) return t.failure();
@@ -1319,45 +1373,64 @@ inline Status NamedDataMap::validate_segments(const detail::fb::Region& r,
     if (*size != 0) {
       if (*off < prev_start) sorted = false;
       prev_start = *off;
+      ++non_empty;
     }
   }
-  // Pass 2: segments are disjoint or identical, never partly overlapping.
-  // Sorted (as every known writer makes them): one linear sweep. Otherwise a
-  // quadratic check, there being no heap to sort in, within a budget: a
-  // small file could otherwise hold enough segments to keep open() busy
-  // for minutes (65,536 out of order in 262 KB took 4 s).
+  // Pass 2: segments are disjoint or identical, never partly overlapping:
+  // one sweep in offset order. Sorted, that is file order.
+  const char* const partial = "segments overlap partially (at = segment index)";
+  detail::SegmentSweep sweep;
   if (sorted) {
-    std::uint64_t cur_start = 0, cur_end = 0;
+    for (std::uint32_t i = 0; i < segs.count; ++i) {
+      std::uint64_t off = 0, size = 0;
+      seg_range(i, &off, &size);
+      if (size != 0 && !sweep.take(off, size)) return Status(Error::MalformedSegment, partial, i);
+    }
+    return detail::ok_status();
+  }
+  // Otherwise in batches: each pass keeps, in a max-heap on the stack, the
+  // kSegmentBatch smallest (offset, index) past the last batch's, then
+  // sorts and sweeps them.
+  constexpr std::uint32_t kBatch = detail::kSegmentBatch;
+  const std::uint64_t passes = (non_empty + kBatch - 1) / kBatch;
+  if (passes * segs.count > detail::kUnsortedSegmentReads)
+    return Status(Error::MalformedSegment,
+                  "segments are out of order and too many to check for overlap (at = segment count)", segs.count);
+  detail::SegmentKey heap[kBatch];
+  detail::SegmentKey last{0, 0};
+  bool have_last = false;
+  for (;;) {
+    std::uint32_t filled = 0;
     for (std::uint32_t i = 0; i < segs.count; ++i) {
       std::uint64_t off = 0, size = 0;
       seg_range(i, &off, &size);
       if (size == 0) continue;
-      if (off >= cur_end) {
-        cur_start = off;
-        cur_end = off + size;
-      } else if (off != cur_start || off + size != cur_end) {
-        return Status(Error::MalformedSegment, "segments overlap partially (at = segment index)", i);
+      const detail::SegmentKey k{off, i};
+      if (have_last && !detail::segment_before(last, k)) continue;
+      if (filled < kBatch) {
+        heap[filled] = k;
+        detail::segment_sift_up(heap, filled++);
+      } else if (detail::segment_before(k, heap[0])) {
+        heap[0] = k;
+        detail::segment_sift_down(heap, filled, 0);
       }
     }
-    return detail::ok_status();
-  }
-  if (std::uint64_t{segs.count} * (segs.count - 1) / 2 > detail::kUnsortedSegmentPairs)
-    return Status(Error::MalformedSegment,
-                  "segments are out of order and too many to check for overlap (at = segment count)", segs.count);
-  for (std::uint32_t i = 0; i < segs.count; ++i) {
-    std::uint64_t ao = 0, as = 0;
-    seg_range(i, &ao, &as);
-    if (as == 0) continue;
-    for (std::uint32_t j = i + 1; j < segs.count; ++j) {
-      std::uint64_t bo = 0, bs = 0;
-      seg_range(j, &bo, &bs);
-      if (bs == 0) continue;
-      const bool overlap = ao < bo + bs && bo < ao + as;
-      if (overlap && (ao != bo || as != bs))
-        return Status(Error::MalformedSegment, "segments overlap partially (at = segment index)", j);
+    if (filled == 0) return detail::ok_status();
+    for (std::uint32_t n = filled; n > 1; --n) {  // heap sort: ascending
+      const detail::SegmentKey t = heap[0];
+      heap[0] = heap[n - 1];
+      heap[n - 1] = t;
+      detail::segment_sift_down(heap, n - 1, 0);
     }
+    for (std::uint32_t j = 0; j < filled; ++j) {
+      std::uint64_t off = 0, size = 0;
+      seg_range(heap[j].index, &off, &size);
+      if (!sweep.take(off, size)) return Status(Error::MalformedSegment, partial, heap[j].index);
+    }
+    if (filled < kBatch) return detail::ok_status();
+    last = heap[filled - 1];
+    have_last = true;
   }
-  return detail::ok_status();
 }
 
 inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
