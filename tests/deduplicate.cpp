@@ -443,7 +443,7 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
       auto r = deduplicate<Strategy<OneBlob>>(p);
       CHECK(r.error() == Error::InvalidAlignment);
       CHECK(r.message() == "method 'decode' partition 0 tensor 'y': lcm of alignments 4294967296 and 3 exceeds "
-                           "4294967296: key 'y' shares its bytes with keys that ask for 4294967296");
+                           "4294967296: key 'y' shares its bytes with keys whose alignments' lcm is 4294967296");
     }
     SUBCASE("one key, twice") {
       Program p;
@@ -463,7 +463,7 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
       auto r = deduplicate<Strategy<OneBlob>>(p);
       CHECK(r.error() == Error::InvalidAlignment);
       CHECK(r.message() == "method 'decode' partition 0 tensor 'y': lcm of alignments 4294967296 and 3 exceeds "
-                           "4294967296: key 'y' shares its bytes with keys that ask for 4294967296");
+                           "4294967296: key 'y' shares its bytes with keys whose alignments' lcm is 4294967296");
     }
   }
   SUBCASE("layout disagrees with the bytes") {

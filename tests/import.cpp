@@ -963,7 +963,7 @@ TEST_CASE("import: recorded alignments whose lcm no store can take import, and d
   Expected<DedupResult> d = deduplicate<Strategy<OneBlob>>(program);
   CHECK(d.error() == Error::InvalidAlignment);
   CHECK(d.message() == "method 'm' partition 0 tensor 'c': lcm of alignments 4192256 and 2045 exceeds 4294967296: "
-                       "key 'c' shares its bytes with keys that ask for 4192256");
+                       "key 'c' shares its bytes with keys whose alignments' lcm is 4192256");
 }
 
 TEST_CASE("PtdFiles names a file's method after the file: the stem, else the first free stem#k") {

@@ -635,7 +635,7 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
         return BuildError{Error::InvalidAlignment,
                           cat(site_prefix(program, s), "lcm of alignments ", buffer, " and ", align, " exceeds ",
                               kMaxAlignment, ": key ", quote_name(key_text(slot)),
-                              " shares its bytes with keys that ask for ", buffer)};
+                              " shares its bytes with keys whose alignments' lcm is ", buffer)};
       buffer = *b;
     }
 

@@ -307,7 +307,7 @@ struct Oracle {
         lcm_refusal = Refusal{Error::InvalidAlignment,
                               prefix + std::to_string(b) + " and " + std::to_string(a) + " exceeds " +
                                   std::to_string(kMaxAlignment) + ": key " + q(keys[key[i]]) +
-                                  " shares its bytes with keys that ask for " + std::to_string(b),
+                                  " shares its bytes with keys whose alignments' lcm is " + std::to_string(b),
                               ""};
       if (kl) k = *kl;
       if (bl) b = *bl;

@@ -155,10 +155,16 @@ cmake_in consumer "$work/export" -DWDEDUP_SOURCE_DIR="$src" -DEXPORT_STATIC=ON >
 cmake --build "$work/export" --target consumer_lib >"$work/export-build.log" 2>&1 || { cat "$work/export-build.log"; exit 1; }
 cmake --install "$work/export" --prefix "$work/export-prefix" >"$work/export-install.log" 2>&1 ||
   { cat "$work/export-install.log"; exit 1; }
-check "CMake add_subdirectory: wdedup_runtime exports as <namespace>runtime, its headers under the prefix" \
+# wdedup_wdedup exports as <namespace>wdedup: Boost and threads by their
+# targets, and no include path of its own (the build machine's xxhash.h
+# directory is not the consumer's): the one include path is runtime's.
+check "CMake add_subdirectory: wdedup_runtime and wdedup_wdedup export as <namespace>runtime and <namespace>wdedup, the headers under the prefix" \
   'add_library(consumer::runtime INTERFACE IMPORTED)
-  INTERFACE_INCLUDE_DIRECTORIES "${_IMPORT_PREFIX}/include"' \
-  "$(grep -h -e '^add_library(consumer::runtime' -e 'INTERFACE_INCLUDE_DIRECTORIES' "$work/export-prefix"/lib/cmake/consumer/*.cmake)"
+  INTERFACE_INCLUDE_DIRECTORIES "${_IMPORT_PREFIX}/include"
+add_library(consumer::wdedup INTERFACE IMPORTED)
+  INTERFACE_LINK_LIBRARIES "consumer::runtime;Boost::headers;Threads::Threads"' \
+  "$(grep -h -e '^add_library(consumer::runtime' -e '^add_library(consumer::wdedup' -e 'INTERFACE_INCLUDE_DIRECTORIES' \
+      -e 'INTERFACE_LINK_LIBRARIES "consumer::runtime' "$work/export-prefix"/lib/cmake/consumer/*.cmake)"
 rm -rf -- "$work/export" "$work/export-prefix"
 # (CMake folds a long message over lines: the output is read as one line.)
 if required=$(cmake_in consumer "$work/probe" -DWDEDUP_SOURCE_DIR="$src" -DCMAKE_DISABLE_FIND_PACKAGE_Boost=TRUE \
