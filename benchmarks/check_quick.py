@@ -557,7 +557,7 @@ if make_seeds:
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     want = ("wdedup-bench: --ptd files: deduplicate() refuses them: method 'alignment_lcm_overflow' partition 0 "
             "tensor 'c': lcm of alignments 4192256 and 2045 exceeds 4294967296: key 'c' shares its bytes with keys "
-            "that ask for 4192256")
+            "whose alignments' lcm is 4192256")
     if r.returncode != 2 or r.stderr.strip() != want or r.stdout:
         problems.append(f"--ptd a file deduplicate() refuses: exit {r.returncode}, stderr {r.stderr.strip()!r}, "
                         f"stdout {r.stdout[:80]!r}; expected 2, {want!r} and nothing run")

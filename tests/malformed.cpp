@@ -517,12 +517,12 @@ TEST_CASE("segments as ExecuTorch's in-place rewriter orders them: opened, and a
     Result<NamedDataMap> map = NamedDataMap::open(src);
     REQUIRE(map.ok());
     const std::uint64_t base = map->header().segment_base_offset;
-    for (const auto& [key, at] : std::vector<std::pair<const char*, std::uint64_t>>{
+    for (const auto& key_at : std::vector<std::pair<std::string, std::uint64_t>>{
              {"k0", 0}, {"k7", 8}, {"k2999", 16}, {"k1500", 24}, {"k1", 32}, {"k6", 72}, {"k8", 80}, {"k2998", 23992}}) {
-      CAPTURE(std::string(key));
-      Result<KeyInfo> info = map->find(key);
+      CAPTURE(key_at.first);
+      Result<KeyInfo> info = map->find(key_at.first);
       REQUIRE(info.ok());
-      CHECK(info->offset == base + at);
+      CHECK(info->offset == base + key_at.second);
       CHECK(info->size == 8);
     }
   }
