@@ -1005,8 +1005,7 @@ TEST_CASE("replace_data on a wdedup file with a key asking 12: its segment moves
   std::vector<std::uint8_t> off2 = replaced;
   off2.resize(off2.size() + 2, 0);
   wdedup_test::Nav nav{off2};
-  wdedup::format::store_u64(off2.data() + nav.field(nav.segment(1), wdedup::format::data_segment_field::kOffset),
-                            514);
+  wdedup::format::store_u64(off2.data() + nav.segment_offset(1), 514);
   wdedup::format::store_u64(off2.data() + 40, 524);
   wdedup::BufferSource s2(off2.data(), off2.size());
   wdedup::Result<wdedup::NamedDataMap> r = wdedup::NamedDataMap::open(s2, allow);
@@ -1022,7 +1021,7 @@ TEST_CASE("replace_data on a wdedup file with a key asking 12: its segment moves
   at1024.resize(1034, 0);
   std::copy(t.begin(), t.end(), at1024.begin() + 1024);
   wdedup_test::Nav n{at1024};
-  wdedup::format::store_u64(at1024.data() + n.field(n.segment(1), wdedup::format::data_segment_field::kOffset), 512);
+  wdedup::format::store_u64(at1024.data() + n.segment_offset(1), 512);
   wdedup::format::store_u64(at1024.data() + 40, 522);
   wdedup::format::store_u64(at1024.data() + n.entry(1) + wdedup::format::key_entry::kDataOffset, 1024);
   wdedup::BufferSource s3(at1024.data(), at1024.size());

@@ -657,7 +657,7 @@ TEST_CASE("import: segments naming one range are each checked against their own 
   // writer leaves out), the WDX1 entry's from the file's start.
   const auto onto_a = [&](std::vector<std::uint8_t>& b, std::uint32_t i) {
     Nav n{b};
-    const std::uint64_t field = n.field(n.segment(i), format::data_segment_field::kOffset);
+    const std::uint64_t field = n.segment_offset(i);
     const std::uint64_t entry = n.entry(i) + format::key_entry::kDataOffset;
     REQUIRE(field != 0);
     REQUIRE(n.u64(entry) > a_offset);

@@ -52,6 +52,14 @@ struct Nav {
   }
   std::uint64_t segment(std::uint32_t i) const { return element(segments(), i); }
   std::uint64_t named(std::uint32_t i) const { return element(named_data(), i); }
+  /// Positions of segment i's offset and size (0 if absent: segment 0's
+  /// offset is 0, the default, which the flatbuffer leaves out).
+  std::uint64_t segment_offset(std::uint32_t i) const {
+    return field(segment(i), wdedup::format::data_segment_field::kOffset);
+  }
+  std::uint64_t segment_size(std::uint32_t i) const {
+    return field(segment(i), wdedup::format::data_segment_field::kSize);
+  }
   std::uint64_t key(std::uint32_t i) const { return ref(named(i), wdedup::format::named_data_field::kKey); }
   std::uint64_t layout(std::uint32_t i) const { return ref(named(i), wdedup::format::named_data_field::kTensorLayout); }
   std::uint64_t sizes(std::uint32_t i) const { return ref(layout(i), wdedup::format::tensor_layout_field::kSizes); }

@@ -151,9 +151,7 @@ inline std::vector<std::uint8_t> segments_file_bytes(std::uint32_t n) {
   wdedup::WriteOptions plain;
   plain.wdedup_extensions = false;
   plain.segment_alignment = 8;
-  wdedup::Expected<std::vector<std::uint8_t>> bytes = wdedup::serialize_ptd(store, plain);
-  if (!bytes) std::abort();
-  return std::move(bytes).value();
+  return write_or_die(store, wdedup::FunctionMaps{}, plain);
 }
 
 /// Gives segments 1..n-1 of `segments_file_bytes(n)` new offsets in the
@@ -169,7 +167,7 @@ inline void reorder_segments_like_executorch(std::vector<std::uint8_t>& bytes, s
   for (std::uint32_t i = 1; i < n; ++i)
     if (std::find(replaced.begin(), replaced.end(), i) == replaced.end()) order.push_back(i);
   for (std::size_t k = 0; k < order.size(); ++k) {
-    const std::uint64_t f = nav.field(nav.segment(order[k]), wdedup::format::data_segment_field::kOffset);
+    const std::uint64_t f = nav.segment_offset(order[k]);
     if (f == 0) std::abort();
     nav.set_u64(f, 8 * (k + 1));
   }

@@ -285,6 +285,11 @@ struct SegmentKey {
 constexpr bool segment_before(const SegmentKey& a, const SegmentKey& b) noexcept {
   return a.offset < b.offset || (a.offset == b.offset && a.index < b.index);
 }
+inline void swap_keys(SegmentKey& a, SegmentKey& b) noexcept {
+  const SegmentKey t = a;
+  a = b;
+  b = t;
+}
 /// Max-heap of `n` keys: restores it below `i`.
 inline void segment_sift_down(SegmentKey* h, std::uint32_t n, std::uint32_t i) noexcept {
   for (;;) {
@@ -292,9 +297,7 @@ inline void segment_sift_down(SegmentKey* h, std::uint32_t n, std::uint32_t i) n
     if (c >= n) return;
     if (c + 1 < n && segment_before(h[c], h[c + 1])) ++c;
     if (!segment_before(h[i], h[c])) return;
-    const SegmentKey t = h[i];
-    h[i] = h[c];
-    h[c] = t;
+    swap_keys(h[i], h[c]);
     i = c;
   }
 }
@@ -302,9 +305,7 @@ inline void segment_sift_up(SegmentKey* h, std::uint32_t i) noexcept {
   while (i > 0) {
     const std::uint32_t p = (i - 1) / 2;
     if (!segment_before(h[p], h[i])) return;
-    const SegmentKey t = h[i];
-    h[i] = h[p];
-    h[p] = t;
+    swap_keys(h[p], h[i]);
     i = p;
   }
 }
@@ -1417,9 +1418,7 @@ inline Status NamedDataMap::validate_segments(const detail::fb::Region& r,
     }
     if (filled == 0) return detail::ok_status();
     for (std::uint32_t n = filled; n > 1; --n) {  // heap sort: ascending
-      const detail::SegmentKey t = heap[0];
-      heap[0] = heap[n - 1];
-      heap[n - 1] = t;
+      detail::swap_keys(heap[0], heap[n - 1]);
       detail::segment_sift_down(heap, n - 1, 0);
     }
     for (std::uint32_t j = 0; j < filled; ++j) {
