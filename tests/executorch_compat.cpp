@@ -69,7 +69,16 @@ struct EtMap {
   const std::vector<std::uint8_t>* file = nullptr;
 };
 
+/// The newest schema version ExecuTorch's newer readers load
+/// (FlatTensorDataMap::kMaxSupportedSchemaVersion; its Python reader takes
+/// exactly this one).
+constexpr std::uint32_t kEtMaxSupportedSchemaVersion = 0;
+
 /// ExecuTorch's load, check by check; returns "" or the check that failed.
+/// The checks of the reader at 00de01d, and those its newer readers add
+/// (marked "newer"): a file within the loader's size, a root offset inside
+/// the flatbuffer, a version they know. Every file checked here must pass
+/// both, so a file ExecuTorch's newer reader refuses fails these tests.
 std::string et_load(const std::vector<std::uint8_t>& file, EtMap& m) {
   m.file = &file;
   // FlatTensorHeader::Parse on the first kNumHeadBytes (64) bytes.
@@ -80,6 +89,10 @@ std::string et_load(const std::vector<std::uint8_t>& file, EtMap& m) {
   m.flatbuffer_size = le64(file.data() + 24);
   m.segment_base_offset = le64(file.data() + 32);
   m.segment_data_size = le64(file.data() + 40);
+  // Newer: segment_base_offset + segment_data_size within the loader's
+  // size (a file cut short by 8 bytes is InvalidExternalData there).
+  if (m.segment_base_offset > file.size() || m.segment_data_size > file.size() - m.segment_base_offset)
+    return "segment_base_offset + segment_data_size beyond the end of the file";
   const std::uint64_t fb_end = m.flatbuffer_offset + m.flatbuffer_size;
   if (fb_end > file.size()) return "flatbuffer region beyond the end of the file";
   const auto fb_bytes = static_cast<std::size_t>(fb_end);  // (within the file, above)
@@ -87,10 +100,16 @@ std::string et_load(const std::vector<std::uint8_t>& file, EtMap& m) {
   auto* buf = reinterpret_cast<std::uint8_t*>(m.storage.data());
   std::memcpy(buf, file.data(), fb_bytes);
   if (!fts::FlatTensorBufferHasIdentifier(buf)) return "identifier is not FT01";
+  // Newer: the root table's offset past the header's first 8 bytes and
+  // room for its vtable offset inside the flatbuffer region.
+  const std::uint32_t root_offset = le32(buf);
+  if (root_offset < 8 || fb_bytes < 4 || root_offset > fb_bytes - 4) return "root table offset outside the flatbuffer";
   // Stricter than ExecuTorch (which trusts the buffer): the full verifier.
   flatbuffers::Verifier verifier(buf, fb_bytes);
   if (!fts::VerifyFlatTensorBuffer(verifier)) return "flatbuffers::Verifier rejects the flatbuffer";
   m.root = fts::GetFlatTensor(buf);
+  // Newer: a version the reader knows.
+  if (m.root->version() > kEtMaxSupportedSchemaVersion) return "version newer than kMaxSupportedSchemaVersion";
   if (m.root->named_data() == nullptr) return "named_data is null";
   if (m.root->segments() == nullptr) return "segments is null";
   return "";
@@ -119,6 +138,11 @@ EtData et_get_data(const EtMap& m, const char* key) {
     const fts::DataSegment* seg = m.root->segments()->Get(si);
     if (!(seg->offset() < m.segment_base_offset + m.segment_data_size))
       return fail("segment offset beyond segment_base_offset + segment_data_size");
+    // Newer: the segment's end within the segment data. (Their check
+    // compares it with segment_base_offset + segment_data_size; this one,
+    // against segment_data_size alone, is stricter.)
+    if (seg->size() > m.segment_data_size || seg->offset() > m.segment_data_size - seg->size())
+      return fail("segment end beyond segment_data_size");
     d.offset = m.segment_base_offset + seg->offset();
     // The DataLoader's own bounds check.
     if (d.offset > m.file->size() || seg->size() > m.file->size() - d.offset)
@@ -303,7 +327,82 @@ TEST_CASE("ExecuTorch's fixtures pass the verifier and the ExecuTorch-style read
     bad = file;
     bad[12] = 39;
     CHECK(et_load(bad, m2) == "header length < 40");
+    // And so are the newer readers' refusals: a file cut short by 8 bytes
+    // (their own test), a root offset outside the flatbuffer, and a
+    // segment ending past segment_data_size.
+    bad.assign(file.begin(), file.end() - 8);
+    CHECK(et_load(bad, m2) == "segment_base_offset + segment_data_size beyond the end of the file");
+    const auto past_end = static_cast<std::uint32_t>(m.flatbuffer_offset + m.flatbuffer_size - 3);
+    for (const std::uint32_t root : {std::uint32_t{4}, past_end}) {
+      CAPTURE(root);
+      bad = file;
+      wdedup::format::store_u32(bad.data(), root);
+      CHECK(et_load(bad, m2) == "root table offset outside the flatbuffer");
+    }
+    // The key whose segment ends last, with segment_data_size one byte short of that end.
+    std::uint64_t last_end = 0;
+    std::string last_key;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const std::uint64_t end = keys[i]["offset"].as_uint() + keys[i]["size"].as_uint() - m.segment_base_offset;
+      if (keys[i]["size"].as_uint() != 0 && end > last_end) {
+        last_end = end;
+        last_key = keys[i]["key"].as_string();
+      }
+    }
+    if (last_end == 0) continue;  // no bytes (the empty fixture)
+    bad = file;
+    wdedup::format::store_u64(bad.data() + 40, last_end - 1);
+    REQUIRE(et_load(bad, m2).empty());
+    CHECK(et_get_data(m2, last_key.c_str()).error == "segment end beyond segment_data_size");
   }
+}
+
+namespace {
+/// The smallest file ExecuTorch's load() takes, no keys, stamped with
+/// `version`: flatbuffers' own builder, the header put in as ExecuTorch's
+/// serializer puts it (after the first 8 bytes, the root offset moved by 48).
+std::vector<std::uint8_t> empty_file_with_version(std::uint32_t version) {
+  flatbuffers::FlatBufferBuilder b;
+  const auto segments = b.CreateVector(std::vector<flatbuffers::Offset<fts::DataSegment>>{});
+  const auto named = b.CreateVector(std::vector<flatbuffers::Offset<fts::NamedData>>{});
+  fts::FinishFlatTensorBuffer(b, fts::CreateFlatTensor(b, version, segments, named));
+  const std::uint8_t* fb = b.GetBufferPointer();
+  const std::size_t size = b.GetSize();
+  std::vector<std::uint8_t> out(fb, fb + 8);
+  out.resize(56, 0);
+  std::memcpy(out.data() + 8, "FH01", 4);
+  wdedup::format::store_u32(out.data() + 12, 40);
+  wdedup::format::store_u64(out.data() + 16, 48);
+  wdedup::format::store_u64(out.data() + 24, size);
+  const std::uint64_t base = (48 + size + 15) / 16 * 16;
+  wdedup::format::store_u64(out.data() + 32, base);
+  wdedup::format::store_u32(out.data(), le32(fb) + 48);
+  out.insert(out.end(), fb + 8, fb + size);
+  out.resize(static_cast<std::size_t>(base), 0);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("the ExecuTorch-style reader takes version 0 only, as ExecuTorch's newer readers do (harness check)") {
+  EtMap m;
+  const std::vector<std::uint8_t> v0 = empty_file_with_version(0);
+  REQUIRE(et_load(v0, m) == "");
+  CHECK(m.root->version() == 0);
+  CHECK(m.root->named_data()->size() == 0);
+  CHECK(et_load(empty_file_with_version(1), m) == "version newer than kMaxSupportedSchemaVersion");
+  // wdedup's reader takes the same file, with no keys, and refuses version
+  // 1 naming the root table's offset.
+  const wdedup::BufferSource src0(v0.data(), v0.size());
+  const wdedup::Result<wdedup::NamedDataMap> ours = wdedup::NamedDataMap::open(src0);
+  REQUIRE(ours.ok());
+  CHECK(*ours->get_num_keys() == 0);
+  const std::vector<std::uint8_t> v1 = empty_file_with_version(1);
+  const wdedup::BufferSource src1(v1.data(), v1.size());
+  const wdedup::Result<wdedup::NamedDataMap> refused = wdedup::NamedDataMap::open(src1);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error() == wdedup::Error::UnsupportedVersion);
+  CHECK(std::string(refused.failure().what) == "FlatTensor version is not 0");
+  CHECK(refused.failure().at == le32(v1.data()));
 }
 
 TEST_CASE("without WDX1 our writer reproduces ExecuTorch's fixtures byte for byte") {
