@@ -6,8 +6,11 @@
 // (the import fuzz target's one allowed deduplicate() refusal), and a plain
 // file whose keys' strings overlap (which build_index refuses before it
 // hashes them: a libFuzzer run reached one from many_keys_wdedup.ptd, and
-// the harness expected MalformedKey). Starting from
-// valid files is what lets the fuzzer reach past the header checks.
+// the harness expected MalformedKey), and a plain file of 130 segments
+// laid out as ExecuTorch's in-place rewriter lays them out (out of offset
+// order, so open() checks them for overlap 64 at a time: three passes).
+// Starting from valid files is what lets the fuzzer reach past the header
+// checks.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -27,6 +30,14 @@ std::vector<std::uint8_t> alignment_lcm_overflow_bytes() {
   }
   return wdedup_test::write_or_die(store, {}, wdedup::WriteOptions{});
 }
+/// 130 segments, three of them (70, 129, 100) moved first, as ExecuTorch's
+/// rewriter moves the ones it replaced.
+std::vector<std::uint8_t> rewritten_segments_bytes() {
+  constexpr std::uint32_t n = 130;
+  std::vector<std::uint8_t> bytes = wdedup_test::segments_file_bytes(n);
+  wdedup_test::reorder_segments_like_executorch(bytes, n, {70, 129, 100});
+  return bytes;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,7 +55,8 @@ int main(int argc, char** argv) {
       write_file(dir + "/small_plain.ptd", wdedup_test::write_or_die(wdedup_test::small_file_store(), {}, plain)) &&
       write_file(dir + "/many_keys_wdedup.ptd", wdedup_test::many_keys_wdedup_bytes(40, &scratch)) &&
       write_file(dir + "/alignment_lcm_overflow.ptd", alignment_lcm_overflow_bytes()) &&
-      write_file(dir + "/overlapping_keys_plain.ptd", wdedup_test::overlapping_keys_file(16, false));
+      write_file(dir + "/overlapping_keys_plain.ptd", wdedup_test::overlapping_keys_file(16, false)) &&
+      write_file(dir + "/rewritten_segments_plain.ptd", rewritten_segments_bytes());
   if (!ok) {
     std::fprintf(stderr, "make_seeds: cannot write into %s\n", dir.c_str());
     return 1;
