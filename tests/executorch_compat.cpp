@@ -249,6 +249,28 @@ std::vector<std::uint8_t> raw_flatbuffer(const std::vector<std::uint8_t>& file) 
   return fb;
 }
 
+/// What ExecuTorch's serializer (serialize.py's _insert_flatbuffer_header)
+/// makes of a flatbuffer: its first 8 bytes (the root offset moved by 48,
+/// the identifier), the 40-byte header padded to 48, the rest of the
+/// flatbuffer, then zeros up to the base (the flatbuffer's end aligned to
+/// `segment_alignment`) and `data_size` bytes of segment data, zeros too.
+/// raw_flatbuffer undoes it.
+std::vector<std::uint8_t> insert_flatbuffer_header(const std::vector<std::uint8_t>& fb, std::uint64_t segment_alignment,
+                                                   std::uint64_t data_size) {
+  const std::uint64_t base = (48 + fb.size() + segment_alignment - 1) / segment_alignment * segment_alignment;
+  std::vector<std::uint8_t> file(static_cast<std::size_t>(base + data_size), 0);
+  wdedup::format::store_u32(file.data(), le32(fb.data()) + 48);
+  std::memcpy(file.data() + 4, fb.data() + 4, 4);
+  std::memcpy(file.data() + 8, "FH01", 4);
+  wdedup::format::store_u32(file.data() + 12, 40);
+  wdedup::format::store_u64(file.data() + 16, 48);
+  wdedup::format::store_u64(file.data() + 24, fb.size());
+  wdedup::format::store_u64(file.data() + 32, base);
+  wdedup::format::store_u64(file.data() + 40, data_size);
+  std::memcpy(file.data() + 56, fb.data() + 8, fb.size() - 8);
+  return file;
+}
+
 /// What ExecuTorch's FlatTensorDataMap::replace_data writes for one key
 /// given new bytes (the facts of its extension/flat_tensor/
 /// flat_tensor_data_map.cpp; our code, through flatc's mutable API as it
@@ -359,27 +381,15 @@ TEST_CASE("ExecuTorch's fixtures pass the verifier and the ExecuTorch-style read
 
 namespace {
 /// The smallest file ExecuTorch's load() takes, no keys, stamped with
-/// `version`: flatbuffers' own builder, the header put in as ExecuTorch's
-/// serializer puts it (after the first 8 bytes, the root offset moved by 48).
+/// `version`: flatbuffers' own builder, laid out as ExecuTorch's serializer
+/// lays it out.
 std::vector<std::uint8_t> empty_file_with_version(std::uint32_t version) {
   flatbuffers::FlatBufferBuilder b;
   const auto segments = b.CreateVector(std::vector<flatbuffers::Offset<fts::DataSegment>>{});
   const auto named = b.CreateVector(std::vector<flatbuffers::Offset<fts::NamedData>>{});
   fts::FinishFlatTensorBuffer(b, fts::CreateFlatTensor(b, version, segments, named));
-  const std::uint8_t* fb = b.GetBufferPointer();
-  const std::size_t size = b.GetSize();
-  std::vector<std::uint8_t> out(fb, fb + 8);
-  out.resize(56, 0);
-  std::memcpy(out.data() + 8, "FH01", 4);
-  wdedup::format::store_u32(out.data() + 12, 40);
-  wdedup::format::store_u64(out.data() + 16, 48);
-  wdedup::format::store_u64(out.data() + 24, size);
-  const std::uint64_t base = (48 + size + 15) / 16 * 16;
-  wdedup::format::store_u64(out.data() + 32, base);
-  wdedup::format::store_u32(out.data(), le32(fb) + 48);
-  out.insert(out.end(), fb + 8, fb + size);
-  out.resize(static_cast<std::size_t>(base), 0);
-  return out;
+  return insert_flatbuffer_header(std::vector<std::uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()),
+                                  16, 0);
 }
 }  // namespace
 
@@ -938,20 +948,8 @@ TEST_CASE("ExecuTorch's own serializer test payload (a layout whose dim_order is
                           "' '" + json_path + "'";
   REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
   const std::vector<std::uint8_t> fb = read_all(dir + "/payload.bin");
-  // _insert_flatbuffer_header: root offset + 48, identifier, the header
-  // padded to 48, the rest of the flatbuffer; then zeros up to the base.
-  const std::uint64_t base = (48 + fb.size() + 127) / 128 * 128;
-  const std::uint64_t data_size = 256 + 17;
-  std::vector<std::uint8_t> file(static_cast<std::size_t>(base + data_size), 0);
-  wdedup::format::store_u32(file.data(), le32(fb.data()) + 48);
-  std::memcpy(file.data() + 4, fb.data() + 4, 4);
-  std::memcpy(file.data() + 8, "FH01", 4);
-  wdedup::format::store_u32(file.data() + 12, 40);
-  wdedup::format::store_u64(file.data() + 16, 48);
-  wdedup::format::store_u64(file.data() + 24, fb.size());
-  wdedup::format::store_u64(file.data() + 32, base);
-  wdedup::format::store_u64(file.data() + 40, data_size);
-  std::memcpy(file.data() + 56, fb.data() + 8, fb.size() - 8);
+  std::vector<std::uint8_t> file = insert_flatbuffer_header(fb, 128, 256 + 17);
+  const std::uint64_t base = le64(file.data() + 32);
   std::memset(file.data() + base, 0x11, 4);
   std::memset(file.data() + base + 128, 0x22, 32);
   std::memset(file.data() + base + 256, 0x33, 17);
