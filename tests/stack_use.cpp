@@ -4,12 +4,9 @@
 // refuses, writes at most kStackBudget bytes of stack, the figure the README
 // gives embedded users (a task's stack is sized once, by hand).
 //
-// Each call runs on a thread of its own whose stack (caller memory) was
-// painted with a byte pattern; the bytes no longer holding it, less those a
-// thread that does nothing overwrites, are what the call wrote. That is the
-// high-water mark a stack check (an RTOS's canary, a guard page) sees. Not
-// built under a sanitizer, whose instrumented frames are its own
-// (tests/meson.build).
+// Each call runs on a thread of its own whose stack was painted
+// (support/stack_paint.hpp: what that measures). Not built under a
+// sanitizer, whose instrumented frames are its own (tests/meson.build).
 // Built with -fno-exceptions -fno-rtti.
 // REQUIRE under -fno-exceptions: a failed REQUIRE ends the run (tests/doctest_main.cpp).
 #include <doctest/doctest.h>
@@ -22,10 +19,8 @@
 #include <string>
 #include <vector>
 
-#include <pthread.h>
-#include <sys/mman.h>
-
 #include "support/ptd_files.hpp"
+#include "support/stack_paint.hpp"
 #include "wdedup/runtime.hpp"
 #include "wdedup/runtime/verify.hpp"
 
@@ -39,51 +34,6 @@ namespace {
 /// 7.3 KiB with clang 14 -O0 on x86-64; README "Stack").
 constexpr std::size_t kStackBudget = 8 * 1024;
 
-constexpr std::size_t kPaintedSize = 256 * 1024;
-constexpr unsigned char kPaint = 0xA5;
-
-struct Call {
-  void (*fn)(void*);
-  void* arg;
-};
-
-void* run_call(void* p) {
-  const Call* c = static_cast<const Call*>(p);
-  c->fn(c->arg);
-  return nullptr;
-}
-
-/// Bytes of a painted stack that `fn(arg)`, run on a thread of its own,
-/// left not holding the paint (the thread's start-up included).
-std::size_t painted_bytes_written(void (*fn)(void*), void* arg) {
-  void* mem = mmap(nullptr, kPaintedSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  REQUIRE(mem != MAP_FAILED);
-  auto* stack = static_cast<unsigned char*>(mem);
-  std::memset(stack, kPaint, kPaintedSize);
-  pthread_attr_t attr;
-  REQUIRE(pthread_attr_init(&attr) == 0);
-  REQUIRE(pthread_attr_setstack(&attr, stack, kPaintedSize) == 0);
-  Call call{fn, arg};
-  pthread_t thread;
-  REQUIRE(pthread_create(&thread, &attr, run_call, &call) == 0);
-  REQUIRE(pthread_join(thread, nullptr) == 0);
-  pthread_attr_destroy(&attr);
-  // The stack grows down: the lowest byte not holding the paint is the
-  // deepest one written (a frame may leave some bytes above it unwritten).
-  std::size_t untouched = 0;
-  while (untouched < kPaintedSize && stack[untouched] == kPaint) ++untouched;
-  munmap(mem, kPaintedSize);
-  return kPaintedSize - untouched;
-}
-
-/// Stack bytes `f()` writes beyond what a thread that does nothing writes.
-template <class F>
-std::size_t stack_used(F& f) {
-  static const std::size_t idle = painted_bytes_written([](void*) {}, nullptr);
-  const std::size_t written = painted_bytes_written([](void* p) { (*static_cast<F*>(p))(); }, &f);
-  return written > idle ? written - idle : 0;
-}
-
 /// Checks `f` against the budget, naming the call and the file.
 template <class F>
 void check_budget(const char* call, const std::string& file, F f) {
@@ -95,14 +45,6 @@ void check_budget(const char* call, const std::string& file, F f) {
   const std::size_t used = stack_used(f);
   INFO(std::string(call), " on ", file, ": ", used, " bytes of stack");
   CHECK(used <= kStackBudget);
-}
-
-/// Keeps a result alive past the optimizer (a call whose result is unused
-/// may be dropped: it has no side effects).
-volatile std::uintptr_t g_sink;
-template <class T>
-void keep(const T& v) {
-  g_sink = g_sink + static_cast<std::uintptr_t>(v.ok());
 }
 
 /// Every read a delegate makes of an open map: each key by name (layout,
