@@ -25,20 +25,24 @@ namespace wdedup_test {
 constexpr unsigned char kStackPaint = 0xA5;
 
 /// `size` bytes of mmap'd memory (page-aligned, as pthread_attr_setstack
-/// needs), every one holding kStackPaint. Move-only.
+/// needs), every one holding kStackPaint, over a guard page: a thread given
+/// a stack of caller memory gets none from the C library, and a call that
+/// ran past this one would otherwise write into whatever lies below it
+/// (another test stack) and be measured short. Move-only.
 class PaintedStack {
  public:
   explicit PaintedStack(std::size_t size) : size_(size) {
-    void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* mem = ::mmap(nullptr, size + kGuard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(mem != MAP_FAILED);
-    base_ = static_cast<unsigned char*>(mem);
+    REQUIRE(::mprotect(mem, kGuard, PROT_NONE) == 0);
+    base_ = static_cast<unsigned char*>(mem) + kGuard;
     std::memset(base_, kStackPaint, size_);
   }
   PaintedStack(PaintedStack&& o) noexcept : base_(o.base_), size_(o.size_) { o.base_ = nullptr; }
   PaintedStack& operator=(PaintedStack&&) = delete;
   PaintedStack(const PaintedStack&) = delete;
   ~PaintedStack() {
-    if (base_ != nullptr) ::munmap(base_, size_);
+    if (base_ != nullptr) ::munmap(base_ - kGuard, size_ + kGuard);
   }
 
   void* base() const noexcept { return base_; }
@@ -54,6 +58,7 @@ class PaintedStack {
   }
 
  private:
+  static constexpr std::size_t kGuard = 64 * 1024;  // (a page on every Linux target: 4-64 KiB)
   unsigned char* base_ = nullptr;
   std::size_t size_;
 };
