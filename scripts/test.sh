@@ -21,6 +21,12 @@
 # (tests/headers).)
 # Usage: scripts/test.sh [config ...]   (default: all of them)
 set -euo pipefail
+# A relative WDEDUP_FIXTURES_DIR is the caller's, as every path the README's
+# scripts take: made absolute before the cd below (meson would take it from
+# the repository's root).
+if [ -n "${WDEDUP_FIXTURES_DIR:-}" ]; then
+  WDEDUP_FIXTURES_DIR=$(realpath -m -- "$WDEDUP_FIXTURES_DIR")
+fi
 cd -- "$(dirname -- "$(dirname -- "$(realpath -- "$0")")")"
 bash scripts/deps.sh test
 
