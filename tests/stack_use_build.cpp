@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -71,10 +72,7 @@ struct Workers {
 Workers take_workers() {
   std::lock_guard<std::mutex> lock(g_workers_mutex);
   Workers w{worker_stacks().size(), 0};
-  for (const PaintedStack& s : worker_stacks()) {
-    const std::size_t used = s.written() > idle_thread_stack() ? s.written() - idle_thread_stack() : 0;
-    if (used > w.deepest) w.deepest = used;
-  }
+  for (const PaintedStack& s : worker_stacks()) w.deepest = std::max(w.deepest, beyond_idle(s.written()));
   worker_stacks().clear();
   return w;
 }
@@ -128,11 +126,18 @@ struct Pairs {
   Pairs(std::size_t n, Copy copy) : bytes(n * 64 * (copy == Copy::Own ? 2 : 1)) {
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < 64; ++j) bytes[i * 64 + j] = static_cast<std::uint8_t>((i / 2) >> (j % 4 * 8));
-    if (copy == Copy::Own) std::copy(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n * 64), bytes.begin() + static_cast<std::ptrdiff_t>(n * 64));
-    for (const char* method : {"prefill", "decode"}) {
-      const std::uint8_t* base = bytes.data() + (copy == Copy::Own && method[0] == 'd' ? n * 64 : 0);
-      Partition& p = program.add_method(method).add_partition();
-      for (std::size_t i = 0; i < n; ++i) p.add("t" + std::to_string(i), ByteSpan(base + i * 64, 64), 16);
+    const std::uint8_t* decode_bytes = bytes.data();
+    if (copy == Copy::Own) {
+      std::memcpy(bytes.data() + n * 64, bytes.data(), n * 64);
+      decode_bytes = bytes.data() + n * 64;
+    }
+    const struct {
+      const char* name;
+      const std::uint8_t* bytes;
+    } methods[] = {{"prefill", bytes.data()}, {"decode", decode_bytes}};
+    for (const auto& m : methods) {
+      Partition& p = program.add_method(m.name).add_partition();
+      for (std::size_t i = 0; i < n; ++i) p.add("t" + std::to_string(i), ByteSpan(m.bytes + i * 64, 64), 16);
     }
   }
 };
@@ -157,8 +162,8 @@ struct Deepest {
   std::size_t caller = 0;
   std::size_t worker = 0;
   void take(const Deepest& d) {
-    if (d.caller > caller) caller = d.caller;
-    if (d.worker > worker) worker = d.worker;
+    caller = std::max(caller, d.caller);
+    worker = std::max(worker, d.worker);
   }
 };
 
@@ -232,8 +237,7 @@ std::size_t check_write_and_import(const char* what, const Program& program) {
   CHECK(serialized <= kCallerBudget);
   CHECK(written <= kCallerBudget);
   CHECK(imported <= kCallerBudget);
-  std::size_t deepest = serialized > written ? serialized : written;
-  return imported > deepest ? imported : deepest;
+  return std::max({serialized, written, imported});
 }
 
 }  // namespace

@@ -100,11 +100,16 @@ inline std::size_t idle_thread_stack() {
   return idle;
 }
 
+/// What a thread that wrote `written` bytes of its painted stack wrote
+/// beyond a thread that does nothing (its own frames, start-up taken off).
+inline std::size_t beyond_idle(std::size_t written) {
+  return written > idle_thread_stack() ? written - idle_thread_stack() : 0;
+}
+
 /// Stack bytes `f()` writes beyond what a thread that does nothing writes.
 template <class F>
 std::size_t stack_used(F& f) {
-  const std::size_t written = painted_bytes_written([](void* p) { (*static_cast<F*>(p))(); }, &f);
-  return written > idle_thread_stack() ? written - idle_thread_stack() : 0;
+  return beyond_idle(painted_bytes_written([](void* p) { (*static_cast<F*>(p))(); }, &f));
 }
 
 /// Keeps a result alive past the optimizer (a call whose result is unused
