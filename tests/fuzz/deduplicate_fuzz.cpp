@@ -517,7 +517,13 @@ void check_report(const Oracle& o, const DedupResult& r, StrategyPick s, unsigne
     if (uses[c] >= 2 && o.size_of_content(c) != 0) groups.push_back(c);
   expect_eq("report: alias groups", rep.alias_groups, groups.size());
   auto saved = [&](std::uint32_t c) { return o.size_of_content(c) * (uses[c] - 1); };
-  std::stable_sort(groups.begin(), groups.end(), [&](std::uint32_t a, std::uint32_t b) { return saved(a) > saved(b); });
+  // Contents are numbered in order of first use, so ties go to the lower
+  // number. (std::sort with that tie, not std::stable_sort: clang 19 rejects
+  // libstdc++ 12's stable_sort under -Werror, for the deprecated
+  // get_temporary_buffer it calls.)
+  std::sort(groups.begin(), groups.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return saved(a) != saved(b) ? saved(a) > saved(b) : a < b;
+  });
   groups.resize(std::min<std::size_t>(groups.size(), 5));
   expect_eq("report: largest alias groups", rep.largest_alias_groups.size(), groups.size());
   for (std::size_t g = 0; g < groups.size(); ++g) {
