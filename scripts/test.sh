@@ -11,6 +11,9 @@
 #                       import's (import, deduplicate, write, read back) for 75k (~18 s), side by side,
 #                       then deduplicate()'s against its oracle for 2,130 (~35 s)
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
+#   clang19-c++20       (named only) the newest clang Debian 12 ships, C++20 at -O2,
+#                       every test: its new warnings, and tests that lean on what an
+#                       older optimizer leaves in (it installs clang-19)
 # (gcc-c++20-noexcept, clang-c++20 and clang-c++17 are available too; they
 # are left out of the default run to keep CI within 20 minutes on 2 cores,
 # which a slow host's run of all five went past: 22-24 min, 2026-12-02. C++17
@@ -28,11 +31,14 @@ if [ -n "${WDEDUP_FIXTURES_DIR:-}" ]; then
   WDEDUP_FIXTURES_DIR=$(realpath -m -- "$WDEDUP_FIXTURES_DIR")
 fi
 cd -- "$(dirname -- "$(dirname -- "$(realpath -- "$0")")")"
-bash scripts/deps.sh test
+# clang19-c++20 brings its compiler; no other configuration needs one more.
+extra=()
+for a in "$@"; do [ "$a" = clang19-c++20 ] && extra+=(clang-19); done
+bash scripts/deps.sh test "${extra[@]}"
 
 declare -A CXX_OF=(
   [gcc-c++17]=g++ [gcc-c++20-noexcept]=g++ [clang-c++17]=clang++ [clang-c++20]=clang++
-  [clang-c++20-noexcept]=clang++
+  [clang-c++20-noexcept]=clang++ [clang19-c++20]=clang++-19
   [asan-ubsan]=clang++ [tsan]=clang++)
 # -Ddebug=false: no debug info where no sanitizer needs it (compiles much faster).
 # The sanitizers get line tables only (-gline-tables-only): their reports
@@ -61,6 +67,7 @@ declare -A OPTS_OF=(
   [clang-c++17]="-Dcpp_std=c++17 -Ddebug=false -Doptimization=0 -Dbenchmarks=false -Dm32_suite=false"
   [clang-c++20]="-Dcpp_std=c++20 -Ddebug=false -Doptimization=0 -Dbenchmarks=false -Dm32_suite=false"
   [clang-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Doptimization=0 -Dbenchmarks=false -Dm32_suite=false"
+  [clang19-c++20]="-Dcpp_std=c++20 -Ddebug=false -Dm32_suite=false"
   [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=0 -Ddebug=false -Dcpp_args=['-gline-tables-only','-D_GLIBCXX_ASSERTIONS'] -Dexamples=false -Dbenchmarks=false -Dfuzz=true"
   [tsan]="-Dcpp_std=c++17 -Db_sanitize=thread -Db_lundef=false -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false")
 # The sanitizer builds build and run only the tests that exercise what they
@@ -84,7 +91,8 @@ declare -A SKIP_OF=(
   [gcc-c++20-noexcept]="--no-suite headers --no-suite compile_fail --no-suite install"
   [clang-c++17]="--no-suite headers --no-suite compile_fail --no-suite install"
   [clang-c++20]="--no-suite install"
-  [clang-c++20-noexcept]="--no-suite install")
+  [clang-c++20-noexcept]="--no-suite install"
+  [clang19-c++20]="--no-suite install")
 order=(gcc-c++17 clang-c++20-noexcept asan-ubsan tsan)
 [ $# -gt 0 ] && order=("$@")
 
