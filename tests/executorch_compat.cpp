@@ -999,8 +999,10 @@ struct GrownFirstKey {
 };
 GrownFirstKey grow_first_key(const std::string& key, const std::vector<std::uint8_t>& bytes, std::int64_t alignment,
                              const std::vector<std::uint8_t>& grown) {
+  // The store holds views: "a"'s bytes must outlive the serialize below.
+  const std::vector<std::uint8_t> a = pattern(64, 1);
   NamedDataStore store;
-  add(store, "a", pattern(64, 1), 1);
+  add(store, "a", a, 1);
   add(store, key, bytes, alignment);
   GrownFirstKey g;
   g.file = serialize(store);
