@@ -31,15 +31,13 @@ if [ -n "${WDEDUP_FIXTURES_DIR:-}" ]; then
   WDEDUP_FIXTURES_DIR=$(realpath -m -- "$WDEDUP_FIXTURES_DIR")
 fi
 cd -- "$(dirname -- "$(dirname -- "$(realpath -- "$0")")")"
-# clang19-c++20 brings its compiler; no other configuration needs one more.
-extra=()
-for a in "$@"; do [ "$a" = clang19-c++20 ] && extra+=(clang-19); done
-bash scripts/deps.sh test "${extra[@]}"
 
 declare -A CXX_OF=(
   [gcc-c++17]=g++ [gcc-c++20-noexcept]=g++ [clang-c++17]=clang++ [clang-c++20]=clang++
   [clang-c++20-noexcept]=clang++ [clang19-c++20]=clang++-19
   [asan-ubsan]=clang++ [tsan]=clang++)
+# Debian packages a configuration needs beyond scripts/deps.sh's test set.
+declare -A PACKAGES_OF=([clang19-c++20]=clang-19)
 # -Ddebug=false: no debug info where no sanitizer needs it (compiles much faster).
 # The sanitizers get line tables only (-gline-tables-only): their reports
 # still name file, line and function, and clang compiled round_trip.cpp
@@ -98,6 +96,12 @@ declare -A SKIP_OF=(
   [clang19-c++20]="--no-suite install")
 order=(gcc-c++17 clang-c++20-noexcept asan-ubsan tsan)
 [ $# -gt 0 ] && order=("$@")
+extra=()
+for cfg in "${order[@]}"; do
+  # shellcheck disable=SC2206
+  extra+=(${PACKAGES_OF[$cfg]:-})
+done
+bash scripts/deps.sh test "${extra[@]}"
 
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 export ASAN_OPTIONS=detect_leaks=1
