@@ -1,8 +1,11 @@
 #!/bin/sh
 # Compiles one file with -fsyntax-only and checks the outcome:
-#   check.sh <expect: fail|pass> <file> <expected text or ''> <compiler and flags...>
+#   check.sh <expect: fail|error|pass> <file> <expected text or ''> <compiler and flags...>
 # A "fail" case passes only if compilation fails with exactly one
 # static_assert diagnostic and that diagnostic contains the expected text.
+# An "error" case (a refusal by overload resolution, where a static_assert
+# would make the type traits lie) passes if compilation fails with the
+# expected text in its diagnostics.
 expect=$1 file=$2 text=$3
 shift 3
 out=$("$@" -fsyntax-only "$file" 2>&1)
@@ -12,6 +15,10 @@ if [ "$expect" = pass ]; then
   echo "expected $file to compile, but:"; echo "$out"; exit 1
 fi
 if [ $rc -eq 0 ]; then echo "expected $file NOT to compile, but it did"; exit 1; fi
+if [ "$expect" = error ]; then
+  printf '%s\n' "$out" | grep -qF -- "$text" && exit 0
+  echo "missing expected text: $text"; echo "$out"; exit 1
+fi
 n=$(printf '%s\n' "$out" | grep -c 'static assertion failed\|static_assert failed')
 if [ "$n" -ne 1 ]; then echo "expected exactly one static_assert, got $n:"; echo "$out"; exit 1; fi
 if ! printf '%s\n' "$out" | grep -qF -- "$text"; then echo "missing expected text: $text"; echo "$out"; exit 1; fi

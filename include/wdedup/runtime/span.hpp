@@ -10,14 +10,17 @@ namespace wdedup {
 namespace detail {
 // Which untyped pointers a span of T takes (<type_traits>' enable_if,
 // without including it: the runtime half includes as little as it can).
+// The name is what a compiler prints when a typed pointer is refused
+// ("no type named 'type' in ...<const unsigned char, float>"), so it says
+// the rule.
 template <class T, class V>
-struct untyped {};
+struct bytes_come_only_from_byte_or_void_pointers {};
 template <>
-struct untyped<const std::uint8_t, const void> {
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, const void> {
   using type = int;
 };
 template <>
-struct untyped<const std::uint8_t, void> {
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, void> {
   using type = int;
 };
 }  // namespace detail
@@ -32,7 +35,7 @@ class Span {
   /// mmap, ExecuTorch's FreeableBuffer::data() and most C APIs hand out.
   /// Only untyped pointers: a float* with its element count must not pass
   /// as bytes. (Not constexpr: C++17 cannot cast from void* there.)
-  template <class V, typename detail::untyped<T, V>::type = 0>
+  template <class V, typename detail::bytes_come_only_from_byte_or_void_pointers<T, V>::type = 0>
   Span(V* data, std::size_t size) noexcept : data_(static_cast<T*>(data)), size_(size) {}
   template <std::size_t N>
   constexpr Span(T (&array)[N]) noexcept : data_(array), size_(N) {}
