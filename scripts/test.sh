@@ -50,9 +50,10 @@ declare -A PACKAGES_OF=([clang19-c++20]=clang-19)
 # -O2 was half their time. EPYC VM, 2026-11-29, configure + build + test:
 # gcc C++20 noexcept 217 s at -O2, 116 s at -Og (123 + 22 s at -O0);
 # clang C++20 241 s at -O2, 200 s at -O1, 136 s at -O0. TSan builds at -O1
-# (its instrumentation sees every access at any level; clang's manual
-# asks for -O1 or higher for reasonable performance): the build was 220 s of compile jobs at -O2
-# on the Ice Lake VM, 2026-12-03, its two instance libraries ~40 s each.
+# (its instrumentation sees every access at any level; clang's manual asks
+# for -O1 or higher for reasonable performance): at -O2 its build was 220 s
+# of compile jobs on the Ice Lake VM, 2026-12-03, its two instance
+# libraries ~40 s each.
 # ASan+UBSan builds at -O0 (the sanitizers check as much there) and its
 # fuzzers, with the reader's replay, at -O1, where their fixed counts were
 # sized (tests/fuzz/meson.build): configure + build + test took 377 s with
