@@ -7,9 +7,9 @@
 #   clang-c++20-noexcept  clang, C++20, everything built with -fno-exceptions -fno-rtti
 #                       (with the header and must-not-compile checks, libc++ too; -O0)
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer, -O0 (malformed files above all),
-#                       the reader's libFuzzer target for a fixed 125k inputs (~10 s) and the
-#                       import's (import, deduplicate, write, read back) for 40k (~10 s), side by side,
-#                       then deduplicate()'s against its oracle for 1,850 (~30 s)
+#                       the reader's libFuzzer target for a fixed 60k inputs and the import's
+#                       (import, deduplicate, write, read back) for 20k, side by side, then
+#                       deduplicate()'s against its oracle for 1,850 (tests/fuzz/meson.build)
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
 #   clang19-c++20       (named only) the newest clang Debian 12 ships, C++20 at -O2,
 #                       every test: its new warnings, and tests that lean on what an
@@ -45,7 +45,8 @@ declare -A PACKAGES_OF=([clang19-c++20]=clang-19)
 # Every configuration builds with -Dwerror=true: the project's code is
 # held to the strict warnings of meson.build, which users' builds turn on.
 # Only the reference build is optimized as users build (-O2: the optimizer's
-# view of the code, GCC's flow-dependent warnings); the other builds check
+# view of the code, GCC's flow-dependent warnings; its tests' own files at
+# -Og, tests/meson.build); the other builds check
 # another standard library mode and another compiler, which need no -O2, and
 # -O2 was half their time. EPYC VM, 2026-11-29, configure + build + test:
 # gcc C++20 noexcept 217 s at -O2, 116 s at -Og (123 + 22 s at -O0);
