@@ -9,7 +9,8 @@
 #   asan-ubsan          AddressSanitizer + UndefinedBehaviorSanitizer, -O0 (malformed files above all),
 #                       the reader's libFuzzer target for a fixed 60k inputs and the import's
 #                       (import, deduplicate, write, read back) for 20k, side by side, then
-#                       deduplicate()'s against its oracle for 1,850 (tests/fuzz/meson.build)
+#                       deduplicate()'s against its oracle for 1,850 (tests/fuzz/meson.build),
+#                       without libFuzzer's comparison tracing (fixed runs, not a search)
 #   tsan                ThreadSanitizer (concurrent lookups, parallel hashing)
 #   clang19-c++20       (named only) the newest clang Debian 12 ships, C++20 at -O2,
 #                       every test: its new warnings, and tests that lean on what an
@@ -71,7 +72,7 @@ declare -A OPTS_OF=(
   [clang-c++20]="-Dcpp_std=c++20 -Ddebug=false -Doptimization=0 -Dbenchmarks=false -Dm32_suite=false"
   [clang-c++20-noexcept]="-Dcpp_std=c++20 -Dcpp_eh=none -Dcpp_rtti=false -Ddebug=false -Doptimization=0 -Dbenchmarks=false -Dm32_suite=false"
   [clang19-c++20]="-Dcpp_std=c++20 -Ddebug=false -Dm32_suite=false"
-  [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=0 -Ddebug=false -Dcpp_args=['-gline-tables-only','-D_GLIBCXX_ASSERTIONS'] -Dexamples=false -Dbenchmarks=false -Dfuzz=true"
+  [asan-ubsan]="-Dcpp_std=c++17 -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Doptimization=0 -Ddebug=false -Dcpp_args=['-gline-tables-only','-D_GLIBCXX_ASSERTIONS'] -Dexamples=false -Dbenchmarks=false -Dfuzz=true -Dfuzz_trace_cmp=false"
   [tsan]="-Dcpp_std=c++17 -Db_sanitize=thread -Db_lundef=false -Doptimization=1 -Ddebug=false -Dcpp_args=-gline-tables-only -Dexamples=false -Dbenchmarks=false")
 # The sanitizer builds build and run only the tests that exercise what they
 # check; the compile-only suites (headers, must-not-compile) and the benchmark
