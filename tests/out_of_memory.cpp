@@ -109,6 +109,14 @@ struct Outcome {
   std::string result;
 };
 
+/// Whether the walk below fails only the first and the last allocation
+/// made from each call stack, instead of every one: under a sanitizer only.
+#ifdef WDEDUP_TEST_SANITIZER_MALLOC
+constexpr bool kOnePerStack = true;
+#else
+constexpr bool kOnePerStack = false;
+#endif
+
 /// Which allocations of a one-thread call the test makes fail, one call
 /// each: every one, or, under a sanitizer (whose malloc and instrumentation
 /// make each call some 20 times slower), the first and the last made from
@@ -118,27 +126,22 @@ struct Outcome {
 /// call's 3,695 allocations, and the test took 7.6 s under ASan instead of
 /// 60 s, as long as any other test of that build (Ice Lake VM, 2026-12-03).
 /// Then the index past the last, where none fails.
-#ifdef WDEDUP_TEST_SANITIZER_MALLOC
-constexpr bool kOnePerStack = true;
-#else
-constexpr bool kOnePerStack = false;
-#endif
 std::vector<long> allocations_to_fail(long allocations) {
   std::vector<long> ks;
-#ifdef WDEDUP_TEST_SANITIZER_MALLOC  // kOnePerStack
-  std::unordered_map<std::uint64_t, std::pair<long, long>> first_last;
-  for (long k = 0; k < allocations; ++k) {
-    const auto [it, fresh] = first_last.try_emplace(g_site[k], k, k);
-    if (!fresh) it->second.second = k;
+  if (kOnePerStack) {
+    std::unordered_map<std::uint64_t, std::pair<long, long>> first_last;
+    for (long k = 0; k < allocations; ++k) {
+      const auto [it, fresh] = first_last.try_emplace(g_site[k], k, k);
+      if (!fresh) it->second.second = k;
+    }
+    for (const auto& site : first_last) {
+      ks.push_back(site.second.first);
+      if (site.second.second != site.second.first) ks.push_back(site.second.second);
+    }
+    std::sort(ks.begin(), ks.end());
+  } else {
+    for (long k = 0; k < allocations; ++k) ks.push_back(k);
   }
-  for (const auto& site : first_last) {
-    ks.push_back(site.second.first);
-    if (site.second.second != site.second.first) ks.push_back(site.second.second);
-  }
-  std::sort(ks.begin(), ks.end());
-#else
-  for (long k = 0; k < allocations; ++k) ks.push_back(k);
-#endif
   ks.push_back(allocations);
   return ks;
 }
