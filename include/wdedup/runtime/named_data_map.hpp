@@ -369,8 +369,9 @@ inline Result<std::uint64_t> ext_block_size(const std::uint8_t* head16, std::uin
     return R(Error::UnsupportedVersion, "WDX1 version is not 1", pos + eh::kVersion);
   const std::uint64_t size = format::load_u64(head16 + eh::kBlockSize);
   const std::uint64_t room = h.segment_base_offset - pos;
-  if (size < eh::kSize || size > room)
-    return R(Error::MalformedIndex, "WDX1 block size is below 80 or runs into the segment data",
+  // The writer pads the block to a multiple of 8 (format.hpp).
+  if (size < eh::kSize || size > room || size % 8 != 0)
+    return R(Error::MalformedIndex, "WDX1 block size is below 80, not a multiple of 8, or runs into the segment data",
              pos + eh::kBlockSize);
   return size;
 }
@@ -1542,32 +1543,44 @@ inline Status NamedDataMap::validate_ext(std::uint64_t meta_size, const OpenOpti
   if (format::load_u64(b + eh::kReserved) != 0)
     return Status(Error::MalformedIndex, "WDX1 reserved field is not 0", x + eh::kReserved);
 
-  // A table: 8-aligned, inside the block, after the header when non-empty.
-  const auto table_ok = [&](std::size_t field, std::uint64_t count, std::uint64_t elem,
-                            std::uint64_t align, std::uint64_t* pos) {
+  // A table: 8-aligned, inside the block, after the header when non-empty
+  // (format.hpp; the writer places every table so, and the strings pool
+  // too, though nothing reads it by more than a byte: a block laid out
+  // otherwise was not written by wdedup and is refused, not half-trusted).
+  // `outside` and `misaligned` are the two messages, literals: no heap.
+  const auto table = [&](std::size_t field, std::uint64_t count, std::uint64_t elem, std::uint64_t* pos, Error code,
+                         const char* outside, const char* misaligned) {
     const std::uint64_t off = u32(field);
     const std::uint64_t bytes = count * elem;  // < 2^38: no overflow
-    if (off % align != 0 || off > block || bytes > block - off) return false;
-    if (bytes != 0 && off < eh::kSize) return false;
+    if (off > block || bytes > block - off || (bytes != 0 && off < eh::kSize))
+      return Status(code, outside, x + field);
+    if (off % 8 != 0) return Status(code, misaligned, x + field);
     *pos = x + off;
-    return true;
+    return Status();
   };
-  if (!table_ok(eh::kEntriesOffset, key_count_, format::key_entry::kSize, 8, &entries_))
-    return Status(Error::MalformedIndex, "WDX1 key entries lie outside the block", x + eh::kEntriesOffset);
-  if (!table_ok(eh::kSlotsOffset, slots, 8, 8, &slots_))
-    return Status(Error::MalformedIndex, "WDX1 slots lie outside the block", x + eh::kSlotsOffset);
-  if (!table_ok(eh::kSegmentInfoOffset, segment_count_, format::segment_info::kSize, 8, &seginfo_))
-    return Status(Error::MalformedIndex, "WDX1 segment infos lie outside the block", x + eh::kSegmentInfoOffset);
   const std::uint32_t nfunc = u32(eh::kFunctionCount), nrows = u32(eh::kFunctionTensorCount);
   const std::uint32_t nstr = u32(eh::kStringsSize);
-  if (!table_ok(eh::kFunctionsOffset, nfunc, format::function_record::kSize, 8, &functions_))
-    return Status(Error::MalformedFunctionMap, "WDX1 function records lie outside the block",
-                  x + eh::kFunctionsOffset);
-  if (!table_ok(eh::kFunctionTensorsOffset, nrows, format::function_tensor::kSize, 8, &ftensors_))
-    return Status(Error::MalformedFunctionMap, "WDX1 function tensors lie outside the block",
-                  x + eh::kFunctionTensorsOffset);
-  if (!table_ok(eh::kStringsOffset, nstr, 1, 1, &strings_))
-    return Status(Error::MalformedFunctionMap, "WDX1 strings lie outside the block", x + eh::kStringsOffset);
+  Status tables = table(eh::kEntriesOffset, key_count_, format::key_entry::kSize, &entries_, Error::MalformedIndex,
+                        "WDX1 key entries lie outside the block", "WDX1 key entries are not 8-aligned in the block");
+  if (tables)
+    tables = table(eh::kSlotsOffset, slots, 8, &slots_, Error::MalformedIndex, "WDX1 slots lie outside the block",
+                   "WDX1 slots are not 8-aligned in the block");
+  if (tables)
+    tables = table(eh::kSegmentInfoOffset, segment_count_, format::segment_info::kSize, &seginfo_,
+                   Error::MalformedIndex, "WDX1 segment infos lie outside the block",
+                   "WDX1 segment infos are not 8-aligned in the block");
+  if (tables)
+    tables = table(eh::kFunctionsOffset, nfunc, format::function_record::kSize, &functions_,
+                   Error::MalformedFunctionMap, "WDX1 function records lie outside the block",
+                   "WDX1 function records are not 8-aligned in the block");
+  if (tables)
+    tables = table(eh::kFunctionTensorsOffset, nrows, format::function_tensor::kSize, &ftensors_,
+                   Error::MalformedFunctionMap, "WDX1 function tensors lie outside the block",
+                   "WDX1 function tensors are not 8-aligned in the block");
+  if (tables)
+    tables = table(eh::kStringsOffset, nstr, 1, &strings_, Error::MalformedFunctionMap,
+                   "WDX1 strings lie outside the block", "WDX1 strings are not 8-aligned in the block");
+  if (!tables) return tables;
 
   seed_ = format::load_u64(b + eh::kHashSeed);
   slot_count_ = slots;
@@ -1649,8 +1662,10 @@ inline Status NamedDataMap::validate_ext_entries(const OpenOptions& options) noe
     return inexact_at == 0 ? detail::ok_status() : Status(Error::MalformedIndex, kMisaligned, inexact_at);
   // Moved: only as a rewrite lays segments out (replace_data among them),
   // one after another in index order, segment_data_size ending at the
-  // last. So a damaged segment offset that lands on other bytes is not
-  // read as a move (zero-size segments keep a default offset: skipped).
+  // last. So a damaged segment offset that lands on another segment's
+  // bytes is not read as a move; one that stays between its neighbours is
+  // (verify_segment's hash tells it apart). Zero-size segments keep a
+  // default offset: skipped.
   // replace_data places zero-size segments too, each at the next offset
   // its alignment allows, and sets segment_data_size to where the last
   // segment ends: after a trailing zero-size one (a store whose last
