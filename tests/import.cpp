@@ -720,6 +720,12 @@ TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is Malforme
   maps.functions.push_back({"prefill", 0, "blob", "prefill", {{"w", "w"}}});
   std::unique_ptr<Opened> o = open_bytes(one_key_file(maps));
   REQUIRE(o->ok());
+  // The writer took the gap and a reader finds what is there (a delegate's
+  // share of a method's partitions); the import rebuilds whole methods.
+  Result<FunctionView> f2 = o->map().find_function("decode", 2);
+  REQUIRE(f2.ok());
+  CHECK(std::string(f2->function_name().data(), f2->function_name().size()) == "decode__2");
+  CHECK(o->map().find_function("decode", 1).error() == Error::NotFound);
   Program program;
   Expected<void> e = add_ptd_program(program, o->map());
   CHECK(e.error() == Error::MalformedFunctionMap);
