@@ -1021,25 +1021,21 @@ TEST_CASE("moved segments: two on one byte are not read as a move, even with all
   n.set_u64(40, 129);
   OpenOptions allow;
   allow.allow_moved_segments = true;
-  AlignedBytes copy(bytes, 8);
-  BufferSource src(copy.data(), copy.size());
-  Result<NamedDataMap> m = NamedDataMap::open(src, allow);
-  REQUIRE_FALSE(m.ok());
-  CHECK(m.error() == Error::MalformedIndex);
-  CHECK(std::string(m.failure().what) ==
+  std::unique_ptr<Opened> m = open_bytes(bytes, allow);
+  REQUIRE_FALSE(m->ok());
+  CHECK(m->error() == Error::MalformedIndex);
+  CHECK(std::string(m->result->failure().what) ==
         "segments moved since the WDX1 block was written, but not as a rewrite lays them out (in index order, "
         "each after the one before, segment_data_size ending at the last; at = the segment index, or 40: "
         "segment_data_size)");
-  CHECK(m.failure().at == 2);
+  CHECK(m->result->failure().at == 2);
   // Segment 2 back at 256 (a move of nothing) and the size as written: it opens.
   n.set_u64(off2, 256);
   n.set_u64(40, 257);
-  AlignedBytes restored(bytes, 8);
-  BufferSource src2(restored.data(), restored.size());
-  Result<NamedDataMap> ok = NamedDataMap::open(src2, allow);
-  REQUIRE(ok.ok());
-  CHECK_FALSE(ok->segments_moved());
-  CHECK(*static_cast<const std::uint8_t*>(ok->get_data("c")->data()) == 3);
+  std::unique_ptr<Opened> ok = open_bytes(bytes, allow);
+  REQUIRE(ok->ok());
+  CHECK_FALSE(ok->map().segments_moved());
+  CHECK(*static_cast<const std::uint8_t*>(ok->map().get_data("c")->data()) == 3);
 }
 
 TEST_CASE("moved segments: an offset damaged within the padding reads as a move, and verify_segment fails") {
@@ -1065,20 +1061,20 @@ TEST_CASE("moved segments: an offset damaged within the padding reads as a move,
   n.set_u64(off1, 2);
   OpenOptions allow;
   allow.allow_moved_segments = true;
-  AlignedBytes copy(bytes, 8);
-  BufferSource src(copy.data(), copy.size());
-  Result<NamedDataMap> m = NamedDataMap::open(src, allow);
-  REQUIRE(m.ok());
-  CHECK(m->segments_moved());
-  CHECK(*static_cast<const std::uint8_t*>(m->get_data("b")->data()) == 0);  // the padding's zero
-  const Status st = verify_segment(*m, 1);
+  std::unique_ptr<Opened> o = open_bytes(bytes, allow);
+  REQUIRE(o->ok());
+  const NamedDataMap& m = o->map();
+  CHECK(m.segments_moved());
+  CHECK(*static_cast<const std::uint8_t*>(m.get_data("b")->data()) == 0);  // the padding's zero
+  const Status st = verify_segment(m, 1);
   CHECK(st.error() == Error::MalformedSegment);
   CHECK(std::string(st.failure().what) == "segment content hash mismatch");
-  CHECK(st.failure().at == m->segment(1)->offset);
-  CHECK(verify_segment(*m, 0).ok());
-  CHECK(verify_segment(*m, 2).ok());
+  CHECK(st.failure().at == m.segment(1)->offset);
+  CHECK(m.segment(1)->offset == m.segment(0)->offset + 2);  // absolute: the segment base + 2
+  CHECK(verify_segment(m, 0).ok());
+  CHECK(verify_segment(m, 2).ok());
   // Without the option the same file is refused at open.
-  CHECK(NamedDataMap::open(src).error() == Error::MalformedIndex);
+  CHECK(open_bytes(bytes)->error() == Error::MalformedIndex);
 }
 
 TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {

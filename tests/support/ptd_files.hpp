@@ -304,12 +304,13 @@ class FailingSource final : public wdedup::DataSource {
 };
 
 /// Opens in-memory bytes as a BufferSource map (8-aligned copy).
-inline std::unique_ptr<Opened> open_bytes(const std::vector<std::uint8_t>& bytes) {
+inline std::unique_ptr<Opened> open_bytes(const std::vector<std::uint8_t>& bytes,
+                                          const wdedup::OpenOptions& options = {}) {
   auto o = std::make_unique<Opened>();
   o->bytes = AlignedBytes(bytes, 8);
   o->buffer = wdedup::BufferSource(o->bytes.data(), o->bytes.size());
   o->source = &o->buffer;
-  o->result.emplace(wdedup::NamedDataMap::open(*o->source));
+  o->result.emplace(wdedup::NamedDataMap::open(*o->source, options));
   return o;
 }
 
