@@ -272,11 +272,15 @@ Expected<void> plan_functions(const Program& program, PolicyPlan& plan) {
   IdIndex function_index;
   auto function_id_of = [&](std::uint32_t f) -> std::string_view { return function_ids[f]; };
   // The method index is the std::size_t the policy check (strategy.hpp)
-  // and the README give it, so a policy they accept is one these calls
-  // compile with (overloads on the index types included).
-  for (std::size_t m = 0; m < program.methods.size(); ++m) {
+  // and the README give it, and both indexes go to the policy as const
+  // lvalues, as the check passes them, so a policy it accepts is one these
+  // calls compile with (overloads on the index types and references
+  // included) and none can change the loop's counters.
+  for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
+    const std::size_t m = mi;
     const Method& method = program.methods[m];
-    for (std::uint32_t p = 0; p < method.partitions.size(); ++p) {
+    for (std::uint32_t pi = 0; pi < method.partitions.size(); ++pi) {
+      const std::uint32_t p = pi;
       FunctionMap f;
       f.method = method.name;
       f.partition_index = p;

@@ -151,7 +151,11 @@ constexpr auto has_policy_name = hana::is_valid(
 // The indexes are std::declval values, not `std::size_t{}`: g++ 12 takes a
 // constant 0 for a null pointer, so a policy whose index parameter is a
 // std::string_view or const char* passed the check and failed deep inside
-// deduplicate() (a review found it), where clang refused it here.
+// deduplicate() (a review found it), where clang refused it here. They are
+// const lvalues, as plan_functions passes them: with rvalues a policy taking
+// `std::size_t&&` passed the check and failed inside deduplicate(), and one
+// taking `std::size_t&` (which could change the caller's loop counter) was
+// refused with a message that did not say why (a review found both).
 // Partial specialisations, not hana::is_valid: clang 14 crashed (exit 139)
 // on a generic lambda calling a non-static member function without an
 // object, and `*&P::f` cannot name an overloaded or template function.
@@ -164,15 +168,15 @@ template <class P, class = void>
 struct policy_blob_key_ok : std::false_type {};
 template <class P>
 struct policy_blob_key_ok<P, std::void_t<decltype(implicitly<std::string_view>(as_const_ref(P::blob_key(
-                                             std::declval<const Program&>(), std::declval<std::size_t>(),
-                                             std::declval<std::uint32_t>()))))>>
+                                             std::declval<const Program&>(), std::declval<const std::size_t&>(),
+                                             std::declval<const std::uint32_t&>()))))>>
     : std::true_type {};
 template <class P, class = void>
 struct policy_function_name_ok : std::false_type {};
 template <class P>
 struct policy_function_name_ok<P, std::void_t<decltype(implicitly<std::string_view>(as_const_ref(P::function_name(
-                                                  std::declval<const Program&>(), std::declval<std::size_t>(),
-                                                  std::declval<std::uint32_t>()))))>>
+                                                  std::declval<const Program&>(), std::declval<const std::size_t&>(),
+                                                  std::declval<const std::uint32_t&>()))))>>
     : std::true_type {};
 
 // `static constexpr auto name = nullptr;` converts to a std::string_view as
@@ -182,6 +186,13 @@ struct policy_name_is_nullptr : std::false_type {};
 template <class P>
 struct policy_name_is_nullptr<P, std::void_t<decltype(P::name)>>
     : std::is_same<std::decay_t<decltype(P::name)>, std::nullptr_t> {};
+
+// A policy only declared (its header not included) reads as one missing
+// every member: the first static_assert says so instead of naming `name`.
+template <class P, class = void>
+struct policy_is_complete : std::false_type {};
+template <class P>
+struct policy_is_complete<P, std::void_t<decltype(sizeof(P))>> : std::true_type {};
 
 template <class P>
 constexpr bool policy_has_name =
@@ -209,27 +220,36 @@ struct strategy_traits<Strategy<P>> {
 };
 
 /// Exactly one of these fires for a broken policy: the first missing member.
+/// Each member must be public: a `class` policy's members are private
+/// unless it says `public:`, and a private member reads as a missing one.
 template <class P>
 constexpr bool check_policy() {
-  static_assert(policy_has_name<P>,
+  constexpr bool complete = policy_is_complete<P>::value;
+  static_assert(complete,
+                "Strategy<P>: the policy P is an incomplete type here: include its definition (its "
+                "header) before calling deduplicate()");
+  static_assert(!complete || policy_has_name<P>,
                 "Strategy<P>: the policy P must declare `static constexpr const char* name = "
-                "\"MY_POLICY\";` (printed in reports)");
-  static_assert(!policy_has_name<P> || policy_has_validate<P>,
+                "\"MY_POLICY\";` as a public member (printed in reports)");
+  static_assert(!complete || !policy_has_name<P> || policy_has_validate<P>,
                 "Strategy<P>: the policy P must declare `static wdedup::Expected<void> validate(const "
-                "wdedup::Program&)` (return {} to accept every program): P::validate(program) must be "
-                "callable and its result convert implicitly to wdedup::Expected<void> (a bool does not)");
-  static_assert(!policy_has_name<P> || !policy_has_validate<P> || policy_has_blob_key<P>,
+                "wdedup::Program&)` as a public member (return {} to accept every program): "
+                "P::validate(program) must be callable and its result convert implicitly to "
+                "wdedup::Expected<void> (a bool does not)");
+  static_assert(!complete || !policy_has_name<P> || !policy_has_validate<P> || policy_has_blob_key<P>,
                 "Strategy<P>: the policy P must declare `static std::string blob_key(const "
-                "wdedup::Program&, std::size_t method, std::uint32_t partition)` naming the blob a "
-                "partition is compiled into: P::blob_key(program, method, partition) must be callable "
-                "and its result convert implicitly to std::string_view (a std::string, a "
-                "std::string_view or a const char*; a number or a char does not)");
-  static_assert(!policy_has_name<P> || !policy_has_validate<P> || !policy_has_blob_key<P> ||
+                "wdedup::Program&, std::size_t method, std::uint32_t partition)` as a public member, "
+                "naming the blob a partition is compiled into: P::blob_key(program, method, partition) "
+                "must be callable with the indexes as const values (by value or by const reference) and "
+                "its result convert implicitly to std::string_view (a std::string, a std::string_view or "
+                "a const char*; a number or a char does not)");
+  static_assert(!complete || !policy_has_name<P> || !policy_has_validate<P> || !policy_has_blob_key<P> ||
                     policy_has_function_name<P>,
                 "Strategy<P>: the policy P must declare `static std::string function_name(const "
-                "wdedup::Program&, std::size_t method, std::uint32_t partition)` naming the partition's "
-                "function inside its blob: P::function_name(program, method, partition) must be "
-                "callable and its result convert implicitly to std::string_view (a std::string, a "
+                "wdedup::Program&, std::size_t method, std::uint32_t partition)` as a public member, "
+                "naming the partition's function inside its blob: P::function_name(program, method, "
+                "partition) must be callable with the indexes as const values (by value or by const "
+                "reference) and its result convert implicitly to std::string_view (a std::string, a "
                 "std::string_view or a const char*; a number or a char does not)");
   return is_strategy_policy<P>;
 }
