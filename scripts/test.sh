@@ -23,7 +23,7 @@
 # not a build: the build-time half's entry points compiled by gcc with them
 # (tests/meson.build, instances_cxx20_noexcept) and both umbrella headers
 # (tests/headers).)
-# Usage: scripts/test.sh [config ...]   (default: all of them)
+# Usage: scripts/test.sh [config ...]   (default: the four above not marked "named only")
 set -euo pipefail
 # A relative WDEDUP_FIXTURES_DIR is the caller's, as every path the README's
 # scripts take: made absolute before the cd below (meson would take it from
@@ -102,6 +102,11 @@ declare -A SKIP_OF=(
   [clang19-c++20]="--no-suite install")
 order=(gcc-c++17 clang-c++20-noexcept asan-ubsan tsan)
 [ $# -gt 0 ] && order=("$@")
+# Every name checked before anything is installed or built: a misspelt one
+# last (`gcc-c++17 tasn`) was found only after a whole gcc run.
+for cfg in "${order[@]}"; do
+  [ -n "${CXX_OF[$cfg]:-}" ] || { echo "unknown config '$cfg' (one of: ${!CXX_OF[*]})" >&2; exit 2; }
+done
 extra=()
 for cfg in "${order[@]}"; do
   # shellcheck disable=SC2206
@@ -119,7 +124,6 @@ build() {
   quiet "$dir/build.log" ninja -C "$dir" "$@"
 }
 for cfg in "${order[@]}"; do
-  [ -n "${CXX_OF[$cfg]:-}" ] || { echo "unknown config '$cfg' (one of: ${!CXX_OF[*]})" >&2; exit 2; }
   dir=build/test-$cfg
   echo "=== $cfg ==="
   # Set up afresh where the directory was set up with other options than

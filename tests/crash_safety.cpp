@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -960,6 +962,143 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
   CHECK_FALSE(can_create_file(sticky + "/planted"));
   CHECK(errno == EACCES);
   CHECK(others(sticky, {"planted"}).empty());
+}
+
+namespace {
+
+/// Sets or clears chattr flags (FS_IMMUTABLE_FL, FS_APPEND_FL) on `path`;
+/// false where the file system or the process cannot (not root: EPERM).
+bool set_inode_flags(const std::string& path, int flags, bool on) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  int now = 0;
+  bool ok = ::ioctl(fd, FS_IOC_GETFLAGS, &now) == 0;
+  if (ok) {
+    now = on ? now | flags : now & ~flags;
+    ok = ::ioctl(fd, FS_IOC_SETFLAGS, &now) == 0;
+  }
+  ::close(fd);
+  return ok;
+}
+
+/// Clears the flags again when the test leaves, so its directory can be
+/// removed on the next run whatever happened in this one.
+struct FlagsSet {
+  std::string path;
+  int flags;
+  bool set;
+  FlagsSet(std::string p, int f) : path(std::move(p)), flags(f), set(set_inode_flags(path, flags, true)) {}
+  ~FlagsSet() {
+    if (set) set_inode_flags(path, flags, false);
+  }
+  FlagsSet(const FlagsSet&) = delete;
+  FlagsSet& operator=(const FlagsSet&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("a destination the rename could not replace is refused before anything is made, with the rule") {
+  // Found only at the rename, these failed after every byte was written:
+  // the demo did all its work, then lost its report (a review). Now the
+  // writer refuses them first, and can_create_file (a tool's check before
+  // its work) with EPERM and the same words.
+  std::vector<std::vector<std::uint8_t>> data{pattern(1000, 1)};
+  const NamedDataStore store = store_over(data);
+  const std::string dir = fresh_dir("unreplaceable");
+  auto refused = [&](const std::string& path, const std::string& why) {
+    CAPTURE(path);
+    Expected<WriteStats> r = write_ptd_file(store, path);
+    CHECK(r.error() == Error::IoError);
+    CHECK(r.message() == "cannot write '" + path + "': " + why);
+    errno = 0;
+    CHECK_FALSE(detail::can_create_file(path));
+    CHECK(errno == EPERM);
+    CHECK(detail::cannot_create_reason(path, EPERM) == why);
+  };
+  if (::geteuid() != 0) {
+    MESSAGE("not root: chattr flags and another user's file in a sticky directory not tried");
+    return;
+  }
+
+  SUBCASE("an immutable or append-only file, and an append-only directory (chattr)") {
+    const std::string imm = dir + "/immutable.ptd", app = dir + "/append.ptd", sub = dir + "/append_dir";
+    REQUIRE(wdedup_test::write_file(imm, {7}));
+    REQUIRE(wdedup_test::write_file(app, {8}));
+    REQUIRE(::mkdir(sub.c_str(), 0755) == 0);
+    REQUIRE(wdedup_test::write_file(sub + "/old.ptd", {9}));
+    const FlagsSet i(imm, FS_IMMUTABLE_FL), a(app, FS_APPEND_FL), d(sub, FS_APPEND_FL);
+    if (!i.set || !a.set || !d.set) {
+      MESSAGE("this file system keeps no chattr flags: not tried");
+      return;
+    }
+    refused(imm, "it is immutable (chattr +i), so it cannot be replaced");
+    refused(app, "it is append-only (chattr +a), so it cannot be replaced");
+    // In an append-only directory a new name can be made but none taken
+    // out: the temporary file could be written, never renamed into place.
+    const std::string in_dir = "its directory '" + sub +
+                               "' is append-only (chattr +a): no file written there can be renamed into place";
+    refused(sub + "/old.ptd", in_dir);
+    refused(sub + "/new.ptd", in_dir);
+    CHECK(read_file(imm) == std::vector<std::uint8_t>{7});
+    CHECK(read_file(app) == std::vector<std::uint8_t>{8});
+    CHECK(read_file(sub + "/old.ptd") == std::vector<std::uint8_t>{9});
+    CHECK(others(dir, {"immutable.ptd", "append.ptd", "append_dir"}).empty());
+    CHECK(others(sub, {"old.ptd"}).empty());
+    // Through a symbolic link, the rule is looked for where the writer
+    // writes: beside what the link points at.
+    REQUIRE(::symlink("immutable.ptd", (dir + "/to_immutable").c_str()) == 0);
+    refused(dir + "/to_immutable", "it is immutable (chattr +i), so it cannot be replaced");
+  }
+
+  SUBCASE("another user's file in a sticky directory, written as a third user") {
+    // In /tmp: nobody must reach it (see the set-ID test).
+    char tmpl[] = "/tmp/wdedup-sticky-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    const std::string sticky = tmpl;
+    REQUIRE(::chmod(sticky.c_str(), 01777) == 0);  // root's, as /tmp
+    const std::string theirs = sticky + "/theirs.ptd", mine = sticky + "/mine.ptd";
+    REQUIRE(wdedup_test::write_file(theirs, {1}));
+    REQUIRE(::chown(theirs.c_str(), 12345, 12345) == 0);
+    REQUIRE(::chmod(theirs.c_str(), 0666) == 0);  // writable by all: the rule is the directory's
+    REQUIRE(wdedup_test::write_file(mine, {2}));
+    REQUIRE(::chown(mine.c_str(), 65534, 65534) == 0);
+    const std::string why = "it belongs to another user (uid 12345) in a sticky directory '" + sticky +
+                            "' (mode +t, like /tmp), where only the file's owner, the directory's owner or a process "
+                            "with CAP_FOWNER may replace it";
+    const Child child = fork_with_pipe([&](int fd) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) return 3;
+      std::string out;
+      Expected<WriteStats> r = write_ptd_file(store, theirs);
+      out += std::to_string(static_cast<int>(r.error())) + "|" + r.message() + "\n";
+      errno = 0;
+      const bool can = detail::can_create_file(theirs);
+      const int e = errno;  // (before anything else that may set it)
+      out += std::to_string(can) + "|" + std::to_string(e) + "|" + detail::cannot_create_reason(theirs, e) + "\n";
+      // Its own file there, and a new one: written.
+      out += std::to_string(write_ptd_file(store, mine).ok()) + std::to_string(detail::can_create_file(mine)) +
+             std::to_string(write_ptd_file(store, sticky + "/new.ptd").ok()) + "\n";
+      (void)!::write(fd, out.data(), out.size());
+      return 0;
+    });
+    std::string msg;
+    char buf[512];
+    ssize_t n;
+    while ((n = ::read(child.read_fd, buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+    ::close(child.read_fd);
+    int status = 0;
+    REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(msg == std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + theirs + "': " + why + "\n" +
+                     "0|" + std::to_string(EPERM) + "|" + why + "\n" + "111\n");
+    CHECK(read_file(theirs) == std::vector<std::uint8_t>{1});
+    CHECK(read_file(mine) == serialize(store));
+    CHECK(others(sticky, {"theirs.ptd", "mine.ptd", "new.ptd"}).empty());
+    // Root (CAP_FOWNER) may replace it.
+    CHECK(write_ptd_file(store, theirs).ok());
+    CHECK(read_file(theirs) == serialize(store));
+    REQUIRE(std::system(("rm -rf '" + sticky + "'").c_str()) == 0);
+  }
 }
 
 TEST_CASE("a sink that cannot write (/dev/full) fails with the system's reason") {

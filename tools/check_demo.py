@@ -338,6 +338,54 @@ if r.returncode != 2 or r.stderr != want:
     problems.append(f"--json and --per-method naming one file, a method name with an escape sequence: "
                     f"exit {r.returncode}, stderr {r.stderr!r}")
 
+# ---- an output the rename could not replace: refused before the work --------
+# An immutable file (chattr +i): a file can be made beside it, but the
+# writer's rename over it fails. Found only then, the demo did all its work
+# and lost its report (a review); now it is refused first, exit 2. Needs
+# root and a file system that keeps the flag (x86-64 and arm64 ioctl numbers).
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL = 0x80086601, 0x40086602, 0x10
+
+
+def set_immutable(path, on):
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        buf = bytearray(8)
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf)
+        flags = int.from_bytes(buf[:4], sys.byteorder)
+        flags = flags | FS_IMMUTABLE_FL if on else flags & ~FS_IMMUTABLE_FL
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, flags.to_bytes(4, sys.byteorder) + bytes(4))
+    finally:
+        os.close(fd)
+
+
+immutable = {"imm.json": b"old report", "imm.ptd": b"old store", os.path.join("pmi", "decode.ptd"): b"old decode"}
+os.makedirs(os.path.join(work, "pmi"))
+made = []
+try:
+    for name, data in immutable.items():
+        with open(os.path.join(work, name), "wb") as f:
+            f.write(data)
+        set_immutable(os.path.join(work, name), True)
+        made.append(name)
+except OSError as e:
+    print(f"immutable outputs not tried (not root, or no chattr flags here: {e})")
+if len(made) == len(immutable):
+    why = "it is immutable (chattr +i), so it cannot be replaced"
+    for args, want in ((["--json", "imm.json"], f"cannot write --json imm.json: {why}"),
+                       (["--strategy", "oneblob", "--out", "imm.ptd"], f"cannot write --out imm.ptd: {why}"),
+                       (["--out", "", "--per-method", "pmi"], f"cannot write --per-method pmi/decode.ptd: {why}")):
+        r = expect(args, 2, "wdedup-demo: " + want)
+        if "workload:" in r.stdout:
+            problems.append(f"{args}: not refused before generating: {r.stdout[:120]!r}")
+    for name, data in immutable.items():
+        if contents(name) != data:
+            problems.append(f"{name} changed")
+    if sorted(os.listdir(os.path.join(work, "pmi"))) != ["decode.ptd"]:
+        problems.append(f"pmi holds {sorted(os.listdir(os.path.join(work, 'pmi')))}")
+for name in made:
+    set_immutable(os.path.join(work, name), False)
+
 # ---- standard output lost: a failed run --------------------------------------
 # The run's output, and --help's: both lost on a full device, exit 1.
 if os.path.exists("/dev/full"):

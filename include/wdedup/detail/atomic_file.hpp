@@ -34,6 +34,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #if defined(__linux__)
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #endif
 
@@ -254,6 +256,57 @@ std::string not_regular_file(mode_t mode) {
              " (a directory, device, FIFO or socket is never replaced)");
 }
 
+/// Whether this process may replace other users' files in a sticky
+/// directory: CAP_FOWNER in its effective set (root has it, unless its
+/// capabilities were dropped; another user may have been given it).
+inline bool may_override_sticky() noexcept {
+#if defined(__linux__) && defined(SYS_capget)
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (::syscall(SYS_capget, &header, data) == 0) return (data[CAP_FOWNER / 32].effective >> (CAP_FOWNER % 32)) & 1u;
+#endif
+  return ::geteuid() == 0;
+}
+
+/// Why the writer's last step, renaming its temporary file over `target`
+/// (which exists if `exists`, with `st`) in directory `dir`, would fail
+/// with EPERM although a file can be created there; "" if it would not.
+/// These are the kernel's rules for taking a name out of a directory
+/// (may_delete): a directory that is append-only; a file that is immutable
+/// or append-only; a file another user owns in a sticky directory (/tmp)
+/// that is not this process's either. Found only at the rename, they let a
+/// tool do all its work before it failed (a review: `--json r.json`, r.json
+/// root's in /tmp, the demo run as another user, wrote its stores and lost
+/// its report); the writer and can_create_file refuse them up front.
+template <int = 0>
+std::string replace_refusal(const std::string& target, bool exists, const struct stat& st, const std::string& dir) {
+  struct stat dir_st {};
+  if (::stat(dir.c_str(), &dir_st) != 0) return {};  // (making the temporary file will say why)
+#if defined(__linux__) && defined(STATX_ATTR_IMMUTABLE) && defined(STATX_ATTR_APPEND)
+  // The attributes of chattr(1), which stat() does not give; a file system
+  // that keeps none leaves them out of stx_attributes_mask.
+  auto attributes = [](const std::string& path) -> std::uint64_t {
+    struct statx sx {};
+    if (::statx(AT_FDCWD, path.c_str(), 0, 0, &sx) != 0) return 0;
+    return sx.stx_attributes & sx.stx_attributes_mask;
+  };
+  if (attributes(dir) & STATX_ATTR_APPEND)
+    return cat("its directory ", quote_name(dir),
+               " is append-only (chattr +a): no file written there can be renamed into place");
+  if (exists) {
+    const std::uint64_t a = attributes(target);
+    if (a & STATX_ATTR_IMMUTABLE) return "it is immutable (chattr +i), so it cannot be replaced";
+    if (a & STATX_ATTR_APPEND) return "it is append-only (chattr +a), so it cannot be replaced";
+  }
+#endif
+  const uid_t me = ::geteuid();
+  if (exists && (dir_st.st_mode & S_ISVTX) != 0 && st.st_uid != me && dir_st.st_uid != me && !may_override_sticky())
+    return cat("it belongs to another user (uid ", st.st_uid, ") in a sticky directory ", quote_name(dir),
+               " (mode +t, like /tmp), where only the file's owner, the directory's owner or a process with "
+               "CAP_FOWNER may replace it");
+  return {};
+}
+
 /// One in-progress replacement of a file. Not copyable; the destructor
 /// removes the temporary file unless commit() succeeded. (A template only
 /// so that its members compile in the TUs that use them: AtomicFile.)
@@ -340,6 +393,8 @@ class BasicAtomicFile {
     dir_ = parent_dir(target_);
     std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
     if (base.empty() || base == "." || base == "..") return refuse(EISDIR, "the path names a directory, not a file");
+    // What would fail only at the rename, after every byte is written.
+    if (std::string why = replace_refusal(target_, exists, st, dir_); !why.empty()) return refuse(EPERM, why);
     const std::size_t keep = temp_base_max(ops_.name_max(dir_.c_str()));  // (see kTempBaseMax)
     if (base.size() > keep) base.resize(keep);
     std::string tmpl = dir_ + "/." + base + kTempSuffix;
@@ -736,6 +791,18 @@ std::string cannot_create_reason(const std::string& path, int e) {
     const ssize_t n = ::readlink(path.c_str(), target, sizeof target);
     if (n >= 0) return cat("a symbolic link to ", std::string_view(target, static_cast<std::size_t>(n)),
                            ", which does not exist");
+  }
+  // A file the writer could make but not rename into place: the rule that
+  // stops it (replace_refusal), found again where the writer looks, beside
+  // what a symbolic link points at.
+  if (e == EPERM) {
+    std::string target = path;
+    if (char* real = ::realpath(path.c_str(), nullptr)) {
+      target = real;
+      std::free(real);
+    }
+    const bool exists = stat_path(target.c_str(), true, &st) == 0;
+    if (std::string why = replace_refusal(target, exists, st, parent_dir(target)); !why.empty()) return why;
   }
   // A file that is to be made: "No such file or directory" read as if the
   // file had to exist (a user trial). What is missing is its directory.
