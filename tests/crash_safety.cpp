@@ -670,6 +670,19 @@ Child fork_with_pipe(Body body) {
   return Child{pid, fds[0]};
 }
 
+/// Everything `child` wrote to its pipe, once it has exited, and its wait
+/// status.
+std::pair<std::string, int> output_of(const Child& child) {
+  std::string msg;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(child.read_fd, buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
+  ::close(child.read_fd);
+  int status = 0;
+  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
+  return {msg, status};
+}
+
 /// What `write` (returning a BuildError) gives in a child process, which
 /// first sets a file size limit of 1 MiB (`limit_first`) and SIGXFSZ to
 /// `sigxfsz`: "<error code>|<message>", and the child's wait status. In a
@@ -684,14 +697,7 @@ std::pair<std::string, int> in_child_with_fsize_limit(bool limit_first, void (*s
     (void)!::write(fd, msg.data(), msg.size());
     return 0;
   });
-  std::string msg;
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(child.read_fd, buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
-  ::close(child.read_fd);
-  int status = 0;
-  REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
-  return {msg, status};
+  return output_of(child);
 }
 
 TEST_CASE("a real write error mid-file (file size limit): destination untouched, no temporary file") {
@@ -1080,13 +1086,7 @@ TEST_CASE("a destination the rename could not replace is refused before anything
       (void)!::write(fd, out.data(), out.size());
       return 0;
     });
-    std::string msg;
-    char buf[512];
-    ssize_t n;
-    while ((n = ::read(child.read_fd, buf, sizeof buf)) > 0) msg.append(buf, static_cast<std::size_t>(n));
-    ::close(child.read_fd);
-    int status = 0;
-    REQUIRE(::waitpid(child.pid, &status, 0) == child.pid);
+    const auto [msg, status] = output_of(child);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
     CHECK(msg == std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + theirs + "': " + why + "\n" +
