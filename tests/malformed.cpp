@@ -810,6 +810,24 @@ TEST_CASE("WDX1 header: each field corrupted in turn") {
        ext + eh::kBlockSize},
       {"block size 2^64-1", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, UINT64_MAX); }, Error::MalformedIndex,
        block_size, ext + eh::kBlockSize},
+      // A fault in the block's header and one in the flatbuffer: the block's
+      // header is checked first in place too, as metadata_size() (the lent
+      // path's first step) must (until 2026-12-04 in place said the root).
+      {"version 2 and a root offset outside the flatbuffer", [&](Nav& n) {
+         n.set_u32(x(n) + eh::kVersion, 2);
+         n.set_u32(0, 4);
+       },
+       Error::UnsupportedVersion, "WDX1 version is not 1", ext + eh::kVersion},
+      {"block size 12 and a root offset outside the flatbuffer", [&](Nav& n) {
+         n.set_u64(x(n) + eh::kBlockSize, 12);
+         n.set_u32(0, 4);
+       },
+       Error::MalformedIndex, block_size, ext + eh::kBlockSize},
+      {"the header running into the segments and a root offset outside the flatbuffer", [&](Nav& n) {
+         n.set_u64(32, x(n) + eh::kSize - 8);
+         n.set_u32(0, 4);
+       },
+       Error::MalformedIndex, "WDX1 header runs into the segment data", ext},
       // Key 0 (checked first) hashes elsewhere and is not found.
       {"hash seed changed", [&](Nav& n) { n.set_u64(x(n) + eh::kHashSeed, n.u64(x(n) + eh::kHashSeed) ^ 1); },
        Error::MalformedIndex, "key cannot be found through the slot table", g.key(0) + 4},

@@ -1224,7 +1224,12 @@ class NamedDataMap {
                                     const OpenOptions& options) noexcept;
   Status validate_segments(const detail::fb::Region& r, const detail::fb::Vector& segs) const noexcept;
   Status validate_keys(const detail::fb::Region& r, const detail::fb::Vector& named) noexcept;
-  Status validate_ext(std::uint64_t meta_size, const OpenOptions& options) noexcept;
+  /// The WDX1 block's place and size (0: none, an ExecuTorch file), checked
+  /// right after the file header: metadata_size() checks the same first, so
+  /// a file with faults in both is refused for the same one in place and
+  /// through lent memory.
+  Result<std::uint64_t> locate_ext(std::uint64_t meta_size, std::uint64_t* pos) const noexcept;
+  Status validate_ext(std::uint64_t x, std::uint64_t block, const OpenOptions& options) noexcept;
   Status validate_ext_entries(const OpenOptions& options) noexcept;
   Status validate_ext_slots() const noexcept;
   Status validate_ext_functions() const noexcept;
@@ -1309,6 +1314,9 @@ inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std
   const std::uint64_t fb_end = h->flatbuffer_offset + h->flatbuffer_size;
   if (fb_end > meta_size)  // only if the file changed since metadata_size()
     return R(Error::Truncated, "metadata memory ends inside the flatbuffer", meta_size);
+  std::uint64_t ext_pos = 0;
+  Result<std::uint64_t> ext_block = m.locate_ext(meta_size, &ext_pos);
+  if (!ext_block) return ext_block.failure();
 
   // Objects live after the header; the root offset and identifier precede it.
   const fb::Region r{meta, h->flatbuffer_offset, fb_end};
@@ -1345,8 +1353,10 @@ inline Result<NamedDataMap> NamedDataMap::parse(const DataSource& src, const std
   st = m.validate_keys(r, *named);
   if (!st) return st.failure();
 
-  st = m.validate_ext(meta_size, options);
-  if (!st) return st.failure();
+  if (*ext_block != 0) {
+    st = m.validate_ext(ext_pos, *ext_block, options);
+    if (!st) return st.failure();
+  }
   if (m.key_count_ <= kTagKeys) m.place_tags();
   m.cache_small_layouts();
   return m;
@@ -1516,20 +1526,25 @@ inline Status NamedDataMap::validate_keys(const detail::fb::Region& r,
   return detail::ok_status();
 }
 
-inline Status NamedDataMap::validate_ext(std::uint64_t meta_size, const OpenOptions& options) noexcept {
+inline Result<std::uint64_t> NamedDataMap::locate_ext(std::uint64_t meta_size, std::uint64_t* pos) const noexcept {
+  using R = Result<std::uint64_t>;
   namespace eh = format::ext_header;
   std::uint64_t x = 0;
-  if (!detail::ext_position(header_, &x) || x + 4 > meta_size) return detail::ok_status();
-  if (std::memcmp(meta_ + x, format::kExtMagic, 4) != 0) return detail::ok_status();  // ExecuTorch file
+  if (!detail::ext_position(header_, &x) || x + 4 > meta_size) return std::uint64_t{0};
+  if (std::memcmp(meta_ + x, format::kExtMagic, 4) != 0) return std::uint64_t{0};  // ExecuTorch file
   if (header_.segment_base_offset - x < eh::kSize)
-    return Status(Error::MalformedIndex, "WDX1 header runs into the segment data", x);
+    return R(Error::MalformedIndex, "WDX1 header runs into the segment data", x);
   if (x + eh::kSize > meta_size)
-    return Status(Error::Truncated, "metadata memory ends inside the WDX1 header", meta_size);
+    return R(Error::Truncated, "metadata memory ends inside the WDX1 header", meta_size);
   Result<std::uint64_t> bs = detail::ext_block_size(meta_ + x, x, header_);
-  if (!bs) return bs.failure();
-  const std::uint64_t block = *bs;
-  if (x + block > meta_size)
-    return Status(Error::Truncated, "metadata memory ends inside the WDX1 block", meta_size);
+  if (!bs) return bs;
+  if (x + *bs > meta_size) return R(Error::Truncated, "metadata memory ends inside the WDX1 block", meta_size);
+  *pos = x;
+  return bs;  // at least the header's 80 bytes: never 0
+}
+
+inline Status NamedDataMap::validate_ext(std::uint64_t x, std::uint64_t block, const OpenOptions& options) noexcept {
+  namespace eh = format::ext_header;
   const std::uint8_t* b = meta_ + x;
   const auto u32 = [b](std::size_t f) { return format::load_u32(b + f); };
   if (u32(eh::kKeyCount) != key_count_)
