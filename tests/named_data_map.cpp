@@ -998,6 +998,14 @@ TEST_CASE("wdedup file: stored index, absolute alignment, layouts, segments and 
     }
     CHECK(verify_segments(m).ok());
     CHECK(m.segment(6).error() == Error::InvalidArgument);
+    CHECK(m.segment(6).failure().at == 6);
+    if (sizeof(std::size_t) > 4) {
+      // Past 2^32 - 1 the index is out of range, not segment 1 (until
+      // 2026-12-04 segment() took a std::uint32_t, so 2^32 + 1 arrived as 1).
+      const auto past = static_cast<std::size_t>(std::uint64_t{1} << 32) + 1;
+      CHECK(m.segment(past).error() == Error::InvalidArgument);
+      CHECK(m.segment(past).failure().at == (std::uint64_t{1} << 32) + 1);
+    }
   }
 }
 
@@ -1035,6 +1043,11 @@ TEST_CASE("wdedup file: function maps") {
   CHECK(str(*d1->key_of("e")) == "empty");
   CHECK(str(*d1->key_of("raw")) == "raw");
   CHECK(m.find_function("decode", 2).error() == Error::NotFound);
+  if (sizeof(std::size_t) > 4) {  // not partition 1 modulo 2^32
+    const auto past = static_cast<std::size_t>(std::uint64_t{1} << 32) + 1;
+    CHECK(m.find_function("decode", past).error() == Error::NotFound);
+    CHECK(m.find_function("decode", past).failure().at == (std::uint64_t{1} << 32) + 1);
+  }
   CHECK(m.find_function("prefill", 1).error() == Error::NotFound);
 
   CHECK(m.find_function("decode__0")->partition_index() == 0);

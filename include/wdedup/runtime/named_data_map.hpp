@@ -709,8 +709,12 @@ class NamedDataMap {
   }
 
   std::uint32_t segment_count() const noexcept { return segment_count_; }
-  Result<SegmentInfo> segment(std::uint32_t i) const noexcept {
-    if (i >= segment_count_) return Result<SegmentInfo>(Error::InvalidArgument, "segment index out of range", i);
+  /// Indexes are std::size_t, as key_info's and function's: one past
+  /// 2^32 - 1 is out of range, not taken modulo 2^32.
+  Result<SegmentInfo> segment(std::size_t index) const noexcept {
+    if (index >= segment_count_)
+      return Result<SegmentInfo>(Error::InvalidArgument, "segment index out of range", index);
+    const auto i = static_cast<std::uint32_t>(index);
     SegmentInfo s;
     seg_range(i, &s.offset, &s.size);
     s.offset += header_.segment_base_offset;
@@ -729,7 +733,7 @@ class NamedDataMap {
     return function_at(static_cast<std::uint32_t>(i));
   }
   /// The function compiled for (method, partition), or NotFound.
-  Result<FunctionView> find_function(KeyView method, std::uint32_t partition) const noexcept {
+  Result<FunctionView> find_function(KeyView method, std::size_t partition) const noexcept {
     for (std::uint32_t i = 0; i < function_count_; ++i) {
       const FunctionView f = function_at(i);
       if (f.partition_ == partition && f.method_ == method) return f;
