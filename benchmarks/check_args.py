@@ -447,6 +447,27 @@ else:
     if f"--json '{outdir}/bench args it'\\''s.json'" not in spaced["command"]:
         problems.append(f"the JSON's command {spaced['command']!r}: the --json path not single-quoted")
 
+# ---- fewer cores usable than the machine has ------------------------------------
+# Under `taskset -c N` the default --threads is 1 alone: the first line and the
+# facts say why the two-thread rows are missing (they said "2 cores").
+usable_now = sorted(os.sched_getaffinity(0))
+if len(usable_now) >= 2:
+    one_cpu_json = os.path.join(outdir, "bench-args-one-cpu.json")
+    r = subprocess.run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--no-progress", "--json",
+                        one_cpu_json, "--tmpdir", outdir], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=120, preexec_fn=lambda: os.sched_setaffinity(0, {usable_now[0]}))
+    first = r.stdout.splitlines()[1] if len(r.stdout.splitlines()) > 1 else ""
+    expected = f", {os.cpu_count()} cores, 1 of them usable here (the CPU affinity)"
+    if r.returncode != 0 or expected not in first:
+        problems.append(f"one usable core: exit {r.returncode}, first line {first!r}, expected {expected!r}")
+    else:
+        with open(one_cpu_json) as f:
+            facts = json.load(f)["facts"]
+        os.remove(one_cpu_json)
+        got = (facts.get("cores"), facts.get("cores_usable"), facts.get("dedup_threads"))
+        if got != (str(os.cpu_count()), "1", "1"):
+            problems.append(f"one usable core: facts cores, cores_usable, dedup_threads {got}")
+
 # ---- accepted ------------------------------------------------------------------
 # A Llama row's note records every shape setting the run used, flags and
 # preset alike (it named only dim, layers and vocab).
