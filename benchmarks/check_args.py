@@ -456,7 +456,8 @@ if len(usable_now) >= 2:
     r = subprocess.run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--no-progress", "--json",
                         one_cpu_json, "--tmpdir", outdir], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=120, preexec_fn=lambda: os.sched_setaffinity(0, {usable_now[0]}))
-    first = r.stdout.splitlines()[1] if len(r.stdout.splitlines()) > 1 else ""
+    out_lines = r.stdout.splitlines()
+    first = out_lines[1] if len(out_lines) > 1 else ""
     expected = f", {os.cpu_count()} cores, 1 of them usable here (the CPU affinity)"
     if r.returncode != 0 or expected not in first:
         problems.append(f"one usable core: exit {r.returncode}, first line {first!r}, expected {expected!r}")

@@ -1027,11 +1027,12 @@ int main(int argc, char** argv) {
   Results r;
   struct utsname u;
   if (::uname(&u) == 0) r.notes.push_back({"machine", std::string(u.sysname) + " " + u.release + " " + u.machine});
-  r.notes.push_back({"cores", std::to_string(std::thread::hardware_concurrency())});
-  // The cores this process may run on (its CPU affinity: taskset, a
-  // cpuset), which set the default --threads: under `taskset -c 0` the
-  // two-thread rows are missing, and this says why.
-  r.notes.push_back({"cores_usable", std::to_string(wdedup::detail::hardware_threads())});
+  // The machine's cores, and those this process may run on (its CPU
+  // affinity: taskset, a cpuset), which set the default --threads: under
+  // `taskset -c 0` the two-thread rows are missing, and this says why.
+  const unsigned all_cores = std::thread::hardware_concurrency(), usable = wdedup::detail::hardware_threads();
+  r.notes.push_back({"cores", std::to_string(all_cores)});
+  r.notes.push_back({"cores_usable", std::to_string(usable)});
   // gcc's __VERSION__ is the number alone ("12.2.0"); clang's names it.
 #if defined(__clang__)
   r.notes.push_back({"compiler", __VERSION__});
@@ -1071,7 +1072,6 @@ int main(int argc, char** argv) {
                                       {"--heads", c.n_heads}, {"--kv-heads", c.n_kv_heads},
                                       {"--max-seq-len", c.max_seq_len}})
       if (value != 0) llama += std::string(" ") + flag + " " + std::to_string(value);
-  const unsigned all_cores = std::thread::hardware_concurrency(), usable = wdedup::detail::hardware_threads();
   const std::string cores_text = usable < all_cores ? std::to_string(all_cores) + " cores, " + std::to_string(usable) +
                                                      " of them usable here (the CPU affinity)"
                                                : std::to_string(all_cores) + " cores";
@@ -1079,11 +1079,11 @@ int main(int argc, char** argv) {
               c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
   // More threads than cores share them: figures then say little about
   // either side, and nothing else would say why.
-  if (const unsigned cores = wdedup::detail::hardware_threads(); c.runs_dedup())
+  if (c.runs_dedup())
     for (unsigned t : c.threads)
-      if (t > cores) {
+      if (t > usable) {
         std::printf("note: --threads %u is more than the %u cores this process may run on: threads share cores\n", t,
-                    cores);
+                    usable);
         break;
       }
   std::printf("\n");
