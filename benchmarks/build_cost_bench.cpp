@@ -107,6 +107,12 @@ void run_build_cost(const Config& c, Results& out) {
   // Warm (the compiler and the headers into the page cache), which also
   // checks that every TU compiles. --quick times the warm-up run itself.
   for (Tu& t : tus) {
+    // (A line for it too: six compilations take a few seconds.)
+    const char* label = t.label ? t.label : "empty TU";
+    if (c.quick)  // (--quick times it: its first sample)
+      progress(c, "build cost: %s, compilation 1/%u", label, c.compile_reps);
+    else
+      progress(c, "build cost: %s, warm-up compilation", label);
     const RunTime s = compile(t);
     if (s.cpu < 0) {
       fail(t, s);

@@ -537,6 +537,18 @@ problem = progress_under_terminal()
 if problem:
     problems.append(problem)
 
+# --once times nothing and writes no JSON: the last full run's file, which
+# bench.sh names for --once too, stays as it was.
+with open(json_path, "w") as f:
+    f.write("the last run's figures\n")
+r = run([exe, "--quick", "--once", "--layers", "2", "--workloads", "llama-1+1", "--threads", "1", "--no-progress",
+         "--json", json_path, "--tmpdir", outdir])
+with open(json_path) as f:
+    kept = f.read()
+if r.returncode != 0 or kept != "the last run's figures\n" or \
+        f"no JSON written: {json_path} left as it was\n" not in r.stdout:
+    problems.append(f"--once: exit {r.returncode}, the JSON now {kept!r}, output {r.stdout!r}")
+
 # The open time and allocations are measured on the largest store, wherever
 # --keys lists it; a row's reps is the count it used (open: at least 11).
 r = run([exe, "--only", "runtime", "--keys", "256,16", "--reps", "2", "--lookups", "1000", "--big-tensor", "65536",

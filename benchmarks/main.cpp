@@ -295,7 +295,8 @@ void usage(FILE* f) {
       "  --compile-reps N        compilations per header (default 7; --quick 2, the warm-up one of them)\n"
       "Profiling:\n"
       "  --once                  only the dedup workloads, each a read pass and a deduplicate()\n"
-      "                          once per thread count: nothing timed (for scripts/profile.sh)\n"
+      "                          once per thread count: nothing timed, no JSON written (for\n"
+      "                          scripts/profile.sh)\n"
       "Output:\n"
       "  --progress / --no-progress   progress on stderr (default: only if stderr is a terminal)\n"
       "A first Ctrl-C stops the run at its next step and keeps what was measured (the table, and the\n"
@@ -1141,6 +1142,12 @@ int main(int argc, char** argv) {
     }
     return rc;
   };
+  // --once times nothing, so it writes no JSON: bench.sh passes the same
+  // --json as a full run, whose figures an empty file would replace.
+  if (c.once) {
+    if (!interrupted) std::printf("no JSON written: %s left as it was\n", c.json_path.c_str());
+    return end(interrupted || wbench::any_failure() ? 1 : 0);
+  }
   // Nothing finished: the last run's results stay as they were.
   if (interrupted && r.rows.empty()) {
     std::printf("nothing was measured: %s left as it was\n", c.json_path.c_str());
