@@ -910,7 +910,9 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
   CHECK(cannot_create_reason(dir + "/missing/new.ptd", ENOENT) == "its directory " + dir + "/missing does not exist");
   CHECK(cannot_create_reason(dir + "/missing/deeper/new.ptd", ENOENT) ==
         "its directory " + dir + "/missing/deeper does not exist");
-  CHECK(cannot_create_reason(dir + "/a_dir/new.ptd", ENOENT) == std::strerror(ENOENT));  // its directory is there
+  // Its directory is there: what failed is making a file in it (as in /proc, below).
+  CHECK(cannot_create_reason(dir + "/a_dir/new.ptd", ENOENT) ==
+        "no file can be created in its directory " + dir + "/a_dir (" + std::strerror(ENOENT) + ")");
   CHECK(cannot_create_reason(dir + "/a_file/new.ptd", ENOTDIR) == std::strerror(ENOTDIR));
   // ENOENT where the directory cannot be looked at for another reason (a
   // regular file in its path: ENOTDIR) is not "its directory does not exist".
@@ -932,6 +934,15 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
     errno = 0;
     CHECK_FALSE(can_create_file("/proc/wdedup-test.ptd"));
     CHECK(errno != 0);
+    // An existing file there, which cannot be replaced: the reason names
+    // the directory, not the file ("No such file or directory" for
+    // /proc/version, which exists, read as if it did not).
+    errno = 0;
+    CHECK_FALSE(can_create_file("/proc/version"));
+    const int proc_errno = errno;
+    CHECK(proc_errno == ENOENT);
+    CHECK(cannot_create_reason("/proc/version", proc_errno) ==
+          "no file can be created in its directory /proc (" + std::string(std::strerror(ENOENT)) + ")");
     // A symbolic link is followed as the writer follows it: the file goes
     // beside what it points at, not beside the link. Into /proc from a
     // directory where files can be made: no, with the writer's errno.
@@ -939,6 +950,10 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
     errno = 0;
     CHECK_FALSE(can_create_file(dir + "/to_proc"));
     const int probe_errno = errno;
+    // (A link to a file that is there: not "a symbolic link to /proc/version,
+    // which does not exist".)
+    CHECK(cannot_create_reason(dir + "/to_proc", probe_errno) ==
+          "no file can be created in its directory /proc (" + std::string(std::strerror(ENOENT)) + ")");
     Expected<void> w = detail::write_whole_file(dir + "/to_proc", "x", false);
     CHECK_FALSE(w.ok());
     CHECK(w.message() == "cannot write '" + dir + "/to_proc': create a temporary file in directory '/proc' failed: " +

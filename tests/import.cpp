@@ -1147,6 +1147,31 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
   CHECK(printed.find("  " + path + ": method(s) m, rest, 2 partition(s), 3 tensors over 112 B\n") !=
         std::string::npos);
   CHECK(printed.find("ONE_BLOB   in 112 B, stored 112 B, saved 0 B") != std::string::npos);
+  // Two such stores: each store's unmapped keys get their own method, the
+  // second's rest#2 (one name for both refused the second store, saying
+  // 'rest' was already a method). A store with none takes no name.
+  NamedDataStore second;
+  const std::vector<std::uint8_t> d = pattern(48, 4), e = pattern(8, 5);
+  REQUIRE(second.add_named_data("shared.d", ByteSpan(d.data(), d.size())).ok());
+  REQUIRE(second.add_named_data("extra.e", ByteSpan(e.data(), e.size())).ok());
+  FunctionMaps second_maps;
+  second_maps.functions.push_back({"n", 0, "blob", "n", {{"d", "shared.d"}}});
+  const std::string path2 = dir + "/partial2.ptd", full = dir + "/full.ptd";
+  REQUIRE(write_ptd_file(second, second_maps, path2).ok());
+  FunctionMaps full_maps;
+  full_maps.functions.push_back({"f", 0, "blob", "f", {{"e", "extra.e"}}});
+  NamedDataStore whole;
+  REQUIRE(whole.add_named_data("extra.e", ByteSpan(e.data(), e.size())).ok());
+  REQUIRE(write_ptd_file(whole, full_maps, full).ok());
+  CHECK(run("--ptd '" + full + "," + path + "," + path2 + "' --unmapped-keys rest") == 0);
+  CHECK(read_text(log).empty());
+  const std::string both = read_text(printed_path);
+  CHECK(both.find("  " + full + ": method(s) f, 1 partition(s), 1 tensors over 8 B\n") != std::string::npos);
+  CHECK(both.find("  " + path + ": method(s) m, rest, 2 partition(s), 3 tensors over 112 B\n") != std::string::npos);
+  CHECK(both.find("  " + path2 + ": method(s) n, rest#2, 2 partition(s), 2 tensors over 56 B\n") !=
+        std::string::npos);
+  // extra.e (8 B) is in f and in rest#2: stored once.
+  CHECK(both.find("ONE_BLOB   in 176 B, stored 168 B, saved 8 B") != std::string::npos);
 }
 #endif
 

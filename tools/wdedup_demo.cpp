@@ -93,7 +93,8 @@ void usage(FILE* f) {
       "                             commas (a path holding one cannot be given); repeated --ptd\n"
       "                             flags add up: --ptd a.ptd --ptd b.ptd is --ptd a.ptd,b.ptd\n"
       "  --unmapped-keys METHOD     --ptd: a store wdedup wrote whose keys some no function names\n"
-      "                             gives those keys to a new method METHOD (default: refused)\n"
+      "                             gives those keys to a new method METHOD (default: refused);\n"
+      "                             a second such store's to METHOD#2, and so on\n"
       "  --unrecorded-alignment N   --ptd: the alignment (a power of two up to 4096) of keys whose\n"
       "                             file records none (ExecuTorch's); default 0: inferred from each\n"
       "                             key's offset, up to 4096, which pads offsets aligned by chance\n"
@@ -615,12 +616,19 @@ int write_per_method(const std::string& dir, const wdedup::Program& program) {
 bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* program) {
   std::printf("workload: %zu .ptd file(s):\n", args.ptd.size());
   wdedup::ImportOptions options;
-  options.unmapped_keys_method = args.unmapped_keys;
   options.unrecorded_alignment = args.unrecorded_alignment;
   options.open.allow_moved_segments = args.take_replaced_data;
   options.verify_content_hashes = !args.take_replaced_data;
+  // Each store's unmapped keys get a method of their own, which the library
+  // refuses to share: METHOD for the first store that has such keys, then
+  // METHOD#2, METHOD#3, ... (as methods named after files are). One name for
+  // every file refused the second such store, blaming a METHOD it had made.
+  unsigned rest_methods = 0;
   for (const std::string& path : args.ptd) {
     const std::size_t before = program->methods.size();
+    if (!args.unmapped_keys.empty())
+      options.unmapped_keys_method =
+          rest_methods == 0 ? args.unmapped_keys : args.unmapped_keys + "#" + std::to_string(rest_methods + 1);
     if (wdedup::Expected<void> added = files->add(*program, path, {}, options); !added) {
       // The library's message names its option; here it is the flag.
       std::string message = added.message();
@@ -642,6 +650,10 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
       // (Escaped: a store someone else wrote names its methods.)
       names += (m == before ? "" : ", ") + wdedup::detail::table_name(program->methods[m].name);
       partitions += program->methods[m].partitions.size();
+      // (The store's unmapped keys, if any, are its last method.)
+      if (m + 1 == program->methods.size() && !options.unmapped_keys_method.empty() &&
+          program->methods[m].name == options.unmapped_keys_method)
+        ++rest_methods;
       for (const wdedup::Partition& p : program->methods[m].partitions) tensors += p.tensors.size();
     }
     // Bytes the file holds: each memory range once (aliased keys share one).

@@ -777,8 +777,9 @@ bool can_create_file(const std::string& path, TemporaryWatch watch = {}) {
 /// name ending in '/' that names nothing yet (EISDIR) as that ("Is a
 /// directory" would say something is there); a symbolic link to nothing
 /// (ENOENT) as that ("No such file or directory" would read as if a new
-/// file could not be made); anything else by the errno's text. For the
-/// tools' messages.
+/// file could not be made); ENOENT with the directory there, as a
+/// directory where no file can be made (/proc); anything else by the
+/// errno's text. For the tools' messages.
 template <int = 0>
 std::string cannot_create_reason(const std::string& path, int e) {
   struct stat st {};
@@ -786,7 +787,9 @@ std::string cannot_create_reason(const std::string& path, int e) {
     return not_regular_file(st.st_mode);
   if (e == EISDIR && !path.empty() && path.back() == '/' && stat_path(path.c_str(), true, &st) != 0)
     return "the name ends in '/', which names a directory, not a file";
-  if (e == ENOENT && stat_path(path.c_str(), false, &st) == 0 && S_ISLNK(st.st_mode)) {
+  struct stat target_st {};
+  if (e == ENOENT && stat_path(path.c_str(), false, &st) == 0 && S_ISLNK(st.st_mode) &&
+      stat_path(path.c_str(), true, &target_st) != 0) {
     char target[PATH_MAX];
     const ssize_t n = ::readlink(path.c_str(), target, sizeof target);
     if (n >= 0) return cat("a symbolic link to ", std::string_view(target, static_cast<std::size_t>(n)),
@@ -808,7 +811,20 @@ std::string cannot_create_reason(const std::string& path, int e) {
   // file had to exist (a user trial). What is missing is its directory.
   if (e == ENOENT) {
     const std::string dir = parent_dir(path);
-    if (stat_path(dir.c_str(), true, &st) != 0 && errno == ENOENT) return cat("its directory ", dir, " does not exist");
+    if (stat_path(dir.c_str(), true, &st) != 0) {
+      if (errno == ENOENT) return cat("its directory ", dir, " does not exist");
+    } else if (S_ISDIR(st.st_mode)) {
+      // The directory is there, and creating the writer's temporary in it
+      // (beside what a link points at) said ENOENT: a filesystem such as
+      // /proc, where no new file can be made. Bare, the errno's text read
+      // as if /proc/version did not exist.
+      std::string where = dir;
+      if (char* real = ::realpath(path.c_str(), nullptr)) {
+        where = parent_dir(real);
+        std::free(real);
+      }
+      return cat("no file can be created in its directory ", where, " (", errno_text(e), ")");
+    }
   }
   return errno_text(e);
 }
