@@ -202,7 +202,9 @@ inline std::uint64_t sum_words_portable(const std::uint8_t* p, std::size_t n) no
 /// XXH3 use AVX2 whatever the build flags say, so on data that sits in cache
 /// a 16-byte SSE2 loop would make deduplication look faster than reading.
 __attribute__((target("avx2"))) inline std::uint64_t sum_words_avx2(const std::uint8_t* p, std::size_t n) noexcept {
-  typedef long long v4 __attribute__((vector_size(32), aligned(1)));
+  // Unsigned lanes: the sum wraps, as sum_words_portable's does; signed
+  // lanes overflowed on ordinary data (undefined, and GCC's UBSan said so).
+  typedef unsigned long long v4 __attribute__((vector_size(32), aligned(1)));
   v4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
   std::size_t i = 0;
   for (; i + 128 <= n; i += 128) {
@@ -221,7 +223,7 @@ __attribute__((target("avx2"))) inline std::uint64_t sum_words_avx2(const std::u
 #if defined(WDEDUP_BENCH_AVX2)
 __attribute__((target("avx2"))) inline std::uint64_t sum_words2_avx2(const std::uint8_t* p, const std::uint8_t* q,
                                                                     std::size_t n) noexcept {
-  typedef long long v4 __attribute__((vector_size(32), aligned(1)));
+  typedef unsigned long long v4 __attribute__((vector_size(32), aligned(1)));  // (unsigned: see above)
   v4 a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
   std::size_t i = 0;
   for (; i + 128 <= n; i += 128) {
