@@ -224,8 +224,15 @@ struct strategy_traits<Strategy<P>> {
 /// unless it says `public:`, and a private member reads as a missing one.
 template <class P>
 constexpr bool check_policy() {
-  constexpr bool complete = policy_is_complete<P>::value;
-  static_assert(complete,
+  // A reference (Strategy<OneBlob&>) has no members to name, yet passes the
+  // completeness test (sizeof(T&) is T's): said first, so that the policy
+  // it refers to is not blamed for a missing `name` (a review found that).
+  constexpr bool reference = std::is_reference<P>::value;
+  static_assert(!reference,
+                "Strategy<P>: the policy P is a reference type: name the policy type itself "
+                "(Strategy<MyPolicy>, not Strategy<MyPolicy&>)");
+  constexpr bool complete = !reference && policy_is_complete<P>::value;
+  static_assert(reference || complete,
                 "Strategy<P>: the policy P is an incomplete type here: include its definition (its "
                 "header) before calling deduplicate()");
   static_assert(!complete || policy_has_name<P>,
