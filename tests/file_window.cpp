@@ -297,6 +297,37 @@ TEST_CASE("a bad descriptor is refused by name, with its errno, by every way to 
   CHECK(open_fds() == with_ours);  // nothing left open by a refusal
 }
 
+#ifdef O_DIRECT
+TEST_CASE("a descriptor open with O_DIRECT: mapped as any other, refused by the pread sources, naming the flag") {
+  // FileSource reads through a duplicate, which shares O_DIRECT: every
+  // unaligned pread would fail (EINVAL) long after from_fd took it.
+  const std::string path = wdedup_file_path();
+  Fd direct(path, O_RDONLY | O_DIRECT);
+  if (direct.fd < 0) {  // (a file system without direct I/O)
+    MESSAGE("O_DIRECT open failed here (" << std::strerror(errno) << "): not tried");
+    return;
+  }
+  AlignedBytes memory(1 << 16, 8);
+  const std::size_t with_ours = open_fds();
+  Result<MappedFile> mapped = MappedFile::from_fd(direct.fd);
+  REQUIRE(mapped.ok());
+  CHECK(*(*mapped)->get_num_keys() == small_file_keys().size());
+  std::vector<Failure> failures;
+  failures.push_back(FileSource::from_fd(direct.fd).failure());
+  failures.push_back(PreadFile::from_fd(direct.fd, memory.span()).failure());
+  failures.push_back(PreadFile::metadata_size_from_fd(direct.fd).failure());
+  for (const Failure& f : failures) {
+    CHECK(f.code == Error::IoError);
+    CHECK(std::string(f.what) ==
+          "the descriptor is open with O_DIRECT, whose reads must be aligned to the device's blocks: open the "
+          "file without it, or map it (MmapSource::from_fd, MappedFile::from_fd) (at = errno)");
+    CHECK(failure_errno(f) == EINVAL);
+  }
+  CHECK(open_fds() == with_ours);  // the mapping holds no descriptor; the refusals left none
+  CHECK((::fcntl(direct.fd, F_GETFL) & O_DIRECT) != 0);  // the caller's descriptor as it was
+}
+#endif
+
 TEST_CASE("a window outside the file is refused with the file's size, leaving nothing open or mapped") {
   const std::string path = wdedup_file_path();
   const std::uint64_t n = wdedup_file_bytes().size();

@@ -336,6 +336,19 @@ class FileSource final : public DataSource {
   static Result<FileSource> from_fd(int fd, FileWindow window = {}) noexcept {
     std::uint64_t size = 0, offset = 0, length = 0;
     if (Status st = detail::readable_file_size(fd, &size); !st) return st.failure();
+#ifdef O_DIRECT
+    // The duplicate shares O_DIRECT, under which a pread must be aligned to
+    // the device's blocks in offset, length and buffer: every read of this
+    // source would fail (EINVAL), far from here, and the flag cannot be
+    // dropped without dropping it from the caller's descriptor too. A
+    // mapping ignores the flag. (A review found such a descriptor taken.)
+    if ((::fcntl(fd, F_GETFL) & O_DIRECT) != 0)
+      return Result<FileSource>(Error::IoError,
+                                "the descriptor is open with O_DIRECT, whose reads must be aligned to the "
+                                "device's blocks: open the file without it, or map it (MmapSource::from_fd, "
+                                "MappedFile::from_fd) (at = errno)",
+                                static_cast<std::uint64_t>(EINVAL));
+#endif
     if (Status st = detail::resolve_window(size, window, &offset, &length); !st) return st.failure();
     const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0)
