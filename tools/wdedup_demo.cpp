@@ -650,12 +650,12 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
       // (Escaped: a store someone else wrote names its methods.)
       names += (m == before ? "" : ", ") + wdedup::detail::table_name(program->methods[m].name);
       partitions += program->methods[m].partitions.size();
-      // (The store's unmapped keys, if any, are its last method.)
-      if (m + 1 == program->methods.size() && !options.unmapped_keys_method.empty() &&
-          program->methods[m].name == options.unmapped_keys_method)
-        ++rest_methods;
       for (const wdedup::Partition& p : program->methods[m].partitions) tensors += p.tensors.size();
     }
+    // The store's unmapped keys, if it had any, are its last method.
+    if (!options.unmapped_keys_method.empty() && program->methods.size() > before &&
+        program->methods.back().name == options.unmapped_keys_method)
+      ++rest_methods;
     // Bytes the file holds: each memory range once (aliased keys share one).
     const wdedup::Span<const wdedup::Method> file_methods(program->methods.data() + before, program->methods.size() - before);
     const std::uint64_t bytes = wdedup::bench::total_bytes(wdedup::bench::input_spans(file_methods));

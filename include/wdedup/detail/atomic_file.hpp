@@ -798,12 +798,18 @@ std::string cannot_create_reason(const std::string& path, int e) {
   // A file the writer could make but not rename into place: the rule that
   // stops it (replace_refusal), found again where the writer looks, beside
   // what a symbolic link points at.
-  if (e == EPERM) {
+  // Where the writer's temporary goes: beside what a link points at, or
+  // beside the name itself where it resolves to nothing yet.
+  auto resolved = [&path] {
     std::string target = path;
     if (char* real = ::realpath(path.c_str(), nullptr)) {
       target = real;
       std::free(real);
     }
+    return target;
+  };
+  if (e == EPERM) {
+    const std::string target = resolved();
     const bool exists = stat_path(target.c_str(), true, &st) == 0;
     if (std::string why = replace_refusal(target, exists, st, parent_dir(target)); !why.empty()) return why;
   }
@@ -818,12 +824,7 @@ std::string cannot_create_reason(const std::string& path, int e) {
       // (beside what a link points at) said ENOENT: a filesystem such as
       // /proc, where no new file can be made. Bare, the errno's text read
       // as if /proc/version did not exist.
-      std::string where = dir;
-      if (char* real = ::realpath(path.c_str(), nullptr)) {
-        where = parent_dir(real);
-        std::free(real);
-      }
-      return cat("no file can be created in its directory ", where, " (", errno_text(e), ")");
+      return cat("no file can be created in its directory ", parent_dir(resolved()), " (", errno_text(e), ")");
     }
   }
   return errno_text(e);

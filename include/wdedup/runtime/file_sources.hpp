@@ -171,11 +171,13 @@ inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) 
 }
 
 /// Checks that the caller's descriptor `fd` reads a regular file, whose
-/// size it gives. The descriptor stays the caller's and stays as it was
+/// size it gives, and its open flags (F_GETFL) where asked (FileSource
+/// refuses O_DIRECT by them). The descriptor stays the caller's, as it was
 /// (its flags are shared with every duplicate, so O_NONBLOCK is left set:
 /// reads of a regular file on a local file system ignore it).
-inline Status readable_file_size(int fd, std::uint64_t* size) noexcept {
+inline Status readable_file_size(int fd, std::uint64_t* size, int* open_flags = nullptr) noexcept {
   const int flags = ::fcntl(fd, F_GETFL);
+  if (open_flags != nullptr) *open_flags = flags;
   if (flags < 0)
     return Status(Error::IoError, "fcntl(F_GETFL) failed: not an open descriptor? (at = errno)",
                   static_cast<std::uint64_t>(errno));
@@ -335,14 +337,15 @@ class FileSource final : public DataSource {
   /// another descriptor leaves, or map it (MmapSource::from_fd closes nothing).
   static Result<FileSource> from_fd(int fd, FileWindow window = {}) noexcept {
     std::uint64_t size = 0, offset = 0, length = 0;
-    if (Status st = detail::readable_file_size(fd, &size); !st) return st.failure();
+    int flags = 0;
+    if (Status st = detail::readable_file_size(fd, &size, &flags); !st) return st.failure();
 #ifdef O_DIRECT
     // The duplicate shares O_DIRECT, under which a pread must be aligned to
     // the device's blocks in offset, length and buffer: every read of this
     // source would fail (EINVAL), far from here, and the flag cannot be
     // dropped without dropping it from the caller's descriptor too. A
     // mapping ignores the flag. (A review found such a descriptor taken.)
-    if ((::fcntl(fd, F_GETFL) & O_DIRECT) != 0)
+    if ((flags & O_DIRECT) != 0)
       return Result<FileSource>(Error::IoError,
                                 "the descriptor is open with O_DIRECT, whose reads must be aligned to the "
                                 "device's blocks: open the file without it, or map it (MmapSource::from_fd, "
