@@ -125,8 +125,12 @@ refusals = [
     (["--adversarial", "10,100"], "--adversarial 10,100: BYTES must be at least 4096 (two shared KiB and more)"),
     # Sizes whose product wraps (this allocated 4 KiB and wrote past it) or
     # that no machine holds: refused before anything runs.
-    (["--only", "dedup", "--workloads", "small-tensors", "--small-tensors", "4503599627370497"],
+    (["--only", "dedup", "--workloads", "small-tensors", "--small-tensors", "4503599627370498"],
      "--small-tensors asks for more than 2^64 bytes of memory"),
+    # Half are copies of the other half: an odd count dropped the
+    # "comparisons alone" row without a word.
+    (["--only", "dedup", "--workloads", "small-tensors", "--small-tensors", "10001"],
+     "--small-tensors 10001: N must be even (half the tensors are copies of the other half)"),
     (["--only", "dedup", "--workloads", "adversarial", "--adversarial", "4503599627370497,4096"],
      "--adversarial asks for more than 2^64 bytes of memory"),
     (["--only", "runtime", "--big-tensor", "100000000000000"], "--big-tensor asks for 90.95 TiB of memory, " + PAST_MEMORY),

@@ -269,7 +269,7 @@ void usage(FILE* f) {
       "  --layers N --dim N --hidden-dim N --vocab-size N --heads N --kv-heads N --max-seq-len N\n"
       "                          (llama-3+3 and llama-3+2 need at least 3 layers)\n"
       "Synthetic workloads:\n"
-      "  --small-tensors N       count of 4 KiB tensors, 50%% duplicates (default 100000)\n"
+      "  --small-tensors N       count of 4 KiB tensors, 50%% duplicates; even (default 100000)\n"
       "  --adversarial N,BYTES   distinct tensors sharing first/last KiB (default 2048,262144)\n"
       "  --input-pages default|huge|small\n"
       "                          pages of these two workloads' memory: default (what new[] gets:\n"
@@ -635,6 +635,14 @@ int parse_args(int argc, char** argv, Config* c) {
       if (!number(&c->max_seq_len, true)) return 2;
     } else if (opt == "--small-tensors") {
       if (!number(&c->small_tensors)) return 2;
+      // Half are copies of the other half: an odd count left one without
+      // its copy, so the "comparisons alone" row (which reads every byte
+      // once) had other bytes than the read pass and was dropped unsaid.
+      if (c->small_tensors % 2 != 0) {
+        std::fprintf(stderr, "wdedup-bench: --small-tensors %s: N must be even (half the tensors are copies of "
+                     "the other half)\n", v);
+        return 2;
+      }
     } else if (opt == "--lookups") {
       if (!number(&c->lookups)) return 2;
     } else if (opt == "--big-tensor") {
