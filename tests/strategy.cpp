@@ -454,17 +454,31 @@ struct CollidingNames {
 
 namespace {
 // A policy whose names no lookup could find: empty, or with a NUL byte.
+// It counts its calls: the first name refused ends them.
+int unusable_blob_key_calls = 0, unusable_function_name_calls = 0;
 template <int Which>
 struct UnusableNames {
   static constexpr const char* name = "UNUSABLE";
   static Expected<void> validate(const Program&) { return {}; }
   static std::string blob_key(const Program&, std::size_t m, std::uint32_t) {
+    ++unusable_blob_key_calls;
     return Which == 0 && m == 1 ? "" : Which == 1 ? std::string("bl\0b", 4) : "blob";
   }
   static std::string function_name(const Program& p, std::size_t m, std::uint32_t) {
+    ++unusable_function_name_calls;
     return Which == 2 ? std::string("f\0", 2) : Which == 3 ? std::string() : p.methods[m].name;
   }
 };
+// Runs deduplicate() with UnusableNames<Which>, returning it with the
+// calls each of the two made.
+template <int Which>
+auto run_unusable(const Program& program, int* blob_key_calls, int* function_name_calls) {
+  unusable_blob_key_calls = unusable_function_name_calls = 0;
+  auto r = deduplicate<Strategy<UnusableNames<Which>>>(program);
+  *blob_key_calls = unusable_blob_key_calls;
+  *function_name_calls = unusable_function_name_calls;
+  return r;
+}
 }  // namespace
 
 TEST_CASE("a policy's empty blob key or function name, or one with a NUL byte, is InvalidName") {
@@ -472,20 +486,31 @@ TEST_CASE("a policy's empty blob key or function name, or one with a NUL byte, i
   Program program;
   program.add_method("a").add_partition().add("w", span(w));
   program.add_method("b").add_partition().add("w", span(w));
-  auto r0 = deduplicate<Strategy<UnusableNames<0>>>(program);
+  // The calls each refusal leaves made: a refused blob key is not
+  // followed by its function name (it was, before the name was checked).
+  int blob_key_calls = 0, function_name_calls = 0;
+  auto r0 = run_unusable<0>(program, &blob_key_calls, &function_name_calls);
   CHECK(r0.error() == Error::InvalidName);
   CHECK(r0.message() == "policy UNUSABLE: method 'b' partition 0: blob key is empty");
-  auto r1 = deduplicate<Strategy<UnusableNames<1>>>(program);
+  CHECK(blob_key_calls == 2);
+  CHECK(function_name_calls == 1);
+  auto r1 = run_unusable<1>(program, &blob_key_calls, &function_name_calls);
   CHECK(r1.error() == Error::InvalidName);
   CHECK(r1.message() == "policy UNUSABLE: method 'a' partition 0: blob key 'bl\\x00b' contains a NUL byte at "
                         "offset 2");
-  auto r2 = deduplicate<Strategy<UnusableNames<2>>>(program);
+  CHECK(blob_key_calls == 1);
+  CHECK(function_name_calls == 0);
+  auto r2 = run_unusable<2>(program, &blob_key_calls, &function_name_calls);
   CHECK(r2.error() == Error::InvalidName);
   CHECK(r2.message() == "policy UNUSABLE: method 'a' partition 0: function name 'f\\x00' contains a NUL byte "
                         "at offset 1");
-  auto r3 = deduplicate<Strategy<UnusableNames<3>>>(program);
+  CHECK(blob_key_calls == 1);
+  CHECK(function_name_calls == 1);
+  auto r3 = run_unusable<3>(program, &blob_key_calls, &function_name_calls);
   CHECK(r3.error() == Error::InvalidName);
   CHECK(r3.message() == "policy UNUSABLE: method 'a' partition 0: function name is empty");
+  CHECK(blob_key_calls == 1);
+  CHECK(function_name_calls == 1);
 }
 
 namespace {

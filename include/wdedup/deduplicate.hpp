@@ -287,23 +287,22 @@ Expected<void> plan_functions(const Program& program, PolicyPlan& plan) {
       // (A policy may return a const char*: a null one would crash the
       // string it is assigned to. Each name is copied before the next call:
       // a policy may format both into one buffer of its own.)
-      auto null_name = [&](const char* what) {
+      // Each name is checked before the next call, so the first refused
+      // ends the calls (README: a policy is not asked for a function name
+      // once its blob key was refused). Looked up by name (a backend's
+      // strcmp among them): see unusable_name.
+      auto refuse = [&](const char* what, const std::string& why) {
         return Expected<void>(Error::InvalidName, cat("policy ", plan.name, ": method ", quote_name(method.name),
-                                                      " partition ", p, ": ", what, " is a null pointer"));
+                                                      " partition ", p, ": ", what, why));
       };
       auto blob_key = Policy::blob_key(program, m, p);
-      if (is_null_name(blob_key)) return null_name("blob key");
+      if (is_null_name(blob_key)) return refuse("blob key", " is a null pointer");
       assign_name(f.blob_key, std::move(blob_key));
+      if (std::string why = unusable_name(f.blob_key); !why.empty()) return refuse("blob key", why);
       auto function_name = Policy::function_name(program, m, p);
-      if (is_null_name(function_name)) return null_name("function name");
+      if (is_null_name(function_name)) return refuse("function name", " is a null pointer");
       assign_name(f.function_name, std::move(function_name));
-      // Looked up by name (a backend's strcmp among them): see unusable_name.
-      const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},
-                                                                  {"function name", &f.function_name}};
-      for (const auto& [what, name] : names)
-        if (std::string why = unusable_name(*name); !why.empty())
-          return Expected<void>(Error::InvalidName, cat("policy ", plan.name, ": method ", quote_name(method.name),
-                                                        " partition ", p, ": ", what, why));
+      if (std::string why = unusable_name(f.function_name); !why.empty()) return refuse("function name", why);
       std::string fid = f.blob_key + '\0' + f.function_name;
       const std::uint64_t fh = function_index.hash(fid);
       if (const std::uint32_t first = function_index.find(fid, fh, function_id_of); first != IdIndex::kNone) {
