@@ -192,6 +192,22 @@ TEST_CASE("generation is deterministic and configs are validated") {
       {[](LlamaConfig& c) { c.decode_partitions = 9; },
        "decode_partitions 9 is more than n_layers 4 (a partition holds at least one layer)"},
       {[](LlamaConfig& c) { c.dtype = static_cast<ScalarType>(30); }, "dtype 30 is not a ScalarType"},
+      // A tensor past 2^64 bytes: every field within int32, the dtype wide
+      // (generate() dereferenced the layout's empty byte count).
+      {[](LlamaConfig& c) {
+         c.dtype = ScalarType::ComplexDouble;
+         c.vocab_size = 0x7fffffffu;
+         c.dim = 1u << 30;
+       },
+       "tok_embeddings.weight (vocab_size 2147483647 x dim 1073741824 of COMPLEXDOUBLE, 16 bytes each) holds more "
+       "than 2^64 - 1 bytes"},
+      {[](LlamaConfig& c) {
+         c.dtype = ScalarType::Double;
+         c.hidden_dim = 0x7fffffffu;
+         c.dim = 0x7ffffff0u;
+       },
+       "feed_forward.w1.weight (hidden_dim 2147483647 x dim 2147483632 of DOUBLE, 8 bytes each) holds more than "
+       "2^64 - 1 bytes"},
   };
   for (const auto& rule : rules) {
     const auto broken = rule.first;
@@ -235,6 +251,10 @@ TEST_CASE("LlamaConfig::memory_bytes() is what generate() allocates, without all
   huge.hidden_dim = 0x7fffffffu;
   CHECK(huge.problem().empty());
   CHECK(huge.memory_bytes() == ~std::uint64_t{0});
+  // generate() refuses it before allocating anything.
+  auto none = LlamaWorkload::generate(huge);
+  CHECK(none.error() == Error::OutOfMemory);
+  CHECK(none.message() == "the Llama workload's tensors hold more than 2^64 - 1 bytes in all");
 }
 
 TEST_CASE("the demo's read-back finds a tensor the file does not give back, and a function it lacks") {

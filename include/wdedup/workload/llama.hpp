@@ -156,6 +156,22 @@ struct LlamaConfig {
       return cat("decode_partitions ", decode_partitions, " is more than n_layers ", n_layers,
                  " (a partition holds at least one layer)");
     if (element_size(dtype) == 0) return cat("dtype ", static_cast<int>(dtype), " is not a ScalarType");
+    // Each tensor's byte count must fit in 64 bits, as a Layout's does:
+    // int32 dimensions pass with an 8- or 16-byte dtype. The widest of each
+    // shape (wk, wv, w2 and the norms are no wider; the rotary tables and
+    // the mask are floats of two int32s, under 2^64 bytes).
+    const std::uint64_t el = element_size(dtype);
+    const struct {
+      const char* tensor;
+      const char* rows_field;
+      std::uint32_t rows;
+    } widest[] = {{"tok_embeddings.weight", "vocab_size", vocab_size},
+                  {"feed_forward.w1.weight", "hidden_dim", hidden_dim},
+                  {"attention.wq.weight", "dim", dim}};
+    for (const auto& t : widest)
+      if (std::uint64_t{t.rows} * dim > ~std::uint64_t{0} / el)
+        return cat(t.tensor, " (", t.rows_field, " ", t.rows, " x dim ", dim, " of ", scalar_type_name(dtype), ", ",
+                   el, " bytes each) holds more than 2^64 - 1 bytes");
     return {};
   }
 };
@@ -164,14 +180,20 @@ struct LlamaConfig {
 class LlamaWorkload {
  public:
   /// InvalidArgument for a config problem() refuses; OutOfMemory where
-  /// memory_bytes() is more than std::size_t holds (32-bit targets).
+  /// memory_bytes() is more than std::size_t holds (32-bit targets) or
+  /// saturates (past 2^64 - 1 bytes).
   template <int = 0>
   static Expected<LlamaWorkload> generate(const LlamaConfig& c) {
     if (std::string why = c.problem(); !why.empty())
       return Expected<LlamaWorkload>(Error::InvalidArgument, detail::cat("invalid Llama config: ", why));
     // Where std::size_t is 32 bits, a model past 4 GiB cannot be held: said
-    // here rather than truncated into a smaller allocation below.
-    if (Expected<void> fits = detail::check_addressable("the Llama workload", c.memory_bytes()); !fits)
+    // here rather than truncated into a smaller allocation below. Past
+    // 2^64 - 1 bytes in all (memory_bytes() saturates), no machine holds it.
+    const std::uint64_t total = c.memory_bytes();
+    if (total == ~std::uint64_t{0})
+      return Expected<LlamaWorkload>(Error::OutOfMemory,
+                                     "the Llama workload's tensors hold more than 2^64 - 1 bytes in all");
+    if (Expected<void> fits = detail::check_addressable("the Llama workload", total); !fits)
       return Expected<LlamaWorkload>(fits.build_error());
     LlamaWorkload w;
     w.build(c);
