@@ -192,6 +192,14 @@ struct ConstMember {
 static_assert(std::is_copy_constructible<Expected<ConstMember>>::value &&
                   !std::is_copy_assignable<Expected<ConstMember>>::value,
               "copy-assigning two held values would assign the T");
+// Nor move-assignable (the traits said it was, and the assignment then
+// failed to compile inside the header), as optional's; still movable.
+static_assert(std::is_move_constructible<Expected<ConstMember>>::value &&
+                  !std::is_move_assignable<Expected<ConstMember>>::value,
+              "move-assigning two held values would assign the T");
+static_assert(std::is_move_assignable<Expected<std::unique_ptr<int>>>::value &&
+                  std::is_nothrow_move_assignable<Expected<std::unique_ptr<int>>>::value,
+              "a move-only T's Expected move-assigns");
 
 TEST_CASE("Expected: copyable exactly when its T is, so a vector of move-only ones grows by moving") {
   // With copies declared for every T, this did not compile: the vector
