@@ -650,6 +650,69 @@ TEST_CASE("the report's largest alias groups: at most five, largest saving first
   CHECK(e->report.to_table().find("\n  alias groups 0\n\n") != std::string::npos);
 }
 
+TEST_CASE("the report's largest alias groups: six equal savings, the sixth loses the tie") {
+  // Six contents of 16 bytes, each in both methods: six alias groups that
+  // save 16 bytes each. Ties go in order of first use, so t5 is left out
+  // (a '<' where '<=' belongs kept t5 over t4).
+  std::vector<std::vector<std::uint8_t>> data;
+  for (std::uint8_t i = 0; i < 6; ++i) data.push_back(std::vector<std::uint8_t>(16, static_cast<std::uint8_t>(i + 1)));
+  Program program;
+  for (const char* method : {"prefill", "decode"}) {
+    Partition& part = program.add_method(method).add_partition();
+    for (std::size_t i = 0; i < 6; ++i) part.add("t" + std::to_string(i), span(data[i]));
+  }
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(r->report.alias_groups == 6);
+  const std::vector<AliasGroup>& top = r->report.largest_alias_groups;
+  REQUIRE(top.size() == 5);
+  for (std::size_t k = 0; k < 5; ++k) {
+    CAPTURE(k);
+    CHECK(top[k].first_key == "t" + std::to_string(k));
+    CHECK(top[k].bytes_saved == 16);
+  }
+}
+
+TEST_CASE("the report counts a content shared by three methods, or three partitions, once in each") {
+  // One 100-byte content in methods a, b and c: each method uses 100
+  // distinct bytes, all of them shared with another method (a second
+  // count of the same content gave b 200, more than it uses).
+  const std::vector<std::uint8_t> w(100, 7);
+  Program three;
+  for (const char* method : {"a", "b", "c"}) three.add_method(method).add_partition().add("w", span(w));
+  auto r = deduplicate<Strategy<OneBlob>>(three);
+  REQUIRE(r.ok());
+  REQUIRE(r->report.per_method.size() == 3);
+  const std::uint64_t attributed[] = {100, 0, 0};
+  for (std::size_t m = 0; m < 3; ++m) {
+    CAPTURE(m);
+    const MethodReport& mr = r->report.per_method[m];
+    CHECK(mr.bytes_in == 100);
+    CHECK(mr.bytes_distinct == 100);
+    CHECK(mr.bytes_shared_with_other_methods == 100);
+    CHECK(mr.bytes_attributed == attributed[m]);
+  }
+  // One method of three partitions, each holding the content: three blobs
+  // (Positional combines nothing with one method), each holding 100
+  // distinct bytes shared with the other blobs.
+  Program parts;
+  Method& m = parts.add_method("m");
+  for (int p = 0; p < 3; ++p) m.add_partition().add("w", span(w));
+  auto q = deduplicate<Strategy<Positional>>(parts);
+  REQUIRE(q.ok());
+  REQUIRE(q->report.per_blob.size() == 3);
+  for (std::size_t b = 0; b < 3; ++b) {
+    CAPTURE(b);
+    const BlobReport& br = q->report.per_blob[b];
+    CHECK(br.blob_key == "m_partition_" + std::to_string(b));
+    CHECK(br.bytes_in == 100);
+    CHECK(br.bytes_distinct == 100);
+    CHECK(br.bytes_shared_across == 100);
+  }
+  // The total counts it once per blob beyond the first (blobs - 1 times).
+  CHECK(q->report.bytes_shared_across_blobs == 200);
+}
+
 TEST_CASE("the report's byte counts in human units never read 1024 of one unit") {
   // Until a user trial, sizes just below a MiB or GiB were rounded up to
   // "1024.00 KiB" and "1024.00 MiB": the next unit is what they round to.

@@ -428,9 +428,16 @@ TEST_CASE("merge follows the same rules") {
   REQUIRE(t.add_named_data("a", span(a2), 16).ok());       // same key, same bytes
   REQUIRE(t.add_named_data("a_alias", span(a2), 4096).ok());  // new key, same bytes
   REQUIRE(t.add_named_data("c", span(c), 3).ok());           // new
+  const auto b2 = bytes(40, 2);
+  REQUIRE(t.add_named_data("b", span(b2), 64).ok());  // same key, same bytes, asking for more
   REQUIRE(s.merge(t).ok());
   CHECK(s.buffer_count() == 3);
   REQUIRE(s.key_count() == 4);
+  // The existing key keeps both requests (lcm(8, 64)), as add_named_data
+  // does: a merge that kept 8 wrote 8 to the file, and the request was lost.
+  CHECK(s.keys()[1].key == "b");
+  CHECK(s.keys()[1].alignment == 64);
+  CHECK(s.buffers()[1].alignment == 64);
   CHECK(s.keys()[2].key == "a_alias");
   CHECK(s.keys()[2].buffer_index == 0);
   CHECK(s.keys()[2].alignment == 4096);
