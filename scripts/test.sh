@@ -157,7 +157,7 @@ for cfg in "${order[@]}"; do
         deduplicate) targets+=(tests/test_deduplicate tests/de_DE.UTF-8) ;;  # and the locale it is given
         executorch_compat) targets+=(tests/data/test_executorch_compat) ;;  # beside flatc's header
         example_custom_runtime_failures) targets+=(examples/example_custom_runtime_alone) ;;  # and the runtime-only build
-        example_*_args | example_*_failures) ;;  # (the example itself is named too)
+        example_*_args) ;;  # (the example itself is named too)
         example_*) targets+=("examples/$t") ;;
         *) targets+=("tests/test_$t") ;;
       esac

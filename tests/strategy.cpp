@@ -469,15 +469,11 @@ struct UnusableNames {
     return Which == 2 ? std::string("f\0", 2) : Which == 3 ? std::string() : p.methods[m].name;
   }
 };
-// Runs deduplicate() with UnusableNames<Which>, returning it with the
-// calls each of the two made.
+// Runs deduplicate() with UnusableNames<Which>, its call counts from 0.
 template <int Which>
-auto run_unusable(const Program& program, int* blob_key_calls, int* function_name_calls) {
+auto run_unusable(const Program& program) {
   unusable_blob_key_calls = unusable_function_name_calls = 0;
-  auto r = deduplicate<Strategy<UnusableNames<Which>>>(program);
-  *blob_key_calls = unusable_blob_key_calls;
-  *function_name_calls = unusable_function_name_calls;
-  return r;
+  return deduplicate<Strategy<UnusableNames<Which>>>(program);
 }
 }  // namespace
 
@@ -488,29 +484,28 @@ TEST_CASE("a policy's empty blob key or function name, or one with a NUL byte, i
   program.add_method("b").add_partition().add("w", span(w));
   // The calls each refusal leaves made: a refused blob key is not
   // followed by its function name (it was, before the name was checked).
-  int blob_key_calls = 0, function_name_calls = 0;
-  auto r0 = run_unusable<0>(program, &blob_key_calls, &function_name_calls);
+  auto r0 = run_unusable<0>(program);
   CHECK(r0.error() == Error::InvalidName);
   CHECK(r0.message() == "policy UNUSABLE: method 'b' partition 0: blob key is empty");
-  CHECK(blob_key_calls == 2);
-  CHECK(function_name_calls == 1);
-  auto r1 = run_unusable<1>(program, &blob_key_calls, &function_name_calls);
+  CHECK(unusable_blob_key_calls == 2);
+  CHECK(unusable_function_name_calls == 1);
+  auto r1 = run_unusable<1>(program);
   CHECK(r1.error() == Error::InvalidName);
   CHECK(r1.message() == "policy UNUSABLE: method 'a' partition 0: blob key 'bl\\x00b' contains a NUL byte at "
                         "offset 2");
-  CHECK(blob_key_calls == 1);
-  CHECK(function_name_calls == 0);
-  auto r2 = run_unusable<2>(program, &blob_key_calls, &function_name_calls);
+  CHECK(unusable_blob_key_calls == 1);
+  CHECK(unusable_function_name_calls == 0);
+  auto r2 = run_unusable<2>(program);
   CHECK(r2.error() == Error::InvalidName);
   CHECK(r2.message() == "policy UNUSABLE: method 'a' partition 0: function name 'f\\x00' contains a NUL byte "
                         "at offset 1");
-  CHECK(blob_key_calls == 1);
-  CHECK(function_name_calls == 1);
-  auto r3 = run_unusable<3>(program, &blob_key_calls, &function_name_calls);
+  CHECK(unusable_blob_key_calls == 1);
+  CHECK(unusable_function_name_calls == 1);
+  auto r3 = run_unusable<3>(program);
   CHECK(r3.error() == Error::InvalidName);
   CHECK(r3.message() == "policy UNUSABLE: method 'a' partition 0: function name is empty");
-  CHECK(blob_key_calls == 1);
-  CHECK(function_name_calls == 1);
+  CHECK(unusable_blob_key_calls == 1);
+  CHECK(unusable_function_name_calls == 1);
 }
 
 namespace {

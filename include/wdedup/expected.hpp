@@ -86,8 +86,8 @@ class [[nodiscard]] Expected {
   /// move-assigned, so an Expected of a T with a const member says it
   /// cannot be assigned, as optional's does, rather than failing inside.)
   Expected& operator=(std::conditional_t<std::is_move_constructible<T>::value && std::is_move_assignable<T>::value,
-                                         Expected, detail::traits::NoCopySource>&& o) noexcept(std::is_nothrow_move_constructible<T>::value &&
-                                             std::is_nothrow_move_assignable<T>::value) {
+                                         Expected, detail::traits::NoCopySource>&& o) noexcept(
+      std::is_nothrow_move_constructible<T>::value && std::is_nothrow_move_assignable<T>::value) {
     if (this != &o) assign(std::move(o));
     return *this;
   }

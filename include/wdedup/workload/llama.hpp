@@ -155,12 +155,12 @@ struct LlamaConfig {
     if (decode_partitions > n_layers)
       return cat("decode_partitions ", decode_partitions, " is more than n_layers ", n_layers,
                  " (a partition holds at least one layer)");
-    if (element_size(dtype) == 0) return cat("dtype ", static_cast<int>(dtype), " is not a ScalarType");
+    const std::uint64_t el = element_size(dtype);
+    if (el == 0) return cat("dtype ", static_cast<int>(dtype), " is not a ScalarType");
     // Each tensor's byte count must fit in 64 bits, as a Layout's does:
     // int32 dimensions pass with an 8- or 16-byte dtype. The widest of each
     // shape (wk, wv, w2 and the norms are no wider; the rotary tables and
     // the mask are floats of two int32s, under 2^64 bytes).
-    const std::uint64_t el = element_size(dtype);
     const struct {
       const char* tensor;
       const char* rows_field;
