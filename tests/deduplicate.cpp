@@ -534,6 +534,41 @@ TEST_CASE("alignment: a key used with 16 and 4096 gets 4096; a buffer gets the l
   CHECK(r->store.buffers()[0].alignment == 12288);  // lcm(4096, 12)
 }
 
+TEST_CASE("alignment: every tensor asks for 64: every key and every buffer gets 64") {
+  // One alignment for all takes deduplicate()'s shortcut (no per-site lcm):
+  // the buffers must still carry it, as the keys do (a buffer left at 1
+  // held keys of 64). "w" is one key over two tensors; "m" differs between
+  // the methods, so it gets generated keys (the store's index is then built,
+  // not handed over).
+  std::vector<std::uint8_t> w(100, 3), w2 = w, m1(16, 1), m2(16, 2);
+  Program program;
+  program.add_method("prefill").add_partition().add("w", span(w), 64).add("m", span(m1), 64);
+  program.add_method("decode").add_partition().add("w", span(w2), 64).add("m", span(m2), 64);
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  REQUIRE(r->store.key_count() == 3);
+  REQUIRE(r->store.buffer_count() == 3);
+  const char* const want[] = {"w", "prefill/m", "decode/m"};
+  for (std::size_t k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    CHECK(r->store.keys()[k].key == want[k]);
+    CHECK(r->store.keys()[k].buffer_index == k);
+    CHECK(r->store.keys()[k].alignment == 64);
+    CHECK(r->store.buffers()[k].alignment == 64);
+  }
+  // All consistent (the name index handed over as the key index): the same.
+  Program same;
+  same.add_method("prefill").add_partition().add("w", span(w), 64).add("m", span(m1), 64);
+  same.add_method("decode").add_partition().add("w", span(w2), 64);
+  auto s = deduplicate<Strategy<OneBlob>>(same);
+  REQUIRE(s.ok());
+  REQUIRE(s->store.buffer_count() == 2);
+  CHECK(s->store.keys()[0].alignment == 64);
+  CHECK(s->store.keys()[1].alignment == 64);
+  CHECK(s->store.buffers()[0].alignment == 64);
+  CHECK(s->store.buffers()[1].alignment == 64);
+}
+
 TEST_CASE("forced collisions on 100 tensors of 64 KiB that differ only in their first line: 5 buffers, each its own") {
   // Five contents that differ only at byte 10, 20 tensors each: one group
   // for the engine, in member chunks, where no fingerprint tells them

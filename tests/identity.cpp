@@ -498,6 +498,32 @@ TEST_CASE("identity: many small inputs, compared several pairs at a time") {
   CHECK(r.stats.hash_collisions == 0);
 }
 
+TEST_CASE("identity: a group that splits only past its first block is not counted as compared directly") {
+  // Three inputs of 256 bytes in blocks of 64: one fingerprint, and all
+  // equal to the leader over the first block (nothing hashed there). The
+  // third differs at byte 200, which the rest of the bytes (one range of
+  // three blocks) finds: it is hashed there, so the group is not one whose
+  // members all equal their first.
+  const Bytes a = pattern(256, 21), a2 = a;
+  Bytes c = a;
+  c[200] ^= 1;
+  const std::vector<ByteSpan> in{{a.data(), 256}, {a2.data(), 256}, {c.data(), 256}};
+  const Run r = run(in, 64);
+  CHECK(r.result == std::vector<std::uint32_t>{0, 0, 2});
+  CHECK(r.stats.hashed == 3);
+  CHECK(r.stats.compared_directly == 0);
+  CHECK(r.stats.bytes_hashed == 3 * kPrefix + 64);  // the fingerprints, then c's block [192, 256)
+  CHECK(r.stats.byte_comparisons == 2 + 3 * 2);     // the first block, then three more, each a2 and c
+  CHECK(r.stats.hash_collisions == 0);
+  // Without the difference: nothing hashed past the fingerprints, and the
+  // group is compared directly.
+  const Bytes a3 = a;
+  const Run e = run({{a.data(), 256}, {a2.data(), 256}, {a3.data(), 256}}, 64);
+  CHECK(e.result == std::vector<std::uint32_t>{0, 0, 0});
+  CHECK(e.stats.compared_directly == 3);
+  CHECK(e.stats.bytes_hashed == 3 * kPrefix);
+}
+
 TEST_CASE("identity: distinct inputs that differ only near their end") {
   // 300 inputs of 4 KiB, equal but for 8 bytes just before the last KiB:
   // every byte up to there must be compared. block 256: the first block is

@@ -579,6 +579,36 @@ TEST_CASE("a policy that reuses a function name inside a blob is an error naming
 }
 
 namespace {
+// One blob, and function names that collide only at the last partition, with
+// the first: a/0 "f", a/1 "g", b/0 "h", b/1 "f" again.
+struct LateCollision {
+  static constexpr const char* name = "LATE";
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "all"; }
+  static std::string function_name(const Program&, std::size_t m, std::uint32_t p) {
+    static const char* const names[2][2] = {{"f", "g"}, {"h", "f"}};
+    return names[m][p];
+  }
+};
+}  // namespace
+
+TEST_CASE("a reused function name names the partition that had it first, not the one before") {
+  // The earlier holder is a/0: neither the partition just before (b/0) nor
+  // one with the same partition index as b/1.
+  std::vector<std::uint8_t> w = fill(8, 1);
+  Program program;
+  for (const char* m : {"a", "b"}) {
+    Method& method = program.add_method(m);
+    method.add_partition().add("w", span(w));
+    method.add_partition().add("v", span(w));
+  }
+  auto r = deduplicate<Strategy<LateCollision>>(program);
+  CHECK(r.error() == Error::InvalidName);
+  CHECK(r.message() == "policy LATE gave function name 'f' in blob 'all' to two partitions: method 'a' "
+                       "partition 0 and method 'b' partition 1");
+}
+
+namespace {
 // Policies returning a null const char* for a blob key or a function name.
 template <bool NullBlob>
 struct NullPointers {
