@@ -776,6 +776,34 @@ TEST_CASE("a file past the process's file size limit is refused before anything 
   }
 }
 
+TEST_CASE("a file of exactly the process's file size limit is written: only a larger one is refused") {
+  // 1 MiB under a 1 MiB RLIMIT_FSIZE, set before the write.
+  for (const bool exact : {true, false}) {
+    CAPTURE(exact);
+    const std::string dir = fresh_dir("fsize_exact");
+    const std::string dest = dir + "/model.ptd";
+    const std::pair<std::string, int> out = in_child_with_fsize_limit(true, SIG_DFL, [&] {
+      return detail::write_whole_file(dest, std::string(exact ? (1 << 20) : (1 << 20) + 1, 'x'), true)
+          .build_error();
+    });
+    const std::string& msg = out.first;
+    const int status = out.second;
+    CAPTURE(status);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    if (exact) {
+      CHECK(msg == std::to_string(static_cast<int>(Error::Ok)) + "|");
+      CHECK(read_file(dest).size() == std::size_t{1} << 20);
+      CHECK(others(dir, {"model.ptd"}).empty());
+    } else {
+      CHECK(msg == std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + dest +
+                       "': the file would be 1048577 bytes, more than this process's file size limit (1048576 bytes: "
+                       "RLIMIT_FSIZE, ulimit -f)");
+      CHECK(others(dir, {}).empty());
+    }
+  }
+}
+
 TEST_CASE("unwritable destinations: Error::IoError with the path, the operation and the reason") {
   std::vector<std::vector<std::uint8_t>> data{pattern(1000, 1)};
   const NamedDataStore store = store_over(data);
@@ -1195,6 +1223,35 @@ TEST_CASE("replacing a file keeps its mode; a symbolic link keeps pointing at th
   CHECK(S_ISLNK(st.st_mode));
   CHECK(read_file(target) == want);
   CHECK(others(dir, {"model.ptd", "fresh.ptd", "private.ptd", "target.ptd", "link.ptd"}).empty());
+}
+
+TEST_CASE("while an existing file is replaced, its temporary file is its owner's alone, whatever the umask") {
+  // The replaced file's mode is given at the commit; until then the new
+  // bytes are 0600, not what the umask lets a new file be (0644 here): a
+  // private file's next version is not readable by others while written.
+  std::vector<std::vector<std::uint8_t>> data{pattern(1000, 1)};
+  const NamedDataStore store = store_over(data);
+  const std::string dir = fresh_dir("temporary_mode");
+  const std::string dest = dir + "/model.ptd";
+  REQUIRE(wdedup_test::write_file(dest, {9}));
+  REQUIRE(::chmod(dest.c_str(), 0600) == 0);
+  struct ModeAtWrite final : detail::FileOps {
+    mode_t mode = 0;  ///< the temporary file's mode at its first write
+    ssize_t writev(int fd, const struct iovec* iov, int count) override {
+      struct stat st {};
+      if (mode == 0 && ::fstat(fd, &st) == 0) mode = st.st_mode & 07777;
+      return FileOps::writev(fd, iov, count);
+    }
+  } ops;
+  const mode_t old_mask = ::umask(022);
+  Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, WriteOptions{}, ops);
+  ::umask(old_mask);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(ops.mode == 0600);
+  struct stat st {};
+  REQUIRE(::stat(dest.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+  CHECK(read_file(dest) == serialize(store));
 }
 
 TEST_CASE("a new file gets its directory's default ACL, as any new file does") {

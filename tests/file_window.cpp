@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "support/ptd_files.hpp"
@@ -266,6 +267,9 @@ TEST_CASE("a bad descriptor is refused by name, with its errno, by every way to 
   int pipe_fds[2] = {-1, -1};
   REQUIRE(::pipe(pipe_fds) == 0);
   Fd pipe_read(pipe_fds[0]), pipe_write(pipe_fds[1]);
+  int socket_fds[2] = {-1, -1};
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, socket_fds) == 0);
+  Fd socket_a(socket_fds[0]), socket_b(socket_fds[1]);
   REQUIRE(write_only.fd >= 0);
   REQUIRE(no_access.fd >= 0);
   REQUIRE(as_path.fd >= 0);
@@ -278,6 +282,7 @@ TEST_CASE("a bad descriptor is refused by name, with its errno, by every way to 
       {"access mode 3", no_access.fd, "the descriptor is not open for reading (at = errno)", EBADF},
       {"a directory", dir.fd, "not a regular file but a directory", 0},
       {"a pipe", pipe_read.fd, "not a regular file but a FIFO", 0},
+      {"a socket", socket_a.fd, "not a regular file but a socket", 0},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name);
@@ -295,6 +300,68 @@ TEST_CASE("a bad descriptor is refused by name, with its errno, by every way to 
     }
   }
   CHECK(open_fds() == with_ours);  // nothing left open by a refusal
+}
+
+TEST_CASE("a descriptor open for reading and writing is read like a read-only one, by every way to open one") {
+  // O_RDWR reads: only a write-only descriptor, access mode 3 and O_PATH are refused.
+  const std::vector<std::uint8_t> file = wdedup_file_bytes();
+  const std::string path = write_temp("read_write_fd.ptd", file);
+  Fd rw(path, O_RDWR);
+  REQUIRE(rw.fd >= 0);
+  AlignedBytes memory(1 << 16, 8);
+  Result<MmapSource> m = MmapSource::from_fd(rw.fd);
+  REQUIRE(m.ok());
+  CHECK(m->size() == file.size());
+  CHECK(std::memcmp(m->data(), file.data(), file.size()) == 0);
+  Result<FileSource> f = FileSource::from_fd(rw.fd);
+  REQUIRE(f.ok());
+  std::vector<std::uint8_t> buf(file.size());
+  REQUIRE(f->read(0, buf.data(), buf.size()).ok());
+  CHECK(buf == file);
+  Result<MappedFile> mf = MappedFile::from_fd(rw.fd);
+  REQUIRE(mf.ok());
+  CHECK(*(*mf)->get_num_keys() == small_file_keys().size());
+  Result<std::uint64_t> need = PreadFile::metadata_size_from_fd(rw.fd);
+  REQUIRE(need.ok());
+  CHECK(*need == *PreadFile::metadata_size(path.c_str()));
+  Result<PreadFile> pf = PreadFile::from_fd(rw.fd, memory.span());
+  REQUIRE(pf.ok());
+  CHECK(*(*pf)->get_num_keys() == small_file_keys().size());
+}
+
+TEST_CASE("a FileSource's failed reads in a window name the offset in the window, not in the file") {
+  const std::vector<std::uint8_t> file = wdedup_file_bytes();
+  REQUIRE(file.size() > 700);
+  const std::uint64_t lead = 4096 + 8;
+  const FileWindow window{lead, file.size()};
+  // A failed pread (the descriptor made a directory's: EISDIR).
+  {
+    const std::string container = write_container("window_pread_fails.bin", file, lead);
+    Result<FileSource> f = FileSource::open(container.c_str(), window);
+    REQUIRE(f.ok());
+    const int dir = ::open(WDEDUP_TEST_TMPDIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    REQUIRE(dir >= 0);
+    REQUIRE(::dup2(dir, f->fd()) == f->fd());
+    ::close(dir);
+    std::uint8_t b[8];
+    const Status st = f->read(64, b, sizeof b);
+    CHECK(st.error() == Error::IoError);
+    CHECK(std::string(st.failure().what) == "pread failed: EISDIR, the descriptor is a directory (at = offset)");
+    CHECK(st.failure().at == 64);
+  }
+  // The container cut short inside the window: 600 of the window's bytes remain.
+  {
+    const std::string container = write_container("window_shrinks.bin", file, lead);
+    Result<FileSource> f = FileSource::open(container.c_str(), window);
+    REQUIRE(f.ok());
+    REQUIRE(::truncate(container.c_str(), static_cast<off_t>(lead + 600)) == 0);
+    std::vector<std::uint8_t> buf(200, 0);
+    const Status st = f->read(500, buf.data(), buf.size());
+    CHECK(st.error() == Error::Truncated);
+    CHECK(std::string(st.failure().what) == "file shrank while open");
+    CHECK(st.failure().at == 600);
+    CHECK(std::memcmp(buf.data(), file.data() + 500, 100) == 0);  // the 100 bytes still there were read
+  }
 }
 
 #ifdef O_DIRECT

@@ -148,6 +148,27 @@ TEST_CASE("KeyView: comparisons are bytewise, then by length, in every mix") {
   CHECK(a == KeyView("abcdef", 3));
 }
 
+TEST_CASE("KeyView: <= and >= are true for equal keys, false past them, KeyView with KeyView and with strings") {
+  const KeyView a = "abc", same("abcdef", 3), b = "abd";
+  CHECK(a <= same);
+  CHECK(a >= same);
+  CHECK(a <= b);
+  CHECK_FALSE(b <= a);
+  CHECK(b >= a);
+  CHECK_FALSE(a >= b);
+  CHECK(a < b);
+  CHECK_FALSE(a < same);
+  const std::string s = "abc", t = "abb";
+  CHECK(a <= s);
+  CHECK(a >= s);
+  CHECK(s <= a);
+  CHECK(s >= a);
+  CHECK(a >= t);
+  CHECK_FALSE(a <= t);
+  CHECK(t <= a);
+  CHECK_FALSE(t >= a);
+}
+
 TEST_CASE("KeyView: converts to std::string_view implicitly, std::string explicitly") {
   const KeyView k("key\0tail", 8);
   const std::string_view sv = k;

@@ -686,6 +686,35 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
   CHECK(apostrophe.message().rfind("key 'it\\'s' ", 0) == 0);
 }
 
+TEST_CASE("quote_name copies well-formed UTF-8 only: overlong forms, surrogates, past U+10FFFF are escaped") {
+  // RFC 3629's table: each lead byte's second-byte range, at both ends.
+  CHECK(detail::quote_name("\xc0\xaf") == "'\\xc0\\xaf'");  // '/' in two bytes (overlong)
+  CHECK(detail::quote_name("\xc1\xbf") == "'\\xc1\\xbf'");  // U+007F in two bytes (overlong)
+  CHECK(detail::quote_name("\xc2\xa9") == "'\xc2\xa9'");    // U+00A9, the first lead byte's range: copied
+  // The C1 controls at both ends, U+0080 and U+009F (APC), are escaped.
+  CHECK(detail::quote_name("\xc2\x80") == "'\\xc2\\x80'");
+  CHECK(detail::quote_name("\xc2\x9f") == "'\\xc2\\x9f'");
+  CHECK(detail::quote_name("\xe0\x80\xaf") == "'\\xe0\\x80\\xaf'");  // '/' in three bytes (overlong)
+  CHECK(detail::quote_name("\xe0\x9f\xbf") == "'\\xe0\\x9f\\xbf'");  // U+07FF in three bytes (overlong)
+  CHECK(detail::quote_name("\xe0\xa0\x80") == "'\xe0\xa0\x80'");     // U+0800: copied
+  CHECK(detail::quote_name("\xed\x9f\xbf") == "'\xed\x9f\xbf'");     // U+D7FF: copied
+  CHECK(detail::quote_name("\xed\xa0\x80") == "'\\xed\\xa0\\x80'");  // U+D800, a surrogate
+  CHECK(detail::quote_name("\xed\xbf\xbf") == "'\\xed\\xbf\\xbf'");  // U+DFFF, a surrogate
+  CHECK(detail::quote_name("\xf0\x8f\xbf\xbf") == "'\\xf0\\x8f\\xbf\\xbf'");  // U+FFFF in four bytes (overlong)
+  CHECK(detail::quote_name("\xf0\x90\x80\x80") == "'\xf0\x90\x80\x80'");      // U+10000: copied
+  CHECK(detail::quote_name("\xf4\x8f\xbf\xbf") == "'\xf4\x8f\xbf\xbf'");      // U+10FFFF: copied
+  CHECK(detail::quote_name("\xf4\x90\x80\x80") == "'\\xf4\\x90\\x80\\x80'");  // past U+10FFFF
+  CHECK(detail::quote_name("\xf5\x80\x80\x80") == "'\\xf5\\x80\\x80\\x80'");  // no such lead byte
+  // Every byte after the second must be a continuation byte too.
+  CHECK(detail::quote_name("\xe2\x82\x41") == "'\\xe2\\x82A'");
+  CHECK(detail::quote_name("\xf0\x9f\x98\x41") == "'\\xf0\\x9f\\x98A'");
+  CHECK(detail::quote_name("\xf0\x9f\x41\x80") == "'\\xf0\\x9fA\\x80'");
+  // The left-to-right and right-to-left marks, U+200E and U+200F, reorder text as the overrides do.
+  CHECK(detail::quote_name("a\xe2\x80\x8e" "b") == "'a\\xe2\\x80\\x8e" "b'");
+  CHECK(detail::quote_name("a\xe2\x80\x8f" "b") == "'a\\xe2\\x80\\x8f" "b'");
+  CHECK(detail::quote_name("\xe2\x80\x8d") == "'\xe2\x80\x8d'");  // U+200D, the zero-width joiner: copied
+}
+
 TEST_CASE("a runtime Failure in a message: a failed system call by its reason, anything else by its offset") {
   CHECK(describe_failure(Failure{Error::IoError, "open failed (at = errno)", ENOENT}) ==
         "open failed: No such file or directory (IoError)");

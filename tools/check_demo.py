@@ -260,6 +260,20 @@ expect(["--ptd", "pmsrc/prefill.ptd", "--ptd", f"{long_stem}.ptd", "--ptd", f"{l
 for value in ("pmsrc/prefill.ptd,,pmsrc/decode.ptd", "pmsrc/prefill.ptd,", ",pmsrc/prefill.ptd"):
     expect(["--ptd", value, "--out", ""], 2, f"wdedup-demo: --ptd {value} has an empty item (a stray comma)")
 expect(["--ptd", "", "--out", ""], 2, "wdedup-demo: --ptd needs at least one file")
+# Files that cannot be looked at are not "one file twice": the import names
+# the first one's error.
+expect(["--ptd", "missing1.ptd,missing2.ptd", "--out", ""], 2,
+       "wdedup-demo: missing1.ptd: open failed: No such file or directory (IoError)")
+# An option that needs a value, given last, has none; an unknown option is
+# refused with the usage, not ignored.
+for flag in ("--out", "--json", "--ptd", "--threads"):
+    expect([flag], 2, f"wdedup-demo: {flag} needs a value")
+before_unknown = listing()
+r = run(["--bogus", "--out", "unknown.ptd"])
+if r.returncode != 2 or not r.stderr.startswith("wdedup-demo: unknown option '--bogus'\nusage: wdedup-demo "):
+    problems.append(f"--bogus: exit {r.returncode}, stderr {r.stderr[:200]!r}")
+if listing() != before_unknown:
+    problems.append(f"--bogus: left {sorted(listing() - before_unknown)} behind")
 if os.path.lexists(os.path.join(work, "newpm")):
     problems.append("--per-method newpm with a method file name too long: newpm was created")
 # A path too long as a whole (each name short): the writer's temporary beside
