@@ -283,12 +283,7 @@ TEST_CASE("a FileSource whose read fails names the errno, with the offset in `at
   const std::string simple = fixture("simple.ptd");
   Result<FileSource> f = FileSource::open(simple.c_str());
   REQUIRE(f.ok());
-  const int dir = ::open(WDEDUP_FIXTURES_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  REQUIRE(dir >= 0);
-  REQUIRE(::dup2(dir, f->fd()) == f->fd());
-  ::close(dir);
-  std::uint8_t b[8];
-  const Status st = f->read(64, b, sizeof b);
+  const Status st = read_from_directory(*f, WDEDUP_FIXTURES_DIR, 64);
   CHECK(st.error() == Error::IoError);
   CHECK(std::string(st.failure().what) == "pread failed: EISDIR, the descriptor is a directory (at = offset)");
   CHECK(st.failure().at == 64);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -127,6 +128,17 @@ inline std::string write_temp(const std::string& name, const std::vector<std::ui
     write_file(path, bytes);  // (the test that reads it says what is wrong)
   }
   return path;
+}
+
+/// `source`'s read of 8 bytes at `offset` after its descriptor is made a
+/// directory's (`dir`, by dup2): a pread that fails with EISDIR.
+inline wdedup::Status read_from_directory(wdedup::FileSource& source, const char* dir, std::uint64_t offset) {
+  const int fd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::dup2(fd, source.fd()) == source.fd());
+  ::close(fd);
+  std::uint8_t b[8];
+  return source.read(offset, b, sizeof b);
 }
 
 /// Bytes at an address aligned to `alignment` (plus an optional offset, to
