@@ -129,3 +129,34 @@ TEST_CASE("ArenaVector: a std::vector whose memory comes from the arena") {
   CHECK(ai != ArenaAllocator<char>(other));
   CHECK(ArenaAllocator<char>(ai) == ai);
 }
+
+TEST_CASE("Arena: a mapped chunk goes back to the table cache as whole huge pages, no more, and is reused") {
+  // The arena's 3 MiB array sits in a chunk of 3 MiB + its 64-byte header,
+  // mapped as 4 MiB: the cache must get exactly those 4 MiB back. Given the
+  // unrounded size it held 3 MiB + 64 (a block no table can use whole);
+  // given more than the mapping, it held memory it did not own and would
+  // hand it out.
+  wdedup::detail::MappingCache& cache = wdedup::detail::mapping_cache();
+  const std::size_t mib = std::size_t{1} << 20;
+  cache.set_limit(64 * mib);  // empty, default limit
+  REQUIRE(cache.bytes() == 0);
+  std::uint8_t* first = nullptr;
+  {
+    Arena a(0);
+    first = a.alloc<std::uint8_t>(3 * mib);
+    std::memset(first, 0x5a, 3 * mib);
+    CHECK(reinterpret_cast<std::uintptr_t>(first - 64) % wdedup::detail::kHugePage == 0);  // header first
+    CHECK(cache.bytes() == 0);
+  }
+  CHECK(cache.bytes() == 4 * mib);
+  {
+    // The next arena of the same size takes the same block back.
+    Arena b(0);
+    std::uint8_t* again = b.alloc<std::uint8_t>(3 * mib);
+    CHECK(again == first);
+    CHECK(cache.bytes() == 0);
+  }
+  CHECK(cache.bytes() == 4 * mib);
+  cache.set_limit(64 * mib);
+  CHECK(cache.bytes() == 0);
+}

@@ -165,6 +165,23 @@ TEST_CASE("input_spans: program order, aliases (same pointer and size) and empty
   CHECK(wdedup::bench::total_bytes(in) == 250);
 }
 
+TEST_CASE("input_spans: an alias is kept at its first occurrence in program order, not a later one") {
+  // emb, head (a's first half), then out (emb's alias): [a, a's half], in
+  // that order. Keeping the alias's last occurrence gave [a's half, a].
+  std::vector<std::uint8_t> a(100, 1);
+  wdedup::Program p;
+  wdedup::Partition& x = p.add_method("m").add_partition();
+  x.add("emb", a);
+  x.add("head", wdedup::ByteSpan(a.data(), 50));
+  x.add("out", a);
+  const std::vector<wdedup::ByteSpan> in = wdedup::bench::input_spans(p);
+  REQUIRE(in.size() == 2);
+  CHECK(in[0].data() == a.data());
+  CHECK(in[0].size() == 100);
+  CHECK(in[1].data() == a.data());
+  CHECK(in[1].size() == 50);
+}
+
 TEST_CASE("compare: 0 repetitions count as 1, so a Paired always holds a measurement") {
   int subject = 0, baseline = 0;
   const wdedup::bench::Paired p = wdedup::bench::compare(0, [&] { ++subject; }, [&] { ++baseline; });
@@ -277,6 +294,24 @@ TEST_CASE("read_pass: two streams read a share's two halves together, one stream
   CHECK(two == together);
   ::munmap(m, g_pages * g_page);
   g_region = nullptr;
+}
+
+TEST_CASE("read_pass: two streams, where a half or a share starts exactly at a span's start, or after an empty span") {
+  // Two spans of 1 KiB: one thread's second half starts at 1024, the
+  // second span's first byte; two threads' second share does too. A cursor
+  // left at the end of the first span there read nothing of the rest.
+  std::vector<std::uint8_t> mem(2048);
+  for (std::size_t i = 0; i < mem.size(); ++i) mem[i] = static_cast<std::uint8_t>(i * 13 + 5);
+  const std::vector<wdedup::ByteSpan> two = {wdedup::ByteSpan(mem.data(), 1024),
+                                             wdedup::ByteSpan(mem.data() + 1024, 1024)};
+  for (unsigned threads : {1u, 2u}) {
+    CAPTURE(threads);
+    CHECK(wdedup::bench::read_pass(two, threads, 2) == reference_sum(two));
+  }
+  // An empty span first: the first half starts past it.
+  const std::vector<wdedup::ByteSpan> after_empty = {wdedup::ByteSpan(mem.data(), 0),
+                                                     wdedup::ByteSpan(mem.data(), 1024)};
+  CHECK(wdedup::bench::read_pass(after_empty, 1, 2) == reference_sum(after_empty));
 }
 
 TEST_CASE("compare: runs each side reps times, alternating which goes first") {

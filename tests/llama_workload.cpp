@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -221,6 +222,30 @@ TEST_CASE("generation is deterministic and configs are validated") {
   CHECK(LlamaConfig::preset("2b").error() == Error::InvalidArgument);
   CHECK(LlamaConfig::preset("2b").message() == "unknown model preset '2b'; expected tiny, small or 1b");
   CHECK(LlamaConfig::preset("1b")->dim == 2048);
+}
+
+TEST_CASE("attention_mask: causal, 0.0 up to each query's own position and -1e9 past it, in both methods") {
+  // prefill_len 3 over max_seq_len 8: query i sits at position 5 + i and
+  // sees positions 0..5+i; decode's one query sits at 7 and sees all 8.
+  LlamaConfig c = LlamaConfig::tiny();
+  c.max_seq_len = 8;
+  c.prefill_len = 3;
+  auto w = LlamaWorkload::generate(c);
+  REQUIRE(w.ok());
+  auto mask_of = [&](const char* method) {
+    const std::vector<Tensor>& tensors = w->program().find_method(method)->partitions[0].tensors;
+    const auto t = std::find_if(tensors.begin(), tensors.end(), [](const Tensor& x) { return x.name == "attention_mask"; });
+    REQUIRE(t != tensors.end());
+    CHECK(t->layout->scalar_type == ScalarType::Float);
+    std::vector<float> f(t->bytes.size() / sizeof(float));
+    std::memcpy(f.data(), t->bytes.data(), t->bytes.size());
+    return f;
+  };
+  const float x = -1e9f;
+  CHECK(mask_of("prefill") == std::vector<float>{0, 0, 0, 0, 0, 0, x, x,  //
+                                                 0, 0, 0, 0, 0, 0, 0, x,  //
+                                                 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(mask_of("decode") == std::vector<float>{0, 0, 0, 0, 0, 0, 0, 0});
 }
 
 TEST_CASE("LlamaConfig::memory_bytes() is what generate() allocates, without allocating it") {

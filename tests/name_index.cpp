@@ -65,6 +65,25 @@ TEST_CASE("NameIndex: ids in order of first insertion; exact matches only") {
   CHECK(index.name(2) == "layers.0.attention.wq.weight");
 }
 
+TEST_CASE("NameIndex: every name keeps its id through the rehashes of growing from 16 slots to 4,096") {
+  // The first case's names fit its first 16 slots until the empty name:
+  // no lookup there follows a rehash. Here 2,000 names go through eight
+  // (16 slots to 4,096), and each is then found under the id it was given.
+  std::vector<std::string> texts;
+  for (std::uint32_t i = 0; i < 2000; ++i) texts.push_back("layers." + std::to_string(i) + ".attention.wq.weight");
+  NameIndex index(0);
+  for (std::uint32_t i = 0; i < texts.size(); ++i) REQUIRE(index.find_or_add(texts[i]) == i);
+  REQUIRE(index.size() == texts.size());
+  std::size_t found = 0;
+  for (std::uint32_t i = 0; i < texts.size(); ++i) found += index.find(texts[i]) == i;
+  CHECK(found == texts.size());
+  bool added = true;
+  CHECK(index.find_or_add(texts[1234], &added) == 1234);
+  CHECK_FALSE(added);
+  CHECK(index.size() == texts.size());
+  CHECK(index.find("layers.2000.attention.wq.weight") == NameIndex::kNone);
+}
+
 TEST_CASE("same_name: every character counts, in the copied head, at its last character and past it") {
   // The index compares names only when their hashes meet, so the test above
   // cannot steer two names that differ in one character into one

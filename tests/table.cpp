@@ -235,6 +235,71 @@ TEST_CASE("table cache: a block that fills the gap between two cached ones joins
   CHECK(wdedup::table_cache_bytes() == 8 * kMiB);
 }
 
+TEST_CASE("table cache: a block is taken best-fit, from the smallest cached block that holds it") {
+  // Two cached blocks, 2 MiB at `first` and 4 MiB at first + 4 MiB, kept
+  // apart by a table that stays: a 2 MiB table takes the 2 MiB block whole
+  // (not the front of the 4 MiB one), and a 4 MiB table then takes the
+  // other, both without a fresh mapping.
+  FreshCache fresh;
+  const char* first = nullptr;
+  { first = Table<char>(8 * kMiB, 'x').data(); }
+  REQUIRE(wdedup::table_cache_bytes() == 8 * kMiB);
+  auto a = std::make_unique<Table<char>>(2 * kMiB, 'a');
+  const Table<char> between(2 * kMiB, 's');
+  auto b = std::make_unique<Table<char>>(4 * kMiB, 'b');
+  REQUIRE(a->data() == first);
+  REQUIRE(between.data() == first + 2 * kMiB);
+  REQUIRE(b->data() == first + 4 * kMiB);
+  b.reset();
+  a.reset();
+  REQUIRE(wdedup::table_cache_bytes() == 6 * kMiB);
+  Table<char> small(2 * kMiB, 'c');
+  CHECK(small.data() == first);
+  CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
+  Table<char> big(4 * kMiB, 'd');
+  CHECK(big.data() == first + 4 * kMiB);
+  CHECK(wdedup::table_cache_bytes() == 0);
+}
+
+TEST_CASE("table cache: a block that brings the cache exactly to its limit is kept") {
+  FreshCache fresh;
+  wdedup::set_table_cache_limit(4 * kMiB);
+  { Table<char> a(4 * kMiB, 'a'); }
+  CHECK(wdedup::table_cache_bytes() == 4 * kMiB);  // 4 MiB of a 4 MiB limit: kept
+  { Table<char> b(2 * kMiB, 'b'); }  // takes 2 MiB of it and gives them back
+  CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
+  wdedup::set_table_cache_limit(4 * kMiB - 1);
+  { Table<char> c(4 * kMiB, 'c'); }  // one byte over: unmapped
+  CHECK(wdedup::table_cache_bytes() == 0);
+}
+
+TEST_CASE("table cache: at most kSlots (16) separate blocks are kept; a 17th is unmapped") {
+  // 34 blocks of 2 MiB cut from one 68 MiB block, so that they sit side by
+  // side; every other one given back: 17 blocks, no two adjacent. Sixteen
+  // fill the slots, the seventeenth (no cached neighbour to merge with) is
+  // unmapped, not written past the slots.
+  static_assert(wdedup::detail::MappingCache::kSlots == 16);
+  FreshCache fresh;
+  wdedup::set_table_cache_limit(128 * kMiB);
+  constexpr std::size_t kBlocks = 34, kBlock = 2 * kMiB;
+  const unsigned char* first = nullptr;
+  { first = Table<unsigned char>(kBlocks * kBlock, 'x').data(); }
+  REQUIRE(wdedup::table_cache_bytes() == kBlocks * kBlock);
+  BulkAllocator<unsigned char> alloc;
+  std::vector<unsigned char*> blocks;
+  for (std::size_t i = 0; i < kBlocks; ++i) {
+    blocks.push_back(alloc.allocate(kBlock));
+    REQUIRE(blocks.back() == first + i * kBlock);
+  }
+  REQUIRE(wdedup::table_cache_bytes() == 0);
+  for (std::size_t i = 0; i < kBlocks; i += 2) alloc.deallocate(blocks[i], kBlock);
+  CHECK(wdedup::table_cache_bytes() == 16 * kBlock);
+  // The odd ones join their cached neighbours: every slot's block grows,
+  // none is added, and the last odd one joins the block it follows.
+  for (std::size_t i = 1; i < kBlocks; i += 2) alloc.deallocate(blocks[i], kBlock);
+  CHECK(wdedup::table_cache_bytes() == 33 * kBlock);
+}
+
 // ThreadSanitizer intercepts fork() with locks of its own; what this tests is
 // the cache's lock, in the builds without it.
 #if defined(__SANITIZE_THREAD__)
