@@ -130,6 +130,7 @@ inline std::string write_temp(const std::string& name, const std::vector<std::ui
   return path;
 }
 
+#ifndef WDEDUP_NO_POSIX
 /// `source`'s read of 8 bytes at `offset` after its descriptor is made a
 /// directory's (`dir`, by dup2): a pread that fails with EISDIR.
 inline wdedup::Status read_from_directory(wdedup::FileSource& source, const char* dir, std::uint64_t offset) {
@@ -140,6 +141,7 @@ inline wdedup::Status read_from_directory(wdedup::FileSource& source, const char
   std::uint8_t b[8];
   return source.read(offset, b, sizeof b);
 }
+#endif
 
 /// Bytes at an address aligned to `alignment` (plus an optional offset, to
 /// make deliberately misaligned buffers).
