@@ -1127,3 +1127,12 @@ TEST_CASE("threads = 0 starts as many threads as the calling thread has cores in
   CHECK(detail::hardware_threads() >= 1);
 #endif
 }
+
+TEST_CASE("Layout equality: two layouts that differ only in dim_order are not equal") {
+  const Layout nchw = Layout::contiguous(ScalarType::Float, {1, 2, 3, 4});
+  const Layout nhwc = Layout::channels_last(ScalarType::Float, {1, 2, 3, 4});
+  REQUIRE(nchw.dim_order == std::vector<std::uint8_t>{0, 1, 2, 3});
+  CHECK_FALSE(nchw == nhwc);
+  CHECK(nchw != nhwc);
+  CHECK(nchw == Layout::contiguous(ScalarType::Float, {1, 2, 3, 4}));
+}

@@ -5,9 +5,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "wdedup/runtime/detail/key_hash.hpp"
+#include "wdedup/runtime/key_view.hpp"
 
 namespace {
 struct Golden {
@@ -102,4 +106,40 @@ TEST_CASE("key_hash separates short keys that differ only in length or last byte
   CHECK(wdedup::detail::key_hash("a", 1, 0) != wdedup::detail::key_hash("aa", 2, 0));
   CHECK(wdedup::detail::key_hash("", 0, 0) != 0);
   CHECK(wdedup::detail::key_hash("x", 1, 0) != wdedup::detail::key_hash("x", 1, 1));
+}
+
+TEST_CASE("fill_slots: a table that needs exactly probe_budget probes is filled, one probe more is refused") {
+  // 1,024 slots: a budget of 64 * 1,024 + 1,024 = 66,560 probes. 364 keys
+  // with home slot 0 take 1 + 2 + ... + 364 = 66,430 probes (slots 0 to
+  // 363), then 130 keys with their own home slots in 512..641 one each:
+  // 66,560 in all. One more key (home slot 700) is one probe past it.
+  const std::uint32_t slots = 1024, cluster = 364, singles = 130;
+  REQUIRE(wdedup::format::probe_budget(slots) == 66560);
+  REQUIRE(cluster * (cluster + 1) / 2 + singles == 66560);
+  std::vector<std::string> at_zero, single(slots), last;
+  std::uint32_t found = 0;
+  char buf[17];
+  for (std::uint64_t c = 0; at_zero.size() < cluster || found < singles || last.empty(); ++c) {
+    std::snprintf(buf, sizeof buf, "k%015llx", static_cast<unsigned long long>(c));
+    const std::uint64_t home = wdedup::detail::key_hash(buf, 16, 0) & (slots - 1);
+    if (home == 0 && at_zero.size() < cluster) at_zero.push_back(buf);
+    if (home >= 512 && home < 512 + singles && single[home].empty()) {
+      single[home] = buf;
+      ++found;
+    }
+    if (home == 700 && last.empty()) last.push_back(buf);
+  }
+  std::vector<std::string> keys = at_zero;
+  for (std::uint32_t h = 512; h < 512 + singles; ++h) keys.push_back(single[h]);
+  keys.push_back(last[0]);
+  const auto key_at = [&](std::uint32_t i) { return wdedup::KeyView(keys[i].data(), keys[i].size()); };
+  std::vector<std::uint8_t> table(std::size_t{slots} * 8);
+  const std::uint32_t n = cluster + singles;
+  const wdedup::detail::SlotFill exact = wdedup::detail::fill_slots(n, key_at, 0, table.data(), slots);
+  CHECK(exact.result == wdedup::detail::SlotFill::kDone);
+  CHECK(wdedup::format::load_u64(table.data() + 8 * 363) == wdedup::format::slot_value(
+                                                                   wdedup::detail::key_hash(keys[363].data(), 16, 0), 363));
+  const wdedup::detail::SlotFill over = wdedup::detail::fill_slots(n + 1, key_at, 0, table.data(), slots);
+  CHECK(over.result == wdedup::detail::SlotFill::kTooManyProbes);
+  CHECK(over.at == n);
 }

@@ -385,6 +385,11 @@ TEST_CASE("flatbuffer structure: each corruption gets its typed error") {
        "table inline size is below 4", vt + 2},
       {"field offset outside its table", [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kSegments), 200); },
        Error::MalformedFlatbuffer, "field lies outside its table", g.slot(root, ftf::kSegments)},
+      // A 4-byte field starting at its table's end: its offset is inside
+      // the table, its bytes are not.
+      {"field offset at its table's end",
+       [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kSegments), n.u16(n.vtable(n.root()) + 2)); },
+       Error::MalformedFlatbuffer, "field lies outside its table", g.slot(root, ftf::kSegments)},
       {"field offset misaligned", [](Nav& n) { n.set_u16(n.slot(n.root(), ftf::kSegments), 6); },
        Error::MalformedFlatbuffer, "field is not aligned to its size", g.slot(root, ftf::kSegments)},
       // version's slot made to point at named_data's uoffset (a non-zero u32).

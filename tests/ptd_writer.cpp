@@ -1103,6 +1103,25 @@ TEST_CASE("long names the writer takes, the reader opens; only names alike at bo
   }
 }
 
+TEST_CASE("check_function_repeats: bytes compared up to exactly the budget are within it") {
+  // Two functions, partitions 0 and 1 of "m", with the same blob key and
+  // function name in separate buffers: their names' fingerprints agree, so
+  // the name (4 bytes) and the blob key (2 bytes) are compared byte by
+  // byte, 6 bytes in all. A budget of 6 (the pool's size here, 0 a name)
+  // covers them: the repeated name is found. A budget of 5 does not.
+  const std::string a_name = "abcd", b_name = "abcd", a_blob = "xy", b_blob = "xy", method = "m";
+  const wdedup::detail::FunctionNames names[2] = {
+      {wdedup::KeyView(method), wdedup::KeyView(a_blob), wdedup::KeyView(a_name), 0},
+      {wdedup::KeyView(method), wdedup::KeyView(b_blob), wdedup::KeyView(b_name), 1}};
+  const auto names_of = [&](std::uint32_t i) noexcept { return names[i]; };
+  const wdedup::detail::RepeatCheck exact = wdedup::detail::check_function_repeats(2, 6, 0, names_of);
+  CHECK(exact.problem == wdedup::detail::RepeatCheck::kName);
+  CHECK(exact.at == 1);
+  const wdedup::detail::RepeatCheck short_by_one = wdedup::detail::check_function_repeats(2, 5, 0, names_of);
+  CHECK(short_by_one.problem == wdedup::detail::RepeatCheck::kTooLong);
+  CHECK(short_by_one.at == 1);
+}
+
 TEST_CASE("long tensor names shared by many functions: the writer refuses what a reader could not check") {
   // The pool holds each name once, but a reader reads a name for every row
   // that names it (its NUL check, and its comparison with the row before),
@@ -1340,4 +1359,12 @@ TEST_CASE("a 4 GiB alignment is planned without holding 4 GiB of padding in memo
   CHECK(p->file_size == kMaxAlignment + 128 + 6);
   CHECK(p->metadata.size() < 4096);  // the zeros up to the base are not in memory
   CHECK(p->metadata.size() == p->extension_offset + p->extension_size);
+}
+
+TEST_CASE("format::align_up: a result of exactly UINT64_MAX is no overflow") {
+  // 2^64 - 1 is a multiple of 3: UINT64_MAX - 1 aligns up to it.
+  std::uint64_t out = 0;
+  CHECK(format::align_up(UINT64_MAX - 1, 3, &out));
+  CHECK(out == UINT64_MAX);
+  CHECK_FALSE(format::align_up(UINT64_MAX - 1, 4, &out));
 }
