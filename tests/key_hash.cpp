@@ -121,7 +121,7 @@ TEST_CASE("fill_slots: a table that needs exactly probe_budget probes is filled,
   char buf[17];
   for (std::uint64_t c = 0; at_zero.size() < cluster || found < singles || last.empty(); ++c) {
     std::snprintf(buf, sizeof buf, "k%015llx", static_cast<unsigned long long>(c));
-    const std::uint64_t home = wdedup::detail::key_hash(buf, 16, 0) & (slots - 1);
+    const auto home = static_cast<std::size_t>(wdedup::detail::key_hash(buf, 16, 0) & (slots - 1));
     if (home == 0 && at_zero.size() < cluster) at_zero.push_back(buf);
     if (home >= 512 && home < 512 + singles && single[home].empty()) {
       single[home] = buf;
