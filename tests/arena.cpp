@@ -9,10 +9,14 @@
 #include <cstring>
 #include <new>
 
+#include "support/table_cache.hpp"
+
 using wdedup::detail::Arena;
 using wdedup::detail::arena_vector;
 using wdedup::detail::ArenaAllocator;
 using wdedup::detail::ArenaVector;
+using wdedup_test::FreshCache;
+using wdedup_test::kMiB;
 
 namespace {
 bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
@@ -136,27 +140,26 @@ TEST_CASE("Arena: a mapped chunk goes back to the table cache as whole huge page
   // unrounded size it held 3 MiB + 64 (a block no table can use whole);
   // given more than the mapping, it held memory it did not own and would
   // hand it out.
+  FreshCache fresh;
   wdedup::detail::MappingCache& cache = wdedup::detail::mapping_cache();
-  const std::size_t mib = std::size_t{1} << 20;
-  cache.set_limit(64 * mib);  // empty, default limit
   REQUIRE(cache.bytes() == 0);
   std::uint8_t* first = nullptr;
   {
     Arena a(0);
-    first = a.alloc<std::uint8_t>(3 * mib);
-    std::memset(first, 0x5a, 3 * mib);
+    first = a.alloc<std::uint8_t>(3 * kMiB);
+    std::memset(first, 0x5a, 3 * kMiB);
     CHECK(reinterpret_cast<std::uintptr_t>(first - 64) % wdedup::detail::kHugePage == 0);  // header first
     CHECK(cache.bytes() == 0);
   }
-  CHECK(cache.bytes() == 4 * mib);
+  CHECK(cache.bytes() == 4 * kMiB);
   {
     // The next arena of the same size takes the same block back.
     Arena b(0);
-    std::uint8_t* again = b.alloc<std::uint8_t>(3 * mib);
+    std::uint8_t* again = b.alloc<std::uint8_t>(3 * kMiB);
     CHECK(again == first);
     CHECK(cache.bytes() == 0);
   }
-  CHECK(cache.bytes() == 4 * mib);
-  cache.set_limit(64 * mib);
+  CHECK(cache.bytes() == 4 * kMiB);
+  cache.set_limit(64 * kMiB);
   CHECK(cache.bytes() == 0);
 }

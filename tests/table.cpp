@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "support/table_cache.hpp"
+
 using wdedup::Table;
 using wdedup::detail::BulkAllocator;
 using wdedup::detail::kHugePage;
@@ -90,15 +92,8 @@ TEST_CASE("Table: copies, moves and swaps like std::vector (all allocators are e
 
 // ---- the table cache -----------------------------------------------------------
 
-namespace {
-constexpr std::size_t kMiB = std::size_t{1} << 20;
-/// Starts each case from an empty cache with the default limit, and leaves
-/// it that way (the cache is process-wide).
-struct FreshCache {
-  FreshCache() { wdedup::set_table_cache_limit(64 * kMiB); }
-  ~FreshCache() { wdedup::set_table_cache_limit(64 * kMiB); }
-};
-}  // namespace
+using wdedup_test::FreshCache;
+using wdedup_test::kMiB;
 
 TEST_CASE("table cache: a freed block is kept and handed to the next table that fits") {
   FreshCache fresh;
