@@ -700,6 +700,14 @@ std::pair<std::string, int> in_child_with_fsize_limit(bool limit_first, void (*s
   return output_of(child);
 }
 
+/// in_child_with_fsize_limit's output for a write of `size` bytes to `dest`
+/// refused under its 1 MiB limit, before anything is made.
+std::string fsize_refusal(const std::string& dest, std::uint64_t size) {
+  return std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + dest + "': the file would be " +
+         std::to_string(size) +
+         " bytes, more than this process's file size limit (1048576 bytes: RLIMIT_FSIZE, ulimit -f)";
+}
+
 TEST_CASE("a real write error mid-file (file size limit): destination untouched, no temporary file") {
   // RLIMIT_FSIZE makes the kernel fail the write with EFBIG, for root too,
   // on any file system. In a child, so the limit and the ignored SIGXFSZ
@@ -768,9 +776,7 @@ TEST_CASE("a file past the process's file size limit is refused before anything 
     REQUIRE(WIFEXITED(status));  // not ended by SIGXFSZ
     CHECK(WEXITSTATUS(status) == 0);
     const std::uint64_t size = whole_file ? (2 << 20) : bytes->size();
-    CHECK(msg == std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + dest +
-                     "': the file would be " + std::to_string(size) +
-                     " bytes, more than this process's file size limit (1048576 bytes: RLIMIT_FSIZE, ulimit -f)");
+    CHECK(msg == fsize_refusal(dest, size));
     CHECK(read_file(dest) == old_bytes);
     CHECK(others(dir, {"model.ptd"}).empty());
   }
@@ -796,9 +802,7 @@ TEST_CASE("a file of exactly the process's file size limit is written: only a la
       CHECK(read_file(dest).size() == std::size_t{1} << 20);
       CHECK(others(dir, {"model.ptd"}).empty());
     } else {
-      CHECK(msg == std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + dest +
-                       "': the file would be 1048577 bytes, more than this process's file size limit (1048576 bytes: "
-                       "RLIMIT_FSIZE, ulimit -f)");
+      CHECK(msg == fsize_refusal(dest, (1 << 20) + 1));
       CHECK(others(dir, {}).empty());
     }
   }
