@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <clocale>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
@@ -67,32 +68,62 @@ struct Mixed {
 }  // namespace
 
 // Bytes from untyped pointers, as mmap and ExecuTorch's FreeableBuffer give
-// them; a typed pointer of another type does not convert (its count would be
-// taken for bytes).
+// them, and from pointers to the other one-byte types, whose count is bytes
+// too (a file read into a std::vector<char>, std::byte buffers, int8
+// weights); a pointer to a wider type does not convert (its count would be
+// taken for bytes), nor does a container of chars (a name where bytes are
+// asked for).
 static_assert(std::is_constructible<ByteSpan, const void*, std::size_t>::value, "const void*");
 static_assert(std::is_constructible<ByteSpan, void*, std::size_t>::value, "void*");
 static_assert(std::is_constructible<ByteSpan, std::uint8_t*, std::size_t>::value, "uint8_t*");
 static_assert(std::is_constructible<ByteSpan, std::nullptr_t, std::size_t>::value, "nullptr");
+static_assert(std::is_constructible<ByteSpan, const char*, std::size_t>::value, "const char*");
+static_assert(std::is_constructible<ByteSpan, char*, std::size_t>::value, "char*");
+static_assert(std::is_constructible<ByteSpan, const std::int8_t*, std::size_t>::value, "const int8_t*");
+static_assert(std::is_constructible<ByteSpan, std::int8_t*, std::size_t>::value, "int8_t*");
+static_assert(std::is_constructible<ByteSpan, const std::byte*, std::size_t>::value, "const std::byte*");
+static_assert(std::is_constructible<ByteSpan, std::byte*, std::size_t>::value, "std::byte*");
 static_assert(!std::is_constructible<ByteSpan, const float*, std::size_t>::value, "float*");
-static_assert(!std::is_constructible<ByteSpan, const char*, std::size_t>::value, "char*");
+static_assert(!std::is_constructible<ByteSpan, const std::uint16_t*, std::size_t>::value, "uint16_t*");
+static_assert(!std::is_constructible<ByteSpan, const bool*, std::size_t>::value, "bool*");
+static_assert(!std::is_constructible<ByteSpan, const char* const*, std::size_t>::value, "char**");
+static_assert(!std::is_constructible<ByteSpan, std::string&>::value, "std::string");
+static_assert(!std::is_constructible<ByteSpan, std::vector<char>&>::value, "std::vector<char>");
+static_assert(std::is_constructible<ByteSpan, std::vector<std::uint8_t>&>::value, "std::vector<uint8_t>");
 static_assert(!std::is_constructible<Span<const float>, const void*, std::size_t>::value, "only bytes");
+static_assert(!std::is_constructible<Span<const char>, const std::uint8_t*, std::size_t>::value, "only ByteSpan");
 
-TEST_CASE("tensors given as untyped pointers (void*, const void*) are the same bytes") {
-  std::vector<std::uint8_t> a(4096), b(4096);
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = b[i] = static_cast<std::uint8_t>(i * 7);
+TEST_CASE("tensors given as untyped or one-byte pointers (void*, char*, std::byte*, int8_t*) are the same bytes") {
+  std::vector<std::uint8_t> a(4096);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint8_t>(i * 7);
+  std::vector<char> b(a.size());
+  std::vector<std::byte> c(a.size());
+  std::vector<std::int8_t> d(a.size());
+  std::vector<std::uint8_t> e(a.begin(), a.end());
+  std::memcpy(b.data(), a.data(), a.size());
+  std::memcpy(c.data(), a.data(), a.size());
+  std::memcpy(d.data(), a.data(), a.size());
   const void* pa = a.data();
-  void* pb = b.data();
+  void* pe = e.data();
   Program p;
-  p.add_method("prefill").add_partition().add("w", ByteSpan(pa, a.size()));
-  p.add_method("decode").add_partition().add("w", ByteSpan(pb, b.size()));
+  p.add_method("m1").add_partition().add("w", ByteSpan(pa, a.size()));
+  p.add_method("m2").add_partition().add("w", ByteSpan(b.data(), b.size()));
+  p.add_method("m3").add_partition().add("w", ByteSpan(c.data(), c.size()));
+  p.add_method("m4").add_partition().add("w", ByteSpan(d.data(), d.size()));
+  p.add_method("m5").add_partition().add("w", ByteSpan(pe, e.size()));
+  // Each pointer arrives as itself, with its count of bytes.
+  CHECK(p.methods[1].partitions[0].tensors[0].bytes.data() == reinterpret_cast<const std::uint8_t*>(b.data()));
+  CHECK(p.methods[2].partitions[0].tensors[0].bytes.data() == reinterpret_cast<const std::uint8_t*>(c.data()));
+  CHECK(p.methods[3].partitions[0].tensors[0].bytes.data() == reinterpret_cast<const std::uint8_t*>(d.data()));
+  CHECK(p.methods[4].partitions[0].tensors[0].bytes.size() == 4096);
   auto r = deduplicate<Strategy<Positional>>(p);
   REQUIRE(r.ok());
   REQUIRE(r->store.buffer_count() == 1);
   const ByteSpan held = r->store.bytes_of("w");
   CHECK(held.data() == a.data());
   CHECK(held.size() == 4096);
-  CHECK(r->report.bytes_in == 8192);
-  CHECK(r->report.bytes_saved == 4096);
+  CHECK(r->report.bytes_in == 5 * 4096);
+  CHECK(r->report.bytes_saved == 4 * 4096);
 }
 
 TEST_CASE("forced hash collisions never merge different bytes") {

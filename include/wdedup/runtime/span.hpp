@@ -8,21 +8,36 @@
 
 namespace wdedup {
 namespace detail {
-// Which untyped pointers a span of T takes (<type_traits>' enable_if,
-// without including it: the runtime half includes as little as it can).
-// The name is what a compiler prints when a typed pointer is refused
-// ("no type named 'type' in ...<const unsigned char, float>"), so it says
-// the rule.
+// Which pointers other than T* a span of T takes (<type_traits>'
+// enable_if, without including it: the runtime half includes as little as
+// it can). A ByteSpan takes untyped pointers and pointers to the other
+// one-byte types (char, signed char, std::byte: a file read into a
+// std::vector<char>, an int8 tensor), whose count is a count of bytes too;
+// never a wider type's (a float* with its element count must not pass as
+// bytes). The name is what a compiler prints when a pointer is refused
+// ("no type named 'type' in ...<const unsigned char, const float>"), so it
+// says the rule.
 template <class T, class V>
 struct bytes_come_only_from_byte_or_void_pointers {};
-template <>
-struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, const void> {
+struct byte_or_void_pointer {
   using type = int;
 };
 template <>
-struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, void> {
-  using type = int;
-};
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, const void> : byte_or_void_pointer {};
+template <>
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, void> : byte_or_void_pointer {};
+template <>
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, const char> : byte_or_void_pointer {};
+template <>
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, char> : byte_or_void_pointer {};
+template <>
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, const signed char> : byte_or_void_pointer {};
+template <>
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, signed char> : byte_or_void_pointer {};
+template <>
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, const std::byte> : byte_or_void_pointer {};
+template <>
+struct bytes_come_only_from_byte_or_void_pointers<const std::uint8_t, std::byte> : byte_or_void_pointer {};
 }  // namespace detail
 
 /// A pointer and a count. Mirrors ExecuTorch's runtime Span.
@@ -31,16 +46,22 @@ class Span {
  public:
   constexpr Span() noexcept = default;
   constexpr Span(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
-  /// Read-only bytes (ByteSpan) also from a void* or const void*: what
-  /// mmap, ExecuTorch's FreeableBuffer::data() and most C APIs hand out.
-  /// Only untyped pointers: a float* with its element count must not pass
-  /// as bytes. (Not constexpr: C++17 cannot cast from void* there.)
+  /// Read-only bytes (ByteSpan) also from a void* or const void* (what
+  /// mmap, ExecuTorch's FreeableBuffer::data() and most C APIs hand out),
+  /// or a char*, signed char* or std::byte*: `size` is bytes for each. No
+  /// other typed pointer: a float* with its element count must not pass as
+  /// bytes. (Not constexpr: C++17 cannot cast from void* there.)
   template <class V, typename detail::bytes_come_only_from_byte_or_void_pointers<T, V>::type = 0>
-  Span(V* data, std::size_t size) noexcept : data_(static_cast<T*>(data)), size_(size) {}
+  Span(V* data, std::size_t size) noexcept
+      : data_(static_cast<T*>(static_cast<const void*>(data))), size_(size) {}
   template <std::size_t N>
   constexpr Span(T (&array)[N]) noexcept : data_(array), size_(N) {}
-  /// Any contiguous container with data() and size() (std::vector,
-  /// std::array, std::string) converts implicitly, as std::span does.
+  /// Any contiguous container whose data() gives a T* (convertible) and
+  /// that has size() converts implicitly, as std::span does: a
+  /// std::vector<std::uint8_t> or std::array<std::uint8_t, N> to a
+  /// ByteSpan. A std::string or std::vector<char> does not (a name passed
+  /// where bytes are asked for would compile); ByteSpan(s.data(), s.size())
+  /// takes its bytes.
   template <class C, class = decltype(static_cast<T*>(static_cast<C*>(nullptr)->data())),
             class = decltype(static_cast<C*>(nullptr)->size())>
   constexpr Span(C& c) noexcept : data_(c.data()), size_(c.size()) {}
