@@ -187,7 +187,16 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  // 3. Write the store, and before it replaces OUT check that every
+  // 3. A program exported against one of the files (an ExecuTorch .pte)
+  //    asks its data map for each tensor by key and reads no function
+  //    maps: the merged file stands in for that file only where it keeps
+  //    the file's keys under their own names. A key whose bytes differ
+  //    between the files (here "mask") is each method's own key
+  //    ("prefill/mask", "decode/mask"), found through the function maps.
+  const wdedup::Expected<void> kept = files.check_keys_kept(result->store);
+  if (!kept) std::printf("note: %s\n", kept.message().c_str());
+
+  // 4. Write the store, and before it replaces OUT check that every
   //    partition of every method reads, through its function map, exactly
   //    the bytes its own file held (a wdedup store given as input comes
   //    back with all its partitions). A file that fails leaves OUT as it
@@ -220,7 +229,8 @@ int main(int argc, char** argv) {
     // two it replaces.
     ok = ok && program.methods.size() == 2 && program.methods[0].name == "prefill" &&
          result->store.buffer_count() == 5 && result->report.bytes_stored == 8192 * 6 + 256 + 64 &&
-         written->file_size < bytes_before && verify.checked == 8;
+         written->file_size < bytes_before && verify.checked == 8 && kept.error() == wdedup::Error::NotFound &&
+         result->store.find("prefill/mask") != nullptr && result->store.find("decode/mask") != nullptr;
     // ...and the bytes it wrote into the two files: the check before the
     // replace compares the merged file with the import's views of the
     // inputs, so it cannot see an import that viewed the wrong bytes.

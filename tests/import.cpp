@@ -99,6 +99,30 @@ std::unique_ptr<Opened> open_fixture(const char* name, Via via = Via::Mmap) {
 
 }  // namespace
 
+namespace {
+/// simple.ptd with one byte of key "simple.b"'s bytes (its byte 3) changed:
+/// the same keys, one of them holding other bytes, as a decode export's
+/// attention mask differs from prefill's.
+std::vector<std::uint8_t> simple_with_other_b() {
+  std::vector<std::uint8_t> bytes = read_fixture("simple.ptd");
+  std::unique_ptr<Opened> o = open_bytes(bytes);
+  REQUIRE(o->ok());
+  const KeyInfo b = *o->map().key_info(1);
+  REQUIRE(key_text(*o->map().get_key(1)) == "simple.b");
+  bytes[static_cast<std::size_t>(b.offset) + 3] ^= 0x5A;
+  return bytes;
+}
+const char* const kNotKeptWhy =
+    " (deduplicate() names each key after its tensor, and '<method>/<name>' where methods give one name different "
+    "bytes or layouts: a program that asks for ";
+/// check_keys_kept's message for a file at `path` one of whose `keys` keys,
+/// `key`, the merged store lacks.
+std::string one_key_not_kept(const std::string& path, int keys, const std::string& key) {
+  return path + ": check_keys_kept: 1 of the file's " + std::to_string(keys) + " keys is not in the merged store: '" +
+         key + "'" + kNotKeptWhy + "it by name, as an ExecuTorch program does, does not find it)";
+}
+}  // namespace
+
 TEST_CASE("import: every key of an ExecuTorch file becomes a tensor over the file's own bytes") {
   for (const char* name : {"simple.ptd", "layouts.ptd", "alignment.ptd", "aliases.ptd", "large_segment.ptd",
                            "empty.ptd", "many_keys.ptd"}) {
@@ -1144,8 +1168,12 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
   CHECK(run("--unmapped-keys rest") == 2);
   CHECK(read_text(log) == "wdedup-demo: --unmapped-keys applies to --ptd files only\n");
   // Taken: the method 'rest' holds extra.b and extra.c (112 bytes in all).
+  // (The function's row named shared.a's bytes 'a': deduplicate() names
+  // their key 'a', which a program asking for shared.a does not find.)
+  const std::string warning = "wdedup-demo: warning: the merged store does not keep every key of its files: ";
+  const std::string refuses = " (--keep-keys refuses such a store)\n";
   CHECK(run("--ptd '" + path + "' --unmapped-keys rest") == 0);
-  CHECK(read_text(log).empty());
+  CHECK(read_text(log) == warning + one_key_not_kept(path, 3, "shared.a") + refuses);
   const std::string printed = read_text(printed_path);
   CHECK(printed.find("  " + path + ": method(s) m, rest, 2 partition(s), 3 tensors over 112 B\n") !=
         std::string::npos);
@@ -1167,7 +1195,10 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
   REQUIRE(whole.add_named_data("extra.e", ByteSpan(e.data(), e.size())).ok());
   REQUIRE(write_ptd_file(whole, full_maps, full).ok());
   CHECK(run("--ptd '" + full + "," + path + "," + path2 + "' --unmapped-keys rest") == 0);
-  CHECK(read_text(log).empty());
+  // (full.ptd's extra.e, named 'e' by its row, is kept: rest#2 holds the
+  // same bytes under the name extra.e.)
+  CHECK(read_text(log) == warning + one_key_not_kept(path, 3, "shared.a") + "; " +
+                              one_key_not_kept(path2, 2, "shared.d") + refuses);
   const std::string both = read_text(printed_path);
   CHECK(both.find("  " + full + ": method(s) f, 1 partition(s), 1 tensors over 8 B\n") != std::string::npos);
   CHECK(both.find("  " + path + ": method(s) m, rest, 2 partition(s), 3 tensors over 112 B\n") != std::string::npos);
@@ -1222,7 +1253,10 @@ TEST_CASE("the demo takes a store whose data was replaced since it was written o
   CHECK(read_text(log) == "wdedup-demo: --take-replaced-data applies to --ptd files only\n");
   // Taken: both files, b's bytes where they now are.
   CHECK(run("--ptd '" + moved_path + "," + changed_path + "' --take-replaced-data") == 0);
-  CHECK(read_text(log).empty());
+  // b's bytes differ between the two: each method's b is its own key.
+  CHECK(read_text(log) == "wdedup-demo: warning: the merged store does not keep every key of its files: " +
+                              one_key_not_kept(moved_path, 2, "b") + "; " + one_key_not_kept(changed_path, 2, "b") +
+                              " (--keep-keys refuses such a store)\n");
   const std::string printed = read_text(printed_path);
   CHECK(printed.find("  " + moved_path + ": method(s) moved, 1 partition(s), 2 tensors over 128 B\n") !=
         std::string::npos);
@@ -1605,3 +1639,180 @@ TEST_CASE("PtdFiles: the store of a program with no partitions reads as a one-me
   REQUIRE(program.methods[0].partitions.size() == 1);
   CHECK(program.methods[0].partitions[0].tensors.empty());
 }
+
+TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file did, or says which it does not") {
+  std::unique_ptr<Opened> a = open_fixture("simple.ptd", Via::Mmap);
+  std::unique_ptr<Opened> same = open_fixture("simple.ptd", Via::Buffer);
+  std::unique_ptr<Opened> other = open_bytes(simple_with_other_b());
+  REQUIRE(other->ok());
+
+  // Two exports whose keys agree: every key kept, under its name.
+  {
+    Program program;
+    REQUIRE(add_ptd_method(program, a->map(), "prefill").ok());
+    REQUIRE(add_ptd_method(program, same->map(), "decode").ok());
+    Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(program);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(r->store.key_count() == 3);
+    CHECK(check_keys_kept(a->map(), r->store).ok());
+    CHECK(check_keys_kept(same->map(), r->store).ok());
+  }
+  // simple.b differs between them: each method's is its own key, and
+  // neither file's "simple.b" is a key of the merged store.
+  Program program;
+  REQUIRE(add_ptd_method(program, a->map(), "prefill").ok());
+  REQUIRE(add_ptd_method(program, other->map(), "decode").ok());
+  Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(r->store.key_count() == 4);
+  CHECK(r->store.find("simple.b") == nullptr);
+  CHECK(r->store.bytes_of("prefill/simple.b").size() == 100);
+  CHECK(r->store.bytes_of("decode/simple.b").size() == 100);
+  for (const Opened* o : {a.get(), other.get()}) {
+    const Expected<void> e = check_keys_kept(o->map(), r->store);
+    CHECK(e.error() == Error::NotFound);
+    CHECK(e.message() == one_key_not_kept("", 3, "simple.b").substr(2));  // (no path: the file's map itself)
+  }
+
+  // A store that holds the key over other bytes, or with another layout.
+  auto store_of = [](const NamedDataMap& m, std::size_t changed, ByteSpan changed_bytes,
+                     std::optional<Layout> changed_layout) {
+    NamedDataStore s;
+    for (std::size_t i = 0; i < *m.get_num_keys(); ++i) {
+      const KeyInfo info = *m.key_info(i);
+      const ByteSpan bytes(m.source().view(info.offset, info.size), static_cast<std::size_t>(info.size));
+      std::optional<Layout> layout;
+      if (Result<TensorLayout> l = m.key_layout(i); l.ok()) layout.emplace(Layout::copy_of(*l));
+      const std::string key = key_text(*m.get_key(i));
+      const Expected<void> added = i == changed ? s.add_named_data(key, changed_bytes, 1, changed_layout)
+                                                : s.add_named_data(key, bytes, 1, layout);
+      REQUIRE_MESSAGE(added.ok(), added.message());
+    }
+    return s;
+  };
+  const KeyInfo b_other = *other->map().key_info(1);
+  const ByteSpan other_b(other->map().source().view(b_other.offset, b_other.size), 100);
+  Expected<void> e = check_keys_kept(a->map(), store_of(a->map(), 1, other_b, std::nullopt));
+  CHECK(e.error() == Error::KeyConflict);
+  CHECK(e.message() == "check_keys_kept: key 'simple.b': the merged store holds 100 bytes that differ from the file's "
+                       "100 (first difference at byte 3)");
+  e = check_keys_kept(a->map(), store_of(a->map(), 1, ByteSpan(other_b.data(), 99), std::nullopt));
+  CHECK(e.error() == Error::KeyConflict);
+  CHECK(e.message() == "check_keys_kept: key 'simple.b': the merged store holds 99 bytes that differ from the file's "
+                       "100");
+  // The same bytes elsewhere in memory are the same key.
+  const std::vector<std::uint8_t> a_b(a->map().source().view(512, 100),
+                                      static_cast<const std::uint8_t*>(a->map().source().view(512, 100)) + 100);
+  CHECK(check_keys_kept(a->map(), store_of(a->map(), 1, ByteSpan(a_b.data(), a_b.size()), std::nullopt)).ok());
+
+  std::unique_ptr<Opened> layouts = open_fixture("layouts.ptd", Via::Mmap);
+  const NamedDataMap& lm = layouts->map();
+  REQUIRE(lm.key_layout(0).ok());
+  const KeyInfo l0 = *lm.key_info(0);
+  const ByteSpan l0_bytes(lm.source().view(l0.offset, l0.size), static_cast<std::size_t>(l0.size));
+  CHECK(check_keys_kept(lm, store_of(lm, 0, l0_bytes, Layout::copy_of(*lm.key_layout(0)))).ok());
+  e = check_keys_kept(lm, store_of(lm, 0, l0_bytes, std::nullopt));
+  CHECK(e.error() == Error::LayoutMismatch);
+  CHECK(e.message() == "check_keys_kept: key " + wdedup::detail::quote_name(key_text(*lm.get_key(0))) +
+                           ": the merged store has no layout, the file " +
+                           wdedup::detail::describe_layout(Layout::copy_of(*lm.key_layout(0))));
+
+  // Every key missing is counted; the first 8 are named, in file order.
+  std::unique_ptr<Opened> many = open_fixture("many_keys.ptd", Via::Mmap);
+  const std::size_t n = *many->map().get_num_keys();
+  REQUIRE(n > 8);
+  std::string first8;
+  for (std::size_t i = 0; i < 8; ++i)
+    first8 += (i ? ", " : "") + wdedup::detail::quote_name(key_text(*many->map().get_key(i)));
+  e = check_keys_kept(many->map(), NamedDataStore());
+  CHECK(e.error() == Error::NotFound);
+  CHECK(e.message() == "check_keys_kept: " + std::to_string(n) + " of the file's " + std::to_string(n) +
+                           " keys are not in the merged store: " + first8 + " and " + std::to_string(n - 8) +
+                           " more" + kNotKeptWhy + "them by name, as an ExecuTorch program does, does not find them)");
+
+  // A store whose bytes are not in memory cannot be compared.
+  std::unique_ptr<Opened> file = open_via(Via::File, fixture("simple.ptd"));
+  REQUIRE(file->ok());
+  e = check_keys_kept(file->map(), r->store);
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message().rfind("check_keys_kept: the store is not in memory", 0) == 0);
+}
+
+TEST_CASE("PtdFiles::check_keys_kept: every file checked, each failing one named with its problem") {
+  const std::string dir = empty_test_dir("import_keys_kept");
+  const std::string prefill = dir + "/prefill.ptd", decode = dir + "/decode.ptd", same = dir + "/same.ptd";
+  REQUIRE(write_file(prefill, read_fixture("simple.ptd")));
+  REQUIRE(write_file(same, read_fixture("simple.ptd")));
+  REQUIRE(write_file(decode, simple_with_other_b()));
+  {
+    PtdFiles files;
+    Program program;
+    REQUIRE(files.add(program, prefill).ok());
+    REQUIRE(files.add(program, same).ok());
+    Expected<DedupResult> r = deduplicate<Strategy<Positional>>(program);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(files.check_keys_kept(r->store).ok());
+  }
+  PtdFiles files;
+  Program program;
+  REQUIRE(files.add(program, prefill).ok());
+  REQUIRE(files.add(program, same).ok());
+  REQUIRE(files.add(program, decode).ok());
+  Expected<DedupResult> r = deduplicate<Strategy<Positional>>(program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  // prefill's and same's simple.b agree with each other, not with decode's:
+  // all three lose the name.
+  CHECK(r->store.bytes_of("prefill/simple.b").size() == 100);
+  CHECK(r->store.bytes_of("decode/simple.b").size() == 100);
+  const Expected<void> e = files.check_keys_kept(r->store);
+  CHECK(e.error() == Error::NotFound);
+  CHECK(e.message() == one_key_not_kept(prefill, 3, "simple.b") + "; " + one_key_not_kept(same, 3, "simple.b") + "; " +
+                           one_key_not_kept(decode, 3, "simple.b"));
+}
+
+#ifdef WDEDUP_DEMO_PATH
+TEST_CASE("the demo warns of a merge that does not keep its files' keys, and --keep-keys refuses it") {
+  const std::string dir = empty_test_dir("import_demo_keep_keys");
+  const std::string prefill = dir + "/prefill.ptd", decode = dir + "/decode.ptd", same = dir + "/same.ptd";
+  REQUIRE(write_file(prefill, read_fixture("simple.ptd")));
+  REQUIRE(write_file(same, read_fixture("simple.ptd")));
+  REQUIRE(write_file(decode, simple_with_other_b()));
+  const std::string out = dir + "/merged.ptd", err = dir + "/err.txt";
+  auto demo = [&](const std::string& inputs, const std::string& flags) {
+    const int st = std::system(("'" + std::string(WDEDUP_DEMO_PATH) + "' --quiet --strategy oneblob --ptd '" + inputs +
+                                "' --out '" + out + "'" + flags + " > /dev/null 2> '" + err + "'")
+                                   .c_str());
+    REQUIRE(WIFEXITED(st));
+    return WEXITSTATUS(st);
+  };
+  const std::string why = one_key_not_kept(prefill, 3, "simple.b") + "; " + one_key_not_kept(decode, 3, "simple.b");
+  // Keys that agree: nothing said, with or without the flag.
+  CHECK(demo(prefill + "," + same, "") == 0);
+  CHECK(read_text(err).empty());
+  CHECK(demo(prefill + "," + same, " --keep-keys") == 0);
+  CHECK(read_text(err).empty());
+  const std::vector<std::uint8_t> kept_file = read_file(out);
+  // simple.b differs: written, with a warning naming the key and the files.
+  CHECK(demo(prefill + "," + decode, "") == 0);
+  CHECK(read_text(err) == "wdedup-demo: warning: the merged store does not keep every key of its files: " + why +
+                              " (--keep-keys refuses such a store)\n");
+  const std::vector<std::uint8_t> renamed_file = read_file(out);
+  CHECK(renamed_file != kept_file);
+  std::unique_ptr<Opened> m = open_via(Via::Mmap, out);
+  REQUIRE(m->ok());
+  CHECK(!m->map().get_data("simple.b").ok());
+  CHECK(m->map().get_data("decode/simple.b").ok());
+  // --keep-keys: refused, exit 1, the file there left as it was.
+  REQUIRE(write_file(out, kept_file));
+  CHECK(demo(prefill + "," + decode, " --keep-keys") == 1);
+  CHECK(read_text(err) ==
+        "wdedup-demo: --keep-keys: the merged store does not keep every key of its files, and is not written: " + why +
+            "\n");
+  CHECK(read_file(out) == kept_file);
+  // Only for --ptd.
+  const int st = std::system(("'" + std::string(WDEDUP_DEMO_PATH) + "' --keep-keys --out '' > /dev/null 2> '" + err +
+                              "'").c_str());
+  CHECK(WEXITSTATUS(st) == 2);
+  CHECK(read_text(err) == "wdedup-demo: --keep-keys applies to --ptd files only\n");
+}
+#endif

@@ -7,7 +7,7 @@
 //   wdedup-demo [--model tiny|small|1b] [--strategy positional|oneblob|disabled|all]
 //               [--prefill-partitions N] [--decode-partitions N] [--layers N]
 //               [--ptd FILE[,FILE...]]... [--unmapped-keys METHOD] [--unrecorded-alignment N]
-//               [--take-replaced-data]
+//               [--take-replaced-data] [--keep-keys]
 //               [--per-method DIR]
 //               [--threads N] [--out FILE.ptd] [--json FILE] [--quiet]
 #include <cerrno>
@@ -75,6 +75,10 @@ struct Args {
   /// --ptd: files whose data was replaced since wdedup wrote them (ExecuTorch's
   /// replace_data): read where the flatbuffer says, bytes taken unchecked.
   bool take_replaced_data = false;
+  /// --ptd: refuse a merged store that does not keep every key of its files
+  /// under its own name, bytes and layout (PtdFiles::check_keys_kept);
+  /// otherwise such a store is written with a warning.
+  bool keep_keys = false;
   unsigned threads = 0;
   bool quiet = false;
 };
@@ -101,6 +105,12 @@ void usage(FILE* f) {
       "  --take-replaced-data       --ptd: take a store wdedup wrote whose data was replaced since\n"
       "                             (ExecuTorch's replace_data): its segments where they now are,\n"
       "                             its bytes without the content hashes it recorded (default: refused)\n"
+      "  --keep-keys                --ptd: refuse (exit 1, nothing written) a merged store that does\n"
+      "                             not keep every key of its files under its own name, bytes and\n"
+      "                             layout, which a program asking for its data by key (an\n"
+      "                             ExecuTorch .pte) needs; default: written, with a warning naming\n"
+      "                             the keys (a key whose bytes differ between the files is stored\n"
+      "                             as <method>/<key>, found through the function maps only)\n"
       "  --per-method DIR           also write each method on its own as DIR/<method>.ptd, as an\n"
       "                             export that serializes methods apart ships them (--ptd input;\n"
       "                             '' = don't, the default)\n"
@@ -243,6 +253,8 @@ bool parse_args(int argc, char** argv, Args* a) {
       a->ptd.insert(a->ptd.end(), files.begin(), files.end());
     } else if (opt == "--take-replaced-data") {
       a->take_replaced_data = true;
+    } else if (opt == "--keep-keys") {
+      a->keep_keys = true;
     } else if (opt == "--unrecorded-alignment") {
       if (!value(&v, true)) return false;
       // A power of two up to the page, as ExecuTorch's alignments are (the
@@ -306,6 +318,10 @@ bool parse_args(int argc, char** argv, Args* a) {
   }
   if (a->take_replaced_data && a->ptd.empty()) {
     std::fprintf(stderr, "wdedup-demo: --take-replaced-data applies to --ptd files only\n");
+    return false;
+  }
+  if (a->keep_keys && a->ptd.empty()) {
+    std::fprintf(stderr, "wdedup-demo: --keep-keys applies to --ptd files only\n");
     return false;
   }
   if (a->strategy != "positional" && a->strategy != "oneblob" && a->strategy != "disabled" && a->strategy != "all") {
@@ -520,8 +536,29 @@ bool runs_as_asked(const Args& args, const wdedup::Program& program, std::vector
          outputs_distinct(args, program, *tags);
 }
 
+/// --ptd: whether the merged store keeps every key of the files, as a
+/// program exported against them asks for its data (by key). Said once per
+/// distinct answer (the keys do not depend on the strategy); with
+/// --keep-keys a store that does not is refused. False: refused.
+bool keys_kept(const Args& args, const wdedup::PtdFiles& files, const wdedup::DedupResult& r, std::string* said) {
+  const wdedup::Expected<void> kept = files.check_keys_kept(r.store);
+  if (kept) return true;
+  if (kept.message() != *said)
+    std::fprintf(stderr,
+                 args.keep_keys ? "wdedup-demo: --keep-keys: the merged store does not keep every key of its files, "
+                                  "and is not written: %s\n"
+                                : "wdedup-demo: warning: the merged store does not keep every key of its files: %s "
+                                  "(--keep-keys refuses such a store)\n",
+                 kept.message().c_str());
+  *said = kept.message();
+  return !args.keep_keys;
+}
+
+/// `files`: the --ptd inputs (nullptr for the built-in workload);
+/// `keys_said`: what keys_kept last said.
 template <class Policy>
-bool run(const Args& args, const wdedup::Program& program, const std::string& out, std::string* json) {
+bool run(const Args& args, const wdedup::Program& program, const wdedup::PtdFiles* files, const std::string& out,
+         std::string* json, std::string* keys_said) {
   wdedup::DedupOptions opts;
   opts.threads = args.threads;
   auto r = wdedup::deduplicate<wdedup::Strategy<Policy>>(program, opts);
@@ -536,6 +573,7 @@ bool run(const Args& args, const wdedup::Program& program, const std::string& ou
               static_cast<unsigned long long>(rep.bytes_stored), static_cast<unsigned long long>(rep.bytes_saved),
               rep.bytes_in ? 100.0 * static_cast<double>(rep.bytes_saved) / static_cast<double>(rep.bytes_in) : 0.0,
               static_cast<unsigned long long>(rep.bytes_shared_across_blobs), rep.seconds_total);
+  if (files && !keys_kept(args, *files, *r, keys_said)) return false;
   if (!out.empty()) {
     // The store is read back before it replaces the file at `out`: one
     // that does not read back fails the write and leaves the previous one.
@@ -742,11 +780,15 @@ int run_demo(int argc, char** argv) {
   std::string json;
   std::string* jp = args.json.empty() ? nullptr : &json;
   bool ok = true;
+  const wdedup::PtdFiles* inputs = args.ptd.empty() ? nullptr : &files;
+  std::string keys_said;
   for (const char* tag : tags) {
     const std::string out = out_path(args, tag);
-    if (std::strcmp(tag, "positional") == 0) ok = run<wdedup::Positional>(args, program, out, jp) && ok;
-    if (std::strcmp(tag, "oneblob") == 0) ok = run<wdedup::OneBlob>(args, program, out, jp) && ok;
-    if (std::strcmp(tag, "disabled") == 0) ok = run<wdedup::Disabled>(args, program, out, jp) && ok;
+    if (std::strcmp(tag, "positional") == 0)
+      ok = run<wdedup::Positional>(args, program, inputs, out, jp, &keys_said) && ok;
+    if (std::strcmp(tag, "oneblob") == 0) ok = run<wdedup::OneBlob>(args, program, inputs, out, jp, &keys_said) && ok;
+    if (std::strcmp(tag, "disabled") == 0)
+      ok = run<wdedup::Disabled>(args, program, inputs, out, jp, &keys_said) && ok;
   }
   if (args.strategy == "all" && std::strcmp(tags.front(), "positional") != 0)
     std::printf("(Positional skipped: the methods have different partition counts)\n");

@@ -456,6 +456,84 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
   return {};
 }
 
+/// Whether `merged`, a store built from a program that imported `store`
+/// (deduplicate()'s result.store), holds every key of `store` as the file
+/// did: under its own name, with the same bytes and the same layout (or
+/// none). That is what a program exported against the file finds its data
+/// by: an ExecuTorch .pte asks its data map for each key by name and reads
+/// no function maps, so a merged file can replace the per-method files
+/// only where this holds.
+///
+/// It does not always. deduplicate() keeps a tensor name as its key only
+/// where every method gives that name the same bytes and layout (README,
+/// Store keys); a key whose bytes differ between the merged files (a mask,
+/// a cache) is stored once per method, as `<method>/<key>`, which only a
+/// reader of the function maps finds. A row of a hand-made function map
+/// that named a key other than its tensor comes back as a key named after
+/// the tensor.
+///
+/// Errors (the first problem met, in file order; nothing changes):
+/// - NotFound: keys the merged store does not have, all counted and the
+///   first 8 named;
+/// - KeyConflict: a key holding other bytes in `merged` (sizes, and the
+///   first byte that differs);
+/// - LayoutMismatch: a key with another layout in `merged` (both named);
+/// - InvalidArgument: the store's bytes are not in memory.
+/// Bytes are compared only where `merged` holds them elsewhere in memory,
+/// which for a merge of two files is most of the second file's bytes.
+template <int = 0>
+Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& merged) {
+  constexpr const char* who = "check_keys_kept";
+  if (Expected<void> ok = detail::check_import_source(who, store, ImportOptions{}); !ok) return ok;
+  constexpr std::size_t kNamed = 8;
+  std::size_t missing = 0;
+  std::string names;
+  const std::size_t count = *store.get_num_keys();
+  for (std::size_t i = 0; i < count; ++i) {
+    const KeyView key = *store.get_key(i);
+    const std::string_view name(key.data(), key.size());
+    const StoreKey* kept = merged.find(name);
+    if (kept == nullptr) {
+      if (missing++ < kNamed) names += detail::cat(missing == 1 ? "" : ", ", detail::quote_name(name));
+      continue;
+    }
+    const KeyInfo info = *store.key_info(i);
+    const ByteSpan bytes(store.source().view(info.offset, info.size), static_cast<std::size_t>(info.size));
+    const ByteSpan held = merged.buffers()[kept->buffer_index].bytes;
+    if (!detail::same_bytes(held, bytes)) {
+      std::string where;
+      if (held.size() == bytes.size()) {
+        std::size_t at = 0;
+        while (held.data()[at] == bytes.data()[at]) ++at;
+        where = detail::cat(" (first difference at byte ", at, ")");
+      }
+      return Expected<void>(Error::KeyConflict,
+                            detail::cat(who, ": key ", detail::quote_name(name), ": the merged store holds ",
+                                        held.size(), " bytes that differ from the file's ", bytes.size(), where));
+    }
+    std::optional<Layout> layout;
+    Result<TensorLayout> l = store.key_layout(i);
+    if (!l.ok() && l.error() != Error::NotFound)  // (the import refused such a layout)
+      return Expected<void>(l.error(), detail::cat(who, ": key ", detail::quote_name(name), ": ",
+                                                   describe_failure(l.failure())));
+    if (l.ok()) layout.emplace(Layout::copy_of(*l));
+    if (kept->layout != layout)
+      return Expected<void>(Error::LayoutMismatch,
+                            detail::cat(who, ": key ", detail::quote_name(name), ": the merged store has ",
+                                        detail::describe_layout(kept->layout), ", the file ",
+                                        detail::describe_layout(layout)));
+  }
+  if (missing == 0) return {};
+  return Expected<void>(
+      Error::NotFound,
+      detail::cat(who, ": ", missing, " of the file's ", count, " keys ", missing == 1 ? "is" : "are",
+                  " not in the merged store: ", names, missing > kNamed ? detail::cat(" and ", missing - kNamed, " more") : "",
+                  " (deduplicate() names each key after its tensor, and '<method>/<name>' where methods give one "
+                  "name different bytes or layouts: a program that asks for ",
+                  missing == 1 ? "it" : "them", " by name, as an ExecuTorch program does, does not find ",
+                  missing == 1 ? "it" : "them", ")"));
+}
+
 /// .ptd files mapped and imported as methods. Owns the mappings that the
 /// imported tensors point into: keep it alive as long as the Program and
 /// everything built from it.
@@ -501,9 +579,10 @@ class PtdFiles {
                                         " function maps (methods and partitions, as deduplicate() writes them); "
                                         "PtdFiles::add restores them when given no method name, and does not merge "
                                         "them into method ", detail::quote_name(method)));
-    // Reserved first: once the program holds tensors into this mapping,
-    // keeping the mapping must not fail.
+    // Reserved and copied first: once the program holds tensors into this
+    // mapping, keeping the mapping must not fail.
     files_.reserve(files_.size() + 1);
+    std::string kept_path = path;
     Expected<void> added;
     if (map->function_count() != 0 && method.empty()) {
       added = add_ptd_program(program, *map, options);
@@ -517,17 +596,44 @@ class PtdFiles {
       added = add_ptd_method(program, *map, std::move(method), options);
     }
     if (!added) return Expected<void>(added.error(), detail::cat(path, ": ", added.message()));
-    files_.push_back(std::move(file));  // (the map is not used again)
+    files_.push_back(File{std::move(file), std::move(kept_path), options.open});  // (the map is not used again)
     return {};
   }
   /// Files mapped so far.
   std::size_t size() const noexcept { return files_.size(); }
 
+  /// check_keys_kept for every file added, in order: whether `merged` (the
+  /// store deduplicate() built from the program) holds each file's keys as
+  /// the file did, so that the merged file can stand in for each of them
+  /// where a program asks for its data by key (an ExecuTorch .pte). Every
+  /// file is checked; the error is the first file's code, its message each
+  /// failing file's path and problem, joined by "; ".
+  template <int = 0>
+  Expected<void> check_keys_kept(const NamedDataStore& merged) const {
+    Error code = Error::Ok;
+    std::string message;
+    for (const File& f : files_) {
+      Result<NamedDataMap> map = NamedDataMap::open(f.source, f.open);
+      Expected<void> kept = map ? wdedup::check_keys_kept(*map, merged)
+                                : Expected<void>(map.error(), describe_failure(map.failure()));
+      if (kept) continue;
+      if (code == Error::Ok) code = kept.error();
+      message += detail::cat(message.empty() ? "" : "; ", f.path, ": ", kept.message());
+    }
+    if (code == Error::Ok) return {};
+    return Expected<void>(code, std::move(message));
+  }
+
  private:
+  struct File {
+    MmapSource source;
+    std::string path;
+    OpenOptions open;  ///< as the file was opened to be added (to open it again)
+  };
   // The tensors point into each source's mapping, which stays where it is
   // when a source is moved (as the vector grows). (Not unique_ptr: <memory>
   // cost every includer of the umbrella header ~0.1 s.)
-  std::vector<MmapSource> files_;
+  std::vector<File> files_;
 };
 
 }  // namespace wdedup
