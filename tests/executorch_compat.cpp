@@ -921,6 +921,16 @@ TEST_CASE("our flatbuffer is byte-identical to flatc's for the JSON ExecuTorch w
   }
 }
 
+TEST_CASE("the writer's largest flatbuffer is flatbuffers' own limit, FLATBUFFERS_MAX_BUFFER_SIZE (2^31 - 1)") {
+  // A store whose flatbuffer could be larger is refused before it is
+  // built (plan_ptd): flatbuffers' own builder and Verifier take only
+  // buffers below it (their offsets are signed 32-bit), and a finished
+  // buffer is a multiple of 4 bytes, so ours stays below it too. (2 GiB of
+  // key names: the limit itself is not reached in a test.)
+  CHECK(wdedup::detail::FlatbufferBuilder::kMaxSize == FLATBUFFERS_MAX_BUFFER_SIZE);
+  CHECK(wdedup::detail::FlatbufferBuilder::kMaxSize == 0x7FFFFFFFu);
+}
+
 TEST_CASE("ExecuTorch's own serializer test payload (a layout whose dim_order is shorter than its sizes) opens; that key's layout is MalformedLayout") {
   // extension/flat_tensor/test/test_serialize.py's TEST_DATA_PAYLOAD, laid
   // out as extension/flat_tensor/serialize/serialize.py lays it out

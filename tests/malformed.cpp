@@ -410,6 +410,22 @@ TEST_CASE("flatbuffer structure: each corruption gets its typed error") {
        "vector length runs past the flatbuffer", g.segments()},
       {"named_data count lies", [](Nav& n) { n.set_u32(n.named_data(), 1000); }, Error::MalformedFlatbuffer,
        "vector length runs past the flatbuffer", g.named_data()},
+      // named_data's elements start at 84: 49 of 4 bytes end exactly at the
+      // flatbuffer's end (280), 50 end past it. Its length counts 4-byte
+      // elements: 50 bytes would still fit. With 49 the vector fits, and its
+      // 4th element (the 3rd key table's soffset) points outside.
+      {"named_data count: 49 elements end at the flatbuffer's end",
+       [](Nav& n) {
+         const std::uint64_t fb_end = n.u64(16) + n.u64(24);
+         n.set_u32(n.named_data(), static_cast<std::uint32_t>((fb_end - n.named_data() - 4) / 4));
+       },
+       Error::MalformedFlatbuffer, "vector element points outside the flatbuffer", g.named_data() + 4 + 4 * 3},
+      {"named_data count: 50 elements end past the flatbuffer",
+       [](Nav& n) {
+         const std::uint64_t fb_end = n.u64(16) + n.u64(24);
+         n.set_u32(n.named_data(), static_cast<std::uint32_t>((fb_end - n.named_data() - 4) / 4 + 1));
+       },
+       Error::MalformedFlatbuffer, "vector length runs past the flatbuffer", g.named_data()},
       {"segment element offset past the buffer", [](Nav& n) { n.set_u32(n.segments() + 4, 0xFFFFFF00u); },
        Error::MalformedFlatbuffer, "vector element points outside the flatbuffer", g.segments() + 4},
       // A vector that is absent (its vtable slot 0) is not an empty one:
@@ -622,6 +638,16 @@ TEST_CASE("keys: bad strings and segment indices are MalformedKey") {
        "string runs past the flatbuffer", g.key(1)},
       {"key not NUL-terminated", [](Nav& n) { n.set_u8(n.key(0) + 4 + n.u32(n.key(0)), 'x'); }, Error::MalformedKey,
        "string is not NUL-terminated", g.key(0)},
+      // Key 0's bytes start at 176: 103 of them put its NUL on the
+      // flatbuffer's last byte (279, a zero), 104 on the first past its end
+      // (280, a zero of the padding before the segments): that NUL is not
+      // the string's.
+      {"key whose NUL is the flatbuffer's last byte", [](Nav& n) {
+         n.set_u32(n.key(0), static_cast<std::uint32_t>(n.u64(16) + n.u64(24) - n.key(0) - 5));
+       }, Error::Ok, "", 0},
+      {"key whose NUL would be the first byte past the flatbuffer", [](Nav& n) {
+         n.set_u32(n.key(0), static_cast<std::uint32_t>(n.u64(16) + n.u64(24) - n.key(0) - 4));
+       }, Error::MalformedKey, "string runs past the flatbuffer", g.key(0)},
       {"key missing", [](Nav& n) { n.set_u16(n.slot(n.named(0), ndf::kKey), 0); }, Error::MalformedKey,
        "named data has no key", g.named(0)},
       {"key offset past the buffer", [](Nav& n) { n.set_u32(n.field(n.named(0), ndf::kKey), 0x7FFFFF00u); },
@@ -1435,10 +1461,13 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
 // need files of their own (a rank-255 layout; no keys).
 TEST_CASE("malformed edges: a 1-byte field over its table's soffset, rank 256, slot_count 0") {
   namespace tlf = format::tensor_layout_field;
-  {  // scalar_type's vtable entry pointing into the table's soffset (offset 1)
+  {  // scalar_type's vtable entry pointing into the table's soffset (offsets 1 and 3)
     const Bytes good = read_fixture("layouts.ptd");
     const Nav g{const_cast<Bytes&>(good)};
     run_cases(good, {{"scalar_type at offset 1", [](Nav& n) { n.set_u16(n.slot(n.layout(0), tlf::kScalarType), 1); },
+                      Error::MalformedFlatbuffer, "field lies outside its table", g.slot(g.layout(0), tlf::kScalarType)},
+                     // 3: the soffset's last byte, the highest offset before the fields.
+                     {"scalar_type at offset 3", [](Nav& n) { n.set_u16(n.slot(n.layout(0), tlf::kScalarType), 3); },
                       Error::MalformedFlatbuffer, "field lies outside its table", g.slot(g.layout(0), tlf::kScalarType)}});
   }
   {  // a rank-256 layout is refused as such

@@ -1368,3 +1368,33 @@ TEST_CASE("format::align_up: a result of exactly UINT64_MAX is no overflow") {
   CHECK(out == UINT64_MAX);
   CHECK_FALSE(format::align_up(UINT64_MAX - 1, 4, &out));
 }
+
+TEST_CASE("FlatbufferBuilder: started at 0, 1 or 100 bytes it grows, and builds the flatbuffer the writer wrote") {
+  // The writer starts its builder at an upper bound of the flatbuffer's
+  // size (flat_tensor_size_bound), so the builder never grows there. Its
+  // growth (the buffer doubled, the bytes so far moved to its end) runs
+  // only if that bound falls short, and must then change no byte. A
+  // capacity of 0 is taken as 1: doubling 0 would never end.
+  const NamedDataStore s = small_store();
+  const std::vector<std::uint8_t> f = serialize(s, no_ext());
+  const Header h = header(f);
+  REQUIRE(h.fb_size == 464);
+  // The flatbuffer as the builder left it: ExecuTorch's header insertion
+  // undone (bytes 0..8 with the root offset 48 less, then 56..48 + size).
+  std::vector<std::uint8_t> built(f.begin(), f.begin() + 8);
+  built.insert(built.end(), f.begin() + 56, f.begin() + static_cast<std::ptrdiff_t>(48 + h.fb_size));
+  format::store_u32(built.data(), u32(f, 0) - 48);
+  // Segment 0 sits at the base, its offset omitted (one base segment); the
+  // others' relative offsets as the golden test above has them.
+  const std::vector<std::uint64_t> rel = {0, 128, 256, 384};
+  for (const std::size_t capacity : {std::size_t{0}, std::size_t{1}, std::size_t{100}}) {
+    CAPTURE(capacity);
+    detail::FlatbufferBuilder fb(capacity);
+    detail::FlatTensorRefs refs;
+    detail::build_flat_tensor(s, rel, 1, fb, refs);
+    CHECK_FALSE(fb.overflowed());
+    CHECK(fb.min_alignment() == 8);  // the segments' 8-byte sizes and offsets
+    REQUIRE(fb.size() == 464);
+    CHECK(hex(std::vector<std::uint8_t>(fb.data(), fb.data() + fb.size()), 0, 464) == hex(built, 0, 464));
+  }
+}
