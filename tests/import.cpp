@@ -1646,24 +1646,26 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   std::unique_ptr<Opened> other = open_bytes(simple_with_other_b());
   REQUIRE(other->ok());
 
-  // Two exports whose keys agree: every key kept, under its name.
-  {
+  // The two files as prefill and decode, deduplicated (the result's
+  // store points into the files' memory, not into the program).
+  auto merge = [](const Opened& prefill, const Opened& decode) {
     Program program;
-    REQUIRE(add_ptd_method(program, a->map(), "prefill").ok());
-    REQUIRE(add_ptd_method(program, same->map(), "decode").ok());
+    REQUIRE(add_ptd_method(program, prefill.map(), "prefill").ok());
+    REQUIRE(add_ptd_method(program, decode.map(), "decode").ok());
     Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(program);
     REQUIRE_MESSAGE(r.ok(), r.message());
+    return r;
+  };
+  // Two exports whose keys agree: every key kept, under its name.
+  {
+    const Expected<DedupResult> r = merge(*a, *same);
     CHECK(r->store.key_count() == 3);
     CHECK(check_keys_kept(a->map(), r->store).ok());
     CHECK(check_keys_kept(same->map(), r->store).ok());
   }
   // simple.b differs between them: each method's is its own key, and
   // neither file's "simple.b" is a key of the merged store.
-  Program program;
-  REQUIRE(add_ptd_method(program, a->map(), "prefill").ok());
-  REQUIRE(add_ptd_method(program, other->map(), "decode").ok());
-  Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(program);
-  REQUIRE_MESSAGE(r.ok(), r.message());
+  const Expected<DedupResult> r = merge(*a, *other);
   CHECK(r->store.key_count() == 4);
   CHECK(r->store.find("simple.b") == nullptr);
   CHECK(r->store.bytes_of("prefill/simple.b").size() == 100);
@@ -1738,12 +1740,25 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   CHECK(e.message().rfind("check_keys_kept: the store is not in memory", 0) == 0);
 }
 
+namespace {
+/// Three exports in an empty directory: prefill.ptd and same.ptd are
+/// simple.ptd, decode.ptd simple_with_other_b().
+struct Exports {
+  std::string dir, prefill, same, decode;
+};
+Exports three_exports(const char* name) {
+  const std::string dir = empty_test_dir(name);
+  const Exports x{dir, dir + "/prefill.ptd", dir + "/same.ptd", dir + "/decode.ptd"};
+  REQUIRE(write_file(x.prefill, read_fixture("simple.ptd")));
+  REQUIRE(write_file(x.same, read_fixture("simple.ptd")));
+  REQUIRE(write_file(x.decode, simple_with_other_b()));
+  return x;
+}
+}  // namespace
+
 TEST_CASE("PtdFiles::check_keys_kept: every file checked, each failing one named with its problem") {
-  const std::string dir = empty_test_dir("import_keys_kept");
-  const std::string prefill = dir + "/prefill.ptd", decode = dir + "/decode.ptd", same = dir + "/same.ptd";
-  REQUIRE(write_file(prefill, read_fixture("simple.ptd")));
-  REQUIRE(write_file(same, read_fixture("simple.ptd")));
-  REQUIRE(write_file(decode, simple_with_other_b()));
+  const Exports x = three_exports("import_keys_kept");
+  const std::string &prefill = x.prefill, &same = x.same, &decode = x.decode;
   {
     PtdFiles files;
     Program program;
@@ -1772,11 +1787,8 @@ TEST_CASE("PtdFiles::check_keys_kept: every file checked, each failing one named
 
 #ifdef WDEDUP_DEMO_PATH
 TEST_CASE("the demo warns of a merge that does not keep its files' keys, and --keep-keys refuses it") {
-  const std::string dir = empty_test_dir("import_demo_keep_keys");
-  const std::string prefill = dir + "/prefill.ptd", decode = dir + "/decode.ptd", same = dir + "/same.ptd";
-  REQUIRE(write_file(prefill, read_fixture("simple.ptd")));
-  REQUIRE(write_file(same, read_fixture("simple.ptd")));
-  REQUIRE(write_file(decode, simple_with_other_b()));
+  const Exports x = three_exports("import_demo_keep_keys");
+  const std::string &dir = x.dir, &prefill = x.prefill, &same = x.same, &decode = x.decode;
   const std::string out = dir + "/merged.ptd", err = dir + "/err.txt";
   auto demo = [&](const std::string& inputs, const std::string& flags) {
     const int st = std::system(("'" + std::string(WDEDUP_DEMO_PATH) + "' --quiet --strategy oneblob --ptd '" + inputs +

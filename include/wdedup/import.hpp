@@ -500,17 +500,11 @@ Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& 
     const KeyInfo info = *store.key_info(i);
     const ByteSpan bytes(store.source().view(info.offset, info.size), static_cast<std::size_t>(info.size));
     const ByteSpan held = merged.buffers()[kept->buffer_index].bytes;
-    if (!detail::same_bytes(held, bytes)) {
-      std::string where;
-      if (held.size() == bytes.size()) {
-        std::size_t at = 0;
-        while (held.data()[at] == bytes.data()[at]) ++at;
-        where = detail::cat(" (first difference at byte ", at, ")");
-      }
+    if (!detail::same_bytes(held, bytes))
       return Expected<void>(Error::KeyConflict,
                             detail::cat(who, ": key ", detail::quote_name(name), ": the merged store holds ",
-                                        held.size(), " bytes that differ from the file's ", bytes.size(), where));
-    }
+                                        held.size(), " bytes that differ from the file's ", bytes.size(),
+                                        detail::first_difference(held, bytes)));
     std::optional<Layout> layout;
     Result<TensorLayout> l = store.key_layout(i);
     if (!l.ok() && l.error() != Error::NotFound)  // (the import refused such a layout)

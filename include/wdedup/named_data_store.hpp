@@ -75,6 +75,16 @@ inline bool same_bytes(ByteSpan a, ByteSpan b) noexcept {
   return std::memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+/// For two spans that are not the same bytes: " (first difference at byte
+/// i)" where they are of one size, else "" (their sizes say it).
+template <int = 0>
+std::string first_difference(ByteSpan a, ByteSpan b) {
+  if (a.size() != b.size()) return {};
+  std::size_t i = 0;
+  while (a.data()[i] == b.data()[i]) ++i;
+  return cat(" (first difference at byte ", i, ")");
+}
+
 template <int = 0>
 std::string describe_layout(const std::optional<Layout>& l) {
   if (!l) return "no layout";
@@ -422,17 +432,11 @@ class NamedDataStore {
   template <int = 0>
   Expected<void> same_entry(const StoreKey& k, ByteSpan bytes, const std::optional<Layout>& layout) const {
     const ByteSpan held = buffers_[k.buffer_index].bytes;
-    if (!detail::same_bytes(held, bytes)) {
-      std::string where;
-      if (held.size() == bytes.size()) {
-        std::size_t i = 0;
-        while (held.data()[i] == bytes.data()[i]) ++i;
-        where = detail::cat(" (first difference at byte ", i, ")");
-      }
+    if (!detail::same_bytes(held, bytes))
       return Expected<void>(Error::KeyConflict,
                             detail::cat("key ", detail::quote_name(k.key), " already holds ", held.size(),
-                                        " bytes that differ from the ", bytes.size(), " bytes added now", where));
-    }
+                                        " bytes that differ from the ", bytes.size(), " bytes added now",
+                                        detail::first_difference(held, bytes)));
     if (k.layout != layout) {
       // A layout on one add only says which add had none (not "already has
       // layout no layout", as it read until a user trial).
