@@ -388,6 +388,27 @@ if rc != -signal.SIGINT or left != ["r.json"] or interrupted is not True:
                     "expected death by SIGINT, the JSON alone left, \"interrupted\": true")
 if "r.json" in left:
     os.remove(os.path.join(sig_dir, "r.json"))
+# stdout's reader gone with no Ctrl-C (`| head`, a `less` quit during the
+# run): the table's write fails, but the JSON is written (a SIGPIPE there
+# ended the run after every measurement, before its JSON), and the run says
+# so and exits 1.
+p = subprocess.Popen([exe, "--quick", "--only", "runtime", "--tmpdir", sig_dir, "--json",
+                      os.path.join(sig_dir, "r.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     preexec_fn=stop_signals_at_defaults)
+while p.stdout.readline().strip():  # the lines before the run, flushed as it starts
+    pass
+p.stdout.close()
+err = p.stderr.read()
+p.wait(timeout=120)
+left = sorted(os.listdir(sig_dir))
+interrupted = read_interrupted(left)
+lost = f"wdedup-bench: writing to standard output failed: the table is lost; every figure is in " \
+       f"{os.path.join(sig_dir, 'r.json')}\n"
+if p.returncode != 1 or left != ["r.json"] or interrupted is not False or err != lost:
+    problems.append(f"stdout's reader gone: exit {p.returncode}, left {left}, interrupted {interrupted}, stderr "
+                    f"{err!r}; expected exit 1, the JSON alone left, \"interrupted\": false, stderr {lost!r}")
+if "r.json" in left:
+    os.remove(os.path.join(sig_dir, "r.json"))
 # Twice: at once, nothing written, its files removed (the second lands while
 # the first write of a 500 MB store runs).
 rc, out, said = ctrl_c_run(["--quick", "--only", "runtime,write", "--write-bytes", "500000000", "--reps", "3"],

@@ -519,6 +519,9 @@ for args, want in [(["--workloads", "llama-1+1,ptd", "--ptd", json_fixture],
                     f"wdedup-bench: --ptd names one file twice ({files[0]} and {link}): their mappings share "
                     "pages, so the figures would count bytes never read; copy the file to time identical methods"),
                    (["--ptd", f"{files[0]},"], f"wdedup-bench: --ptd {files[0]}, has an empty item (a stray comma)"),
+                   # No tensor bytes (ExecuTorch's empty.ptd): nothing to time.
+                   (["--ptd", os.path.join(fixtures, "empty.ptd")],
+                    "wdedup-bench: --ptd files hold no tensor bytes (0 keys in all): nothing to time"),
                    # Every --ptd adds its files (the second replaced the first).
                    (["--ptd", files[0], "--ptd", link],
                     f"wdedup-bench: --ptd names one file twice ({files[0]} and {link}): their mappings share "

@@ -219,16 +219,10 @@ extern "C" void remove_own_files_and_die(int sig) {
 extern "C" void stop_after_this_step(int sig) {
   int none = 0;
   if (!wbench::g_stop_signal.compare_exchange_strong(none, sig)) return remove_own_files_and_die(sig);
-  // The terminal's Ctrl-C ends the whole foreground job: a `| tee log` or
-  // `| less` reading our output dies of it too. A write to that pipe (this
-  // message, the table, the last fflush) would then end the run by SIGPIPE
-  // before it wrote its JSON or removed its files: from here on, such a
-  // write fails with EPIPE instead.
-  struct sigaction ign;
-  std::memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigemptyset(&ign.sa_mask);
-  ::sigaction(SIGPIPE, &ign, nullptr);
+  // (The terminal's Ctrl-C ends the whole foreground job: a `| tee log` or
+  // `| less` reading our output dies of it too. A write to that pipe fails
+  // with EPIPE, not SIGPIPE, which main ignores from the start: the run
+  // still writes its JSON and removes its files.)
   static const char kSaid[] =
       "\nwdedup-bench: stopping at the next step, keeping the measurements finished so far (Ctrl-C again to stop "
       "at once)\n";
@@ -412,6 +406,16 @@ bool check_ptd_files(const Config& c) {
   } catch (const std::bad_alloc&) {
     // (Outside any group: main's handler has not started yet.)
     std::fprintf(stderr, "wdedup-bench: --ptd files: out of memory deduplicating them\n");
+    return false;
+  }
+  // Bytes to time (after deduplicate()'s refusals, which name more):
+  // files whose keys hold none (ExecuTorch's empty.ptd) gave rows of
+  // 0 GB/s whose ratios were the timer's noise.
+  if (wdedup::bench::total_bytes(wdedup::bench::input_spans(scratch)) == 0) {
+    std::size_t keys = 0;
+    for (const wdedup::Method& m : scratch.methods)
+      for (const wdedup::Partition& part : m.partitions) keys += part.tensors.size();
+    std::fprintf(stderr, "wdedup-bench: --ptd files hold no tensor bytes (%zu keys in all): nothing to time\n", keys);
     return false;
   }
   return true;
@@ -1013,6 +1017,19 @@ int main(int argc, char** argv) {
   if (int rc = parse_args(argc, argv, &c); rc != 0) return rc;
   remove_own_files_on_signals(c);
   keep_results_on_ctrl_c();
+  // A reader of stdout that goes before the table (`| head`, a `less` quit
+  // during the run, a `| tee` a Ctrl-C ended) must not cost the run its
+  // JSON: the table's first write ended the process by SIGPIPE, after
+  // every measurement and before the JSON was written. Such a write now
+  // fails with EPIPE, the JSON is written, and the run says so on stderr
+  // and exits 1 (end() below; by SIGINT after a Ctrl-C).
+  {
+    struct sigaction ign;
+    std::memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, nullptr);
+  }
 
   // As a shell would take it back (a --ptd path with a space was two
   // words): a word of other characters than these is single-quoted.
@@ -1085,7 +1102,10 @@ int main(int argc, char** argv) {
                                                      " of them usable here (the CPU affinity)"
                                                : std::to_string(all_cores) + " cores";
   std::printf("wdedup-bench: %s\n%s, %s%s%s\n", command.c_str(), date, cores_text.c_str(), llama.c_str(),
-              c.quick ? ", --quick (small sizes: figures are not meaningful)" : "");
+              !c.quick                ? ""
+              : c.ptd_files.empty()   ? ", --quick (small sizes: figures are not meaningful)"
+                                      : ", --quick (small sizes and few repetitions, the --ptd files at their own "
+                                        "size: figures are not meaningful)");
   // More threads than cores share them: figures then say little about
   // either side, and nothing else would say why.
   if (c.runs_dedup())
@@ -1140,13 +1160,19 @@ int main(int argc, char** argv) {
   else if (interrupted)
     std::printf("INTERRUPTED (Ctrl-C) before any measurement finished.\n");
   r.notes.push_back({"checksum", std::to_string(wbench::consumed())});
+  bool json_written = false;
 
   auto end = [&](int rc) {
-    std::fflush(stdout);
+    const bool out_lost = std::fflush(stdout) != 0 || std::ferror(stdout);
     if (wbench::stop_requested()) {  // (interrupted, or a Ctrl-C after the last step)
       // Ended as the signal would have ended it, its files gone.
       remove_own_files_now();
       wdedup_cli::die_by(SIGINT);
+    }
+    if (out_lost) {
+      std::fprintf(stderr, "wdedup-bench: writing to standard output failed: the table is lost; %s\n",
+                   json_written ? ("every figure is in " + c.json_path).c_str() : "no JSON was written either");
+      return 1;
     }
     return rc;
   };
@@ -1169,6 +1195,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "wdedup-bench: %s\n", w.message().c_str());
     return end(1);
   }
+  json_written = true;
   std::printf("wrote %s\n", c.json_path.c_str());
   return end(wbench::any_failure() ? 1 : 0);
 }
