@@ -657,6 +657,16 @@ else:
                             f"expected {want} (one per 4 MiB of work, between 2 and 63 here)")
     if len(dedup_rows) != 6:
         problems.append(f"expected 6 dedup rows at 64 threads, got {len(dedup_rows)}")
+    # The scaling row says so too: its speed-up is over the threads that ran.
+    scaling = [r for r in mt_rows if r["name"].endswith(": scaling vs 1 thr")]
+    if dedup_rows:
+        run = dedup_rows[0]["extra"]["threads_run"]
+        tail = f"; deduplicate() ran on {run:.0f} of the 64 threads given (one per 4 MiB of work), and so did the " \
+               "read pass"
+        if len(scaling) != 1 or scaling[0]["extra"].get("threads_run") != run or \
+                not scaling[0].get("note", "").endswith(tail):
+            problems.append(f"the scaling row {[(r['extra'], r.get('note')) for r in scaling]}: expected threads_run "
+                            f"{run} and a note ending {tail!r}")
     check_threads_started(mt_rows, problems)
     counted = any("threads_started_by_baseline" in r["extra"] for r in dedup_rows)
     if dedup_rows:
