@@ -1023,13 +1023,7 @@ int main(int argc, char** argv) {
   // every measurement and before the JSON was written. Such a write now
   // fails with EPIPE, the JSON is written, and the run says so on stderr
   // and exits 1 (end() below; by SIGINT after a Ctrl-C).
-  {
-    struct sigaction ign;
-    std::memset(&ign, 0, sizeof ign);
-    ign.sa_handler = SIG_IGN;
-    sigemptyset(&ign.sa_mask);
-    ::sigaction(SIGPIPE, &ign, nullptr);
-  }
+  ::signal(SIGPIPE, SIG_IGN);
 
   // As a shell would take it back (a --ptd path with a space was two
   // words): a word of other characters than these is single-quoted.

@@ -537,28 +537,32 @@ bool runs_as_asked(const Args& args, const wdedup::Program& program, std::vector
 }
 
 /// --ptd: whether the merged store keeps every key of the files, as a
-/// program exported against them asks for its data (by key). Said once per
-/// distinct answer (the keys do not depend on the strategy); with
-/// --keep-keys a store that does not is refused. False: refused.
-bool keys_kept(const Args& args, const wdedup::PtdFiles& files, const wdedup::DedupResult& r, std::string* said) {
-  const wdedup::Expected<void> kept = files.check_keys_kept(r.store);
-  if (kept) return true;
-  if (kept.message() != *said)
-    std::fprintf(stderr,
-                 args.keep_keys ? "wdedup-demo: --keep-keys: the merged store does not keep every key of its files, "
-                                  "and is not written: %s\n"
-                                : "wdedup-demo: warning: the merged store does not keep every key of its files: %s "
-                                  "(--keep-keys refuses such a store)\n",
-                 kept.message().c_str());
-  *said = kept.message();
-  return !args.keep_keys;
+/// program exported against them asks for its data (by key). Checked and
+/// said once, for the first strategy's store: deduplicate() makes the keys
+/// and their bytes before and apart from the policy, so every strategy's
+/// store gives the same answer (checking each compared most of the second
+/// file's bytes again). With --keep-keys a store that does not is refused.
+/// `kept`: the answer, once known. False: refused.
+bool keys_kept(const Args& args, const wdedup::PtdFiles& files, const wdedup::DedupResult& r,
+               std::optional<wdedup::Expected<void>>* kept) {
+  if (!kept->has_value()) {
+    kept->emplace(files.check_keys_kept(r.store));
+    if (!**kept)
+      std::fprintf(stderr,
+                   args.keep_keys ? "wdedup-demo: --keep-keys: the merged store does not keep every key of its "
+                                    "files, and is not written: %s\n"
+                                  : "wdedup-demo: warning: the merged store does not keep every key of its files: %s "
+                                    "(--keep-keys refuses such a store)\n",
+                   (*kept)->message().c_str());
+  }
+  return (*kept)->ok() || !args.keep_keys;
 }
 
 /// `files`: the --ptd inputs (nullptr for the built-in workload);
-/// `keys_said`: what keys_kept last said.
+/// `keys`: keys_kept's answer, once known.
 template <class Policy>
 bool run(const Args& args, const wdedup::Program& program, const wdedup::PtdFiles* files, const std::string& out,
-         std::string* json, std::string* keys_said) {
+         std::string* json, std::optional<wdedup::Expected<void>>* keys) {
   wdedup::DedupOptions opts;
   opts.threads = args.threads;
   auto r = wdedup::deduplicate<wdedup::Strategy<Policy>>(program, opts);
@@ -573,7 +577,7 @@ bool run(const Args& args, const wdedup::Program& program, const wdedup::PtdFile
               static_cast<unsigned long long>(rep.bytes_stored), static_cast<unsigned long long>(rep.bytes_saved),
               rep.bytes_in ? 100.0 * static_cast<double>(rep.bytes_saved) / static_cast<double>(rep.bytes_in) : 0.0,
               static_cast<unsigned long long>(rep.bytes_shared_across_blobs), rep.seconds_total);
-  if (files && !keys_kept(args, *files, *r, keys_said)) return false;
+  if (files && !keys_kept(args, *files, *r, keys)) return false;
   if (!out.empty()) {
     // The store is read back before it replaces the file at `out`: one
     // that does not read back fails the write and leaves the previous one.
@@ -781,14 +785,14 @@ int run_demo(int argc, char** argv) {
   std::string* jp = args.json.empty() ? nullptr : &json;
   bool ok = true;
   const wdedup::PtdFiles* inputs = args.ptd.empty() ? nullptr : &files;
-  std::string keys_said;
+  std::optional<wdedup::Expected<void>> keys;
   for (const char* tag : tags) {
     const std::string out = out_path(args, tag);
     if (std::strcmp(tag, "positional") == 0)
-      ok = run<wdedup::Positional>(args, program, inputs, out, jp, &keys_said) && ok;
-    if (std::strcmp(tag, "oneblob") == 0) ok = run<wdedup::OneBlob>(args, program, inputs, out, jp, &keys_said) && ok;
+      ok = run<wdedup::Positional>(args, program, inputs, out, jp, &keys) && ok;
+    if (std::strcmp(tag, "oneblob") == 0) ok = run<wdedup::OneBlob>(args, program, inputs, out, jp, &keys) && ok;
     if (std::strcmp(tag, "disabled") == 0)
-      ok = run<wdedup::Disabled>(args, program, inputs, out, jp, &keys_said) && ok;
+      ok = run<wdedup::Disabled>(args, program, inputs, out, jp, &keys) && ok;
   }
   if (args.strategy == "all" && std::strcmp(tags.front(), "positional") != 0)
     std::printf("(Positional skipped: the methods have different partition counts)\n");
