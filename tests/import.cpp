@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,10 +117,10 @@ const char* const kNotKeptWhy =
     " (deduplicate() names each key after its tensor, and '<method>/<name>' where methods give one name different "
     "bytes or layouts: a program that asks for ";
 /// check_keys_kept's message for a file at `path` one of whose `keys` keys,
-/// `key`, the merged store lacks.
-std::string one_key_not_kept(const std::string& path, int keys, const std::string& key) {
+/// `key`, the merged store lacks, holding its bytes and layout as `now`.
+std::string one_key_not_kept(const std::string& path, int keys, const std::string& key, const std::string& now) {
   return path + ": check_keys_kept: 1 of the file's " + std::to_string(keys) + " keys is not in the merged store: '" +
-         key + "'" + kNotKeptWhy + "it by name, as an ExecuTorch program does, does not find it)";
+         key + "' (now '" + now + "')" + kNotKeptWhy + "it by name, as an ExecuTorch program does, does not find it)";
 }
 }  // namespace
 
@@ -1173,7 +1174,7 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
   const std::string warning = "wdedup-demo: warning: the merged store does not keep every key of its files: ";
   const std::string refuses = " (--keep-keys refuses such a store)\n";
   CHECK(run("--ptd '" + path + "' --unmapped-keys rest") == 0);
-  CHECK(read_text(log) == warning + one_key_not_kept(path, 3, "shared.a") + refuses);
+  CHECK(read_text(log) == warning + one_key_not_kept(path, 3, "shared.a", "a") + refuses);
   const std::string printed = read_text(printed_path);
   CHECK(printed.find("  " + path + ": method(s) m, rest, 2 partition(s), 3 tensors over 112 B\n") !=
         std::string::npos);
@@ -1197,8 +1198,8 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
   CHECK(run("--ptd '" + full + "," + path + "," + path2 + "' --unmapped-keys rest") == 0);
   // (full.ptd's extra.e, named 'e' by its row, is kept: rest#2 holds the
   // same bytes under the name extra.e.)
-  CHECK(read_text(log) == warning + one_key_not_kept(path, 3, "shared.a") + "; " +
-                              one_key_not_kept(path2, 2, "shared.d") + refuses);
+  CHECK(read_text(log) == warning + one_key_not_kept(path, 3, "shared.a", "a") + "; " +
+                              one_key_not_kept(path2, 2, "shared.d", "d") + refuses);
   const std::string both = read_text(printed_path);
   CHECK(both.find("  " + full + ": method(s) f, 1 partition(s), 1 tensors over 8 B\n") != std::string::npos);
   CHECK(both.find("  " + path + ": method(s) m, rest, 2 partition(s), 3 tensors over 112 B\n") != std::string::npos);
@@ -1255,7 +1256,8 @@ TEST_CASE("the demo takes a store whose data was replaced since it was written o
   CHECK(run("--ptd '" + moved_path + "," + changed_path + "' --take-replaced-data") == 0);
   // b's bytes differ between the two: each method's b is its own key.
   CHECK(read_text(log) == "wdedup-demo: warning: the merged store does not keep every key of its files: " +
-                              one_key_not_kept(moved_path, 2, "b") + "; " + one_key_not_kept(changed_path, 2, "b") +
+                              one_key_not_kept(moved_path, 2, "b", "moved/b") + "; " +
+                              one_key_not_kept(changed_path, 2, "b", "changed/b") +
                               " (--keep-keys refuses such a store)\n");
   const std::string printed = read_text(printed_path);
   CHECK(printed.find("  " + moved_path + ": method(s) moved, 1 partition(s), 2 tensors over 128 B\n") !=
@@ -1670,10 +1672,15 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   CHECK(r->store.find("simple.b") == nullptr);
   CHECK(r->store.bytes_of("prefill/simple.b").size() == 100);
   CHECK(r->store.bytes_of("decode/simple.b").size() == 100);
-  for (const Opened* o : {a.get(), other.get()}) {
-    const Expected<void> e = check_keys_kept(o->map(), r->store);
-    CHECK(e.error() == Error::NotFound);
-    CHECK(e.message() == one_key_not_kept("", 3, "simple.b").substr(2));  // (no path: the file's map itself)
+  // Each message names the key that holds the file's simple.b now: the one
+  // with its bytes, whichever the method named first.
+  for (const char* method : {"", "prefill", "decode", "other"}) {
+    CAPTURE(method);
+    for (const auto& [o, now] : {std::pair(a.get(), "prefill/simple.b"), std::pair(other.get(), "decode/simple.b")}) {
+      const Expected<void> e = check_keys_kept(o->map(), r->store, method);
+      CHECK(e.error() == Error::NotFound);
+      CHECK(e.message() == one_key_not_kept("", 3, "simple.b", now).substr(2));  // (no path: the file's map itself)
+    }
   }
 
   // A store that holds the key over other bytes, or with another layout.
@@ -1706,6 +1713,18 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   const std::vector<std::uint8_t> a_b(a->map().source().view(512, 100),
                                       static_cast<const std::uint8_t*>(a->map().source().view(512, 100)) + 100);
   CHECK(check_keys_kept(a->map(), store_of(a->map(), 1, ByteSpan(a_b.data(), a_b.size()), std::nullopt)).ok());
+  // Those bytes under a name that only ends like the key's are not where it
+  // went (deduplicate() gives '<method>/<key>'): named with no "now".
+  {
+    NamedDataStore s;
+    REQUIRE(s.add_named_data("notsimple.b", ByteSpan(a_b.data(), a_b.size())).ok());
+    REQUIRE(s.add_named_data("m/simple.bb", ByteSpan(a_b.data(), a_b.size())).ok());
+    e = check_keys_kept(a->map(), s);
+    CHECK(e.error() == Error::NotFound);
+    CHECK(e.message() == "check_keys_kept: 3 of the file's 3 keys are not in the merged store: 'simple.a', "
+                         "'simple.b', 'simple.c'" +
+                             std::string(kNotKeptWhy) + "them by name, as an ExecuTorch program does, does not find them)");
+  }
 
   std::unique_ptr<Opened> layouts = open_fixture("layouts.ptd", Via::Mmap);
   const NamedDataMap& lm = layouts->map();
@@ -1781,8 +1800,11 @@ TEST_CASE("PtdFiles::check_keys_kept: every file checked, each failing one named
   CHECK(r->store.bytes_of("decode/simple.b").size() == 100);
   const Expected<void> e = files.check_keys_kept(r->store);
   CHECK(e.error() == Error::NotFound);
-  CHECK(e.message() == one_key_not_kept(prefill, 3, "simple.b") + "; " + one_key_not_kept(same, 3, "simple.b") + "; " +
-                           one_key_not_kept(decode, 3, "simple.b"));
+  // same.ptd's is 'same/simple.b', its own method's, though
+  // 'prefill/simple.b' holds the same bytes and comes first.
+  CHECK(e.message() == one_key_not_kept(prefill, 3, "simple.b", "prefill/simple.b") + "; " +
+                           one_key_not_kept(same, 3, "simple.b", "same/simple.b") + "; " +
+                           one_key_not_kept(decode, 3, "simple.b", "decode/simple.b"));
 }
 
 #ifdef WDEDUP_DEMO_PATH
@@ -1797,7 +1819,8 @@ TEST_CASE("the demo warns of a merge that does not keep its files' keys, and --k
     REQUIRE(WIFEXITED(st));
     return WEXITSTATUS(st);
   };
-  const std::string why = one_key_not_kept(prefill, 3, "simple.b") + "; " + one_key_not_kept(decode, 3, "simple.b");
+  const std::string why = one_key_not_kept(prefill, 3, "simple.b", "prefill/simple.b") + "; " +
+                          one_key_not_kept(decode, 3, "simple.b", "decode/simple.b");
   // Keys that agree: nothing said, with or without the flag.
   CHECK(demo(prefill + "," + same, "") == 0);
   CHECK(read_text(err).empty());
@@ -1821,6 +1844,34 @@ TEST_CASE("the demo warns of a merge that does not keep its files' keys, and --k
         "wdedup-demo: --keep-keys: the merged store does not keep every key of its files, and is not written: " + why +
             "\n");
   CHECK(read_file(out) == kept_file);
+  // With --per-method, whose files wait for the answer: none written where
+  // the merge is refused, both where it is not.
+  const std::string pm = dir + "/pm";
+  CHECK(demo(prefill + "," + decode, " --keep-keys --per-method '" + pm + "'") == 1);
+  CHECK(read_text(err) ==
+        "wdedup-demo: --keep-keys: the merged store does not keep every key of its files, and is not written: " + why +
+            "\nwdedup-demo: --keep-keys: --per-method " + pm + " not written either\n");
+  struct stat st_pm {};
+  CHECK(::stat(pm.c_str(), &st_pm) == -1);
+  CHECK(read_file(out) == kept_file);
+  CHECK(demo(prefill + "," + same, " --keep-keys --per-method '" + pm + "'") == 0);
+  std::unique_ptr<Opened> simple = open_fixture("simple.ptd", Via::Mmap);
+  CHECK(read_text(err).empty());
+  for (const char* method : {"prefill", "same"}) {
+    CAPTURE(method);
+    std::unique_ptr<Opened> written = open_via(Via::Mmap, pm + "/" + method + ".ptd");
+    REQUIRE(written->ok());
+    const NamedDataMap &w = written->map(), &f = simple->map();
+    REQUIRE(*w.get_num_keys() == 3);
+    for (std::size_t i = 0; i < 3; ++i) {
+      const std::string key = key_text(*f.get_key(i));
+      CAPTURE(key);
+      const KeyInfo fi = *f.key_info(i), wi = *w.find(KeyView(key.data(), key.size()));
+      REQUIRE(wi.size == fi.size);
+      CHECK(std::memcmp(w.source().view(wi.offset, wi.size), f.source().view(fi.offset, fi.size),
+                        static_cast<std::size_t>(fi.size)) == 0);
+    }
+  }
   // Only for --ptd.
   const int st = std::system(("'" + std::string(WDEDUP_DEMO_PATH) + "' --keep-keys --out '' > /dev/null 2> '" + err +
                               "'").c_str());

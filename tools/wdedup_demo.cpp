@@ -67,7 +67,7 @@ struct Args {
   std::uint32_t prefill_partitions = 0, decode_partitions = 0, layers = 0;
   bool model_given = false;
   std::vector<std::string> ptd;  ///< .ptd files to merge instead of the built-in workload
-  std::string per_method;        ///< directory for one .ptd per method, written before merging
+  std::string per_method;        ///< one .ptd per method here, written before merging (after, with --keep-keys)
   std::string unmapped_keys;     ///< --ptd: the method that takes a store's keys no function names
   /// --ptd: the alignment of keys whose file records none (0: inferred).
   std::uint32_t unrecorded_alignment = 0;
@@ -612,26 +612,33 @@ bool run(const Args& args, const wdedup::Program& program, const wdedup::PtdFile
   return true;
 }
 
-/// --per-method DIR: writes each method of `program` alone to
-/// DIR/<method>.ptd: its tensors as keys (identical bytes within the method
-/// stored once, as ExecuTorch's NamedDataStore does within one export), no
-/// function maps. Every store is built before any is written: a method
-/// that gives one tensor name two different contents or layouts in its
-/// partitions cannot be one store, and is refused with nothing written.
-/// 0: written; 2: refused; 1: a write failed.
-int write_per_method(const std::string& dir, const wdedup::Program& program) {
+/// --per-method DIR: each method of `program` alone, as a store: its
+/// tensors as keys (identical bytes within the method stored once, as
+/// ExecuTorch's NamedDataStore does within one export), no function maps.
+/// Every store is built before any is written: a method that gives one
+/// tensor name two different contents or layouts in its partitions cannot
+/// be one store, and is refused with nothing written. 0: built; 2: refused.
+int per_method_stores(const std::string& dir, const wdedup::Program& program,
+                      std::vector<wdedup::NamedDataStore>* stores) {
   // (Every method name was checked by runs_as_asked: per_method_names_usable.)
-  std::vector<wdedup::NamedDataStore> stores(program.methods.size());
+  stores->assign(program.methods.size(), wdedup::NamedDataStore());
   for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
     const wdedup::Method& m = program.methods[mi];
     for (std::size_t p = 0; p < m.partitions.size(); ++p)
       for (const wdedup::Tensor& t : m.partitions[p].tensors)
-        if (auto added = stores[mi].add_named_data(t.name, t.bytes, t.alignment, t.layout); !added) {
+        if (auto added = (*stores)[mi].add_named_data(t.name, t.bytes, t.alignment, t.layout); !added) {
           std::fprintf(stderr, "wdedup-demo: --per-method %s: method %s cannot be one store: partition %zu: %s\n",
                        dir.c_str(), wdedup::detail::quote_name(m.name).c_str(), p, added.message().c_str());
           return 2;
         }
   }
+  return 0;
+}
+
+/// --per-method DIR: writes per_method_stores' stores to DIR/<method>.ptd.
+/// 0: written; 1: a write failed.
+int write_per_method(const std::string& dir, const wdedup::Program& program,
+                     const std::vector<wdedup::NamedDataStore>& stores) {
   if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
     std::fprintf(stderr, "wdedup-demo: --per-method: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
     return 1;
@@ -778,8 +785,15 @@ int run_demo(int argc, char** argv) {
   const wdedup::Program& program = w ? w->program() : imported;
   std::vector<const char*> tags;
   if (!runs_as_asked(args, program, &tags)) return 2;  // (again for imported files; the same answer)
-  if (!args.per_method.empty())
-    if (const int rc = write_per_method(args.per_method, program); rc != 0) return rc;
+  // --per-method: its stores built (or refused) before anything is written.
+  // With --keep-keys they are written after the merge, once its keys are
+  // known kept: a merge it refuses writes nothing.
+  std::vector<wdedup::NamedDataStore> per_method;
+  if (!args.per_method.empty()) {
+    if (const int rc = per_method_stores(args.per_method, program, &per_method); rc != 0) return rc;
+    if (!args.keep_keys)
+      if (const int rc = write_per_method(args.per_method, program, per_method); rc != 0) return rc;
+  }
 
   std::string json;
   std::string* jp = args.json.empty() ? nullptr : &json;
@@ -796,6 +810,12 @@ int run_demo(int argc, char** argv) {
   }
   if (args.strategy == "all" && std::strcmp(tags.front(), "positional") != 0)
     std::printf("(Positional skipped: the methods have different partition counts)\n");
+  if (!args.per_method.empty() && args.keep_keys) {
+    if (keys && !keys->ok())
+      std::fprintf(stderr, "wdedup-demo: --keep-keys: --per-method %s not written either\n", args.per_method.c_str());
+    else if (const int rc = write_per_method(args.per_method, program, per_method); rc != 0)
+      return rc;
+  }
 
   // Replaced whole or not at all, as the stores are; and only with a
   // report: a run where every strategy failed leaves the last one.

@@ -240,6 +240,37 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
   return {};
 }
 
+/// The key of `merged` that holds what a file's key `name` held (`bytes`,
+/// `layout`) now that `name` is not a key of it, for check_keys_kept to
+/// say where it went; nullptr if none is found. Looked for where
+/// deduplicate() puts such a key: `<method>/<name>` for the method the file
+/// was imported as, then any `<method>/<name>` (one with the same bytes and
+/// layout serves a program as well), then any key over the file's own
+/// bytes (a hand-made function map named the key after another tensor).
+/// Only for the few keys a message names: each is a pass over the keys.
+template <int = 0>
+const StoreKey* key_now_holding(const NamedDataStore& merged, std::string_view name, ByteSpan bytes,
+                                const std::optional<Layout>& layout, std::string_view method) {
+  auto holds = [&](const StoreKey& k) {
+    return k.layout == layout && same_bytes(merged.buffers()[k.buffer_index].bytes, bytes);
+  };
+  if (!method.empty()) {
+    const StoreKey* k = merged.find(cat(method, "/", name));
+    if (k != nullptr && holds(*k)) return k;
+  }
+  for (const StoreKey& k : merged.keys()) {
+    const std::string_view key = k.key;
+    if (key.size() > name.size() && key[key.size() - name.size() - 1] == '/' &&
+        key.compare(key.size() - name.size(), name.size(), name) == 0 && holds(k))
+      return &k;
+  }
+  for (const StoreKey& k : merged.keys()) {
+    const ByteSpan held = merged.buffers()[k.buffer_index].bytes;
+    if (held.data() == bytes.data() && held.size() == bytes.size() && k.layout == layout) return &k;
+  }
+  return nullptr;
+}
+
 }  // namespace detail
 
 /// Adds method `method` to `program`: one partition holding every key of
@@ -474,7 +505,11 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
 ///
 /// Errors (the first problem met, in file order; nothing changes):
 /// - NotFound: keys the merged store does not have, all counted and the
-///   first 8 named;
+///   first 8 named, each with the key of `merged` that now holds its bytes
+///   and layout where one does ("'simple.b' (now 'decode/simple.b')"):
+///   `<method>/<key>` for the `method` given (the name the file was
+///   imported as), else any `<method>/<key>`, else a key over the file's
+///   own bytes (a hand-made function map's tensor name);
 /// - KeyConflict: a key holding other bytes in `merged` (sizes, and the
 ///   first byte that differs);
 /// - LayoutMismatch: a key with another layout in `merged` (both named);
@@ -482,7 +517,7 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
 /// Bytes are compared only where `merged` holds them elsewhere in memory,
 /// which for a merge of two files is most of the second file's bytes.
 template <int = 0>
-Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& merged) {
+Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& merged, std::string_view method = {}) {
   constexpr const char* who = "check_keys_kept";
   if (Expected<void> ok = detail::check_import_source(who, store, ImportOptions{}); !ok) return ok;
   constexpr std::size_t kNamed = 8;
@@ -493,12 +528,18 @@ Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& 
     const KeyView key = *store.get_key(i);
     const std::string_view name(key.data(), key.size());
     const StoreKey* kept = merged.find(name);
-    if (kept == nullptr) {
-      if (missing++ < kNamed) names += detail::cat(missing == 1 ? "" : ", ", detail::quote_name(name));
-      continue;
-    }
+    if (kept == nullptr && missing++ >= kNamed) continue;  // counted, not named
     const KeyInfo info = *store.key_info(i);
     const ByteSpan bytes(store.source().view(info.offset, info.size), static_cast<std::size_t>(info.size));
+    if (kept == nullptr) {
+      names += detail::cat(missing == 1 ? "" : ", ", detail::quote_name(name));
+      Result<TensorLayout> l = store.key_layout(i);
+      if (!l.ok() && l.error() != Error::NotFound) continue;  // (the import refused such a layout)
+      const std::optional<Layout> layout = l.ok() ? std::optional<Layout>(Layout::copy_of(*l)) : std::nullopt;
+      if (const StoreKey* now = detail::key_now_holding(merged, name, bytes, layout, method))
+        names += detail::cat(" (now ", detail::quote_name(now->key), ")");
+      continue;
+    }
     const ByteSpan held = merged.buffers()[kept->buffer_index].bytes;
     if (!detail::same_bytes(held, bytes))
       return Expected<void>(Error::KeyConflict,
@@ -576,7 +617,7 @@ class PtdFiles {
     // Reserved and copied first: once the program holds tensors into this
     // mapping, keeping the mapping must not fail.
     files_.reserve(files_.size() + 1);
-    std::string kept_path = path;
+    std::string kept_path = path, kept_method;
     Expected<void> added;
     if (map->function_count() != 0 && method.empty()) {
       added = add_ptd_program(program, *map, options);
@@ -587,10 +628,12 @@ class PtdFiles {
         if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".ptd") == 0) stem.resize(stem.size() - 4);
         method = detail::free_method_name(program, stem);
       }
+      kept_method = method;
       added = add_ptd_method(program, *map, std::move(method), options);
     }
     if (!added) return Expected<void>(added.error(), detail::cat(path, ": ", added.message()));
-    files_.push_back(File{std::move(file), std::move(kept_path), options.open});  // (the map is not used again)
+    files_.push_back(File{std::move(file), std::move(kept_path), options.open,
+                          std::move(kept_method)});  // (the map is not used again)
     return {};
   }
   /// Files mapped so far.
@@ -608,7 +651,7 @@ class PtdFiles {
     std::string message;
     for (const File& f : files_) {
       Result<NamedDataMap> map = NamedDataMap::open(f.source, f.open);
-      Expected<void> kept = map ? wdedup::check_keys_kept(*map, merged)
+      Expected<void> kept = map ? wdedup::check_keys_kept(*map, merged, f.method)
                                 : Expected<void>(map.error(), describe_failure(map.failure()));
       if (kept) continue;
       if (code == Error::Ok) code = kept.error();
@@ -623,6 +666,7 @@ class PtdFiles {
     MmapSource source;
     std::string path;
     OpenOptions open;  ///< as the file was opened to be added (to open it again)
+    std::string method;  ///< the method a file without function maps became
   };
   // The tensors point into each source's mapping, which stays where it is
   // when a source is moved (as the vector grows). (Not unique_ptr: <memory>
