@@ -700,6 +700,13 @@ if r.returncode != 2 or not re.fullmatch(r"example_benchmark_own_program: --mb 1
 r = run([example, "--help"])
 if r.returncode != 0 or r.stdout != usage:
     problems.append(f"example --help: exit {r.returncode}, stdout {r.stdout!r}")
+# --help whose text is lost (stdout on a full device): exit 1, said.
+if os.path.exists("/dev/full"):
+    for prog, name in ((exe, "wdedup-bench"), (example, "example_benchmark_own_program")):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([prog, "--help"], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        if r.returncode != 1 or r.stderr != f"{name}: writing to standard output failed: No space left on device\n":
+            problems.append(f"{name} --help, stdout on /dev/full: exit {r.returncode}, stderr {r.stderr!r}")
 r = run([example, "--mb", "2", "--reps", "1", "--threads", "1"])
 if r.returncode != 0 or "ratio:" not in r.stdout:
     problems.append(f"example --mb 2 --reps 1 --threads 1: exit {r.returncode}, {r.stdout!r} {r.stderr!r}")

@@ -540,6 +540,11 @@ int parse_args(int argc, char** argv, Config* c) {
     std::vector<std::uint64_t> list;
     if (opt == "--help" || opt == "-h") {
       usage(stdout);
+      // (A help text that did not reach its reader is a failed run, as the demo's.)
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        std::fprintf(stderr, "wdedup-bench: writing to standard output failed: %s\n", std::strerror(errno));
+        std::exit(1);
+      }
       std::exit(0);
     } else if (opt == "--quick") {
     } else if (opt == "--full") {

@@ -83,6 +83,11 @@ Args parse_args(int argc, char** argv) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       usage(stdout);
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {  // (the text did not reach its reader)
+        std::fprintf(stderr, "example_benchmark_own_program: writing to standard output failed: %s\n",
+                     std::strerror(errno));
+        std::exit(1);
+      }
       std::exit(0);
     }
     unsigned* out = flag == "--mb" ? &a.mb : flag == "--threads" ? &a.threads : flag == "--reps" ? &a.reps : nullptr;
