@@ -3,12 +3,15 @@
 benchmark_own_program): a mistake is refused before anything runs, with exit
 code 2 and one line naming the flag and its value, and the settings a run
 records are the ones it used. Nothing is timed; every run here is tiny."""
+import fcntl
 import json
 import os
 import pty
 import re
+import struct
 import subprocess
 import sys
+import termios
 
 exe, outdir, example = sys.argv[1], sys.argv[2], sys.argv[3]
 # interrupt_json_write's shared module (Linux), for a Ctrl-C inside the JSON's write.
@@ -531,6 +534,8 @@ def progress_under_terminal():
         return f"--progress under a terminal: no pseudo-terminal to run it in ({e}; is /dev/pts mounted?)"
     if pid == 0:
         try:
+            # A terminal 30 columns wide: progress lines are cut to 29.
+            fcntl.ioctl(2, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 30, 0, 0))
             os.execv(exe, [exe, "--quick", "--once", "--progress", "--layers", "2", "--workloads", "llama-1+1",
                            "--threads", "1", "--json", json_path, "--tmpdir", outdir])
         finally:
@@ -555,6 +560,12 @@ def progress_under_terminal():
     shown = lines[0].split("\r")[-1].replace("\033[K", "")
     if not shown.startswith("llama 1+1, 1 thread(s): one read pass"):
         return f"--once under a terminal: the result line shows {shown!r}"
+    # Each progress line as the terminal shows it, cut short of its last
+    # column ("dedup llama 1+1: generating the workload", 40 characters).
+    shown_progress = [seg.replace("\033[K", "") for line in tty_out.split("\n") for seg in line.split("\r")
+                      if seg.startswith("\033[Kdedup ")]
+    if shown_progress != ["dedup llama 1+1: generatin..."]:
+        return f"--progress on a 30-column terminal: progress lines {shown_progress!r}"
     return None
 
 

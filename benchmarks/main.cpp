@@ -20,6 +20,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -102,6 +103,16 @@ void progress(const Config& c, const char* fmt, ...) {
     std::fprintf(stderr, "%s\n", line);
     std::fflush(stderr);
     return;
+  }
+  // Cut to the terminal's width (asked each time: it may be resized): a
+  // line that wraps leaves its first rows behind when the next one
+  // replaces it (the build group's lines are 112 characters). Cut short of
+  // the last column, where a terminal's cursor waits to wrap. (Every
+  // progress text is ASCII: a byte is a column.)
+  winsize ws{};
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 4) {
+    const std::size_t fits = ws.ws_col - 1u;
+    if (std::strlen(line) > fits) std::memcpy(line + fits - 3, "...", 4);
   }
   std::fprintf(stderr, "\r\033[K%s", line);
   std::fflush(stderr);
