@@ -420,6 +420,27 @@ left = sorted(os.listdir(sig_dir))
 if rc != -signal.SIGINT or left != [] or "INTERRUPTED" in out or "wrote" in out:
     problems.append(f"Ctrl-C twice: exit {rc}, left {left}, stdout's end {out[-200:]!r}; expected death by SIGINT "
                     "at once, nothing written or left")
+# In a lookup measurement of many repetitions: it stops at the next pass, not
+# after all 100,000 repetitions (several minutes, past the wait below).
+p = subprocess.Popen([exe, "--progress", "--only", "runtime", "--keys", "16", "--lookups", "100000", "--reps",
+                      "100000", "--tmpdir", sig_dir, "--json", os.path.join(sig_dir, "r.json")],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                     preexec_fn=stop_signals_at_defaults)
+for line in p.stderr:
+    if line.startswith("runtime: lookups, 16 keys: present keys"):
+        time.sleep(1)  # past the warm-up passes (milliseconds), into the repetitions
+        os.killpg(p.pid, signal.SIGINT)
+        break
+try:
+    out, _ = p.communicate(timeout=60)
+    if p.returncode != -signal.SIGINT or "INTERRUPTED (Ctrl-C) before any measurement finished.\n" not in out:
+        problems.append(f"Ctrl-C in the lookups: exit {p.returncode}, stdout's end {out[-200:]!r}")
+except subprocess.TimeoutExpired:
+    os.killpg(p.pid, signal.SIGKILL)
+    p.communicate()
+    problems.append("Ctrl-C in the lookups of 100,000 repetitions: still running 60 s later")
+for name in os.listdir(sig_dir):
+    os.remove(os.path.join(sig_dir, name))
 # Once, with nothing finished yet: the last run's results stay as they were.
 with open(os.path.join(sig_dir, "r.json"), "w") as f:
     f.write("the last run's")

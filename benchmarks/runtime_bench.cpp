@@ -120,13 +120,19 @@ void shuffle(std::vector<T>& v, std::uint64_t seed) {
 /// for one pass. Returns samples per contender, in the order given. With
 /// wdedup's contender in the middle of three (or either of two), each
 /// baseline runs right before or right after it in every repetition, and
-/// neither side always goes first.
+/// neither side always goes first. Each pass is a step for a Ctrl-C
+/// (stop_point): a measurement of many or long passes (a large --reps or
+/// --lookups) stops at the next pass, not at its end.
 std::vector<std::vector<double>> interleave(unsigned reps, const std::vector<std::function<double()>>& fns) {
   std::vector<std::vector<double>> s(fns.size());
-  for (auto& f : fns) f();  // warm-up pass, not recorded
+  for (auto& f : fns) {  // warm-up pass, not recorded
+    stop_point();
+    f();
+  }
   for (unsigned r = 0; r < reps; ++r)
     for (std::size_t k = 0; k < fns.size(); ++k) {
       const std::size_t i = r % 2 == 0 ? k : fns.size() - 1 - k;
+      stop_point();
       s[i].push_back(fns[i]());
     }
   return s;
