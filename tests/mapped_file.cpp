@@ -356,6 +356,20 @@ TEST_CASE("PreadFile: a function map and an index built before the moves are kep
   }
 }
 
+TEST_CASE("every open by path refuses a null path, before open(2)") {
+  const char* const null_path = nullptr;  // (an unset getenv("MODEL"))
+  AlignedBytes memory(4096, 8);
+  const Failure failures[] = {MmapSource::open(null_path).failure(), FileSource::open(null_path).failure(),
+                              MappedFile::open(null_path).failure(),
+                              PreadFile::open(null_path, memory.span()).failure(),
+                              PreadFile::metadata_size(null_path).failure()};
+  for (const Failure& f : failures) {
+    CHECK(f.code == Error::InvalidArgument);
+    CHECK(std::string(f.what) == "the path is null");
+    CHECK(f.at == 0);
+  }
+}
+
 TEST_CASE("PreadFile: each open's failure is passed on, and OpenOptions reach the map") {
   const std::string simple = fixture("simple.ptd");
   const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/no such file.ptd";

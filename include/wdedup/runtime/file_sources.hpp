@@ -135,6 +135,9 @@ inline Status regular_file_size(int fd, std::uint64_t* size) noexcept {
 /// Opens `path` read-only and checks that it is a regular file. On success
 /// the caller owns *fd; on failure nothing is left open.
 inline Status open_regular_file(const char* path, int* fd, std::uint64_t* size) noexcept {
+  // (open(2) takes no null path: glibc declares it nonnull, and the kernel's
+  // EFAULT would say "bad address" of an unset getenv("MODEL").)
+  if (path == nullptr) return Status(Error::InvalidArgument, "the path is null", 0);
   // O_NONBLOCK: opening a FIFO for reading otherwise blocks until some
   // process opens it for writing, before the check below can refuse it.
   // It is cleared once the file is known to be regular: a local file
