@@ -1738,6 +1738,39 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
                            ": the merged store has no layout, the file " +
                            wdedup::detail::describe_layout(Layout::copy_of(*lm.key_layout(0))));
 
+  // Keys missing and a key held with other bytes: both said, the first in
+  // file order first, with its code; keys after the first held otherwise
+  // are not compared, missing ones still counted.
+  {
+    const std::vector<std::uint8_t> ka = pattern(16, 1), kb = pattern(16, 2), kc = pattern(16, 3),
+                                     other_b2 = pattern(16, 4), a_copy = ka;
+    NamedDataStore file;
+    REQUIRE(file.add_named_data("a", ByteSpan(ka.data(), ka.size())).ok());
+    REQUIRE(file.add_named_data("b", ByteSpan(kb.data(), kb.size())).ok());
+    REQUIRE(file.add_named_data("c", ByteSpan(kc.data(), kc.size())).ok());
+    std::unique_ptr<Opened> f = open_bytes(write_or_die(file, FunctionMaps{}, WriteOptions{}));
+    REQUIRE(f->ok());
+    REQUIRE(key_text(*f->map().get_key(0)) == "a");
+    const std::string b_differs = "key 'b': the merged store holds 16 bytes that differ from the file's 16" +
+                                  wdedup::detail::first_difference(ByteSpan(other_b2.data(), 16), ByteSpan(kb.data(), 16));
+    NamedDataStore merged;  // b over other bytes; a's bytes (a copy) under another name; no c
+    REQUIRE(merged.add_named_data("b", ByteSpan(other_b2.data(), other_b2.size())).ok());
+    REQUIRE(merged.add_named_data("zz", ByteSpan(a_copy.data(), a_copy.size())).ok());
+    e = check_keys_kept(f->map(), merged);
+    CHECK(e.error() == Error::NotFound);
+    CHECK(e.message() == "check_keys_kept: 2 of the file's 3 keys are not in the merged store: 'a', 'c'" +
+                             std::string(kNotKeptWhy) +
+                             "them by name, as an ExecuTorch program does, does not find them); and " + b_differs);
+    NamedDataStore merged2;  // a over other bytes, b kept with other bytes too (not compared), no c
+    REQUIRE(merged2.add_named_data("a", ByteSpan(kc.data(), kc.size())).ok());
+    REQUIRE(merged2.add_named_data("b", ByteSpan(other_b2.data(), other_b2.size())).ok());
+    e = check_keys_kept(f->map(), merged2);
+    CHECK(e.error() == Error::KeyConflict);
+    CHECK(e.message() == "check_keys_kept: key 'a': the merged store holds 16 bytes that differ from the file's 16" +
+                             wdedup::detail::first_difference(ByteSpan(kc.data(), 16), ByteSpan(ka.data(), 16)) +
+                             "; and 1 of the file's 3 keys is not in the merged store: 'c'" + kNotKeptWhy +
+                             "it by name, as an ExecuTorch program does, does not find it)");
+  }
   // Every key missing is counted; the first 8 are named, in file order.
   std::unique_ptr<Opened> many = open_fixture("many_keys.ptd", Via::Mmap);
   const std::size_t n = *many->map().get_num_keys();

@@ -503,17 +503,20 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
 /// that named a key other than its tensor comes back as a key named after
 /// the tensor.
 ///
-/// Errors (the first problem met, in file order; nothing changes):
+/// Errors (every key is looked for; nothing changes):
 /// - NotFound: keys the merged store does not have, all counted and the
 ///   first 8 named, each with the key of `merged` that now holds its bytes
 ///   and layout where one does ("'simple.b' (now 'decode/simple.b')"):
 ///   `<method>/<key>` for the `method` given (the name the file was
 ///   imported as), else any `<method>/<key>`, else a key over the file's
 ///   own bytes (a hand-made function map's tensor name);
-/// - KeyConflict: a key holding other bytes in `merged` (sizes, and the
-///   first byte that differs);
-/// - LayoutMismatch: a key with another layout in `merged` (both named);
+/// - KeyConflict: the first key holding other bytes in `merged` (sizes,
+///   and the first byte that differs);
+/// - LayoutMismatch: the first key with another layout in `merged` (both
+///   named);
 /// - InvalidArgument: the store's bytes are not in memory.
+/// Keys missing and a key held otherwise are both said, joined by "; and ",
+/// the one met first in file order first, with its code.
 /// Bytes are compared only where `merged` holds them elsewhere in memory,
 /// which for a merge of two files is most of the second file's bytes.
 template <int = 0>
@@ -521,52 +524,70 @@ Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& 
   constexpr const char* who = "check_keys_kept";
   if (Expected<void> ok = detail::check_import_source(who, store, ImportOptions{}); !ok) return ok;
   constexpr std::size_t kNamed = 8;
-  std::size_t missing = 0;
-  std::string names;
   const std::size_t count = *store.get_num_keys();
+  std::size_t missing = 0, first_missing = 0;
+  std::string names;
+  // The first key held otherwise (other bytes, another layout): its index,
+  // code and text. Keys after it are not compared; missing ones are still
+  // counted.
+  std::size_t first_other = count;
+  Error other_code = Error::Ok;
+  std::string other;
   for (std::size_t i = 0; i < count; ++i) {
     const KeyView key = *store.get_key(i);
     const std::string_view name(key.data(), key.size());
     const StoreKey* kept = merged.find(name);
-    if (kept == nullptr && missing++ >= kNamed) continue;  // counted, not named
+    if (kept == nullptr) {
+      if (missing++ == 0) first_missing = i;
+      if (missing > kNamed) continue;  // counted, not named
+    } else if (other_code != Error::Ok) {
+      continue;
+    }
     const KeyInfo info = *store.key_info(i);
     const ByteSpan bytes(store.source().view(info.offset, info.size), static_cast<std::size_t>(info.size));
+    Result<TensorLayout> l = store.key_layout(i);
+    const bool layout_read = l.ok() || l.error() == Error::NotFound;  // (the import refused any other)
+    const std::optional<Layout> layout = l.ok() ? std::optional<Layout>(Layout::copy_of(*l)) : std::nullopt;
     if (kept == nullptr) {
       names += detail::cat(missing == 1 ? "" : ", ", detail::quote_name(name));
-      Result<TensorLayout> l = store.key_layout(i);
-      if (!l.ok() && l.error() != Error::NotFound) continue;  // (the import refused such a layout)
-      const std::optional<Layout> layout = l.ok() ? std::optional<Layout>(Layout::copy_of(*l)) : std::nullopt;
+      if (!layout_read) continue;
       if (const StoreKey* now = detail::key_now_holding(merged, name, bytes, layout, method))
         names += detail::cat(" (now ", detail::quote_name(now->key), ")");
       continue;
     }
     const ByteSpan held = merged.buffers()[kept->buffer_index].bytes;
-    if (!detail::same_bytes(held, bytes))
-      return Expected<void>(Error::KeyConflict,
-                            detail::cat(who, ": key ", detail::quote_name(name), ": the merged store holds ",
-                                        held.size(), " bytes that differ from the file's ", bytes.size(),
-                                        detail::first_difference(held, bytes)));
-    std::optional<Layout> layout;
-    Result<TensorLayout> l = store.key_layout(i);
-    if (!l.ok() && l.error() != Error::NotFound)  // (the import refused such a layout)
-      return Expected<void>(l.error(), detail::cat(who, ": key ", detail::quote_name(name), ": ",
-                                                   describe_failure(l.failure())));
-    if (l.ok()) layout.emplace(Layout::copy_of(*l));
-    if (kept->layout != layout)
-      return Expected<void>(Error::LayoutMismatch,
-                            detail::cat(who, ": key ", detail::quote_name(name), ": the merged store has ",
-                                        detail::describe_layout(kept->layout), ", the file ",
-                                        detail::describe_layout(layout)));
+    if (!detail::same_bytes(held, bytes)) {
+      other_code = Error::KeyConflict;
+      other = detail::cat("key ", detail::quote_name(name), ": the merged store holds ", held.size(),
+                          " bytes that differ from the file's ", bytes.size(), detail::first_difference(held, bytes));
+    } else if (!layout_read) {
+      other_code = l.error();
+      other = detail::cat("key ", detail::quote_name(name), ": ", describe_failure(l.failure()));
+    } else if (kept->layout != layout) {
+      other_code = Error::LayoutMismatch;
+      other = detail::cat("key ", detail::quote_name(name), ": the merged store has ",
+                          detail::describe_layout(kept->layout), ", the file ", detail::describe_layout(layout));
+    }
+    if (other_code != Error::Ok) first_other = i;
   }
-  if (missing == 0) return {};
-  return Expected<void>(
-      Error::NotFound,
-      detail::cat(who, ": ", missing, " of the file's ", count, " keys ", missing == 1 ? "is" : "are",
-                  " not in the merged store: ", names, missing > kNamed ? detail::cat(" and ", missing - kNamed, " more") : "",
-                  " (deduplicate() names each key after its tensor, and '<method>/<name>' where methods give one "
-                  "name different bytes or layouts: a program that asks for ",
-                  missing == 1 ? "it" : "them", " by name, as an ExecuTorch program does, does not find ",
-                  missing == 1 ? "it" : "them", ")"));
+  if (missing == 0 && other_code == Error::Ok) return {};
+  const std::string not_found =
+      missing == 0
+          ? std::string()
+          : detail::cat(missing, " of the file's ", count, " keys ", missing == 1 ? "is" : "are",
+                        " not in the merged store: ", names,
+                        missing > kNamed ? detail::cat(" and ", missing - kNamed, " more") : "",
+                        " (deduplicate() names each key after its tensor, and '<method>/<name>' where methods give "
+                        "one name different bytes or layouts: a program that asks for ",
+                        missing == 1 ? "it" : "them", " by name, as an ExecuTorch program does, does not find ",
+                        missing == 1 ? "it" : "them", ")");
+  if (other_code == Error::Ok) return Expected<void>(Error::NotFound, detail::cat(who, ": ", not_found));
+  if (missing == 0) return Expected<void>(other_code, detail::cat(who, ": ", other));
+  // Both: the code of the one met first in file order, which the message
+  // gives first.
+  return first_missing < first_other
+             ? Expected<void>(Error::NotFound, detail::cat(who, ": ", not_found, "; and ", other))
+             : Expected<void>(other_code, detail::cat(who, ": ", other, "; and ", not_found));
 }
 
 /// .ptd files mapped and imported as methods. Owns the mappings that the
