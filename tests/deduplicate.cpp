@@ -919,6 +919,75 @@ TEST_CASE("the report prints as a table and as JSON") {
   CHECK(detail::json_string(std::string("\x1F \x00x\b\f", 6)) == "\"\\u001f \\u0000x\\u0008\\u000c\"");
 }
 
+TEST_CASE("the report prints every figure in its own place, as a table and as JSON") {
+  // Figures all different, so that a field printed in another's place, or
+  // twice, is seen (JSON's bytes_attributed read bytes_saved, and the
+  // table's columns could swap, and no test saw it).
+  Report r;
+  r.strategy = "POSITIONAL";
+  r.threads = 3;
+  r.methods = 2, r.functions = 4, r.blobs = 5, r.tensors = 6, r.keys = 7, r.buffers = 8;
+  r.bytes_in = 4000, r.bytes_stored = 3000, r.bytes_saved = 1000, r.bytes_shared_across_blobs = 11;
+  r.alias_groups = 2;
+  r.largest_alias_groups = {{"a", 3, 2, 100, 200}, {"b", 2, 1, 50, 50}};
+  r.per_method = {{"prefill", 1, 12, 2500, 2400, 300, 2000, 500}, {"decode", 2, 13, 1500, 1400, 301, 1000, 500}};
+  r.per_blob = {{"x", 1, 21, 22, 23, 24, 25}, {"y", 2, 31, 32, 33, 34, 35}};
+  IdentityReport& i = r.identity;
+  i.inputs = 41, i.bytes_in = 42, i.skipped_empty = 43, i.skipped_unique_size = 44, i.skipped_same_pointer = 45;
+  i.matched_hint = 46, i.compared_directly = 47, i.hashed = 48, i.bytes_hashed = 49, i.byte_comparisons = 50;
+  i.bytes_compared = 51, i.hash_collisions = 52, i.hash_seconds = 0.25, i.compare_seconds = 0.5;
+  r.seconds_total = 1.25, r.seconds_identity = 0.75;
+  CHECK(r.to_json() ==
+        "{\"strategy\":\"POSITIONAL\",\"threads\":3,\"methods\":2,\"functions\":4,\"blobs\":5,\"tensors\":6,\"keys\":7,"
+        "\"buffers\":8,\"bytes_in\":4000,\"bytes_stored\":3000,\"bytes_saved\":1000,\"bytes_shared_across_blobs\":11,"
+        "\"alias_groups\":2,\"largest_alias_groups\":[{\"first_key\":\"a\",\"tensors\":3,\"keys\":2,\"size\":100,"
+        "\"bytes_saved\":200},{\"first_key\":\"b\",\"tensors\":2,\"keys\":1,\"size\":50,\"bytes_saved\":50}],"
+        "\"per_method\":[{\"method\":\"prefill\",\"partitions\":1,\"tensors\":12,\"bytes_in\":2500,\"bytes_distinct\":2400,"
+        "\"bytes_shared_with_other_methods\":300,\"bytes_attributed\":2000,\"bytes_saved\":500},{\"method\":\"decode\","
+        "\"partitions\":2,\"tensors\":13,\"bytes_in\":1500,\"bytes_distinct\":1400,\"bytes_shared_with_other_methods\":301,"
+        "\"bytes_attributed\":1000,\"bytes_saved\":500}],\"per_blob\":[{\"blob_key\":\"x\",\"functions\":1,\"tensors\":21,"
+        "\"bytes_in\":22,\"bytes_distinct\":23,\"bytes_shared_inside\":24,\"bytes_shared_across\":25},{\"blob_key\":\"y\","
+        "\"functions\":2,\"tensors\":31,\"bytes_in\":32,\"bytes_distinct\":33,\"bytes_shared_inside\":34,"
+        "\"bytes_shared_across\":35}],\"identity\":{\"tensors\":41,\"bytes_in\":42,\"skipped_empty\":43,"
+        "\"skipped_unique_size\":44,\"skipped_same_pointer\":45,\"matched_hint\":46,\"compared_directly\":47,\"hashed\":48,"
+        "\"bytes_hashed\":49,\"byte_comparisons\":50,\"bytes_compared\":51,\"hash_collisions\":52,\"hash_seconds\":0.250000,"
+        "\"compare_seconds\":0.500000},\"seconds_total\":1.250000,\"seconds_identity\":0.750000}");
+  CHECK(r.to_table() ==
+        "wdedup report — strategy POSITIONAL, 3 thread(s)\n"
+        "  methods 2, functions 4, blobs 5, tensors 6, keys 7, buffers 8\n"
+        "  bytes in                4000  (3.91 KiB)\n"
+        "  bytes stored            3000  (2.93 KiB)\n"
+        "  bytes saved             1000  (1000 B, 25.0%)\n"
+        "  shared across blobs       11  (11 B: shipped again by a backend compiling one blob at a time)\n"
+        "\n"
+        "  per method            partitions  tensors        bytes in     distinct  shared w/ others       saved\n"
+        "  prefill                        1       12            2500         2400               300         500\n"
+        "  decode                         2       13            1500         1400               301         500\n"
+        "\n"
+        "  per blob                        functions  tensors        bytes in     distinct  shared inside  shared across\n"
+        "  x                                       1       21              22           23             24             25\n"
+        "  y                                       2       31              32           33             34             35\n"
+        "\n"
+        "  alias groups 2; largest:\n"
+        "    a                                               3 tensors   2 keys          100 B each, saves 200 B\n"
+        "    b                                               2 tensors   1 keys           50 B each, saves 50 B\n"
+        "\n"
+        "  identity: 41 tensors; skipped by cheap checks: 44 unique size, 45 same pointer, 43 empty; 46 equal to the "
+        "first of their name; 47 compared directly; 48 hashed (49 B)\n"
+        "  byte comparisons 50 (51 B), hash collisions 52\n"
+        "  time: total 1.250 s, checks and identity 0.750 s (engine cpu: hashing 0.250 s, comparing 0.500 s)\n");
+  // Nothing in: 0.0% saved, not 0/0 (nan).
+  CHECK(Report().to_table().find("\n  bytes saved                0  (0 B, 0.0%)\n") != std::string::npos);
+  // JSON's times are rounded to the microsecond, not cut, and capped at
+  // 10^12 s (past 2^64 microseconds the conversion is undefined).
+  CHECK(detail::json_seconds(0.0000019) == "0.000002");
+  CHECK(detail::json_seconds(2.9999996) == "3.000000");
+  CHECK(detail::json_seconds(1e300) == "1000000000000.000000");
+  CHECK(detail::json_seconds(std::numeric_limits<double>::infinity()) == "1000000000000.000000");
+  // A tab and a carriage return as JSON's short escapes.
+  CHECK(detail::json_string("\t\r") == "\"\\t\\r\"");
+}
+
 TEST_CASE("a store filled by deduplicate() still deduplicates later adds") {
   std::vector<std::uint8_t> a(64, 1), b(64, 2), c(64, 3), b_copy = b;
   Program program;
