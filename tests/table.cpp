@@ -8,10 +8,12 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -88,6 +90,25 @@ TEST_CASE("Table: copies, moves and swaps like std::vector (all allocators are e
   Table<std::string> small_copy = small;
   CHECK(small_copy[2] == "a string too long for the small-string buffer");
   CHECK(small_copy == small);
+}
+
+TEST_CASE("a fresh mapping keeps its block and unmaps the rest of the huge page it over-mapped") {
+  // map_fresh_huge_pages maps one huge page more than asked and trims it:
+  // what followed the aligned block was a mapping of its own, left behind
+  // (2 MiB less a bit per table, and never reused) without the trim.
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  for (const std::size_t size : {kHugePage, 3 * kHugePage}) {
+    CAPTURE(size);
+    void* const p = wdedup::detail::map_fresh_huge_pages(size);
+    REQUIRE(p != nullptr);
+    CHECK(huge_aligned(p));
+    unsigned char resident = 0;
+    CHECK(::mincore(static_cast<char*>(p) + size - page, page, &resident) == 0);  // the block's last page
+    errno = 0;
+    CHECK(::mincore(static_cast<char*>(p) + size, page, &resident) == -1);  // the next one: unmapped
+    CHECK(errno == ENOMEM);
+    ::munmap(p, size);
+  }
 }
 
 // ---- the table cache -----------------------------------------------------------
