@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -422,6 +423,44 @@ TEST_CASE("PreadFile: each open's failure is passed on, and OpenOptions reach th
   Result<PreadFile> f = PreadFile::open(path.c_str(), memory.span(), options);
   REQUIRE_MESSAGE(f.ok(), std::string(f.failure().what));
   CHECK(f->map().segments_moved());
+}
+
+TEST_CASE("MappedFile and PreadFile: build_index(memory, seed) builds under that seed") {
+  // 1,024 keys that all hash into the first 16 of 2,048 slots under
+  // kChosen (named_data_map.cpp's case): that seed is refused, another
+  // builds. A seed dropped on the way to the map (its own seed then)
+  // built both.
+  constexpr std::uint64_t kChosen = 0xC0111DE;
+  constexpr std::uint32_t kKeys = 1024;
+  const std::uint64_t slots = NamedDataMap::index_memory_size(kKeys) / 8;
+  REQUIRE(slots == 2048);
+  NamedDataStore store;
+  char buf[32];
+  std::uint32_t found = 0;
+  for (std::uint32_t i = 0; found < kKeys; ++i) {
+    const int n = std::snprintf(buf, sizeof buf, "w.%u", i);
+    if ((detail::key_hash(buf, static_cast<std::size_t>(n), kChosen) & (slots - 1)) >= 16) continue;
+    REQUIRE(store.add_named_data(std::string(buf, static_cast<std::size_t>(n)), ByteSpan(), 1));
+    ++found;
+  }
+  WriteOptions plain;
+  plain.wdedup_extensions = false;
+  const std::string path = write_temp("mapped_file_colliding.ptd", write_or_die(store, FunctionMaps{}, plain));
+  AlignedBytes index(static_cast<std::size_t>(8 * slots), 8);
+  const auto check = [&](auto& file) {
+    REQUIRE_FALSE(file->has_index());
+    const Status st = file.build_index(index.span(), kChosen);
+    CHECK(st.error() == Error::MalformedIndex);
+    CHECK(std::string(st.failure().what) == "keys collide in the built index under this seed (at = keys placed)");
+    CHECK_FALSE(file->has_index());
+    REQUIRE(file.build_index(index.span(), kChosen + 1).ok());
+    CHECK(file->has_index());
+  };
+  MappedFile mapped = open_or_die(path);
+  check(mapped);
+  AlignedBytes memory = metadata_for(path);
+  PreadFile pread = open_pread_or_die(path, memory);
+  check(pread);
 }
 
 TEST_CASE("a copy of a map fails check_source() once another file of its size takes its source's place") {
