@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include "support/nav.hpp"
 #include "support/ptd_files.hpp"
@@ -423,6 +424,19 @@ TEST_CASE("PreadFile: each open's failure is passed on, and OpenOptions reach th
   Result<PreadFile> f = PreadFile::open(path.c_str(), memory.span(), options);
   REQUIRE_MESSAGE(f.ok(), std::string(f.failure().what));
   CHECK(f->map().segments_moved());
+  // And through from_fd, both kinds (a PreadFile's in memory of its own).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  AlignedBytes memory2 = metadata_for(path);
+  CHECK(PreadFile::from_fd(fd, memory2.span()).error() == Error::MalformedIndex);
+  Result<PreadFile> pf = PreadFile::from_fd(fd, memory2.span(), options);
+  REQUIRE_MESSAGE(pf.ok(), std::string(pf.failure().what));
+  CHECK(pf->map().segments_moved());
+  CHECK(MappedFile::from_fd(fd).error() == Error::MalformedIndex);
+  Result<MappedFile> mf = MappedFile::from_fd(fd, options);
+  REQUIRE_MESSAGE(mf.ok(), std::string(mf.failure().what));
+  CHECK(mf->map().segments_moved());
+  ::close(fd);
 }
 
 TEST_CASE("MappedFile and PreadFile: build_index(memory, seed) builds under that seed") {
