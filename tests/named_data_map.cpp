@@ -1070,6 +1070,20 @@ TEST_CASE("wdedup file: function maps") {
   CHECK(plain->map().segment(0)->alignment == 1);
   CHECK(verify_segments(plain->map()).error() == Error::NotFound);
   CHECK(verify_segment(plain->map(), 0).error() == Error::NotFound);
+  CHECK(verify_segment(plain->map(), 2).failure().at == 2);  // the segment's index
+  // A segment past the last: the map's refusal, from both calls.
+  const Result<std::uint64_t> past = segment_content_hash(plain->map(), 3);
+  CHECK(past.error() == Error::InvalidArgument);
+  CHECK(std::string(past.failure().what) == "segment index out of range");
+  CHECK(past.failure().at == 3);
+  CHECK(verify_segment(plain->map(), 3).error() == Error::InvalidArgument);
+  // A plain file of no segments stores no hashes either: not "all verified".
+  std::unique_ptr<Opened> empty = open_via(Via::Mmap, fixture("empty.ptd"));
+  REQUIRE(empty->ok());
+  REQUIRE(empty->map().segment_count() == 0);
+  const Status none = verify_segments(empty->map());
+  CHECK(none.error() == Error::NotFound);
+  CHECK(std::string(none.failure().what) == "file stores no content hashes");
 }
 
 TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignment") {
