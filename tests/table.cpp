@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <thread>
 #include <utility>
@@ -110,6 +111,17 @@ TEST_CASE("a fresh mapping keeps its block and unmaps the rest of the huge page 
     ::munmap(p, size);
   }
 }
+
+#if defined(__cpp_exceptions)
+TEST_CASE("BulkAllocator: a count whose size would wrap is out of memory (std::bad_alloc), not a smaller block") {
+  // 2^61 eight-byte elements are 2^64 bytes: 0 once wrapped, which went to
+  // operator new as a block of no bytes. Just past kMaxMapped, no wrap: the
+  // same refusal.
+  BulkAllocator<std::uint64_t> alloc;
+  CHECK_THROWS_AS(alloc.allocate(std::size_t{1} << (sizeof(std::size_t) * 8 - 3)), std::bad_alloc);
+  CHECK_THROWS_AS(alloc.allocate(wdedup::detail::kMaxMapped / 8 + 1), std::bad_alloc);
+}
+#endif
 
 // ---- the table cache -----------------------------------------------------------
 
