@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "support/colliding_keys.hpp"
 #include "support/nav.hpp"
 #include "support/ptd_files.hpp"
 #include "wdedup/runtime.hpp"
@@ -440,26 +441,13 @@ TEST_CASE("PreadFile: each open's failure is passed on, and OpenOptions reach th
 }
 
 TEST_CASE("MappedFile and PreadFile: build_index(memory, seed) builds under that seed") {
-  // 1,024 keys that all hash into the first 16 of 2,048 slots under
-  // kChosen (named_data_map.cpp's case): that seed is refused, another
-  // builds. A seed dropped on the way to the map (its own seed then)
-  // built both.
-  constexpr std::uint64_t kChosen = 0xC0111DE;
-  constexpr std::uint32_t kKeys = 1024;
-  const std::uint64_t slots = NamedDataMap::index_memory_size(kKeys) / 8;
+  // Keys that all hash into the first 16 of 2,048 slots under kChosen
+  // (support/colliding_keys.hpp): that seed is refused, another builds. A
+  // seed dropped on the way to the map (its own seed then) built both.
+  constexpr std::uint64_t kChosen = kCollidingSeed;
+  const std::uint64_t slots = NamedDataMap::index_memory_size(kCollidingKeys) / 8;
   REQUIRE(slots == 2048);
-  NamedDataStore store;
-  char buf[32];
-  std::uint32_t found = 0;
-  for (std::uint32_t i = 0; found < kKeys; ++i) {
-    const int n = std::snprintf(buf, sizeof buf, "w.%u", i);
-    if ((detail::key_hash(buf, static_cast<std::size_t>(n), kChosen) & (slots - 1)) >= 16) continue;
-    REQUIRE(store.add_named_data(std::string(buf, static_cast<std::size_t>(n)), ByteSpan(), 1));
-    ++found;
-  }
-  WriteOptions plain;
-  plain.wdedup_extensions = false;
-  const std::string path = write_temp("mapped_file_colliding.ptd", write_or_die(store, FunctionMaps{}, plain));
+  const std::string path = write_temp("mapped_file_colliding.ptd", colliding_keys_file());
   AlignedBytes index(static_cast<std::size_t>(8 * slots), 8);
   const auto check = [&](auto& file) {
     REQUIRE_FALSE(file->has_index());

@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/colliding_keys.hpp"
 #include "support/nav.hpp"
 #include "support/ptd_files.hpp"
 #include "wdedup/runtime.hpp"
@@ -875,27 +876,15 @@ TEST_CASE("build_index: duplicate keys are MalformedKey; scans still return the 
 }
 
 TEST_CASE("build_index: keys chosen to collide under one seed do not survive another") {
-  // 1,024 keys whose hash under kChosen puts them all in the first 16 of
-  // the index's 2,048 slots: one run of 1,024, about 524,000 probes to
-  // build (the budget is 64 a slot, 132,096), and a scan of it per lookup.
-  constexpr std::uint64_t kChosen = 0xC0111DE;
-  constexpr std::uint32_t kKeys = 1024;
+  // (support/colliding_keys.hpp: 1,024 keys in the first 16 of 2,048 slots
+  // under kChosen.)
+  constexpr std::uint64_t kChosen = kCollidingSeed;
+  constexpr std::uint32_t kKeys = kCollidingKeys;
   const std::uint64_t slots = NamedDataMap::index_memory_size(kKeys) / 8;
   REQUIRE(slots == 2048);
-  NamedDataStore store;
   std::vector<std::string> names;
-  char buf[32];
-  for (std::uint32_t i = 0; names.size() < kKeys; ++i) {
-    const int n = std::snprintf(buf, sizeof buf, "w.%u", i);
-    if ((detail::key_hash(buf, static_cast<std::size_t>(n), kChosen) & (slots - 1)) >= 16) continue;
-    names.emplace_back(buf, static_cast<std::size_t>(n));
-    REQUIRE(store.add_named_data(names.back(), ByteSpan(), 1));
-  }
-  WriteOptions plain;
-  plain.wdedup_extensions = false;
-  Expected<std::vector<std::uint8_t>> bytes = serialize_ptd(store, FunctionMaps{}, plain);
-  REQUIRE(bytes);
-  std::unique_ptr<Opened> o = open_bytes(*bytes);
+  const std::vector<std::uint8_t> file = colliding_keys_file(&names);
+  std::unique_ptr<Opened> o = open_bytes(file);
   REQUIRE(o->ok());
   NamedDataMap& m = o->map();
   AlignedBytes index(static_cast<std::size_t>(8 * slots), 8);
@@ -916,7 +905,7 @@ TEST_CASE("build_index: keys chosen to collide under one seed do not survive ano
   CHECK(m.find("w.x").error() == Error::NotFound);
 
   // build_index(memory) picks its own seed, and retries under others.
-  std::unique_ptr<Opened> o2 = open_bytes(*bytes);
+  std::unique_ptr<Opened> o2 = open_bytes(file);
   REQUIRE(o2->ok());
   REQUIRE(o2->map().build_index(index.span()).ok());
   for (std::uint32_t i = 0; i < kKeys; ++i) CHECK(o2->map().find(names[i])->key_index == i);
