@@ -926,17 +926,17 @@ TEST_CASE("the report prints every figure in its own place, as a table and as JS
   Report r;
   r.strategy = "POSITIONAL";
   r.threads = 3;
-  r.methods = 2, r.functions = 4, r.blobs = 5, r.tensors = 6, r.keys = 7, r.buffers = 8;
-  r.bytes_in = 4000, r.bytes_stored = 3000, r.bytes_saved = 1000, r.bytes_shared_across_blobs = 11;
+  r.methods = 2; r.functions = 4; r.blobs = 5; r.tensors = 6; r.keys = 7; r.buffers = 8;
+  r.bytes_in = 4000; r.bytes_stored = 3000; r.bytes_saved = 1000; r.bytes_shared_across_blobs = 11;
   r.alias_groups = 2;
   r.largest_alias_groups = {{"a", 3, 2, 100, 200}, {"b", 2, 1, 50, 50}};
   r.per_method = {{"prefill", 1, 12, 2500, 2400, 300, 2000, 500}, {"decode", 2, 13, 1500, 1400, 301, 1000, 500}};
   r.per_blob = {{"x", 1, 21, 22, 23, 24, 25}, {"y", 2, 31, 32, 33, 34, 35}};
   IdentityReport& i = r.identity;
-  i.inputs = 41, i.bytes_in = 42, i.skipped_empty = 43, i.skipped_unique_size = 44, i.skipped_same_pointer = 45;
-  i.matched_hint = 46, i.compared_directly = 47, i.hashed = 48, i.bytes_hashed = 49, i.byte_comparisons = 50;
-  i.bytes_compared = 51, i.hash_collisions = 52, i.hash_seconds = 0.25, i.compare_seconds = 0.5;
-  r.seconds_total = 1.25, r.seconds_identity = 0.75;
+  i.inputs = 41; i.bytes_in = 42; i.skipped_empty = 43; i.skipped_unique_size = 44; i.skipped_same_pointer = 45;
+  i.matched_hint = 46; i.compared_directly = 47; i.hashed = 48; i.bytes_hashed = 49; i.byte_comparisons = 50;
+  i.bytes_compared = 51; i.hash_collisions = 52; i.hash_seconds = 0.25; i.compare_seconds = 0.5;
+  r.seconds_total = 1.25; r.seconds_identity = 0.75;
   CHECK(r.to_json() ==
         "{\"strategy\":\"POSITIONAL\",\"threads\":3,\"methods\":2,\"functions\":4,\"blobs\":5,\"tensors\":6,\"keys\":7,"
         "\"buffers\":8,\"bytes_in\":4000,\"bytes_stored\":3000,\"bytes_saved\":1000,\"bytes_shared_across_blobs\":11,"
