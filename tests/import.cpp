@@ -875,11 +875,11 @@ TEST_CASE("add_ptd_program: a key no function names is refused, or goes to the m
   options.unmapped_keys_method = "m";  // the store's own method
   e = add_ptd_program(program, o->map(), options);
   CHECK(e.error() == Error::InvalidName);
-  CHECK(e.message() == "add_ptd_program: unmapped_keys_method 'm' is already a method");
+  CHECK(e.message() == "add_ptd_program: unmapped_keys_method 'm' is already a method of the store");
   options.unmapped_keys_method = "before";  // the program's
   e = add_ptd_program(program, o->map(), options);
   CHECK(e.error() == Error::InvalidName);
-  CHECK(e.message() == "add_ptd_program: unmapped_keys_method 'before' is already a method");
+  CHECK(e.message() == "add_ptd_program: unmapped_keys_method 'before' is already a method of the program");
   CHECK(program.methods.size() == 1);
 
   options.unmapped_keys_method = "rest";
@@ -1165,7 +1165,7 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
                               ": add_ptd_program: key #1 'extra.b' (and 1 more) is in no function's table, so no "
                               "method or partition holds it; --unmapped-keys METHOD names a method to take such keys\n");
   CHECK(run("--ptd '" + path + "' --unmapped-keys m") == 2);
-  CHECK(read_text(log) == "wdedup-demo: " + path + ": add_ptd_program: --unmapped-keys 'm' is already a method\n");
+  CHECK(read_text(log) == "wdedup-demo: " + path + ": add_ptd_program: --unmapped-keys 'm' is already a method of the store\n");
   CHECK(run("--unmapped-keys rest") == 2);
   CHECK(read_text(log) == "wdedup-demo: --unmapped-keys applies to --ptd files only\n");
   // Taken: the method 'rest' holds extra.b and extra.c (112 bytes in all).

@@ -468,8 +468,9 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
       bool fresh = false;
       method_index.find_or_add(rest, &fresh);
       if (!fresh || program.find_method(rest) != nullptr)
-        return Expected<void>(Error::InvalidName, detail::cat(who, ": unmapped_keys_method ", detail::quote_name(rest),
-                                                              " is already a method"));
+        return Expected<void>(Error::InvalidName,
+                              detail::cat(who, ": unmapped_keys_method ", detail::quote_name(rest),
+                                          " is already a method of ", fresh ? "the program" : "the store"));
       methods.push_back(Method{rest, {Partition{}}});
       seen.push_back({1});
     }
