@@ -4,9 +4,11 @@
 // a counting type below sees every construction and destruction).
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -286,4 +288,19 @@ TEST_CASE("Expected: made from Error::Ok where a failure is meant, it fails with
   const Expected<void> failed(Error::KeyConflict, "kept as it is");
   CHECK(failed.error() == Error::KeyConflict);
   CHECK(failed.message() == "kept as it is");
+}
+
+TEST_CASE("detail::cat: text, characters and integers in decimal; a count with its noun, singular for 1") {
+  using detail::cat;
+  using detail::counted;
+  CHECK(cat("key ", std::string("w"), ' ', std::string_view("at"), ' ', 0, ' ', -7, ' ', UINT64_MAX, ' ',
+            INT64_MIN) == "key w at 0 -7 18446744073709551615 -9223372036854775808");
+  // A 1-byte tensor (a bool scalar) is "1 byte", not "1 bytes".
+  CHECK(cat(counted(0, "byte")) == "0 bytes");
+  CHECK(cat(counted(1, "byte")) == "1 byte");
+  CHECK(cat(counted(2, "byte")) == "2 bytes");
+  CHECK(cat(counted(UINT64_MAX, "key")) == "18446744073709551615 keys");
+  CHECK(cat(counted(1, "entry", "entries"), ", ", counted(3, "entry", "entries"), ", ",
+            counted(0, "entry", "entries")) == "1 entry, 3 entries, 0 entries");
+  CHECK(cat("[", counted(1, "byte"), "|", 5, "]") == "[1 byte|5]");
 }

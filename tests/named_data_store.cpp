@@ -140,6 +140,9 @@ TEST_CASE("same key, different bytes: error naming the key, both sizes and the f
   r = t.add_named_data("k", ByteSpan(big.data(), 60), 16);
   CHECK(r.error() == Error::KeyConflict);
   CHECK(r.message() == "key 'k' already holds 100 bytes that differ from the 60 bytes added now");
+  r = t.add_named_data("k", ByteSpan(big.data(), 1), 16);
+  CHECK(r.error() == Error::KeyConflict);
+  CHECK(r.message() == "key 'k' already holds 100 bytes that differ from the 1 byte added now");
   CHECK(dump(t) == with_k);
 }
 
@@ -299,6 +302,15 @@ TEST_CASE("layouts are checked against the bytes") {
   CHECK(r.error() == Error::LayoutMismatch);
   CHECK(r.message() == "key 't': layout FLOAT [2, 2] dim_order [0, 1] describes 16 bytes but the data has 24 bytes");
   CHECK(dump(s) == before);
+  // A count of 1 is singular on either side (a bool scalar is 1 byte).
+  r = s.add_named_data("t", ByteSpan(a.data(), 1), 1, Layout::contiguous(ScalarType::Bool, {2}));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 't': layout BOOL [2] dim_order [0] describes 2 bytes but the data has 1 byte");
+  CHECK(dump(s) == before);
+  r = s.add_named_data("t", ByteSpan(a.data(), 2), 1, Layout::contiguous(ScalarType::Bool, {}));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 't': layout BOOL [] dim_order [] describes 1 byte but the data has 2 bytes");
+  CHECK(dump(s) == before);
   r = s.add_named_data("t", span(a), 4, Layout{ScalarType::Float, {2, 3}, {0, 0}});
   CHECK(r.error() == Error::LayoutMismatch);
   CHECK(r.message() == "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0, 0]): dim_order names "
@@ -312,6 +324,8 @@ TEST_CASE("layouts are checked against the bytes") {
   const std::pair<Layout, const char*> broken[] = {
       {Layout::channels_last(ScalarType::Float, {2, 3}),
        "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0, 2, 3, 1]): rank 2 but dim_order has 4 entries"},
+      {Layout{ScalarType::Float, {2, 3}, {0}},
+       "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0]): rank 2 but dim_order has 1 entry"},
       {Layout{ScalarType::Float, {2}, {1}},
        "key 't': layout is inconsistent (FLOAT [2] dim_order [1]): dim_order[0] is 1, not below rank 1"},
       {Layout::contiguous(ScalarType::Float, {2, -3}),
@@ -375,6 +389,10 @@ TEST_CASE("a null data pointer with a size is refused, naming the key; with no b
   Expected<void> r = s.add_named_data("w", ByteSpan(nullptr, 64), 16);
   CHECK(r.error() == Error::InvalidArgument);
   CHECK(r.message() == "key 'w': the data pointer is null but the size is 64 bytes");
+  CHECK(dump(s) == before);
+  r = s.add_named_data("w", ByteSpan(nullptr, 1));
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "key 'w': the data pointer is null but the size is 1 byte");
   CHECK(dump(s) == before);
   REQUIRE(s.add_named_data("none", ByteSpan(nullptr, 0)).ok());
   CHECK(s.buffer_count() == 2);

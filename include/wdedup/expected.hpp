@@ -170,6 +170,18 @@ class [[nodiscard]] Expected<void> {
 
 namespace detail {
 
+/// A count and its noun for a message: "1 byte", "4 bytes" (cat() appends
+/// it). The plural is the noun plus "s" unless given: counted(n, "entry",
+/// "entries").
+struct Counted {
+  std::uint64_t n;
+  const char* one;
+  const char* many;
+};
+inline Counted counted(std::uint64_t n, const char* one, const char* many = nullptr) noexcept {
+  return Counted{n, one, many};
+}
+
 /// One piece of a message, held as text, a character or a number until it
 /// is appended. (Why not <sstream>: it would add ~0.3 s to every including
 /// TU. Why a Piece rather than one append overload per type inside a
@@ -186,14 +198,30 @@ class Piece {
   Piece(N v) noexcept
       : kind_(std::is_signed<N>::value ? Kind::Signed : Kind::Unsigned),
         number_(static_cast<std::uint64_t>(v)) {}
+  Piece(const Counted& c) noexcept : kind_(Kind::Counted), text_(c.one), many_(c.many), number_(c.n) {}
 
   void append_to(std::string& s) const {
     switch (kind_) {
       case Kind::Text: s.append(text_, size_); return;
       case Kind::Char: s += char_; return;
+      case Kind::Counted:
+        append_number(s);
+        s += ' ';
+        if (number_ != 1 && many_ != nullptr) {
+          s += many_;
+        } else {
+          s += text_;
+          if (number_ != 1) s += 's';
+        }
+        return;
       case Kind::Signed:
       case Kind::Unsigned: break;
     }
+    append_number(s);
+  }
+
+ private:
+  void append_number(std::string& s) const {
     // Sign-extended above for signed types, so the two's-complement
     // negation gives the magnitude, INT64_MIN included.
     const bool negative = kind_ == Kind::Signed && static_cast<std::int64_t>(number_) < 0;
@@ -208,11 +236,11 @@ class Piece {
     s.append(p, static_cast<std::size_t>(buf + sizeof buf - p));
   }
 
- private:
-  enum class Kind : unsigned char { Text, Char, Signed, Unsigned };
+  enum class Kind : unsigned char { Text, Char, Signed, Unsigned, Counted };
   Kind kind_ = Kind::Text;
   char char_ = 0;
   const char* text_ = nullptr;
+  const char* many_ = nullptr;
   std::size_t size_ = 0;
   std::uint64_t number_ = 0;
 };

@@ -144,7 +144,7 @@ Expected<void> check_content_hashes(const char* who, const NamedDataMap& store, 
     }
     if (hash != g.recorded)
       return Expected<void>(Error::MalformedSegment,
-                            cat(who, ": segment #", g.index, " (", g.size, " bytes at offset ", g.offset,
+                            cat(who, ": segment #", g.index, " (", counted(g.size, "byte"), " at offset ", g.offset,
                                 ") does not have the content hash the file records: its bytes (or that hash) "
                                 "changed since it was written (ImportOptions::verify_content_hashes = false takes "
                                 "them as they are)"));
@@ -222,7 +222,7 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
     return fail(l.error(), describe_failure(l.failure()));
   if (l.ok()) {
     if (l->nbytes() != info.size)
-      return fail(Error::LayoutMismatch, "its layout describes ", l->nbytes(), " bytes, its segment holds ",
+      return fail(Error::LayoutMismatch, "its layout describes ", detail::counted(l->nbytes(), "byte"), ", its segment holds ",
                   info.size);
     layout.emplace(Layout::copy_of(*l));
   }
@@ -559,8 +559,8 @@ Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& 
     const ByteSpan held = merged.buffers()[kept->buffer_index].bytes;
     if (!detail::same_bytes(held, bytes)) {
       other_code = Error::KeyConflict;
-      other = detail::cat("key ", detail::quote_name(name), ": the merged store holds ", held.size(),
-                          " bytes that differ from the file's ", bytes.size(), detail::first_difference(held, bytes));
+      other = detail::cat("key ", detail::quote_name(name), ": the merged store holds ",
+                          detail::counted(held.size(), "byte"), " that differ from the file's ", bytes.size(), detail::first_difference(held, bytes));
     } else if (!layout_read) {
       other_code = l.error();
       other = detail::cat("key ", detail::quote_name(name), ": ", describe_failure(l.failure()));
@@ -575,7 +575,7 @@ Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& 
   const std::string not_found =
       missing == 0
           ? std::string()
-          : detail::cat(missing, " of the file's ", count, " keys ", missing == 1 ? "is" : "are",
+          : detail::cat(missing, " of the file's ", detail::counted(count, "key"), missing == 1 ? " is" : " are",
                         " not in the merged store: ", names,
                         missing > kNamed ? detail::cat(" and ", missing - kNamed, " more") : "",
                         " (deduplicate() names each key after its tensor, and '<method>/<name>' where methods give "
@@ -622,7 +622,7 @@ class PtdFiles {
     // A file of another kind fails the identifier check first: said in so
     // many words (a user trial's --ptd /bin/ls read as a broken .ptd).
     if (!map)
-      return fail(map.failure(), detail::cat(" (", file.size(), " bytes",
+      return fail(map.failure(), detail::cat(" (", detail::counted(file.size(), "byte"),
                                              map.error() == Error::MalformedHeader &&
                                                      map.failure().at == format::kFileIdentifierOffset
                                                  ? ", not a .ptd file"

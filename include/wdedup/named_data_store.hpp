@@ -119,7 +119,7 @@ std::string layout_problem(const Layout& l) {
     case LayoutRule::kUnknownScalarType: return cat("unknown scalar type ", static_cast<int>(l.scalar_type));
     case LayoutRule::kRankOver255: return cat("rank ", rank, " exceeds the maximum of 255");
     case LayoutRule::kDimOrderLength:
-      return cat("rank ", rank, " but dim_order has ", l.dim_order.size(), " entries");
+      return cat("rank ", rank, " but dim_order has ", counted(l.dim_order.size(), "entry", "entries"));
     case LayoutRule::kDimOrderPastRank:
       return cat("dim_order[", f.at, "] is ", unsigned{l.dim_order[f.at]}, ", not below rank ", rank);
     case LayoutRule::kDimOrderTwice: return cat("dim_order names dimension ", unsigned{l.dim_order[f.at]}, " twice");
@@ -158,7 +158,7 @@ Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpa
   // written, so the write would be the first to touch it.
   if (bytes.data() == nullptr && !bytes.empty())
     return Expected<void>(Error::InvalidArgument, cat(where, noun, " ", quote_name(key), ": the data pointer is null "
-                                                      "but the size is ", bytes.size(), " bytes"));
+                                                      "but the size is ", counted(bytes.size(), "byte")));
   if (layout) {
     const std::optional<std::uint64_t> n = layout->nbytes();
     if (!n)
@@ -168,7 +168,7 @@ Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpa
     if (*n != bytes.size())
       return Expected<void>(Error::LayoutMismatch,
                             cat(where, noun, " ", quote_name(key), ": layout ", describe_layout(layout),
-                                " describes ", *n, " bytes but the data has ", bytes.size(), " bytes"));
+                                " describes ", counted(*n, "byte"), " but the data has ", counted(bytes.size(), "byte")));
   }
   return {};
 }
@@ -434,8 +434,8 @@ class NamedDataStore {
     const ByteSpan held = buffers_[k.buffer_index].bytes;
     if (!detail::same_bytes(held, bytes))
       return Expected<void>(Error::KeyConflict,
-                            detail::cat("key ", detail::quote_name(k.key), " already holds ", held.size(),
-                                        " bytes that differ from the ", bytes.size(), " bytes added now",
+                            detail::cat("key ", detail::quote_name(k.key), " already holds ", detail::counted(held.size(), "byte"),
+                                        " that differ from the ", detail::counted(bytes.size(), "byte"), " added now",
                                         detail::first_difference(held, bytes)));
     if (k.layout != layout) {
       // A layout on one add only says which add had none (not "already has

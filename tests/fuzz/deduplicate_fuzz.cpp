@@ -88,6 +88,8 @@ void expect_layout(const char* what, std::string_view of, const std::optional<La
 }
 
 std::string q(const std::string& name) { return "'" + name + "'"; }
+/// "1 byte", "8 bytes": the library's messages count in words.
+std::string bytes_text(std::uint64_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); }
 
 /// lcm(a, b), or nullopt past kMaxAlignment.
 std::optional<std::uint64_t> lcm(std::uint64_t a, std::uint64_t b) {
@@ -179,8 +181,7 @@ std::optional<Refusal> check_refusal(const Program& program, StrategyPick strate
           return Refusal{Error::LayoutMismatch, tensor + "layout is inconsistent (", "): "};
         if (x.layout && *nbytes != x.bytes.size())
           return Refusal{Error::LayoutMismatch, tensor + "layout ",
-                         " describes " + std::to_string(*nbytes) + " bytes but the data has " +
-                             std::to_string(x.bytes.size()) + " bytes"};
+                         " describes " + bytes_text(*nbytes) + " but the data has " + bytes_text(x.bytes.size())};
       }
     }
   }

@@ -184,8 +184,8 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
                                             describe_layout(k.layout), "): ", layout_problem(*k.layout)));
       if (*n != bytes.size())
         return R(Error::LayoutMismatch, cat("key ", quote_name(k.key), ": layout ", describe_layout(k.layout),
-                                            " describes ", *n, " bytes but its buffer has ", bytes.size(),
-                                            " bytes"));
+                                            " describes ", counted(*n, "byte"), " but its buffer has ",
+                                            counted(bytes.size(), "byte")));
     }
     std::uint64_t& seg = out.segment_alignments[k.buffer_index];
     const std::optional<std::uint64_t> l = lcm_alignment(seg, k.alignment);
