@@ -28,7 +28,7 @@
 #include <sys/syscall.h>  // SYS_getdents64
 #endif
 
-#include "cli.hpp"  // (tools/) split_items, same_file_twice, real_path, the stop signals: shared with the demo
+#include "cli.hpp"  // (tools/) split_items, same_file_twice, real_path, stdout_flushed, the stop signals: shared with the demo
 #include "harness.hpp"
 #include "steadiness.hpp"
 #include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads
@@ -552,11 +552,7 @@ int parse_args(int argc, char** argv, Config* c) {
     if (opt == "--help" || opt == "-h") {
       usage(stdout);
       // (A help text that did not reach its reader is a failed run, as the demo's.)
-      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-        std::fprintf(stderr, "wdedup-bench: writing to standard output failed: %s\n", std::strerror(errno));
-        std::exit(1);
-      }
-      std::exit(0);
+      std::exit(wdedup_cli::stdout_flushed("wdedup-bench") ? 0 : 1);
     } else if (opt == "--quick") {
     } else if (opt == "--full") {
       c->model = "1b";

@@ -1,7 +1,7 @@
 // tools/cli.hpp — command-line pieces the demo (tools/wdedup_demo.cpp) and
 // the benchmark harness (benchmarks/main.cpp) share: splitting a list flag,
-// telling when two paths name one file, and removing one's files when a
-// signal stops the run. Each tool words its own refusals; these only answer.
+// telling when two paths name one file, checking that standard output got
+// what was printed, and removing one's files when a signal stops the run. Each tool words its own refusals; these only answer.
 #ifndef WDEDUP_TOOLS_CLI_HPP
 #define WDEDUP_TOOLS_CLI_HPP
 
@@ -18,10 +18,23 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 namespace wdedup_cli {
+
+/// Everything written to stdout reached it: a full disk or a closed pipe
+/// there lost it, which is a failed run, not exit 0. Says so on stderr,
+/// after `program`'s name, if not.
+inline bool stdout_flushed(const char* program) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "%s: writing to standard output failed: %s\n", program, std::strerror(errno));
+    return false;
+  }
+  return true;
+}
 
 /// The items of a comma-separated list, or false if one is empty ("a,,b",
 /// "dedup,"): a stray comma is refused alike by every list flag, rather than

@@ -126,16 +126,6 @@ void usage(FILE* f) {
       f);
 }
 
-/// Everything written to stdout reached it: a full disk or a closed pipe
-/// there lost it, which is a failed run, not exit 0. Says so if not.
-bool stdout_flushed() {
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    std::fprintf(stderr, "wdedup-demo: writing to standard output failed: %s\n", std::strerror(errno));
-    return false;
-  }
-  return true;
-}
-
 bool parse_u32(const char* s, std::uint32_t* out) {
   // Digits only: strtoul would also take a sign (and wrap "-1" around to
   // 2^64-1) and leading blanks.
@@ -224,7 +214,7 @@ bool parse_args(int argc, char** argv, Args* a) {
     std::uint32_t n = 0;
     if (opt == "--help" || opt == "-h") {
       usage(stdout);
-      std::exit(stdout_flushed() ? 0 : 1);
+      std::exit(wdedup_cli::stdout_flushed("wdedup-demo") ? 0 : 1);
     } else if (opt == "--quiet") {
       a->quiet = true;
     } else if (opt == "--model" || opt == "--strategy" || opt == "--out" || opt == "--json" ||
@@ -833,7 +823,7 @@ int run_demo(int argc, char** argv) {
     }
   }
   // Everything above went to stdout: lost, it is a failed run.
-  if (!stdout_flushed()) return 1;
+  if (!wdedup_cli::stdout_flushed("wdedup-demo")) return 1;
   return ok ? 0 : 1;
 }
 
