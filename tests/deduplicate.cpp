@@ -970,12 +970,36 @@ TEST_CASE("the report prints every figure in its own place, as a table and as JS
         "\n"
         "  alias groups 2; largest:\n"
         "    a                                               3 tensors   2 keys          100 B each, saves 200 B\n"
-        "    b                                               2 tensors   1 keys           50 B each, saves 50 B\n"
+        "    b                                               2 tensors   1 key            50 B each, saves 50 B\n"
         "\n"
         "  identity: 41 tensors; skipped by cheap checks: 44 unique size, 45 same pointer, 43 empty; 46 equal to the "
         "first of their name; 47 compared directly; 48 hashed (49 B)\n"
         "  byte comparisons 50 (51 B), hash collisions 52\n"
         "  time: total 1.250 s, checks and identity 0.750 s (engine cpu: hashing 0.250 s, comparing 0.500 s)\n");
+  // Names longer than a column widen it, so that the figures stay in line
+  // under their headings, up to 64 columns; a name counts its characters,
+  // not its bytes (caf\xC3\xA9 is 4 columns); an escape counts as printed.
+  Report longer = r;
+  longer.per_method[0].method = "prefill_with_kv_cache_128";  // 25
+  longer.per_method[1].method = "caf\xC3\xA9";
+  longer.per_blob[1].blob_key = std::string(70, 'y');  // past 64: its own row only
+  longer.per_blob[0].blob_key = std::string(40, 'x');
+  longer.largest_alias_groups[1].first_key = "layers.0.attention.wq\n" + std::string(27, 'k');  // 50 printed
+  const std::string t = longer.to_table();
+  const std::string x40(40, 'x'), y70(70, 'y'), k27(27, 'k');
+  CHECK(t.find("\n"
+               "  per method                 partitions  tensors        bytes in     distinct  shared w/ others       saved\n"
+               "  prefill_with_kv_cache_128           1       12            2500         2400               300         500\n"
+               "  caf\xC3\xA9                                2       13            1500         1400               301         500\n"
+               "\n"
+               "  per blob" + std::string(56, ' ') + "  functions  tensors        bytes in     distinct  shared inside  shared across\n"
+               "  " + x40 + std::string(24, ' ') + "          1       21              22           23             24             25\n"
+               "  " + y70 + "          2       31              32           33             34             35\n"
+               "\n"
+               "  alias groups 2; largest:\n"
+               "    a                                                     3 tensors   2 keys          100 B each, saves 200 B\n"
+               "    layers.0.attention.wq\\n" + k27 + "    2 tensors   1 key            50 B each, saves 50 B\n") !=
+        std::string::npos);
   // Nothing in: 0.0% saved, not 0/0 (nan).
   CHECK(Report().to_table().find("\n  bytes saved                0  (0 B, 0.0%)\n") != std::string::npos);
   // JSON's times are rounded to the microsecond, not cut, and capped at

@@ -203,6 +203,37 @@ inline std::string table_name(std::string_view v) {
   return s;
 }
 
+/// The columns a table name takes on a terminal: its code points (an
+/// escaped name is valid UTF-8). An East Asian wide character, which takes
+/// two, is counted as one: such names still push their row out.
+inline std::size_t table_columns(std::string_view s) {
+  std::size_t n = 0;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+/// The names of a table column, escaped, and the width that holds them:
+/// at least `least` columns, at most 64 (a longer name pushes out its own
+/// row rather than every row).
+struct NameColumn {
+  std::vector<std::string> names;
+  std::size_t width;
+
+  NameColumn(std::size_t least, std::size_t count) : width(least) { names.reserve(count); }
+  void add(std::string_view name) {
+    names.push_back(table_name(name));
+    const std::size_t w = table_columns(names.back());
+    if (w > width) width = w < 64 ? w : 64;
+  }
+  /// `text` followed by spaces to the column's width.
+  std::string padded(std::string_view text) const {
+    std::string s(text);
+    const std::size_t w = table_columns(s);
+    if (w < width) s.append(width - w, ' ');
+    return s;
+  }
+};
+
 inline double percent(std::uint64_t part, std::uint64_t whole) {
   return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
 }
@@ -224,21 +255,39 @@ std::string Report::to_table() const {
               detail::percent(bytes_saved, bytes_in));
   s += format("  shared across blobs %8llu  (%s: shipped again by a backend compiling one blob at a time)\n",
               ull(bytes_shared_across_blobs), human_bytes(bytes_shared_across_blobs).c_str());
-  s += "\n  per method            partitions  tensors        bytes in     distinct  shared w/ others       saved\n";
-  for (const MethodReport& m : per_method)
-    s += format("  %-20s %11u %8llu %15llu %12llu %17llu %11llu\n", detail::table_name(m.method).c_str(), m.partitions,
-                ull(m.tensors), ull(m.bytes_in), ull(m.bytes_distinct), ull(m.bytes_shared_with_other_methods),
-                ull(m.bytes_saved));
-  s += "\n  per blob                        functions  tensors        bytes in     distinct  shared inside  shared across\n";
-  for (const BlobReport& b : per_blob)
-    s += format("  %-30s %10u %8llu %15llu %12llu %14llu %14llu\n", detail::table_name(b.blob_key).c_str(), b.functions,
-                ull(b.tensors), ull(b.bytes_in), ull(b.bytes_distinct), ull(b.bytes_shared_inside),
-                ull(b.bytes_shared_across));
+  // Each name column is as wide as its longest name (up to 64), so that
+  // the figures stay in line under their headings.
+  auto section = [&s](std::size_t least, const char* heading, const char* figure_headings, const auto& items,
+                      auto name_of, auto figures_of) {
+    detail::NameColumn column(least, items.size());
+    for (const auto& item : items) column.add(name_of(item));
+    s += "\n  " + column.padded(heading) + figure_headings;
+    for (std::size_t k = 0; k < items.size(); ++k) s += "  " + column.padded(column.names[k]) + figures_of(items[k]);
+  };
+  section(
+      20, "per method", "  partitions  tensors        bytes in     distinct  shared w/ others       saved\n", per_method,
+      [](const MethodReport& m) -> const std::string& { return m.method; },
+      [](const MethodReport& m) {
+        return format(" %11u %8llu %15llu %12llu %17llu %11llu\n", m.partitions, ull(m.tensors), ull(m.bytes_in),
+                      ull(m.bytes_distinct), ull(m.bytes_shared_with_other_methods), ull(m.bytes_saved));
+      });
+  section(
+      30, "per blob", "  functions  tensors        bytes in     distinct  shared inside  shared across\n", per_blob,
+      [](const BlobReport& b) -> const std::string& { return b.blob_key; },
+      [](const BlobReport& b) {
+        return format(" %10u %8llu %15llu %12llu %14llu %14llu\n", b.functions, ull(b.tensors), ull(b.bytes_in),
+                      ull(b.bytes_distinct), ull(b.bytes_shared_inside), ull(b.bytes_shared_across));
+      });
   s += alias_groups == 0 ? std::string("\n  alias groups 0\n")
                          : format("\n  alias groups %llu; largest:\n", ull(alias_groups));
-  for (const AliasGroup& g : largest_alias_groups)
-    s += format("    %-44s %4u tensors %3u keys %12llu B each, saves %llu B\n", detail::table_name(g.first_key).c_str(),
-                g.tensors, g.keys, ull(g.size), ull(g.bytes_saved));
+  detail::NameColumn keys_column(44, largest_alias_groups.size());
+  for (const AliasGroup& g : largest_alias_groups) keys_column.add(g.first_key);
+  for (std::size_t k = 0; k < largest_alias_groups.size(); ++k) {
+    const AliasGroup& g = largest_alias_groups[k];
+    s += "    " + keys_column.padded(keys_column.names[k]) +
+         format(" %4u tensors %3u %-4s %12llu B each, saves %llu B\n", g.tensors, g.keys, g.keys == 1 ? "key" : "keys",
+                ull(g.size), ull(g.bytes_saved));
+  }
   const IdentityReport& i = identity;
   s += format(
       "\n  identity: %llu tensors; skipped by cheap checks: %llu unique size, %llu same pointer, "
