@@ -1176,7 +1176,7 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
   CHECK(run("--ptd '" + path + "' --unmapped-keys rest") == 0);
   CHECK(read_text(log) == warning + one_key_not_kept(path, 3, "shared.a", "a") + refuses);
   const std::string printed = read_text(printed_path);
-  CHECK(printed.find("  " + path + ": method(s) m, rest, 2 partition(s), 3 tensors over 112 B\n") !=
+  CHECK(printed.find("  " + path + ": methods m, rest, 2 partitions, 3 tensors over 112 B\n") !=
         std::string::npos);
   CHECK(printed.find("ONE_BLOB   in 112 B, stored 112 B, saved 0 B") != std::string::npos);
   // Two such stores: each store's unmapped keys get their own method, the
@@ -1201,12 +1201,23 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
   CHECK(read_text(log) == warning + one_key_not_kept(path, 3, "shared.a", "a") + "; " +
                               one_key_not_kept(path2, 2, "shared.d", "d") + refuses);
   const std::string both = read_text(printed_path);
-  CHECK(both.find("  " + full + ": method(s) f, 1 partition(s), 1 tensors over 8 B\n") != std::string::npos);
-  CHECK(both.find("  " + path + ": method(s) m, rest, 2 partition(s), 3 tensors over 112 B\n") != std::string::npos);
-  CHECK(both.find("  " + path2 + ": method(s) n, rest#2, 2 partition(s), 2 tensors over 56 B\n") !=
+  CHECK(both.find("  " + full + ": method f, 1 partition, 1 tensor over 8 B\n") != std::string::npos);
+  CHECK(both.find("  " + path + ": methods m, rest, 2 partitions, 3 tensors over 112 B\n") != std::string::npos);
+  CHECK(both.find("  " + path2 + ": methods n, rest#2, 2 partitions, 2 tensors over 56 B\n") !=
         std::string::npos);
   // extra.e (8 B) is in f and in rest#2: stored once.
   CHECK(both.find("ONE_BLOB   in 176 B, stored 168 B, saved 8 B") != std::string::npos);
+  // A file of one key read back, and one method alone: counted in the singular.
+  const std::string one_out = dir + "/one.ptd", one_dir = dir + "/one_alone";
+  CHECK(run("--ptd '" + full + "' --strategy oneblob --out '" + one_out + "' --per-method '" + one_dir + "'") == 0);
+  const std::string one = read_text(printed_path);
+  CHECK(one.find("  read back " + one_out + " with the runtime reader: 1 key, 1 function, 1 tensor verified\n") !=
+        std::string::npos);
+  const std::string alone = one_dir + "/f.ptd";
+  struct stat st {};
+  REQUIRE(::stat(alone.c_str(), &st) == 0);
+  CHECK(one.find("  method alone: wrote " + alone + ": " + std::to_string(st.st_size) + " bytes\n"
+                 "  every method alone: " + std::to_string(st.st_size) + " bytes in 1 file\n") != std::string::npos);
 }
 #endif
 
@@ -1260,9 +1271,9 @@ TEST_CASE("the demo takes a store whose data was replaced since it was written o
                               one_key_not_kept(changed_path, 2, "b", "changed/b") +
                               " (--keep-keys refuses such a store)\n");
   const std::string printed = read_text(printed_path);
-  CHECK(printed.find("  " + moved_path + ": method(s) moved, 1 partition(s), 2 tensors over 128 B\n") !=
+  CHECK(printed.find("  " + moved_path + ": method moved, 1 partition, 2 tensors over 128 B\n") !=
         std::string::npos);
-  CHECK(printed.find("  " + changed_path + ": method(s) changed, 1 partition(s), 2 tensors over 128 B\n") !=
+  CHECK(printed.find("  " + changed_path + ": method changed, 1 partition, 2 tensors over 128 B\n") !=
         std::string::npos);
   // a is shared by the two; b differs (one byte): 192 B stored of 256.
   CHECK(printed.find("ONE_BLOB   in 256 B, stored 192 B, saved 64 B") != std::string::npos);
@@ -1285,7 +1296,7 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
                           "' 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   const std::string printed = read_text(log);
-  CHECK(printed.find("  " + copy + ": method(s) aliases#2, 1 partition(s), 6 tensors over 944 B\n") !=
+  CHECK(printed.find("  " + copy + ": method aliases#2, 1 partition, 6 tensors over 944 B\n") !=
         std::string::npos);
   CHECK(printed.find("15 tensors verified") != std::string::npos);
   // 2 x 1712 + 393 bytes in; aliases.ptd's 944 distinct bytes and

@@ -591,8 +591,11 @@ bool run(const Args& args, const wdedup::Program& program, const wdedup::PtdFile
     }
     const wdedup_demo::ReadBack& back = check.back;
     std::printf("  wrote %s: %llu bytes\n", out.c_str(), static_cast<unsigned long long>(stats->file_size));
-    std::printf("  read back %s with the runtime reader: %zu keys, %zu functions, %zu tensors verified\n",
-                out.c_str(), back.keys, back.functions, back.tensors);
+    using wdedup::detail::counted;
+    std::printf("  read back %s with the runtime reader: %s verified\n", out.c_str(),
+                wdedup::detail::cat(counted(back.keys, "key"), ", ", counted(back.functions, "function"), ", ",
+                                    counted(back.tensors, "tensor"))
+                    .c_str());
   }
   // Only a report whose store was written and read back (or that had no
   // store to write) goes into --json: a run whose every write failed
@@ -645,8 +648,8 @@ int write_per_method(const std::string& dir, const wdedup::Program& program,
                 static_cast<unsigned long long>(stats->file_size));
     total += stats->file_size;
   }
-  std::printf("  every method alone: %llu bytes in %zu files\n\n", static_cast<unsigned long long>(total),
-              program.methods.size());
+  std::printf("  every method alone: %llu bytes in %s\n\n", static_cast<unsigned long long>(total),
+              wdedup::detail::cat(wdedup::detail::counted(program.methods.size(), "file")).c_str());
   return 0;
 }
 
@@ -698,8 +701,12 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
     // Bytes the file holds: each memory range once (aliased keys share one).
     const wdedup::Span<const wdedup::Method> file_methods(program->methods.data() + before, program->methods.size() - before);
     const std::uint64_t bytes = wdedup::bench::total_bytes(wdedup::bench::input_spans(file_methods));
-    std::printf("  %s: method(s) %s, %zu partition(s), %zu tensors over %s\n", wdedup::detail::table_name(path).c_str(),
-                names.c_str(), partitions, tensors, wdedup::detail::human_bytes(bytes).c_str());
+    using wdedup::detail::counted;
+    const std::string line =
+        wdedup::detail::cat("  ", wdedup::detail::table_name(path), ": ", file_methods.size() == 1 ? "method " : "methods ",
+                            names, ", ", counted(partitions, "partition"), ", ", counted(tensors, "tensor"), " over ",
+                            wdedup::detail::human_bytes(bytes), "\n");
+    std::fputs(line.c_str(), stdout);
   }
   std::printf("\n");
   return true;
