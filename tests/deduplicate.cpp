@@ -1002,6 +1002,10 @@ TEST_CASE("the report prints every figure in its own place, as a table and as JS
         std::string::npos);
   // Nothing in: 0.0% saved, not 0/0 (nan).
   CHECK(Report().to_table().find("\n  bytes saved                0  (0 B, 0.0%)\n") != std::string::npos);
+  Report one_tensor;
+  one_tensor.identity.inputs = 1;
+  CHECK(one_tensor.to_table().find("\n  identity: 1 tensor; skipped by cheap checks: 0 unique size,") !=
+        std::string::npos);
   // JSON's times are rounded to the microsecond, not cut, and capped at
   // 10^12 s (past 2^64 microseconds the conversion is undefined).
   CHECK(detail::json_seconds(0.0000019) == "0.000002");

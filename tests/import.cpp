@@ -1781,20 +1781,20 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
                              wdedup::detail::first_difference(ByteSpan(kc.data(), 16), ByteSpan(ka.data(), 16)) +
                              "; and 1 of the file's 3 keys is not in the merged store: 'c'" + kNotKeptWhy +
                              "it by name, as an ExecuTorch program does, does not find it)");
-    // A file of one key, and a 1-byte key held with 2: counted in the singular.
+    // A file of one key, and its 2-byte key held with 1: counted in the singular.
     NamedDataStore one;
-    REQUIRE(one.add_named_data("a", ByteSpan(ka.data(), 1)).ok());
+    REQUIRE(one.add_named_data("a", ByteSpan(ka.data(), 2)).ok());
     std::unique_ptr<Opened> f1 = open_bytes(write_or_die(one, FunctionMaps{}, WriteOptions{}));
     REQUIRE(f1->ok());
     e = check_keys_kept(f1->map(), NamedDataStore{});
     CHECK(e.error() == Error::NotFound);
     CHECK(e.message() == "check_keys_kept: 1 of the file's 1 key is not in the merged store: 'a'" +
                              std::string(kNotKeptWhy) + "it by name, as an ExecuTorch program does, does not find it)");
-    NamedDataStore held_two;
-    REQUIRE(held_two.add_named_data("a", ByteSpan(kb.data(), 2)).ok());
-    e = check_keys_kept(f1->map(), held_two);
+    NamedDataStore held_one;
+    REQUIRE(held_one.add_named_data("a", ByteSpan(kb.data(), 1)).ok());
+    e = check_keys_kept(f1->map(), held_one);
     CHECK(e.error() == Error::KeyConflict);
-    CHECK(e.message() == "check_keys_kept: key 'a': the merged store holds 2 bytes that differ from the file's 1");
+    CHECK(e.message() == "check_keys_kept: key 'a': the merged store holds 1 byte that differs from the file's 2");
   }
   // Every key missing is counted; the first 8 are named, in file order.
   std::unique_ptr<Opened> many = open_fixture("many_keys.ptd", Via::Mmap);

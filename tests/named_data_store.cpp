@@ -144,6 +144,12 @@ TEST_CASE("same key, different bytes: error naming the key, both sizes and the f
   CHECK(r.error() == Error::KeyConflict);
   CHECK(r.message() == "key 'k' already holds 100 bytes that differ from the 1 byte added now");
   CHECK(dump(t) == with_k);
+  REQUIRE(t.add_named_data("one", ByteSpan(big.data(), 1), 16).ok());
+  const std::string with_one = dump(t);
+  r = t.add_named_data("one", ByteSpan(big.data(), 2), 16);
+  CHECK(r.error() == Error::KeyConflict);
+  CHECK(r.message() == "key 'one' already holds 1 byte that differs from the 2 bytes added now");
+  CHECK(dump(t) == with_one);
 }
 
 TEST_CASE("same key, same bytes, different layout: LayoutMismatch, store unchanged") {

@@ -877,7 +877,7 @@ TEST_CASE("validation of stores filled through the bulk path") {
   SUBCASE("a key pointing one past the last buffer") {
     NamedDataStore s;
     SA::add_key(s, "k", SA::add_buffer(s, data, 1) + 1, 1, std::nullopt);
-    expect(s, Error::InvalidArgument, "key 'k' points at buffer 1 but the store has 1 buffers");
+    expect(s, Error::InvalidArgument, "key 'k' points at buffer 1 but the store has 1 buffer");
   }
   SUBCASE("a layout that does not match the bytes: more of them, or fewer") {
     const std::pair<std::int32_t, const char*> mismatches[] = {

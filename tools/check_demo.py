@@ -310,7 +310,7 @@ for d in ("pmx", "pmy"):
 r1 = run(["--ptd", "pmsrc/prefill.ptd,pmsrc/decode.ptd", "--strategy", "oneblob", "--out", "m1.ptd"])
 r2 = run(["--ptd", "pmsrc/prefill.ptd", "--ptd", "pmsrc/decode.ptd", "--strategy", "oneblob", "--out", "m2.ptd"])
 if r1.returncode != 0 or r2.returncode != 0 or contents("m1.ptd") != contents("m2.ptd") or \
-        "workload: 2 .ptd file(s):" not in r2.stdout:
+        "workload: 2 .ptd files:" not in r2.stdout:
     problems.append(f"--ptd A --ptd B is not --ptd A,B: exit {r1.returncode}, {r2.returncode}, {r2.stderr!r}")
 # --json '' and --per-method '' write nothing (as --out '').
 empty = os.path.join(work, "empty")

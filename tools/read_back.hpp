@@ -65,8 +65,9 @@ inline ReadBack read_back(const std::string& path, const wdedup::Program& progra
       }
       const wdedup::Partition& part = m.partitions[p];
       if (fv->tensor_count() != part.tensors.size()) {
-        out.problem = "function " + where + " has " + std::to_string(fv->tensor_count()) + " tensors in the file, " +
-                      std::to_string(part.tensors.size()) + " in the program";
+        out.problem = wdedup::detail::cat("function ", where, " has ",
+                                          wdedup::detail::counted(fv->tensor_count(), "tensor"), " in the file, ",
+                                          part.tensors.size(), " in the program");
         return out;
       }
       for (const wdedup::Tensor& t : part.tensors) {
@@ -109,9 +110,10 @@ inline ReadBack read_back(const std::string& path, const wdedup::Program& progra
   // result, belong to no partition of the program.
   if (map->function_count() != partitions || r.functions.functions.size() != partitions) {
     const bool file = map->function_count() != partitions;
-    out.problem = std::string(file ? "the file has " : "the deduplication result has ") +
-                  std::to_string(file ? map->function_count() : r.functions.functions.size()) +
-                  " functions, the program " + std::to_string(partitions) + " partitions";
+    out.problem = wdedup::detail::cat(file ? "the file has " : "the deduplication result has ",
+                                      wdedup::detail::counted(file ? map->function_count() : r.functions.functions.size(),
+                                                              "function"),
+                                      ", the program ", wdedup::detail::counted(partitions, "partition"));
     return out;
   }
   out.keys = *map->get_num_keys();

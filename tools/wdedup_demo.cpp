@@ -656,7 +656,7 @@ int write_per_method(const std::string& dir, const wdedup::Program& program,
 /// The user's .ptd files as a Program: one method each, or the methods and
 /// partitions of a store deduplicate() wrote; the mappings live in `files`.
 bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* program) {
-  std::printf("workload: %zu .ptd file(s):\n", args.ptd.size());
+  std::printf("workload: %s:\n", wdedup::detail::cat(wdedup::detail::counted(args.ptd.size(), ".ptd file")).c_str());
   wdedup::ImportOptions options;
   options.unrecorded_alignment = args.unrecorded_alignment;
   options.open.allow_moved_segments = args.take_replaced_data;
@@ -774,9 +774,11 @@ int run_demo(int argc, char** argv) {
     }
     w.emplace(std::move(generated).value());
     const wdedup::LlamaConfig& c = w->config();
-    std::printf("workload: Llama-shaped '%s' — dim %u, %u layers, vocab %u, prefill %u partition(s), decode %u "
-                "partition(s), %s in memory\n\n",
-                args.model.c_str(), c.dim, c.n_layers, c.vocab_size, c.prefill_partitions, c.decode_partitions,
+    using wdedup::detail::counted;
+    std::printf("workload: Llama-shaped '%s' — dim %u, %u layers, vocab %u, prefill %s, decode %s, %s in memory\n\n",
+                args.model.c_str(), c.dim, c.n_layers, c.vocab_size,
+                wdedup::detail::cat(counted(c.prefill_partitions, "partition")).c_str(),
+                wdedup::detail::cat(counted(c.decode_partitions, "partition")).c_str(),
                 wdedup::detail::human_bytes(w->memory_bytes()).c_str());
   }
   const wdedup::Program& program = w ? w->program() : imported;

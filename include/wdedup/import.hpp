@@ -560,7 +560,9 @@ Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& 
     if (!detail::same_bytes(held, bytes)) {
       other_code = Error::KeyConflict;
       other = detail::cat("key ", detail::quote_name(name), ": the merged store holds ",
-                          detail::counted(held.size(), "byte"), " that differ from the file's ", bytes.size(), detail::first_difference(held, bytes));
+                          detail::counted(held.size(), "byte"),
+                          held.size() == 1 ? " that differs from the file's " : " that differ from the file's ",
+                          bytes.size(), detail::first_difference(held, bytes));
     } else if (!layout_read) {
       other_code = l.error();
       other = detail::cat("key ", detail::quote_name(name), ": ", describe_failure(l.failure()));

@@ -435,7 +435,8 @@ class NamedDataStore {
     if (!detail::same_bytes(held, bytes))
       return Expected<void>(Error::KeyConflict,
                             detail::cat("key ", detail::quote_name(k.key), " already holds ", detail::counted(held.size(), "byte"),
-                                        " that differ from the ", detail::counted(bytes.size(), "byte"), " added now",
+                                        held.size() == 1 ? " that differs from the " : " that differ from the ",
+                                        detail::counted(bytes.size(), "byte"), " added now",
                                         detail::first_difference(held, bytes)));
     if (k.layout != layout) {
       // A layout on one add only says which add had none (not "already has

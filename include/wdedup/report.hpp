@@ -205,7 +205,9 @@ inline std::string table_name(std::string_view v) {
 
 /// The columns a table name takes on a terminal: its code points (an
 /// escaped name is valid UTF-8). An East Asian wide character, which takes
-/// two, is counted as one: such names still push their row out.
+/// two, and a zero-width one (a combining mark, U+200B, a variation
+/// selector), which takes none, are counted as one: a name holding them
+/// moves its own row's figures.
 inline std::size_t table_columns(std::string_view s) {
   std::size_t n = 0;
   for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
@@ -290,9 +292,9 @@ std::string Report::to_table() const {
   }
   const IdentityReport& i = identity;
   s += format(
-      "\n  identity: %llu tensors; skipped by cheap checks: %llu unique size, %llu same pointer, "
+      "\n  identity: %llu tensor%s; skipped by cheap checks: %llu unique size, %llu same pointer, "
       "%llu empty; %llu equal to the first of their name; %llu compared directly; %llu hashed (%s)\n",
-      ull(i.inputs), ull(i.skipped_unique_size), ull(i.skipped_same_pointer), ull(i.skipped_empty), ull(i.matched_hint),
+      ull(i.inputs), i.inputs == 1 ? "" : "s", ull(i.skipped_unique_size), ull(i.skipped_same_pointer), ull(i.skipped_empty), ull(i.matched_hint),
       ull(i.compared_directly), ull(i.hashed), human_bytes(i.bytes_hashed).c_str());
   s += format("  byte comparisons %llu (%s), hash collisions %llu\n", ull(i.byte_comparisons),
               human_bytes(i.bytes_compared).c_str(), ull(i.hash_collisions));

@@ -172,7 +172,7 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
                                        "key that agrees before the NUL"));
     if (k.buffer_index >= buffers.size())
       return R(Error::InvalidArgument, cat("key ", quote_name(k.key), " points at buffer ", k.buffer_index,
-                                           " but the store has ", buffers.size(), " buffers"));
+                                           " but the store has ", counted(buffers.size(), "buffer")));
     if (k.alignment == 0 || k.alignment > kMaxAlignment)
       return R(Error::InvalidAlignment, cat("key ", quote_name(k.key), " has alignment ", k.alignment,
                                             "; it must be in [1, ", kMaxAlignment, "]"));
