@@ -60,7 +60,8 @@ inline std::uint64_t physical_memory() noexcept {
 /// Median of `samples` (the mean of the middle two for an even count; 0 for
 /// none). Medians, not means: on a shared machine one descheduled run would
 /// drag a mean anywhere.
-inline double median(std::vector<double> samples) {
+template <int = 0>
+double median(std::vector<double> samples) {
   if (samples.empty()) return 0;
   std::qsort(samples.data(), samples.size(), sizeof(double), [](const void* a, const void* b) {
     const double x = *static_cast<const double*>(a), y = *static_cast<const double*>(b);
@@ -108,7 +109,8 @@ inline bool steady(const std::vector<double>& samples, double limit = kUnsteady)
 /// only overlap (one inside another, or sharing part of their bytes) are
 /// kept, each whole: deduplicate() examines each of them, so the baseline
 /// reads what it reads.
-inline std::vector<ByteSpan> input_spans(Span<const Method> methods) {
+template <int = 0>
+std::vector<ByteSpan> input_spans(Span<const Method> methods) {
   std::vector<ByteSpan> all;
   for (const Method& m : methods)
     for (const Partition& part : m.partitions)
@@ -139,7 +141,8 @@ inline std::vector<ByteSpan> input_spans(Span<const Method> methods) {
   return out;
 }
 
-inline std::vector<ByteSpan> input_spans(const Program& program) {
+template <int = 0>
+std::vector<ByteSpan> input_spans(const Program& program) {
   return input_spans(Span<const Method>(program.methods.data(), program.methods.size()));
 }
 
@@ -350,7 +353,8 @@ inline unsigned dedup_threads(const Program& program, unsigned threads = 0) noex
 /// (as memcmp reads) get noticeably more bandwidth from memory on many
 /// machines, so deduplication can beat a one-stream pass. The two-stream
 /// pass is the stricter baseline.
-inline std::uint64_t read_pass(const std::vector<ByteSpan>& spans, unsigned threads = 0, unsigned streams = 1) {
+template <int = 0>
+std::uint64_t read_pass(const std::vector<ByteSpan>& spans, unsigned threads = 0, unsigned streams = 1) {
   if (threads == 0) threads = wdedup::detail::hardware_threads();
   const std::uint64_t total = total_bytes(spans);
   auto sum = [&](std::uint64_t b, std::uint64_t e) {
