@@ -28,7 +28,9 @@
 #include <sys/syscall.h>  // SYS_getdents64
 #endif
 
-#include "cli.hpp"  // (tools/) split_items, same_file_twice, real_path, stdout_flushed, the stop signals: shared with the demo
+// (tools/) split_items, same_file_twice, real_path, stdout_flushed, the stop
+// signals: shared with the demo
+#include "cli.hpp"
 #include "harness.hpp"
 #include "steadiness.hpp"
 #include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads

@@ -1,7 +1,8 @@
 // tools/cli.hpp — command-line pieces the demo (tools/wdedup_demo.cpp) and
 // the benchmark harness (benchmarks/main.cpp) share: splitting a list flag,
 // telling when two paths name one file, checking that standard output got
-// what was printed, and removing one's files when a signal stops the run. Each tool words its own refusals; these only answer.
+// what was printed, and removing one's files when a signal stops the run.
+// Each tool words its own refusals; these only answer.
 #ifndef WDEDUP_TOOLS_CLI_HPP
 #define WDEDUP_TOOLS_CLI_HPP
 

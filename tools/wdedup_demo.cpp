@@ -126,6 +126,9 @@ void usage(FILE* f) {
       f);
 }
 
+/// "1 key", "2 keys": a count in words, as the library's messages give them.
+std::string counted(std::uint64_t n, const char* noun) { return wdedup::detail::cat(wdedup::detail::counted(n, noun)); }
+
 bool parse_u32(const char* s, std::uint32_t* out) {
   // Digits only: strtoul would also take a sign (and wrap "-1" around to
   // 2^64-1) and leading blanks.
@@ -591,11 +594,9 @@ bool run(const Args& args, const wdedup::Program& program, const wdedup::PtdFile
     }
     const wdedup_demo::ReadBack& back = check.back;
     std::printf("  wrote %s: %llu bytes\n", out.c_str(), static_cast<unsigned long long>(stats->file_size));
-    using wdedup::detail::counted;
-    std::printf("  read back %s with the runtime reader: %s verified\n", out.c_str(),
-                wdedup::detail::cat(counted(back.keys, "key"), ", ", counted(back.functions, "function"), ", ",
-                                    counted(back.tensors, "tensor"))
-                    .c_str());
+    std::printf("  read back %s with the runtime reader: %s, %s, %s verified\n", out.c_str(),
+                counted(back.keys, "key").c_str(), counted(back.functions, "function").c_str(),
+                counted(back.tensors, "tensor").c_str());
   }
   // Only a report whose store was written and read back (or that had no
   // store to write) goes into --json: a run whose every write failed
@@ -649,14 +650,14 @@ int write_per_method(const std::string& dir, const wdedup::Program& program,
     total += stats->file_size;
   }
   std::printf("  every method alone: %llu bytes in %s\n\n", static_cast<unsigned long long>(total),
-              wdedup::detail::cat(wdedup::detail::counted(program.methods.size(), "file")).c_str());
+              counted(program.methods.size(), "file").c_str());
   return 0;
 }
 
 /// The user's .ptd files as a Program: one method each, or the methods and
 /// partitions of a store deduplicate() wrote; the mappings live in `files`.
 bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* program) {
-  std::printf("workload: %s:\n", wdedup::detail::cat(wdedup::detail::counted(args.ptd.size(), ".ptd file")).c_str());
+  std::printf("workload: %s:\n", counted(args.ptd.size(), ".ptd file").c_str());
   wdedup::ImportOptions options;
   options.unrecorded_alignment = args.unrecorded_alignment;
   options.open.allow_moved_segments = args.take_replaced_data;
@@ -701,12 +702,9 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
     // Bytes the file holds: each memory range once (aliased keys share one).
     const wdedup::Span<const wdedup::Method> file_methods(program->methods.data() + before, program->methods.size() - before);
     const std::uint64_t bytes = wdedup::bench::total_bytes(wdedup::bench::input_spans(file_methods));
-    using wdedup::detail::counted;
-    const std::string line =
-        wdedup::detail::cat("  ", wdedup::detail::table_name(path), ": ", file_methods.size() == 1 ? "method " : "methods ",
-                            names, ", ", counted(partitions, "partition"), ", ", counted(tensors, "tensor"), " over ",
-                            wdedup::detail::human_bytes(bytes), "\n");
-    std::fputs(line.c_str(), stdout);
+    std::printf("  %s: %s %s, %s, %s over %s\n", wdedup::detail::table_name(path).c_str(),
+                file_methods.size() == 1 ? "method" : "methods", names.c_str(), counted(partitions, "partition").c_str(),
+                counted(tensors, "tensor").c_str(), wdedup::detail::human_bytes(bytes).c_str());
   }
   std::printf("\n");
   return true;
@@ -774,11 +772,9 @@ int run_demo(int argc, char** argv) {
     }
     w.emplace(std::move(generated).value());
     const wdedup::LlamaConfig& c = w->config();
-    using wdedup::detail::counted;
     std::printf("workload: Llama-shaped '%s' — dim %u, %u layers, vocab %u, prefill %s, decode %s, %s in memory\n\n",
-                args.model.c_str(), c.dim, c.n_layers, c.vocab_size,
-                wdedup::detail::cat(counted(c.prefill_partitions, "partition")).c_str(),
-                wdedup::detail::cat(counted(c.decode_partitions, "partition")).c_str(),
+                args.model.c_str(), c.dim, c.n_layers, c.vocab_size, counted(c.prefill_partitions, "partition").c_str(),
+                counted(c.decode_partitions, "partition").c_str(),
                 wdedup::detail::human_bytes(w->memory_bytes()).c_str());
   }
   const wdedup::Program& program = w ? w->program() : imported;

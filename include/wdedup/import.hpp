@@ -222,8 +222,8 @@ Expected<void> import_key(const char* who, const NamedDataMap& store, std::size_
     return fail(l.error(), describe_failure(l.failure()));
   if (l.ok()) {
     if (l->nbytes() != info.size)
-      return fail(Error::LayoutMismatch, "its layout describes ", detail::counted(l->nbytes(), "byte"), ", its segment holds ",
-                  info.size);
+      return fail(Error::LayoutMismatch, "its layout describes ", detail::counted(l->nbytes(), "byte"),
+                  ", its segment holds ", info.size);
     layout.emplace(Layout::copy_of(*l));
   }
   std::int64_t alignment = options.unrecorded_alignment;
@@ -560,8 +560,7 @@ Expected<void> check_keys_kept(const NamedDataMap& store, const NamedDataStore& 
     if (!detail::same_bytes(held, bytes)) {
       other_code = Error::KeyConflict;
       other = detail::cat("key ", detail::quote_name(name), ": the merged store holds ",
-                          detail::counted(held.size(), "byte"),
-                          held.size() == 1 ? " that differs from the file's " : " that differ from the file's ",
+                          detail::counted(held.size(), "byte that differs", "bytes that differ"), " from the file's ",
                           bytes.size(), detail::first_difference(held, bytes));
     } else if (!layout_read) {
       other_code = l.error();

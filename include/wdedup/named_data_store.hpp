@@ -168,7 +168,8 @@ Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpa
     if (*n != bytes.size())
       return Expected<void>(Error::LayoutMismatch,
                             cat(where, noun, " ", quote_name(key), ": layout ", describe_layout(layout),
-                                " describes ", counted(*n, "byte"), " but the data has ", counted(bytes.size(), "byte")));
+                                " describes ", counted(*n, "byte"), " but the data has ",
+                                counted(bytes.size(), "byte")));
   }
   return {};
 }
@@ -434,9 +435,9 @@ class NamedDataStore {
     const ByteSpan held = buffers_[k.buffer_index].bytes;
     if (!detail::same_bytes(held, bytes))
       return Expected<void>(Error::KeyConflict,
-                            detail::cat("key ", detail::quote_name(k.key), " already holds ", detail::counted(held.size(), "byte"),
-                                        held.size() == 1 ? " that differs from the " : " that differ from the ",
-                                        detail::counted(bytes.size(), "byte"), " added now",
+                            detail::cat("key ", detail::quote_name(k.key), " already holds ",
+                                        detail::counted(held.size(), "byte that differs", "bytes that differ"),
+                                        " from the ", detail::counted(bytes.size(), "byte"), " added now",
                                         detail::first_difference(held, bytes)));
     if (k.layout != layout) {
       // A layout on one add only says which add had none (not "already has

@@ -260,44 +260,46 @@ std::string Report::to_table() const {
               detail::percent(bytes_saved, bytes_in));
   s += format("  shared across blobs %8llu  (%s: shipped again by a backend compiling one blob at a time)\n",
               ull(bytes_shared_across_blobs), human_bytes(bytes_shared_across_blobs).c_str());
-  // Each name column is as wide as its longest name (up to 64), so that
-  // the figures stay in line under their headings.
-  auto section = [&s](std::size_t least, const char* heading, const char* figure_headings, const auto& items,
-                      auto name_of, auto figures_of) {
+  // Rows of a name and its figures. Each name column is as wide as its
+  // longest name (up to 64), so that the figures stay in line under their
+  // headings (`heading`, in the name column, then `figure_headings`; none
+  // if null).
+  auto section = [&s](const char* indent, std::size_t least, const char* heading, const char* figure_headings,
+                      const auto& items, auto name_of, auto figures_of) {
     detail::NameColumn<> column(least, items.size());
     for (const auto& item : items) column.add(name_of(item));
-    s += "\n  " + column.padded(heading) + figure_headings;
-    for (std::size_t k = 0; k < items.size(); ++k) s += "  " + column.padded(column.names[k]) + figures_of(items[k]);
+    if (heading != nullptr) s += "\n" + (indent + column.padded(heading)) + figure_headings;
+    for (std::size_t k = 0; k < items.size(); ++k) s += indent + column.padded(column.names[k]) + figures_of(items[k]);
   };
   section(
-      20, "per method", "  partitions  tensors        bytes in     distinct  shared w/ others       saved\n", per_method,
-      [](const MethodReport& m) -> const std::string& { return m.method; },
+      "  ", 20, "per method", "  partitions  tensors        bytes in     distinct  shared w/ others       saved\n",
+      per_method, [](const MethodReport& m) -> const std::string& { return m.method; },
       [](const MethodReport& m) {
         return format(" %11u %8llu %15llu %12llu %17llu %11llu\n", m.partitions, ull(m.tensors), ull(m.bytes_in),
                       ull(m.bytes_distinct), ull(m.bytes_shared_with_other_methods), ull(m.bytes_saved));
       });
   section(
-      30, "per blob", "  functions  tensors        bytes in     distinct  shared inside  shared across\n", per_blob,
-      [](const BlobReport& b) -> const std::string& { return b.blob_key; },
+      "  ", 30, "per blob", "  functions  tensors        bytes in     distinct  shared inside  shared across\n",
+      per_blob, [](const BlobReport& b) -> const std::string& { return b.blob_key; },
       [](const BlobReport& b) {
         return format(" %10u %8llu %15llu %12llu %14llu %14llu\n", b.functions, ull(b.tensors), ull(b.bytes_in),
                       ull(b.bytes_distinct), ull(b.bytes_shared_inside), ull(b.bytes_shared_across));
       });
   s += alias_groups == 0 ? std::string("\n  alias groups 0\n")
                          : format("\n  alias groups %llu; largest:\n", ull(alias_groups));
-  detail::NameColumn<> keys_column(44, largest_alias_groups.size());
-  for (const AliasGroup& g : largest_alias_groups) keys_column.add(g.first_key);
-  for (std::size_t k = 0; k < largest_alias_groups.size(); ++k) {
-    const AliasGroup& g = largest_alias_groups[k];
-    s += "    " + keys_column.padded(keys_column.names[k]) +
-         format(" %4u tensors %3u %-4s %12llu B each, saves %llu B\n", g.tensors, g.keys, g.keys == 1 ? "key" : "keys",
-                ull(g.size), ull(g.bytes_saved));
-  }
+  section(
+      "    ", 44, nullptr, nullptr, largest_alias_groups,
+      [](const AliasGroup& g) -> const std::string& { return g.first_key; },
+      [](const AliasGroup& g) {
+        return format(" %4u tensors %3u %-4s %12llu B each, saves %llu B\n", g.tensors, g.keys,
+                      g.keys == 1 ? "key" : "keys", ull(g.size), ull(g.bytes_saved));
+      });
   const IdentityReport& i = identity;
   s += format(
       "\n  identity: %llu tensor%s; skipped by cheap checks: %llu unique size, %llu same pointer, "
       "%llu empty; %llu equal to the first of their name; %llu compared directly; %llu hashed (%s)\n",
-      ull(i.inputs), i.inputs == 1 ? "" : "s", ull(i.skipped_unique_size), ull(i.skipped_same_pointer), ull(i.skipped_empty), ull(i.matched_hint),
+      ull(i.inputs), i.inputs == 1 ? "" : "s", ull(i.skipped_unique_size), ull(i.skipped_same_pointer),
+      ull(i.skipped_empty), ull(i.matched_hint),
       ull(i.compared_directly), ull(i.hashed), human_bytes(i.bytes_hashed).c_str());
   s += format("  byte comparisons %llu (%s), hash collisions %llu\n", ull(i.byte_comparisons),
               human_bytes(i.bytes_compared).c_str(), ull(i.hash_collisions));
