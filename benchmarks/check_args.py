@@ -579,7 +579,7 @@ def progress_under_terminal():
     # What a terminal shows on that line: the text after its last carriage
     # return, less the erase-line sequence.
     shown = lines[0].split("\r")[-1].replace("\033[K", "")
-    if not shown.startswith("llama 1+1, 1 thread(s): one read pass"):
+    if not shown.startswith("llama 1+1, 1 thread: one read pass"):
         return f"--once under a terminal: the result line shows {shown!r}"
     # Each progress line as the terminal shows it, cut short of its last
     # column ("dedup llama 1+1: generating the workload", 40 characters).
@@ -749,7 +749,7 @@ r = run([exe, "--quick", "--progress", "--reps", "2", "--only", "dedup", "--work
          "--json", json_path, "--tmpdir", outdir])
 lines = r.stderr.splitlines()
 if r.returncode != 0 or "\r" in r.stderr or "\033[" in r.stderr or \
-        "dedup llama 1+1, 1 thread(s): repetition 2/2" not in lines or \
+        "dedup llama 1+1, 1 thread: repetition 2/2" not in lines or \
         not all(l.startswith(("dedup ", "runtime ", "write ", "build ")) for l in lines):
     problems.append(f"--progress with stderr a pipe: exit {r.returncode}, stderr {r.stderr!r}")
 

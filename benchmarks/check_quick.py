@@ -257,8 +257,8 @@ for workload, threads in off_pace:
     line = f"  SHA-256 of {workload}, {threads} thr: "
     if sum(l.startswith(line) for l in out_lines) != 1:
         problems.append(f"SHA-256 off pace in {workload!r} ({threads} thr), not listed once as {line!r}")
-if off_pace and not any(l.startswith(f"SHA-256 off the run's pace: in {len(off_pace)} workload run(s)")
-                        for l in out_lines):
+off_pace_says = f"SHA-256 off the run's pace: in {len(off_pace)} workload run{'' if len(off_pace) == 1 else 's'} "
+if off_pace and not any(l.startswith(off_pace_says) for l in out_lines):
     problems.append(f"{len(off_pace)} workload runs off SHA-256's pace, and no line saying so under the table")
 # Every figure follows from its own samples (a mutation test of the harness
 # found figures the checks above let through: ratios inverted or paired
@@ -428,7 +428,8 @@ print(once.stdout)
 if once.returncode != 0:
     sys.exit(f"wdedup-bench --once exited with {once.returncode}")
 lines = [l for l in once.stdout.splitlines() if "one read pass and one deduplicate()" in l]
-expected = [f"{w}, {t} thread(s)" for w in ("llama 1+1", "llama 3+3", "llama 3+2", "small tensors", "adversarial")
+expected = [f"{w}, {t} thread{'' if t == 1 else 's'}:"
+            for w in ("llama 1+1", "llama 3+3", "llama 3+2", "small tensors", "adversarial")
             for t in (1, 2)]
 missing = [e for e in expected if not any(l.startswith(e) for l in lines)]
 if missing or len(lines) != len(expected):
@@ -470,13 +471,13 @@ if sorted(r["threads"] for r in dedup_rows) != [1, 2]:
 for r in dedup_rows:
     extra = r.get("extra", {})
     if extra.get("tensors") != 15 or extra.get("distinct_buffers") != 7 or extra.get("consistent_with_sha256") != 1:
-        problems.append(f"{r['threads']} thread(s): tensors {extra.get('tensors')}, distinct "
-                        f"{extra.get('distinct_buffers')}, consistent {extra.get('consistent_with_sha256')}; "
+        problems.append(f"{r['threads']} thread{'' if r['threads'] == 1 else 's'}: tensors {extra.get('tensors')}, "
+                        f"distinct {extra.get('distinct_buffers')}, consistent {extra.get('consistent_with_sha256')}; "
                         "expected 15, 7, 1")
 if any("target" in r for r in rows):
     problems.append("a user's workload got a target")
 # Each row's note says which files' methods it timed.
-want_note = "3 .ptd file(s), 3 method(s) (aliases, simple, bench-ptd-aliases-copy): 15 tensors, "
+want_note = "3 .ptd files, 3 methods (aliases, simple, bench-ptd-aliases-copy): 15 tensors, "
 if not rows or any(not str(r.get("note", "")).startswith(want_note) for r in rows):
     problems.append(f"--ptd rows' notes {sorted({str(r.get('note')) for r in rows})}, expected {want_note!r}...")
 # No comparisons-alone row: these pairs' bytes (both sides of each) are not

@@ -42,6 +42,10 @@ namespace {
 namespace bench = wdedup::bench;
 using wdedup::ByteSpan;
 
+/// "1 thread", "2 threads": the count in words, as the library's messages
+/// give theirs.
+std::string counted(std::uint64_t n, const char* noun) { return wdedup::detail::cat(wdedup::detail::counted(n, noun)); }
+
 // ---- the reference: ExecuTorch's NamedDataStore -----------------------------
 
 /// SHA-256 of every buffer, then buffers merged on equal digests (no byte
@@ -351,7 +355,8 @@ Workload make_ptd(const Config& c) {
       }
   w.policy = ptd_policy(w.own);
   char d[160];
-  std::snprintf(d, sizeof d, "%zu .ptd file(s), %zu method(s)", c.ptd_files.size(), w.own.methods.size());
+  std::snprintf(d, sizeof d, "%s, %s", counted(c.ptd_files.size(), ".ptd file").c_str(),
+                counted(w.own.methods.size(), "method").c_str());
   // The methods by name (the files are in the JSON's command), the first
   // eight: a row's note says which workload it was.
   std::string names;
@@ -550,8 +555,9 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       consume(dedup_policy(w, threads, nullptr, &buffers));
       progress_done(c);  // the line below goes to stdout, often the same terminal
       std::printf(
-          "%s, %u thread(s): one read pass and one deduplicate() over %llu tensors, %llu bytes: %llu distinct\n",
-          w.name.c_str(), threads, static_cast<unsigned long long>(tensors), static_cast<unsigned long long>(bytes),
+          "%s, %s: one read pass and one deduplicate() over %llu tensors, %llu bytes: %llu distinct\n",
+          w.name.c_str(), counted(threads, "thread").c_str(), static_cast<unsigned long long>(tensors),
+          static_cast<unsigned long long>(bytes),
           static_cast<unsigned long long>(buffers));
       if (w.expected_distinct != 0 && buffers != w.expected_distinct)
         report_failure(w.name + ": deduplicate found " + std::to_string(buffers) + " distinct buffers, expected " +
@@ -567,7 +573,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
   for (unsigned threads : c.threads) {
     // A wrong or inconsistent answer at this thread count voids its rows.
     const FailureScope scope(out);
-    progress(c, "dedup %s, %u thread(s): warming", w.name.c_str(), threads);
+    progress(c, "dedup %s, %s: warming", w.name.c_str(), counted(threads, "thread").c_str());
     // The threads deduplicate() starts of those given (one per 4 MiB of
     // work): every other contender runs on as many. Given more than the
     // work is worth, a read pass that started them all ran slower, and
@@ -620,7 +626,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     const bench::ResidentPeak mem =
         bench::resident_peak([&] { consume(dedup_policy(w, threads, nullptr, &mem_buffers)); });
     if (mem_buffers != buffers)
-      report_failure(w.name + ", " + std::to_string(threads) + " thread(s): deduplicate() found " +
+      report_failure(w.name + ", " + counted(threads, "thread") + ": deduplicate() found " +
                      std::to_string(mem_buffers) + " distinct buffers in the call whose memory was measured, " +
                      std::to_string(buffers) + " in the first");
 
@@ -633,7 +639,8 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     wdedup::detail::IdentityStats last_stats;
     consume(bench::read_pass(spans, run, 2));
     for (unsigned rep = 0; rep < c.reps; ++rep) {
-      progress(c, "dedup %s, %u thread(s): repetition %u/%u", w.name.c_str(), threads, rep + 1, c.reps);
+      progress(c, "dedup %s, %s: repetition %u/%u", w.name.c_str(), counted(threads, "thread").c_str(), rep + 1,
+               c.reps);
       double ts[kContenders] = {};
       for (const unsigned which : kContenderOrder) {
         // What a contender answers, kept for after its clock stops (the
@@ -720,7 +727,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
                      "engine " + std::to_string(id_groups) + ", SHA-256 " + std::to_string(ref_distinct) +
                      (has_empty ? " (and one empty content)" : "") +
                      (w.expected_distinct != 0 ? ", expected " + std::to_string(w.expected_distinct) : std::string()));
-    if (!wrong.empty()) report_failure(w.name + ", " + std::to_string(threads) + " thread(s): " + wrong);
+    if (!wrong.empty()) report_failure(w.name + ", " + counted(threads, "thread") + ": " + wrong);
 
     const std::string label = w.name + (w.policy == Policy::OneBlob ? " ONE_BLOB" : " POSITIONAL");
     auto row = [&](const std::string& what, double subject_s, const std::vector<double>& subj,

@@ -109,10 +109,10 @@ inline std::string steadiness_text(const Results& r) {
   char buf[512];
   if (!st.off_pace.empty()) {
     std::snprintf(buf, sizeof buf,
-                  "SHA-256 off the run's pace: in %zu workload run(s) SHA-256 ran more than %.1fx faster or slower\n"
+                  "SHA-256 off the run's pace: in %zu workload run%s SHA-256 ran more than %.1fx faster or slower\n"
                   "than the median of the run's workloads at that thread count; the machine set their SHA-256 "
                   "ratios:\n",
-                  st.off_pace.size(), limit);
+                  st.off_pace.size(), st.off_pace.size() == 1 ? "" : "s", limit);
     out += buf;
     for (const auto& [workload, threads] : st.off_pace)
       for (const Row& w : r.rows)

@@ -666,6 +666,7 @@ TEST_CASE("the harness's steadiness: SHA-256 baselines held against the run's pa
   REQUIRE(st.off_pace.size() == 2);
   CHECK(st.off_pace[0] == std::pair<std::string, unsigned>{"small tensors", 1});
   CHECK(st.off_pace[1] == std::pair<std::string, unsigned>{"adversarial", 1});
+  CHECK(wbench::steadiness_text(run).rfind("SHA-256 off the run's pace: in 2 workload runs SHA-256 ran more", 0) == 0);
 }
 
 TEST_CASE("the harness's steadiness: which rows are judged and unsteady") {
@@ -740,7 +741,7 @@ TEST_CASE("the harness's steadiness: the text under the table") {
   lookup.baseline_samples = {10.0, 20.0, 20.0};
   run.rows.push_back(lookup);
   CHECK(wbench::steadiness_text(run) ==
-        "SHA-256 off the run's pace: in 1 workload run(s) SHA-256 ran more than 1.5x faster or slower\n"
+        "SHA-256 off the run's pace: in 1 workload run SHA-256 ran more than 1.5x faster or slower\n"
         "than the median of the run's workloads at that thread count; the machine set their SHA-256 ratios:\n"
         "  SHA-256 of small tensors, 1 thr: 0.6 GB/s, 0.48x the run's median\n"
         "unsteady: 2 of 5 judged rows have a median over 1.5x their fastest repetition (median / fastest\n"

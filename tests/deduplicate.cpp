@@ -852,7 +852,7 @@ TEST_CASE("the report prints as a table and as JSON") {
   CHECK(json.find("\"per_blob\":[{\"blob_key\":\"combined_all\",\"functions\":2,\"tensors\":2,\"bytes_in\":20,"
                   "\"bytes_distinct\":10,\"bytes_shared_inside\":10,\"bytes_shared_across\":0}]") != std::string::npos);
   const std::string table = r->report.to_table();
-  CHECK(table.find("wdedup report — strategy ONE_BLOB, 1 thread(s)") == 0);
+  CHECK(table.find("wdedup report — strategy ONE_BLOB, 1 thread\n") == 0);
   CHECK(table.find("  bytes saved               10  (10 B, 50.0%)") != std::string::npos);
   CHECK(table.find("\n  alias groups 1; largest:\n    w ") != std::string::npos);
   // No alias group: no "largest:" with nothing after it.
@@ -953,7 +953,7 @@ TEST_CASE("the report prints every figure in its own place, as a table and as JS
         "\"bytes_hashed\":49,\"byte_comparisons\":50,\"bytes_compared\":51,\"hash_collisions\":52,\"hash_seconds\":0.250000,"
         "\"compare_seconds\":0.500000},\"seconds_total\":1.250000,\"seconds_identity\":0.750000}");
   CHECK(r.to_table() ==
-        "wdedup report — strategy POSITIONAL, 3 thread(s)\n"
+        "wdedup report — strategy POSITIONAL, 3 threads\n"
         "  methods 2, functions 4, blobs 5, tensors 6, keys 7, buffers 8\n"
         "  bytes in                4000  (3.91 KiB)\n"
         "  bytes stored            3000  (2.93 KiB)\n"

@@ -184,8 +184,8 @@ Deepest check_deduplicate(const char* what, const Program& program, bool worth_t
       ok = ok && r.ok();  // (a refused program would measure its refusal)
     });
     const Workers w = take_workers();
-    INFO(std::string(what), ", ", std::string(Policy::name), ", ", threads, " thread(s): calling thread ", used, " bytes, ", w.started,
-         " workers, deepest ", w.deepest, " bytes");
+    INFO(std::string(what), ", ", std::string(Policy::name), ", ", threads, threads == 1 ? " thread" : " threads",
+         ": calling thread ", used, " bytes, ", w.started, " workers, deepest ", w.deepest, " bytes");
     CHECK(ok);
     CHECK(used <= kCallerBudget);
     CHECK(w.deepest <= kWorkerBudget);

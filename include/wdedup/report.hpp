@@ -251,7 +251,8 @@ std::string Report::to_table() const {
   using detail::human_bytes;
   using detail::ull;
   std::string s;
-  s += format("wdedup report — strategy %s, %u thread(s)\n", detail::table_name(strategy).c_str(), threads);
+  s += format("wdedup report — strategy %s, %u thread%s\n", detail::table_name(strategy).c_str(), threads,
+              threads == 1 ? "" : "s");
   s += format("  methods %llu, functions %llu, blobs %llu, tensors %llu, keys %llu, buffers %llu\n", ull(methods),
               ull(functions), ull(blobs), ull(tensors), ull(keys), ull(buffers));
   s += format("  bytes in      %14llu  (%s)\n", ull(bytes_in), human_bytes(bytes_in).c_str());
