@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <sys/mman.h>
+#include <wchar.h>  // wcwidth, the oracle of the table's columns
 #if defined(__GLIBC__)
 #include <malloc.h>  // mallopt(M_PERTURB)
 #endif
@@ -834,6 +835,50 @@ TEST_CASE("the report's table escapes names: control characters, bytes that are 
   CHECK(r->report.to_json().find("{\"method\":\"pre\\u001b]0;x\\u0007\",") != std::string::npos);
 }
 
+TEST_CASE("the report's table counts a name's columns as a terminal shows them") {
+  CHECK(detail::table_columns("") == 0);
+  CHECK(detail::table_columns("layers.0.wq") == 11);
+  CHECK(detail::table_columns("caf\xC3\xA9") == 4);                       // U+00E9: one column, two bytes
+  CHECK(detail::table_columns("de\xCC\x81" "code") == 6);                 // e + U+0301, combining: none
+  CHECK(detail::table_columns("\xE9\xA2\x84\xE5\xA1\xAB\xE5\x85\x85") == 6);  // U+9884 U+586B U+5145: two each
+  CHECK(detail::table_columns("\xED\x95\x9C") == 2);                     // U+D55C, a Hangul syllable
+  CHECK(detail::table_columns("\xF0\x9F\x98\x80") == 2);                // U+1F600, an emoji
+  CHECK(detail::table_columns("\xF0\xA0\x80\x80") == 2);                // U+20000, CJK extension B
+  CHECK(detail::table_columns("\xEF\xBC\xA1") == 2);                     // U+FF21, fullwidth A
+  CHECK(detail::table_columns("\xEF\xBD\xA1") == 1);                     // U+FF61, halfwidth
+  CHECK(detail::table_columns("\xE3\x80\xBF") == 1);                     // U+303F, the one narrow CJK symbol
+  CHECK(detail::table_columns("a\xE2\x80\x8B" "b") == 2);                // U+200B, zero width
+  CHECK(detail::table_columns("\xEF\xB8\x8F") == 0);                     // U+FE0F, a variation selector
+  CHECK(detail::table_columns("\xE0\xA4\xBE") == 1);                     // U+093E, a Devanagari sign: a block left out
+  // The blocks are sorted and disjoint (the lookup stops at the first
+  // block that ends at or past the code point), and each block's first and
+  // last code point that glibc's wcwidth knows take what it says they take.
+  std::uint32_t after = 0x80;
+  for (const detail::ColumnBlock& b : detail::kColumnBlocks) {
+    CHECK(b.first >= after);
+    CHECK(b.first <= b.last);
+    after = b.last + 1;
+  }
+  const std::string was = std::setlocale(LC_CTYPE, nullptr);
+  if (std::setlocale(LC_CTYPE, "C.UTF-8") == nullptr) {
+    MESSAGE("no C.UTF-8 locale: the blocks are not checked against wcwidth");
+    return;
+  }
+  int checked = 0;
+  for (const detail::ColumnBlock& b : detail::kColumnBlocks)
+    for (const std::uint32_t c : {b.first, b.last}) {
+      const int w = ::wcwidth(static_cast<wchar_t>(c));
+      if (w < 0) continue;  // unassigned in glibc's Unicode
+      char name[16];
+      std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(c));
+      INFO(name);
+      CHECK(static_cast<std::size_t>(w) == detail::code_point_columns(c));
+      ++checked;
+    }
+  std::setlocale(LC_CTYPE, was.c_str());
+  CHECK(checked == 55);
+}
+
 TEST_CASE("the report prints as a table and as JSON") {
   std::vector<std::uint8_t> a(10, 1), b = a;
   Program program;
@@ -1000,6 +1045,20 @@ TEST_CASE("the report prints every figure in its own place, as a table and as JS
                "    a                                                     3 tensors   2 keys          100 B each, saves 200 B\n"
                "    layers.0.attention.wq\\n" + k27 + "    2 tensors   1 key            50 B each, saves 50 B\n") !=
         std::string::npos);
+  // Wide and zero-width characters: the rows stay in line as a terminal
+  // shows them (U+9884 U+586B U+5145, two columns each; e + U+0301, one).
+  Report wide = r;
+  wide.per_method[0].method = "\xE9\xA2\x84\xE5\xA1\xAB\xE5\x85\x85";
+  wide.per_method[1].method = "de\xCC\x81" "code";
+  CHECK(wide.to_table().find("\n"
+                             "  per method            partitions  tensors        bytes in     distinct  shared w/ others"
+                             "       saved\n"
+                             "  \xE9\xA2\x84\xE5\xA1\xAB\xE5\x85\x85"
+                             "                         1       12            2500         2400               300"
+                             "         500\n"
+                             "  de\xCC\x81" "code"
+                             "                         2       13            1500         1400               301"
+                             "         500\n") != std::string::npos);
   // Nothing in: 0.0% saved, not 0/0 (nan).
   CHECK(Report().to_table().find("\n  bytes saved                0  (0 B, 0.0%)\n") != std::string::npos);
   Report one_tensor;
