@@ -265,6 +265,37 @@ TEST_CASE("identity: groups of three or more") {
   }
 }
 
+TEST_CASE("identity: a class of three or more in blocks past kRunMaxBytes is compared one member at a time") {
+  // Blocks of 128 KiB (IdentityOptions::block_size), past the 64 KiB up to
+  // which members are compared in runs: each member meets the leader alone.
+  // A B A C B A, 200 KiB each: B and C differ from A at byte 600 (its
+  // first block), B2 from B nowhere; the A class reads on into the second
+  // block (72 KiB).
+  constexpr std::size_t kSize = 200 * 1024, kBlock = 128 * 1024;
+  static_assert(kBlock > wdedup::detail::identity::kRunMaxBytes, "the test needs blocks past the runs' limit");
+  const Bytes base = pattern(kSize, 11);
+  std::vector<Bytes> v(3, base);
+  v[1][600] ^= 1;
+  v[2][600] ^= 2;
+  const std::vector<Bytes> bufs{v[0], v[1], v[0], v[2], v[1], v[0]};
+  const std::vector<ByteSpan> in = spans(bufs);
+  const Run r = run(in, kBlock);
+  CHECK(r.result == std::vector<std::uint32_t>{0, 1, 0, 3, 1, 0});
+  CHECK(r.result == brute_force(in));
+  // First block: the leader A meets the five others (5), B, C and B leave
+  // and are hashed, the second B is confirmed against the first (1).
+  // Second block, 72 KiB: A meets its two (2); B's pair in one memcmp (1).
+  CHECK(r.stats.byte_comparisons == 9);
+  CHECK(r.stats.bytes_compared == 6 * kBlock + 3 * (kSize - kBlock));
+  CHECK(r.stats.hashed == 6);
+  CHECK(r.stats.bytes_hashed == 6 * kPrefix + 3 * kBlock);
+  CHECK(r.stats.compared_directly == 0);
+  CHECK(r.stats.hash_collisions == 0);
+  const Run c = run(in, kBlock, AlwaysCollideHash{});
+  CHECK(c.result == r.result);
+  CHECK(c.stats.hash_collisions == 1);  // C tried against B
+}
+
 TEST_CASE("identity: a constant hash never merges different bytes") {
   SUBCASE("all distinct") {
     std::vector<Bytes> bufs;

@@ -666,6 +666,48 @@ TEST_CASE("bytes made to collide under a known seed do not chain: the content ha
   CHECK(c.find("copy2")->buffer_index == 4000);
 }
 
+TEST_CASE("bytes that collide under the store's content seed chain, and their bytes decide: no false merge") {
+  // The buffers above, under a store whose seed is set to 0: every one
+  // hashes to h0, so each add walks the one chain and compares bytes.
+  const std::size_t n = 64;
+  std::vector<std::uint8_t> mem(n * 32);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint8_t* b = &mem[i * 32];
+    const std::uint64_t v = i * 0x9E3779B97F4A7C15ull + 1;
+    std::memcpy(b, XXH3_kSecret, 8);
+    std::memcpy(b + 8, &v, 8);
+    std::memcpy(b + 16, XXH3_kSecret + 16, 8);
+    std::memcpy(b + 24, &v, 8);
+  }
+  const std::uint64_t h0 = Xxh3Hash{}(&mem[0], 32, 0);
+  for (std::size_t i = 1; i < n; ++i) REQUIRE(Xxh3Hash{}(&mem[i * 32], 32, 0) == h0);
+  NamedDataStore s;
+  detail::StoreAccess::set_content_seed(s, 0);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(s.add_named_data("k" + std::to_string(i), ByteSpan(&mem[i * 32], 32)).ok());
+  CHECK(s.buffer_count() == n);  // 64 contents, one hash: none merged
+  CHECK(detail::StoreAccess::longest_content_chain(s) == n);
+  // A copy (other memory, so not found by its pointer) of the chain's
+  // first, a middle and its last buffer each finds its own.
+  for (const std::size_t i : {std::size_t{0}, std::size_t{37}, n - 1}) {
+    const std::vector<std::uint8_t> copy(mem.begin() + static_cast<std::ptrdiff_t>(32 * i),
+                                         mem.begin() + static_cast<std::ptrdiff_t>(32 * (i + 1)));
+    const std::string key = "copy" + std::to_string(i);
+    REQUIRE(s.add_named_data(key, span(copy)).ok());
+    CHECK(s.find(key)->buffer_index == i);
+  }
+  CHECK(s.buffer_count() == n);
+  // Bytes of the same hash that no buffer holds: a new buffer, at the end.
+  std::vector<std::uint8_t> other(mem.begin(), mem.begin() + 32);
+  const std::uint64_t v = 0x0123456789ABCDEFull;
+  std::memcpy(other.data() + 8, &v, 8);
+  std::memcpy(other.data() + 24, &v, 8);
+  REQUIRE(Xxh3Hash{}(other.data(), 32, 0) == h0);
+  REQUIRE(s.add_named_data("other", span(other)).ok());
+  CHECK(s.find("other")->buffer_index == n);
+  CHECK(s.buffer_count() == n + 1);
+  CHECK(detail::StoreAccess::longest_content_chain(s) == n + 1);
+}
+
 TEST_CASE("a key with a NUL byte is refused when added, and messages escape control characters") {
   const auto a = bytes(8, 1);
   NamedDataStore s;

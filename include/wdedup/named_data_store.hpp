@@ -647,6 +647,9 @@ struct StoreAccess {
   /// Hands the key index back; the store is then only fit to be dropped.
   template <int = 0>
   static IdIndex take_key_index(NamedDataStore& s) noexcept { return std::move(s.key_index_); }
+  /// Sets an empty store's content seed, for the tests: under a known seed
+  /// they can make bytes collide and walk the chains.
+  static void set_content_seed(NamedDataStore& s, std::uint64_t seed) noexcept { s.content_seed_ = seed; }
   /// The longest chain of buffers that share a content hash (what an add
   /// of bytes with that hash walks), for the tests.
   template <int = 0>
