@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -27,6 +28,26 @@ std::vector<NamedKernel> kernels() {
 #if defined(WDEDUP_EQUAL_RUN_VECTORS)
   k.push_back({"sse2", &impl::run_sse2});
   if (impl::has_avx2()) k.push_back({"avx2", &impl::run_avx2});
+#endif
+  return k;
+}
+
+using GroupKernel = void (*)(const std::uint8_t* const*, const std::uint8_t* const*, std::size_t,
+                             const std::uint8_t* const*, const std::uint8_t* const*, bool*);
+
+struct NamedGroupKernel {
+  const char* name;
+  GroupKernel fn;
+};
+
+/// The kernels of equal_group_ahead: the dispatcher and, where built, each
+/// vector width (SSE2 is what a CPU without AVX2 runs).
+std::vector<NamedGroupKernel> group_kernels() {
+  namespace impl = wdedup::detail::equal_run_impl;
+  std::vector<NamedGroupKernel> k{{"dispatch_group", &impl::dispatch_group}};
+#if defined(WDEDUP_EQUAL_RUN_VECTORS)
+  k.push_back({"group_sse2", &impl::group_sse2});
+  if (impl::has_avx2()) k.push_back({"group_avx2", &impl::group_avx2});
 #endif
   return k;
 }
@@ -51,7 +72,8 @@ const std::size_t kLengths[] = {0, 1, 7, 63, 64, 65, 127, 128, 511, 512, 1000, k
 
 TEST_CASE("equal_pairs: every kernel agrees with memcmp on every length, alignment and difference") {
   for (const NamedKernel& k : kernels()) {
-    CAPTURE(k.name);
+    const std::string kernel = k.name;  // (a const char* would print as a pointer)
+    CAPTURE(kernel);
     for (std::size_t n : kLengths) {
       CAPTURE(n);
       for (std::size_t align : {0u, 1u, 16u, 33u, 63u}) {
@@ -90,6 +112,56 @@ TEST_CASE("equal_pairs: every kernel agrees with memcmp on every length, alignme
   }
 }
 
+TEST_CASE("equal_group_ahead: every group kernel agrees with memcmp on every length, alignment and difference") {
+  // A group of four pairs: equal; differing in the first byte; in the
+  // last; at n / 2 (for n of 0 all equal). The next pairs, only
+  // prefetched, are the group itself one line on.
+  constexpr std::size_t G = wdedup::detail::equal_run_impl::kGroup;
+  static_assert(G == 4, "the pairs below are four");
+  for (const NamedGroupKernel& k : group_kernels()) {
+    const std::string kernel = k.name;
+    CAPTURE(kernel);
+    for (std::size_t n : kLengths) {
+      CAPTURE(n);
+      for (std::size_t align : {0u, 1u, 16u, 33u, 63u}) {
+        CAPTURE(align);
+        for (std::size_t rotate = 0; rotate < G; ++rotate) {  // each pair in each place of the group
+          CAPTURE(rotate);
+          const std::size_t pitch = n + 128;
+          std::vector<std::uint8_t> a(G * pitch + 128), b(G * pitch + 128);
+          const std::uint8_t* x[G];
+          const std::uint8_t* y[G];
+          const std::uint8_t* nx[G];
+          const std::uint8_t* ny[G];
+          bool expect[G];
+          for (std::size_t i = 0; i < G; ++i) {
+            const std::size_t kind = (i + rotate) % G;
+            std::uint8_t* pa = a.data() + i * pitch + align;
+            std::uint8_t* pb = b.data() + i * pitch + (align * 7 + i) % 64;
+            fill(pa, n, 2000 + i);
+            std::memcpy(pb, pa, n);
+            if (n > 0 && kind == 1) pb[0] ^= 0x01;
+            if (n > 0 && kind == 2) pb[n - 1] ^= 0x80;
+            if (n > 0 && kind == 3) pb[n / 2] ^= 0x10;
+            x[i] = pa;
+            y[i] = pb;
+            nx[i] = pa + 64;
+            ny[i] = pb + 64;
+            expect[i] = std::memcmp(pa, pb, n) == 0;
+          }
+          bool eq[G] = {false, true, false, true};  // stale values that must be overwritten
+          k.fn(x, y, n, nx, ny, eq);
+          for (std::size_t i = 0; i < G; ++i) {
+            CAPTURE(i);
+            CHECK(eq[i] == expect[i]);
+            CHECK(eq[i] == (n == 0 || (i + rotate) % G == 0));  // every other kind differs once n > 0
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("equal_to_one: members against one block, a difference at every line of it") {
   const std::size_t n = 2 * kStride + 100;  // two whole strides and a tail
   std::vector<std::uint8_t> one(n);
@@ -103,7 +175,8 @@ TEST_CASE("equal_to_one: members against one block, a difference at every line o
   }
   where.push_back(n - 1);
   for (const NamedKernel& k : kernels()) {
-    CAPTURE(k.name);
+    const std::string kernel = k.name;
+    CAPTURE(kernel);
     std::vector<std::vector<std::uint8_t>> members;
     std::vector<bool> expect;
     for (std::size_t pos : where) {
@@ -140,7 +213,8 @@ TEST_CASE("equal_to_one: members side by side, every combination of verdicts, le
   constexpr std::size_t kMax = 9;
   static_assert(wdedup::detail::equal_run_impl::kGroup == 4, "the counts below are chosen around groups of four");
   for (const NamedKernel& k : kernels()) {
-    CAPTURE(k.name);
+    const std::string kernel = k.name;
+    CAPTURE(kernel);
     for (std::size_t n : kLengths) {
       CAPTURE(n);
       if (n == 0) continue;  // (length 0: below, every member equal)
@@ -219,7 +293,8 @@ TEST_CASE("equal_pairs: a group of pairs at a time, every combination of verdict
   constexpr std::size_t kMax = 9;
   static_assert(wdedup::detail::equal_run_impl::kGroup == 4, "the counts below are chosen around groups of four");
   for (const NamedKernel& k : kernels()) {
-    CAPTURE(k.name);
+    const std::string kernel = k.name;
+    CAPTURE(kernel);
     for (std::size_t n : {std::size_t{65}, kStride, kStride + 1, 3 * kStride + 17, std::size_t{4096}}) {
       CAPTURE(n);
       // Where pair i differs (n: nowhere): first byte, inside the first
