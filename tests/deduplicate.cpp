@@ -850,6 +850,7 @@ TEST_CASE("the report's table counts a name's columns as a terminal shows them")
   CHECK(detail::table_columns("a\xE2\x80\x8B" "b") == 2);                // U+200B, zero width
   CHECK(detail::table_columns("\xEF\xB8\x8F") == 0);                     // U+FE0F, a variation selector
   CHECK(detail::table_columns("\xE0\xA4\xBE") == 1);                     // U+093E, a Devanagari sign: a block left out
+  CHECK(detail::table_columns("\xF4\x8F\xBF\xBD") == 1);                 // U+10FFFD, past the last block
   // The blocks are sorted and disjoint (the lookup stops at the first
   // block that ends at or past the code point), and each block's first and
   // last code point that glibc's wcwidth knows take what it says they take.
