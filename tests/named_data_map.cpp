@@ -461,6 +461,40 @@ TEST_CASE("open: in place for memory, lent metadata otherwise") {
     AlignedBytes meta(280, 8);
     CHECK(NamedDataMap::open(src, meta.span()).ok());
   }
+  SUBCASE("a file whose flatbuffer grew between metadata_size() and the copy is Truncated") {
+    // The lent path sizes the copy from one read of the header and reads
+    // the header again from the copy: a file rewritten in between (here its
+    // flatbuffer_size 232 -> 240, so the flatbuffer would end at 288, past
+    // the 280 bytes copied) must not be read past the copy.
+    struct Changing final : DataSource {
+      Bytes before, after;
+      std::uint64_t size() const noexcept override { return before.size(); }
+      const std::uint8_t* view(std::uint64_t, std::uint64_t) const noexcept override { return nullptr; }
+      Status read(std::uint64_t offset, void* dst, std::uint64_t n) const noexcept override {
+        // metadata_size() reads the 48-byte header (and maybe a WDX1 magic);
+        // the copy is the one read of more, from offset 0.
+        const Bytes& b = offset == 0 && n > format::kMinFileSize ? after : before;
+        if (offset > b.size() || n > b.size() - offset) return Status(Error::Truncated, "read past the end", offset);
+        std::memcpy(dst, b.data() + offset, static_cast<std::size_t>(n));
+        return detail::ok_status();
+      }
+    } src;
+    src.before = read_file(simple);
+    src.after = src.before;
+    REQUIRE(format::load_u64(src.before.data() + format::kHeaderFlatbufferSizePos) == 232);
+    format::store_u64(src.after.data() + format::kHeaderFlatbufferSizePos, 240);
+    Result<std::uint64_t> need = NamedDataMap::metadata_size(src);
+    REQUIRE(need.ok());
+    CHECK(*need == 280);
+    AlignedBytes meta(512, 8);
+    Result<NamedDataMap> m = NamedDataMap::open(src, meta.span());
+    CHECK(m.error() == Error::Truncated);
+    CHECK(std::string(m.failure().what) == "metadata memory ends inside the flatbuffer");
+    CHECK(m.failure().at == 280);
+    // Unchanged, the same source opens.
+    src.after = src.before;
+    CHECK(NamedDataMap::open(src, meta.span()).ok());
+  }
   SUBCASE("a source smaller than the header is Truncated") {
     const std::uint8_t tiny[47] = {};
     BufferSource src(tiny, sizeof tiny);
