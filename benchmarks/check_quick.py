@@ -11,6 +11,12 @@ import statistics
 import subprocess
 import sys
 
+
+def counted(n, noun):
+    """'1 thread', '2 threads': a count in words, as the harness prints them."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 exe, outdir, fixtures, demo = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 # The fuzz corpus's seed writer (built with the tests; absent with -Dtests=false).
 make_seeds = sys.argv[5] if len(sys.argv) > 5 else None
@@ -257,7 +263,7 @@ for workload, threads in off_pace:
     line = f"  SHA-256 of {workload}, {threads} thr: "
     if sum(l.startswith(line) for l in out_lines) != 1:
         problems.append(f"SHA-256 off pace in {workload!r} ({threads} thr), not listed once as {line!r}")
-off_pace_says = f"SHA-256 off the run's pace: in {len(off_pace)} workload run{'' if len(off_pace) == 1 else 's'} "
+off_pace_says = f"SHA-256 off the run's pace: in {counted(len(off_pace), 'workload run')} "
 if off_pace and not any(l.startswith(off_pace_says) for l in out_lines):
     problems.append(f"{len(off_pace)} workload runs off SHA-256's pace, and no line saying so under the table")
 # Every figure follows from its own samples (a mutation test of the harness
@@ -428,9 +434,8 @@ print(once.stdout)
 if once.returncode != 0:
     sys.exit(f"wdedup-bench --once exited with {once.returncode}")
 lines = [l for l in once.stdout.splitlines() if "one read pass and one deduplicate()" in l]
-expected = [f"{w}, {t} thread{'' if t == 1 else 's'}:"
-            for w in ("llama 1+1", "llama 3+3", "llama 3+2", "small tensors", "adversarial")
-            for t in (1, 2)]
+expected = [f"{w}, {counted(t, 'thread')}:"
+            for w in ("llama 1+1", "llama 3+3", "llama 3+2", "small tensors", "adversarial") for t in (1, 2)]
 missing = [e for e in expected if not any(l.startswith(e) for l in lines)]
 if missing or len(lines) != len(expected):
     sys.exit(f"wdedup-bench --once: expected one line per workload and thread count, missing {missing}")
@@ -471,7 +476,7 @@ if sorted(r["threads"] for r in dedup_rows) != [1, 2]:
 for r in dedup_rows:
     extra = r.get("extra", {})
     if extra.get("tensors") != 15 or extra.get("distinct_buffers") != 7 or extra.get("consistent_with_sha256") != 1:
-        problems.append(f"{r['threads']} thread{'' if r['threads'] == 1 else 's'}: tensors {extra.get('tensors')}, "
+        problems.append(f"{counted(r['threads'], 'thread')}: tensors {extra.get('tensors')}, "
                         f"distinct {extra.get('distinct_buffers')}, consistent {extra.get('consistent_with_sha256')}; "
                         "expected 15, 7, 1")
 if any("target" in r for r in rows):

@@ -34,6 +34,7 @@
 #include <wdedup/detail/equal_run.hpp>
 #include <wdedup/wdedup.hpp>
 
+#include "cli.hpp"  // (tools/) counted, shared with the demo
 #include "harness.hpp"
 
 namespace wbench {
@@ -42,9 +43,7 @@ namespace {
 namespace bench = wdedup::bench;
 using wdedup::ByteSpan;
 
-/// "1 thread", "2 threads": the count in words, as the library's messages
-/// give theirs.
-std::string counted(std::uint64_t n, const char* noun) { return wdedup::detail::cat(wdedup::detail::counted(n, noun)); }
+using wdedup_cli::counted;
 
 // ---- the reference: ExecuTorch's NamedDataStore -----------------------------
 

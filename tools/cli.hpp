@@ -1,13 +1,15 @@
 // tools/cli.hpp — command-line pieces the demo (tools/wdedup_demo.cpp) and
 // the benchmark harness (benchmarks/main.cpp) share: splitting a list flag,
 // telling when two paths name one file, checking that standard output got
-// what was printed, and removing one's files when a signal stops the run.
+// what was printed, counting in words, and removing one's files when a
+// signal stops the run.
 // Each tool words its own refusals; these only answer.
 #ifndef WDEDUP_TOOLS_CLI_HPP
 #define WDEDUP_TOOLS_CLI_HPP
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -24,7 +26,15 @@
 #include <cstdio>
 #include <cstring>
 
+#include "wdedup/expected.hpp"  // detail::cat, detail::counted
+
 namespace wdedup_cli {
+
+/// "1 key", "2 keys": a count in words for a tool's output, as the
+/// library's messages give theirs (detail::counted).
+inline std::string counted(std::uint64_t n, const char* noun) {
+  return wdedup::detail::cat(wdedup::detail::counted(n, noun));
+}
 
 /// Everything written to stdout reached it: a full disk or a closed pipe
 /// there lost it, which is a failed run, not exit 0. Says so on stderr,

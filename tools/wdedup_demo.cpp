@@ -126,8 +126,7 @@ void usage(FILE* f) {
       f);
 }
 
-/// "1 key", "2 keys": a count in words, as the library's messages give them.
-std::string counted(std::uint64_t n, const char* noun) { return wdedup::detail::cat(wdedup::detail::counted(n, noun)); }
+using wdedup_cli::counted;
 
 bool parse_u32(const char* s, std::uint32_t* out) {
   // Digits only: strtoul would also take a sign (and wrap "-1" around to
