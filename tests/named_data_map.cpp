@@ -44,6 +44,22 @@ std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p);
 std::uint64_t pow2_part(std::uint64_t a) { return a & (~a + 1); }
 std::string str(std::string_view s) { return std::string(s); }
 
+// A file rewritten between NamedDataMap::metadata_size() and the lent
+// open's copy: metadata_size() reads the 48-byte header (and a WDX1 block's
+// first bytes) from `before`; the copy, the one read of more than the header
+// from offset 0, comes from `after`. Not memory-backed.
+struct ChangingSource final : DataSource {
+  Bytes before, after;
+  std::uint64_t size() const noexcept override { return before.size(); }
+  const std::uint8_t* view(std::uint64_t, std::uint64_t) const noexcept override { return nullptr; }
+  Status read(std::uint64_t offset, void* dst, std::uint64_t n) const noexcept override {
+    const Bytes& b = offset == 0 && n > format::kMinFileSize ? after : before;
+    if (offset > b.size() || n > b.size() - offset) return Status(Error::Truncated, "read past the end", offset);
+    std::memcpy(dst, b.data() + offset, static_cast<std::size_t>(n));
+    return detail::ok_status();
+  }
+};
+
 }  // namespace
 
 // pread as the kernel may return it: FileSource reads through pread64 (the
@@ -466,19 +482,7 @@ TEST_CASE("open: in place for memory, lent metadata otherwise") {
     // the header again from the copy: a file rewritten in between (here its
     // flatbuffer_size 232 -> 240, so the flatbuffer would end at 288, past
     // the 280 bytes copied) must not be read past the copy.
-    struct Changing final : DataSource {
-      Bytes before, after;
-      std::uint64_t size() const noexcept override { return before.size(); }
-      const std::uint8_t* view(std::uint64_t, std::uint64_t) const noexcept override { return nullptr; }
-      Status read(std::uint64_t offset, void* dst, std::uint64_t n) const noexcept override {
-        // metadata_size() reads the 48-byte header (and maybe a WDX1 magic);
-        // the copy is the one read of more, from offset 0.
-        const Bytes& b = offset == 0 && n > format::kMinFileSize ? after : before;
-        if (offset > b.size() || n > b.size() - offset) return Status(Error::Truncated, "read past the end", offset);
-        std::memcpy(dst, b.data() + offset, static_cast<std::size_t>(n));
-        return detail::ok_status();
-      }
-    } src;
+    ChangingSource src;
     src.before = read_file(simple);
     src.after = src.before;
     REQUIRE(format::load_u64(src.before.data() + format::kHeaderFlatbufferSizePos) == 232);
@@ -491,6 +495,55 @@ TEST_CASE("open: in place for memory, lent metadata otherwise") {
     CHECK(m.error() == Error::Truncated);
     CHECK(std::string(m.failure().what) == "metadata memory ends inside the flatbuffer");
     CHECK(m.failure().at == 280);
+    // Unchanged, the same source opens.
+    src.after = src.before;
+    CHECK(NamedDataMap::open(src, meta.span()).ok());
+  }
+  SUBCASE("a wdedup file whose WDX1 block moved between metadata_size() and the copy is Truncated") {
+    // The WDX1 block starts at the flatbuffer's end rounded up to 16, so a
+    // grown flatbuffer moves it. metadata_size() sized the copy to the old
+    // block's end M; at the block's new place, its header or the block
+    // itself would run past M, and the open must stop at M.
+    namespace eh = format::ext_header;
+    ChangingSource src;
+    src.before = wdedup_file_bytes();
+    const std::uint64_t fb_size = format::load_u64(src.before.data() + format::kHeaderFlatbufferSizePos);
+    const std::uint64_t x = (48 + fb_size + 15) / 16 * 16;
+    REQUIRE(std::memcmp(src.before.data() + x, "WDX1", 4) == 0);
+    const std::uint64_t block = format::load_u64(src.before.data() + x + eh::kBlockSize);
+    Result<std::uint64_t> need = NamedDataMap::metadata_size(src);
+    REQUIRE(need.ok());
+    const std::uint64_t m_end = *need;
+    REQUIRE(m_end == x + block);
+    // Room for the moves below before the segment data, so neither is
+    // refused as running into it first.
+    REQUIRE(format::load_u64(src.before.data() + format::kHeaderSegmentBasePos) >= m_end + 16);
+    REQUIRE(block >= eh::kSize + 16);
+    AlignedBytes meta(static_cast<std::size_t>(m_end), 8);
+    // The block's first `n` bytes moved to `to`, the flatbuffer grown to end there.
+    const auto moved_to = [&](std::uint64_t to, std::uint64_t n) {
+      src.after = src.before;
+      format::store_u64(src.after.data() + format::kHeaderFlatbufferSizePos, to - 48);
+      std::memmove(src.after.data() + to, src.before.data() + x, static_cast<std::size_t>(n));
+      return NamedDataMap::open(src, meta.span());
+    };
+    // Its header past M, at the first 16-aligned place where it is (so it
+    // ends at most 16 bytes past M, before the segment data): the magic is
+    // inside the copy, the rest not. Its first 16 bytes moved, all a reader
+    // could look at before M.
+    const std::uint64_t header_past = ((m_end - eh::kSize) / 16 + 1) * 16;
+    REQUIRE(header_past > x);
+    REQUIRE(header_past + 4 <= m_end);
+    REQUIRE(header_past + eh::kSize > m_end);
+    Result<NamedDataMap> h = moved_to(header_past, 16);
+    CHECK(h.error() == Error::Truncated);
+    CHECK(std::string(h.failure().what) == "metadata memory ends inside the WDX1 header");
+    CHECK(h.failure().at == m_end);
+    // 16 bytes on: its 80-byte header is inside the copy, its end 16 past M.
+    Result<NamedDataMap> b = moved_to(x + 16, block);
+    CHECK(b.error() == Error::Truncated);
+    CHECK(std::string(b.failure().what) == "metadata memory ends inside the WDX1 block");
+    CHECK(b.failure().at == m_end);
     // Unchanged, the same source opens.
     src.after = src.before;
     CHECK(NamedDataMap::open(src, meta.span()).ok());
