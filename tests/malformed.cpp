@@ -1268,6 +1268,54 @@ TEST_CASE("WDX1 function maps: a repeat across the repeat check's blocks of 64 (
                     g.function(64)}});
 }
 
+TEST_CASE("WDX1 function maps: names alike at both ends, pair after pair, are refused as too long to check") {
+  // check_function_repeats fingerprints a function name by its size and its
+  // first and last 64 bytes, and compares bytes only where fingerprints
+  // match. kMaxFunctions names of 200 bytes that agree in their first 32
+  // bytes are written (fingerprints differ), then each is rewritten in place
+  // to agree in its first 64: every pair's 200 bytes must now be compared,
+  // past what open() allows (the pool plus 1 KiB for each of a function's
+  // three names). The writer refuses such maps itself (tests/ptd_writer.cpp),
+  // so only a hand-made file reaches this refusal.
+  namespace fr = format::function_record;
+  constexpr std::uint32_t kCount = format::kMaxFunctions;
+  constexpr std::size_t kSize = 200;
+  const auto name = [](std::size_t same, std::uint32_t i) {
+    std::string n = std::string(same, 'a') + std::to_string(i);
+    return n + std::string(kSize - n.size(), 'z');
+  };
+  NamedDataStore store;
+  const std::uint8_t byte = 7;
+  REQUIRE(store.add_named_data("k", ByteSpan(&byte, 1), 1));
+  FunctionMaps maps;
+  for (std::uint32_t i = 0; i < kCount; ++i)
+    maps.functions.push_back({"m" + std::to_string(i), 0, "blob", name(32, i), {{"t", "k"}}});
+  const Bytes good = write_or_die(store, maps, WriteOptions{});
+  const Nav g{const_cast<Bytes&>(good)};
+  const std::uint64_t pool = g.ext_table(format::ext_header::kStringsOffset);
+  const std::uint64_t pool_size = g.u32(g.ext() + format::ext_header::kStringsSize);
+  // Every pair of names in the check's first block of 64 costs 200 bytes
+  // (the blob key is one pool string, compared by address, and is reached
+  // only after equal names): 63 * 64 / 2 pairs among the block, then 64 for
+  // each later function. The first pair past the budget is the refused one.
+  const std::uint64_t budget = pool_size + format::kCheckBytesPerName * 3 * kCount;
+  const std::uint64_t first_unpaid = budget / kSize + 1;
+  const std::uint64_t in_block = 63 * 64 / 2;
+  REQUIRE(first_unpaid > in_block);
+  const std::uint32_t refused = static_cast<std::uint32_t>(64 + (first_unpaid - in_block - 1) / 64);
+  REQUIRE(refused < kCount);
+  run_cases(good, {{"every function name alike in its first and last 64 bytes", [&](Nav& n) {
+                      for (std::uint32_t f = 0; f < kCount; ++f) {
+                        REQUIRE(n.u32(n.function(f) + fr::kNameSize) == kSize);
+                        const std::string renamed = name(64, f);
+                        std::memcpy(n.b.data() + pool + n.u32(n.function(f) + fr::kNameOffset), renamed.data(), kSize);
+                      }
+                    }, Error::MalformedFunctionMap,
+                    "function map names too long to check for repeats (names over 128 bytes that agree at both "
+                    "ends, pair after pair)",
+                    g.function(refused)}});
+}
+
 TEST_CASE("WDX1 function maps: rows naming one long string are refused, not compared for seconds") {
   // A real file with one 64 KiB tensor name: comparing neighbours costs a
   // few bytes (the pool once plus 1 KiB a row are allowed), so it opens.
