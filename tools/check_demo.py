@@ -418,5 +418,5 @@ if contents("good.ptd") != good_ptd:
 
 for p in problems:
     print("FAIL:", p)
-print(f"{len(refusals)} refusals checked; {len(problems)} problem(s)")
+print(f"{len(refusals)} refusals checked; {len(problems)} {'problem' if len(problems) == 1 else 'problems'}")
 sys.exit(1 if problems else 0)

@@ -120,7 +120,8 @@ void usage(FILE* f) {
       "                             build/demo/llama.ptd under scripts/demo.sh; '' = don't);\n"
       "                             with --strategy all, each strategy's to FILE.<strategy>.ptd\n"
       "                             (a .ptd FILE ends in: llama.ptd -> llama.oneblob.ptd)\n"
-      "  --json FILE                also write the report(s) as JSON ('' = don't, the default)\n"
+      "  --json FILE                also write the reports as a JSON array, one per strategy\n"
+      "                             run ('' = don't, the default)\n"
       "  --quiet                    print only the summary lines\n"
       "  -h, --help                 this text\n",
       f);
