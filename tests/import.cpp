@@ -1102,14 +1102,14 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   CHECK(e.message() == bad_magic + " (" + std::to_string(bad_bytes.size()) +
                            " bytes): extended header magic is not FH01 (MalformedHeader at 8)");
   unchanged();
-  // Cut short: the reader names the header field whose range passes the
-  // end (flatbuffer_size, at 24), the message the file's own size.
+  // Cut short: the reader names where the flatbuffer would end (280), the
+  // message the file's own size.
   const std::string cut = std::string(WDEDUP_TEST_TMPDIR) + "/import_cut.ptd";
   const std::vector<std::uint8_t> whole = read_file(simple);
   REQUIRE(write_file(cut, std::vector<std::uint8_t>(whole.begin(), whole.begin() + 100)));
   e = files.add(program, cut);
   CHECK(e.error() == Error::Truncated);
-  CHECK(e.message() == cut + " (100 bytes): file ends inside the flatbuffer (Truncated at 24)");
+  CHECK(e.message() == cut + " (100 bytes): file ends inside the flatbuffer (at = the flatbuffer's end) (Truncated at 280)");
   unchanged();
   e = files.add(program, simple, "decode");
   CHECK(e.error() == Error::InvalidName);

@@ -326,7 +326,7 @@ TEST_CASE("header fields: each corruption gets its typed error") {
       {"flatbuffer_size overflows", [](Nav& n) { n.set_u64(24, UINT64_MAX); }, Error::MalformedHeader,
        "flatbuffer_offset + flatbuffer_size overflows", 24},
       {"flatbuffer_size past the end of the file", [](Nav& n) { n.set_u64(24, 896); }, Error::Truncated,
-       "file ends inside the flatbuffer", 24},
+       "file ends inside the flatbuffer (at = the flatbuffer's end)", 48 + 896},
       // The flatbuffer now ends at 68, where the root table starts.
       {"flatbuffer_size cuts the root table", [](Nav& n) { n.set_u64(24, 20); }, Error::MalformedFlatbuffer,
        "root offset points outside the flatbuffer", 0},
@@ -337,14 +337,14 @@ TEST_CASE("header fields: each corruption gets its typed error") {
       {"segment_base_offset + data size overflows", [](Nav& n) { n.set_u64(32, UINT64_MAX - 100); },
        Error::MalformedHeader, "segment_base_offset + segment_data_size overflows", 40},
       {"segment data past the end of the file", [](Nav& n) { n.set_u64(32, 385); }, Error::Truncated,
-       "file ends inside the segment data", 40},
+       "file ends inside the segment data (at = the segment data's end)", 385 + 512},
       {"segment_data_size past the end of the file", [](Nav& n) { n.set_u64(40, 513); }, Error::Truncated,
-       "file ends inside the segment data", 40},
+       "file ends inside the segment data (at = the segment data's end)", 384 + 513},
       // The file (896 bytes) ends before the segment data would start.
       {"segment_base_offset past the end of the file", [](Nav& n) { n.set_u64(32, 900); }, Error::Truncated,
-       "file ends before the segment data", 32},
+       "file ends before the segment data (at = the segment data's end)", 900 + 512},
       {"segment_base_offset at the end of the file", [](Nav& n) { n.set_u64(32, 896); }, Error::Truncated,
-       "file ends before the segment data", 32},
+       "file ends before the segment data (at = the segment data's end)", 896 + 512},
       {"segment_data_size overflows", [](Nav& n) { n.set_u64(40, UINT64_MAX); }, Error::MalformedHeader,
        "segment_base_offset + segment_data_size overflows", 40},
       // Segment 2 is [256, 512): the first that no longer fits.

@@ -1113,13 +1113,29 @@ TEST_CASE("wdedup file: function maps") {
   CHECK(str(*d1->key_of("odd")) == "odd3");
   CHECK(str(*d1->key_of("e")) == "empty");
   CHECK(str(*d1->key_of("raw")) == "raw");
-  CHECK(m.find_function("decode", 2).error() == Error::NotFound);
+  // A partition the method lacks says how many functions the method has; a
+  // method no function names (misspelled, say) says that instead.
+  const char* const no_partition = "method has no function for this partition (at = the method's function count)";
+  Result<FunctionView> d2 = m.find_function("decode", 2);
+  CHECK(d2.error() == Error::NotFound);
+  CHECK(std::string(d2.failure().what) == no_partition);
+  CHECK(d2.failure().at == 2);
   if (sizeof(std::size_t) > 4) {  // not partition 1 modulo 2^32
     const auto past = static_cast<std::size_t>(std::uint64_t{1} << 32) + 1;
     CHECK(m.find_function("decode", past).error() == Error::NotFound);
-    CHECK(m.find_function("decode", past).failure().at == (std::uint64_t{1} << 32) + 1);
+    CHECK(std::string(m.find_function("decode", past).failure().what) == no_partition);
   }
-  CHECK(m.find_function("prefill", 1).error() == Error::NotFound);
+  Result<FunctionView> p1 = m.find_function("prefill", 1);
+  CHECK(p1.error() == Error::NotFound);
+  CHECK(std::string(p1.failure().what) == no_partition);
+  CHECK(p1.failure().at == 1);
+  for (const char* method : {"prefil", "Decode", "", "decode__0"}) {
+    CAPTURE(method);
+    Result<FunctionView> none = m.find_function(method, 0);
+    CHECK(none.error() == Error::NotFound);
+    CHECK(std::string(none.failure().what) == "no function for this method");
+    CHECK(none.failure().at == 0);
+  }
 
   CHECK(m.find_function("decode__0")->partition_index() == 0);
   CHECK(str(m.find_function("decode__0")->method()) == "decode");

@@ -149,7 +149,7 @@ TEST_CASE("a refused file stays within the stack budget too") {
     const std::vector<std::uint8_t>* bytes;
     const char* what;
   } cases[] = {{&head, "file is smaller than the FT01 identifier and FH01 header"},
-               {&short_by_one, "file ends inside the segment data"}};
+               {&short_by_one, "file ends inside the segment data (at = the segment data's end)"}};
   for (const auto& c : cases) {
     BufferSource src(c.bytes->data(), c.bytes->size());
     Result<NamedDataMap> refused = NamedDataMap::open(src);

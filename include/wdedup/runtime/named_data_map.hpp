@@ -241,8 +241,10 @@ inline Result<FileHeader> parse_header(const std::uint8_t* head, std::uint64_t f
     return R(Error::MalformedHeader, "flatbuffer_offset + flatbuffer_size overflows",
              f::kHeaderFlatbufferSizePos);
   const std::uint64_t fb_end = h.flatbuffer_offset + h.flatbuffer_size;
+  // A cut file says where what it lacks ends (the file's size is the
+  // caller's to name: the import prints both).
   if (fb_end > file_size)
-    return R(Error::Truncated, "file ends inside the flatbuffer", f::kHeaderFlatbufferSizePos);
+    return R(Error::Truncated, "file ends inside the flatbuffer (at = the flatbuffer's end)", fb_end);
   // ExecuTorch's serializer documents segment_base_offset as "zero if there
   // are no segments"; its reader never checks the field. Such a file, with no
   // segment data either, is read as empty (open() then refuses it if its
@@ -255,10 +257,11 @@ inline Result<FileHeader> parse_header(const std::uint8_t* head, std::uint64_t f
              f::kHeaderSegmentDataSizePos);
   // (A file cut before its segment data starts says so: "inside" sent a
   // reader looking for a partial segment.)
-  if (h.segment_base_offset >= file_size && h.segment_base_offset + h.segment_data_size > file_size)
-    return R(Error::Truncated, "file ends before the segment data", f::kHeaderSegmentBasePos);
-  if (h.segment_base_offset + h.segment_data_size > file_size)
-    return R(Error::Truncated, "file ends inside the segment data", f::kHeaderSegmentDataSizePos);
+  const std::uint64_t data_end = h.segment_base_offset + h.segment_data_size;
+  if (h.segment_base_offset >= file_size && data_end > file_size)
+    return R(Error::Truncated, "file ends before the segment data (at = the segment data's end)", data_end);
+  if (data_end > file_size)
+    return R(Error::Truncated, "file ends inside the segment data (at = the segment data's end)", data_end);
   return h;
 }
 
@@ -732,13 +735,22 @@ class NamedDataMap {
     if (i >= function_count_) return Result<FunctionView>(Error::InvalidArgument, "function index out of range", i);
     return function_at(static_cast<std::uint32_t>(i));
   }
-  /// The function compiled for (method, partition), or NotFound.
+  /// The function compiled for (method, partition), or NotFound: "no
+  /// function for this method" (at 0) for a method no function names (a
+  /// misspelled one, say), else "method has no function for this partition
+  /// (at = the method's function count)", the partitions it does have.
   Result<FunctionView> find_function(KeyView method, std::size_t partition) const noexcept {
+    std::uint64_t of_method = 0;
     for (std::uint32_t i = 0; i < function_count_; ++i) {
       const FunctionView f = function_at(i);
-      if (f.partition_ == partition && f.method_ == method) return f;
+      if (f.method_ != method) continue;
+      if (f.partition_ == partition) return f;
+      ++of_method;
     }
-    return Result<FunctionView>(Error::NotFound, "no function for this method and partition", partition);
+    if (of_method == 0) return Result<FunctionView>(Error::NotFound, "no function for this method", 0);
+    return Result<FunctionView>(Error::NotFound,
+                                "method has no function for this partition (at = the method's function count)",
+                                of_method);
   }
   /// The first function with this name (a name repeats across blobs under
   /// a positional policy), or NotFound.
