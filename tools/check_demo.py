@@ -242,6 +242,52 @@ if r.returncode != 0 or strategies != ["POSITIONAL", "ONE_BLOB", "DISABLED"]:
 r = run(["--strategy", "oneblob", "--per-method", "pmsrc", "--out", ""])
 if r.returncode != 0:
     sys.exit(f"the --per-method pmsrc run failed: {r.stderr}")
+# ...and a run that could not write every --per-method file writes none: here
+# the second (prefill, the larger) over the file size limit, checked before
+# the first (decode) replaces its old file.
+sizes = {m: os.path.getsize(os.path.join(work, "pmsrc", m + ".ptd")) for m in ("decode", "prefill")}
+limit_kib = sizes["decode"] // 1024 + 1
+if not sizes["decode"] <= limit_kib * 1024 < sizes["prefill"]:
+    problems.append(f"--per-method over the size limit: the method files' sizes {sizes} leave no limit between them")
+os.makedirs(os.path.join(work, "pmlim"))
+for m in ("decode", "prefill"):
+    with open(os.path.join(work, "pmlim", m + ".ptd"), "w") as f:
+        f.write("old\n")
+script = (f"ulimit -f {limit_kib}; exec {exe!r} --quiet --threads 1 --ptd pmsrc/decode.ptd,pmsrc/prefill.ptd "
+          f"--per-method pmlim --out ''")
+r = subprocess.run(["bash", "-c", "trap '' XFSZ; " + script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   text=True, timeout=120, cwd=work)
+said = (f"wdedup-demo: --per-method: cannot write pmlim/prefill.ptd: the file would be {sizes['prefill']} bytes, "
+        f"more than this process's file size limit ({limit_kib * 1024} bytes: RLIMIT_FSIZE, ulimit -f); "
+        f"no file written")
+if r.returncode != 1 or r.stderr.strip() != said or \
+        [contents(f"pmlim/{m}.ptd") for m in ("decode", "prefill")] != [b"old\n", b"old\n"] or \
+        sorted(os.listdir(os.path.join(work, "pmlim"))) != ["decode.ptd", "prefill.ptd"]:
+    problems.append(f"--per-method, its second file over the size limit: exit {r.returncode}, "
+                    f"stderr {r.stderr.strip()!r}, files {sorted(os.listdir(os.path.join(work, 'pmlim')))}")
+# The same where the two files do not fit in the free space together: on a
+# 12 MiB tmpfs of a mount namespace of its own (root, and a kernel and
+# container that allow one; else said and skipped).
+mnt = os.path.join(work, "pmfull")
+os.makedirs(mnt)
+# (What the checks read goes to the script's stdout through descriptor 3.)
+script = (f"exec 3>&1 >/dev/null; mount -t tmpfs -o size=12m tmpfs {mnt} || exit 99; mkdir {mnt}/o; "
+          f"printf 'old\\n' > {mnt}/o/decode.ptd; printf 'old\\n' > {mnt}/o/prefill.ptd; "
+          f"{exe!r} --quiet --threads 1 --ptd pmsrc/decode.ptd,pmsrc/prefill.ptd --per-method {mnt}/o --out ''; "
+          f"echo \"rc=$?\" >&3; cat {mnt}/o/decode.ptd {mnt}/o/prefill.ptd >&3; ls -A {mnt}/o >&3")
+if os.geteuid() == 0 and subprocess.run(["unshare", "-m", "true"], stderr=subprocess.DEVNULL).returncode == 0:
+    r = subprocess.run(["unshare", "-m", "bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, errors="replace", timeout=120, cwd=work)  # (a replaced file is binary)
+    page = os.sysconf("SC_PAGE_SIZE")  # a tmpfs block
+    need = sum((sizes[m] + page - 1) // page * page for m in ("decode", "prefill"))
+    head = f"wdedup-demo: --per-method: cannot write {mnt}/o/prefill.ptd: it and the files before it need {need} bytes, and {mnt}/o has "
+    tail = f" free ({page} more once the files they replace are gone); no file written"
+    if r.stdout != "rc=1\nold\nold\ndecode.ptd\nprefill.ptd\n" or not r.stderr.startswith(head) or \
+            not r.stderr.strip().endswith(tail):
+        problems.append(f"--per-method, its two files past the free space: {r.stdout[:120]!r}, "
+                        f"stderr {r.stderr.strip()!r}")
+else:
+    print("--per-method past the free space: skipped (needs root and unshare -m)")
 long_stem = "b" * 251
 shutil.copy(os.path.join(work, "pmsrc", "decode.ptd"), os.path.join(work, long_stem + ".ptd"))
 os.makedirs(os.path.join(work, "again"))

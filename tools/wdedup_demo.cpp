@@ -22,7 +22,9 @@
 #include <utility>
 #include <vector>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <wdedup/bench.hpp>
@@ -629,6 +631,62 @@ int per_method_stores(const std::string& dir, const wdedup::Program& program,
   return 0;
 }
 
+/// Whether the --per-method files fit, checked before the first is written:
+/// each within this process's file size limit (RLIMIT_FSIZE), and, written
+/// one after another as they are (a file's temporary beside the old file
+/// until the rename), all within the free space of `dir`'s file system.
+/// The files are written one at a time, each replaced whole or not at all;
+/// without this check a run stopped by the second would leave the first
+/// replaced and the second old. (Space another process takes meanwhile can
+/// still stop the run between two files.)
+bool per_method_fits(const std::string& dir, const wdedup::Program& program,
+                     const std::vector<wdedup::NamedDataStore>& stores) {
+  struct rlimit fsize {};
+  const bool limited = ::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY;
+  struct statvfs fs {};
+  const bool known = ::statvfs(dir.c_str(), &fs) == 0 && fs.f_frsize > 0;
+  const auto blocks = [&](std::uint64_t bytes) { return (bytes + fs.f_frsize - 1) / fs.f_frsize * fs.f_frsize; };
+  std::uint64_t freed = 0;  // by the files replaced so far (their old sizes; the new ones take their own)
+  std::uint64_t taken = 0;  // by the new files written so far
+  for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
+    const std::string path = per_method_file(dir, program.methods[mi]);
+    wdedup::Expected<wdedup::detail::PtdPlan> plan =
+        wdedup::detail::plan_ptd(stores[mi], wdedup::FunctionMaps{}, watched_write());
+    if (!plan) {
+      std::fprintf(stderr, "wdedup-demo: --per-method: cannot write %s: %s; no file written\n",
+                   wdedup::detail::table_name(path).c_str(), plan.message().c_str());
+      return false;
+    }
+    const std::uint64_t size = plan->file_size;
+    if (limited && size > static_cast<std::uint64_t>(fsize.rlim_cur)) {
+      std::fprintf(stderr,
+                   "wdedup-demo: --per-method: cannot write %s: the file would be %llu bytes, more than this "
+                   "process's file size limit (%llu bytes: RLIMIT_FSIZE, ulimit -f); no file written\n",
+                   wdedup::detail::table_name(path).c_str(), static_cast<unsigned long long>(size),
+                   static_cast<unsigned long long>(fsize.rlim_cur));
+      return false;
+    }
+    if (!known) continue;
+    // (Root may also use the blocks a file system keeps back for it.)
+    const std::uint64_t free_bytes =
+        static_cast<std::uint64_t>(::geteuid() == 0 ? fs.f_bfree : fs.f_bavail) * fs.f_frsize;
+    const std::uint64_t need = taken + blocks(size);
+    if (need > free_bytes + freed) {
+      std::fprintf(stderr,
+                   "wdedup-demo: --per-method: cannot write %s: it and the files before it need %llu bytes, and "
+                   "%s has %llu free (%llu more once the files they replace are gone); no file written\n",
+                   wdedup::detail::table_name(path).c_str(), static_cast<unsigned long long>(need), dir.c_str(),
+                   static_cast<unsigned long long>(free_bytes), static_cast<unsigned long long>(freed));
+      return false;
+    }
+    struct stat old {};
+    if (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode))
+      freed += static_cast<std::uint64_t>(old.st_blocks) * 512;
+    taken += blocks(size);
+  }
+  return true;
+}
+
 /// --per-method DIR: writes per_method_stores' stores to DIR/<method>.ptd.
 /// 0: written; 1: a write failed.
 int write_per_method(const std::string& dir, const wdedup::Program& program,
@@ -637,6 +695,7 @@ int write_per_method(const std::string& dir, const wdedup::Program& program,
     std::fprintf(stderr, "wdedup-demo: --per-method: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
     return 1;
   }
+  if (!per_method_fits(dir, program, stores)) return 1;
   std::uint64_t total = 0;
   for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
     const std::string path = per_method_file(dir, program.methods[mi]);
