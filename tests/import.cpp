@@ -1207,6 +1207,30 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
         std::string::npos);
   // extra.e (8 B) is in f and in rest#2: stored once.
   CHECK(both.find("ONE_BLOB   in 176 B, stored 168 B, saved 8 B") != std::string::npos);
+  // A file of ExecuTorch's named rest.ptd, before: it is the method 'rest'
+  // (named after the file), and the store's unmapped keys go to the next
+  // free name, rest#2.
+  const std::string plain_rest = dir + "/rest.ptd";
+  REQUIRE(std::system(("cp '" + fixture("simple.ptd") + "' '" + plain_rest + "'").c_str()) == 0);
+  CHECK(run("--ptd '" + plain_rest + "," + path + "' --unmapped-keys rest") == 0);
+  const std::string after_plain = read_text(printed_path);
+  CHECK(after_plain.find("  " + plain_rest + ": method rest, 1 partition, ") != std::string::npos);
+  CHECK(after_plain.find("  " + path + ": methods m, rest#2, 2 partitions, 3 tensors over 112 B\n") !=
+        std::string::npos);
+  // A later store with a method of the name --unmapped-keys made: refused,
+  // the message saying the flag made it and for which file.
+  NamedDataStore third;
+  REQUIRE(third.add_named_data("r.key", ByteSpan(d.data(), d.size())).ok());
+  FunctionMaps third_maps;
+  third_maps.functions.push_back({"rest", 0, "blob", "rest", {{"r", "r.key"}}});
+  const std::string path3 = dir + "/has_rest.ptd";
+  REQUIRE(write_ptd_file(third, third_maps, path3).ok());
+  CHECK(run("--ptd '" + path + "," + path3 + "' --unmapped-keys rest") == 2);
+  CHECK(read_text(log) == "wdedup-demo: " + path3 +
+                              ": add_ptd_program: method 'rest' is already in the program (a store's methods keep "
+                              "their names: where a file named after its path took that one, add the store first; "
+                              "two stores that both hold it do not merge); --unmapped-keys made 'rest' for the keys "
+                              "of " + path + " that no function names: give it another METHOD\n");
   // A file of one key read back, and one method alone: counted in the singular.
   const std::string one_out = dir + "/one.ptd", one_dir = dir + "/one_alone";
   CHECK(run("--ptd '" + full + "' --strategy oneblob --out '" + one_out + "' --per-method '" + one_dir + "'") == 0);

@@ -99,8 +99,8 @@ void usage(FILE* f) {
       "                             commas (a path holding one cannot be given); repeated --ptd\n"
       "                             flags add up: --ptd a.ptd --ptd b.ptd is --ptd a.ptd,b.ptd\n"
       "  --unmapped-keys METHOD     --ptd: a store wdedup wrote whose keys some no function names\n"
-      "                             gives those keys to a new method METHOD (default: refused);\n"
-      "                             a second such store's to METHOD#2, and so on\n"
+      "                             gives those keys to a new method METHOD (default: refused),\n"
+      "                             or to the first of METHOD#2, METHOD#3, ... no method has yet\n"
       "  --unrecorded-alignment N   --ptd: the alignment (a power of two up to 4096) of keys whose\n"
       "                             file records none (ExecuTorch's); default 0: inferred from each\n"
       "                             key's offset, up to 4096, which pads offsets aligned by chance\n"
@@ -124,7 +124,8 @@ void usage(FILE* f) {
       "                             (a .ptd FILE ends in: llama.ptd -> llama.oneblob.ptd)\n"
       "  --json FILE                also write the reports as a JSON array, one per strategy\n"
       "                             run ('' = don't, the default)\n"
-      "  --quiet                    print only the summary lines\n"
+      "  --quiet                    no report tables: the workload lines, each strategy's summary\n"
+      "                             and what it wrote and read back stay\n"
       "  -h, --help                 this text\n",
       f);
 }
@@ -722,15 +723,19 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
   options.open.allow_moved_segments = args.take_replaced_data;
   options.verify_content_hashes = !args.take_replaced_data;
   // Each store's unmapped keys get a method of their own, which the library
-  // refuses to share: METHOD for the first store that has such keys, then
-  // METHOD#2, METHOD#3, ... (as methods named after files are). One name for
-  // every file refused the second such store, blaming a METHOD it had made.
-  unsigned rest_methods = 0;
+  // refuses to share: the first of METHOD, METHOD#2, METHOD#3, ... that no
+  // method has yet (as methods named after files are). One name for every
+  // file refused the second such store, blaming a METHOD it had made.
+  std::vector<std::pair<std::string, std::string>> rest_made;  // (method, the file whose keys it took)
   for (const std::string& path : args.ptd) {
     const std::size_t before = program->methods.size();
-    if (!args.unmapped_keys.empty())
-      options.unmapped_keys_method =
-          rest_methods == 0 ? args.unmapped_keys : args.unmapped_keys + "#" + std::to_string(rest_methods + 1);
+    for (unsigned k = 1; !args.unmapped_keys.empty(); ++k) {
+      std::string name = k == 1 ? args.unmapped_keys : args.unmapped_keys + "#" + std::to_string(k);
+      if (program->find_method(name) == nullptr) {
+        options.unmapped_keys_method = std::move(name);
+        break;
+      }
+    }
     if (wdedup::Expected<void> added = files->add(*program, path, {}, options); !added) {
       // The library's message names its option; here it is the flag.
       std::string message = added.message();
@@ -743,6 +748,15 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
           message.replace(at, api.size(), flag);
           break;  // (the one the library wrote: a key's name quoted after it may hold it too)
         }
+      // A later store's method that --unmapped-keys took the name of: the
+      // library's message cannot know the flag made it.
+      for (const auto& [made, from] : rest_made)
+        if (message.find("method " + wdedup::detail::quote_name(made) + " is already in the program") !=
+            std::string::npos) {
+          message += "; --unmapped-keys made " + wdedup::detail::quote_name(made) + " for the keys of " +
+                     wdedup::detail::table_name(from) + " that no function names: give it another METHOD";
+          break;
+        }
       std::fprintf(stderr, "wdedup-demo: %s\n", message.c_str());
       return false;
     }
@@ -754,10 +768,12 @@ bool import_files(const Args& args, wdedup::PtdFiles* files, wdedup::Program* pr
       partitions += program->methods[m].partitions.size();
       for (const wdedup::Partition& p : program->methods[m].partitions) tensors += p.tensors.size();
     }
-    // The store's unmapped keys, if it had any, are its last method.
-    if (!options.unmapped_keys_method.empty() && program->methods.size() > before &&
+    // The store's unmapped keys, if it had any, are its last method, after
+    // at least one of its functions' (a file without function maps is one
+    // method, which may be named after the file as METHOD is).
+    if (!options.unmapped_keys_method.empty() && program->methods.size() >= before + 2 &&
         program->methods.back().name == options.unmapped_keys_method)
-      ++rest_methods;
+      rest_made.emplace_back(options.unmapped_keys_method, path);
     // Bytes the file holds: each memory range once (aliased keys share one).
     const wdedup::Span<const wdedup::Method> file_methods(program->methods.data() + before, program->methods.size() - before);
     const std::uint64_t bytes = wdedup::bench::total_bytes(wdedup::bench::input_spans(file_methods));

@@ -609,8 +609,8 @@ class PtdFiles {
   template <int = 0>
   Expected<void> add(Program& program, const std::string& path, std::string method = {},
                      const ImportOptions& options = {}) {
-    // `size`: the file's, once it is mapped (a Truncated check names the
-    // header field whose range passes the end, not how long the file is).
+    // `size`: the file's, once it is mapped (a Truncated check names where
+    // the file would have to end, not how long it is).
     auto fail = [&](const Failure& f, std::string size = {}) {
       return Expected<void>(f.code, detail::cat(path, size, ": ", describe_failure(f)));
     };
