@@ -267,23 +267,27 @@ if r.returncode != 1 or r.stderr.strip() != said or \
                     f"stderr {r.stderr.strip()!r}, files {sorted(os.listdir(os.path.join(work, 'pmlim')))}")
 # The same where the two files do not fit in the free space together: on a
 # 12 MiB tmpfs of a mount namespace of its own (root, and a kernel and
-# container that allow one; else said and skipped).
+# container that allow one; else said and skipped). Twice: over two old
+# files, whose space the message counts, then into the empty directory.
 mnt = os.path.join(work, "pmfull")
 os.makedirs(mnt)
 # (What the checks read goes to the script's stdout through descriptor 3.)
+demo_pm = f"{exe!r} --quiet --threads 1 --ptd pmsrc/decode.ptd,pmsrc/prefill.ptd --per-method {mnt}/o --out ''"
 script = (f"exec 3>&1 >/dev/null; mount -t tmpfs -o size=12m tmpfs {mnt} || exit 99; mkdir {mnt}/o; "
           f"printf 'old\\n' > {mnt}/o/decode.ptd; printf 'old\\n' > {mnt}/o/prefill.ptd; "
-          f"{exe!r} --quiet --threads 1 --ptd pmsrc/decode.ptd,pmsrc/prefill.ptd --per-method {mnt}/o --out ''; "
-          f"echo \"rc=$?\" >&3; cat {mnt}/o/decode.ptd {mnt}/o/prefill.ptd >&3; ls -A {mnt}/o >&3")
+          f"{demo_pm}; echo \"rc=$?\" >&3; cat {mnt}/o/decode.ptd {mnt}/o/prefill.ptd >&3; ls -A {mnt}/o >&3; "
+          f"rm {mnt}/o/*; {demo_pm}; echo \"rc=$?\" >&3; ls -A {mnt}/o >&3")
 if os.geteuid() == 0 and subprocess.run(["unshare", "-m", "true"], stderr=subprocess.DEVNULL).returncode == 0:
     r = subprocess.run(["unshare", "-m", "bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, errors="replace", timeout=120, cwd=work)  # (a replaced file is binary)
     page = os.sysconf("SC_PAGE_SIZE")  # a tmpfs block
     need = sum((sizes[m] + page - 1) // page * page for m in ("decode", "prefill"))
     head = f"wdedup-demo: --per-method: cannot write {mnt}/o/prefill.ptd: it and the files before it need {need} bytes, and {mnt}/o has "
-    tail = f" free ({page} more once the files they replace are gone); no file written"
-    if r.stdout != "rc=1\nold\nold\ndecode.ptd\nprefill.ptd\n" or not r.stderr.startswith(head) or \
-            not r.stderr.strip().endswith(tail):
+    said = r.stderr.splitlines()
+    if r.stdout != "rc=1\nold\nold\ndecode.ptd\nprefill.ptd\nrc=1\n" or len(said) != 2 or \
+            not all(line.startswith(head) for line in said) or \
+            not said[0].endswith(f" free ({page} more once the files they replace are gone); no file written") or \
+            not said[1].endswith(" free; no file written"):
         problems.append(f"--per-method, its two files past the free space: {r.stdout[:120]!r}, "
                         f"stderr {r.stderr.strip()!r}")
 else:

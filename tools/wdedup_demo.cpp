@@ -673,11 +673,13 @@ bool per_method_fits(const std::string& dir, const wdedup::Program& program,
         static_cast<std::uint64_t>(::geteuid() == 0 ? fs.f_bfree : fs.f_bavail) * fs.f_frsize;
     const std::uint64_t need = taken + blocks(size);
     if (need > free_bytes + freed) {
+      const std::string more =
+          freed == 0 ? std::string() : " (" + std::to_string(freed) + " more once the files they replace are gone)";
       std::fprintf(stderr,
                    "wdedup-demo: --per-method: cannot write %s: it and the files before it need %llu bytes, and "
-                   "%s has %llu free (%llu more once the files they replace are gone); no file written\n",
+                   "%s has %llu free%s; no file written\n",
                    wdedup::detail::table_name(path).c_str(), static_cast<unsigned long long>(need), dir.c_str(),
-                   static_cast<unsigned long long>(free_bytes), static_cast<unsigned long long>(freed));
+                   static_cast<unsigned long long>(free_bytes), more.c_str());
       return false;
     }
     struct stat old {};
