@@ -444,6 +444,36 @@ TEST_CASE("bad input: typed errors naming method, partition, tensor and sizes; n
     CHECK(r.error() == Error::InvalidName);
     CHECK(r.message() == "method name 'de\\x00code' contains a NUL byte at offset 2");
   }
+  SUBCASE("a tensor name that is not UTF-8 (no key can be: flatbuffer strings are UTF-8)") {
+    Program p;
+    p.add_method("prefill").add_partition().add("w", span(a));
+    p.add_method("decode").add_partition().add("w", span(a)).add("layers.0.w\xc3", span(a));
+    auto r = deduplicate<Strategy<OneBlob>>(p);
+    CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() ==
+          "method 'decode' partition 0: tensor 'layers.0.w\\xc3' is not valid UTF-8 at offset 10; a key is a "
+          "flatbuffer string, which is UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read a file "
+          "holding one that is not");
+    // A method name too: keys are made of it where methods give one name
+    // other bytes ('<method>/<name>').
+    Program m;
+    m.add_method("prefill").add_partition().add("w", span(a));
+    m.add_method("decod\xe8").add_partition().add("w", span(a));
+    r = deduplicate<Strategy<OneBlob>>(m);
+    CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() ==
+          "method name 'decod\\xe8' is not valid UTF-8 at offset 5 (keys are made of method names: "
+          "'<method>/<name>'); a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader "
+          "(flatc --json) cannot read a file holding one that is not");
+    // Well-formed UTF-8 names are keys as they are.
+    Program q;
+    q.add_method("prefill").add_partition().add("caf\xc3\xa9", span(a));
+    q.add_method("decode").add_partition().add("caf\xc3\xa9", span(a));
+    auto ok = deduplicate<Strategy<OneBlob>>(q);
+    REQUIRE(ok.ok());
+    REQUIRE(ok->store.key_count() == 1);
+    CHECK(ok->store.find("caf\xc3\xa9") != nullptr);
+  }
   SUBCASE("bad alignment") {
     Program p;
     p.add_method("decode").add_partition();

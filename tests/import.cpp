@@ -394,7 +394,7 @@ std::unique_ptr<Opened> simple_with_key_b(const Edit& edit) {
 
 }  // namespace
 
-TEST_CASE("import: keys no tensor name can be (twice, empty, with a NUL) are refused, naming key and index") {
+TEST_CASE("import: keys no tensor name can be (twice, empty, with a NUL, not UTF-8) are refused, naming key and index") {
   Program program;
   std::unique_ptr<Opened> twice = simple_with_key_b([](std::uint8_t*, std::uint8_t* c) { c[7] = 'a'; });
   Expected<void> e = add_ptd_method(program, twice->map(), "m");
@@ -404,6 +404,20 @@ TEST_CASE("import: keys no tensor name can be (twice, empty, with a NUL) are ref
   e = add_ptd_method(program, nul->map(), "m");
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == "add_ptd_method: key #1 'simple\\x00b' contains a NUL byte at offset 6");
+  // A key ExecuTorch's C++ writer could write but deduplicate() could not
+  // take as a tensor name, as no key can be one: not UTF-8.
+  std::unique_ptr<Opened> stray = simple_with_key_b([](std::uint8_t*, std::uint8_t* c) { c[7] = 0xFF; });
+  e = add_ptd_method(program, stray->map(), "m");
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_method: key #1 'simple.\\xff' is not valid UTF-8 at offset 7; a key is a flatbuffer "
+                       "string, which is UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read a file "
+                       "holding one that is not");
+  // And a method name: keys are made of it ('<method>/<name>').
+  e = add_ptd_method(program, twice->map(), "m\xff");
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_method: the method name 'm\\xff' is not valid UTF-8 at offset 1 (keys are made of "
+                       "method names: '<method>/<name>'); a key is a flatbuffer string, which is UTF-8, and "
+                       "ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is not");
   std::unique_ptr<Opened> empty = simple_with_key_b([](std::uint8_t* len, std::uint8_t* c) {
     len[0] = 0;
     c[0] = 0;
@@ -934,7 +948,7 @@ TEST_CASE("import: a file wdedup wrote without its records keeps its absolute al
   CHECK(program.methods[0].partitions[0].tensors[1].alignment == 4096);
 }
 
-TEST_CASE("a method or tensor name deduplicate() could not take back: the file does not open") {
+TEST_CASE("a method or tensor name deduplicate() could not take back: the file does not open, or, a tensor name not UTF-8, does not import") {
   // The writer refuses such names; a damaged file can hold them (the import
   // fuzz target found one, which add_ptd_program then refused as
   // InvalidName). The reader now refuses the file itself, as its function
@@ -969,6 +983,31 @@ TEST_CASE("a method or tensor name deduplicate() could not take back: the file d
     REQUIRE_FALSE(o->ok());
     CHECK(o->error() == Error::MalformedFunctionMap);
     CHECK(std::string(o->result->failure().what) == c.message);
+  }
+  // A tensor name that is not UTF-8 opens (function maps are wdedup's own,
+  // and ExecuTorch's Python reader never decodes them), but
+  // add_ptd_program refuses it, as deduplicate() would: it makes the keys
+  // from tensor names.
+  {
+    std::unique_ptr<Opened> o = open_bytes(patched("tXx", "t\xffx"));
+    REQUIRE(o->ok());
+    Program program;
+    Expected<void> e = add_ptd_program(program, o->map());
+    CHECK(e.error() == Error::InvalidName);
+    CHECK(e.message() == "add_ptd_program: method 'deXcode' partition 0 tensor #0 't\\xffx' is not valid UTF-8 at "
+                         "offset 1; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader "
+                         "(flatc --json) cannot read a file holding one that is not");
+    CHECK(program.methods.empty());
+    // A method name the same way.
+    std::unique_ptr<Opened> m = open_bytes(patched("deXcode", "de\xff" "code"));
+    REQUIRE(m->ok());
+    e = add_ptd_program(program, m->map());
+    CHECK(e.error() == Error::InvalidName);
+    CHECK(e.message() == "add_ptd_program: function #1's method name 'de\\xffcode' is not valid UTF-8 at offset 2 "
+                         "(keys are made of method names: '<method>/<name>'); a key is a flatbuffer string, which is "
+                         "UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is "
+                         "not");
+    CHECK(program.methods.empty());
   }
   // Unpatched, it imports.
   std::unique_ptr<Opened> o = open_bytes(good);

@@ -751,6 +751,48 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
   CHECK(apostrophe.message().rfind("key 'it\\'s' ", 0) == 0);
 }
 
+TEST_CASE("a key that is not UTF-8 is refused when added, at the offset of its first stray byte") {
+  // Keys are flatbuffer strings, UTF-8: ExecuTorch's Python reader decodes
+  // the flatbuffer with flatc --json, which stops at one that is not.
+  const auto a = bytes(8, 1);
+  NamedDataStore s;
+  REQUIRE(s.add_named_data("kept", span(a)).ok());
+  const std::string before = dump(s);
+  const std::string why =
+      "; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read a "
+      "file holding one that is not";
+  const std::pair<std::string, std::string> refused[] = {
+      {"w\xff", "key 'w\\xff' is not valid UTF-8 at offset 1"},
+      {"\xc0\xaf", "key '\\xc0\\xaf' is not valid UTF-8 at offset 0"},                   // overlong '/'
+      {"caf\xc3\xa9\xed\xa0\x80", "key 'caf\xc3\xa9\\xed\\xa0\\x80' is not valid UTF-8 at offset 5"},  // a surrogate
+      {"ab\xe2\x82", "key 'ab\\xe2\\x82' is not valid UTF-8 at offset 2"},                // cut short
+      {"\xf4\x90\x80\x80", "key '\\xf4\\x90\\x80\\x80' is not valid UTF-8 at offset 0"},  // past U+10FFFF
+      // ASCII goes 8 bytes at a time: a stray byte past the first word.
+      {"layers.10.attention.wq\x80", "key 'layers.10.attention.wq\\x80' is not valid UTF-8 at offset 22"},
+  };
+  for (const auto& c : refused) {
+    CAPTURE(c.second);
+    Expected<void> r = s.add_named_data(c.first, span(a));
+    CHECK(r.error() == Error::InvalidName);
+    CHECK(r.message() == c.second + why);
+    CHECK(dump(s) == before);
+  }
+  // Well-formed UTF-8 of every length is a key.
+  for (const char* key : {"caf\xc3\xa9", "\xe9\xa2\x84\xe5\xa1\xab", "w.\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf",
+                          "layers.10.attention.wq.\xc2\xa9"})
+    CHECK(s.add_named_data(key, span(a)).ok());
+  CHECK(s.key_count() == 6);
+  CHECK(detail::first_non_utf8("") == std::string_view::npos);
+  CHECK(detail::first_non_utf8("0123456789abcdef\xff") == 16);
+  // A stray byte at each place of an 8-byte word that is read whole.
+  for (std::size_t at = 0; at < 8; ++at) {
+    std::string key = "0123456789abcdef01234567";
+    key[8 + at] = '\x80';
+    CHECK(detail::first_non_utf8(key) == 8 + at);
+  }
+  CHECK(detail::first_non_utf8("01234567\xc3\xa9" "01234567\xc3") == 18);
+}
+
 TEST_CASE("quote_name copies well-formed UTF-8 only: overlong forms, surrogates, past U+10FFFF are escaped") {
   // RFC 3629's table: each lead byte's second-byte range, at both ends.
   CHECK(detail::quote_name("\xc0\xaf") == "'\\xc0\\xaf'");  // '/' in two bytes (overlong)

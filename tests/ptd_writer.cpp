@@ -907,6 +907,15 @@ TEST_CASE("validation of stores filled through the bulk path") {
            "key 'a\\x00b' contains a NUL byte; ExecuTorch compares keys only up to a NUL (strcmp, or strncmp after "
            "a length check), so it could not tell it from a key that agrees before the NUL");
   }
+  SUBCASE("a key that is not UTF-8 (flatc --json, ExecuTorch's Python reader, stops at it)") {
+    NamedDataStore s;
+    const std::uint32_t b = SA::add_buffer(s, data, 1);
+    SA::add_key(s, "kept", b, 1, std::nullopt);
+    SA::add_key(s, "w.\xed\xa0\x80", b, 1, std::nullopt);  // a surrogate
+    expect(s, Error::InvalidName,
+           "key 'w.\\xed\\xa0\\x80' is not valid UTF-8 at offset 2; a key is a flatbuffer string, which is UTF-8, "
+           "and ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is not");
+  }
   SUBCASE("an empty key") {
     NamedDataStore s;
     const std::uint32_t b = SA::add_buffer(s, data, 1);

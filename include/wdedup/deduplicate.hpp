@@ -145,6 +145,10 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
     if (const std::size_t nul = method.name.find('\0'); nul != std::string::npos)
       return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name),
                                                     " contains a NUL byte at offset ", nul));
+    // Keys are made of it too ("<method>/<name>"), and a key must be UTF-8.
+    if (const std::size_t bad = first_non_utf8(method.name); bad != std::string_view::npos)
+      return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name),
+                                                    " is not valid UTF-8 at offset ", bad, kMethodUtf8Why));
     // The name index keeps a name's size in 32 bits (a longer name would
     // be indexed, and named in keys, by its first size mod 2^32 bytes), and
     // a .ptd file cannot hold a longer string anyway.
@@ -195,13 +199,14 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
         }
         stamp[id] = serial;
         name_of[site] = id;
-        // (A name with a NUL byte is no key: check_entry says so.) Only a
-        // name's first occurrence is scanned: one found in the index has
-        // the bytes of one that passed this check, as any that failed ended
-        // the check there. Scanning every name took 100,000 calls of memchr
-        // and 2.3M instructions on 100,000 small tensors (callgrind); half
-        // of them now.
-        const bool fine = (!fresh || std::memchr(tensor.name.data(), 0, tensor.name.size()) == nullptr) &&
+        // (A name with a NUL byte, or not UTF-8, is no key: check_entry
+        // says so.) Only a name's first occurrence is scanned: one found in
+        // the index has the bytes of one that passed this check, as any
+        // that failed ended the check there. Scanning every name took
+        // 100,000 calls of memchr and 2.3M instructions on 100,000 small
+        // tensors (callgrind); half of them now.
+        const bool fine = (!fresh || (std::memchr(tensor.name.data(), 0, tensor.name.size()) == nullptr &&
+                                      first_non_utf8(tensor.name) == std::string_view::npos)) &&
                           tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
                           (tensor.bytes.data() != nullptr || tensor.bytes.empty()) &&
                           (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));

@@ -276,6 +276,26 @@ inline std::string unusable_name(std::string_view name) {
   const std::size_t nul = name.find('\0');
   return nul == std::string_view::npos ? std::string() : cat(" ", quote_name(name), " contains a NUL byte at offset ", nul);
 }
+/// Why a key must be UTF-8, for the messages of every entry point (see
+/// detail/utf8.hpp).
+constexpr std::string_view kKeyUtf8Why =
+    "; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read "
+    "a file holding one that is not";
+/// The same for a method name, which deduplicate() makes keys of where
+/// methods give one tensor name other bytes or layouts.
+constexpr std::string_view kMethodUtf8Why =
+    " (keys are made of method names: '<method>/<name>'); a key is a flatbuffer string, which is UTF-8, and "
+    "ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is not";
+/// unusable_name's reasons, and for a name that is to become (part of) a
+/// key, a tensor's or a method's (`method`), one more: " 'w\xff' is not
+/// valid UTF-8 at offset 1; ...".
+inline std::string unusable_key(std::string_view name, bool method = false) {
+  if (std::string why = unusable_name(name); !why.empty()) return why;
+  const std::size_t bad = first_non_utf8(name);
+  return bad == std::string_view::npos
+             ? std::string()
+             : cat(" ", quote_name(name), " is not valid UTF-8 at offset ", bad, method ? kMethodUtf8Why : kKeyUtf8Why);
+}
 /// A path with a NUL byte, refused before any system call sees it (they
 /// would take the path up to the NUL: another file, reported as this one):
 /// InvalidArgument, "cannot <verb> '<path>': the path contains a NUL byte

@@ -153,13 +153,15 @@ Expected<void> check_content_hashes(const char* who, const NamedDataMap& store, 
 }
 
 /// A name from the file that is to name a method or tensor must be usable
-/// (deduplicate() would refuse it later, far from the file). `what()` says
-/// which one, e.g. "key #3": called only for a name refused, so the common
-/// path builds no string (importing 100k rows took 3.9-4.4 ms, against
-/// 10.8-11.1 ms building it for every row).
+/// (deduplicate() would refuse it later, far from the file): not empty, no
+/// NUL byte, and UTF-8, as the keys made of it will be (unusable_key; a
+/// method's name when `method`). `what()` says which one, e.g. "key #3":
+/// called only for a name refused, so the common path builds no string
+/// (importing 100k rows took 3.9-4.4 ms, against 10.8-11.1 ms building it
+/// for every row).
 template <class What>
-Expected<void> check_import_name(const char* who, const What& what, std::string_view name) {
-  if (std::string why = unusable_name(name); !why.empty())
+Expected<void> check_import_name(const char* who, const What& what, std::string_view name, bool method = false) {
+  if (std::string why = unusable_key(name, method); !why.empty())
     return Expected<void>(Error::InvalidName, cat(who, ": ", what(), why));
   return {};
 }
@@ -284,8 +286,9 @@ const StoreKey* key_now_holding(const NamedDataStore& merged, std::string_view n
 ///
 /// Errors (the program is then unchanged):
 /// - InvalidName: `method` is empty, holds a NUL byte or is already a
-///   method of `program`; a key is empty or holds a NUL byte (no tensor
-///   name can be either);
+///   method of `program`; a key is empty, holds a NUL byte or is not
+///   UTF-8 (no tensor name can be any of these: deduplicate() makes keys
+///   from them);
 /// - MalformedKey: a key appears twice (ExecuTorch's reader would give the
 ///   first for both; which one a merge should keep is not the import's guess),
 ///   or the keys' strings overlap in the file (store.keys_overlap());
@@ -302,7 +305,7 @@ template <int = 0>
 Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::string method,
                               const ImportOptions& options = {}) {
   constexpr const char* who = "add_ptd_method";
-  if (Expected<void> ok = detail::check_import_name(who, [] { return "the method name"; }, method); !ok) return ok;
+  if (Expected<void> ok = detail::check_import_name(who, [] { return "the method name"; }, method, true); !ok) return ok;
   if (program.find_method(method) != nullptr)
     return Expected<void>(Error::InvalidName,
                           detail::cat(who, ": method ", detail::quote_name(method), " is already in the program"));
@@ -353,8 +356,10 @@ Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::
 /// without function maps (use add_ptd_method) or not in memory, or with a
 /// key no function names (see above);
 /// InvalidName for a method the program already has, or a method or
-/// tensor name in the function maps that is empty or holds a NUL byte
-/// (deduplicate() could not take it back); MalformedFunctionMap
+/// tensor name in the function maps that is empty or holds a NUL byte,
+/// or a tensor name (or a key no function names, under
+/// unmapped_keys_method) that is not UTF-8 (deduplicate() could not take
+/// it back); MalformedFunctionMap
 /// for a (method, partition) given twice, or a method whose partitions are
 /// not 0..n-1; InvalidAlignment, LayoutMismatch, MalformedSegment and the reader's codes as
 /// for add_ptd_method. Method names are checked first, then the partition
@@ -379,7 +384,7 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     const std::uint32_t mi = method_index.find_or_add(mname, &fresh);
     if (fresh) {
       auto what = [&] { return detail::cat("function #", fi, "'s method name"); };
-      if (Expected<void> ok = detail::check_import_name(who, what, mname); !ok) return ok;
+      if (Expected<void> ok = detail::check_import_name(who, what, mname, true); !ok) return ok;
       if (program.find_method(mname) != nullptr)
         return Expected<void>(Error::InvalidName,
                               detail::cat(who, ": method ", detail::quote_name(mname),
@@ -464,7 +469,7 @@ Expected<void> add_ptd_program(Program& program, const NamedDataMap& store, cons
     if (!rest_made) {
       rest_made = true;
       auto what = [&] { return std::string("unmapped_keys_method"); };
-      if (Expected<void> ok = detail::check_import_name(who, what, rest); !ok) return ok;
+      if (Expected<void> ok = detail::check_import_name(who, what, rest, true); !ok) return ok;
       bool fresh = false;
       method_index.find_or_add(rest, &fresh);
       if (!fresh || program.find_method(rest) != nullptr)

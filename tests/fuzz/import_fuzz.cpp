@@ -71,7 +71,7 @@ struct Aligned {
 
 bool documented_import_error(Error e, bool with_functions) {
   switch (e) {
-    case Error::InvalidName:           // an empty key, a NUL byte, a method met twice
+    case Error::InvalidName:           // an empty key, a NUL byte, not UTF-8, a method met twice
     case Error::MalformedKey:          // a key twice
     case Error::LayoutMismatch:        // a layout smaller than its segment
     case Error::MalformedLayout:       // a layout that breaks its rules (the file opens, as in ExecuTorch)

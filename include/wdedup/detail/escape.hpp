@@ -16,30 +16,10 @@
 #include <string>
 #include <string_view>
 
+#include "wdedup/detail/utf8.hpp"
+
 namespace wdedup {
 namespace detail {
-
-/// Bytes of the well-formed UTF-8 sequence at p[0..n) (RFC 3629), or 0.
-inline std::size_t utf8_sequence(const unsigned char* p, std::size_t n) noexcept {
-  const unsigned char c = p[0];
-  std::size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    lo = c == 0xE0 ? 0xA0 : 0x80;
-    hi = c == 0xED ? 0x9F : 0xBF;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    lo = c == 0xF0 ? 0x90 : 0x80;
-    hi = c == 0xF4 ? 0x8F : 0xBF;
-  }
-  if (len == 0 || n < len || p[1] < lo || p[1] > hi) return 0;
-  for (std::size_t i = 2; i < len; ++i)
-    if (p[i] < 0x80 || p[i] > 0xBF) return 0;
-  return len;
-}
 
 /// Appends `v` to `out` for a terminal. Valid UTF-8 is copied but for the
 /// characters that control a terminal or reorder text: C0 controls, DEL, C1
