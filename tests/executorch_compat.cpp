@@ -5,8 +5,10 @@
 // what ExecuTorch's FlatTensorDataMap does (header checks, named_data and
 // segments non-null, linear strcmp key scan, data at base + offset).
 // The same checks run over ExecuTorch's own fixtures first, to prove the
-// harness; then our writer must reproduce those fixtures byte for byte, and
-// its flatbuffer must equal flatc's for the JSON ExecuTorch would produce.
+// harness; then our writer must reproduce those fixtures byte for byte, its
+// flatbuffer must equal flatc's for the JSON ExecuTorch would produce, and
+// flatc's decode of our files, run as ExecuTorch's Python reader runs it,
+// must give back the keys, segments and layouts stored.
 #include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
@@ -997,6 +999,228 @@ TEST_CASE("ExecuTorch's own serializer test payload (a layout whose dim_order is
   CHECK(buf[0] == 0);  // nothing copied
   REQUIRE(map->load_data_into("fqn1", buf, sizeof buf).ok());
   CHECK(buf[0] == 0x11);
+}
+
+namespace {
+
+/// Runs `command` and returns its exit status (-1 if it did not exit).
+int run(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// What ExecuTorch's Python reader (FlatTensorSerializer.deserialize, which
+/// load_ptd calls; extension/flat_tensor/serialize/serialize.py) makes of a
+/// file's flatbuffer: it parses the FH01 header from byte 8 and checks its
+/// magic and length (FlatTensorHeader.from_bytes, is_valid), writes bytes
+/// [0, flatbuffer_offset + flatbuffer_size) to a file as they are, the
+/// header left in place (the root offset already points past it), and
+/// decodes them with exir/_serialize/_flatbuffer.py's _flatc_decompile:
+/// `flatc --raw-binary --json --defaults-json --strict-json -o DIR SCHEMA --
+/// FILE`. Returns flatc's JSON, parsed.
+wdedup_test::Json python_deserialize(const std::vector<std::uint8_t>& file, const std::string& dir,
+                                     const std::string& name) {
+  REQUIRE(file.size() >= 48);
+  REQUIRE(std::memcmp(file.data() + 8, "FH01", 4) == 0);
+  REQUIRE(le32(file.data() + 12) >= 40);
+  const std::uint64_t fb_end = le64(file.data() + 16) + le64(file.data() + 24);
+  REQUIRE(fb_end <= file.size());
+  const std::string bin = dir + "/" + name + ".bin";
+  std::FILE* f = std::fopen(bin.c_str(), "wb");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fwrite(file.data(), 1, static_cast<std::size_t>(fb_end), f) == fb_end);
+  REQUIRE(std::fclose(f) == 0);
+  const std::string cmd = std::string("'") + WDEDUP_FLATC + "' --raw-binary --json --defaults-json --strict-json -o '" +
+                          dir + "' '" + WDEDUP_FLAT_TENSOR_FBS + "' -- '" + bin + "'";
+  REQUIRE_MESSAGE(run(cmd) == 0, cmd);
+  const std::vector<std::uint8_t> text = read_all(dir + "/" + name + ".json");
+  const std::optional<wdedup_test::Json> json =
+      wdedup_test::parse_json(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()));
+  REQUIRE_MESSAGE(json.has_value(), "flatc wrote no JSON document for ", name);
+  return *json;
+}
+
+std::vector<std::string> member_names(const wdedup_test::Json& j) {
+  REQUIRE(j.kind == wdedup_test::Json::Kind::Object);
+  return j.member_names;
+}
+
+std::vector<std::int64_t> ints(const wdedup_test::Json& j) {
+  REQUIRE(j.kind == wdedup_test::Json::Kind::Array);
+  std::vector<std::int64_t> out;
+  for (const wdedup_test::Json& e : j.items) {
+    REQUIRE(e.kind == wdedup_test::Json::Kind::Number);
+    out.push_back(e.as_int());
+  }
+  return out;
+}
+
+/// One key of a store for the decode below, with what flatc must print for
+/// it: its scalar type's name in ExecuTorch's schema (written out here, not
+/// taken from wdedup), "" for a key without a layout.
+struct DecodedKey {
+  std::string key;
+  const std::vector<std::uint8_t>* bytes;
+  std::int64_t alignment;
+  std::optional<Layout> layout;
+  const char* scalar_type;
+};
+
+/// Checks flatc's decode of `file` (python_deserialize) against the store
+/// it came from: exactly the members ExecuTorch's dataclasses have, version
+/// 0, one segment per buffer whose bytes at segment_base_offset + offset
+/// (as deserialize slices them) are the buffer's, at a file offset each key's
+/// alignment divides, and each key in store order with its segment index
+/// and layout, or no tensor_layout member at all. Returns the segments'
+/// offsets.
+std::vector<std::uint64_t> check_python_decode(const wdedup_test::Json& j, const std::vector<std::uint8_t>& file,
+                                               const NamedDataStore& store, const std::vector<DecodedKey>& keys) {
+  using Kind = wdedup_test::Json::Kind;
+  CHECK(member_names(j) == std::vector<std::string>{"version", "segments", "named_data"});
+  CHECK(j["version"].kind == Kind::Number);
+  CHECK(j["version"].text == "0");
+  const std::uint64_t base = le64(file.data() + 32);
+  const wdedup_test::Json& segments = j["segments"];
+  REQUIRE(segments.kind == Kind::Array);
+  REQUIRE(segments.size() == store.buffer_count());
+  std::vector<std::uint64_t> offsets;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    CAPTURE(i);
+    CHECK(member_names(segments[i]) == std::vector<std::string>{"offset", "size"});
+    const std::uint64_t offset = segments[i]["offset"].as_uint(), size = segments[i]["size"].as_uint();
+    const ByteSpan want = store.buffers()[i].bytes;
+    REQUIRE(size == want.size());
+    REQUIRE(base + offset + size <= file.size());
+    CHECK(std::equal(want.begin(), want.end(), file.begin() + static_cast<std::ptrdiff_t>(base + offset)));
+    offsets.push_back(offset);
+  }
+  const wdedup_test::Json& named = j["named_data"];
+  REQUIRE(named.kind == Kind::Array);
+  REQUIRE(named.size() == keys.size());
+  REQUIRE(store.key_count() == keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const DecodedKey& k = keys[i];
+    CAPTURE(k.key);
+    const wdedup_test::Json& nd = named[i];
+    CHECK(nd["key"].kind == Kind::String);
+    CHECK(nd["key"].as_string() == k.key);
+    const std::uint64_t si = nd["segment_index"].as_uint();
+    CHECK(si == store.keys()[i].buffer_index);
+    REQUIRE(si < offsets.size());
+    REQUIRE(segments[si]["size"].as_uint() == k.bytes->size());
+    CHECK(std::equal(k.bytes->begin(), k.bytes->end(), file.begin() + static_cast<std::ptrdiff_t>(base + offsets[si])));
+    CHECK((base + offsets[si]) % static_cast<std::uint64_t>(k.alignment) == 0);
+    if (!k.layout) {
+      CHECK(member_names(nd) == std::vector<std::string>{"key", "segment_index"});
+      continue;
+    }
+    CHECK(member_names(nd) == std::vector<std::string>{"key", "segment_index", "tensor_layout"});
+    const wdedup_test::Json& tl = nd["tensor_layout"];
+    CHECK(member_names(tl) == std::vector<std::string>{"scalar_type", "sizes", "dim_order"});
+    CHECK(tl["scalar_type"].kind == Kind::String);
+    CHECK(tl["scalar_type"].as_string() == std::string(k.scalar_type));
+    CHECK(ints(tl["sizes"]) == std::vector<std::int64_t>(k.layout->sizes.begin(), k.layout->sizes.end()));
+    CHECK(ints(tl["dim_order"]) == std::vector<std::int64_t>(k.layout->dim_order.begin(), k.layout->dim_order.end()));
+  }
+  return offsets;
+}
+
+}  // namespace
+
+TEST_CASE("ExecuTorch's Python reader decodes our files with flatc: the keys, segments and layouts stored") {
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/executorch_compat_python_decode";
+  ::mkdir(dir.c_str(), 0755);
+  const auto f6 = pattern(24, 1), h4 = pattern(8, 2), l1 = pattern(8, 3), cl = pattern(48, 4), b10 = pattern(10, 5),
+             bf3 = pattern(6, 6), raw = pattern(100, 7), page = pattern(37, 8), none = std::vector<std::uint8_t>{};
+  std::vector<std::pair<std::string, std::vector<DecodedKey>>> stores;
+  // Several scalar types; keys without a layout; a segment two keys share
+  // (the 24 bytes as float [2, 3] and as int [6], the 100 raw bytes twice);
+  // an empty segment shared by a [2, 0] tensor and a raw key; a
+  // page-aligned key.
+  stores.emplace_back("mixed", std::vector<DecodedKey>{
+      {"f32.2x3", &f6, 4, Layout::contiguous(ScalarType::Float, {2, 3}), "FLOAT"},
+      {"f32.2x3.as_i32", &f6, 16, Layout::contiguous(ScalarType::Int, {6}), "INT"},
+      {"f16.4", &h4, 2, Layout::contiguous(ScalarType::Half, {4}), "HALF"},
+      {"i64.scalar", &l1, 8, Layout::contiguous(ScalarType::Long, {}), "LONG"},
+      {"u8.2x0", &none, 1, Layout::contiguous(ScalarType::Byte, {2, 0}), "BYTE"},
+      {"raw.empty", &none, 1, std::nullopt, ""},
+      {"f32.channels_last", &cl, 16, Layout::channels_last(ScalarType::Float, {1, 2, 3, 2}), "FLOAT"},
+      {"bool.10", &b10, 1, Layout::contiguous(ScalarType::Bool, {10}), "BOOL"},
+      {"bf16.3", &bf3, 2, Layout::contiguous(ScalarType::BFloat16, {3}), "BFLOAT16"},
+      {"raw", &raw, 1, std::nullopt, ""},
+      {"raw.alias", &raw, 1, std::nullopt, ""},
+      {"page", &page, 4096, std::nullopt, ""},
+  });
+  // Two methods' weights, the shared ones under both names.
+  stores.emplace_back("methods", std::vector<DecodedKey>{
+      {"prefill/wq", &cl, 16, Layout::contiguous(ScalarType::Float, {12}), "FLOAT"},
+      {"decode/wq", &cl, 16, Layout::contiguous(ScalarType::Float, {12}), "FLOAT"},
+      {"prefill/norm", &b10, 1, Layout::contiguous(ScalarType::Char, {10}), "CHAR"},
+      {"decode/norm", &b10, 1, std::nullopt, ""},
+      {"decode/only", &bf3, 2, Layout::contiguous(ScalarType::Short, {3}), "SHORT"},
+  });
+  // 64 keys over more scalar types, every fifth without a layout, every
+  // seventh the bytes of the key before it.
+  struct Type {
+    ScalarType type;
+    std::size_t size;
+    const char* name;
+  };
+  const Type types[] = {{ScalarType::Float, 4, "FLOAT"}, {ScalarType::Half, 2, "HALF"}, {ScalarType::Char, 1, "CHAR"},
+                        {ScalarType::Short, 2, "SHORT"}, {ScalarType::Double, 8, "DOUBLE"},
+                        {ScalarType::QInt8, 1, "QINT8"}, {ScalarType::QUInt8, 1, "QUINT8"},
+                        {ScalarType::QInt32, 4, "QINT32"}, {ScalarType::Bits16, 2, "BITS16"},
+                        {ScalarType::Byte, 1, "BYTE"}, {ScalarType::Long, 8, "LONG"}};
+  const std::int64_t aligns[] = {1, 2, 4, 8, 16, 64, 128};
+  std::vector<std::vector<std::uint8_t>> owned;
+  owned.reserve(64);
+  std::vector<DecodedKey> many;
+  for (std::uint32_t i = 0; i < 64; ++i) {
+    const Type& t = types[i % std::size(types)];
+    const std::vector<std::int32_t> sizes = {static_cast<std::int32_t>(1 + i % 3), static_cast<std::int32_t>(1 + i % 5)};
+    if (i % 7 == 6)
+      owned.push_back(owned.back());
+    else
+      owned.push_back(pattern(t.size * static_cast<std::size_t>(sizes[0] * sizes[1]), 100 + i));
+    const bool bare = i % 5 == 4 || i % 7 == 6;  // (an alias of another type's bytes has no layout)
+    many.push_back({"model.layers." + std::to_string(i) + ".w", &owned.back(), aligns[i % std::size(aligns)],
+                    bare ? std::nullopt : std::optional<Layout>(Layout::contiguous(t.type, sizes)), bare ? "" : t.name});
+  }
+  stores.emplace_back("many", std::move(many));
+  stores.emplace_back("empty", std::vector<DecodedKey>{});
+
+  for (const auto& entry : stores) {
+    const std::string& name = entry.first;  // not a structured binding: doctest's CAPTURE is a lambda
+    const std::vector<DecodedKey>& keys = entry.second;
+    NamedDataStore store;
+    for (const DecodedKey& k : keys) add(store, k.key, *k.bytes, k.alignment, k.layout);
+    for (const bool ext : {false, true}) {
+      CAPTURE(name);
+      CAPTURE(ext);
+      WriteOptions o;
+      o.wdedup_extensions = ext;
+      const std::vector<std::uint8_t> file = serialize(store, o);
+      const wdedup_test::Json j = python_deserialize(file, dir, name + (ext ? "_wdx1" : ""));
+      const std::vector<std::uint64_t> offsets = check_python_decode(j, file, store, keys);
+      // The segments as flatbuffers' own (verified) reading of the file has them.
+      EtMap m;
+      REQUIRE(et_load(file, m).empty());
+      REQUIRE(m.root->segments()->size() == offsets.size());
+      for (flatbuffers::uoffset_t i = 0; i < m.root->segments()->size(); ++i)
+        CHECK(m.root->segments()->Get(i)->offset() == offsets[i]);
+      if (name == "mixed") {
+        // The base: the flatbuffer's end rounded up to 128, and past the
+        // WDX1 block where there is one. Each segment at the next multiple
+        // of 128 (of its keys' alignments' lcm with it) after the one
+        // before, the empty one where the next begins; the page-aligned one
+        // at the first multiple of 4096 in the file.
+        const std::uint64_t base = le64(file.data() + 32);
+        CHECK(base == (ext ? 2048u : 1152u));
+        if (!ext) CHECK(base == (48 + le64(file.data() + 24) + 127) / 128 * 128);
+        CHECK(offsets == std::vector<std::uint64_t>{0, 128, 256, 384, 384, 512, 640, 768, 4096 - base});
+      }
+    }
+  }
 }
 #endif
 
