@@ -87,11 +87,13 @@ declare -A OPTS_OF=(
 # fuzz_deduplicate, started last, ran its last 47 s alone on one core.
 # executorch_compat is among them since clang 19's ASan caught its helper
 # serializing a store whose view of a temporary vector had been freed
-# (2026-12-03): clang 14's run had never built it. The examples too, as
+# (2026-12-03): clang 14's run had never built it; executorch_writers too,
+# the reader over files laid out as ExecuTorch's other writers lay them out
+# (headers padded to 40, 64 or 4096 bytes, unaligned bases). The examples too, as
 # users copy them (their five compiles took 17 s on 2 cores, 26 s of CPU,
 # their runs 4 s; Zen 5 VM, 2026-12-04); not the libc++ run of custom_runtime.
 declare -A TESTS_OF=(
-  [asan-ubsan]="fuzz_deduplicate fuzz_import fuzz_named_data_map out_of_memory import error malformed ptd_fixtures executorch_compat named_data_map ptd_writer crash_safety allocations identity equal_run early_pairs arena table name_index strategy deduplicate key_hash round_trip fuzz_replay fuzz_import_replay example_custom_policy example_custom_runtime example_custom_runtime_failures example_merge_ptd_files example_merge_ptd_files_args example_benchmark_own_program"
+  [asan-ubsan]="fuzz_deduplicate fuzz_import fuzz_named_data_map out_of_memory import error malformed ptd_fixtures executorch_compat executorch_writers named_data_map ptd_writer crash_safety allocations identity equal_run early_pairs arena table name_index strategy deduplicate key_hash round_trip fuzz_replay fuzz_import_replay example_custom_policy example_custom_runtime example_custom_runtime_failures example_merge_ptd_files example_merge_ptd_files_args example_benchmark_own_program"
   [tsan]="fuzz_deduplicate_replay deduplicate identity concurrency early_pairs allocations table")
 # The install test stages an install and builds a CMake and a pkg-config
 # consumer (the runtime one with -fno-exceptions -fno-rtti whatever the
@@ -155,7 +157,7 @@ for cfg in "${order[@]}"; do
         fuzz_*) targets+=("tests/fuzz/$t" tests/fuzz/fuzz_make_seeds) ;;
         import) targets+=(tests/test_import tools/wdedup-demo) ;;  # it runs the demo too
         deduplicate) targets+=(tests/test_deduplicate tests/de_DE.UTF-8) ;;  # and the locale it is given
-        executorch_compat) targets+=(tests/data/test_executorch_compat) ;;  # beside flatc's header
+        executorch_*) targets+=("tests/data/test_$t") ;;  # beside flatc's header
         example_custom_runtime_failures) targets+=(examples/example_custom_runtime_alone) ;;  # and the runtime-only build
         example_*_args) ;;  # (the example itself is named too)
         example_*) targets+=("examples/$t") ;;

@@ -1,0 +1,279 @@
+// tests/executorch_writers.cpp — wdedup's reader over files laid out as
+// ExecuTorch's other writers lay them out, made here without ExecuTorch's
+// code: flatbuffers' own FlatBufferBuilder over flatc's generated code for
+// tests/data/flat_tensor.fbs, and the bytes around the flatbuffer placed as
+// those writers place them. Its C++ save_ptd
+// (extension/flat_tensor/serialize/serialize.cpp) at every power-of-two
+// tensor_alignment from 1 to 4096, with builders that also write default
+// values and that repeat vtables. Each must read, through every source, as
+// the tensors it was made from.
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flat_tensor_generated.h"
+#include "support/pattern.hpp"
+#include "support/ptd_files.hpp"
+#include "wdedup/runtime.hpp"
+
+namespace fts = wdedup_test::flat_tensor;
+using wdedup_test::pattern;  // tests/support/pattern.hpp
+
+namespace {
+
+std::uint32_t le32(const std::uint8_t* p) { return wdedup::format::load_u32(p); }
+std::uint64_t le64(const std::uint8_t* p) { return wdedup::format::load_u64(p); }
+
+/// save_ptd's aligned_size: `n` rounded up to a multiple of `alignment`.
+std::uint64_t aligned_size(std::uint64_t n, std::uint64_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
+
+/// One tensor of the map save_ptd is given (a std::map: in name order).
+struct EtTensor {
+  std::string name;
+  std::int8_t scalar_type;  ///< ExecuTorch's ScalarType value
+  std::vector<std::int32_t> sizes;
+  std::vector<std::uint8_t> dim_order;
+  std::vector<std::uint8_t> bytes;
+};
+
+/// Eight tensors in name order: five scalar types, an empty one, a
+/// channels-last one and a rank-0 one; sizes that no alignment divides.
+std::vector<EtTensor> tensors() {
+  return {
+      {"a.f32.2x3", fts::ScalarType_FLOAT, {2, 3}, {0, 1}, pattern(24, 1)},
+      {"b.f32.empty", fts::ScalarType_FLOAT, {0}, {0}, {}},
+      {"c.f16.5", fts::ScalarType_HALF, {5}, {0}, pattern(10, 2)},
+      {"d.i64.3", fts::ScalarType_LONG, {3}, {0}, pattern(24, 3)},
+      {"e.u8.3x1", fts::ScalarType_BYTE, {3, 1}, {0, 1}, pattern(3, 4)},
+      {"f.f32.channels_last", fts::ScalarType_FLOAT, {1, 2, 2, 3}, {0, 2, 3, 1}, pattern(48, 5)},
+      {"g.i32.scalar", fts::ScalarType_INT, {}, {}, pattern(4, 6)},
+      {"h.bool.7", fts::ScalarType_BOOL, {7}, {0}, pattern(7, 7)},
+  };
+}
+
+/// Where save_ptd puts each tensor's data, from the base: one after
+/// another, each but the last padded to a multiple of `tensor_alignment`
+/// ("Do not pad the last tensor"). *data_size: segment_data_size.
+std::vector<std::uint64_t> save_ptd_offsets(const std::vector<EtTensor>& ts, std::uint64_t tensor_alignment,
+                                            std::uint64_t* data_size) {
+  std::vector<std::uint64_t> offsets;
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    offsets.push_back(total);
+    total += i + 1 == ts.size() ? ts[i].bytes.size() : aligned_size(ts[i].bytes.size(), tensor_alignment);
+  }
+  *data_size = total;
+  return offsets;
+}
+
+/// A file laid out as save_ptd lays it out around a finished flatbuffer
+/// `fb`: its root offset moved by the padded header and its identifier; the
+/// FH01 header (length 40, flatbuffer_offset = 40 rounded up to
+/// tensor_alignment, flatbuffer_size = the flatbuffer's, segment_base_offset
+/// = that header plus the flatbuffer rounded up to tensor_alignment,
+/// segment_data_size), zeros up to the padded header, the flatbuffer's
+/// bytes past its first 8, zeros up to the padded flatbuffer, then each
+/// tensor's bytes at its offset (zeros between).
+std::vector<std::uint8_t> save_ptd_layout(const std::uint8_t* fb, std::size_t fb_size, const std::vector<EtTensor>& ts,
+                                          std::uint64_t tensor_alignment) {
+  std::uint64_t data_size = 0;
+  const std::vector<std::uint64_t> offsets = save_ptd_offsets(ts, tensor_alignment, &data_size);
+  const std::uint64_t header = aligned_size(40, tensor_alignment);
+  const std::uint64_t base = header + aligned_size(fb_size, tensor_alignment);
+  std::vector<std::uint8_t> file(static_cast<std::size_t>(base + data_size), 0);
+  wdedup::format::store_u32(file.data(), le32(fb) + static_cast<std::uint32_t>(header));
+  std::memcpy(file.data() + 4, fb + 4, 4);
+  std::memcpy(file.data() + 8, "FH01", 4);
+  wdedup::format::store_u32(file.data() + 12, 40);
+  wdedup::format::store_u64(file.data() + 16, header);
+  wdedup::format::store_u64(file.data() + 24, fb_size);
+  wdedup::format::store_u64(file.data() + 32, base);
+  wdedup::format::store_u64(file.data() + 40, data_size);
+  std::memcpy(file.data() + header + 8, fb + 8, fb_size - 8);
+  for (std::size_t i = 0; i < ts.size(); ++i)
+    if (!ts[i].bytes.empty())
+      std::memcpy(file.data() + base + offsets[i], ts[i].bytes.data(), ts[i].bytes.size());
+  return file;
+}
+
+/// How the FlatBufferBuilder is set up: as save_ptd's, writing fields equal
+/// to their defaults too, or with each table a vtable of its own.
+enum class Builder { Default, ForceDefaults, NoVtableDedup };
+const char* builder_name(Builder b) {
+  return b == Builder::Default ? "default" : b == Builder::ForceDefaults ? "ForceDefaults(true)" : "DedupVtables(false)";
+}
+
+/// save_ptd's flatbuffer, call by call: per tensor in map order its key,
+/// its layout (sizes, then dim_order: save_ptd passes both as arguments of
+/// one call, whose order C++ leaves open), its NamedData (segment_index =
+/// its position) and its DataSegment; then the segments vector, the
+/// named_data vector, the FlatTensor (version 0) and Finish with "FT01".
+flatbuffers::DetachedBuffer save_ptd_flatbuffer(const std::vector<EtTensor>& ts, std::uint64_t tensor_alignment,
+                                                Builder how) {
+  std::uint64_t data_size = 0;
+  const std::vector<std::uint64_t> offsets = save_ptd_offsets(ts, tensor_alignment, &data_size);
+  flatbuffers::FlatBufferBuilder b;
+  b.ForceDefaults(how == Builder::ForceDefaults);
+  b.DedupVtables(how != Builder::NoVtableDedup);
+  std::vector<flatbuffers::Offset<fts::NamedData>> named;
+  std::vector<flatbuffers::Offset<fts::DataSegment>> segments;
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    const auto key = b.CreateString(ts[i].name);
+    const auto sizes = b.CreateVector(ts[i].sizes);
+    const auto dim_order = b.CreateVector(ts[i].dim_order);
+    const auto layout = fts::CreateTensorLayout(b, static_cast<fts::ScalarType>(ts[i].scalar_type), sizes, dim_order);
+    named.push_back(fts::CreateNamedData(b, key, static_cast<std::uint32_t>(i), layout));
+    segments.push_back(fts::CreateDataSegment(b, offsets[i], ts[i].bytes.size()));
+  }
+  const auto segment_vector = b.CreateVector(segments);
+  const auto named_vector = b.CreateVector(named);
+  b.Finish(fts::CreateFlatTensor(b, 0, segment_vector, named_vector), fts::FlatTensorIdentifier());
+  return b.Release();
+}
+
+std::vector<std::uint8_t> save_ptd(const std::vector<EtTensor>& ts, std::uint64_t tensor_alignment, Builder how) {
+  const flatbuffers::DetachedBuffer fb = save_ptd_flatbuffer(ts, tensor_alignment, how);
+  return save_ptd_layout(fb.data(), fb.size(), ts, tensor_alignment);
+}
+
+/// The vtable of the flatbuffer table at `table`, and whether it lists
+/// field `id` (a field equal to its default is left out unless the builder
+/// forces defaults).
+const std::uint8_t* vtable_of(const void* table) {
+  const auto* p = static_cast<const std::uint8_t*>(table);
+  return p - static_cast<std::int32_t>(le32(p));
+}
+bool lists_field(const void* table, int id) {
+  const std::uint8_t* vt = vtable_of(table);
+  const auto slot = static_cast<std::size_t>(4 + 2 * id);
+  return slot + 2 <= wdedup::format::load_u16(vt) && wdedup::format::load_u16(vt + slot) != 0;
+}
+
+/// Whether flatbuffers' Verifier takes the file's flatbuffer, bytes [0,
+/// flatbuffer_offset + flatbuffer_size) copied to malloc'd memory: what
+/// ExecuTorch's initialize_and_save (extension/backend_data) checks before
+/// it reads a .ptd.
+bool verifier_accepts(const std::vector<std::uint8_t>& file) {
+  const std::uint64_t fb_end = le64(file.data() + 16) + le64(file.data() + 24);
+  REQUIRE(fb_end <= file.size());
+  const std::vector<std::uint8_t> metadata(file.begin(), file.begin() + static_cast<std::ptrdiff_t>(fb_end));
+  flatbuffers::Verifier verifier(metadata.data(), metadata.size());
+  return fts::VerifyFlatTensorBuffer(verifier);
+}
+
+/// Opens `file` through every source (mmap, pread with lent metadata,
+/// memory in place, memory at an odd address with lent metadata) and
+/// checks that it reads as `ts`: the header as written, every tensor in
+/// order under its name, its bytes at base + offsets[i] (by get_data,
+/// load_data_into and find), its layout; and nothing else.
+void check_reads_as(const std::string& name, const std::vector<std::uint8_t>& file, const std::vector<EtTensor>& ts,
+                    const std::vector<std::uint64_t>& offsets) {
+  const std::string path = wdedup_test::write_temp("executorch_writers_" + name + ".ptd", file);
+  const std::uint64_t base = le64(file.data() + 32);
+  for (const wdedup_test::Via via : wdedup_test::kAllVias) {
+    const std::string source = wdedup_test::via_name(via);
+    CAPTURE(source);
+    const std::unique_ptr<wdedup_test::Opened> o = wdedup_test::open_via(via, path);
+    REQUIRE(o->result.has_value());
+    REQUIRE_MESSAGE(o->ok(), std::string(o->result->failure().what), " at ", o->result->failure().at);
+    const wdedup::NamedDataMap& map = o->map();
+    CHECK(map.header().flatbuffer_offset == le64(file.data() + 16));
+    CHECK(map.header().flatbuffer_size == le64(file.data() + 24));
+    CHECK(map.header().segment_base_offset == base);
+    CHECK(map.header().segment_data_size == le64(file.data() + 40));
+    CHECK_FALSE(map.has_extension());
+    REQUIRE(*map.get_num_keys() == ts.size());
+    REQUIRE(map.segment_count() == ts.size());
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      const EtTensor& t = ts[i];
+      CAPTURE(t.name);
+      CHECK(wdedup_test::key_text(*map.get_key(i)) == t.name);
+      const wdedup::Result<wdedup::KeyInfo> info = map.find(wdedup::KeyView(t.name.data(), t.name.size()));
+      REQUIRE(info.ok());
+      CHECK(info->key_index == i);
+      CHECK(info->segment_index == i);
+      CHECK(info->offset == base + offsets[i]);
+      CHECK(info->size == t.bytes.size());
+      CHECK(info->has_layout);
+      const wdedup::Result<wdedup::DataBuffer> data = map.get_data(t.name.c_str());
+      REQUIRE(data.ok());
+      const auto* p = static_cast<const std::uint8_t*>(data->data());
+      CHECK(std::vector<std::uint8_t>(p, p + data->size()) == t.bytes);
+      std::vector<std::uint8_t> copy(t.bytes.size() + 1, 0x5A);
+      REQUIRE(map.load_data_into(t.name.c_str(), copy.data(), copy.size()).ok());
+      CHECK(std::vector<std::uint8_t>(copy.begin(), copy.end() - 1) == t.bytes);
+      const wdedup::Result<wdedup::TensorLayout> l = map.get_tensor_layout(t.name.c_str());
+      REQUIRE(l.ok());
+      CHECK(static_cast<int>(l->scalar_type) == t.scalar_type);
+      CHECK(std::vector<std::int32_t>(l->sizes.begin(), l->sizes.end()) == t.sizes);
+      CHECK(std::vector<std::uint8_t>(l->dim_order.begin(), l->dim_order.end()) == t.dim_order);
+      CHECK(l->nbytes() == t.bytes.size());
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("files as ExecuTorch's C++ save_ptd writes them, at every power-of-two tensor_alignment and from three builders, read as the tensors saved") {
+  const std::vector<EtTensor> ts = tensors();
+  struct Expected {
+    std::uint64_t tensor_alignment;
+    std::uint64_t flatbuffer_offset;  ///< 40 rounded up to the alignment
+    std::vector<std::uint64_t> offsets;
+    std::uint64_t data_size;
+  };
+  // Worked out by hand: sizes 24, 0, 10, 24, 3, 48, 4, 7, each but the last
+  // rounded up to the alignment.
+  const Expected expected[] = {
+      {1, 40, {0, 24, 24, 34, 58, 61, 109, 113}, 120},
+      {4, 40, {0, 24, 24, 36, 60, 64, 112, 116}, 123},
+      {8, 40, {0, 24, 24, 40, 64, 72, 120, 128}, 135},
+      {16, 48, {0, 32, 32, 48, 80, 96, 144, 160}, 167},
+      {32, 64, {0, 32, 32, 64, 96, 128, 192, 224}, 231},
+      {64, 64, {0, 64, 64, 128, 192, 256, 320, 384}, 391},
+      {4096, 4096, {0, 4096, 4096, 8192, 12288, 16384, 20480, 24576}, 24583},
+  };
+  for (const Expected& e : expected) {
+    const std::uint64_t alignment = e.tensor_alignment;
+    CAPTURE(alignment);
+    std::uint64_t data_size = 0;
+    REQUIRE(save_ptd_offsets(ts, alignment, &data_size) == e.offsets);
+    REQUIRE(data_size == e.data_size);
+    for (const Builder how : {Builder::Default, Builder::ForceDefaults, Builder::NoVtableDedup}) {
+      const std::string builder = builder_name(how);
+      CAPTURE(builder);
+      const std::vector<std::uint8_t> file = save_ptd(ts, alignment, how);
+      const std::uint64_t fb_size = le64(file.data() + 24);
+      // The header save_ptd writes.
+      CHECK(le32(file.data() + 12) == 40);
+      CHECK(le64(file.data() + 16) == e.flatbuffer_offset);
+      CHECK(le64(file.data() + 32) == e.flatbuffer_offset + aligned_size(fb_size, alignment));
+      CHECK(le64(file.data() + 40) == e.data_size);
+      CHECK(file.size() == le64(file.data() + 32) + e.data_size);  // the last tensor not padded
+      CHECK(verifier_accepts(file));
+      // What each builder does differently: the version, tensor 0's
+      // segment_index and segment 0's offset, all 0, written out, or left
+      // to their defaults; the segments' tables sharing one vtable, or each
+      // with its own.
+      const fts::FlatTensor* root = fts::GetFlatTensor(file.data());
+      const bool defaults = how == Builder::ForceDefaults;
+      CHECK(lists_field(root, 0) == defaults);
+      CHECK(lists_field(root->named_data()->Get(0), 1) == defaults);
+      CHECK(lists_field(root->segments()->Get(0), 0) == defaults);
+      CHECK(lists_field(root->segments()->Get(2), 0));
+      CHECK((vtable_of(root->segments()->Get(2)) == vtable_of(root->segments()->Get(3))) ==
+            (how != Builder::NoVtableDedup));
+      check_reads_as("save_ptd_" + std::to_string(alignment) + "_" + std::to_string(static_cast<int>(how)), file, ts,
+                     e.offsets);
+    }
+  }
+}
