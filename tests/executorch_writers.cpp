@@ -5,8 +5,9 @@
 // those writers place them. Its C++ save_ptd
 // (extension/flat_tensor/serialize/serialize.cpp) at every power-of-two
 // tensor_alignment from 1 to 4096, with builders that also write default
-// values and that repeat vtables. Each must read, through every source, as
-// the tensors it was made from.
+// values and that repeat vtables; and a file of a later schema
+// (tests/data/flat_tensor_future.fbs: fields added to every table). Each
+// must read, through every source, as the tensors it was made from.
 #include <doctest/doctest.h>
 
 #include <cstddef>
@@ -18,12 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "flat_tensor_future_generated.h"
 #include "flat_tensor_generated.h"
 #include "support/pattern.hpp"
 #include "support/ptd_files.hpp"
 #include "wdedup/runtime.hpp"
 
 namespace fts = wdedup_test::flat_tensor;
+namespace ftf = wdedup_test::flat_tensor_future;
 using wdedup_test::pattern;  // tests/support/pattern.hpp
 
 namespace {
@@ -143,6 +146,48 @@ flatbuffers::DetachedBuffer save_ptd_flatbuffer(const std::vector<EtTensor>& ts,
 std::vector<std::uint8_t> save_ptd(const std::vector<EtTensor>& ts, std::uint64_t tensor_alignment, Builder how) {
   const flatbuffers::DetachedBuffer fb = save_ptd_flatbuffer(ts, tensor_alignment, how);
   return save_ptd_layout(fb.data(), fb.size(), ts, tensor_alignment);
+}
+
+/// The tensors as a writer of a later schema (flat_tensor_future.fbs)
+/// writes them, in save_ptd's order, with every field it adds filled:
+/// strides and a quantization in each layout, a checksum and a compression
+/// in each segment, aliases and a provenance in each key, and a producer,
+/// metadata and a default provenance in the root.
+flatbuffers::DetachedBuffer future_flatbuffer(const std::vector<EtTensor>& ts, std::uint64_t tensor_alignment) {
+  std::uint64_t data_size = 0;
+  const std::vector<std::uint64_t> offsets = save_ptd_offsets(ts, tensor_alignment, &data_size);
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<ftf::NamedData>> named;
+  std::vector<flatbuffers::Offset<ftf::DataSegment>> segments;
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    const auto key = b.CreateString(ts[i].name);
+    const auto sizes = b.CreateVector(ts[i].sizes);
+    const auto dim_order = b.CreateVector(ts[i].dim_order);
+    std::vector<std::int64_t> strides(ts[i].sizes.size(), 1);
+    for (std::size_t d = strides.size(); d-- > 1;) strides[d - 1] = strides[d] * ts[i].sizes[d];
+    const auto stride_vector = b.CreateVector(strides);
+    const auto scales = b.CreateVector(std::vector<float>{0.5f, 0.25f});
+    const auto zero_points = b.CreateVector(std::vector<std::int64_t>{-3, 7});
+    const auto quantization = ftf::CreateQuantization(b, scales, zero_points, static_cast<std::int32_t>(i));
+    const auto layout = ftf::CreateTensorLayout(b, static_cast<ftf::ScalarType>(ts[i].scalar_type), sizes, dim_order,
+                                                stride_vector, quantization);
+    const auto aliases = b.CreateVector(std::vector<flatbuffers::Offset<flatbuffers::String>>{
+        b.CreateString(ts[i].name + ".alias"), b.CreateString("model." + ts[i].name)});
+    const auto provenance = ftf::CreateProvenance(b, b.CreateString("checkpoint-" + std::to_string(i)), 1000 + i);
+    named.push_back(ftf::CreateNamedData(b, key, static_cast<std::uint32_t>(i), layout, aliases, provenance));
+    segments.push_back(ftf::CreateDataSegment(b, offsets[i], ts[i].bytes.size(), 0xC0FFEE00u + i,
+                                              i % 2 == 0 ? ftf::Compression_ZSTD : ftf::Compression_NONE));
+  }
+  const auto segment_vector = b.CreateVector(segments);
+  const auto named_vector = b.CreateVector(named);
+  const auto producer = b.CreateString("a later ExecuTorch");
+  const auto metadata = b.CreateVector(std::vector<flatbuffers::Offset<ftf::KeyValue>>{
+      ftf::CreateKeyValue(b, b.CreateString("license"), b.CreateVector(pattern(9, 8))),
+      ftf::CreateKeyValue(b, b.CreateString("origin"), b.CreateVector(pattern(3, 9)))});
+  const auto default_provenance = ftf::CreateProvenance(b, b.CreateString("export"), 42);
+  b.Finish(ftf::CreateFlatTensor(b, 0, segment_vector, named_vector, producer, metadata, default_provenance),
+           ftf::FlatTensorIdentifier());
+  return b.Release();
 }
 
 /// The vtable of the flatbuffer table at `table`, and whether it lists
@@ -275,5 +320,80 @@ TEST_CASE("files as ExecuTorch's C++ save_ptd writes them, at every power-of-two
       check_reads_as("save_ptd_" + std::to_string(alignment) + "_" + std::to_string(static_cast<int>(how)), file, ts,
                      e.offsets);
     }
+  }
+}
+
+TEST_CASE("a file of a later schema, fields added to every table (vectors and tables among them), reads as the same tensors without them") {
+  // save_ptd's layout at tensor_alignment 16, around the plain flatbuffer
+  // and around the later schema's, built from the same tensors.
+  const std::vector<EtTensor> ts = tensors();
+  const flatbuffers::DetachedBuffer plain_fb = save_ptd_flatbuffer(ts, 16, Builder::Default);
+  const flatbuffers::DetachedBuffer future_fb = future_flatbuffer(ts, 16);
+  const std::vector<std::uint8_t> plain = save_ptd_layout(plain_fb.data(), plain_fb.size(), ts, 16);
+  const std::vector<std::uint8_t> future = save_ptd_layout(future_fb.data(), future_fb.size(), ts, 16);
+  const std::vector<std::uint64_t> offsets = {0, 32, 32, 48, 80, 96, 144, 160};
+
+  // The new fields are in the file, as the later schema's code reads them.
+  REQUIRE(future_fb.size() > plain_fb.size());
+  CHECK(le64(future.data() + 32) > le64(plain.data() + 32));
+  {
+    flatbuffers::Verifier v(future_fb.data(), future_fb.size());
+    REQUIRE(ftf::VerifyFlatTensorBuffer(v));
+    const ftf::FlatTensor* root = ftf::GetFlatTensor(future_fb.data());
+    CHECK(root->producer()->str() == "a later ExecuTorch");
+    REQUIRE(root->metadata()->size() == 2);
+    CHECK(root->metadata()->Get(1)->key()->str() == "origin");
+    CHECK(root->metadata()->Get(1)->value()->size() == 3);
+    CHECK(root->default_provenance()->step() == 42);
+    const ftf::NamedData* nd = root->named_data()->Get(5);
+    CHECK(nd->aliases()->Get(1)->str() == "model.f.f32.channels_last");
+    CHECK(nd->provenance()->source()->str() == "checkpoint-5");
+    CHECK(nd->provenance()->step() == 1005);
+    CHECK(std::vector<std::int64_t>(nd->tensor_layout()->strides()->begin(), nd->tensor_layout()->strides()->end()) ==
+          std::vector<std::int64_t>{12, 6, 3, 1});
+    CHECK(nd->tensor_layout()->quantization()->axis() == 5);
+    CHECK(nd->tensor_layout()->quantization()->zero_points()->Get(0) == -3);
+    CHECK(root->segments()->Get(4)->checksum() == 0xC0FFEE04u);
+    CHECK(root->segments()->Get(4)->compression() == ftf::Compression_ZSTD);
+  }
+  // A reader of the older schema verifies it, as flatbuffers allows.
+  CHECK(verifier_accepts(future));
+
+  check_reads_as("future", future, ts, offsets);
+  check_reads_as("plain", plain, ts, offsets);
+  // And the two maps agree on everything they tell, but where the base
+  // lies: keys, key and segment records, layouts.
+  const std::unique_ptr<wdedup_test::Opened> a = wdedup_test::open_bytes(future), b = wdedup_test::open_bytes(plain);
+  REQUIRE(a->ok());
+  REQUIRE(b->ok());
+  const std::uint64_t base_a = a->map().header().segment_base_offset, base_b = b->map().header().segment_base_offset;
+  CHECK(a->map().header().flatbuffer_offset == b->map().header().flatbuffer_offset);
+  CHECK(a->map().header().segment_data_size == b->map().header().segment_data_size);
+  CHECK(a->map().function_count() == 0);
+  REQUIRE(a->map().segment_count() == b->map().segment_count());
+  for (std::uint32_t i = 0; i < a->map().segment_count(); ++i) {
+    CAPTURE(i);
+    const wdedup::SegmentInfo sa = *a->map().segment(i), sb = *b->map().segment(i);
+    CHECK(sa.offset - base_a == sb.offset - base_b);
+    CHECK(sa.size == sb.size);
+    CHECK(sa.alignment == sb.alignment);
+    CHECK(sa.has_content_hash == sb.has_content_hash);
+  }
+  REQUIRE(*a->map().get_num_keys() == *b->map().get_num_keys());
+  for (std::size_t i = 0; i < *a->map().get_num_keys(); ++i) {
+    CAPTURE(i);
+    const wdedup::KeyInfo ka = *a->map().key_info(i), kb = *b->map().key_info(i);
+    CHECK(wdedup_test::key_text(ka.key) == wdedup_test::key_text(kb.key));
+    CHECK(ka.segment_index == kb.segment_index);
+    CHECK(ka.offset - base_a == kb.offset - base_b);
+    CHECK(ka.size == kb.size);
+    CHECK(ka.alignment == kb.alignment);
+    CHECK(ka.has_layout == kb.has_layout);
+    const wdedup::TensorLayout la = *a->map().key_layout(i), lb = *b->map().key_layout(i);
+    CHECK(la.scalar_type == lb.scalar_type);
+    CHECK(std::vector<std::int32_t>(la.sizes.begin(), la.sizes.end()) ==
+          std::vector<std::int32_t>(lb.sizes.begin(), lb.sizes.end()));
+    CHECK(std::vector<std::uint8_t>(la.dim_order.begin(), la.dim_order.end()) ==
+          std::vector<std::uint8_t>(lb.dim_order.begin(), lb.dim_order.end()));
   }
 }
