@@ -1,20 +1,29 @@
 // tests/executorch_writers.cpp — wdedup's reader over files laid out as
 // ExecuTorch's other writers lay them out, made here without ExecuTorch's
 // code: flatbuffers' own FlatBufferBuilder over flatc's generated code for
-// tests/data/flat_tensor.fbs, and the bytes around the flatbuffer placed as
-// those writers place them. Its C++ save_ptd
+// tests/data/flat_tensor.fbs (or flatc itself, from JSON, where that writer
+// used it), and the bytes around the flatbuffer placed as those writers
+// place them. Its C++ save_ptd
 // (extension/flat_tensor/serialize/serialize.cpp) at every power-of-two
 // tensor_alignment from 1 to 4096, with builders that also write default
-// values and that repeat vtables; and a file of a later schema
+// values and that repeat vtables; its Python serializer as it was at
+// 00de01d (tensor and segment alignment 16, the flatbuffer padded, flatc
+// making the flatbuffer from JSON); and a file of a later schema
 // (tests/data/flat_tensor_future.fbs: fields added to every table). Each
 // must read, through every source, as the tensors it was made from.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +55,7 @@ struct EtTensor {
   std::vector<std::int32_t> sizes;
   std::vector<std::uint8_t> dim_order;
   std::vector<std::uint8_t> bytes;
+  bool has_layout = true;  ///< false: raw bytes, no TensorLayout (the Python serializer's keys may be)
 };
 
 /// Eight tensors in name order: five scalar types, an empty one, a
@@ -218,10 +228,14 @@ bool verifier_accepts(const std::vector<std::uint8_t>& file) {
 /// Opens `file` through every source (mmap, pread with lent metadata,
 /// memory in place, memory at an odd address with lent metadata) and
 /// checks that it reads as `ts`: the header as written, every tensor in
-/// order under its name, its bytes at base + offsets[i] (by get_data,
-/// load_data_into and find), its layout; and nothing else.
+/// order under its name, in segment segment_of[i] (i if not given), its
+/// bytes at base + offsets[that segment] (by get_data, load_data_into and
+/// find), its layout or none; and nothing else.
 void check_reads_as(const std::string& name, const std::vector<std::uint8_t>& file, const std::vector<EtTensor>& ts,
-                    const std::vector<std::uint64_t>& offsets) {
+                    const std::vector<std::uint64_t>& offsets, std::vector<std::size_t> segment_of = {}) {
+  if (segment_of.empty())
+    for (std::size_t i = 0; i < ts.size(); ++i) segment_of.push_back(i);
+  REQUIRE(segment_of.size() == ts.size());
   const std::string path = wdedup_test::write_temp("executorch_writers_" + name + ".ptd", file);
   const std::uint64_t base = le64(file.data() + 32);
   for (const wdedup_test::Via via : wdedup_test::kAllVias) {
@@ -237,7 +251,7 @@ void check_reads_as(const std::string& name, const std::vector<std::uint8_t>& fi
     CHECK(map.header().segment_data_size == le64(file.data() + 40));
     CHECK_FALSE(map.has_extension());
     REQUIRE(*map.get_num_keys() == ts.size());
-    REQUIRE(map.segment_count() == ts.size());
+    REQUIRE(map.segment_count() == offsets.size());
     for (std::size_t i = 0; i < ts.size(); ++i) {
       const EtTensor& t = ts[i];
       CAPTURE(t.name);
@@ -245,10 +259,10 @@ void check_reads_as(const std::string& name, const std::vector<std::uint8_t>& fi
       const wdedup::Result<wdedup::KeyInfo> info = map.find(wdedup::KeyView(t.name.data(), t.name.size()));
       REQUIRE(info.ok());
       CHECK(info->key_index == i);
-      CHECK(info->segment_index == i);
-      CHECK(info->offset == base + offsets[i]);
+      CHECK(info->segment_index == segment_of[i]);
+      CHECK(info->offset == base + offsets[segment_of[i]]);
       CHECK(info->size == t.bytes.size());
-      CHECK(info->has_layout);
+      CHECK(info->has_layout == t.has_layout);
       const wdedup::Result<wdedup::DataBuffer> data = map.get_data(t.name.c_str());
       REQUIRE(data.ok());
       const auto* p = static_cast<const std::uint8_t*>(data->data());
@@ -256,7 +270,12 @@ void check_reads_as(const std::string& name, const std::vector<std::uint8_t>& fi
       std::vector<std::uint8_t> copy(t.bytes.size() + 1, 0x5A);
       REQUIRE(map.load_data_into(t.name.c_str(), copy.data(), copy.size()).ok());
       CHECK(std::vector<std::uint8_t>(copy.begin(), copy.end() - 1) == t.bytes);
+      CHECK(copy.back() == 0x5A);
       const wdedup::Result<wdedup::TensorLayout> l = map.get_tensor_layout(t.name.c_str());
+      if (!t.has_layout) {
+        CHECK(l.error() == wdedup::Error::NotFound);
+        continue;
+      }
       REQUIRE(l.ok());
       CHECK(static_cast<int>(l->scalar_type) == t.scalar_type);
       CHECK(std::vector<std::int32_t>(l->sizes.begin(), l->sizes.end()) == t.sizes);
@@ -265,6 +284,95 @@ void check_reads_as(const std::string& name, const std::vector<std::uint8_t>& fi
     }
   }
 }
+
+#if defined(WDEDUP_FLATC) && defined(WDEDUP_FLAT_TENSOR_FBS)
+/// Runs `command` and returns its exit status (-1 if it did not exit).
+int run(const std::string& command) {
+  const int status = std::system(command.c_str());
+  return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// A file as ExecuTorch's Python serializer wrote it at 00de01d
+/// (extension/flat_tensor/serialize/serialize.py, FlatTensorConfig's
+/// defaults: tensor_alignment 16, segment_alignment 16), given the
+/// payload's keys in order (`keys`, each with the bytes it names): key i
+/// names buffer buffer_of[i], asks for alignment_of[i], and its scalar type
+/// goes into the JSON as scalar_name_of[i] (the dataclass encoder writes the
+/// enum's name). Each buffer becomes a segment where a key first names it,
+/// aligned (from the base) to lcm(16, that key's alignment) after the one
+/// before, zeros between; the FlatTensor goes to flatc --binary as JSON;
+/// the 40-byte header, padded to 48, goes in after the flatbuffer's first
+/// 8 bytes (the root offset moved by 48); the flatbuffer is padded with
+/// zeros to a multiple of 16; segment_base_offset is where that ends
+/// (rounded up to 16: no change); and the segment data follows the padded
+/// flatbuffer at once, not padded out to segment_base_offset (with these
+/// defaults it ends there anyway), its last segment unpadded. (Later
+/// versions pad the file out to segment_base_offset, round the base up to a
+/// segment_alignment of 128, as the fixtures show, and no longer pad the
+/// flatbuffer.) *segment_of: each key's segment; *offsets: each segment's
+/// offset from the base.
+std::vector<std::uint8_t> old_python_serialize(const std::vector<EtTensor>& keys,
+                                               const std::vector<std::size_t>& buffer_of,
+                                               const std::vector<std::int64_t>& alignment_of,
+                                               const std::vector<const char*>& scalar_name_of,
+                                               const std::string& dir, std::vector<std::size_t>* segment_of,
+                                               std::vector<std::uint64_t>* offsets) {
+  std::vector<std::size_t> segment_of_buffer(keys.size(), SIZE_MAX);
+  std::vector<std::uint8_t> data;
+  std::string segments_json, named_json;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const EtTensor& k = keys[i];
+    std::size_t& seg = segment_of_buffer[buffer_of[i]];
+    if (seg == SIZE_MAX) {
+      seg = offsets->size();
+      const std::uint64_t prev_end = offsets->empty() ? 0 : data.size();
+      const auto a = static_cast<std::uint64_t>(std::lcm(std::int64_t{16}, alignment_of[i]));
+      offsets->push_back(aligned_size(prev_end, a));
+      data.resize(static_cast<std::size_t>(offsets->back()), 0);
+      data.insert(data.end(), k.bytes.begin(), k.bytes.end());
+      segments_json += std::string(seg ? ", " : "") + "{\"offset\": " + std::to_string(offsets->back()) +
+                       ", \"size\": " + std::to_string(k.bytes.size()) + "}";
+    }
+    segment_of->push_back(seg);
+    named_json += std::string(i ? ", " : "") + "{\"key\": \"" + k.name + "\", \"segment_index\": " +
+                  std::to_string(seg) + ", \"tensor_layout\": ";
+    if (!k.has_layout) {
+      named_json += "null}";
+      continue;
+    }
+    named_json += std::string("{\"scalar_type\": \"") + scalar_name_of[i] + "\", \"sizes\": [";
+    for (std::size_t d = 0; d < k.sizes.size(); ++d) named_json += (d ? ", " : "") + std::to_string(k.sizes[d]);
+    named_json += "], \"dim_order\": [";
+    for (std::size_t d = 0; d < k.dim_order.size(); ++d)
+      named_json += (d ? ", " : "") + std::to_string(k.dim_order[d]);
+    named_json += "]}}";
+  }
+  const std::string json =
+      "{\"version\": 0, \"segments\": [" + segments_json + "], \"named_data\": [" + named_json + "]}";
+  REQUIRE(wdedup_test::write_file(dir + "/old_python.json",
+                                  std::vector<std::uint8_t>(json.begin(), json.end())));
+  const std::string cmd = std::string("'") + WDEDUP_FLATC + "' --binary -o '" + dir + "' '" + WDEDUP_FLAT_TENSOR_FBS +
+                          "' '" + dir + "/old_python.json'";
+  REQUIRE_MESSAGE(run(cmd) == 0, cmd);
+  const std::vector<std::uint8_t> fb = wdedup_test::read_file(dir + "/old_python.bin");
+  REQUIRE(fb.size() >= 8);
+
+  const std::uint64_t padded_fb = aligned_size(fb.size(), 16), header = aligned_size(40, 16);
+  const std::uint64_t base = aligned_size(padded_fb + header, 16);
+  std::vector<std::uint8_t> file(static_cast<std::size_t>(header + padded_fb), 0);
+  wdedup::format::store_u32(file.data(), le32(fb.data()) + static_cast<std::uint32_t>(header));
+  std::memcpy(file.data() + 4, fb.data() + 4, 4);
+  std::memcpy(file.data() + 8, "FH01", 4);
+  wdedup::format::store_u32(file.data() + 12, 40);
+  wdedup::format::store_u64(file.data() + 16, header);
+  wdedup::format::store_u64(file.data() + 24, fb.size());
+  wdedup::format::store_u64(file.data() + 32, base);
+  wdedup::format::store_u64(file.data() + 40, data.size());
+  std::memcpy(file.data() + 8 + header, fb.data() + 8, fb.size() - 8);
+  file.insert(file.end(), data.begin(), data.end());
+  return file;
+}
+#endif
 
 }  // namespace
 
@@ -397,3 +505,42 @@ TEST_CASE("a file of a later schema, fields added to every table (vectors and ta
           std::vector<std::uint8_t>(lb.dim_order.begin(), lb.dim_order.end()));
   }
 }
+
+#if defined(WDEDUP_FLATC) && defined(WDEDUP_FLAT_TENSOR_FBS)
+TEST_CASE("a file as ExecuTorch's Python serializer wrote it at 00de01d (tensor and segment alignment 16, the flatbuffer padded to 16) reads as its payload") {
+  // None of the fixtures is such a file: they come from cff6f4dd's
+  // serializer (segment_alignment 128, the flatbuffer not padded, the file
+  // padded out to a base that is a multiple of 128).
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/executorch_writers_old_python";
+  ::mkdir(dir.c_str(), 0755);
+  // The payload in its named_data order: two keys on one buffer (the first
+  // key's alignment is the segment's), a key without a layout asking 64, a
+  // byte tensor asking 1.
+  const std::vector<std::uint8_t> f = pattern(4, 1);
+  const std::vector<EtTensor> keys = {
+      {"fqn1", fts::ScalarType_FLOAT, {1, 1, 1}, {0, 1, 2}, f},
+      {"fqn2", fts::ScalarType_FLOAT, {1, 1, 1}, {0, 1, 2}, f},
+      {"fqn3", fts::ScalarType_INT, {2, 2, 2}, {0, 1, 2}, pattern(32, 2)},
+      {"key0", 0, {}, {}, pattern(17, 3), false},
+      {"u8", fts::ScalarType_BYTE, {3}, {0}, pattern(3, 4)},
+  };
+  std::vector<std::size_t> segment_of;
+  std::vector<std::uint64_t> offsets;
+  const std::vector<std::uint8_t> file = old_python_serialize(
+      keys, {0, 0, 1, 2, 3}, {16, 16, 16, 64, 1}, {"FLOAT", "FLOAT", "INT", "", "BYTE"}, dir, &segment_of, &offsets);
+  // Segments at 0 (4 bytes), 16 (32), 64 (17: lcm(16, 64)) and 96 (3).
+  CHECK(segment_of == std::vector<std::size_t>{0, 0, 1, 2, 3});
+  CHECK(offsets == std::vector<std::uint64_t>{0, 16, 64, 96});
+  const std::uint64_t fb_size = le64(file.data() + 24), base = le64(file.data() + 32);
+  CHECK(le64(file.data() + 16) == 48);
+  REQUIRE_MESSAGE(fb_size % 16 != 0, "flatc's flatbuffer (", fb_size, " bytes) needs no padding: the test would not pad it");
+  CHECK(base == 48 + (fb_size + 15) / 16 * 16);  // past the padding
+  CHECK(base % 128 != 0);                       // (not a multiple of 128, as the fixtures' bases are)
+  CHECK(le64(file.data() + 40) == 99);
+  CHECK(file.size() == base + 99);  // nothing after the last segment
+  CHECK(std::count(file.begin() + static_cast<std::ptrdiff_t>(48 + fb_size),
+                   file.begin() + static_cast<std::ptrdiff_t>(base), 0) == static_cast<std::ptrdiff_t>(base - 48 - fb_size));
+  CHECK(verifier_accepts(file));
+  check_reads_as("old_python", file, keys, offsets, segment_of);
+}
+#endif
