@@ -506,6 +506,81 @@ TEST_CASE("a file of a later schema, fields added to every table (vectors and ta
   }
 }
 
+namespace {
+/// The file offset a uoffset at `pos` points to, and the position of field
+/// `id`'s slot in the vtable of the table at `table` (read by hand: these
+/// files' tables are misaligned, which flatbuffers' accessors must not read).
+std::uint64_t target(const std::vector<std::uint8_t>& file, std::uint64_t pos) { return pos + le32(file.data() + pos); }
+std::uint64_t vtable_slot(const std::vector<std::uint8_t>& file, std::uint64_t table, int id) {
+  const auto soffset = static_cast<std::int32_t>(le32(file.data() + table));
+  return static_cast<std::uint64_t>(static_cast<std::int64_t>(table) - soffset) + 4 + 2 * static_cast<std::uint64_t>(id);
+}
+}  // namespace
+
+TEST_CASE("save_ptd with a tensor_alignment that is not a power of two: refused where its padded header misaligns the flatbuffer (3, 6, 7, 9, 11), read where it does not (5, 10, 12)") {
+  // save_ptd pads the 40-byte header to a multiple of tensor_alignment and
+  // moves every flatbuffer object by that much: by 42 bytes for 3, 6 and
+  // 7, 45 for 9, so the root table (the builder's at 8) lies at 50 or 53,
+  // not a multiple of 4; by 44 for 11, so the tables are 4-aligned but the
+  // segments' 8-byte fields are not. flatbuffers' Verifier refuses each
+  // (as ExecuTorch's initialize_and_save, which runs it, would), and so
+  // does wdedup's open(), naming the first object out of line. ExecuTorch
+  // asks for powers of two: FlatTensorDataMap's kMinimumAlignment "Must be
+  // a power of 2", _insert_flatbuffer_header's header length "a power of
+  // 2", serialize_pte_binary's tensor alignment too.
+  const std::vector<EtTensor> ts = tensors();
+  struct Refused {
+    std::uint64_t tensor_alignment;
+    std::uint64_t flatbuffer_offset;
+    const char* what;
+  };
+  const Refused refused[] = {{3, 42, "table is not 4-byte aligned"},
+                             {6, 42, "table is not 4-byte aligned"},
+                             {7, 42, "table is not 4-byte aligned"},
+                             {9, 45, "table is not 4-byte aligned"},
+                             {11, 44, "field is not aligned to its size"}};
+  for (const Refused& r : refused) {
+    const std::uint64_t alignment = r.tensor_alignment;
+    CAPTURE(alignment);
+    const std::vector<std::uint8_t> file = save_ptd(ts, alignment, Builder::Default);
+    REQUIRE(le64(file.data() + 16) == r.flatbuffer_offset);
+    const std::uint64_t root = le32(file.data());
+    CHECK(root == r.flatbuffer_offset + 8);
+    CHECK_FALSE(verifier_accepts(file));
+    // Where open() stops: the root table itself, or (at 11) the slot of
+    // segment 0's size field (its offset, 0, is left out) in that table's
+    // vtable, the first 8-byte field read.
+    std::uint64_t at = root;
+    if (alignment == 11) {
+      const std::uint64_t segments = target(file, root + wdedup::format::load_u16(file.data() + vtable_slot(file, root, 1)));
+      const std::uint64_t segment0 = target(file, segments + 4);
+      at = vtable_slot(file, segment0, 1);
+    }
+    const std::string path = wdedup_test::write_temp("executorch_writers_refused.ptd", file);
+    for (const wdedup_test::Via via : wdedup_test::kAllVias) {
+      const std::string source = wdedup_test::via_name(via);
+      CAPTURE(source);
+      const std::unique_ptr<wdedup_test::Opened> o = wdedup_test::open_via(via, path);
+      REQUIRE(o->result.has_value());
+      REQUIRE_FALSE(o->ok());
+      CHECK(o->error() == wdedup::Error::MalformedFlatbuffer);
+      CHECK(std::string(o->result->failure().what) == std::string(r.what));
+      CHECK(o->result->failure().at == at);
+    }
+  }
+  // 5 and 10 pad the header to 40, 12 to 48: the objects stay in line, and
+  // the file reads (its data at multiples of the alignment from a base that
+  // is one too).
+  for (const std::uint64_t alignment : {5u, 10u, 12u}) {
+    CAPTURE(alignment);
+    const std::vector<std::uint8_t> file = save_ptd(ts, alignment, Builder::Default);
+    CHECK(le64(file.data() + 16) == (alignment == 12 ? 48u : 40u));
+    CHECK(verifier_accepts(file));
+    std::uint64_t data_size = 0;
+    check_reads_as("save_ptd_" + std::to_string(alignment), file, ts, save_ptd_offsets(ts, alignment, &data_size));
+  }
+}
+
 #if defined(WDEDUP_FLATC) && defined(WDEDUP_FLAT_TENSOR_FBS)
 TEST_CASE("a file as ExecuTorch's Python serializer wrote it at 00de01d (tensor and segment alignment 16, the flatbuffer padded to 16) reads as its payload") {
   // None of the fixtures is such a file: they come from cff6f4dd's
