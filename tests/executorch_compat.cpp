@@ -1104,9 +1104,10 @@ std::vector<std::uint64_t> check_python_decode(const wdedup_test::Json& j, const
     const wdedup_test::Json& nd = named[i];
     CHECK(nd["key"].kind == Kind::String);
     CHECK(nd["key"].as_string() == k.key);
-    const std::uint64_t si = nd["segment_index"].as_uint();
-    CHECK(si == store.keys()[i].buffer_index);
-    REQUIRE(si < offsets.size());
+    const std::uint64_t si64 = nd["segment_index"].as_uint();
+    CHECK(si64 == store.keys()[i].buffer_index);
+    REQUIRE(si64 < offsets.size());
+    const auto si = static_cast<std::size_t>(si64);  // (below the count just checked: fits)
     REQUIRE(segments[si]["size"].as_uint() == k.bytes->size());
     CHECK(std::equal(k.bytes->begin(), k.bytes->end(), file.begin() + static_cast<std::ptrdiff_t>(base + offsets[si])));
     CHECK((base + offsets[si]) % static_cast<std::uint64_t>(k.alignment) == 0);
