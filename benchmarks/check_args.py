@@ -25,8 +25,7 @@ def run(cmd, timeout=60):
 
 
 # ---- refused: exit 2, and exactly this on stderr ------------------------------
-# This machine's memory, as the harness words it (detail::human_bytes of
-# bench::physical_memory()).
+# Sizes as the harness words them (detail::human_bytes).
 def human_bytes(n):
     units = ["B", "KiB", "MiB", "GiB", "TiB"]
     v, u = float(n), 0
@@ -36,13 +35,66 @@ def human_bytes(n):
     return f"{int(n)} B" if u == 0 else f"{v:.2f} {units[u]}"
 
 
-MEM_BYTES = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-MEM = human_bytes(MEM_BYTES)
+def parse_human_bytes(text):
+    number, unit = text.split()
+    return float(number) * 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)
+
+
+def memory_limit():
+    """What this process can be given, as the harness finds it (bench::memory_limit):
+    the smaller of MemAvailable and the lowest memory.max of its cgroup v2 and the
+    cgroup's ancestors, else physical memory. (bytes, how a refusal names it)."""
+    best = (os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "this machine's physical memory")
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:") and int(line.split()[1]) * 1024 <= best[0]:
+                    best = (int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo")
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/cgroup") as f:
+            path = next((line[3:].rstrip("\n") for line in f if line.startswith("0::/")), None)
+    except OSError:
+        path = None
+    parts = [p for p in (path or "").split("/") if p]
+    limits = []
+    for k in range(len(parts), -1, -1) if path is not None else ():
+        try:
+            with open(os.path.join("/sys/fs/cgroup", *parts[:k], "memory.max")) as f:
+                text = f.read().strip()
+            if text.isdigit():
+                limits.append(int(text))
+        except OSError:
+            pass
+    if limits and min(limits) < best[0]:
+        best = (min(limits), "its cgroup's memory.max")
+    return best
+
+
+LIMIT_BYTES, LIMIT_SOURCE = memory_limit()
 # A 32-bit harness (ELF class 1: armv7, i386) refuses a size past its
-# address space before it compares one with the machine's memory.
+# address space before it compares one with what it can have.
 with open(exe, "rb") as f:
     IS_32_BIT = f.read(5)[4:5] == b"\x01"
-PAST_MEMORY = "more than a 32-bit program addresses" if IS_32_BIT else "more than this machine's " + MEM
+# The end of a refusal of a size past that (a pattern: MemAvailable moves
+# from one moment to the next; its figure is checked against LIMIT_BYTES).
+PAST_MEMORY = re.escape("more than a 32-bit program addresses") if IS_32_BIT else \
+    r"more than the (?P<limit>[0-9.]+ [KMGT]iB) this process can have \(" + re.escape(LIMIT_SOURCE) + r"\)"
+
+
+def past_memory_problem(text):
+    """What is wrong with a refusal's stated limit, or None."""
+    m = re.search(PAST_MEMORY + "$", text)
+    if m is None:
+        return f"it does not end {PAST_MEMORY!r}"
+    # Within a quarter of what this check found (other processes on the machine
+    # move MemAvailable between the two looks).
+    if not IS_32_BIT and abs(parse_human_bytes(m.group("limit")) - LIMIT_BYTES) > LIMIT_BYTES / 4:
+        return f"its limit {m.group('limit')} is not near {human_bytes(LIMIT_BYTES)} ({LIMIT_SOURCE})"
+    return None
+
+
 not_a_dir = os.path.join(outdir, "bench-args-not-a-dir")
 with open(not_a_dir, "w"):
     pass
@@ -136,8 +188,10 @@ refusals = [
      "--small-tensors 10001: N must be even (half the tensors are copies of the other half)"),
     (["--only", "dedup", "--workloads", "adversarial", "--adversarial", "4503599627370497,4096"],
      "--adversarial asks for more than 2^64 bytes of memory"),
-    (["--only", "runtime", "--big-tensor", "100000000000000"], "--big-tensor asks for 90.95 TiB of memory, " + PAST_MEMORY),
-    (["--only", "write", "--write-bytes", "100000000000000"], "--write-bytes asks for 90.95 TiB of memory, " + PAST_MEMORY),
+    (["--only", "runtime", "--big-tensor", "100000000000000"],
+     re.compile(re.escape("--big-tensor asks for 90.95 TiB of memory, ") + PAST_MEMORY)),
+    (["--only", "write", "--write-bytes", "100000000000000"],
+     re.compile(re.escape("--write-bytes asks for 90.95 TiB of memory, ") + PAST_MEMORY)),
     # The build group's compiler and headers, checked before the other groups run.
     (["--only", "runtime,build", "--cxx", "/nonexistent/g++"],
      "--cxx /nonexistent/g++: `/nonexistent/g++ -std=c++17 -fsyntax-only -x c++ /dev/null` failed: cannot start "
@@ -146,11 +200,11 @@ refusals = [
      "--include-dir /nonexistent: no readable /nonexistent/wdedup/runtime.hpp (No such file or directory)"),
 ]
 # The lookup stores' tensors, 16 bytes a key: the most keys a file holds
-# ask for 64 GiB, refused where the machine has less (or the program
-# addresses less).
-if IS_32_BIT or MEM_BYTES < (0xFFFFFFFF * 16):
+# ask for 64 GiB, refused where the process can have less (or addresses
+# less).
+if IS_32_BIT or LIMIT_BYTES < (0xFFFFFFFF * 16):
     refusals.append((["--only", "runtime", "--keys", "16,4294967295"],
-                     "--keys asks for 64.00 GiB of memory, " + PAST_MEMORY))
+                     re.compile(re.escape("--keys asks for 64.00 GiB of memory, ") + PAST_MEMORY)))
 for args, want in refusals:
     # --quick first: a mistake accepted by a regression runs the small CI
     # run (seconds), not the full one (explicit flags win over --quick).
@@ -159,18 +213,28 @@ for args, want in refusals:
     if os.path.exists(json_path):
         os.remove(json_path)
     r = run([exe, "--quick", "--no-progress", "--json", json_path] + args)
-    want = "wdedup-bench: " + want
-    if r.returncode != 2 or r.stderr.strip() != want or r.stdout or os.path.exists(json_path):
-        problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}, stdout {r.stdout[:80]!r}, "
-                        f"JSON written: {os.path.exists(json_path)}; expected 2, {want!r}, nothing run or written")
+    # (A refusal of a size past this process's memory: a pattern, its limit
+    # near what this check found.)
+    if isinstance(want, re.Pattern):
+        said = r.stderr.strip()
+        want = re.compile(re.escape("wdedup-bench: ") + want.pattern)
+        wrong = None if want.fullmatch(said) else f"not {want.pattern!r}"
+        wrong = wrong or past_memory_problem(said)
+    else:
+        want = "wdedup-bench: " + want
+        wrong = None if r.stderr.strip() == want else f"not {want!r}"
+    if r.returncode != 2 or wrong or r.stdout or os.path.exists(json_path):
+        problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r} ({wrong}), stdout "
+                        f"{r.stdout[:80]!r}, JSON written: {os.path.exists(json_path)}; expected 2, nothing run or "
+                        "written")
 
 # A Llama size no machine holds: refused from its size before anything runs.
 r = run([exe, "--quick", "--no-progress", "--json", json_path, "--only", "dedup", "--workloads", "llama-1+1",
          "--layers", "2000000000"])
-pattern = (r"wdedup-bench: Llama settings for llama-1\+1: the tensors need [0-9.]+ TiB of memory, more than this "
-           r"machine's [0-9.]+ (GiB|TiB)")
-if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()):
-    problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+pattern = r"wdedup-bench: Llama settings for llama-1\+1: the tensors need [0-9.]+ TiB of memory, " + PAST_MEMORY
+if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()) or past_memory_problem(r.stderr.strip()):
+    problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r} "
+                    f"({past_memory_problem(r.stderr.strip())})")
 
 # The header says which Llama model the "llama" rows are of (their names do
 # not), with the shape flags that changed it, and only when one ran.
@@ -204,9 +268,9 @@ def limit_memory():
 oom_json = os.path.join(outdir, "bench-args-oom.json")
 if os.path.exists(oom_json):
     os.remove(oom_json)
-if os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") < 2_200_000_000:
+if LIMIT_BYTES < 2_200_000_000:
     # (Below that the 2 GB store is refused before the run, exit 2.)
-    print("bench_args: the out-of-memory case needs 2.2 GB of memory here; skipped")
+    print("bench_args: the out-of-memory case needs 2.2 GB of memory free here; skipped")
     r = None
 else:
     r = subprocess.run([exe, "--quick", "--no-progress", "--only", "runtime,write", "--keys", "16", "--write-bytes",

@@ -923,10 +923,10 @@ std::string check_llama(const Config& c) {
     if (const std::string why = with_partitions.problem(); !why.empty())
       return "Llama settings for " + std::string(s.id) + ": " + as_flags(why);
     // Refused before the run, not met as an out-of-memory kill part-way.
-    const std::uint64_t bytes = with_partitions.memory_bytes(), have = wdedup::bench::physical_memory();
-    if (have != 0 && bytes > have)
+    const std::uint64_t bytes = with_partitions.memory_bytes();
+    if (const std::string past = past_memory_limit(bytes); !past.empty())
       return "Llama settings for " + std::string(s.id) + ": the tensors need " + wdedup::detail::human_bytes(bytes) +
-             " of memory, more than this machine's " + wdedup::detail::human_bytes(have);
+             " of memory" + past;
   }
   return "";
 }

@@ -262,6 +262,12 @@ std::string thp_policy();
 void consume(std::uint64_t v);
 std::uint64_t consumed();
 
+/// ", more than the <size> this process can have (<which limit>)" where
+/// `bytes` of memory are more than bench::memory_limit() (MemAvailable, a
+/// cgroup's memory.max or physical memory), else "": the end of a refusal
+/// that names what asked for them (main.cpp).
+std::string past_memory_limit(std::uint64_t bytes);
+
 /// Why the Llama settings (--model and the shape flags) cannot generate
 /// the workloads this run asks for, naming the flags and their values; ""
 /// if they can. Checked before anything runs.

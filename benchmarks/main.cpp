@@ -37,7 +37,7 @@
 #include "wdedup/detail/atomic_file.hpp"  // parent_dir, can_create_file, write_whole_file
 #include "wdedup/import.hpp"  // PtdFiles: --ptd files checked before the run
 #include "wdedup/report.hpp"
-#include "wdedup/bench.hpp"  // physical_memory
+#include "wdedup/bench.hpp"  // memory_limit
 #include "wdedup/workload/llama.hpp"  // LlamaConfig::dimension_problem
 
 #ifndef WBENCH_INCLUDE_DIR
@@ -131,6 +131,13 @@ void progress_done(const Config& c) {
 std::string temp_path(const Config& c, const std::string& stem) {
   return c.tmpdir + "/wdedup-bench-" + std::to_string(::getpid()) + "-" +
          std::to_string(g_temp_counter.fetch_add(1)) + "-" + stem;
+}
+
+std::string past_memory_limit(std::uint64_t bytes) {
+  const wdedup::bench::MemoryLimit have = wdedup::bench::memory_limit();
+  if (!have.known() || bytes <= have.bytes) return "";
+  return ", more than the " + wdedup::detail::human_bytes(have.bytes) + " this process can have (" + have.source +
+         ")";
 }
 
 }  // namespace wbench
@@ -436,10 +443,10 @@ bool check_ptd_files(const Config& c) {
 
 /// The memory a size flag asks for, refused before the run when it cannot
 /// be had: a product past 2^64 wrapped (--small-tensors 2^52 allocated 4 KiB
-/// and wrote past it), and one past the machine's memory would end in an
+/// and wrote past it), and one past what this process can have (MemAvailable,
+/// its cgroup's memory.max: bench::memory_limit) would end in an
 /// out-of-memory kill part-way, or a failed group. "" if every size fits.
 std::string check_sizes(const Config& c) {
-  const std::uint64_t have = wdedup::bench::physical_memory();
   struct Ask {
     bool runs;
     const char* flag;
@@ -463,9 +470,8 @@ std::string check_sizes(const Config& c) {
     if (bytes > SIZE_MAX)
       return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) +
              " of memory, more than a 32-bit program addresses";
-    if (have != 0 && bytes > have)
-      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) +
-             " of memory, more than this machine's " + wdedup::detail::human_bytes(have);
+    if (const std::string past = wbench::past_memory_limit(bytes); !past.empty())
+      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) + " of memory" + past;
   }
   if (!c.once && c.wants("runtime") && c.lookups > SIZE_MAX)
     return "--lookups " + std::to_string(c.lookups) + " is more than a 32-bit program counts (" +

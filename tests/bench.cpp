@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -883,3 +884,90 @@ TEST_CASE("resident_peak: heap memory freed before the call is given back first,
 }
 #endif
 #endif
+
+TEST_CASE("memory_limit: the smaller of MemAvailable and the cgroup v2 memory.max, else physical memory") {
+  // A /proc/meminfo, a /proc/self/cgroup and a cgroup2 mount of this test's
+  // own; physical memory 64 MiB.
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/bench-memory-limit";
+  const std::string meminfo = dir + "/meminfo", self = dir + "/cgroup", root = dir + "/root";
+  const auto write = [&](const std::string& path, const std::string& text) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(text.data(), 1, text.size(), f) == text.size());
+    REQUIRE(std::fclose(f) == 0);
+  };
+  for (const std::string& d : {dir, root, root + "/a", root + "/a/b"}) {
+    std::remove((d + "/memory.max").c_str());
+    ::mkdir(d.c_str(), 0755);
+  }
+  const std::uint64_t physical = 64u << 20;
+  const auto limit = [&] {
+    return wdedup::bench::detail::memory_limit_from(meminfo.c_str(), self.c_str(), root.c_str(), physical);
+  };
+  const auto is = [](const wdedup::bench::MemoryLimit& got, std::uint64_t bytes, const char* source) {
+    CAPTURE(got.bytes);
+    CAPTURE(got.source);
+    return got.known() && got.bytes == bytes && std::strcmp(got.source, source) == 0;
+  };
+  const char* const kAvailable = "MemAvailable in /proc/meminfo";
+  const char* const kCgroup = "its cgroup's memory.max";
+  std::remove(meminfo.c_str());
+  std::remove(self.c_str());
+  // Nothing readable: physical memory; nothing at all: not known.
+  CHECK(is(limit(), physical, "this machine's physical memory"));
+  CHECK_FALSE(wdedup::bench::detail::memory_limit_from(meminfo.c_str(), self.c_str(), root.c_str(), 0).known());
+  write(meminfo, "MemTotal:       65536 kB\nMemFree:        10000 kB\nMemAvailable:   32768 kB\nBuffers: 1 kB\n");
+  CHECK(is(limit(), 32768u << 10, kAvailable));
+  // A cgroup v1 line alone names no cgroup v2 ("12:memory:/a/b" is v1's).
+  write(root + "/a/b/memory.max", "1048576\n");
+  write(self, "12:memory:/a/b\n1:name=systemd:/a/b\n");
+  CHECK(is(limit(), 32768u << 10, kAvailable));
+  // The cgroup's own limit, below MemAvailable (its v1 lines around it).
+  write(self, "12:memory:/x\n0::/a/b\n1:name=systemd:/x\n");
+  CHECK(is(limit(), 1048576, kCgroup));
+  // An ancestor's lower limit holds the cgroup to it too; "max" is none.
+  write(root + "/a/memory.max", "524288\n");
+  CHECK(is(limit(), 524288, kCgroup));
+  write(root + "/a/b/memory.max", "max\n");
+  CHECK(is(limit(), 524288, kCgroup));
+  write(root + "/a/memory.max", "max\n");
+  CHECK(is(limit(), 32768u << 10, kAvailable));
+  // The root's memory.max: a cgroup namespace's root (a container), whose
+  // processes see "0::/".
+  write(root + "/memory.max", "2097152\n");
+  CHECK(is(limit(), 2097152, kCgroup));
+  write(self, "0::/\n");
+  CHECK(is(limit(), 2097152, kCgroup));
+  std::remove((root + "/memory.max").c_str());
+  CHECK(is(limit(), 32768u << 10, kAvailable));
+  // A cgroup limit above MemAvailable: MemAvailable, the smaller.
+  write(self, "0::/a/b\n");
+  write(root + "/a/b/memory.max", "1073741824\n");
+  CHECK(is(limit(), 32768u << 10, kAvailable));
+  // What is not a number is no limit: a figure with more, or past 19 digits.
+  write(root + "/a/b/memory.max", "1048576 bytes\n");
+  CHECK(is(limit(), 32768u << 10, kAvailable));
+  write(root + "/a/b/memory.max", "99999999999999999999\n");
+  CHECK(is(limit(), 32768u << 10, kAvailable));
+  // MemAvailable unread (a kernel before 3.14 has none): the cgroup's limit,
+  // or physical memory where that is smaller.
+  write(meminfo, "MemTotal:       65536 kB\nMemFree:        10000 kB\n");
+  write(root + "/a/b/memory.max", "1048576\n");
+  CHECK(is(limit(), 1048576, kCgroup));
+  write(root + "/a/b/memory.max", "1073741824\n");
+  CHECK(is(limit(), physical, "this machine's physical memory"));
+  for (const std::string& d : {root + "/a/b", root + "/a", root}) {
+    std::remove((d + "/memory.max").c_str());
+    ::rmdir(d.c_str());
+  }
+  std::remove(meminfo.c_str());
+  std::remove(self.c_str());
+  ::rmdir(dir.c_str());
+#if defined(__linux__)
+  // This process's own: at most the machine's memory.
+  const wdedup::bench::MemoryLimit own = wdedup::bench::memory_limit();
+  CHECK(own.known());
+  CHECK(own.bytes > 0);
+  CHECK(own.bytes <= wdedup::bench::physical_memory());
+#endif
+}

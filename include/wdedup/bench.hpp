@@ -49,9 +49,8 @@ namespace bench {
 /// Monotonic seconds from an arbitrary origin.
 inline double now_seconds() noexcept { return wdedup::detail::monotonic_seconds(); }
 
-/// Bytes of physical memory, or 0 where the system does not say: a tool
-/// refuses a workload larger than this before building it, rather than
-/// being killed for memory part-way.
+/// Bytes of physical memory, or 0 where the system does not say. What a
+/// process can be given now is less: memory_limit().
 inline std::uint64_t physical_memory() noexcept {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
@@ -530,6 +529,150 @@ inline bool reset_resident_peak() noexcept {
 }
 
 }  // namespace detail
+
+/// The memory a run can be given now, and which limit says so
+/// (memory_limit()).
+struct MemoryLimit {
+  std::uint64_t bytes = 0;
+  /// The limit that set `bytes`: "MemAvailable in /proc/meminfo", "its
+  /// cgroup's memory.max" or "this machine's physical memory"; nullptr
+  /// where none of them could be read (`bytes` is then 0 and means nothing).
+  const char* source = nullptr;
+  bool known() const noexcept { return source != nullptr; }
+};
+
+namespace detail {
+
+/// Calls on_line(line, length) for each line of the file at `path` (without
+/// its '\n') until it returns true; false where the file cannot be opened.
+/// A line longer than the buffer is skipped (no line this reads is: a
+/// cgroup path is at most PATH_MAX). open and read, not stdio.
+template <class OnLine>
+bool for_each_line(const char* path, OnLine&& on_line) noexcept {
+#if defined(__linux__)
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[8192];
+  std::size_t held = 0;
+  bool skipping = false;
+  for (bool done = false; !done;) {
+    const ssize_t n = ::read(fd, buf + held, sizeof buf - held);
+    // (A last line without its '\n' is a line too.)
+    if (n <= 0) {
+      if (held != 0 && !skipping) on_line(static_cast<const char*>(buf), held);
+      break;
+    }
+    held += static_cast<std::size_t>(n);
+    std::size_t at = 0;
+    for (;;) {
+      const void* nl = std::memchr(buf + at, '\n', held - at);
+      if (nl == nullptr) break;
+      const std::size_t end = static_cast<std::size_t>(static_cast<const char*>(nl) - buf);
+      if (!skipping && on_line(static_cast<const char*>(buf + at), end - at)) {
+        done = true;
+        break;
+      }
+      skipping = false;
+      at = end + 1;
+    }
+    if (at == 0 && held == sizeof buf) {
+      held = 0;
+      skipping = true;
+    } else {
+      std::memmove(buf, buf + at, held - at);
+      held -= at;
+    }
+  }
+  ::close(fd);
+  return true;
+#else
+  (void)path;
+  (void)on_line;
+  return false;
+#endif
+}
+
+/// The number a cgroup limit file holds ("max": none), or false.
+inline bool read_cgroup_limit(const char* path, std::uint64_t* out) noexcept {
+  bool found = false;
+  for_each_line(path, [&](const char* line, std::size_t n) {
+    std::uint64_t v = 0;
+    std::size_t i = 0;
+    for (; i < n && line[i] >= '0' && line[i] <= '9'; ++i) v = v * 10 + static_cast<std::uint64_t>(line[i] - '0');
+    found = i != 0 && i == n && i < 20;  // ("max" and anything else: no number)
+    *out = v;
+    return true;
+  });
+  return found;
+}
+
+/// The lowest memory.max of this process's cgroup v2 and its ancestors (the
+/// kernel holds a cgroup to each of them), or false where none sets one: no
+/// "0::" line in `self_cgroup` (cgroup v1 alone), no memory.max files under
+/// `root` (the cgroup2 mount, or one elsewhere on a hybrid system), or each
+/// "max". Inside a cgroup namespace both the line and the mount start at its
+/// root, whose own memory.max (`root`/memory.max) is the container's limit.
+inline bool cgroup_memory_max(const char* self_cgroup, const char* root, std::uint64_t* out) noexcept {
+  char file[4096 + 256];
+  const std::size_t root_len = std::strlen(root);
+  if (root_len + 16 >= sizeof file) return false;
+  std::memcpy(file, root, root_len);
+  std::size_t path_len = 0;
+  bool have_path = false;
+  for_each_line(self_cgroup, [&](const char* line, std::size_t n) {
+    if (n < 4 || std::memcmp(line, "0::/", 4) != 0 || root_len + n + 16 > sizeof file) return false;
+    path_len = n - 3;  // from its '/'
+    std::memcpy(file + root_len, line + 3, path_len);
+    have_path = true;
+    return true;
+  });
+  if (!have_path) return false;
+  bool found = false;
+  // The cgroup itself, then each ancestor up to the root ("/a/b", "/a", "").
+  for (std::size_t len = path_len;;) {
+    while (len > 0 && file[root_len + len - 1] == '/') --len;  // ("/" itself is the root)
+    std::memcpy(file + root_len + len, "/memory.max", sizeof "/memory.max");
+    std::uint64_t v = 0;
+    if (read_cgroup_limit(file, &v) && (!found || v < *out)) {
+      *out = v;
+      found = true;
+    }
+    if (len == 0) break;
+    while (len > 0 && file[root_len + len - 1] != '/') --len;
+  }
+  return found;
+}
+
+/// memory_limit() from these files and this physical memory (tests give
+/// their own).
+inline MemoryLimit memory_limit_from(const char* meminfo, const char* self_cgroup, const char* cgroup_root,
+                                     std::uint64_t physical) noexcept {
+  MemoryLimit out;
+  if (physical != 0) out = MemoryLimit{physical, "this machine's physical memory"};
+  // ("MemAvailable:   23648000 kB", as /proc/self/status words its sizes.)
+  if (const long long available = proc_status_bytes("MemAvailable", meminfo);
+      available >= 0 && (!out.known() || static_cast<std::uint64_t>(available) <= out.bytes))
+    out = MemoryLimit{static_cast<std::uint64_t>(available), "MemAvailable in /proc/meminfo"};
+  std::uint64_t cgroup = 0;
+  if (cgroup_memory_max(self_cgroup, cgroup_root, &cgroup) && (!out.known() || cgroup < out.bytes))
+    out = MemoryLimit{cgroup, "its cgroup's memory.max"};
+  return out;
+}
+
+}  // namespace detail
+
+/// The memory this process can be given now: the smaller of MemAvailable
+/// (/proc/meminfo: what the kernel can give without swapping, free memory
+/// and caches it can drop) and its cgroup v2's memory.max where one is set
+/// (its own or an ancestor's: past it the kernel reclaims, then kills within
+/// the cgroup, whatever the machine has free); physical memory where neither
+/// can be read (off Linux). A tool compares what a run asks for with this
+/// before the run, rather than meet the out-of-memory killer part-way:
+/// physical memory alone let runs start that other processes' memory, or a
+/// container's limit, left no room for.
+inline MemoryLimit memory_limit() noexcept {
+  return detail::memory_limit_from("/proc/meminfo", "/proc/self/cgroup", "/sys/fs/cgroup", physical_memory());
+}
 
 /// Runs `f` once and says how much resident memory it added at its peak:
 /// what the call costs a machine in memory (its allocations, its mapped
