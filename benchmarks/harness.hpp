@@ -85,6 +85,48 @@ struct Config {
   }
 };
 
+// ---- what the runtime group holds at once (check_sizes, main.cpp) ---------------
+//
+// A lookup store of N keys (run_lookups, runtime_bench.cpp), measured as the
+// process's peak resident memory (/usr/bin/time -f %M, and VmRSS / VmHWM
+// along the way; -O2 build, --quick --only runtime --big-tensor 4096 --reps
+// 1, 2026-12-05). At 1,000,000 keys, step by step: 514 MiB with the store
+// built (each key's name as a std::string and its heap block, 80 bytes, and
+// its 16 bytes of data, kept to the end; the NamedDataStore's entry, name
+// copy, layout and index slots for it, ~435), 963 MiB while write_ptd_file
+// wrote it (its plan of the file beside the store, ~470), and 1,052 MiB at
+// the end, the store freed: the file mapped (318 bytes a key) and mapped
+// again for the allocation count; unordered_maps from the names to their
+// layouts and to their indices, with their name copies and buckets, ~230;
+// a copy of every name while the queries are drawn, 80; the unordered_map
+// the open time builds, ~120; and what the allocator kept of the store's
+// memory. Peaks: 319 MiB at 250,000 keys, 1,052 MiB at 1,000,000, 2,030 MiB
+// at 2,000,000 and 3,990 MiB at 4,000,000, 1,025 bytes a key from one to
+// the next; 1,130 MiB at 1,048,577 (2^20 + 1), where each vector has just
+// doubled its capacity, 1,124 bytes a key. (The 16 bytes a key counted here
+// before were the tensors' alone: a review saw 1.08 GB at 1,000,000 keys.)
+// 1,152 a key, with the queries below, is above every one of those peaks:
+// 2.5% above at 1,048,577 keys, 10% at 4,000,000.
+constexpr std::uint64_t kLookupBytesPerKey = 1152;
+// Each query, beyond: a present key's name and a missing one's (80 bytes
+// each, as above) and their right answers (8 each). 250,000 keys with
+// 250,000 queries (--lookups 250000) peaked 34.4 MiB above 32,768 queries:
+// 166 bytes a query.
+constexpr std::uint64_t kLookupBytesPerQuery = 192;
+// The --big-tensor tensor is held twice at once (run_data): its array
+// while write_ptd_file writes it to a file the page cache (or a tmpfs)
+// holds, then that file mapped and a destination as large for
+// load_data_into. 256 MiB peaked at 518 MiB, 1 GiB at 2.1 GB (the review).
+constexpr std::uint64_t kBigTensorCopies = 2;
+
+/// The queries run_lookups draws for a store of `keys` keys: every key in
+/// random order (in several rounds for a small store), at most
+/// max(keys, 4096) of them and at most --lookups.
+inline std::uint64_t lookup_queries(const Config& c, std::uint64_t keys) {
+  const std::uint64_t most = keys > 4096 ? keys : 4096;
+  return c.lookups < most ? c.lookups : most;
+}
+
 /// A pass/fail range on a row's ratio (or, for absolute targets such as
 /// compile time and allocation counts, on its value): met if
 /// lo <= x <= hi for the bounds that are set.

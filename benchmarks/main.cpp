@@ -451,27 +451,38 @@ std::string check_sizes(const Config& c) {
     bool runs;
     const char* flag;
     std::uint64_t count, size;  ///< count items of size bytes
+    std::uint64_t plus = 0;     ///< and these bytes
+    std::string why = "";       ///< how the estimate is made, if not count * size
   };
+  const bool runtime = !c.once && c.wants("runtime");
+  // (The groups run one after the other, each freeing its memory: each size
+  // is held against the limit on its own.)
+  const std::uint64_t keys =
+      c.key_counts.empty() ? 0 : *std::max_element(c.key_counts.begin(), c.key_counts.end());
   const Ask asks[] = {
       {c.runs_dedup() && c.wants_workload("small-tensors"), "--small-tensors", c.small_tensors, c.small_tensor_size},
       {c.runs_dedup() && c.wants_workload("adversarial"), "--adversarial", c.adversarial_count, c.adversarial_size},
-      {!c.once && c.wants("runtime"), "--big-tensor", 1, c.big_tensor},
+      {runtime, "--big-tensor", wbench::kBigTensorCopies, c.big_tensor, 0,
+       " (the tensor twice: its array and its file, then the file mapped and a copy of it)"},
       {!c.once && c.wants("write"), "--write-bytes", 1, c.write_bytes},
-      // (The lookup stores' tensors: 16 bytes a key.)
-      {!c.once && c.wants("runtime") && !c.key_counts.empty(), "--keys",
-       c.key_counts.empty() ? 0 : *std::max_element(c.key_counts.begin(), c.key_counts.end()), 16},
+      // (Only the largest store is held at a time.)
+      {runtime && keys != 0, "--keys", keys, wbench::kLookupBytesPerKey,
+       wbench::lookup_queries(c, keys) * wbench::kLookupBytesPerQuery,
+       " (the " + std::to_string(keys) + "-key store, at " + std::to_string(wbench::kLookupBytesPerKey) +
+           " bytes a key and " + std::to_string(wbench::kLookupBytesPerQuery) +
+           " a query: names, maps, the store and its file)"},
   };
   for (const Ask& a : asks) {
     if (!a.runs) continue;
-    if (a.size != 0 && a.count > UINT64_MAX / a.size)
+    if (a.size != 0 && a.count > (UINT64_MAX - a.plus) / a.size)
       return std::string(a.flag) + " asks for more than 2^64 bytes of memory";
-    const std::uint64_t bytes = a.count * a.size;
+    const std::uint64_t bytes = a.count * a.size + a.plus;
     // (On a 32-bit target the workloads index their memory with a size_t.)
     if (bytes > SIZE_MAX)
-      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) +
-             " of memory, more than a 32-bit program addresses";
+      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) + " of memory" + a.why +
+             ", more than a 32-bit program addresses";
     if (const std::string past = wbench::past_memory_limit(bytes); !past.empty())
-      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) + " of memory" + past;
+      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) + " of memory" + a.why + past;
   }
   if (!c.once && c.wants("runtime") && c.lookups > SIZE_MAX)
     return "--lookups " + std::to_string(c.lookups) + " is more than a 32-bit program counts (" +

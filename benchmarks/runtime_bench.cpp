@@ -312,12 +312,13 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   }
 
   // Queries: every key in random order (several shuffled rounds of a small
-  // store), at most max(keys, 4096) of them, visited in QueryOrder for
-  // c.lookups lookups a pass: a caller's keys are at hand,
+  // store), at most max(keys, 4096) of them (lookup_queries), visited in
+  // QueryOrder for c.lookups lookups a pass: a caller's keys are at hand,
   // and 1M distinct strings would make every lookup wait for its query's
   // cache miss rather than for the lookup. Prebuilt std::strings, so no
-  // contender pays for building its key type.
-  const std::uint64_t nqueries = std::min<std::uint64_t>(c.lookups, std::max<std::uint64_t>(keys, 4096));
+  // contender pays for building its key type. (What this function holds
+  // is counted before the run: kLookupBytesPerKey in harness.hpp.)
+  const std::uint64_t nqueries = lookup_queries(c, keys);
   const auto lookups = static_cast<std::size_t>(c.lookups);  // (fits: check_sizes)
   std::vector<std::string> present, missing;
   while (present.size() < nqueries) {
@@ -553,6 +554,8 @@ void run_data(const Config& c, Results& out) {
   progress(c, "runtime: get_data / load_data_into: writing a %llu-byte tensor",
            static_cast<unsigned long long>(c.big_tensor));
   const auto big_size = static_cast<std::size_t>(c.big_tensor);  // (fits: check_sizes)
+  // (Held twice at once: this array and the file, then the mapping and
+  // dst below; kBigTensorCopies in harness.hpp, counted before the run.)
   std::unique_ptr<std::uint8_t[]> big(new std::uint8_t[big_size]());
   std::uint8_t small[1024];
   for (std::size_t i = 0; i < big_size; i += 4096) big[i] = big_byte(i);
