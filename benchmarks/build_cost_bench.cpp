@@ -76,6 +76,8 @@ void run_build_cost(const Config& c, Results& out) {
       {"<wdedup/wdedup.hpp>", {"wdedup/wdedup.hpp"}, 0, {}, {}, {}},
       {"<wdedup/ptd_writer.hpp>", {"wdedup/ptd_writer.hpp"}, 0, {}, {}, {}},
       {"<wdedup/bench.hpp>", {"wdedup/bench.hpp"}, 0, {}, {}, {}}};
+  // (The two targets are counted before the run by planned_targets,
+  // targets.hpp.)
   if (c.quick) tus.resize(3);  // CI: the two TUs with targets
   const std::string log = temp_path(c, "compile.log");
   for (std::size_t i = 0; i < tus.size(); ++i) {

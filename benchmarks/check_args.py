@@ -456,6 +456,14 @@ else:
                 "and the rest, did not run.", "wrote " + os.path.join(sig_dir, "r.json")] or \
             "targets met" not in out or "FAILED" in out:
         problems.append(f"Ctrl-C in the build group: the table's end {tail!r}")
+    # The build group's two targets were never measured: counted, and said
+    # so (the count was of the rows alone: "30 of 30 targets met").
+    measured = sum("target" in r for r in doc["results"])
+    said = (f"{doc.get('targets_met')} of {measured + 2} targets met (--quick: small sizes, the yes/NO mean "
+            "nothing), 2 not measured (interrupted).")
+    if (doc.get("targets"), doc.get("targets_not_measured")) != (measured + 2, 2) or said not in out.splitlines():
+        problems.append(f"Ctrl-C in the build group: targets {doc.get('targets')}, targets_not_measured "
+                        f"{doc.get('targets_not_measured')}, expected {measured + 2} and 2, and the line {said!r}")
     os.remove(os.path.join(sig_dir, "r.json"))
 # Its output read by a pipe the same Ctrl-C ends (`wdedup-bench ... | tee log`:
 # tee is in the terminal's foreground job too): the table then goes nowhere,
@@ -512,8 +520,10 @@ for line in p.stderr:
         break
 try:
     out, _ = p.communicate(timeout=60)
-    if p.returncode != -signal.SIGINT or "INTERRUPTED (Ctrl-C) before any measurement finished.\n" not in out:
-        problems.append(f"Ctrl-C in the lookups: exit {p.returncode}, stdout's end {out[-200:]!r}")
+    # Nothing measured: no table header over no rows, no "0 of 0 targets met".
+    if p.returncode != -signal.SIGINT or "INTERRUPTED (Ctrl-C) before any measurement finished.\n" not in out or \
+            "\ngroup " in out or "targets met" in out:
+        problems.append(f"Ctrl-C in the lookups: exit {p.returncode}, stdout's end {out[-300:]!r}")
 except subprocess.TimeoutExpired:
     os.killpg(p.pid, signal.SIGKILL)
     p.communicate()
@@ -528,7 +538,8 @@ with open(os.path.join(sig_dir, "r.json")) as f:
     kept = f.read()
 if rc != -signal.SIGINT or sorted(os.listdir(sig_dir)) != ["r.json"] or kept != "the last run's" or \
         "nothing was measured: " + os.path.join(sig_dir, "r.json") + " left as it was" not in out or \
-        "INTERRUPTED (Ctrl-C) before any measurement finished.\n" not in out or "the rows above" in out:
+        "INTERRUPTED (Ctrl-C) before any measurement finished.\n" not in out or "the rows above" in out or \
+        "\ngroup " in out or "targets met" in out:
     problems.append(f"Ctrl-C before anything finished: exit {rc}, left {sorted(os.listdir(sig_dir))}, the JSON "
                     f"{kept[:40]!r}, stdout's end {out[-200:]!r}")
 # Twice while the JSON is being written (interrupt_json_write.cpp raises both
@@ -687,6 +698,7 @@ if r.returncode != 0 or kept != "the last run's figures\n" or \
 
 # The open time and allocations are measured on the largest store, wherever
 # --keys lists it; a row's reps is the count it used (open: at least 11).
+allocs_counted = True  # (unless the run below says otherwise)
 r = run([exe, "--only", "runtime", "--keys", "256,16", "--reps", "2", "--lookups", "1000", "--big-tensor", "65536",
          "--no-progress", "--json", json_path, "--tmpdir", outdir])
 if r.returncode != 0:
@@ -704,6 +716,57 @@ else:
                             f", expected reps {reps}")
     if any(name.startswith("open") and "16 keys" in name for name, _ in rows):
         problems.append("--keys 256,16: an open-time row for the 16-key store")
+    # Every target it sets measured: each store's lookups (no scan target
+    # without 4096 keys), the allocation counts where counted, get_data and
+    # load_data_into.
+    with open(json_path) as f:
+        doc = json.load(f)
+    allocs_counted = "target" in rows.get(("heap allocations: open, 256 keys", None), {})
+    want = 2 + (2 if allocs_counted else 0) + 2
+    if (doc.get("targets"), doc.get("targets_not_measured")) != (want, 0):
+        problems.append(f"--keys 256,16: targets {doc.get('targets')}, targets_not_measured "
+                        f"{doc.get('targets_not_measured')}; expected {want} and 0")
+
+# ---- groups that failed: their targets counted as not measured ------------------
+# Files past RLIMIT_FSIZE (SIGXFSZ ignored: a write past it fails with EFBIG,
+# and the writer refuses such a file before it starts) fail the 65,536-key
+# store, the big tensor's store and the write group; the 16-key store's
+# lookups are measured. Its targets: 1 of 7 measured (the lookups of each
+# store, the two allocation counts of the largest, get_data, load_data_into,
+# the write), 6 not, which the line and the JSON say (they said "1 of 1").
+def small_files():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+fsize_json = os.path.join(outdir, "bench-args-fsize.json")
+for only, want_rows, planned in (("runtime,write", True, 5 + (2 if allocs_counted else 0)), ("write", False, 1)):
+    if os.path.exists(fsize_json):
+        os.remove(fsize_json)
+    r = subprocess.run([exe, "--quick", "--no-progress", "--only", only, "--keys", "16,65536", "--reps", "1",
+                        "--json", fsize_json, "--tmpdir", outdir], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=120, preexec_fn=small_files)
+    doc = {}
+    if os.path.exists(fsize_json):
+        with open(fsize_json) as f:
+            doc = json.load(f)
+    measured = sum("target" in x for x in doc.get("results", []))
+    lines = r.stdout.splitlines()
+    if want_rows:  # the table, and under it the line
+        said = (f"{doc.get('targets_met')} of {planned} targets met (--quick: small sizes, the yes/NO mean nothing), "
+                f"{planned - 1} not measured (failed).")
+        table = "group " in r.stdout
+    else:  # nothing measured: no table, one line saying so
+        said = (f"nothing was measured: 0 of {planned} target{'' if planned == 1 else 's'} met, {planned} not measured "
+                "(failed).")
+        table = "group " not in r.stdout
+    if r.returncode != 1 or measured != (1 if want_rows else 0) or \
+            (doc.get("targets"), doc.get("targets_not_measured")) != (planned, planned - measured) or \
+            said not in lines or not table:
+        problems.append(f"--only {only} with files past RLIMIT_FSIZE: exit {r.returncode}, {measured} measured, "
+                        f"targets {doc.get('targets')}, targets_not_measured {doc.get('targets_not_measured')}; "
+                        f"expected 1, {planned} targets, {planned - 1 if want_rows else planned} not measured and "
+                        f"the line {said!r}: {r.stdout[-600:]!r}")
 
 # --input-pages: the small tensors' memory is advised off or onto huge pages
 # before it is first touched. Off ("small"), none of it is on one; on

@@ -127,6 +127,10 @@ inline std::uint64_t lookup_queries(const Config& c, std::uint64_t keys) {
   return c.lookups < most ? c.lookups : most;
 }
 
+/// The store size whose lookups have a target against the strcmp scan
+/// (run_lookups; counted by planned_targets, targets.hpp).
+constexpr std::uint64_t kScanTargetKeys = 4096;
+
 /// A pass/fail range on a row's ratio (or, for absolute targets such as
 /// compile time and allocation counts, on its value): met if
 /// lo <= x <= hi for the bounds that are set.

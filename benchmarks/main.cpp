@@ -33,6 +33,7 @@
 #include "cli.hpp"
 #include "harness.hpp"
 #include "steadiness.hpp"
+#include "targets.hpp"
 #include "wdedup/deduplicate.hpp"  // DedupOptions::kMaxThreads
 #include "wdedup/detail/atomic_file.hpp"  // parent_dir, can_create_file, write_whole_file
 #include "wdedup/import.hpp"  // PtdFiles: --ptd files checked before the run
@@ -819,7 +820,7 @@ std::string json_array(const std::vector<double>& v) {
 }
 
 std::string to_json(const Config& c, const Results& r, const std::string& command, const std::string& date,
-                    bool interrupted) {
+                    bool interrupted, std::size_t planned_targets) {
   std::string o = "{\n";
   o += "  \"tool\": \"wdedup-bench\",\n";
   o += "  \"command\": " + json_string(command) + ",\n";
@@ -872,14 +873,12 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
     o += "}";
   }
   o += "\n  ],\n";
-  std::size_t targets = 0, met = 0;
-  for (const Row& w : r.rows)
-    if (w.met()) {
-      ++targets;
-      met += *w.met() ? 1u : 0u;
-    }
+  // Every target the run set, those of rows that never came (a group that
+  // failed, a Ctrl-C) included: targets_met of targets, as the table says.
+  const wbench::TargetCount t = wbench::count_targets(r, planned_targets);
   const wbench::Steadiness st = steadiness(r);
-  o += "  \"targets\": " + std::to_string(targets) + ",\n  \"targets_met\": " + std::to_string(met) +
+  o += "  \"targets\": " + std::to_string(t.targets) + ",\n  \"targets_met\": " + std::to_string(t.met) +
+       ",\n  \"targets_not_measured\": " + std::to_string(t.not_measured) +
        ",\n  \"unsteady_rows\": " + std::to_string(st.unsteady) +
        ",\n  \"sha256_off_pace_runs\": " + std::to_string(st.off_pace.size()) + ",\n";
   // What failed (the lines said as FAILURE on stderr): a group that stopped
@@ -905,7 +904,9 @@ std::string fmt_value(double v, const std::string& unit) {
   return buf;
 }
 
-void print_table(const Results& r, const char* input_pages, bool quick) {
+/// The table, and under it `targets` (targets_line) and what else a reader
+/// needs to read it.
+void print_table(const Results& r, const char* input_pages, const std::string& targets) {
   std::printf("%-8s %-44s %3s %13s  %-30s %9s  %-12s %s\n", "group", "benchmark", "thr", "figure", "baseline (same run)",
               "ratio", "target", "met");
   std::string last;
@@ -923,17 +924,11 @@ void print_table(const Results& r, const char* input_pages, bool quick) {
                 fmt_value(w.value, w.unit).c_str(), base.c_str(), ratio, w.target ? w.target->text.c_str() : "",
                 met);
   }
-  std::size_t targets = 0, met = 0;
-  for (const Row& w : r.rows)
-    if (w.met()) {
-      ++targets;
-      met += *w.met() ? 1u : 0u;
-    }
-  std::printf("\n%zu of %zu targets met%s. ratio = baseline time / wdedup time (above 1: wdedup faster),\n"
+  std::printf("\n%s.\nratio = baseline time / wdedup time (above 1: wdedup faster),\n"
               "except: 'scaling vs N thr' (wdedup's speed-up over its first thread count, over the read pass's)\n"
               "and build rows (empty TU time / this TU's, their target on the figure); each row's JSON\n"
               "ratio_meaning says which.\n",
-              met, targets, quick ? " (--quick: small sizes, the yes/NO mean nothing)" : "");
+              targets.c_str());
   // Where the input sits moves the read pass more than deduplicate() (see
   // benchmarks/README.md): each dedup workload's share on huge pages, once.
   std::vector<std::string> seen;
@@ -1172,10 +1167,24 @@ int main(int argc, char** argv) {
     interrupted = true;
   }
   wbench::progress_done(c);
+  // The targets of every group and workload asked for, those that were
+  // never measured included (a group that failed, a Ctrl-C).
+  const std::size_t planned = wbench::planned_targets(c, wbench::allocation_count() >= 0);
+  const wbench::TargetCount counted_targets = wbench::count_targets(r, planned);
   if (c.once) {
     std::printf("--once: nothing timed\n");
   } else {
-    print_table(r, c.input_pages.c_str(), c.quick);
+    // No rows, no table: a header over nothing and "0 of 0 targets met"
+    // (a Ctrl-C during the first group said that). An interrupted run says
+    // so below.
+    if (!r.rows.empty())
+      print_table(r, c.input_pages.c_str(),
+                  wbench::targets_line(counted_targets,
+                                       c.quick ? " (--quick: small sizes, the yes/NO mean nothing)" : "",
+                                       interrupted, wbench::any_failure()));
+    else if (!interrupted)
+      std::printf("nothing was measured: %s.\n",
+                  wbench::targets_line(counted_targets, "", false, wbench::any_failure()).c_str());
     // Under the table too, which a group that stopped would leave silent.
     for (const std::string& what : wbench::failures()) std::printf("FAILED: %s\n", what.c_str());
   }
@@ -1212,7 +1221,7 @@ int main(int argc, char** argv) {
     std::printf("nothing was measured: %s left as it was\n", c.json_path.c_str());
     return end(1);
   }
-  const std::string json = to_json(c, r, command, date, interrupted);
+  const std::string json = to_json(c, r, command, date, interrupted, planned);
   // Whole or not at all: a cut-off file over the last run's figures loses both.
   if (wdedup::Expected<void> w =
           wdedup::detail::write_whole_file(c.json_path, json, false, wdedup::detail::default_file_ops(), kJsonWatch);

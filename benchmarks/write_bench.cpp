@@ -180,6 +180,7 @@ void run_write(const Config& c, Results& out) {
     return w;
   };
   Row a = row("fallocate+write()+fsync", tf);
+  // (Counted before the run by planned_targets, targets.hpp.)
   a.target = Target::ratio_at_least(0.7, ">= 0.7x");
   a.note += "the ratio uses write()+fsync after fallocate, as the writer does (it also fsyncs its directory)";
   out.rows.push_back(std::move(a));

@@ -28,6 +28,7 @@
 
 #include "../benchmarks/harness.hpp"
 #include "../benchmarks/steadiness.hpp"
+#include "../benchmarks/targets.hpp"
 #include "../benchmarks/timed_run.hpp"
 #include "support/sanitizers.hpp"  // WDEDUP_TEST_SANITIZER_MALLOC
 
@@ -970,4 +971,51 @@ TEST_CASE("memory_limit: the smaller of MemAvailable and the cgroup v2 memory.ma
   CHECK(own.bytes > 0);
   CHECK(own.bytes <= wdedup::bench::physical_memory());
 #endif
+}
+
+TEST_CASE("the harness's targets: every target of what the run asks for, those never measured counted") {
+  // A --quick run of every group on 2 threads: 5 workloads x 2 thread counts
+  // x 2, the lookups of 4 stores and the scan's at 4096 keys, 2 allocation
+  // counts, get_data and load_data_into, the write, 2 build rows.
+  wbench::Config c;
+  c.threads = {1, 2};
+  CHECK(wbench::planned_targets(c, true) == 20 + 5 + 2 + 2 + 1 + 2);
+  CHECK(wbench::planned_targets(c, false) == 30);  // (a sanitizer build counts no allocations)
+  // Only what --only and --workloads leave in.
+  c.only = {"runtime", "write"};
+  c.key_counts = {16, 65536};
+  CHECK(wbench::planned_targets(c, true) == 1 + 1 + 2 + 2 + 1);
+  c.key_counts = {4096};
+  CHECK(wbench::planned_targets(c, true) == 2 + 2 + 2 + 1);
+  c.only = {"dedup", "build"};
+  c.workloads = {"small-tensors", "ptd"};  // (the user's files have no target)
+  c.threads = {1, 2, 4};
+  CHECK(wbench::planned_targets(c, true) == 2 * 3 + 2);
+  c.once = true;  // (times nothing)
+  CHECK(wbench::planned_targets(c, true) == 0);
+
+  // Four rows with a target, three of them met, one failed; one without.
+  wbench::Results r;
+  for (const double ratio : {2.0, 3.0, 0.5, 4.0, 1.0}) {
+    wbench::Row row;
+    row.ratio = ratio;
+    if (ratio != 1.0) row.target = wbench::Target::ratio_at_least(1.0, ">= 1x");
+    row.failed = ratio == 4.0;
+    r.rows.push_back(row);
+  }
+  const wbench::TargetCount t = wbench::count_targets(r, 10);
+  CHECK(t.targets == 10);
+  CHECK(t.met == 2);
+  CHECK(t.not_measured == 6);
+  CHECK(wbench::targets_line(t, "", false, true) == "2 of 10 targets met, 6 not measured (failed)");
+  CHECK(wbench::targets_line(t, " (--quick)", true, false) ==
+        "2 of 10 targets met (--quick), 6 not measured (interrupted)");
+  CHECK(wbench::targets_line(t, "", true, true) == "2 of 10 targets met, 6 not measured (failed or interrupted)");
+  // Every one measured: nothing more said; one target is one.
+  const wbench::TargetCount all = wbench::count_targets(r, 4);
+  CHECK(all.targets == 4);
+  CHECK(all.not_measured == 0);
+  CHECK(wbench::targets_line(all, "", false, false) == "2 of 4 targets met");
+  CHECK(wbench::targets_line(wbench::count_targets(wbench::Results{}, 1), "", false, true) ==
+        "0 of 1 target met, 1 not measured (failed)");
 }
