@@ -58,6 +58,38 @@ for key in ("command", "date", "targets", "targets_met"):
         problems.append(f"no '{key}'")
 if doc.get("interrupted") is not False:  # a run that ran to its end (check_args: one stopped)
     problems.append(f"'interrupted': {doc.get('interrupted')!r} in a run nothing stopped")
+# --help gives --quick's sizes, each the one this run used: the workloads'
+# notes, the lookups a pass, the big tensor's row and the written bytes (it
+# gave --quick's --reps, --model and --compile-reps alone).
+help_text = subprocess.run([exe, "--help"], stdout=subprocess.PIPE, text=True).stdout
+help_flags = {}
+for line in help_text.splitlines():
+    if line.startswith("  --"):
+        flag = line.split()[0]
+        help_flags[flag] = line
+    elif line.startswith("      ") and help_flags:
+        help_flags[flag] += " " + line.strip()
+
+
+def first(pred):
+    return next((r for r in rows if pred(r)), {})
+
+
+used = {
+    "--small-tensors": ("10000", first(lambda r: r["name"].startswith("small tensors")).get("note", "")
+                        .startswith("10000 tensors of 4096 B")),
+    "--adversarial": ("256,65536", first(lambda r: r["name"].startswith("adversarial")).get("note", "")
+                      .startswith("256 distinct tensors of 65536 B")),
+    "--lookups": ("32768", first(lambda r: "lookups_per_pass" in r.get("extra", {}))
+                  .get("extra", {}).get("lookups_per_pass") == 32768),
+    "--big-tensor": ("16 MiB", bool(first(lambda r: r["name"] == "get_data (mmap), 16777216 B tensor"))),
+    "--write-bytes": ("32 MiB", first(lambda r: r["group"] == "write").get("extra", {}).get("data_bytes") == 32 << 20),
+}
+for flag, (quick_value, ran) in used.items():
+    if f"--quick {quick_value})" not in help_flags.get(flag, ""):
+        problems.append(f"--help on {flag}: {help_flags.get(flag)!r}, without '--quick {quick_value})'")
+    if not ran:
+        problems.append(f"the --quick run did not use {flag} {quick_value}, as --help says it does")
 # The comparisons alone: only where every duplicate is a small tensor (the
 # small tensors; the Llama workloads' duplicates are big, the adversarial
 # one has none), one row per thread count, reading both sides of each of
