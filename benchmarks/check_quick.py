@@ -58,6 +58,18 @@ for key in ("command", "date", "targets", "targets_met"):
         problems.append(f"no '{key}'")
 if doc.get("interrupted") is not False:  # a run that ran to its end (check_args: one stopped)
     problems.append(f"'interrupted': {doc.get('interrupted')!r} in a run nothing stopped")
+# Every row's name fits the table's column of 44: the build row of every
+# public header was named by its three headers, 106 characters, and pushed
+# the rest of its line out of line. The note names them instead.
+for r in rows:
+    if len(r.get("name", "")) > 44:
+        problems.append(f"row {r['name']!r}: {len(r['name'])} characters, past the table's 44")
+build_notes = {r["name"]: r.get("note", "") for r in rows if r.get("group") == "build"}
+every = "#include every public header over empty TU"
+if sorted(build_notes) != ["#include <wdedup/runtime.hpp> over empty TU", every] or \
+        not build_notes[every].endswith("; the TU includes <wdedup/wdedup.hpp>, <wdedup/bench.hpp> and "
+                                        "<wdedup/runtime/verify.hpp>"):
+    problems.append(f"build rows {build_notes!r}")
 # --help gives --quick's sizes, each the one this run used: the workloads'
 # notes, the lookups a pass, the big tensor's row and the written bytes (it
 # gave --quick's --reps, --model and --compile-reps alone).
