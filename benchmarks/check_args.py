@@ -727,6 +727,20 @@ else:
         problems.append(f"--keys 256,16: targets {doc.get('targets')}, targets_not_measured "
                         f"{doc.get('targets_not_measured')}; expected {want} and 0")
 
+# One key is "1 key" in each row's name, as any other count is "N keys" (it
+# was "1 keys").
+r = run([exe, "--quick", "--only", "runtime", "--keys", "1", "--reps", "1", "--lookups", "1000", "--big-tensor",
+         "65536", "--no-progress", "--json", json_path, "--tmpdir", outdir])
+if r.returncode != 0:
+    problems.append(f"--keys 1: exit {r.returncode}: {r.stderr}")
+else:
+    with open(json_path) as f:
+        names = sorted({x["name"] for x in json.load(f)["results"] if "key" in x["name"]})
+    want = ["get_tensor_layout, 1 key", "heap allocations: open, 1 key", "missing key, 1 key",
+            "open (mmap + validate), 1 key"]
+    if names != want:
+        problems.append(f"--keys 1: rows {names}, expected {want}")
+
 # ---- groups that failed: their targets counted as not measured ------------------
 # Files past RLIMIT_FSIZE (SIGXFSZ ignored: a write past it fails with EFBIG,
 # and the writer refuses such a file before it starts) fail the 65,536-key

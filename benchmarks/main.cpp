@@ -439,7 +439,8 @@ bool check_ptd_files(const Config& c) {
     std::size_t keys = 0;
     for (const wdedup::Method& m : scratch.methods)
       for (const wdedup::Partition& part : m.partitions) keys += part.tensors.size();
-    std::fprintf(stderr, "wdedup-bench: --ptd files hold no tensor bytes (%zu keys in all): nothing to time\n", keys);
+    std::fprintf(stderr, "wdedup-bench: --ptd files hold no tensor bytes (%s in all): nothing to time\n",
+                 wdedup_cli::counted(keys, "key").c_str());
     return false;
   }
   return true;

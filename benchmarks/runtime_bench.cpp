@@ -29,12 +29,14 @@
 #include <wdedup/ptd_writer.hpp>
 #include <wdedup/runtime.hpp>
 
+#include "cli.hpp"  // (tools/) counted, shared with the demo
 #include "harness.hpp"
 
 namespace wbench {
 namespace {
 
 namespace bench = wdedup::bench;
+using wdedup_cli::counted;
 
 /// Keys shaped like a real model's: "layers.<n>.<part>" with long shared prefixes.
 std::string key_name(std::uint64_t i) {
@@ -256,7 +258,9 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   // A wrong answer in this store's timed loops voids its rows (lookups,
   // missing keys, open, allocations).
   const FailureScope scope(out);
-  progress(c, "runtime: lookups, %llu keys: writing the store", static_cast<unsigned long long>(keys));
+  // "1 key", "16 keys": the rows' names and the progress lines.
+  const std::string k_keys = counted(keys, "key");
+  progress(c, "runtime: lookups, %s: writing the store", k_keys.c_str());
   std::optional<KeyStore> written = write_key_store(c, keys);
   if (!written) return;
   const KeyStore& ks = *written;
@@ -386,40 +390,40 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
     };
   };
 
-  progress(c, "runtime: lookups, %llu keys: present keys", static_cast<unsigned long long>(keys));
+  progress(c, "runtime: lookups, %s: present keys", k_keys.c_str());
   auto s = interleave(c.reps, {checked("unordered_map", present, present_answers, lookups, with_umap),
                                checked("get_tensor_layout", present, present_answers, lookups, ours),
                                checked("strcmp scan", present, present_answers, scan_n, scan)});
   {
-    Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[1], "unordered_map", s[0]);
+    Row r = lookup_row(c, "get_tensor_layout, " + k_keys, s[1], "unordered_map", s[0]);
     r.target = Target::ratio_at_least(1.0, ">= 1x");
     r.note = "target: at most unordered_map's time per lookup";
     r.extra = {{"keys", double(keys)}, {"lookups_per_pass", double(c.lookups)}, {"distinct_queries", double(present.size())}};
     out.rows.push_back(std::move(r));
   }
   {
-    Row r = lookup_row(c, "get_tensor_layout, " + k + " keys", s[1], "strcmp scan", s[2]);
+    Row r = lookup_row(c, "get_tensor_layout, " + k_keys, s[1], "strcmp scan", s[2]);
     // (Each target set here is counted before the run by planned_targets,
     // targets.hpp: a row that never comes is a target not measured.)
     if (keys == kScanTargetKeys) r.target = Target::ratio_at_least(50.0, ">= 50x");
     r.extra = {{"keys", double(keys)}, {"scan_lookups_per_pass", double(scan_n)}};
     out.rows.push_back(std::move(r));
   }
-  progress(c, "runtime: lookups, %llu keys: missing keys", static_cast<unsigned long long>(keys));
+  progress(c, "runtime: lookups, %s: missing keys", k_keys.c_str());
   const std::size_t scan_miss = std::min<std::size_t>(std::max<std::size_t>(16, scan_n / 2), lookups);  // a miss scans every key
   auto m = interleave(c.reps, {checked("unordered_map", missing, missing_answers, lookups, with_umap),
                                checked("get_tensor_layout", missing, missing_answers, lookups, ours),
                                checked("strcmp scan", missing, missing_answers, scan_miss, scan)});
   for (const auto& [who, samples] : {std::pair<const char*, const std::vector<double>*>{"unordered_map", &m[0]},
                                       {"strcmp scan", &m[2]}}) {
-    Row r = lookup_row(c, "missing key, " + k + " keys", m[1], who, *samples);
+    Row r = lookup_row(c, "missing key, " + k_keys, m[1], who, *samples);
     r.note = "a throughput, not a latency: a miss's answer is predicted, so misses overlap (every contender alike)";
     out.rows.push_back(std::move(r));
   }
 
   // ---- open time and allocations, on the largest store ------------------------
   if (keys != *std::max_element(c.key_counts.begin(), c.key_counts.end())) return;
-  progress(c, "runtime: open, %llu keys", static_cast<unsigned long long>(keys));
+  progress(c, "runtime: open, %s", k_keys.c_str());
   std::string open_failure;
   auto open_once = [&] {
     const double t0 = bench::now_seconds();
@@ -427,7 +431,7 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
     auto mm = src ? wdedup::NamedDataMap::open(*src) : wdedup::Result<wdedup::NamedDataMap>(src.error(), "", 0);
     const double t = bench::now_seconds() - t0;
     if (!mm || *mm->get_num_keys() != keys)
-      open_failure = "reopening " + ks.path + ": " + (mm ? std::to_string(*mm->get_num_keys()) + " keys, not " + k
+      open_failure = "reopening " + ks.path + ": " + (mm ? counted(*mm->get_num_keys(), "key") + ", not " + k
                                                          : std::string(wdedup::error_name(mm.error())));
     consume(mm ? *mm->get_num_keys() : 0);
     return t;
@@ -453,7 +457,7 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
     return;
   }
   {
-    Row r = lookup_row(oc, "open (mmap + validate), " + k + " keys", o[0], "build unordered_map", o[1], 1e6, "us");
+    Row r = lookup_row(oc, "open (mmap + validate), " + k_keys, o[0], "build unordered_map", o[1], 1e6, "us");
     r.ratio_meaning = "time to build an unordered_map over the keys / MmapSource::open + NamedDataMap::open time";
     r.note = "open maps the file anew each time: page faults on the metadata are included";
     if (open_reps != c.reps) r.note += "; " + std::to_string(open_reps) + " repetitions (at least 11, whatever --reps)";
@@ -520,7 +524,7 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
   for (int which = 0; which < 2; ++which) {
     Row ar;
     ar.group = "alloc";
-    ar.name = which == 0 ? "heap allocations: open, " + k + " keys" : "heap allocations: 1M get_tensor_layout";
+    ar.name = which == 0 ? "heap allocations: open, " + k_keys : "heap allocations: 1M get_tensor_layout";
     ar.reps = 1;
     ar.unit = "allocs";
     if (a0 < 0) {
