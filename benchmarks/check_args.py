@@ -816,6 +816,23 @@ line = ("dedup input on huge pages: small tensors POSITIONAL 0% "
         "(--input-pages small: the small-tensor and adversarial workloads).")
 if lines is not None and (share != 0 or line not in lines):
     problems.append(f"--input-pages small: share {share}, output {lines}")
+# With neither workload whose pages it sets (a Llama workload alone), the
+# line under the table says "none ran", as the JSON's facts do (it said
+# "--input-pages small: the small-tensor and adversarial workloads").
+r = run([exe, "--quick", "--only", "dedup", "--workloads", "llama-1+1", "--threads", "1", "--reps", "1",
+         "--input-pages", "small", "--no-progress", "--json", json_path, "--tmpdir", outdir])
+line = ("dedup input on huge pages: llama 1+1 POSITIONAL 0% (--input-pages: none ran of the small-tensor and "
+        "adversarial workloads, whose pages it sets).")
+said = [l for l in r.stdout.splitlines() if l.startswith("dedup input on huge pages: ")]
+fact = None
+if r.returncode == 0:
+    with open(json_path) as f:
+        fact = json.load(f)["facts"].get("input_pages")
+# (The Llama input's share is the kernel's doing: any percentage.)
+if r.returncode != 0 or fact != "none ran" or len(said) != 1 or \
+        re.sub(r"POSITIONAL \d+%", "POSITIONAL 0%", said[0]) != line:
+    problems.append(f"--input-pages small with llama-1+1 alone: exit {r.returncode}, input_pages {fact!r}, lines "
+                    f"{said}; expected 'none ran' and {line!r}")
 enabled, defrag = thp_setting("enabled"), thp_setting("defrag")
 if enabled is not None and "[never]" not in enabled and defrag is not None and "[never]" not in defrag:
     share, lines = input_pages_run("huge")

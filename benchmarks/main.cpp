@@ -910,7 +910,7 @@ std::string fmt_value(double v, const std::string& unit) {
 
 /// The table, and under it `targets` (targets_line) and what else a reader
 /// needs to read it.
-void print_table(const Results& r, const char* input_pages, const std::string& targets) {
+void print_table(const Results& r, const std::string& input_pages, const std::string& targets) {
   std::printf("%-8s %-44s %3s %13s  %-30s %9s  %-12s %s\n", "group", "benchmark", "thr", "figure", "baseline (same run)",
               "ratio", "target", "met");
   std::string last;
@@ -948,9 +948,15 @@ void print_table(const Results& r, const char* input_pages, const std::string& t
     else std::snprintf(pct, sizeof pct, "%.0f%%", 100 * *share);
     shares += (shares.empty() ? "" : ", ") + label + " " + pct;
   }
-  if (!shares.empty())
+  // (`input_pages` is the JSON's fact: "none ran" where neither workload
+  // whose pages it sets did, a Llama or --ptd run.)
+  if (!shares.empty() && input_pages == "none ran")
+    std::printf("dedup input on huge pages: %s (--input-pages: none ran of the small-tensor and adversarial "
+                "workloads, whose pages it sets).\n",
+                shares.c_str());
+  else if (!shares.empty())
     std::printf("dedup input on huge pages: %s (--input-pages %s: the small-tensor and adversarial workloads).\n",
-                shares.c_str(), input_pages);
+                shares.c_str(), input_pages.c_str());
   // Where the engine reads little of what the rows are timed on (a tensor
   // whose size no other has is settled unread), the GB/s are no speed of
   // comparing: a user trial timed a store wdedup had already written, at
@@ -1104,8 +1110,10 @@ int main(int argc, char** argv) {
   // What the Llama workloads ran as, or that none ran (a --ptd run).
   r.notes.push_back({"llama_model", wbench::runs_llama(c) ? c.model : "none ran"});
   // (--input-pages advises only the small-tensor and adversarial inputs.)
+  // The table's line of huge-page shares says the same.
   const bool paged = c.runs_dedup() && (c.wants_workload("small-tensors") || c.wants_workload("adversarial"));
-  r.notes.push_back({"input_pages", paged ? c.input_pages : "none ran"});
+  const std::string input_pages = paged ? c.input_pages : "none ran";
+  r.notes.push_back({"input_pages", input_pages});
   r.notes.push_back({"transparent_hugepage", wbench::thp_policy()});
   // Where the runtime, write and build groups put their files: the write
   // figures are that filesystem's.
@@ -1182,7 +1190,7 @@ int main(int argc, char** argv) {
     // (a Ctrl-C during the first group said that). An interrupted run says
     // so below.
     if (!r.rows.empty())
-      print_table(r, c.input_pages.c_str(),
+      print_table(r, input_pages,
                   wbench::targets_line(counted_targets,
                                        c.quick ? " (--quick: small sizes, the yes/NO mean nothing)" : "",
                                        interrupted, wbench::any_failure()));
