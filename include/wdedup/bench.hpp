@@ -459,109 +459,23 @@ struct ResidentPeak {
 
 namespace detail {
 
-/// The "<field>: N kB" line of /proc/self/status, in bytes; -1 where it
-/// cannot be read. Read a line at a time through a small buffer, as the
-/// file has no size limit (a process in 65,536 groups has a Groups line of
-/// ~450 KB). (open and read, not stdio: nothing allocated between the
-/// reset and the call.)
-inline long long proc_status_bytes(const char* field, const char* path = "/proc/self/status") noexcept {
-#if defined(__linux__)
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  const std::size_t len = std::strlen(field);
-  char buf[4096];
-  std::size_t held = 0;   // bytes in buf, from the start of a line
-  bool skipping = false;  // inside a line longer than buf: not ours
-  long long out = -1;
-  for (bool done = false; !done;) {
-    const ssize_t n = ::read(fd, buf + held, sizeof buf - held);
-    if (n <= 0) break;
-    held += static_cast<std::size_t>(n);
-    std::size_t at = 0;
-    for (;;) {
-      const void* nl = std::memchr(buf + at, '\n', held - at);
-      if (nl == nullptr) break;
-      const std::size_t end = static_cast<std::size_t>(static_cast<const char*>(nl) - buf);
-      if (!skipping && end - at > len && std::memcmp(buf + at, field, len) == 0 && buf[at + len] == ':') {
-        std::size_t p = at + len + 1;
-        while (p < end && (buf[p] == ' ' || buf[p] == '\t')) ++p;
-        if (p < end && buf[p] >= '0' && buf[p] <= '9') {
-          long long kib = 0;
-          for (; p < end && buf[p] >= '0' && buf[p] <= '9'; ++p) kib = kib * 10 + (buf[p] - '0');
-          out = kib * 1024;
-        }
-        done = true;
-        break;
-      }
-      skipping = false;
-      at = end + 1;
-    }
-    // Keep the unfinished line; one that fills the buffer is not a memory
-    // figure's (those are short): drop it and skip to its end.
-    if (at == 0 && held == sizeof buf) {
-      held = 0;
-      skipping = true;
-    } else {
-      std::memmove(buf, buf + at, held - at);
-      held -= at;
-    }
-  }
-  ::close(fd);
-  return out;
-#else
-  (void)field;
-  (void)path;
-  return -1;
-#endif
-}
-
-/// Resets the process's peak resident size to what is resident now.
-inline bool reset_resident_peak() noexcept {
-#if defined(__linux__)
-  const int fd = ::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const bool ok = ::write(fd, "5", 1) == 1;
-  ::close(fd);
-  return ok;
-#else
-  return false;
-#endif
-}
-
-}  // namespace detail
-
-/// The memory a run can be given now, and which limit says so
-/// (memory_limit()).
-struct MemoryLimit {
-  std::uint64_t bytes = 0;
-  /// The limit that set `bytes`: "MemAvailable in /proc/meminfo", "its
-  /// cgroup's memory.max" or "this machine's physical memory"; nullptr
-  /// where none of them could be read (`bytes` is then 0 and means nothing).
-  const char* source = nullptr;
-  bool known() const noexcept { return source != nullptr; }
-};
-
-namespace detail {
-
 /// Calls on_line(line, length) for each line of the file at `path` (without
 /// its '\n') until it returns true; false where the file cannot be opened.
-/// A line longer than the buffer is skipped (no line this reads is: a
-/// cgroup path is at most PATH_MAX). open and read, not stdio.
+/// A line longer than the 4 KiB buffer is skipped (no line this is asked
+/// for is: a figure's, a cgroup's path), and so is a last line without its
+/// '\n' (cut short: the kernel ends each line of these files with one).
+/// open and read, not stdio.
 template <class OnLine>
 bool for_each_line(const char* path, OnLine&& on_line) noexcept {
 #if defined(__linux__)
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  char buf[8192];
-  std::size_t held = 0;
-  bool skipping = false;
+  char buf[4096];
+  std::size_t held = 0;   // bytes in buf, from the start of a line
+  bool skipping = false;  // inside a line longer than buf
   for (bool done = false; !done;) {
     const ssize_t n = ::read(fd, buf + held, sizeof buf - held);
-    // (A last line without its '\n' is a line too.)
-    if (n <= 0) {
-      if (held != 0 && !skipping) on_line(static_cast<const char*>(buf), held);
-      break;
-    }
+    if (n <= 0) break;
     held += static_cast<std::size_t>(n);
     std::size_t at = 0;
     for (;;) {
@@ -591,6 +505,57 @@ bool for_each_line(const char* path, OnLine&& on_line) noexcept {
   return false;
 #endif
 }
+
+/// The "<field>: N kB" line of /proc/self/status (or /proc/meminfo), in
+/// bytes; -1 where it cannot be read. Read a line at a time through
+/// for_each_line's buffer, as the file has no size limit (a process in
+/// 65,536 groups has a Groups line of ~450 KB, skipped: no figure's line is
+/// that long). (open and read, not stdio: nothing allocated between the
+/// reset and the call.)
+inline long long proc_status_bytes(const char* field, const char* path = "/proc/self/status") noexcept {
+  const std::size_t len = std::strlen(field);
+  long long out = -1;
+  for_each_line(path, [&](const char* line, std::size_t n) {
+    if (n <= len || std::memcmp(line, field, len) != 0 || line[len] != ':') return false;
+    std::size_t p = len + 1;
+    while (p < n && (line[p] == ' ' || line[p] == '\t')) ++p;
+    if (p < n && line[p] >= '0' && line[p] <= '9') {
+      long long kib = 0;
+      for (; p < n && line[p] >= '0' && line[p] <= '9'; ++p) kib = kib * 10 + (line[p] - '0');
+      out = kib * 1024;
+    }
+    return true;
+  });
+  return out;
+}
+
+/// Resets the process's peak resident size to what is resident now.
+inline bool reset_resident_peak() noexcept {
+#if defined(__linux__)
+  const int fd = ::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, "5", 1) == 1;
+  ::close(fd);
+  return ok;
+#else
+  return false;
+#endif
+}
+
+}  // namespace detail
+
+/// The memory a run can be given now, and which limit says so
+/// (memory_limit()).
+struct MemoryLimit {
+  std::uint64_t bytes = 0;
+  /// The limit that set `bytes`: "MemAvailable in /proc/meminfo", "its
+  /// cgroup's memory.max" or "this machine's physical memory"; nullptr
+  /// where none of them could be read (`bytes` is then 0 and means nothing).
+  const char* source = nullptr;
+  bool known() const noexcept { return source != nullptr; }
+};
+
+namespace detail {
 
 /// The number a cgroup limit file holds ("max": none), or false.
 inline bool read_cgroup_limit(const char* path, std::uint64_t* out) noexcept {
