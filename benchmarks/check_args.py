@@ -896,12 +896,15 @@ for args, want in [(["--mbb", "4"], "unknown option '--mbb'"),
     want = "example_benchmark_own_program: " + want + "\n" + usage
     if r.returncode != 2 or r.stderr != want or r.stdout != "":
         problems.append(f"example {args}: exit {r.returncode}, stderr {r.stderr!r}; expected 2, {want!r}")
-# More memory than the machine has: refused before allocating (it ended in
-# std::bad_alloc, exit 134).
+# More memory than this process can have: refused before allocating (it
+# ended in std::bad_alloc, exit 134), naming the limit as the harness does.
 r = run([example, "--mb", "1000000"])
-if r.returncode != 2 or not re.fullmatch(r"example_benchmark_own_program: --mb 1000000 is more than this "
-                                         r"machine's [0-9]+ MB of memory\n", r.stderr):
-    problems.append(f"example --mb 1000000: exit {r.returncode}, stderr {r.stderr!r}")
+m = re.fullmatch(r"example_benchmark_own_program: --mb 1000000 is more than the ([0-9]+) MB this process can have "
+                 r"\((.*)\)\n", r.stderr)
+if r.returncode != 2 or not m or m.group(2) != LIMIT_SOURCE or \
+        abs(int(m.group(1)) - (LIMIT_BYTES >> 20)) > (LIMIT_BYTES >> 20) / 4:
+    problems.append(f"example --mb 1000000: exit {r.returncode}, stderr {r.stderr!r}; the limit is "
+                    f"{LIMIT_BYTES >> 20} MB ({LIMIT_SOURCE})")
 r = run([example, "--help"])
 if r.returncode != 0 or r.stdout != usage:
     problems.append(f"example --help: exit {r.returncode}, stdout {r.stdout!r}")

@@ -112,9 +112,11 @@ int main(int argc, char** argv) {
   const Args args = parse_args(argc, argv);
   const unsigned mb = args.mb, threads = args.threads, reps = args.reps;
   // Refused up front rather than ended by the allocator (or the kernel).
-  if (const std::uint64_t have = wdedup::bench::physical_memory(); have != 0 && std::uint64_t{mb} << 20 > have) {
-    std::fprintf(stderr, "example_benchmark_own_program: --mb %u is more than this machine's %llu MB of memory\n",
-                 mb, static_cast<unsigned long long>(have >> 20));
+  // (Against what this process can be given now, not the machine's total.)
+  if (const wdedup::bench::MemoryLimit have = wdedup::bench::memory_limit();
+      have.known() && std::uint64_t{mb} << 20 > have.bytes) {
+    std::fprintf(stderr, "example_benchmark_own_program: --mb %u is more than the %llu MB this process can have (%s)\n",
+                 mb, static_cast<unsigned long long>(have.bytes >> 20), have.source);
     return 2;
   }
 

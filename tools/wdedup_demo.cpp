@@ -821,12 +821,17 @@ int run_demo(int argc, char** argv) {
     // Before allocating: a --layers this machine cannot hold would otherwise
     // end with the kernel killing the process part-way.
     if (config->problem().empty()) {
-      const std::uint64_t need = config->memory_bytes(), have = wdedup::bench::physical_memory();
-      if (have != 0 && need > have) {
+      // (What this process can be given now, as the harness checks: the
+      // machine's total let runs start that its other processes, or a
+      // container's limit, left no room for.)
+      const std::uint64_t need = config->memory_bytes();
+      const wdedup::bench::MemoryLimit have = wdedup::bench::memory_limit();
+      if (have.known() && need > have.bytes) {
         std::fprintf(stderr,
-                     "wdedup-demo: the workload's tensors need %s of memory, more than this machine's %s (a smaller "
-                     "--model or --layers fits)\n",
-                     wdedup::detail::human_bytes(need).c_str(), wdedup::detail::human_bytes(have).c_str());
+                     "wdedup-demo: the workload's tensors need %s of memory, more than the %s this process can have "
+                     "(%s; a smaller --model or --layers fits)\n",
+                     wdedup::detail::human_bytes(need).c_str(), wdedup::detail::human_bytes(have.bytes).c_str(),
+                     have.source);
         return 2;
       }
     }
