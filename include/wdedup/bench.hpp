@@ -489,6 +489,8 @@ bool for_each_line(const char* path, OnLine&& on_line) noexcept {
       skipping = false;
       at = end + 1;
     }
+    // Keep the unfinished line; one that fills the buffer is dropped, and
+    // the rest of it skipped to its end.
     if (at == 0 && held == sizeof buf) {
       held = 0;
       skipping = true;

@@ -278,12 +278,12 @@ inline std::string unusable_name(std::string_view name) {
 }
 /// Why a key must be UTF-8, for the messages of every entry point (see
 /// detail/utf8.hpp).
-constexpr std::string_view kKeyUtf8Why =
+inline constexpr std::string_view kKeyUtf8Why =
     "; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read "
     "a file holding one that is not";
 /// The same for a method name, which deduplicate() makes keys of where
 /// methods give one tensor name other bytes or layouts.
-constexpr std::string_view kMethodUtf8Why =
+inline constexpr std::string_view kMethodUtf8Why =
     " (keys are made of method names: '<method>/<name>'); a key is a flatbuffer string, which is UTF-8, and "
     "ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is not";
 /// unusable_name's reasons, and for a name that is to become (part of) a
