@@ -146,9 +146,8 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
       return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name),
                                                     " contains a NUL byte at offset ", nul));
     // Keys are made of it too ("<method>/<name>"), and a key must be UTF-8.
-    if (const std::size_t bad = first_non_utf8(method.name); bad != std::string_view::npos)
-      return Expected<void>(Error::InvalidName, cat("method name ", quote_name(method.name),
-                                                    " is not valid UTF-8 at offset ", bad, kMethodUtf8Why));
+    if (std::string problem = utf8_problem(method.name, true); !problem.empty())
+      return Expected<void>(Error::InvalidName, cat("method name ", problem));
     // The name index keeps a name's size in 32 bits (a longer name would
     // be indexed, and named in keys, by its first size mod 2^32 bytes), and
     // a .ptd file cannot hold a longer string anyway.

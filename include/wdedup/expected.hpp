@@ -286,15 +286,22 @@ inline constexpr std::string_view kKeyUtf8Why =
 inline constexpr std::string_view kMethodUtf8Why =
     " (keys are made of method names: '<method>/<name>'); a key is a flatbuffer string, which is UTF-8, and "
     "ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is not";
-/// unusable_name's reasons, and for a name that is to become (part of) a
-/// key, a tensor's or a method's (`method`), one more: " 'w\xff' is not
-/// valid UTF-8 at offset 1; ...".
-inline std::string unusable_key(std::string_view name, bool method = false) {
-  if (std::string why = unusable_name(name); !why.empty()) return why;
+/// "'w\xff' is not valid UTF-8 at offset 1; ..." for a key, or a name keys
+/// are made of (a method's, `method`), that is not UTF-8, or "": the one
+/// message every entry point puts after what the name is ("key ",
+/// "method name ").
+inline std::string utf8_problem(std::string_view name, bool method = false) {
   const std::size_t bad = first_non_utf8(name);
   return bad == std::string_view::npos
              ? std::string()
-             : cat(" ", quote_name(name), " is not valid UTF-8 at offset ", bad, method ? kMethodUtf8Why : kKeyUtf8Why);
+             : cat(quote_name(name), " is not valid UTF-8 at offset ", bad, method ? kMethodUtf8Why : kKeyUtf8Why);
+}
+/// unusable_name's reasons, and for a name that is to become (part of) a
+/// key, a tensor's or a method's (`method`), utf8_problem's.
+inline std::string unusable_key(std::string_view name, bool method = false) {
+  if (std::string why = unusable_name(name); !why.empty()) return why;
+  std::string problem = utf8_problem(name, method);
+  return problem.empty() ? problem : " " + problem;
 }
 /// A path with a NUL byte, refused before any system call sees it (they
 /// would take the path up to the NUL: another file, reported as this one):

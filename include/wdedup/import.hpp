@@ -285,10 +285,10 @@ const StoreKey* key_now_holding(const NamedDataStore& merged, std::string_view n
 /// partitions.
 ///
 /// Errors (the program is then unchanged):
-/// - InvalidName: `method` is empty, holds a NUL byte or is already a
-///   method of `program`; a key is empty, holds a NUL byte or is not
-///   UTF-8 (no tensor name can be any of these: deduplicate() makes keys
-///   from them);
+/// - InvalidName: `method` is empty, holds a NUL byte, is not UTF-8 or is
+///   already a method of `program`; a key is empty, holds a NUL byte or is
+///   not UTF-8 (no tensor name can be any of these: deduplicate() makes
+///   keys from method and tensor names);
 /// - MalformedKey: a key appears twice (ExecuTorch's reader would give the
 ///   first for both; which one a merge should keep is not the import's guess),
 ///   or the keys' strings overlap in the file (store.keys_overlap());
@@ -356,10 +356,9 @@ Expected<void> add_ptd_method(Program& program, const NamedDataMap& store, std::
 /// without function maps (use add_ptd_method) or not in memory, or with a
 /// key no function names (see above);
 /// InvalidName for a method the program already has, or a method or
-/// tensor name in the function maps that is empty or holds a NUL byte,
-/// or a tensor name (or a key no function names, under
-/// unmapped_keys_method) that is not UTF-8 (deduplicate() could not take
-/// it back); MalformedFunctionMap
+/// tensor name in the function maps (or unmapped_keys_method, or a key
+/// no function names under it) that is empty, holds a NUL byte or is not
+/// UTF-8 (deduplicate() could not take it back); MalformedFunctionMap
 /// for a (method, partition) given twice, or a method whose partitions are
 /// not 0..n-1; InvalidAlignment, LayoutMismatch, MalformedSegment and the reader's codes as
 /// for add_ptd_method. Method names are checked first, then the partition

@@ -145,9 +145,8 @@ Expected<void> check_entry(std::string_view where, std::string_view key, ByteSpa
                                                   nul, "; ExecuTorch compares keys only up to a NUL (strcmp, or "
                                                   "strncmp after a length check), so it could not tell it from a "
                                                   "key that agrees before the NUL"));
-  if (const std::size_t bad = first_non_utf8(key); bad != std::string_view::npos)
-    return Expected<void>(Error::InvalidName, cat(where, noun, " ", quote_name(key), " is not valid UTF-8 at offset ",
-                                                  bad, kKeyUtf8Why));
+  if (std::string problem = utf8_problem(key); !problem.empty())
+    return Expected<void>(Error::InvalidName, cat(where, noun, " ", problem));
   if (alignment <= 0)
     return Expected<void>(Error::InvalidAlignment,
                           cat(where, noun, " ", quote_name(key), ": alignment must be a positive integer, got ",

@@ -170,8 +170,8 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
                                        " contains a NUL byte; ExecuTorch compares keys only up to a NUL "
                                        "(strcmp, or strncmp after a length check), so it could not tell it from a "
                                        "key that agrees before the NUL"));
-    if (const std::size_t bad = first_non_utf8(k.key); bad != std::string_view::npos)
-      return R(Error::InvalidName, cat("key ", quote_name(k.key), " is not valid UTF-8 at offset ", bad, kKeyUtf8Why));
+    if (std::string problem = utf8_problem(k.key); !problem.empty())
+      return R(Error::InvalidName, cat("key ", problem));
     if (k.buffer_index >= buffers.size())
       return R(Error::InvalidArgument, cat("key ", quote_name(k.key), " points at buffer ", k.buffer_index,
                                            " but the store has ", counted(buffers.size(), "buffer")));
