@@ -824,7 +824,7 @@ std::string json_array(const std::vector<double>& v) {
 }
 
 std::string to_json(const Config& c, const Results& r, const std::string& command, const std::string& date,
-                    bool interrupted, std::size_t planned_targets) {
+                    bool interrupted, const wbench::TargetCount& t) {
   std::string o = "{\n";
   o += "  \"tool\": \"wdedup-bench\",\n";
   o += "  \"command\": " + json_string(command) + ",\n";
@@ -877,9 +877,8 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
     o += "}";
   }
   o += "\n  ],\n";
-  // Every target the run set, those of rows that never came (a group that
-  // failed, a Ctrl-C) included: targets_met of targets, as the table says.
-  const wbench::TargetCount t = wbench::count_targets(r, planned_targets);
+  // `t`: every target the run set, those of rows that never came (a group
+  // that failed, a Ctrl-C) included: targets_met of targets, as the table says.
   const wbench::Steadiness st = steadiness(r);
   o += "  \"targets\": " + std::to_string(t.targets) + ",\n  \"targets_met\": " + std::to_string(t.met) +
        ",\n  \"targets_not_measured\": " + std::to_string(t.not_measured) +
@@ -1233,7 +1232,7 @@ int main(int argc, char** argv) {
     std::printf("nothing was measured: %s left as it was\n", c.json_path.c_str());
     return end(1);
   }
-  const std::string json = to_json(c, r, command, date, interrupted, planned);
+  const std::string json = to_json(c, r, command, date, interrupted, counted_targets);
   // Whole or not at all: a cut-off file over the last run's figures loses both.
   if (wdedup::Expected<void> w =
           wdedup::detail::write_whole_file(c.json_path, json, false, wdedup::detail::default_file_ops(), kJsonWatch);
