@@ -40,10 +40,55 @@ def parse_human_bytes(text):
     return float(number) * 1024 ** ["B", "KiB", "MiB", "GiB", "TiB"].index(unit)
 
 
+def cgroup_limit(v1):
+    """The lowest memory limit of this process's cgroup and its ancestors, in
+    cgroup v1's memory hierarchy (memory.limit_in_bytes) or v2's (memory.max),
+    its directory found through /proc/self/mountinfo as bench::memory_limit
+    finds it; None where none is set."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = [line.rstrip("\n").split(":", 2) for line in f]
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return None
+    path = next((p for hid, controllers, p in (ln for ln in lines if len(ln) == 3)
+                 if ("memory" in controllers.split(",") if v1 else hid == "0" and controllers == "")), None)
+    if path is None:
+        return None
+
+    def unescape(field):  # (mountinfo writes a space as "\\040")
+        return re.sub(r"\\([0-3][0-7][0-7])", lambda m: chr(int(m.group(1), 8)), field)
+
+    for fields in mounts:
+        if "-" not in fields[6:]:
+            continue
+        dash = fields.index("-", 6)
+        fstype, options = fields[dash + 1], fields[dash + 3].split(",")
+        if fstype != ("cgroup" if v1 else "cgroup2") or (v1 and "memory" not in options):
+            continue
+        root, point = unescape(fields[3]).rstrip("/"), unescape(fields[4])
+        if path != root and not path.startswith(root + "/"):
+            continue
+        parts = [p for p in path[len(root):].split("/") if p]
+        limits = []
+        for k in range(len(parts), -1, -1):
+            try:
+                with open(os.path.join(point, *parts[:k], "memory.limit_in_bytes" if v1 else "memory.max")) as f:
+                    text = f.read().strip()
+                if text.isdigit() and int(text) < 2 ** 62:  # (v1's "no limit" is 2^63 less a page)
+                    limits.append(int(text))
+            except OSError:
+                pass
+        return min(limits) if limits else None
+    return None
+
+
 def memory_limit():
     """What this process can be given, as the harness finds it (bench::memory_limit):
-    the smaller of MemAvailable and the lowest memory.max of its cgroup v2 and the
-    cgroup's ancestors, else physical memory. (bytes, how a refusal names it)."""
+    the smaller of MemAvailable and the lowest memory limit of its cgroup and the
+    cgroup's ancestors (v2's memory.max, v1's memory.limit_in_bytes), else physical
+    memory. (bytes, how a refusal names it)."""
     best = (os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "this machine's physical memory")
     try:
         with open("/proc/meminfo") as f:
@@ -52,23 +97,10 @@ def memory_limit():
                     best = (int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo")
     except OSError:
         pass
-    try:
-        with open("/proc/self/cgroup") as f:
-            path = next((line[3:].rstrip("\n") for line in f if line.startswith("0::/")), None)
-    except OSError:
-        path = None
-    parts = [p for p in (path or "").split("/") if p]
-    limits = []
-    for k in range(len(parts), -1, -1) if path is not None else ():
-        try:
-            with open(os.path.join("/sys/fs/cgroup", *parts[:k], "memory.max")) as f:
-                text = f.read().strip()
-            if text.isdigit():
-                limits.append(int(text))
-        except OSError:
-            pass
-    if limits and min(limits) < best[0]:
-        best = (min(limits), "its cgroup's memory.max")
+    for v1, source in ((False, "its cgroup's memory.max"), (True, "its cgroup's memory.limit_in_bytes")):
+        limit = cgroup_limit(v1)
+        if limit is not None and limit < best[0]:
+            best = (limit, source)
     return best
 
 

@@ -310,8 +310,8 @@ std::uint64_t consumed();
 
 /// ", more than the <size> this process can have (<which limit>)" where
 /// `bytes` of memory are more than bench::memory_limit() (MemAvailable, a
-/// cgroup's memory.max or physical memory), else "": the end of a refusal
-/// that names what asked for them (main.cpp).
+/// cgroup's memory limit, v2's or v1's, or physical memory), else "": the
+/// end of a refusal that names what asked for them (main.cpp).
 std::string past_memory_limit(std::uint64_t bytes);
 
 /// Why the Llama settings (--model and the shape flags) cannot generate

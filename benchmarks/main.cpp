@@ -449,7 +449,7 @@ bool check_ptd_files(const Config& c) {
 /// The memory a size flag asks for, refused before the run when it cannot
 /// be had: a product past 2^64 wrapped (--small-tensors 2^52 allocated 4 KiB
 /// and wrote past it), and one past what this process can have (MemAvailable,
-/// its cgroup's memory.max: bench::memory_limit) would end in an
+/// its cgroup's memory limit: bench::memory_limit) would end in an
 /// out-of-memory kill part-way, or a failed group. "" if every size fits.
 std::string check_sizes(const Config& c) {
   struct Ask {

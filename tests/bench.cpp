@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -886,91 +887,307 @@ TEST_CASE("resident_peak: heap memory freed before the call is given back first,
 #endif
 #endif
 
-TEST_CASE("memory_limit: the smaller of MemAvailable and the cgroup v2 memory.max, else physical memory") {
-  // A /proc/meminfo, a /proc/self/cgroup and a cgroup2 mount of this test's
-  // own; physical memory 64 MiB.
-  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/bench-memory-limit";
-  const std::string meminfo = dir + "/meminfo", self = dir + "/cgroup", root = dir + "/root";
-  const auto write = [&](const std::string& path, const std::string& text) {
-    FILE* f = std::fopen(path.c_str(), "w");
+namespace {
+
+/// memory_limit_from's files under a directory of a test's own: a
+/// /proc/meminfo, a /proc/self/cgroup, a /proc/self/mountinfo, and the
+/// cgroup mounts it lists as directories below (`at` the path relative to
+/// that directory).
+struct FakeProc {
+  std::string dir, meminfo, self, mountinfo;
+
+  explicit FakeProc(const char* name)
+      : dir(std::string(WDEDUP_TEST_TMPDIR) + "/" + name),
+        meminfo(dir + "/meminfo"),
+        self(dir + "/cgroup"),
+        mountinfo(dir + "/mountinfo") {
+    remove_tree();  // (a run stopped part-way left it)
+    REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  }
+  ~FakeProc() { remove_tree(); }
+  FakeProc(const FakeProc&) = delete;
+  FakeProc& operator=(const FakeProc&) = delete;
+
+  void remove_tree() const {
+    ::nftw(
+        dir.c_str(), [](const char* path, const struct stat*, int, struct FTW*) { return std::remove(path); }, 16,
+        FTW_DEPTH | FTW_PHYS);
+  }
+  /// Writes `text` to `path` (absolute, or under dir), making its directories.
+  void write(const std::string& path, const std::string& text) const {
+    const std::string full = path[0] == '/' ? path : dir + "/" + path;
+    for (std::size_t slash = full.find('/', dir.size() + 1); slash != std::string::npos;
+         slash = full.find('/', slash + 1))
+      ::mkdir(full.substr(0, slash).c_str(), 0755);
+    FILE* f = std::fopen(full.c_str(), "w");
     REQUIRE(f != nullptr);
     REQUIRE(std::fwrite(text.data(), 1, text.size(), f) == text.size());
     REQUIRE(std::fclose(f) == 0);
-  };
-  for (const std::string& d : {dir, root, root + "/a", root + "/a/b"}) {
-    std::remove((d + "/memory.max").c_str());
-    ::mkdir(d.c_str(), 0755);
   }
-  const std::uint64_t physical = 64u << 20;
-  const auto limit = [&] {
-    return wdedup::bench::detail::memory_limit_from(meminfo.c_str(), self.c_str(), root.c_str(), physical);
-  };
-  const auto is = [](const wdedup::bench::MemoryLimit& got, std::uint64_t bytes, const char* source) {
-    CAPTURE(got.bytes);
-    CAPTURE(got.source);
-    return got.known() && got.bytes == bytes && std::strcmp(got.source, source) == 0;
-  };
-  const char* const kAvailable = "MemAvailable in /proc/meminfo";
-  const char* const kCgroup = "its cgroup's memory.max";
-  std::remove(meminfo.c_str());
-  std::remove(self.c_str());
+  /// A line of /proc/self/mountinfo: a mount of `root` at `at` under dir,
+  /// escaped as the kernel escapes them, with optional fields before the "-"
+  /// and `type_source_options` (e.g. "cgroup2 cgroup2 rw,nsdelegate") after.
+  std::string mount(const std::string& root, const std::string& at, const std::string& type_source_options) const {
+    const auto escape = [](const std::string& path) {
+      std::string out;
+      for (const char c : path) {
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\\') {
+          const unsigned u = static_cast<unsigned char>(c);
+          out += {'\\', static_cast<char>('0' + u / 64), static_cast<char>('0' + u / 8 % 8),
+                  static_cast<char>('0' + u % 8)};
+        } else {
+          out += c;
+        }
+      }
+      return out;
+    };
+    return "34 25 0:29 " + escape(root) + " " + escape(dir + "/" + at) +
+           " rw,nosuid,nodev,noexec,relatime shared:9 master:2 - " + type_source_options + "\n";
+  }
+  wdedup::bench::MemoryLimit limit(std::uint64_t physical) const {
+    return wdedup::bench::detail::memory_limit_from(meminfo.c_str(), self.c_str(), mountinfo.c_str(), physical);
+  }
+};
+
+bool is(const wdedup::bench::MemoryLimit& got, std::uint64_t bytes, const char* source) {
+  CAPTURE(got.bytes);
+  CAPTURE(got.source);
+  return got.known() && got.bytes == bytes && std::strcmp(got.source, source) == 0;
+}
+
+const char* const kAvailable = "MemAvailable in /proc/meminfo";
+const char* const kPhysical = "this machine's physical memory";
+const char* const kMemoryMax = "its cgroup's memory.max";
+const char* const kLimitInBytes = "its cgroup's memory.limit_in_bytes";
+const std::uint64_t kPhysicalBytes = 64u << 20;
+const char* const kMeminfo =
+    "MemTotal:       65536 kB\nMemFree:        10000 kB\nMemAvailable:   32768 kB\nBuffers: 1 kB\n";
+const std::uint64_t kAvailableBytes = 32768u << 10;
+
+}  // namespace
+
+TEST_CASE("memory_limit: the smaller of MemAvailable and the cgroup's memory limit, else physical memory") {
+  // A cgroup2 mount at "cg2" under the fixture's directory (not
+  // /sys/fs/cgroup, which the test never reads); physical memory 64 MiB.
+  const FakeProc p("bench-memory-limit");
+  const std::string root = p.dir + "/cg2";
+  const auto limit = [&] { return p.limit(kPhysicalBytes); };
   // Nothing readable: physical memory; nothing at all: not known.
-  CHECK(is(limit(), physical, "this machine's physical memory"));
-  CHECK_FALSE(wdedup::bench::detail::memory_limit_from(meminfo.c_str(), self.c_str(), root.c_str(), 0).known());
-  write(meminfo, "MemTotal:       65536 kB\nMemFree:        10000 kB\nMemAvailable:   32768 kB\nBuffers: 1 kB\n");
-  CHECK(is(limit(), 32768u << 10, kAvailable));
-  // A cgroup v1 line alone names no cgroup v2 ("12:memory:/a/b" is v1's).
-  write(root + "/a/b/memory.max", "1048576\n");
-  write(self, "12:memory:/a/b\n1:name=systemd:/a/b\n");
-  CHECK(is(limit(), 32768u << 10, kAvailable));
+  CHECK(is(limit(), kPhysicalBytes, kPhysical));
+  CHECK_FALSE(p.limit(0).known());
+  p.write(p.meminfo, kMeminfo);
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
+  p.write(p.mountinfo, p.mount("/", "cg2", "cgroup2 cgroup2 rw,nsdelegate"));
+  // A cgroup v1 line alone names no cgroup v2 ("12:memory:/a/b" is v1's,
+  // and no v1 hierarchy is mounted).
+  p.write(root + "/a/b/memory.max", "1048576\n");
+  p.write(p.self, "12:memory:/a/b\n1:name=systemd:/a/b\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
   // The cgroup's own limit, below MemAvailable (its v1 lines around it).
-  write(self, "12:memory:/x\n0::/a/b\n1:name=systemd:/x\n");
-  CHECK(is(limit(), 1048576, kCgroup));
+  p.write(p.self, "12:memory:/x\n0::/a/b\n1:name=systemd:/x\n");
+  CHECK(is(limit(), 1048576, kMemoryMax));
   // An ancestor's lower limit holds the cgroup to it too; "max" is none.
-  write(root + "/a/memory.max", "524288\n");
-  CHECK(is(limit(), 524288, kCgroup));
-  write(root + "/a/b/memory.max", "max\n");
-  CHECK(is(limit(), 524288, kCgroup));
-  write(root + "/a/memory.max", "max\n");
-  CHECK(is(limit(), 32768u << 10, kAvailable));
+  p.write(root + "/a/memory.max", "524288\n");
+  CHECK(is(limit(), 524288, kMemoryMax));
+  p.write(root + "/a/b/memory.max", "max\n");
+  CHECK(is(limit(), 524288, kMemoryMax));
+  p.write(root + "/a/memory.max", "max\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
   // The root's memory.max: a cgroup namespace's root (a container), whose
   // processes see "0::/".
-  write(root + "/memory.max", "2097152\n");
-  CHECK(is(limit(), 2097152, kCgroup));
-  write(self, "0::/\n");
-  CHECK(is(limit(), 2097152, kCgroup));
+  p.write(root + "/memory.max", "2097152\n");
+  CHECK(is(limit(), 2097152, kMemoryMax));
+  p.write(p.self, "0::/\n");
+  CHECK(is(limit(), 2097152, kMemoryMax));
   std::remove((root + "/memory.max").c_str());
-  CHECK(is(limit(), 32768u << 10, kAvailable));
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
   // A cgroup limit above MemAvailable: MemAvailable, the smaller.
-  write(self, "0::/a/b\n");
-  write(root + "/a/b/memory.max", "1073741824\n");
-  CHECK(is(limit(), 32768u << 10, kAvailable));
+  p.write(p.self, "0::/a/b\n");
+  p.write(root + "/a/b/memory.max", "1073741824\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
   // What is not a number is no limit: a figure with more, or past 19 digits.
-  write(root + "/a/b/memory.max", "1048576 bytes\n");
-  CHECK(is(limit(), 32768u << 10, kAvailable));
-  write(root + "/a/b/memory.max", "99999999999999999999\n");
-  CHECK(is(limit(), 32768u << 10, kAvailable));
+  p.write(root + "/a/b/memory.max", "1048576 bytes\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
+  p.write(root + "/a/b/memory.max", "99999999999999999999\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
   // MemAvailable unread (a kernel before 3.14 has none): the cgroup's limit,
   // or physical memory where that is smaller.
-  write(meminfo, "MemTotal:       65536 kB\nMemFree:        10000 kB\n");
-  write(root + "/a/b/memory.max", "1048576\n");
-  CHECK(is(limit(), 1048576, kCgroup));
-  write(root + "/a/b/memory.max", "1073741824\n");
-  CHECK(is(limit(), physical, "this machine's physical memory"));
-  for (const std::string& d : {root + "/a/b", root + "/a", root}) {
-    std::remove((d + "/memory.max").c_str());
-    ::rmdir(d.c_str());
-  }
-  std::remove(meminfo.c_str());
-  std::remove(self.c_str());
-  ::rmdir(dir.c_str());
+  p.write(p.meminfo, "MemTotal:       65536 kB\nMemFree:        10000 kB\n");
+  p.write(root + "/a/b/memory.max", "1048576\n");
+  CHECK(is(limit(), 1048576, kMemoryMax));
+  p.write(root + "/a/b/memory.max", "1073741824\n");
+  CHECK(is(limit(), kPhysicalBytes, kPhysical));
+  // No mountinfo (no /proc), one without the cgroup2 mount, or a line
+  // without its "-": the limit is not found, and MemAvailable is as before.
+  p.write(p.meminfo, kMeminfo);
+  p.write(root + "/a/b/memory.max", "1048576\n");
+  CHECK(is(limit(), 1048576, kMemoryMax));
+  std::remove(p.mountinfo.c_str());
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
+  p.write(p.mountinfo, "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
+  p.write(p.mountinfo, "34 25 0:29 / " + root + " rw,relatime shared:9 cgroup2 cgroup2 rw\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
 #if defined(__linux__)
-  // This process's own: at most the machine's memory.
+  // This process's own: at most the machine's memory, from a limit it names.
   const wdedup::bench::MemoryLimit own = wdedup::bench::memory_limit();
-  CHECK(own.known());
+  REQUIRE(own.known());
   CHECK(own.bytes > 0);
   CHECK(own.bytes <= wdedup::bench::physical_memory());
+  CAPTURE(own.source);
+  CHECK((std::strcmp(own.source, kAvailable) == 0 || std::strcmp(own.source, kMemoryMax) == 0 ||
+         std::strcmp(own.source, kLimitInBytes) == 0 || std::strcmp(own.source, kPhysical) == 0));
 #endif
+}
+
+TEST_CASE("memory_limit: cgroup2 found through /proc/self/mountinfo, wherever it is mounted and from whichever root") {
+  const FakeProc p("bench-memory-limit-mounts");
+  const auto limit = [&] { return p.limit(kPhysicalBytes); };
+  p.write(p.meminfo, kMeminfo);
+  // A hybrid system, as this one (v1 hierarchies under a tmpfs at
+  // /sys/fs/cgroup, cgroup2 at /sys/fs/cgroup/unified). Neither the tmpfs
+  // nor a tmpfs whose source is named cgroup2 holds the limit: their files
+  // here say 4096.
+  p.write(p.self, "4:memory:/\n1:name=systemd:/a/b\n0::/a/b\n");
+  const std::string hybrid = p.mount("/", "fs", "tmpfs tmpfs rw,mode=755") +
+                             p.mount("/", "fs/systemd", "cgroup cgroup rw,name=systemd") +
+                             p.mount("/", "decoy", "tmpfs cgroup2 rw") +
+                             p.mount("/", "fs/unified", "cgroup2 cgroup2 rw");
+  p.write(p.mountinfo, hybrid);
+  for (const char* decoy : {"fs/a/b/memory.max", "fs/memory.max", "decoy/a/b/memory.max", "decoy/memory.max"})
+    p.write(decoy, "4096\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
+  p.write("fs/unified/a/b/memory.max", "1048576\n");
+  CHECK(is(limit(), 1048576, kMemoryMax));
+  p.write("fs/unified/a/memory.max", "524288\n");
+  CHECK(is(limit(), 524288, kMemoryMax));
+  p.write("fs/unified/memory.max", "262144\n");
+  CHECK(is(limit(), 262144, kMemoryMax));
+
+  // A container without a cgroup namespace: its cgroup /docker/c1 from the
+  // hierarchy's root, mounted from that cgroup down. Its limit is the mount
+  // point's own file; those above it are not shown.
+  p.write(p.self, "0::/docker/c1\n");
+  p.write(p.mountinfo, p.mount("/docker/c1", "ctr", "cgroup2 cgroup2 rw,nsdelegate"));
+  p.write("ctr/memory.max", "2097152\n");
+  p.write("ctr/docker/c1/memory.max", "4096\n");  // (not a path the mount shows)
+  CHECK(is(limit(), 2097152, kMemoryMax));
+  // A cgroup below it: its own limit, then the container's.
+  p.write(p.self, "0::/docker/c1/inner\n");
+  p.write("ctr/inner/memory.max", "1048576\n");
+  CHECK(is(limit(), 1048576, kMemoryMax));
+  p.write("ctr/inner/memory.max", "max\n");
+  CHECK(is(limit(), 2097152, kMemoryMax));
+  // A cgroup not under the mount's root ("/docker/c10" is not under
+  // "/docker/c1", nor "/docker" or "/other"): the mount shows none of it, and
+  // is not used.
+  for (const char* other : {"0::/other\n", "0::/docker/c10\n", "0::/docker\n", "0::/dockerXc1/in\n"}) {
+    CAPTURE(other);
+    p.write(p.self, other);
+    CHECK(is(limit(), kAvailableBytes, kAvailable));
+  }
+  // ... but a later mount of the hierarchy that shows it is.
+  p.write(p.self, "0::/other\n");
+  p.write(p.mountinfo, p.mount("/docker/c1", "ctr", "cgroup2 cgroup2 rw") + p.mount("/", "host", "cgroup2 cgroup2 rw"));
+  p.write("host/other/memory.max", "3145728\n");
+  CHECK(is(limit(), 3145728, kMemoryMax));
+
+  // A mount point and a root with a space and a backslash, which mountinfo
+  // writes as "\040" and "\134".
+  const std::string spaced = p.mount("/my group\\1", "my cgroup\\2", "cgroup2 cgroup2 rw");
+  CHECK(spaced.find("/my\\040group\\1341 ") != std::string::npos);
+  CHECK(spaced.find("/my\\040cgroup\\1342 ") != std::string::npos);
+  p.write(p.mountinfo, spaced);
+  p.write(p.self, "0::/my group\\1/b\n");
+  p.write("my cgroup\\2/b/memory.max", "1572864\n");
+  CHECK(is(limit(), 1572864, kMemoryMax));
+  p.write("my cgroup\\2/memory.max", "786432\n");
+  CHECK(is(limit(), 786432, kMemoryMax));
+}
+
+TEST_CASE("memory_limit: cgroup v1's memory.limit_in_bytes, in the hierarchy of the memory controller") {
+  const FakeProc p("bench-memory-limit-v1");
+  const auto limit = [&] { return p.limit(kPhysicalBytes); };
+  p.write(p.meminfo, kMeminfo);
+  // The cpu hierarchy, a named one called "memory" (listed first, in both
+  // files) and a tmpfs whose options name memory hold no limit of this
+  // process: their files say 4096.
+  p.write(p.mountinfo, p.mount("/", "cpu", "cgroup cgroup rw,cpu") +
+                           p.mount("/", "named", "cgroup cgroup rw,name=memory") +
+                           p.mount("/", "tmp", "tmpfs cgroup rw,memory") +
+                           p.mount("/", "memory", "cgroup cgroup rw,memory") +
+                           p.mount("/", "systemd", "cgroup cgroup rw,name=systemd"));
+  for (const char* decoy : {"cpu/a/b/memory.limit_in_bytes", "cpu/x/memory.limit_in_bytes",
+                            "named/a/b/memory.limit_in_bytes", "named/x/memory.limit_in_bytes",
+                            "tmp/a/b/memory.limit_in_bytes", "memory/x/memory.limit_in_bytes"})
+    p.write(decoy, "4096\n");
+  p.write(p.self, "5:name=memory:/x\n3:cpu:/x\n4:memory:/a/b\n1:name=systemd:/x\n0::/x\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
+  // The cgroup's own limit, then a lower one of an ancestor's.
+  p.write("memory/a/b/memory.limit_in_bytes", "1048576\n");
+  CHECK(is(limit(), 1048576, kLimitInBytes));
+  p.write("memory/a/memory.limit_in_bytes", "524288\n");
+  CHECK(is(limit(), 524288, kLimitInBytes));
+  // "No limit", as v1 writes it: PAGE_COUNTER_MAX pages of 4 KiB (x86-64),
+  // or of 64 KiB (arm64, ppc64); and the root's, which is always that.
+  const std::string unlimited = "9223372036854771712\n", unlimited_64k = "9223372036854710272\n";
+  p.write("memory/a/memory.limit_in_bytes", unlimited);
+  p.write("memory/memory.limit_in_bytes", unlimited);
+  CHECK(is(limit(), 1048576, kLimitInBytes));
+  p.write("memory/a/b/memory.limit_in_bytes", unlimited_64k);
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
+  // Not even where nothing else is known: 2^62 and up is no limit; below
+  // it, a number is one.
+  std::remove(p.meminfo.c_str());
+  CHECK_FALSE(p.limit(0).known());
+  p.write("memory/a/b/memory.limit_in_bytes", "4611686018427387904\n");
+  CHECK_FALSE(p.limit(0).known());
+  p.write("memory/a/b/memory.limit_in_bytes", "4611686018427383808\n");
+  CHECK(is(p.limit(0), 4611686018427383808u, kLimitInBytes));
+  p.write(p.meminfo, kMeminfo);
+  // The memory controller mounted with another ("3:cpu,memory:/a/b").
+  p.write(p.self, "3:cpu,memory:/a/b\n1:name=systemd:/x\n");
+  p.write(p.mountinfo, p.mount("/", "cpu,memory", "cgroup cgroup rw,cpu,memory"));
+  p.write("cpu,memory/a/b/memory.limit_in_bytes", "1048576\n");
+  CHECK(is(limit(), 1048576, kLimitInBytes));
+  p.write("cpu,memory/a/memory.limit_in_bytes", "524288\n");
+  CHECK(is(limit(), 524288, kLimitInBytes));
+  // Only a whole word of a list names the controller (cgroup2's super
+  // options may hold "memory_recursiveprot").
+  const auto lists = [](const char* list) { return wdedup::bench::detail::lists(list, std::strlen(list), "memory"); };
+  CHECK(lists("memory"));
+  CHECK(lists("rw,cpu,memory"));
+  CHECK(lists("memory,cpu"));
+  CHECK_FALSE(lists("rw,nsdelegate,memory_recursiveprot"));
+  CHECK_FALSE(lists("rw,name=memory"));
+  CHECK_FALSE(lists("memor,emory"));
+  CHECK_FALSE(lists(""));
+  // A container without a cgroup namespace (Docker on an older host): the
+  // mount's root is its cgroup, and its limit the mount point's file.
+  p.write(p.self, "4:memory:/docker/c1\n");
+  p.write(p.mountinfo, p.mount("/docker/c1", "ctr", "cgroup cgroup ro,memory"));
+  p.write("ctr/memory.limit_in_bytes", "2097152\n");
+  CHECK(is(limit(), 2097152, kLimitInBytes));
+  p.write(p.self, "4:memory:/docker/c2\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
+}
+
+TEST_CASE("memory_limit: with both cgroup v1 and v2 mounted, the lower limit, named by its file") {
+  const FakeProc p("bench-memory-limit-both");
+  const auto limit = [&] { return p.limit(kPhysicalBytes); };
+  p.write(p.meminfo, kMeminfo);
+  p.write(p.self, "4:memory:/a\n1:name=systemd:/a\n0::/a\n");
+  p.write(p.mountinfo,
+          p.mount("/", "memory", "cgroup cgroup rw,memory") + p.mount("/", "unified", "cgroup2 cgroup2 rw"));
+  p.write("memory/a/memory.limit_in_bytes", "1048576\n");
+  p.write("unified/a/memory.max", "2097152\n");
+  CHECK(is(limit(), 1048576, kLimitInBytes));
+  p.write("unified/a/memory.max", "524288\n");
+  CHECK(is(limit(), 524288, kMemoryMax));
+  // Each above MemAvailable: MemAvailable.
+  p.write("memory/a/memory.limit_in_bytes", "1073741824\n");
+  p.write("unified/a/memory.max", "1073741824\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
 }
 
 TEST_CASE("the harness's targets: every target of what the run asks for, those never measured counted") {

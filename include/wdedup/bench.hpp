@@ -462,8 +462,10 @@ namespace detail {
 /// Calls on_line(line, length) for each line of the file at `path` (without
 /// its '\n') until it returns true; false where the file cannot be opened.
 /// A line longer than the 4 KiB buffer is skipped (no line this is asked
-/// for is: a figure's, a cgroup's path), and so is a last line without its
-/// '\n' (cut short: the kernel ends each line of these files with one).
+/// for is: a figure's, a cgroup's path, a cgroup mount's; a mount of
+/// another type may be, an overlay's with many layers), and so is a last
+/// line without its '\n' (cut short: the kernel ends each line of these
+/// files with one).
 /// open and read, not stdio.
 template <class OnLine>
 bool for_each_line(const char* path, OnLine&& on_line) noexcept {
@@ -551,68 +553,190 @@ inline bool reset_resident_peak() noexcept {
 struct MemoryLimit {
   std::uint64_t bytes = 0;
   /// The limit that set `bytes`: "MemAvailable in /proc/meminfo", "its
-  /// cgroup's memory.max" or "this machine's physical memory"; nullptr
-  /// where none of them could be read (`bytes` is then 0 and means nothing).
+  /// cgroup's memory.max" (cgroup v2), "its cgroup's memory.limit_in_bytes"
+  /// (cgroup v1) or "this machine's physical memory"; nullptr where none of
+  /// them could be read (`bytes` is then 0 and means nothing).
   const char* source = nullptr;
   bool known() const noexcept { return source != nullptr; }
 };
 
 namespace detail {
 
-/// The number a cgroup limit file holds ("max": none), or false.
+/// The number a cgroup limit file holds, or false where it holds none: v2's
+/// "max", and v1's way of saying the same, PAGE_COUNTER_MAX pages (2^63
+/// less a page on a 64-bit kernel, whatever its page size: 9223372036854771712
+/// with 4 KiB pages), which anything from 2^62 up is taken to be. (A 32-bit
+/// kernel's, (2^31 - 1) 4 KiB pages, is below that, and above any memory it
+/// has: it never wins against physical memory.)
 inline bool read_cgroup_limit(const char* path, std::uint64_t* out) noexcept {
   bool found = false;
   for_each_line(path, [&](const char* line, std::size_t n) {
     std::uint64_t v = 0;
     std::size_t i = 0;
     for (; i < n && line[i] >= '0' && line[i] <= '9'; ++i) v = v * 10 + static_cast<std::uint64_t>(line[i] - '0');
-    found = i != 0 && i == n && i < 20;  // ("max" and anything else: no number)
+    found = i != 0 && i == n && i < 20 && v < (std::uint64_t{1} << 62);  // ("max" and anything else: no number)
     *out = v;
     return true;
   });
   return found;
 }
 
-/// The lowest memory.max of this process's cgroup v2 and its ancestors (the
-/// kernel holds a cgroup to each of them), or false where none sets one: no
-/// "0::" line in `self_cgroup` (cgroup v1 alone), no memory.max files under
-/// `root` (the cgroup2 mount, or one elsewhere on a hybrid system), or each
-/// "max". Inside a cgroup namespace both the line and the mount start at its
-/// root, whose own memory.max (`root`/memory.max) is the container's limit.
-inline bool cgroup_memory_max(const char* self_cgroup, const char* root, std::uint64_t* out) noexcept {
-  char file[4096 + 256];
-  const std::size_t root_len = std::strlen(root);
-  if (root_len + 16 >= sizeof file) return false;
-  std::memcpy(file, root, root_len);
+/// Which cgroup hierarchy holds a memory limit: v2's (one hierarchy, every
+/// controller) or v1's memory controller's (one hierarchy per controller, or
+/// per set of them mounted together).
+enum class CgroupVersion { v1, v2 };
+
+/// Whether the comma-separated `list` (of `n` bytes) names `word` ("cpu,memory"
+/// names "memory"; "name=memory" and "memory_x" do not).
+inline bool lists(const char* list, std::size_t n, const char* word) noexcept {
+  const std::size_t len = std::strlen(word);
+  for (std::size_t at = 0; at <= n;) {
+    const void* comma = std::memchr(list + at, ',', n - at);
+    const std::size_t end = comma != nullptr ? static_cast<std::size_t>(static_cast<const char*>(comma) - list) : n;
+    if (end - at == len && std::memcmp(list + at, word, len) == 0) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+/// A path as /proc/self/mountinfo writes it, into `out`: its length, or
+/// `cap` where it does not fit. The kernel writes a space, tab, newline or
+/// backslash as "\040", "\011", "\012", "\134" (a mount point
+/// "/mnt/my cgroup" is "/mnt/my\040cgroup"), which keeps the line's fields
+/// apart.
+inline std::size_t mountinfo_path(const char* field, std::size_t n, char* out, std::size_t cap) noexcept {
+  std::size_t len = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (len == cap) return cap;
+    char c = field[i];
+    if (c == '\\' && i + 3 < n && field[i + 1] >= '0' && field[i + 1] <= '3' && field[i + 2] >= '0' &&
+        field[i + 2] <= '7' && field[i + 3] >= '0' && field[i + 3] <= '7') {
+      c = static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
+      i += 3;
+    }
+    out[len++] = c;
+  }
+  return len;
+}
+
+/// The directory of this process's cgroup in hierarchy `version`, written
+/// into `file`; false where it cannot be found. /proc/self/cgroup
+/// (`self_cgroup`) names the cgroup from the hierarchy's root: "0::/a/b"
+/// (v2), "4:memory:/a/b" or "3:cpu,memory:/a/b" (v1, the memory
+/// controller's). /proc/self/mountinfo (`mountinfo`) says where the
+/// hierarchy is mounted, which is not always /sys/fs/cgroup (a hybrid system
+/// mounts cgroup2 at /sys/fs/cgroup/unified, v1's memory at
+/// /sys/fs/cgroup/memory), and from which of its cgroups down: a container
+/// without a cgroup namespace sees its cgroup as "/docker/<id>", mounted
+/// with that root at /sys/fs/cgroup, so the cgroup's directory is the mount
+/// point itself. A mount whose root the cgroup is not under shows none of
+/// it; the first that does is taken. `*base` is the mount point's length
+/// (the walk up the ancestors stops there), `*len` the directory's; `file`
+/// holds `cap` bytes, room for a limit file's name past the directory.
+inline bool cgroup_dir(const char* self_cgroup, const char* mountinfo, CgroupVersion version, char* file,
+                       std::size_t cap, std::size_t* base, std::size_t* len) noexcept {
+  char path[4096];  // (a line of for_each_line's, at most)
   std::size_t path_len = 0;
-  bool have_path = false;
   for_each_line(self_cgroup, [&](const char* line, std::size_t n) {
-    if (n < 4 || std::memcmp(line, "0::/", 4) != 0 || root_len + n + 16 > sizeof file) return false;
-    path_len = n - 3;  // from its '/'
-    std::memcpy(file + root_len, line + 3, path_len);
-    have_path = true;
+    // "<hierarchy ID>:<controllers>:<path>": v2's line is "0::<path>".
+    const void* colon = std::memchr(line, ':', n);
+    if (colon == nullptr) return false;
+    const std::size_t c1 = static_cast<std::size_t>(static_cast<const char*>(colon) - line);
+    colon = std::memchr(line + c1 + 1, ':', n - c1 - 1);
+    if (colon == nullptr) return false;
+    const std::size_t c2 = static_cast<std::size_t>(static_cast<const char*>(colon) - line);
+    const bool ours = version == CgroupVersion::v2 ? c1 == 1 && line[0] == '0' && c2 == 2
+                                                   : lists(line + c1 + 1, c2 - c1 - 1, "memory");
+    if (!ours) return false;
+    path_len = n - c2 - 1;  // (from its '/': a path without one is under no mount's root)
+    std::memcpy(path, line + c2 + 1, path_len);
     return true;
   });
-  if (!have_path) return false;
+  if (path_len == 0) return false;
   bool found = false;
-  // The cgroup itself, then each ancestor up to the root ("/a/b", "/a", "").
-  for (std::size_t len = path_len;;) {
-    while (len > 0 && file[root_len + len - 1] == '/') --len;  // ("/" itself is the root)
-    std::memcpy(file + root_len + len, "/memory.max", sizeof "/memory.max");
+  for_each_line(mountinfo, [&](const char* line, std::size_t n) {
+    // "36 35 0:31 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory":
+    // the root and the mount point are its 4th and 5th fields; the type,
+    // the source and the super options follow the "-" that ends the
+    // optional fields ("shared:9"), however many there are.
+    std::size_t at = 0;
+    const auto next = [&](std::size_t* field_len) {
+      const char* field = line + at;
+      const void* space = std::memchr(field, ' ', n - at);
+      *field_len = space != nullptr ? static_cast<std::size_t>(static_cast<const char*>(space) - field) : n - at;
+      at = space != nullptr ? at + *field_len + 1 : n;
+      return field;
+    };
+    std::size_t root_n = 0, point_n = 0, type_n = 0, options_n = 0, skip = 0;
+    for (int i = 0; i < 3; ++i) next(&skip);
+    const char* const root = next(&root_n);
+    const char* const point = next(&point_n);
+    next(&skip);  // (the mount's options)
+    for (const char* f = next(&skip); skip != 0 && !(skip == 1 && *f == '-');) f = next(&skip);
+    const char* const type = next(&type_n);
+    next(&skip);  // (the source)
+    const char* const options = next(&options_n);
+    if (version == CgroupVersion::v2 ? type_n != 7 || std::memcmp(type, "cgroup2", 7) != 0
+                                     : type_n != 6 || std::memcmp(type, "cgroup", 6) != 0 ||
+                                           !lists(options, options_n, "memory"))
+      return false;
+    // The cgroup is under the root where its path is the root's, or goes on
+    // past it after a '/' (root "/a" holds "/a/b", not "/ab"); every path is
+    // under "/", and keeps its own '/' past it.
+    std::size_t root_len = mountinfo_path(root, root_n, file, cap);
+    if (root_len == 1 && file[0] == '/') root_len = 0;
+    if (root_len >= cap || root_len > path_len || std::memcmp(file, path, root_len) != 0 ||
+        (root_len < path_len && path[root_len] != '/'))
+      return false;
+    const std::size_t point_len = mountinfo_path(point, point_n, file, cap);
+    const std::size_t below = path_len - root_len;
+    if (point_len >= cap || point_len + below + sizeof "/memory.limit_in_bytes" > cap) return false;
+    std::memcpy(file + point_len, path + root_len, below);
+    *base = point_len;
+    *len = point_len + below;
+    found = true;
+    return true;
+  });
+  return found;
+}
+
+/// The lowest memory limit of this process's cgroup and its ancestors in
+/// hierarchy `version` (v2's memory.max; v1's memory.limit_in_bytes), or
+/// false where none sets one: no line of that hierarchy in `self_cgroup`,
+/// no mount of it in `mountinfo` that shows the cgroup, no limit file, each
+/// "max" (v2) or its huge number (v1). The kernel holds a cgroup to each
+/// ancestor's limit too (v1 does where its hierarchy accounts to them,
+/// use_hierarchy, which every kernel since 5.11 does, and earlier ones as
+/// systemd and Docker set them up). Only the ancestors the mount shows are
+/// read: inside a container (a cgroup namespace, or a mount from the
+/// container's cgroup down) its own limit is the mount point's, and those
+/// above it are the host's to know.
+inline bool cgroup_memory_limit(const char* self_cgroup, const char* mountinfo, CgroupVersion version,
+                                std::uint64_t* out) noexcept {
+  char file[4096 + 256];
+  std::size_t base = 0, len = 0;
+  if (!cgroup_dir(self_cgroup, mountinfo, version, file, sizeof file, &base, &len)) return false;
+  const char* const name = version == CgroupVersion::v2 ? "/memory.max" : "/memory.limit_in_bytes";
+  bool found = false;
+  // The cgroup itself, then each ancestor up to the mount point ("/a/b",
+  // "/a", "").
+  for (;;) {
+    while (len > base && file[len - 1] == '/') --len;  // ("/" itself is the root)
+    std::memcpy(file + len, name, std::strlen(name) + 1);
     std::uint64_t v = 0;
     if (read_cgroup_limit(file, &v) && (!found || v < *out)) {
       *out = v;
       found = true;
     }
-    if (len == 0) break;
-    while (len > 0 && file[root_len + len - 1] != '/') --len;
+    if (len == base) break;
+    while (len > base && file[len - 1] != '/') --len;
   }
   return found;
 }
 
 /// memory_limit() from these files and this physical memory (tests give
 /// their own).
-inline MemoryLimit memory_limit_from(const char* meminfo, const char* self_cgroup, const char* cgroup_root,
+inline MemoryLimit memory_limit_from(const char* meminfo, const char* self_cgroup, const char* mountinfo,
                                      std::uint64_t physical) noexcept {
   MemoryLimit out;
   if (physical != 0) out = MemoryLimit{physical, "this machine's physical memory"};
@@ -620,9 +744,14 @@ inline MemoryLimit memory_limit_from(const char* meminfo, const char* self_cgrou
   if (const long long available = proc_status_bytes("MemAvailable", meminfo);
       available >= 0 && (!out.known() || static_cast<std::uint64_t>(available) <= out.bytes))
     out = MemoryLimit{static_cast<std::uint64_t>(available), "MemAvailable in /proc/meminfo"};
+  // Both hierarchies: a hybrid system has both mounted, and a limit is in
+  // the one its memory controller is bound to (which leaves the other's
+  // files out).
   std::uint64_t cgroup = 0;
-  if (cgroup_memory_max(self_cgroup, cgroup_root, &cgroup) && (!out.known() || cgroup < out.bytes))
+  if (cgroup_memory_limit(self_cgroup, mountinfo, CgroupVersion::v2, &cgroup) && (!out.known() || cgroup < out.bytes))
     out = MemoryLimit{cgroup, "its cgroup's memory.max"};
+  if (cgroup_memory_limit(self_cgroup, mountinfo, CgroupVersion::v1, &cgroup) && (!out.known() || cgroup < out.bytes))
+    out = MemoryLimit{cgroup, "its cgroup's memory.limit_in_bytes"};
   return out;
 }
 
@@ -630,15 +759,18 @@ inline MemoryLimit memory_limit_from(const char* meminfo, const char* self_cgrou
 
 /// The memory this process can be given now: the smaller of MemAvailable
 /// (/proc/meminfo: what the kernel can give without swapping, free memory
-/// and caches it can drop) and its cgroup v2's memory.max where one is set
-/// (its own or an ancestor's: past it the kernel reclaims, then kills within
-/// the cgroup, whatever the machine has free); physical memory where neither
+/// and caches it can drop) and its cgroup's memory limit where one is set,
+/// cgroup v2's memory.max or v1's memory.limit_in_bytes (its own or an
+/// ancestor's: past it the kernel reclaims, then kills within the cgroup,
+/// whatever the machine has free), the cgroup's directory found through
+/// /proc/self/mountinfo (hybrid systems and containers mount the
+/// hierarchies elsewhere than /sys/fs/cgroup); physical memory where neither
 /// can be read (off Linux). A tool compares what a run asks for with this
 /// before the run, rather than meet the out-of-memory killer part-way:
 /// physical memory alone let runs start that other processes' memory, or a
 /// container's limit, left no room for.
 inline MemoryLimit memory_limit() noexcept {
-  return detail::memory_limit_from("/proc/meminfo", "/proc/self/cgroup", "/sys/fs/cgroup", physical_memory());
+  return detail::memory_limit_from("/proc/meminfo", "/proc/self/cgroup", "/proc/self/mountinfo", physical_memory());
 }
 
 /// Runs `f` once and says how much resident memory it added at its peak:
