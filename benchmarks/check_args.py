@@ -41,15 +41,17 @@ def parse_human_bytes(text):
 
 
 def cgroup_limit(v1):
-    """The lowest memory limit of this process's cgroup and its ancestors, in
-    cgroup v1's memory hierarchy (memory.limit_in_bytes) or v2's (memory.max),
-    its directory found through /proc/self/mountinfo as bench::memory_limit
-    finds it; None where none is set."""
+    """The least room this process's cgroup and its ancestors leave, in cgroup
+    v1's memory hierarchy (memory.limit_in_bytes less memory.usage_in_bytes,
+    memory.stat's total_inactive_file not counted as used) or v2's (memory.max
+    less memory.current, inactive_file not counted), its directory found
+    through /proc/self/mountinfo as bench::memory_limit finds it; None where
+    no level sets a limit."""
     try:
-        with open("/proc/self/cgroup") as f:
+        with open("/proc/self/cgroup", errors="surrogateescape") as f:
             lines = [line.rstrip("\n").split(":", 2) for line in f]
-        with open("/proc/self/mountinfo") as f:
-            mounts = [line.split() for line in f]
+        with open("/proc/self/mountinfo", errors="surrogateescape") as f:
+            mounts = [line.rstrip("\n").split(" ") for line in f]
     except OSError:
         return None
     path = next((p for hid, controllers, p in (ln for ln in lines if len(ln) == 3)
@@ -60,10 +62,33 @@ def cgroup_limit(v1):
     def unescape(field):  # (mountinfo writes a space as "\\040")
         return re.sub(r"\\([0-3][0-7][0-7])", lambda m: chr(int(m.group(1), 8)), field)
 
+    def number(file):
+        try:
+            with open(file) as f:
+                text = f.read().strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() and len(text) < 20 else None
+
+    def stat_field(file, name):
+        try:
+            with open(file) as f:
+                for line in f:
+                    key, _, value = line.rstrip("\n").partition(" ")
+                    if key == name:
+                        return int(value) if value.isdigit() and len(value) < 20 else 0
+        except OSError:
+            pass
+        return 0
+
+    names = ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file") if v1 else \
+        ("memory.max", "memory.current", "inactive_file")
     for fields in mounts:
         if "-" not in fields[6:]:
             continue
         dash = fields.index("-", 6)
+        if len(fields) < dash + 4:
+            continue
         fstype, options = fields[dash + 1], fields[dash + 3].split(",")
         if fstype != ("cgroup" if v1 else "cgroup2") or (v1 and "memory" not in options):
             continue
@@ -71,24 +96,27 @@ def cgroup_limit(v1):
         if path != root and not path.startswith(root + "/"):
             continue
         parts = [p for p in path[len(root):].split("/") if p]
-        limits = []
+        if ".." in parts:  # (outside the namespace's root: the mount does not show it)
+            continue
+        rooms = []
         for k in range(len(parts), -1, -1):
-            try:
-                with open(os.path.join(point, *parts[:k], "memory.limit_in_bytes" if v1 else "memory.max")) as f:
-                    text = f.read().strip()
-                if text.isdigit() and int(text) < 2 ** 62:  # (v1's "no limit" is 2^63 less a page)
-                    limits.append(int(text))
-            except OSError:
-                pass
-        return min(limits) if limits else None
+            here = os.path.join(point, *parts[:k])
+            limit = number(os.path.join(here, names[0]))
+            if limit is None or limit >= 2 ** 62:  # (v1's "no limit" is 2^63 less a page)
+                continue
+            used = max(0, (number(os.path.join(here, names[1])) or 0) -
+                       stat_field(os.path.join(here, "memory.stat"), names[2]))
+            rooms.append(max(0, limit - used))
+        return min(rooms) if rooms else None
     return None
 
 
 def memory_limit():
     """What this process can be given, as the harness finds it (bench::memory_limit):
-    the smaller of MemAvailable and the lowest memory limit of its cgroup and the
-    cgroup's ancestors (v2's memory.max, v1's memory.limit_in_bytes), else physical
-    memory. (bytes, how a refusal names it)."""
+    the smaller of MemAvailable and the least room the memory limits of its cgroup
+    and the cgroup's ancestors leave (v2's memory.max, v1's memory.limit_in_bytes,
+    less what the cgroup uses), else physical memory. (bytes, how a refusal names
+    it)."""
     best = (os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "this machine's physical memory")
     try:
         with open("/proc/meminfo") as f:
@@ -97,7 +125,8 @@ def memory_limit():
                     best = (int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo")
     except OSError:
         pass
-    for v1, source in ((False, "its cgroup's memory.max"), (True, "its cgroup's memory.limit_in_bytes")):
+    for v1, source in ((False, "its cgroup's memory.max, less what the cgroup uses"),
+                       (True, "its cgroup's memory.limit_in_bytes, less what the cgroup uses")):
         limit = cgroup_limit(v1)
         if limit is not None and limit < best[0]:
             best = (limit, source)

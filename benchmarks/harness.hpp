@@ -309,8 +309,9 @@ void consume(std::uint64_t v);
 std::uint64_t consumed();
 
 /// ", more than the <size> this process can have (<which limit>)" where
-/// `bytes` of memory are more than bench::memory_limit() (MemAvailable, a
-/// cgroup's memory limit, v2's or v1's, or physical memory), else "": the
+/// `bytes` of memory are more than bench::memory_limit() (MemAvailable, the
+/// room a cgroup's memory limit leaves, v2's or v1's, or physical memory),
+/// else "": the
 /// end of a refusal that names what asked for them (main.cpp).
 std::string past_memory_limit(std::uint64_t bytes);
 

@@ -957,8 +957,8 @@ bool is(const wdedup::bench::MemoryLimit& got, std::uint64_t bytes, const char* 
 
 const char* const kAvailable = "MemAvailable in /proc/meminfo";
 const char* const kPhysical = "this machine's physical memory";
-const char* const kMemoryMax = "its cgroup's memory.max";
-const char* const kLimitInBytes = "its cgroup's memory.limit_in_bytes";
+const char* const kMemoryMax = "its cgroup's memory.max, less what the cgroup uses";
+const char* const kLimitInBytes = "its cgroup's memory.limit_in_bytes, less what the cgroup uses";
 const std::uint64_t kPhysicalBytes = 64u << 20;
 const char* const kMeminfo =
     "MemTotal:       65536 kB\nMemFree:        10000 kB\nMemAvailable:   32768 kB\nBuffers: 1 kB\n";
@@ -1188,6 +1188,71 @@ TEST_CASE("memory_limit: with both cgroup v1 and v2 mounted, the lower limit, na
   p.write("memory/a/memory.limit_in_bytes", "1073741824\n");
   p.write("unified/a/memory.max", "1073741824\n");
   CHECK(is(limit(), kAvailableBytes, kAvailable));
+}
+
+TEST_CASE("memory_limit: the room a cgroup's limit leaves, less what the cgroup uses but for inactive page cache") {
+  const FakeProc p("bench-memory-limit-room");
+  const auto limit = [&] { return p.limit(kPhysicalBytes); };
+  p.write(p.meminfo, kMeminfo);
+  // cgroup v2: memory.current, and memory.stat's inactive_file (the page
+  // cache the kernel reclaims first, as MemAvailable counts it).
+  p.write(p.self, "0::/a/b\n");
+  p.write(p.mountinfo, p.mount("/", "cg2", "cgroup2 cgroup2 rw"));
+  p.write("cg2/a/b/memory.max", "1048576\n");
+  CHECK(is(limit(), 1048576, kMemoryMax));
+  p.write("cg2/a/b/memory.current", "786432\n");
+  CHECK(is(limit(), 262144, kMemoryMax));
+  p.write("cg2/a/b/memory.stat", "anon 524288\ninactive_filex 1\nfile 262144\ninactive_file 262144\nactive_file 0\n");
+  CHECK(is(limit(), 524288, kMemoryMax));
+  // Each level's room: an ancestor's limit with less room left holds the
+  // cgroup to it (its usage counts its children's).
+  p.write("cg2/a/memory.max", "2097152\n");
+  p.write("cg2/a/memory.current", "1835008\n");
+  CHECK(is(limit(), 262144, kMemoryMax));
+  // A cgroup using more than its limit has no room: 0, known.
+  p.write("cg2/a/memory.current", "3145728\n");
+  CHECK(is(limit(), 0, kMemoryMax));
+  // Inactive page cache above the usage: none used. A figure of 20 digits is
+  // no figure.
+  p.write("cg2/a/memory.current", "1835008\n");
+  p.write("cg2/a/memory.stat", "inactive_file 2097152\n");
+  CHECK(is(limit(), 524288, kMemoryMax));
+  p.write("cg2/a/memory.stat", "inactive_file 12345678901234567890\n");
+  CHECK(is(limit(), 262144, kMemoryMax));
+  // cgroup v1: memory.usage_in_bytes, and memory.stat's hierarchical
+  // total_inactive_file (its inactive_file is the cgroup's own pages only).
+  const FakeProc q("bench-memory-limit-room-v1");
+  q.write(q.meminfo, kMeminfo);
+  q.write(q.self, "4:memory:/a\n");
+  q.write(q.mountinfo, q.mount("/", "memory", "cgroup cgroup rw,memory"));
+  q.write("memory/a/memory.limit_in_bytes", "1048576\n");
+  q.write("memory/a/memory.usage_in_bytes", "917504\n");
+  CHECK(is(q.limit(kPhysicalBytes), 131072, kLimitInBytes));
+  q.write("memory/a/memory.stat", "inactive_file 65536\ntotal_inactive_file 393216\n");
+  CHECK(is(q.limit(kPhysicalBytes), 524288, kLimitInBytes));
+}
+
+TEST_CASE("memory_limit: a cgroup outside its namespace's root is not looked for in the namespace's mount") {
+  // A process moved out of its cgroup namespace's root (or one that entered
+  // the namespace) sees its cgroup from that root with "..": the mount of
+  // the namespace's root does not show it, and "<mount>/../../user.slice/s"
+  // leads out of the mount (here to a file that says 4096).
+  const FakeProc p("bench-memory-limit-dotdot");
+  p.write(p.meminfo, kMeminfo);
+  p.write(p.self, "0::/../../user.slice/s\n");
+  p.write(p.mountinfo, p.mount("/", "ns/cg", "cgroup2 cgroup2 rw"));
+  p.write("ns/cg/memory.max", "1048576\n");
+  p.write("user.slice/s/memory.max", "4096\n");
+  CHECK(is(p.limit(kPhysicalBytes), kAvailableBytes, kAvailable));
+  // A mount whose root is "/../.." (the host's hierarchy, bound in) shows it.
+  p.write(p.mountinfo, p.mount("/", "ns/cg", "cgroup2 cgroup2 rw") + p.mount("/../..", "host", "cgroup2 cgroup2 rw"));
+  p.write("host/user.slice/s/memory.max", "2097152\n");
+  CHECK(is(p.limit(kPhysicalBytes), 2097152, kMemoryMax));
+  // ".." as a whole name only: "/..a" is a cgroup's name.
+  p.write(p.self, "0::/..a/s\n");
+  p.write(p.mountinfo, p.mount("/", "ns/cg", "cgroup2 cgroup2 rw"));
+  p.write("ns/cg/..a/s/memory.max", "3145728\n");
+  CHECK(is(p.limit(kPhysicalBytes), 1048576, kMemoryMax));
 }
 
 TEST_CASE("the harness's targets: every target of what the run asks for, those never measured counted") {

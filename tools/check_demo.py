@@ -171,7 +171,7 @@ if r.returncode != 0:
 # A workload no machine holds: refused from its size, before allocating.
 r = run(["--layers", "2000000000"])
 pattern = (r"wdedup-demo: the workload's tensors need [0-9.]+ TiB of memory, more than the [0-9.]+ (MiB|GiB|TiB) this "
-           r"process can have \((MemAvailable in /proc/meminfo|its cgroup's memory\.(max|limit_in_bytes)|"
+           r"process can have \((MemAvailable in /proc/meminfo|its cgroup's memory\.(max|limit_in_bytes), less what the cgroup uses|"
            r"this machine's physical memory); "
            r"a smaller --model or --layers fits\)")
 if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()) or listing() != before:

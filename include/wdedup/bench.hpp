@@ -461,7 +461,8 @@ namespace detail {
 
 /// Calls on_line(line, length) for each line of the file at `path` (without
 /// its '\n') until it returns true; false where the file cannot be opened.
-/// A line longer than the 4 KiB buffer is skipped (no line this is asked
+/// A line that does not fit the 4 KiB buffer with its '\n' (4,096 bytes
+/// and more without it) is skipped (no line this is asked
 /// for is: a figure's, a cgroup's path, a cgroup mount's; a mount of
 /// another type may be, an overlay's with many layers), and so is a last
 /// line without its '\n' (cut short: the kernel ends each line of these
@@ -553,9 +554,10 @@ inline bool reset_resident_peak() noexcept {
 struct MemoryLimit {
   std::uint64_t bytes = 0;
   /// The limit that set `bytes`: "MemAvailable in /proc/meminfo", "its
-  /// cgroup's memory.max" (cgroup v2), "its cgroup's memory.limit_in_bytes"
-  /// (cgroup v1) or "this machine's physical memory"; nullptr where none of
-  /// them could be read (`bytes` is then 0 and means nothing).
+  /// cgroup's memory.max, less what the cgroup uses" (cgroup v2), "its
+  /// cgroup's memory.limit_in_bytes, less what the cgroup uses" (cgroup v1)
+  /// or "this machine's physical memory"; nullptr where none of them could
+  /// be read (`bytes` is then 0 and means nothing).
   const char* source = nullptr;
   bool known() const noexcept { return source != nullptr; }
 };
@@ -688,6 +690,12 @@ inline bool cgroup_dir(const char* self_cgroup, const char* mountinfo, CgroupVer
     if (root_len >= cap || root_len > path_len || std::memcmp(file, path, root_len) != 0 ||
         (root_len < path_len && path[root_len] != '/'))
       return false;
+    // A cgroup outside the root of its cgroup namespace (a process moved
+    // there, or one that entered the namespace) is named from that root
+    // with ".." ("0::/../../user.slice/s"): the mount, the namespace's
+    // root, does not show it, and the path would lead out of the mount.
+    for (std::size_t i = root_len; i + 3 <= path_len; ++i)
+      if (std::memcmp(path + i, "/..", 3) == 0 && (i + 3 == path_len || path[i + 3] == '/')) return false;
     const std::size_t point_len = mountinfo_path(point, point_n, file, cap);
     const std::size_t below = path_len - root_len;
     if (point_len >= cap || point_len + below + sizeof "/memory.limit_in_bytes" > cap) return false;
@@ -700,33 +708,68 @@ inline bool cgroup_dir(const char* self_cgroup, const char* mountinfo, CgroupVer
   return found;
 }
 
-/// The lowest memory limit of this process's cgroup and its ancestors in
-/// hierarchy `version` (v2's memory.max; v1's memory.limit_in_bytes), or
-/// false where none sets one: no line of that hierarchy in `self_cgroup`,
-/// no mount of it in `mountinfo` that shows the cgroup, no limit file, each
-/// "max" (v2) or its huge number (v1). The kernel holds a cgroup to each
-/// ancestor's limit too (v1 does where its hierarchy accounts to them,
-/// use_hierarchy, which every kernel since 5.11 does, and earlier ones as
-/// systemd and Docker set them up). Only the ancestors the mount shows are
-/// read: inside a container (a cgroup namespace, or a mount from the
-/// container's cgroup down) its own limit is the mount point's, and those
-/// above it are the host's to know.
+/// The number on the "<field> N" line of a memory.stat file, or 0 where it
+/// has none or cannot be read.
+inline std::uint64_t memory_stat_field(const char* path, const char* field) noexcept {
+  const std::size_t len = std::strlen(field);
+  std::uint64_t out = 0;
+  for_each_line(path, [&](const char* line, std::size_t n) {
+    if (n <= len || std::memcmp(line, field, len) != 0 || line[len] != ' ') return false;
+    std::uint64_t v = 0;
+    std::size_t i = len + 1;
+    for (; i < n && i < len + 20 && line[i] >= '0' && line[i] <= '9'; ++i)
+      v = v * 10 + static_cast<std::uint64_t>(line[i] - '0');
+    if (i == n) out = v;
+    return true;
+  });
+  return out;
+}
+
+/// The least room this process's cgroup and its ancestors leave in
+/// hierarchy `version`: at each level that sets a limit (v2's memory.max,
+/// v1's memory.limit_in_bytes), the limit less what the cgroup uses, its
+/// usage (memory.current, memory.usage_in_bytes) but for the inactive page
+/// cache the kernel reclaims first (memory.stat's inactive_file, v1's
+/// hierarchical total_inactive_file), as MemAvailable counts the machine's;
+/// 0 where it uses more. A limit alone would pass a run into a container
+/// whose other processes hold most of it. False where no level sets one: no
+/// line of that hierarchy in `self_cgroup`, no mount of it in `mountinfo`
+/// that shows the cgroup, no limit file, each "max" (v2) or its huge number
+/// (v1). The kernel holds a cgroup to each ancestor's limit too (v1 does
+/// where its hierarchy accounts to them, use_hierarchy, which every kernel
+/// since 5.11 does, and earlier ones as systemd and Docker set them up).
+/// Only the ancestors the mount shows are read: inside a container (a
+/// cgroup namespace, or a mount from the container's cgroup down) its own
+/// limit is the mount point's, and those above it are the host's to know.
 inline bool cgroup_memory_limit(const char* self_cgroup, const char* mountinfo, CgroupVersion version,
                                 std::uint64_t* out) noexcept {
   char file[4096 + 256];
   std::size_t base = 0, len = 0;
   if (!cgroup_dir(self_cgroup, mountinfo, version, file, sizeof file, &base, &len)) return false;
-  const char* const name = version == CgroupVersion::v2 ? "/memory.max" : "/memory.limit_in_bytes";
+  const bool v2 = version == CgroupVersion::v2;
+  const char* const names[] = {v2 ? "/memory.max" : "/memory.limit_in_bytes",
+                               v2 ? "/memory.current" : "/memory.usage_in_bytes", "/memory.stat"};
+  // (cgroup_dir left room for the longest of them past the directory.)
+  const auto at = [&](const char* name) {
+    std::memcpy(file + len, name, std::strlen(name) + 1);
+    return static_cast<const char*>(file);
+  };
   bool found = false;
   // The cgroup itself, then each ancestor up to the mount point ("/a/b",
   // "/a", "").
   for (;;) {
     while (len > base && file[len - 1] == '/') --len;  // ("/" itself is the root)
-    std::memcpy(file + len, name, std::strlen(name) + 1);
-    std::uint64_t v = 0;
-    if (read_cgroup_limit(file, &v) && (!found || v < *out)) {
-      *out = v;
-      found = true;
+    std::uint64_t limit = 0;
+    if (read_cgroup_limit(at(names[0]), &limit)) {
+      std::uint64_t usage = 0;
+      if (!read_cgroup_limit(at(names[1]), &usage)) usage = 0;
+      const std::uint64_t inactive = memory_stat_field(at(names[2]), v2 ? "inactive_file" : "total_inactive_file");
+      const std::uint64_t used = usage > inactive ? usage - inactive : 0;
+      const std::uint64_t room = limit > used ? limit - used : 0;
+      if (!found || room < *out) {
+        *out = room;
+        found = true;
+      }
     }
     if (len == base) break;
     while (len > base && file[len - 1] != '/') --len;
@@ -749,9 +792,9 @@ inline MemoryLimit memory_limit_from(const char* meminfo, const char* self_cgrou
   // files out).
   std::uint64_t cgroup = 0;
   if (cgroup_memory_limit(self_cgroup, mountinfo, CgroupVersion::v2, &cgroup) && (!out.known() || cgroup < out.bytes))
-    out = MemoryLimit{cgroup, "its cgroup's memory.max"};
+    out = MemoryLimit{cgroup, "its cgroup's memory.max, less what the cgroup uses"};
   if (cgroup_memory_limit(self_cgroup, mountinfo, CgroupVersion::v1, &cgroup) && (!out.known() || cgroup < out.bytes))
-    out = MemoryLimit{cgroup, "its cgroup's memory.limit_in_bytes"};
+    out = MemoryLimit{cgroup, "its cgroup's memory.limit_in_bytes, less what the cgroup uses"};
   return out;
 }
 
@@ -759,10 +802,11 @@ inline MemoryLimit memory_limit_from(const char* meminfo, const char* self_cgrou
 
 /// The memory this process can be given now: the smaller of MemAvailable
 /// (/proc/meminfo: what the kernel can give without swapping, free memory
-/// and caches it can drop) and its cgroup's memory limit where one is set,
-/// cgroup v2's memory.max or v1's memory.limit_in_bytes (its own or an
-/// ancestor's: past it the kernel reclaims, then kills within the cgroup,
-/// whatever the machine has free), the cgroup's directory found through
+/// and caches it can drop) and the room its cgroup's memory limit leaves
+/// where one is set, cgroup v2's memory.max or v1's memory.limit_in_bytes
+/// less what the cgroup uses (its own or an ancestor's: past the limit the
+/// kernel reclaims, then kills within the cgroup, whatever the machine has
+/// free), the cgroup's directory found through
 /// /proc/self/mountinfo (hybrid systems and containers mount the
 /// hierarchies elsewhere than /sys/fs/cgroup); physical memory where neither
 /// can be read (off Linux). A tool compares what a run asks for with this
