@@ -1255,6 +1255,72 @@ TEST_CASE("memory_limit: a cgroup outside its namespace's root is not looked for
   CHECK(is(p.limit(kPhysicalBytes), 1048576, kMemoryMax));
 }
 
+// This machine's own layout: hybrid, no optional fields at all (field 7 is
+// the "-").
+TEST_CASE("memory_limit: mountinfo lines without optional fields, as this hybrid host writes them") {
+  const FakeProc p("bench-memory-limit-noopt");
+  p.write(p.meminfo, kMeminfo);
+  p.write(p.self, "9:name=systemd:/\n4:memory:/process_api/b57e\n1:cpu:/\n0::/\n");
+  p.write(p.mountinfo,
+          "30 22 0:27 / " + p.dir + "/fs rw,relatime - tmpfs tmpfs rw,mode=755\n"
+          "31 30 0:28 / " + p.dir + "/fs/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+          "34 30 0:31 / " + p.dir + "/fs/memory rw,relatime - cgroup cgroup rw,memory\n"
+          "40 30 0:37 / " + p.dir + "/fs/unified rw,relatime - cgroup2 cgroup2 rw\n");
+  p.write("fs/memory/process_api/b57e/memory.limit_in_bytes", "1048576\n");
+  p.write("fs/memory/process_api/memory.limit_in_bytes", "9223372036854771712\n");
+  p.write("fs/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  CHECK(is(p.limit(kPhysicalBytes), 1048576, kLimitInBytes));
+}
+
+TEST_CASE("memory_limit: mount lines longer than the line buffer (an overlay's) before and after the cgroup's") {
+  const FakeProc p("bench-memory-limit-long");
+  p.write(p.meminfo, kMeminfo);
+  p.write(p.self, "0::/kubepods/burstable/pod1234/abcd\n");
+  const std::string overlay = "500 400 0:50 / / rw,relatime master:1 - overlay overlay rw,lowerdir=" +
+                              std::string(6000, 'L') + ",upperdir=/u,workdir=/w\n";
+  for (std::size_t pad : {0u, 1u, 4095u, 4096u, 4097u}) {
+    CAPTURE(pad);
+    const std::string filler = std::string(pad, 'x') + "\n";  // shifts where the long line falls in the buffer
+    p.write(p.mountinfo, "1 0 0:1 / /x rw - tmpfs " + filler + overlay +
+                             "34 25 0:29 /kubepods/burstable/pod1234/abcd " + p.dir +
+                             "/cg rw,nosuid - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot\n" + overlay);
+    p.write("cg/memory.max", "2097152\n");
+    CHECK(is(p.limit(kPhysicalBytes), 2097152, kMemoryMax));
+  }
+}
+
+TEST_CASE("memory_limit: tab and newline escapes, an empty source, a mount point holding ' -'") {
+  const FakeProc p("bench-memory-limit-esc");
+  p.write(p.meminfo, kMeminfo);
+  p.write(p.self, "0::/a\tb\n");  // (a tab in a cgroup's name, raw in /proc/self/cgroup)
+  p.write(p.mountinfo, "34 25 0:29 / " + p.dir + "/c\\011g\\012x\\040- rw shared:1 - cgroup2  rw\n");
+  p.write("c\tg\nx -/a\tb/memory.max", "1048576\n");
+  CHECK(is(p.limit(kPhysicalBytes), 1048576, kMemoryMax));
+}
+
+TEST_CASE("memory_limit: cgroup_dir at exactly its capacity, and the longest /proc/self/cgroup line") {
+  const FakeProc p("bench-memory-limit-cap");
+  p.write(p.self, "0::/abc\n");
+  p.write(p.mountinfo, "34 25 0:29 / /m rw - cgroup2 cgroup2 rw\n");
+  char file[64];
+  std::size_t base = 0, len = 0;
+  // "/m" + "/abc" + sizeof "/memory.limit_in_bytes" (23) = 29.
+  CHECK(wdedup::bench::detail::cgroup_dir(p.self.c_str(), p.mountinfo.c_str(), wdedup::bench::detail::CgroupVersion::v2, file, 29, &base, &len));
+  CHECK(base == 2);
+  CHECK(len == 6);
+  CHECK(std::string(file, len) == "/m/abc");
+  CHECK_FALSE(wdedup::bench::detail::cgroup_dir(p.self.c_str(), p.mountinfo.c_str(), wdedup::bench::detail::CgroupVersion::v2, file, 28, &base, &len));
+  // A /proc/self/cgroup line of 4095 bytes (the longest for_each_line gives) and a mount at "/".
+  const std::string longpath = "/" + std::string(4091, 'p');
+  p.write(p.self, "0::" + longpath + "\n");
+  p.write(p.mountinfo, "34 25 0:29 / / rw - cgroup2 cgroup2 rw\n");
+  char big[4096 + 256];
+  CHECK(wdedup::bench::detail::cgroup_dir(p.self.c_str(), p.mountinfo.c_str(), wdedup::bench::detail::CgroupVersion::v2, big, sizeof big, &base, &len));
+  CHECK(len == 1 + longpath.size());
+  p.write(p.self, "0::" + longpath + "p\n");  // 4096 bytes: skipped, no cgroup
+  CHECK_FALSE(wdedup::bench::detail::cgroup_dir(p.self.c_str(), p.mountinfo.c_str(), wdedup::bench::detail::CgroupVersion::v2, big, sizeof big, &base, &len));
+}
+
 TEST_CASE("the harness's targets: every target of what the run asks for, those never measured counted") {
   // A --quick run of every group on 2 threads: 5 workloads x 2 thread counts
   // x 2, the lookups of 4 stores and the scan's at 4096 keys, 2 allocation
