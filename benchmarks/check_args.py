@@ -101,6 +101,8 @@ def cgroup_limit(v1):
         rooms = []
         for k in range(len(parts), -1, -1):
             here = os.path.join(point, *parts[:k])
+            if v1 and k < len(parts) and number(os.path.join(here, "memory.use_hierarchy")) == 0:
+                continue  # (an ancestor not charged for its children)
             limit = number(os.path.join(here, names[0]))
             if limit is None or limit >= 2 ** 62:  # (v1's "no limit" is 2^63 less a page)
                 continue

@@ -1230,6 +1230,20 @@ TEST_CASE("memory_limit: the room a cgroup's limit leaves, less what the cgroup 
   CHECK(is(q.limit(kPhysicalBytes), 131072, kLimitInBytes));
   q.write("memory/a/memory.stat", "inactive_file 65536\ntotal_inactive_file 393216\n");
   CHECK(is(q.limit(kPhysicalBytes), 524288, kLimitInBytes));
+  // A v1 ancestor's limit holds the cgroup only where that ancestor is
+  // charged for its children (memory.use_hierarchy 1; 0 before 5.11 unless
+  // set); the cgroup's own file does not matter for its own limit.
+  q.write(q.self, "4:memory:/a/b\n");
+  q.write("memory/a/b/memory.limit_in_bytes", "1048576\n");
+  q.write("memory/a/b/memory.use_hierarchy", "0\n");
+  CHECK(is(q.limit(kPhysicalBytes), 524288, kLimitInBytes));
+  q.write("memory/a/memory.use_hierarchy", "0\n");
+  CHECK(is(q.limit(kPhysicalBytes), 1048576, kLimitInBytes));
+  q.write("memory/a/b/memory.limit_in_bytes", "262144\n");
+  CHECK(is(q.limit(kPhysicalBytes), 262144, kLimitInBytes));
+  q.write("memory/a/b/memory.limit_in_bytes", "1048576\n");
+  q.write("memory/a/memory.use_hierarchy", "1\n");
+  CHECK(is(q.limit(kPhysicalBytes), 524288, kLimitInBytes));
 }
 
 TEST_CASE("memory_limit: a cgroup outside its namespace's root is not looked for in the namespace's mount") {

@@ -735,9 +735,9 @@ inline std::uint64_t memory_stat_field(const char* path, const char* field) noex
 /// whose other processes hold most of it. False where no level sets one: no
 /// line of that hierarchy in `self_cgroup`, no mount of it in `mountinfo`
 /// that shows the cgroup, no limit file, each "max" (v2) or its huge number
-/// (v1). The kernel holds a cgroup to each ancestor's limit too (v1 does
-/// where its hierarchy accounts to them, use_hierarchy, which every kernel
-/// since 5.11 does, and earlier ones as systemd and Docker set them up).
+/// (v1). The kernel holds a cgroup to each ancestor's limit too (v1 only to
+/// an ancestor whose memory.use_hierarchy is 1, as every kernel since 5.11
+/// has it, and earlier ones as systemd and Docker set them up).
 /// Only the ancestors the mount shows are read: inside a container (a
 /// cgroup namespace, or a mount from the container's cgroup down) its own
 /// limit is the mount point's, and those above it are the host's to know.
@@ -757,10 +757,15 @@ inline bool cgroup_memory_limit(const char* self_cgroup, const char* mountinfo, 
   bool found = false;
   // The cgroup itself, then each ancestor up to the mount point ("/a/b",
   // "/a", "").
-  for (;;) {
+  for (bool own = true;; own = false) {
     while (len > base && file[len - 1] == '/') --len;  // ("/" itself is the root)
+    // A v1 ancestor whose memory.use_hierarchy is 0 (kernels before 5.11)
+    // is not charged for its children: its limit is not theirs. (A cgroup's
+    // descendants take its 1, so the ancestor's own file says.)
+    std::uint64_t hierarchy = 1;
+    const bool charged = v2 || own || !read_cgroup_limit(at("/memory.use_hierarchy"), &hierarchy) || hierarchy != 0;
     std::uint64_t limit = 0;
-    if (read_cgroup_limit(at(names[0]), &limit)) {
+    if (charged && read_cgroup_limit(at(names[0]), &limit)) {
       std::uint64_t usage = 0;
       if (!read_cgroup_limit(at(names[1]), &usage)) usage = 0;
       const std::uint64_t inactive = memory_stat_field(at(names[2]), v2 ? "inactive_file" : "total_inactive_file");
