@@ -511,6 +511,19 @@ bool for_each_line(const char* path, OnLine&& on_line) noexcept {
 #endif
 }
 
+/// Reads the decimal digits of line[from, n), at most 19 of them (which
+/// cannot overflow 64 bits), into `*out`; returns where they end (`from`
+/// where there are none). Every number the files read here hold is shorter;
+/// a longer one ends short of its line, which each reader takes as no number.
+inline std::size_t decimal_at(const char* line, std::size_t from, std::size_t n, std::uint64_t* out) noexcept {
+  std::uint64_t v = 0;
+  std::size_t i = from;
+  for (; i < n && i - from < 19 && line[i] >= '0' && line[i] <= '9'; ++i)
+    v = v * 10 + static_cast<std::uint64_t>(line[i] - '0');
+  *out = v;
+  return i;
+}
+
 /// The "<field>: N kB" line of /proc/self/status (or /proc/meminfo), in
 /// bytes; -1 where it cannot be read. Read a line at a time through
 /// for_each_line's buffer, as the file has no size limit (a process in
@@ -524,11 +537,8 @@ inline long long proc_status_bytes(const char* field, const char* path = "/proc/
     if (n <= len || std::memcmp(line, field, len) != 0 || line[len] != ':') return false;
     std::size_t p = len + 1;
     while (p < n && (line[p] == ' ' || line[p] == '\t')) ++p;
-    if (p < n && line[p] >= '0' && line[p] <= '9') {
-      long long kib = 0;
-      for (; p < n && line[p] >= '0' && line[p] <= '9'; ++p) kib = kib * 10 + (line[p] - '0');
-      out = kib * 1024;
-    }
+    std::uint64_t kib = 0;
+    if (decimal_at(line, p, n, &kib) != p) out = static_cast<long long>(kib * 1024);
     return true;
   });
   return out;
@@ -573,11 +583,8 @@ namespace detail {
 inline bool read_cgroup_limit(const char* path, std::uint64_t* out) noexcept {
   bool found = false;
   for_each_line(path, [&](const char* line, std::size_t n) {
-    std::uint64_t v = 0;
-    std::size_t i = 0;
-    for (; i < n && line[i] >= '0' && line[i] <= '9'; ++i) v = v * 10 + static_cast<std::uint64_t>(line[i] - '0');
-    found = i != 0 && i == n && i < 20 && v < (std::uint64_t{1} << 62);  // ("max" and anything else: no number)
-    *out = v;
+    const std::size_t end = decimal_at(line, 0, n, out);
+    found = end != 0 && end == n && *out < (std::uint64_t{1} << 62);  // ("max" and anything else: no number)
     return true;
   });
   return found;
@@ -716,10 +723,7 @@ inline std::uint64_t memory_stat_field(const char* path, const char* field) noex
   for_each_line(path, [&](const char* line, std::size_t n) {
     if (n <= len || std::memcmp(line, field, len) != 0 || line[len] != ' ') return false;
     std::uint64_t v = 0;
-    std::size_t i = len + 1;
-    for (; i < n && i < len + 20 && line[i] >= '0' && line[i] <= '9'; ++i)
-      v = v * 10 + static_cast<std::uint64_t>(line[i] - '0');
-    if (i == n) out = v;
+    if (decimal_at(line, len + 1, n, &v) == n) out = v;
     return true;
   });
   return out;
