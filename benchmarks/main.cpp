@@ -482,12 +482,12 @@ std::string check_sizes(const Config& c) {
     if (a.size != 0 && a.count > (UINT64_MAX - a.plus) / a.size)
       return std::string(a.flag) + " asks for more than 2^64 bytes of memory";
     const std::uint64_t bytes = a.count * a.size + a.plus;
+    const auto asks_for = [&] {
+      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) + " of memory" + a.why;
+    };
     // (On a 32-bit target the workloads index their memory with a size_t.)
-    if (bytes > SIZE_MAX)
-      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) + " of memory" + a.why +
-             ", more than a 32-bit program addresses";
-    if (const std::string past = wbench::past_memory_limit(bytes); !past.empty())
-      return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) + " of memory" + a.why + past;
+    if (bytes > SIZE_MAX) return asks_for() + ", more than a 32-bit program addresses";
+    if (const std::string past = wbench::past_memory_limit(bytes); !past.empty()) return asks_for() + past;
   }
   if (!c.once && c.wants("runtime") && c.lookups > SIZE_MAX)
     return "--lookups " + std::to_string(c.lookups) + " is more than a 32-bit program counts (" +
