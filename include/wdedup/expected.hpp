@@ -281,11 +281,9 @@ inline std::string unusable_name(std::string_view name) {
 inline constexpr std::string_view kKeyUtf8Why =
     "; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read "
     "a file holding one that is not";
-/// The same for a method name, which deduplicate() makes keys of where
+/// Before it, for a method name, which deduplicate() makes keys of where
 /// methods give one tensor name other bytes or layouts.
-inline constexpr std::string_view kMethodUtf8Why =
-    " (keys are made of method names: '<method>/<name>'); a key is a flatbuffer string, which is UTF-8, and "
-    "ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is not";
+inline constexpr std::string_view kMethodInKeys = " (keys are made of method names: '<method>/<name>')";
 /// "'w\xff' is not valid UTF-8 at offset 1; ..." for a key, or a name keys
 /// are made of (a method's, `method`), that is not UTF-8, or "": the one
 /// message every entry point puts after what the name is ("key ",
@@ -294,7 +292,7 @@ inline std::string utf8_problem(std::string_view name, bool method = false) {
   const std::size_t bad = first_non_utf8(name);
   return bad == std::string_view::npos
              ? std::string()
-             : cat(quote_name(name), " is not valid UTF-8 at offset ", bad, method ? kMethodUtf8Why : kKeyUtf8Why);
+             : cat(quote_name(name), " is not valid UTF-8 at offset ", bad, method ? kMethodInKeys : "", kKeyUtf8Why);
 }
 /// unusable_name's reasons, and for a name that is to become (part of) a
 /// key, a tensor's or a method's (`method`), utf8_problem's.
