@@ -793,6 +793,49 @@ TEST_CASE("a key that is not UTF-8 is refused when added, at the offset of its f
   CHECK(detail::first_non_utf8("01234567\xc3\xa9" "01234567\xc3") == 18);
 }
 
+TEST_CASE("is_key_text: UTF-8 with no NUL byte, one pass, exactly memchr and first_non_utf8 together") {
+  using namespace std::string_literals;
+  CHECK(detail::is_key_text(""));
+  CHECK(detail::is_key_text("\x01\x7f\x01\x7f\x01\x7f\x01\x7f\x01"));  // the word test's ends
+  CHECK(detail::is_key_text("layers.10.attention.wq.\xc2\xa9"));
+  CHECK(!detail::is_key_text("\0"s));
+  CHECK(!detail::is_key_text("0123456789abcdef\xff"));
+  CHECK(!detail::is_key_text("\xc3\xa9\0"s));  // after a sequence
+  // A NUL, or a stray byte, at each place of a word read whole, after one
+  // that passes, and in the bytes past the last whole word.
+  for (std::size_t at = 0; at < 19; ++at) {
+    for (const char bad : {'\0', '\x80'}) {
+      std::string key = "0123456789abcdef012";
+      key[at] = bad;
+      CAPTURE(at);
+      CHECK(!detail::is_key_text(key));
+    }
+  }
+  // A 0x00 byte borrows from the byte above it: 0x01 there becomes 0x00
+  // less the borrow, still flagged by the 0x00 byte itself.
+  CHECK(!detail::is_key_text("a\0\x01" "bcdefg"s));
+  CHECK(!detail::is_key_text("abcdefg\0"s));
+  // Every string of up to 9 bytes over 'a', 0xc3, 0xa9 and 0x00 agrees
+  // with the two scans, and the ones that pass are the strings of 'a' and
+  // "\xc3\xa9" (U+00E9): 1, 1, 2, 3, 5, ... (Fibonacci) by length, 143 in all.
+  const char alphabet[] = {'a', '\xc3', '\xa9', '\0'};
+  std::size_t passed = 0, disagreed = 0;
+  for (std::size_t len = 0; len <= 9; ++len) {
+    std::size_t count = 1;
+    for (std::size_t i = 0; i < len; ++i) count *= 4;
+    for (std::size_t code = 0; code < count; ++code) {
+      std::string key(len, 'a');
+      for (std::size_t i = 0, c = code; i < len; ++i, c /= 4) key[i] = alphabet[c % 4];
+      const bool two_scans = key.find('\0') == std::string::npos && detail::first_non_utf8(key) == std::string_view::npos;
+      const bool one = detail::is_key_text(key);
+      passed += one ? 1 : 0;
+      disagreed += one == two_scans ? 0 : 1;
+    }
+  }
+  CHECK(disagreed == 0);
+  CHECK(passed == 143);
+}
+
 TEST_CASE("quote_name copies well-formed UTF-8 only: overlong forms, surrogates, past U+10FFFF are escaped") {
   // RFC 3629's table: each lead byte's second-byte range, at both ends.
   CHECK(detail::quote_name("\xc0\xaf") == "'\\xc0\\xaf'");  // '/' in two bytes (overlong)

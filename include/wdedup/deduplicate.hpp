@@ -20,7 +20,6 @@
 
 #include <cassert>
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -203,9 +202,8 @@ Expected<void> validate_program(const Program& program, Flat* flat, NameIndex* n
         // the index has the bytes of one that passed this check, as any
         // that failed ended the check there. Scanning every name took
         // 100,000 calls of memchr and 2.3M instructions on 100,000 small
-        // tensors (callgrind); half of them now.
-        const bool fine = (!fresh || (std::memchr(tensor.name.data(), 0, tensor.name.size()) == nullptr &&
-                                      first_non_utf8(tensor.name) == std::string_view::npos)) &&
+        // tensors (callgrind); half of them now, in one pass each.
+        const bool fine = (!fresh || is_key_text(tensor.name)) &&
                           tensor.alignment > 0 && static_cast<std::uint64_t>(tensor.alignment) <= kMaxAlignment &&
                           (tensor.bytes.data() != nullptr || tensor.bytes.empty()) &&
                           (!tensor.layout || tensor.layout->nbytes() == std::optional<std::uint64_t>(tensor.bytes.size()));

@@ -69,6 +69,38 @@ inline std::size_t first_non_utf8(std::string_view s) noexcept {
   return std::string_view::npos;
 }
 
+/// Whether all of `s` is UTF-8 (as first_non_utf8) with no NUL byte: what a
+/// key must be, in one pass where memchr and first_non_utf8 made two
+/// (deduplicate() checks every distinct tensor name; the messages for a
+/// name that fails come from check_entry, which tells the two apart). An
+/// 8-byte word is all of 0x01..0x7F exactly when neither it nor it less
+/// 0x01 in each byte has a high bit set: a 0x00 byte borrows to 0xFF, and
+/// bytes below 0x80 that are not 0 borrow nothing.
+inline bool is_key_text(std::string_view s) noexcept {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const std::size_t n = s.size();
+  std::size_t i = 0;
+  while (i < n) {
+    if (n - i >= 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      if (((w | (w - 0x0101010101010101u)) & 0x8080808080808080u) == 0) {
+        i += 8;
+        continue;
+      }
+    }
+    if (p[i] == 0) return false;
+    if (p[i] < 0x80) {
+      ++i;
+      continue;
+    }
+    const std::size_t len = utf8_sequence(p + i, n - i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
 }  // namespace detail
 }  // namespace wdedup
 
