@@ -258,6 +258,18 @@ refusals = [
                           "then the file mapped and a copy of it), ") + PAST_MEMORY)),
     (["--only", "write", "--write-bytes", "100000000000000"],
      re.compile(re.escape("--write-bytes asks for 90.95 TiB of memory, ") + PAST_MEMORY)),
+    # A dedup workload's tensors with what each costs besides its bytes
+    # (kDedupBytesPerTensor in harness.hpp: 640), which counting the bytes
+    # alone left out (11-13% at 4 KiB a tensor): 20,000,000,000 * (4,096 +
+    # 640) bytes.
+] + [(["--only", "dedup", "--workloads", workload, flag, value],
+      re.compile(re.escape(f"{flag} asks for 86.15 TiB of memory (the tensors' bytes and 640 more a tensor: its "
+                           "record and name, and what deduplicate() and the baselines hold for it), ") + PAST_MEMORY))
+     for workload, flag, value in (("small-tensors", "--small-tensors", "20000000000"),
+                                   ("adversarial", "--adversarial", "20000000000,4096"))] + [
+    # A tensor size whose 640 more wraps past 2^64.
+    (["--only", "dedup", "--workloads", "adversarial", "--adversarial", "1,18446744073709551000"],
+     "--adversarial asks for more than 2^64 bytes of memory"),
     # The build group's compiler and headers, checked before the other groups run.
     (["--only", "runtime,build", "--cxx", "/nonexistent/g++"],
      "--cxx /nonexistent/g++: `/nonexistent/g++ -std=c++17 -fsyntax-only -x c++ /dev/null` failed: cannot start "

@@ -119,6 +119,24 @@ constexpr std::uint64_t kLookupBytesPerQuery = 192;
 // load_data_into. 256 MiB peaked at 518 MiB, 1 GiB at 2.1 GB (the review).
 constexpr std::uint64_t kBigTensorCopies = 2;
 
+
+// ---- what a dedup workload holds at once (check_sizes, main.cpp) ----------------
+//
+// Each tensor of the small-tensor and adversarial workloads, beyond its
+// bytes: its Tensor record in the workload's Program (its name a short
+// std::string), what a deduplicate() call holds for it (the call's tables,
+// and its key and FunctionTensor strings in the result) and what the
+// baselines hold for it (a digest each). Measured as the process's peak
+// resident memory (/usr/bin/time -f %M; -O2 build, --only dedup --threads
+// 1,2 --reps 3, 2026-12-05, Zen 5 VM), one workload at a time at two
+// counts: 100,000 and 200,000 small tensors peaked at 463,368 and 918,232
+// KiB, 4,549 bytes a tensor from one to the next, 453 beyond its 4,096 (459
+// at --threads 2 alone); 100,000 and 200,000 adversarial tensors of 4,096
+// bytes at 482,460 and 946,588 KiB, 545 beyond. (Counting the bytes alone,
+// as before, fell 11-13% short at 4 KiB a tensor.) 640 is 17% above the
+// larger.
+constexpr std::uint64_t kDedupBytesPerTensor = 640;
+
 /// The queries run_lookups draws for a store of `keys` keys: every key in
 /// random order (in several rounds for a small store), at most
 /// max(keys, 4096) of them and at most --lookups.

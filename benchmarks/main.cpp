@@ -458,15 +458,23 @@ std::string check_sizes(const Config& c) {
     std::uint64_t count, size;  ///< count items of size bytes
     std::uint64_t plus = 0;     ///< and these bytes
     std::string why = "";       ///< how the estimate is made, if not count * size
+    std::uint64_t each = 0;     ///< and these bytes an item, beyond its size
   };
   const bool runtime = !c.once && c.wants("runtime");
   // (The groups run one after the other, each freeing its memory: each size
   // is held against the limit on its own.)
   const std::uint64_t keys =
       c.key_counts.empty() ? 0 : *std::max_element(c.key_counts.begin(), c.key_counts.end());
+  // (The two dedup workloads: their tensors' bytes, and what each tensor
+  // costs besides, kDedupBytesPerTensor in harness.hpp.)
+  const std::string per_tensor = " (the tensors' bytes and " + std::to_string(wbench::kDedupBytesPerTensor) +
+                                 " more a tensor: its record and name, and what deduplicate() and the baselines "
+                                 "hold for it)";
   const Ask asks[] = {
-      {c.runs_dedup() && c.wants_workload("small-tensors"), "--small-tensors", c.small_tensors, c.small_tensor_size},
-      {c.runs_dedup() && c.wants_workload("adversarial"), "--adversarial", c.adversarial_count, c.adversarial_size},
+      {c.runs_dedup() && c.wants_workload("small-tensors"), "--small-tensors", c.small_tensors, c.small_tensor_size, 0,
+       per_tensor, wbench::kDedupBytesPerTensor},
+      {c.runs_dedup() && c.wants_workload("adversarial"), "--adversarial", c.adversarial_count, c.adversarial_size, 0,
+       per_tensor, wbench::kDedupBytesPerTensor},
       {runtime, "--big-tensor", wbench::kBigTensorCopies, c.big_tensor, 0,
        " (the tensor twice: its array and its file, then the file mapped and a copy of it)"},
       {!c.once && c.wants("write"), "--write-bytes", 1, c.write_bytes},
@@ -479,9 +487,10 @@ std::string check_sizes(const Config& c) {
   };
   for (const Ask& a : asks) {
     if (!a.runs) continue;
-    if (a.size != 0 && a.count > (UINT64_MAX - a.plus) / a.size)
+    const std::uint64_t item = a.size + a.each;
+    if (item < a.size || (item != 0 && a.count > (UINT64_MAX - a.plus) / item))
       return std::string(a.flag) + " asks for more than 2^64 bytes of memory";
-    const std::uint64_t bytes = a.count * a.size + a.plus;
+    const std::uint64_t bytes = a.count * item + a.plus;
     const auto asks_for = [&] {
       return std::string(a.flag) + " asks for " + wdedup::detail::human_bytes(bytes) + " of memory" + a.why;
     };
