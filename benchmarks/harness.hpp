@@ -127,15 +127,18 @@ constexpr std::uint64_t kBigTensorCopies = 2;
 // std::string), what a deduplicate() call holds for it (the call's tables,
 // and its key and FunctionTensor strings in the result) and what the
 // baselines hold for it (a digest each). Measured as the process's peak
-// resident memory (/usr/bin/time -f %M; -O2 build, --only dedup --threads
-// 1,2 --reps 3, 2026-12-05, Zen 5 VM), one workload at a time at two
-// counts: 100,000 and 200,000 small tensors peaked at 463,368 and 918,232
-// KiB, 4,549 bytes a tensor from one to the next, 453 beyond its 4,096 (459
-// at --threads 2 alone); 100,000 and 200,000 adversarial tensors of 4,096
-// bytes at 482,460 and 946,588 KiB, 545 beyond. (Counting the bytes alone,
-// as before, fell 11-13% short at 4 KiB a tensor.) 640 is 17% above the
-// larger.
-constexpr std::uint64_t kDedupBytesPerTensor = 640;
+// resident memory less a run of 2 tensors' (13.9 MiB), over the count
+// (/usr/bin/time -f %M, getrusage; -O3 build, --only dedup --threads 1,2,
+// 2026-12-05, Zen 5 VM). Small tensors: 420-565 bytes beyond each one's
+// 4,096, at 32,770 to 262,146 tensors; from 100,000 to 200,000, 453 (459 at
+// --threads 2 alone). Adversarial tensors of 4,096 bytes: 348-742, the most
+// just past a vector's doubling (32,769: 742; 40,000: 721; 131,073: 722),
+// and 738 at 8,192 bytes. (Counting the bytes alone, as before, fell 11-18%
+// short at 4 KiB a tensor.) Under meson test, whose MALLOC_PERTURB_ fills
+// what malloc gives out and so touches capacity a vector never uses, the
+// same two runs held 708 and 878. 1,024 is 38% above the most without it,
+// 17% with it. bench_args checks two runs against it.
+constexpr std::uint64_t kDedupBytesPerTensor = 1024;
 
 /// The queries run_lookups draws for a store of `keys` keys: every key in
 /// random order (in several rounds for a small store), at most
