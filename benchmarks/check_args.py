@@ -167,6 +167,9 @@ dangling = os.path.join(outdir, "bench-args-dangling.json")
 if os.path.lexists(dangling):
     os.remove(dangling)
 os.symlink("nowhere.json", dangling)
+# kDedupBytesPerTensor (harness.hpp): what the pre-run check counts for each
+# tensor of the dedup workloads beyond its bytes.
+DEDUP_BYTES_PER_TENSOR = 1536
 refusals = [
     (["--threads", "1,5000"], "--threads 5000 is more than wdedup::DedupOptions::kMaxThreads (1024)"),
     (["--threads", " -1"], "--threads needs positive integers separated by commas, got ' -1'"),
@@ -259,15 +262,16 @@ refusals = [
     (["--only", "write", "--write-bytes", "100000000000000"],
      re.compile(re.escape("--write-bytes asks for 90.95 TiB of memory, ") + PAST_MEMORY)),
     # A dedup workload's tensors with what each costs besides its bytes
-    # (kDedupBytesPerTensor in harness.hpp: 1,024), which counting the bytes
-    # alone left out (11-18% at 4 KiB a tensor): 20,000,000,000 * (4,096 +
-    # 1,024) bytes. (Below: runs that hold less than that estimate.)
+    # (kDedupBytesPerTensor in harness.hpp), which counting the bytes alone
+    # left out: 20,000,000,000 * (4,096 + 1,536) bytes. (Below: runs that
+    # hold less than that estimate.)
 ] + [(["--only", "dedup", "--workloads", workload, flag, value],
-      re.compile(re.escape(f"{flag} asks for 93.13 TiB of memory (the tensors' bytes and 1024 more a tensor: its "
-                           "record and name, and what deduplicate() and the baselines hold for it), ") + PAST_MEMORY))
+      re.compile(re.escape(f"{flag} asks for {human_bytes(20_000_000_000 * (4096 + DEDUP_BYTES_PER_TENSOR))} of "
+                           f"memory (the tensors' bytes and {DEDUP_BYTES_PER_TENSOR} more a tensor: its record and "
+                           "name, and what deduplicate() and the baselines hold for it), ") + PAST_MEMORY))
      for workload, flag, value in (("small-tensors", "--small-tensors", "20000000000"),
                                    ("adversarial", "--adversarial", "20000000000,4096"))] + [
-    # A tensor size whose 1,024 more wraps past 2^64.
+    # A tensor size whose 1,536 more wraps past 2^64.
     (["--only", "dedup", "--workloads", "adversarial", "--adversarial", "1,18446744073709551000"],
      "--adversarial asks for more than 2^64 bytes of memory"),
     # The build group's compiler and headers, checked before the other groups run.
@@ -390,46 +394,63 @@ else:
 
 # ---- the dedup workloads' memory estimate is above what a run holds -------------
 # What the pre-run check counts for --small-tensors and --adversarial
-# (kDedupBytesPerTensor, 1,024 bytes a tensor beyond its bytes) against
+# (DEDUP_BYTES_PER_TENSOR a tensor beyond its bytes) against
 # the run's peak resident size less a run of 2 tensors', at counts where
-# the most was measured (just past a vector's doubling: 739-742 bytes a
-# tensor for 32,769 adversarial tensors). An estimate under it lets a run
-# past the check end in an out-of-memory kill. Each run in a Python process
-# of its own: getrusage's RUSAGE_CHILDREN peak is the largest of any child
-# waited. Without meson test's MALLOC_PERTURB_, as a user runs it: that
-# fills what malloc gives out, and so touches capacity never used (878 a
-# tensor with it).
-PEAK_OF = ("import resource, subprocess, sys\n"
-           "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-           "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)")
-
-
+# the most was measured (just past a vector's doubling). An estimate under
+# it lets a run past the check end in an out-of-memory kill. The peak is
+# the JSON's resident_peak_bytes, the harness's own VmHWM kept across the
+# resets of bench::resident_peak: getrusage's (and /usr/bin/time's) peak
+# is only the high-water mark since the last reset, and a child's starts
+# at what its parent held when it was started (a Python process's 13 MiB,
+# more than a run of 2 tensors holds). Without meson test's MALLOC_PERTURB_,
+# as a user runs it: that fills what malloc gives out, and so touches
+# capacity never used.
 def dedup_peak(workload, flag, value):
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_PERTURB_"}
-    r = subprocess.run([sys.executable, "-c", PEAK_OF, exe, "--quick", "--no-progress", "--reps", "1", "--threads",
-                        "1,2", "--only", "dedup", "--workloads", workload, flag, value, "--json", json_path,
-                        "--tmpdir", outdir], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
-                       env=env)
-    code, peak = (int(x) for x in r.stdout.split())
-    return code, peak
+    if os.path.exists(json_path):
+        os.remove(json_path)
+    try:
+        r = subprocess.run([exe, "--quick", "--no-progress", "--reps", "1", "--threads", "1,2", "--only", "dedup",
+                            "--workloads", workload, flag, value, "--json", json_path, "--tmpdir", outdir],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        return f"{flag} {value}: no end in 120 s", None
+    try:
+        with open(json_path) as f:
+            peak = json.load(f).get("resident_peak_bytes")
+    except (OSError, ValueError) as e:
+        return f"{flag} {value}: exit {r.returncode}, no JSON ({e}), stderr {r.stderr[-300:]!r}", None
+    if r.returncode != 0:
+        return f"{flag} {value}: exit {r.returncode}, stderr {r.stderr[-300:]!r}", None
+    return None, peak
 
 
 if LIMIT_BYTES < 1_000_000_000:
     print("bench_args: the memory-estimate case needs 1 GB of memory free here; skipped")
 else:
-    base_code, base = dedup_peak("small-tensors", "--small-tensors", "2")
-    for workload, flag, count, size in (("small-tensors", "--small-tensors", 65538, 4096),
-                                        ("adversarial", "--adversarial", 32769, 4096)):
-        value = str(count) if workload == "small-tensors" else f"{count},{size}"
-        code, peak = dedup_peak(workload, flag, value)
-        estimate = count * (size + 1024)
-        held = peak - base
-        # (At least the tensors' bytes, less what a run of 2 tensors held
-        # and freed before them, which the allocator gives out again.)
-        if base_code != 0 or code != 0 or not count * size - (8 << 20) <= held <= estimate:
-            problems.append(f"{flag} {value}: exit {code} (and {base_code} for 2 tensors), a peak of {peak} bytes, "
-                            f"{held} over a run of 2 tensors ({held / count - size:.0f} a tensor beyond its {size}); "
-                            f"expected exit 0 and at most the estimate, {estimate} bytes (1,024 a tensor beyond)")
+    failed, base = dedup_peak("small-tensors", "--small-tensors", "2")
+    if failed:
+        problems.append(failed)
+    elif base is None:
+        print("bench_args: the harness knows no peak resident size here (no /proc/self/status); "
+              "the memory-estimate case is skipped")
+    else:
+        for workload, flag, count, size in (("small-tensors", "--small-tensors", 65538, 4096),
+                                            ("adversarial", "--adversarial", 32769, 4096)):
+            value = str(count) if workload == "small-tensors" else f"{count},{size}"
+            failed, peak = dedup_peak(workload, flag, value)
+            if failed or peak is None:
+                problems.append(failed or f"{flag} {value}: no resident_peak_bytes, where the run of 2 tensors had one")
+                continue
+            estimate = count * (size + DEDUP_BYTES_PER_TENSOR)
+            held = peak - base
+            # (At least the tensors' bytes, less what a run of 2 tensors held
+            # and freed before them, which the allocator gives out again.)
+            if not count * size - (8 << 20) <= held <= estimate:
+                problems.append(f"{flag} {value}: a peak of {peak} bytes, {held} over a run of 2 tensors' {base} "
+                                f"({held / count - size:.0f} a tensor beyond its {size}); expected at most the "
+                                f"estimate, {estimate} bytes ({DEDUP_BYTES_PER_TENSOR} a tensor beyond), and at "
+                                "least the tensors' bytes less 8 MiB")
 
 # ---- interrupted: the run's files are removed ----------------------------------
 # A Ctrl-C (SIGINT) during the write group left its store behind, as

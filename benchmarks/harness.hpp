@@ -126,19 +126,29 @@ constexpr std::uint64_t kBigTensorCopies = 2;
 // bytes: its Tensor record in the workload's Program (its name a short
 // std::string), what a deduplicate() call holds for it (the call's tables,
 // and its key and FunctionTensor strings in the result) and what the
-// baselines hold for it (a digest each). Measured as the process's peak
-// resident memory less a run of 2 tensors' (13.9 MiB), over the count
-// (/usr/bin/time -f %M, getrusage; -O3 build, --only dedup --threads 1,2,
-// 2026-12-05, Zen 5 VM). Small tensors: 420-565 bytes beyond each one's
-// 4,096, at 32,770 to 262,146 tensors; from 100,000 to 200,000, 453 (459 at
-// --threads 2 alone). Adversarial tensors of 4,096 bytes: 348-742, the most
-// just past a vector's doubling (32,769: 742; 40,000: 721; 131,073: 722),
-// and 738 at 8,192 bytes. (Counting the bytes alone, as before, fell 11-18%
-// short at 4 KiB a tensor.) Under meson test, whose MALLOC_PERTURB_ fills
-// what malloc gives out and so touches capacity a vector never uses, the
-// same two runs held 708 and 878. 1,024 is 38% above the most without it,
-// 17% with it. bench_args checks two runs against it.
-constexpr std::uint64_t kDedupBytesPerTensor = 1024;
+// baselines hold for it (a digest each). Measured as the run's peak
+// resident size (the JSON's resident_peak_bytes: VmHWM kept across
+// bench::resident_peak's resets, which getrusage and /usr/bin/time -f %M
+// do not see past) less a run of 2 tensors' (7.5 MiB), over the count
+// (debugoptimized build, --only dedup, glibc 2.36, 2 cores). Small tensors
+// of 4,096 bytes: 638-760 at 16,386 to 262,146 tensors; adversarial ones:
+// 769-924 at 8,193 to 131,073, the most just past a vector's doubling
+// (32,769). With malloc's memory on transparent huge pages
+// (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, as THP "always" gives it):
+// 835-855 and 1,031-1,068 (32,769 adversarial tensors, --threads 1,2 to
+// 1,32). 1,536 is 44% above the most. (The figures of 414f70b and 51b0778,
+// 420-742, were getrusage's peak, which is only the peak since the last
+// reset, less a 2-tensor run's, which from a Python parent is that
+// parent's own size: 13.6 MiB here, where the run holds 7.5.) bench_args
+// checks two runs against it.
+constexpr std::uint64_t kDedupBytesPerTensor = 1536;
+
+/// The process's peak resident size so far, in bytes (VmHWM), across the
+/// resets of bench::resident_peak (which clears the kernel's high-water
+/// mark, so that getrusage and /usr/bin/time see only the peak since the
+/// last one): note_resident_peak() before each reset; -1 where unknown.
+void note_resident_peak();
+long long run_resident_peak();
 
 /// The queries run_lookups draws for a store of `keys` keys: every key in
 /// random order (in several rounds for a small store), at most

@@ -841,6 +841,9 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
   o += "  \"interrupted\": " + std::string(interrupted ? "true" : "false") + ",\n";
   o += "  \"quick\": " + std::string(c.quick ? "true" : "false") + ",\n";
   o += "  \"reps\": " + std::to_string(c.reps) + ",\n";
+  // (The whole run's, for bench_args: the memory estimate's check.)
+  const long long peak = wbench::run_resident_peak();
+  o += "  \"resident_peak_bytes\": " + (peak >= 0 ? std::to_string(peak) : std::string("null")) + ",\n";
   o += "  \"facts\": {";
   for (std::size_t i = 0; i < r.notes.size(); ++i)
     o += (i ? ", " : "") + json_string(r.notes[i].first) + ": " + json_string(r.notes[i].second);
