@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <string_view>
@@ -815,6 +816,17 @@ TEST_CASE("is_key_text: UTF-8 with no NUL byte, one pass, exactly memchr and fir
   // less the borrow, still flagged by the 0x00 byte itself.
   CHECK(!detail::is_key_text("a\0\x01" "bcdefg"s));
   CHECK(!detail::is_key_text("abcdefg\0"s));
+  // A NUL is UTF-8 (U+0000): first_non_utf8 alone passes it, at every place.
+  CHECK(detail::first_non_utf8("a\0b"s) == std::string_view::npos);
+  CHECK(detail::first_non_utf8("abcdefgh\0\0\0\0\0\0\0\0"s) == std::string_view::npos);
+  // No word is read past the end: 7 and 15 bytes in heap blocks of exactly
+  // that size (under AddressSanitizer a read past them is an error).
+  for (const std::size_t size : {std::size_t{7}, std::size_t{15}}) {
+    const std::unique_ptr<char[]> block(new char[size]);
+    std::memset(block.get(), 'a', size);
+    CHECK(detail::is_key_text(std::string_view(block.get(), size)));
+    CHECK(detail::first_non_utf8(std::string_view(block.get(), size)) == std::string_view::npos);
+  }
   // Every string of up to 9 bytes over 'a', 0xc3, 0xa9 and 0x00 agrees
   // with the two scans, and the ones that pass are the strings of 'a' and
   // "\xc3\xa9" (U+00E9): 1, 1, 2, 3, 5, ... (Fibonacci) by length, 143 in all.

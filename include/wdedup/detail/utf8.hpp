@@ -75,7 +75,10 @@ inline std::size_t first_non_utf8(std::string_view s) noexcept {
 /// name that fails come from check_entry, which tells the two apart). An
 /// 8-byte word is all of 0x01..0x7F exactly when neither it nor it less
 /// 0x01 in each byte has a high bit set: a 0x00 byte borrows to 0xFF, and
-/// bytes below 0x80 that are not 0 borrow nothing.
+/// bytes below 0x80 that are not 0 borrow nothing. (Its loop is
+/// first_non_utf8's with the NUL test added; one template for both,
+/// returning an offset, took 250-280 us over the 50,000 names where this
+/// takes 165-210, not being inlined.)
 inline bool is_key_text(std::string_view s) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const std::size_t n = s.size();
