@@ -622,7 +622,6 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     wdedup::release_table_cache();
     consume(bench::read_pass(spans, run));
     std::uint64_t mem_buffers = 0;
-    note_resident_peak();  // (resident_peak resets the high-water mark)
     const bench::ResidentPeak mem =
         bench::resident_peak([&] { consume(dedup_policy(w, threads, nullptr, &mem_buffers)); });
     if (mem_buffers != buffers)
@@ -960,20 +959,6 @@ void run_dedup(const Config& c, Results& out) {
     Workload w = make_ptd(c);
     run_workload(c, w, out);
   }
-}
-
-namespace {
-long long g_resident_peak = -1;  // (the main thread's alone)
-}  // namespace
-
-void note_resident_peak() {
-  const long long hwm = bench::detail::proc_status_bytes("VmHWM");
-  if (hwm > g_resident_peak) g_resident_peak = hwm;
-}
-
-long long run_resident_peak() {
-  note_resident_peak();
-  return g_resident_peak;
 }
 
 }  // namespace wbench

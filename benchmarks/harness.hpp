@@ -119,7 +119,6 @@ constexpr std::uint64_t kLookupBytesPerQuery = 192;
 // load_data_into. 256 MiB peaked at 518 MiB, 1 GiB at 2.1 GB (the review).
 constexpr std::uint64_t kBigTensorCopies = 2;
 
-
 // ---- what a dedup workload holds at once (check_sizes, main.cpp) ----------------
 //
 // Each tensor of the small-tensor and adversarial workloads, beyond its
@@ -127,9 +126,9 @@ constexpr std::uint64_t kBigTensorCopies = 2;
 // std::string), what a deduplicate() call holds for it (the call's tables,
 // and its key and FunctionTensor strings in the result) and what the
 // baselines hold for it (a digest each). Measured as the run's peak
-// resident size (the JSON's resident_peak_bytes: VmHWM kept across
-// bench::resident_peak's resets, which getrusage and /usr/bin/time -f %M
-// do not see past) less a run of 2 tensors' (7.5 MiB), over the count
+// resident size (the JSON's resident_peak_bytes:
+// bench::process_resident_peak, which counts the peaks bench::resident_peak's
+// resets cleared, where getrusage and /usr/bin/time -f %M do not) less a run of 2 tensors' (7.5 MiB), over the count
 // (debugoptimized build, --only dedup, glibc 2.36, 2 cores). Small tensors
 // of 4,096 bytes: 638-760 at 16,386 to 262,146 tensors; adversarial ones:
 // 769-924 at 8,193 to 131,073, the most just past a vector's doubling
@@ -142,13 +141,6 @@ constexpr std::uint64_t kBigTensorCopies = 2;
 // parent's own size: 13.6 MiB here, where the run holds 7.5.) bench_args
 // checks two runs against it.
 constexpr std::uint64_t kDedupBytesPerTensor = 1536;
-
-/// The process's peak resident size so far, in bytes (VmHWM), across the
-/// resets of bench::resident_peak (which clears the kernel's high-water
-/// mark, so that getrusage and /usr/bin/time see only the peak since the
-/// last one): note_resident_peak() before each reset; -1 where unknown.
-void note_resident_peak();
-long long run_resident_peak();
 
 /// The queries run_lookups draws for a store of `keys` keys: every key in
 /// random order (in several rounds for a small store), at most
@@ -342,8 +334,7 @@ std::uint64_t consumed();
 /// ", more than the <size> this process can have (<which limit>)" where
 /// `bytes` of memory are more than bench::memory_limit() (MemAvailable, the
 /// room a cgroup's memory limit leaves, v2's or v1's, or physical memory),
-/// else "": the
-/// end of a refusal that names what asked for them (main.cpp).
+/// else "": the end of a refusal that names what asked for them (main.cpp).
 std::string past_memory_limit(std::uint64_t bytes);
 
 /// Why the Llama settings (--model and the shape flags) cannot generate

@@ -842,7 +842,7 @@ std::string to_json(const Config& c, const Results& r, const std::string& comman
   o += "  \"quick\": " + std::string(c.quick ? "true" : "false") + ",\n";
   o += "  \"reps\": " + std::to_string(c.reps) + ",\n";
   // (The whole run's, for bench_args: the memory estimate's check.)
-  const long long peak = wbench::run_resident_peak();
+  const long long peak = wdedup::bench::process_resident_peak();
   o += "  \"resident_peak_bytes\": " + (peak >= 0 ? std::to_string(peak) : std::string("null")) + ",\n";
   o += "  \"facts\": {";
   for (std::size_t i = 0; i < r.notes.size(); ++i)

@@ -812,6 +812,22 @@ TEST_CASE("resident_peak: a call's peak is counted after it freed its memory; a 
   CHECK(held.peak >= held.before + 31 * kMiB);
 }
 
+TEST_CASE("process_resident_peak: the process's peak survives the resets resident_peak makes") {
+  using wdedup::bench::detail::proc_status_bytes;
+  const long long resident = proc_status_bytes("VmRSS");
+  REQUIRE(resident > 0);
+  // 96 MiB touched and unmapped inside a measured call, then a second call
+  // whose reset drops the kernel's mark to what is resident after it.
+  REQUIRE(wdedup::bench::resident_peak([] { touch_and_unmap(96 * kMiB); }).known);
+  const long long after_call = wdedup::bench::process_resident_peak();
+  REQUIRE(wdedup::bench::resident_peak([] {}).known);
+  const long long after_reset = wdedup::bench::process_resident_peak();
+  CHECK(after_call >= resident + static_cast<long long>(95 * kMiB));
+  CHECK(after_reset >= after_call);
+  // (What the kernel's mark alone now says, far below.)
+  CHECK(proc_status_bytes("VmHWM") <= after_reset - static_cast<long long>(90 * kMiB));
+}
+
 TEST_CASE("proc_status_bytes: a field's kB in bytes, past lines longer than its buffer and across its reads") {
   const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/bench-proc-status.txt";
   const auto write = [&](const std::string& text) {

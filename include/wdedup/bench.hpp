@@ -20,6 +20,7 @@
 #ifndef WDEDUP_BENCH_HPP
 #define WDEDUP_BENCH_HPP
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -544,6 +545,10 @@ inline long long proc_status_bytes(const char* field, const char* path = "/proc/
   return out;
 }
 
+/// The highest peak resident size resident_peak read before resetting the
+/// kernel's mark (-1: none yet), which process_resident_peak counts.
+inline std::atomic<long long> g_peak_before_reset{-1};
+
 /// Resets the process's peak resident size to what is resident now.
 inline bool reset_resident_peak() noexcept {
 #if defined(__linux__)
@@ -851,6 +856,10 @@ ResidentPeak resident_peak(F&& f) {
 #if defined(__GLIBC__)
   ::malloc_trim(0);
 #endif
+  // (The process's peak so far, before the reset clears it.)
+  const long long so_far = detail::proc_status_bytes("VmHWM");
+  for (long long kept = detail::g_peak_before_reset.load(); so_far > kept;)
+    if (detail::g_peak_before_reset.compare_exchange_weak(kept, so_far)) break;
   const bool reset = detail::reset_resident_peak();
   const long long before = reset ? detail::proc_status_bytes("VmRSS") : -1;
   f();
@@ -861,6 +870,18 @@ ResidentPeak resident_peak(F&& f) {
     r.peak = static_cast<std::uint64_t>(peak);
   }
   return r;
+}
+
+/// The process's peak resident size so far, in bytes, resident_peak's
+/// resets included: the kernel's mark (VmHWM), or the highest one a
+/// resident_peak call read before it cleared the mark, where that is
+/// higher. (After such a reset, VmHWM, getrusage's ru_maxrss and
+/// /usr/bin/time -f %M give only the peak since.) -1 where
+/// /proc/self/status cannot be read (off Linux).
+inline long long process_resident_peak() noexcept {
+  const long long now = detail::proc_status_bytes("VmHWM");
+  const long long kept = detail::g_peak_before_reset.load();
+  return now < 0 ? -1 : (kept > now ? kept : now);
 }
 
 }  // namespace bench
