@@ -20,8 +20,8 @@ json_path = os.path.join(outdir, "bench-args.json")
 problems = []
 
 
-def run(cmd, timeout=60):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+def run(cmd, timeout=60, env=None):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
 
 
 # ---- refused: exit 2, and exactly this on stderr ------------------------------
@@ -410,9 +410,8 @@ def dedup_peak(workload, flag, value):
     if os.path.exists(json_path):
         os.remove(json_path)
     try:
-        r = subprocess.run([exe, "--quick", "--no-progress", "--reps", "1", "--threads", "1,2", "--only", "dedup",
-                            "--workloads", workload, flag, value, "--json", json_path, "--tmpdir", outdir],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+        r = run([exe, "--quick", "--no-progress", "--reps", "1", "--threads", "1,2", "--only", "dedup", "--workloads",
+                 workload, flag, value, "--json", json_path, "--tmpdir", outdir], timeout=120, env=env)
     except subprocess.TimeoutExpired:
         return f"{flag} {value}: no end in 120 s", None
     try:
