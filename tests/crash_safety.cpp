@@ -537,6 +537,52 @@ TEST_CASE("a failed directory fsync after the rename is NotDurable, not IoError;
   CHECK(others(dir, {"model.ptd"}).empty());
 }
 
+namespace {
+/// FileOps that counts the syncs of the file and of its directory.
+class CountingSyncs final : public detail::FileOps {
+ public:
+  int fsyncs = 0, dir_fsyncs = 0;
+  int fsync(int fd) override {
+    ++fsyncs;
+    return FileOps::fsync(fd);
+  }
+  int fsync_directory(const char* d) override {
+    ++dir_fsyncs;
+    return FileOps::fsync_directory(d);
+  }
+};
+Expected<void> accept_file(const char*, void*) { return {}; }
+}  // namespace
+
+TEST_CASE("WriteOptions::fsync = false syncs neither the file nor its directory; true syncs both") {
+  // A new file without a check (one sync of the file), and a replaced file
+  // under a check (the file is synced before the check and again once its
+  // mode is set after it). Either way the destination ends up whole.
+  std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1), pattern(3000, 2)};
+  const NamedDataStore store = store_over(data);
+  struct Case {
+    bool fsync, replace;
+    int fsyncs, dir_fsyncs;
+  } cases[] = {{false, false, 0, 0}, {false, true, 0, 0}, {true, false, 1, 1}, {true, true, 2, 1}};
+  for (const Case& c : cases) {
+    CAPTURE(c.fsync);
+    CAPTURE(c.replace);
+    const std::string dir = fresh_dir("no_fsync");
+    const std::string dest = dir + "/model.ptd";
+    if (c.replace) REQUIRE(wdedup_test::write_file(dest, {1, 2, 3}));
+    WriteOptions o;
+    o.fsync = c.fsync;
+    if (c.replace) o.check_before_replace = accept_file;
+    CountingSyncs ops;
+    Expected<WriteStats> r = detail::write_ptd_file_with(store, FunctionMaps{}, dest, o, ops);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(ops.fsyncs == c.fsyncs);
+    CHECK(ops.dir_fsyncs == c.dir_fsyncs);
+    CHECK(read_file(dest) == serialize(store));
+    CHECK(others(dir, {"model.ptd"}).empty());
+  }
+}
+
 TEST_CASE("the directory fsync opens '<dir>/.': a directory reached through a link is not a trailing link") {
   // The kernel's fs.protected_symlinks applies to a link that is the last
   // part of a path only: opened as "<dir>", a directory reached through a
