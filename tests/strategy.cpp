@@ -567,6 +567,41 @@ TEST_CASE("a policy's refusal keeps its error code and words, after the policy's
   CHECK(r.message() == "policy ONE_METHOD refused the program: I take one method, not 2");
 }
 
+namespace {
+// A policy that refuses every program and counts what it is asked.
+int refusing_validate_calls = 0, refusing_blob_key_calls = 0, refusing_function_name_calls = 0;
+struct RefusesAll {
+  static constexpr const char* name = "REFUSES_ALL";
+  static Expected<void> validate(const Program&) {
+    ++refusing_validate_calls;
+    return Expected<void>(Error::PartitionCountMismatch, "never");
+  }
+  static std::string blob_key(const Program&, std::size_t, std::uint32_t) {
+    ++refusing_blob_key_calls;
+    return "all";
+  }
+  static std::string function_name(const Program& p, std::size_t m, std::uint32_t) {
+    ++refusing_function_name_calls;
+    return p.methods[m].name;
+  }
+};
+}  // namespace
+
+TEST_CASE("a policy that refuses the program is asked once, and never for a blob key or function name") {
+  // README: validate is called once, then, only if it accepts the program,
+  // blob_key and function_name (a policy may rely on what it validated).
+  std::vector<std::uint8_t> w = fill(8, 1);
+  Program program;
+  program.add_method("a").add_partition().add("w", span(w));
+  program.add_method("b").add_partition().add("w", span(w));
+  auto r = deduplicate<Strategy<RefusesAll>>(program);
+  CHECK(r.error() == Error::PartitionCountMismatch);
+  CHECK(r.message() == "policy REFUSES_ALL refused the program: never");
+  CHECK(refusing_validate_calls == 1);
+  CHECK(refusing_blob_key_calls == 0);
+  CHECK(refusing_function_name_calls == 0);
+}
+
 TEST_CASE("a policy that reuses a function name inside a blob is an error naming both") {
   std::vector<std::uint8_t> w = fill(8, 1);
   Program program;
