@@ -225,6 +225,48 @@ TEST_CASE("alignment 0 or negative is an error; non-powers of two are allowed") 
   CHECK(dump(s) == before);
 }
 
+TEST_CASE("an alignment of exactly the maximum, and an lcm that reaches it exactly, are taken") {
+  // kMaxAlignment itself is in range (the bound is inclusive), and so is an
+  // lcm equal to it: only one above it is refused. 2^31 and 2^32 share a
+  // factor, so their lcm is 2^32; 2^32 and 3 have none.
+  const std::int64_t max = std::int64_t{1} << 32;
+  NamedDataStore s;
+  const auto a = bytes(10, 1), b = bytes(12, 2);
+  REQUIRE(s.add_named_data("k", span(a), max).ok());
+  CHECK(s.find("k")->alignment == 4294967296u);
+  CHECK(s.buffers()[0].alignment == 4294967296u);
+  // The same key again, same bytes: lcm(2^32, 2^32) and lcm(2^32, 2^31).
+  REQUIRE(s.add_named_data("k", span(a), max).ok());
+  REQUIRE(s.add_named_data("k", span(a), max / 2).ok());
+  // A new key on the same bytes: the buffer's lcm(2^32, 2) is 2^32.
+  REQUIRE(s.add_named_data("k2", span(a), 2).ok());
+  // A key at 2^31 raised to 2^32 by its own second request.
+  REQUIRE(s.add_named_data("m", span(b), max / 2).ok());
+  REQUIRE(s.add_named_data("m", span(b), max).ok());
+  CHECK(dump(s) == "buf 10@" + std::to_string(reinterpret_cast<std::uintptr_t>(a.data())) + " a4294967296\n" +
+                       "buf 12@" + std::to_string(reinterpret_cast<std::uintptr_t>(b.data())) + " a4294967296\n" +
+                       "key k -> 0 a4294967296 no layout\nkey k2 -> 0 a2 no layout\nkey m -> 1 a4294967296 no layout\n");
+  // One past it is refused, and changes nothing.
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data("k", span(a), 3);
+  CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() == "key 'k': lcm of alignments 4294967296 and 3 exceeds the maximum of 4294967296");
+  CHECK(dump(s) == before);
+  // A merge reaching exactly 2^32 is taken too: "k" (2^32) again at 2^31,
+  // and new bytes at 2^32 next to a key at 2^31.
+  NamedDataStore t;
+  const auto a2 = bytes(10, 1), c = bytes(14, 3);
+  REQUIRE(t.add_named_data("k", span(a2), max / 2).ok());
+  REQUIRE(t.add_named_data("c", span(c), max / 2).ok());
+  REQUIRE(t.add_named_data("c2", span(c), max).ok());
+  REQUIRE(s.merge(t).ok());
+  CHECK(s.find("k")->alignment == 4294967296u);
+  REQUIRE(s.buffer_count() == 3);
+  CHECK(s.buffers()[2].alignment == 4294967296u);
+  CHECK(s.find("c")->alignment == 2147483648u);
+  CHECK(s.find("c2")->alignment == 4294967296u);
+}
+
 TEST_CASE("a shared buffer is placed at the lcm of every key's alignment") {
   NamedDataStore s;
   const auto a = bytes(30, 9);
