@@ -1179,6 +1179,43 @@ TEST_CASE("PtdFiles: files mapped and imported, one method each, named after the
   CHECK(fresh.methods[1].partitions.size() == 2);
 }
 
+TEST_CASE("PtdFiles: a path in a message is escaped as a name is, so a file's name cannot rewrite the terminal") {
+  // A file's name is someone else's text as much as its keys are (a
+  // downloaded export): the method named after it was escaped, the path in
+  // the messages beside it was not, and wdedup-demo sent the escape
+  // sequence of "ev\x1b[31mil.ptd" to the terminal when the file did not
+  // import, or when a merge did not keep its keys (a review found it).
+  const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/";
+  const std::string shown = dir + "import_ev\\x1b[31mil";  // as messages give it
+  PtdFiles files;
+  Program program;
+  const std::string not_ptd = write_temp("import_ev\x1b[31mil.txt.ptd", std::vector<std::uint8_t>(64, 0));
+  Expected<void> e = files.add(program, not_ptd);
+  CHECK(e.error() == Error::MalformedHeader);
+  CHECK(e.message() == shown + ".txt.ptd (64 bytes, not a .ptd file): flatbuffer identifier is not FT01 "
+                               "(MalformedHeader at 4)");
+  const std::string missing = dir + "import_ev\x1b[31mil.missing.ptd";
+  e = files.add(program, missing);
+  CHECK(e.error() == Error::IoError);
+  CHECK(e.message() == shown + ".missing.ptd: open failed: No such file or directory (IoError)");
+  // Imported: the method is escaped where named (import_ev\x1b[31mil is
+  // its name itself, kept as it is), and so is the path check_keys_kept
+  // names.
+  const std::string simple = fixture("simple.ptd");
+  const std::string other = write_temp("import_ev\x1b[31mil.ptd", simple_with_other_b());
+  REQUIRE(files.add(program, simple).ok());
+  REQUIRE(files.add(program, other).ok());
+  REQUIRE(program.methods.size() == 2);
+  CHECK(program.methods[1].name == "import_ev\x1b[31mil");
+  Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  e = files.check_keys_kept(r->store);
+  CHECK(e.error() == Error::NotFound);
+  CHECK(e.message() == one_key_not_kept(simple, 3, "simple.b", "simple/simple.b") + "; " +
+                           one_key_not_kept(shown + ".ptd", 3, "simple.b", "import_ev\\x1b[31mil/simple.b"));
+  CHECK(e.message().find('\x1b') == std::string::npos);
+}
+
 #ifdef WDEDUP_DEMO_PATH
 TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys METHOD, or names the flag") {
   const std::string dir = std::string(WDEDUP_TEST_TMPDIR) + "/demo_unmapped";

@@ -381,6 +381,21 @@ r = run(["--ptd", "ev\x1b[31mil.ptd", "--strategy", "oneblob", "--out", ""])
 if r.returncode != 0 or "\x1b" in r.stdout or \
         "  ev\\x1b[31mil.ptd: method ev\\x1b[31mil, 1 partition, " not in r.stdout:
     problems.append(f"--ptd with an escape sequence in its name: exit {r.returncode}, stdout {r.stdout[:300]!r}")
+# ...and so is the path where a message names it: a file that does not
+# import, one given twice, a file whose keys the merge does not keep (each
+# sent the escape sequence to the terminal: a review found it).
+with open(os.path.join(work, "ev\x1b[31mil.bad.ptd"), "wb") as f:
+    f.write(b"\0" * 64)
+expect(["--ptd", "ev\x1b[31mil.bad.ptd", "--out", ""], 2,
+       "wdedup-demo: ev\\x1b[31mil.bad.ptd (64 bytes, not a .ptd file): flatbuffer identifier is not FT01 "
+       "(MalformedHeader at 4)")
+expect(["--ptd", "ev\x1b[31mil.ptd,./ev\x1b[31mil.ptd", "--out", ""], 2,
+       "wdedup-demo: --ptd names one file twice (ev\\x1b[31mil.ptd and ./ev\\x1b[31mil.ptd): give each file once")
+r = run(["--ptd", "pmsrc/prefill.ptd,ev\x1b[31mil.ptd", "--strategy", "oneblob", "--out", ""])
+if r.returncode != 0 or "\x1b" in r.stderr or \
+        "; ev\\x1b[31mil.ptd: check_keys_kept: 1 of the file's " not in r.stderr:
+    problems.append(f"--ptd merge warning for a file with an escape sequence in its name: exit {r.returncode}, "
+                    f"stderr {r.stderr[:600]!r}")
 # Its --per-method file is named after it, on the line that reports the
 # write and in a refusal.
 r = run(["--ptd", "ev\x1b[31mil.ptd", "--strategy", "oneblob", "--out", "", "--per-method", "pmev"])

@@ -491,9 +491,10 @@ bool outputs_distinct(const Args& a, const wdedup::Program& program, const std::
 /// looked at is left to the import, which names its error.)
 bool inputs_distinct(const Args& a) {
   const auto [j, k] = wdedup_cli::same_file_twice(a.ptd);
+  // (Escaped, as the import's messages and the workload lines name them.)
   if (k != 0)
     std::fprintf(stderr, "wdedup-demo: --ptd names one file twice (%s and %s): give each file once\n",
-                 a.ptd[j].c_str(), a.ptd[k].c_str());
+                 wdedup::detail::table_name(a.ptd[j]).c_str(), wdedup::detail::table_name(a.ptd[k]).c_str());
   return k == 0;
 }
 

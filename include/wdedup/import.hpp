@@ -607,16 +607,23 @@ class PtdFiles {
   /// is one method (add_ptd_method) named `method`, or if that is empty,
   /// after the file: its name without directories and ".ptd", then "#2",
   /// "#3", ... if that is taken. A file that cannot be mapped or read is an
-  /// error with the reader's code, naming the path, its size, the failed
-  /// check and its offset. On any error neither `program` nor this object
-  /// changes.
+  /// error with the reader's code, naming the path (escaped as names are:
+  /// see detail/escape.hpp), its size, the failed check and its offset. On
+  /// any error neither `program` nor this object changes.
   template <int = 0>
   Expected<void> add(Program& program, const std::string& path, std::string method = {},
                      const ImportOptions& options = {}) {
+    // The path as messages give it: escaped as a name is (unquoted, so an
+    // ordinary path reads as typed). A file's name can be someone else's
+    // text as much as its keys are (a downloaded export): raw, the escape
+    // sequence in "ev\x1b[31mil.ptd" reached the terminal through the
+    // messages below, beside the method named after it, which was escaped.
+    std::string shown;
+    detail::append_escaped(shown, path);
     // `size`: the file's, once it is mapped (a Truncated check names where
     // the file would have to end, not how long it is).
     auto fail = [&](const Failure& f, std::string size = {}) {
-      return Expected<void>(f.code, detail::cat(path, size, ": ", describe_failure(f)));
+      return Expected<void>(f.code, detail::cat(shown, size, ": ", describe_failure(f)));
     };
     if (path.empty()) return Expected<void>(Error::InvalidArgument, "PtdFiles::add: the path is empty");
     if (Expected<void> ok = detail::refuse_nul_in_path("read", path); !ok) return ok;
@@ -637,7 +644,7 @@ class PtdFiles {
     // add_ptd_method refuses; through this call the fix is to pass none.
     if (map->function_count() != 0 && !method.empty())
       return Expected<void>(Error::InvalidArgument,
-                            detail::cat(path, ": the file has ", map->function_count(),
+                            detail::cat(shown, ": the file has ", map->function_count(),
                                         " function maps (methods and partitions, as deduplicate() writes them); "
                                         "PtdFiles::add restores them when given no method name, and does not merge "
                                         "them into method ", detail::quote_name(method)));
@@ -658,7 +665,7 @@ class PtdFiles {
       kept_method = method;
       added = add_ptd_method(program, *map, std::move(method), options);
     }
-    if (!added) return Expected<void>(added.error(), detail::cat(path, ": ", added.message()));
+    if (!added) return Expected<void>(added.error(), detail::cat(shown, ": ", added.message()));
     files_.push_back(File{std::move(file), std::move(kept_path), options.open,
                           std::move(kept_method)});  // (the map is not used again)
     return {};
@@ -682,7 +689,9 @@ class PtdFiles {
                                 : Expected<void>(map.error(), describe_failure(map.failure()));
       if (kept) continue;
       if (code == Error::Ok) code = kept.error();
-      message += detail::cat(message.empty() ? "" : "; ", f.path, ": ", kept.message());
+      if (!message.empty()) message += "; ";
+      detail::append_escaped(message, f.path);  // (as add() names it)
+      message += ": " + kept.message();
     }
     if (code == Error::Ok) return {};
     return Expected<void>(code, std::move(message));
