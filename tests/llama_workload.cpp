@@ -358,6 +358,10 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
     t.layout->sizes[0] += 1;
     CHECK(wdedup_demo::read_back(path, other, *r).problem ==
           "'decode'#0 tensor '" + t.name + "' does not read back its layout");
+    // ... or none, where the file has one.
+    t.layout.reset();
+    CHECK(wdedup_demo::read_back(path, other, *r).problem ==
+          "'decode'#0 tensor '" + t.name + "' reads back a layout it was not given");
   }
   // ... or asks for an alignment the file does not give it.
   {
@@ -391,6 +395,22 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
         "the deduplication result has 3 functions, the program 2 partitions");
   REQUIRE(write_ptd_file(extra.store, extra.functions, path).ok());
   CHECK(wdedup_demo::read_back(path, program, extra).problem == "the file has 3 functions, the program 2 partitions");
+
+  // Tensors given no layout (as some ExecuTorch files' keys have none) read
+  // back with none: the runtime's NotFound is what they were given.
+  Program bare = program;
+  for (Method& m : bare.methods)
+    for (Partition& part : m.partitions)
+      for (Tensor& t : part.tensors) t.layout.reset();
+  auto rb = deduplicate<Strategy<OneBlob>>(bare);
+  REQUIRE(rb.ok());
+  REQUIRE(write_ptd_file(rb->store, rb->functions, path).ok());
+  const wdedup_demo::ReadBack none = wdedup_demo::read_back(path, bare, *rb);
+  CHECK(none.problem == "");
+  CHECK(none.tensors == 96);
+  // Against the program with its layouts, each is missing.
+  CHECK(wdedup_demo::read_back(path, program, *rb).problem ==
+        "'prefill'#0 tensor '" + program.methods[0].partitions[0].tensors[0].name + "' does not read back its layout");
 }
 
 #ifdef WDEDUP_DEMO_PATH

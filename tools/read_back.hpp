@@ -1,9 +1,9 @@
 // tools/read_back.hpp — the demo's read-back: a store it wrote, opened with
 // the runtime half, must give every partition of the program a function
 // (the one the deduplication result made for it) and every tensor of it
-// exactly the bytes the program gave it, the layout it gave (if it gave
-// one), at an offset of its requested alignment and, mapped, at an address
-// of it. The walk is over the program, not over the result: a function the
+// exactly the bytes the program gave it, the layout it gave (none if it
+// gave none), at an offset of its requested alignment and, mapped, at an
+// address of it. The walk is over the program, not over the result: a function the
 // result lost, and so the file too, is missing, not unnoticed. A header of
 // its own so that the tests can show it failing (tests/llama_workload.cpp
 // corrupts a written file, drops a function, changes a layout): in the
@@ -82,10 +82,14 @@ inline ReadBack read_back(const std::string& path, const wdedup::Program& progra
           out.problem = tensor + " does not read back";
           return out;
         }
-        if (t.layout) {
+        // Its layout, or none where it gave none (the runtime's NotFound):
+        // deduplicate() keeps a tensor without a layout off the keys of
+        // those with one, so a layout there was not the program's.
+        {
           auto layout = map->key_layout(info->key_index);
-          if (!layout || wdedup::Layout::copy_of(*layout) != *t.layout) {
-            out.problem = tensor + " does not read back its layout";
+          if (t.layout ? !layout || wdedup::Layout::copy_of(*layout) != *t.layout
+                       : layout || layout.error() != wdedup::Error::NotFound) {
+            out.problem = tensor + (t.layout ? " does not read back its layout" : " reads back a layout it was not given");
             return out;
           }
         }
