@@ -123,23 +123,22 @@ constexpr std::uint64_t kBigTensorCopies = 2;
 //
 // Each tensor of the small-tensor and adversarial workloads, beyond its
 // bytes: its Tensor record in the workload's Program (its name a short
-// std::string), what a deduplicate() call holds for it (the call's tables,
-// and its key and FunctionTensor strings in the result) and what the
-// baselines hold for it (a digest each). Measured as the run's peak
-// resident size (the JSON's resident_peak_bytes:
-// bench::process_resident_peak, which counts the peaks bench::resident_peak's
-// resets cleared, where getrusage and /usr/bin/time -f %M do not) less a run of 2 tensors' (7.5 MiB), over the count
-// (debugoptimized build, --only dedup, glibc 2.36, 2 cores). Small tensors
-// of 4,096 bytes: 638-760 at 16,386 to 262,146 tensors; adversarial ones:
-// 769-924 at 8,193 to 131,073, the most just past a vector's doubling
-// (32,769). With malloc's memory on transparent huge pages
-// (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, as THP "always" gives it):
-// 835-855 and 1,031-1,068 (32,769 adversarial tensors, --threads 1,2 to
-// 1,32). 1,536 is 44% above the most. (The figures of 414f70b and 51b0778,
-// 420-742, were getrusage's peak, which is only the peak since the last
-// reset, less a 2-tensor run's, which from a Python parent is that
-// parent's own size: 13.6 MiB here, where the run holds 7.5.) bench_args
-// checks two runs against it.
+// std::string), what a deduplicate() call holds for it (the call's tables, and
+// its key and FunctionTensor strings in the result) and what the baselines hold
+// for it (a digest each). Measured as the run's peak resident size (the JSON's
+// resident_peak_bytes: bench::process_resident_peak, which counts the peaks
+// bench::resident_peak's resets cleared, where getrusage and
+// `/usr/bin/time -f %M` do not) less a run of 2 tensors' (7.5 MiB), over the
+// count (debugoptimized build, --only dedup, glibc 2.36, 2 cores). Small tensors of 4,096 bytes:
+// 638-760 at 16,386 to 262,146 tensors; adversarial ones: 769-924 at 8,193 to
+// 131,073, the most just past a vector's doubling (32,769). With malloc's
+// memory on transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, as
+// THP "always" gives it): 835-855 and 1,031-1,068 (32,769 adversarial tensors,
+// --threads 1,2 to 1,32). 1,536 is 44% above the most. (The figures of 414f70b
+// and 51b0778, 420-742, were getrusage's peak, which is only the peak since the
+// last reset, less a 2-tensor run's, which from a Python parent is that
+// parent's own size: 13.6 MiB here, where the run holds 7.5.) bench_args checks
+// two runs against it.
 constexpr std::uint64_t kDedupBytesPerTensor = 1536;
 
 /// The queries run_lookups draws for a store of `keys` keys: every key in

@@ -1,13 +1,12 @@
-// tools/read_back.hpp — the demo's read-back: a store it wrote, opened with
-// the runtime half, must give every partition of the program a function
-// (the one the deduplication result made for it) and every tensor of it
-// exactly the bytes the program gave it, the layout it gave (none if it
-// gave none), at an offset of its requested alignment and, mapped, at an
-// address of it. The walk is over the program, not over the result: a function the
-// result lost, and so the file too, is missing, not unnoticed. A header of
-// its own so that the tests can show it failing (tests/llama_workload.cpp
-// corrupts a written file, drops a function, changes a layout): in the
-// demo it only ever succeeds.
+// tools/read_back.hpp — the demo's read-back: a store it wrote, opened with the
+// runtime half, must give every partition of the program a function (the one
+// the deduplication result made for it) and every tensor of it exactly the
+// bytes the program gave it, the layout it gave (none if it gave none), at an
+// offset of its requested alignment and, mapped, at an address of it. The walk
+// is over the program, not over the result: a function the result lost, and so
+// the file too, is missing, not unnoticed. A header of its own so that the
+// tests can show it failing (tests/llama_workload.cpp corrupts a written file,
+// drops a function, changes a layout): in the demo it only ever succeeds.
 #ifndef WDEDUP_TOOLS_READ_BACK_HPP
 #define WDEDUP_TOOLS_READ_BACK_HPP
 
