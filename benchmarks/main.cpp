@@ -269,7 +269,7 @@ void usage(FILE* f) {
       "  --only G[,G...]         run only these groups: dedup, runtime (with the alloc rows),\n"
       "                          write, build\n"
       "  --reps N                repetitions per figure (default 7; --quick 3), except: the write\n"
-      "                          rows take at most 5 (each writes the store 4 times), the\n"
+      "                          rows take at most 5 (each writes the store 5 times), the\n"
       "                          open-time row at least 11 (an open takes a few ms), the\n"
       "                          allocation counts 1, the build rows --compile-reps; every\n"
       "                          row's JSON \"reps\" is the count it used\n"
