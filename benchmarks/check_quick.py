@@ -64,6 +64,21 @@ if doc.get("interrupted") is not False:  # a run that ran to its end (check_args
 for r in rows:
     if len(r.get("name", "")) > 44:
         problems.append(f"row {r['name']!r}: {len(r['name'])} characters, past the table's 44")
+# The table's columns line up: each row's ratio ends where the header's
+# "ratio" does. The baseline column was a fixed 30 wide, and the write
+# rows' baselines ("fallocate+write()+fsync 0.478 GB/s") pushed their ratio,
+# target and met out of line.
+table = run.stdout.splitlines()
+head_at = next((i for i, l in enumerate(table) if l.startswith("group ") and " ratio " in l), None)
+if head_at is None:
+    problems.append("no table header line")
+else:
+    ratio_end = table[head_at].index(" ratio ") + len(" ratio")
+    for l in table[head_at + 1:]:
+        if re.search(r" of \d+ targets? met", l):
+            break
+        if l and not (l[ratio_end - 1] in "x-" and l[ratio_end:ratio_end + 2] == "  "):
+            problems.append(f"table line out of line (its ratio should end at column {ratio_end}): {l!r}")
 build_notes = {r["name"]: r.get("note", "") for r in rows if r.get("group") == "build"}
 every = "#include every public header over empty TU"
 if sorted(build_notes) != ["#include <wdedup/runtime.hpp> over empty TU", every] or \

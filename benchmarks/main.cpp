@@ -922,22 +922,42 @@ std::string fmt_value(double v, const std::string& unit) {
 /// The table, and under it `targets` (targets_line) and what else a reader
 /// needs to read it.
 void print_table(const Results& r, const std::string& input_pages, const std::string& targets) {
-  std::printf("%-8s %-44s %3s %13s  %-30s %9s  %-12s %s\n", "group", "benchmark", "thr", "figure", "baseline (same run)",
-              "ratio", "target", "met");
+  auto baseline_text = [](const Row& w) {
+    return w.baseline.empty() ? std::string("-") : w.baseline + " " + fmt_value(w.baseline_value, w.baseline_unit);
+  };
+  // The name and baseline columns are as wide as their longest entry (at
+  // least 44 and 30), counted in code points: a long one ("fallocate+write()
+  // +fsync 1.12 GB/s", a --ptd file's name) would otherwise push the
+  // columns after it out of line.
+  auto columns = [](const std::string& s) {
+    int n = 0;
+    for (const char ch : s) n += (static_cast<unsigned char>(ch) & 0xC0) != 0x80;
+    return n;
+  };
+  int name_w = 44, base_w = 30;
+  for (const Row& w : r.rows) {
+    name_w = std::max(name_w, columns(w.name));
+    base_w = std::max(base_w, columns(baseline_text(w)));
+  }
+  // printf pads by bytes: a name with multi-byte code points gets the
+  // difference added to its width.
+  auto width = [&](int w, const std::string& s) { return w + static_cast<int>(s.size()) - columns(s); };
+  std::printf("%-8s %-*s %3s %13s  %-*s %9s  %-12s %s\n", "group", name_w, "benchmark", "thr", "figure", base_w,
+              "baseline (same run)", "ratio", "target", "met");
   std::string last;
   for (const Row& w : r.rows) {
     if (w.group != last && !last.empty()) std::printf("\n");
     last = w.group;
-    std::string base = w.baseline.empty() ? "-" : w.baseline + " " + fmt_value(w.baseline_value, w.baseline_unit);
+    const std::string base = baseline_text(w);
     char ratio[32] = "-";
     // Three significant digits, without an exponent (6170x, not 6.17e+03x).
     if (w.ratio) std::snprintf(ratio, sizeof ratio, *w.ratio >= 1000 ? "%.0fx" : "%.3gx", *w.ratio);
     const char* met = w.failed ? "FAILED" : !w.met() ? "" : *w.met() ? "yes" : "NO";
     char thr[16] = "-";
     if (w.threads) std::snprintf(thr, sizeof thr, "%u", w.threads);
-    std::printf("%-8s %-44s %3s %13s  %-30s %9s  %-12s %s\n", w.group.c_str(), w.name.c_str(), thr,
-                fmt_value(w.value, w.unit).c_str(), base.c_str(), ratio, w.target ? w.target->text.c_str() : "",
-                met);
+    std::printf("%-8s %-*s %3s %13s  %-*s %9s  %-12s %s\n", w.group.c_str(), width(name_w, w.name), w.name.c_str(),
+                thr, fmt_value(w.value, w.unit).c_str(), width(base_w, base), base.c_str(), ratio,
+                w.target ? w.target->text.c_str() : "", met);
   }
   std::printf("\n%s.\nratio = baseline time / wdedup time (above 1: wdedup faster),\n"
               "except: 'scaling vs N thr' (wdedup's speed-up over its first thread count, over the read pass's)\n"
