@@ -75,11 +75,13 @@ return 0;
 
 
 def build_index(body):
+    # The snippet includes <vector> itself: the runtime headers do not.
+    inc, rest = split_includes(body)
     return f"""#include <cstdint>
-#include <vector>
 #include <wdedup/runtime.hpp>
+{inc}
 void snippet(wdedup::Result<wdedup::NamedDataMap>& map) {{
-{body}
+{rest}
 (void)st;
 }}
 """
