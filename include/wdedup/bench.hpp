@@ -20,6 +20,8 @@
 #ifndef WDEDUP_BENCH_HPP
 #define WDEDUP_BENCH_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>

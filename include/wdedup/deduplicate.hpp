@@ -16,6 +16,8 @@
 #ifndef WDEDUP_DEDUPLICATE_HPP
 #define WDEDUP_DEDUPLICATE_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <sched.h>
 
 #include <cassert>

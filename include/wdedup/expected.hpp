@@ -4,6 +4,8 @@
 #ifndef WDEDUP_EXPECTED_HPP
 #define WDEDUP_EXPECTED_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstdint>
 #include <cstdio>
 #include <cstring>

@@ -5,6 +5,8 @@
 #ifndef WDEDUP_FUNCTION_MAP_HPP
 #define WDEDUP_FUNCTION_MAP_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstdint>
 #include <string>
 #include <string_view>

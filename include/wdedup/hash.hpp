@@ -8,6 +8,8 @@
 #ifndef WDEDUP_HASH_HPP
 #define WDEDUP_HASH_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstddef>
 #include <cstdint>
 

@@ -14,6 +14,8 @@
 #ifndef WDEDUP_IMPORT_HPP
 #define WDEDUP_IMPORT_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstdint>
 #include <cstdlib>
 #include <optional>

@@ -12,6 +12,8 @@
 #ifndef WDEDUP_NAMED_DATA_STORE_HPP
 #define WDEDUP_NAMED_DATA_STORE_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstdint>
 #include <cstring>
 #include <optional>

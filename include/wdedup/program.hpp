@@ -9,6 +9,8 @@
 #ifndef WDEDUP_PROGRAM_HPP
 #define WDEDUP_PROGRAM_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -17,6 +17,8 @@
 #ifndef WDEDUP_PTD_WRITER_HPP
 #define WDEDUP_PTD_WRITER_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -5,6 +5,8 @@
 #ifndef WDEDUP_REPORT_HPP
 #define WDEDUP_REPORT_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>

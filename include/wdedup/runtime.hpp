@@ -11,6 +11,8 @@
 #ifndef WDEDUP_RUNTIME_HPP
 #define WDEDUP_RUNTIME_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include "wdedup/runtime/data_source.hpp"
 #include "wdedup/runtime/error.hpp"
 #include "wdedup/runtime/key_view.hpp"

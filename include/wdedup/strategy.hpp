@@ -8,6 +8,8 @@
 #ifndef WDEDUP_STRATEGY_HPP
 #define WDEDUP_STRATEGY_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <boost/hana/type.hpp>
 
 #include <cstddef>

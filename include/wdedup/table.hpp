@@ -10,6 +10,8 @@
 #ifndef WDEDUP_TABLE_HPP
 #define WDEDUP_TABLE_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstddef>
 #include <vector>
 

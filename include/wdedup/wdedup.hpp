@@ -5,6 +5,8 @@
 #ifndef WDEDUP_WDEDUP_HPP
 #define WDEDUP_WDEDUP_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include "wdedup/deduplicate.hpp"
 #include "wdedup/expected.hpp"
 #include "wdedup/function_map.hpp"

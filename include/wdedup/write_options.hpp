@@ -4,6 +4,8 @@
 #ifndef WDEDUP_WRITE_OPTIONS_HPP
 #define WDEDUP_WRITE_OPTIONS_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -7,6 +7,8 @@
 #ifndef WDEDUP_RUNTIME_DATA_SOURCE_HPP
 #define WDEDUP_RUNTIME_DATA_SOURCE_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

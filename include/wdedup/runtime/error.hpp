@@ -5,6 +5,8 @@
 #ifndef WDEDUP_RUNTIME_ERROR_HPP
 #define WDEDUP_RUNTIME_ERROR_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstddef>
 #include <cstdint>
 #include <new>

@@ -6,6 +6,8 @@
 #ifndef WDEDUP_RUNTIME_FILE_SOURCES_HPP
 #define WDEDUP_RUNTIME_FILE_SOURCES_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #if defined(WDEDUP_NO_POSIX)
 #error "wdedup/runtime/file_sources.hpp (MmapSource, FileSource) needs POSIX, and WDEDUP_NO_POSIX is defined"
 #else

@@ -14,6 +14,8 @@
 #ifndef WDEDUP_RUNTIME_KEY_VIEW_HPP
 #define WDEDUP_RUNTIME_KEY_VIEW_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstddef>
 #include <cstring>
 

@@ -16,6 +16,8 @@
 #ifndef WDEDUP_RUNTIME_MAPPED_FILE_HPP
 #define WDEDUP_RUNTIME_MAPPED_FILE_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #if defined(WDEDUP_NO_POSIX)
 #error "wdedup/runtime/mapped_file.hpp (MappedFile, PreadFile) needs POSIX, and WDEDUP_NO_POSIX is defined"
 #else

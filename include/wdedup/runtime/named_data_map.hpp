@@ -9,6 +9,8 @@
 #ifndef WDEDUP_RUNTIME_NAMED_DATA_MAP_HPP
 #define WDEDUP_RUNTIME_NAMED_DATA_MAP_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -18,6 +18,8 @@
 #ifndef WDEDUP_WORKLOAD_LLAMA_HPP
 #define WDEDUP_WORKLOAD_LLAMA_HPP
 
+#include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
+
 #include <cstdint>
 #include <cstring>
 #include <string>
