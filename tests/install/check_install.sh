@@ -4,7 +4,8 @@
 # with CMake) and a pkg-config one, each building the runtime half as a
 # delegate does (-fno-exceptions -fno-rtti, strict warnings) and the
 # build-time half, then writing a store with one and reading it with the
-# other (and the source tree taken with add_subdirectory, the same way).
+# other (and the source tree taken with add_subdirectory, the same way, and
+# as a Meson subproject).
 # The install is staged with DESTDIR: the CMake package must find
 # its headers from where it is, and the pkg-config files theirs from where
 # they are once the prefix is moved (both relocatable). Also: every file
@@ -234,6 +235,54 @@ check "CMake: Boost from FindBoost where there is no BoostConfig.cmake" "found=1
 why=
 boost_dir=Boost_DIR-NOTFOUND boost_found=TRUE" \
   "$(probe 'CONFIG' -DPROBE_BOOST=ON "-DCMAKE_IGNORE_PATH=$boost_dir;$boost_real;${boost_real#/usr};/usr${boost_real#/usr}")"
+
+# ---- Meson subproject -------------------------------------------------------
+# The README's two ways (Building into your project), the source tree at
+# subprojects/wdedup as a symbolic link: both dependencies with
+# `fallback : 'wdedup'`; and the runtime half alone, as a delegate asks
+# for it, without fallback, found through the README's [wrap-file]
+# (without it Meson finds no 'wdedup-runtime', which the second run
+# checks). Strict warnings, -Werror, the reader -fno-exceptions -fno-rtti.
+meson_consumer() {  # meson_consumer <dir> <meson.build text>
+  mkdir -p -- "$1/subprojects"
+  ln -s -- "$src" "$1/subprojects/wdedup"
+  cp -- "$here/consumer/read_store.cpp" "$here/consumer/write_store.cpp" "$1/"
+  printf '%s\n' "$2" >"$1/meson.build"
+}
+meson_project="project('consumer', 'cpp', default_options : ['cpp_std=c++17', 'warning_level=3', 'werror=true'])"
+meson_consumer "$work/msub" "$meson_project
+runtime = dependency('wdedup-runtime', fallback : 'wdedup')
+wdedup = dependency('wdedup', fallback : 'wdedup')
+executable('write_store', 'write_store.cpp', dependencies : wdedup)
+executable('read_store', 'read_store.cpp', dependencies : runtime, cpp_args : ['-fno-exceptions', '-fno-rtti'])"
+CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/msub/build" "$work/msub" >"$work/msub.log" 2>&1 ||
+  { cat "$work/msub.log"; exit 1; }
+ninja -C "$work/msub/build" >"$work/msub-build.log" 2>&1 || { cat "$work/msub-build.log"; exit 1; }
+"$work/msub/build/write_store" "$work/msub.ptd" >/dev/null
+check "Meson subproject (fallback): wdedup writes, wdedup-runtime (-fno-exceptions -fno-rtti) reads" \
+  "$expected" "$("$work/msub/build/read_store" "$work/msub.ptd")"
+check "Meson subproject: the same file as the installed CMake package's" "same" \
+  "$(cmp -s "$work/cmake.ptd" "$work/msub.ptd" && echo same)"
+check "Meson subproject: it installs nothing" "yes" \
+  "$(meson install -C "$work/msub/build" --destdir "$work/msub-dest" --no-rebuild 2>&1 | grep -q 'Nothing to install' &&
+     [ ! -e "$work/msub-dest" ] && echo yes)"
+meson_runtime="$meson_project
+runtime = dependency('wdedup-runtime')
+executable('read_store', 'read_store.cpp', dependencies : runtime, cpp_args : ['-fno-exceptions', '-fno-rtti'])"
+meson_consumer "$work/mwrap" "$meson_runtime"
+printf '[wrap-file]\ndirectory = wdedup\n\n[provide]\ndependency_names = wdedup, wdedup-runtime\n' \
+  >"$work/mwrap/subprojects/wdedup.wrap"
+CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/mwrap/build" "$work/mwrap" >"$work/mwrap.log" 2>&1 ||
+  { cat "$work/mwrap.log"; exit 1; }
+ninja -C "$work/mwrap/build" >"$work/mwrap-build.log" 2>&1 || { cat "$work/mwrap-build.log"; exit 1; }
+check "Meson subproject (the README's wrap, no fallback): wdedup-runtime reads" \
+  "$expected" "$("$work/mwrap/build/read_store" "$work/msub.ptd")"
+meson_consumer "$work/mnowrap" "$meson_runtime"
+check "Meson subproject without the wrap or fallback: no wdedup-runtime (why the README gives the wrap)" \
+  "Dependency \"wdedup-runtime\" not found" \
+  "$(CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/mnowrap/build" "$work/mnowrap" 2>&1 |
+     grep -o 'Dependency "wdedup-runtime" not found' | head -1)"
+rm -rf -- "$work/msub" "$work/mwrap" "$work/mnowrap" "$work/msub-dest"
 
 # ---- pkg-config -------------------------------------------------------------
 # Relocatable too (pkgconfig.relocatable, a default option): the staged
