@@ -750,6 +750,29 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
            "method 'prefill' partition 0's function ('prefill__0' in blob 'combined_all'): tensor name is empty (key "
            "'w.b')");
   }
+  SUBCASE("a method or tensor name that is not UTF-8: the import, which makes keys of them, would refuse the file") {
+    // Written before, then refused by add_ptd_program (a fuzzing review,
+    // 2026-12-06): the writer checked function-map names for empty and NUL
+    // only. The 8-byte word check's edges: a surrogate across the first
+    // word, a lead byte cut off at the end of the second.
+    const std::string why = "; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader (flatc --json) "
+                            "cannot read a file holding one that is not";
+    FunctionMaps m = small_maps();
+    m.functions[1].method = "\xc0\x80";  // an overlong NUL
+    expect(m, {}, Error::InvalidName,
+           "method '\\xc0\\x80' partition 0's function ('prefill__0' in blob 'combined_all'): method name "
+           "'\\xc0\\x80' is not valid UTF-8 at offset 0 (keys are made of method names: '<method>/<name>')" + why);
+    m = small_maps();
+    m.functions[0].tensors[2].tensor_name = "xxxxxxx\xed\xa0\x80";  // a surrogate, U+D800
+    expect(m, no_ext(), Error::InvalidName,
+           "method 'decode' partition 0's function ('decode__0' in blob 'combined_all'): tensor name "
+           "'xxxxxxx\\xed\\xa0\\x80' is not valid UTF-8 at offset 7" + why + " (key 'w.e')");
+    m = small_maps();
+    m.functions[1].tensors[1].tensor_name = "xxxxxxxxxxxxxxx\xc2";
+    expect(m, {}, Error::InvalidName,
+           "method 'prefill' partition 0's function ('prefill__0' in blob 'combined_all'): tensor name "
+           "'xxxxxxxxxxxxxxx\\xc2' is not valid UTF-8 at offset 15" + why + " (key 'w.d')");
+  }
   SUBCASE("the same (method, partition) twice") {
     FunctionMaps m = small_maps();
     m.functions.push_back(FunctionMap{"decode", 1, "other_blob", "decode__1b", {}});

@@ -257,10 +257,14 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
         return R(Error::InvalidArgument, cat(describe_function(f), ": a name is longer than ", UINT32_MAX,
                                              " bytes"));
     // Names are looked up: an empty one, or one that a C-string lookup
-    // (a backend's, strcmp) would cut at a NUL byte, names nothing. So no
-    // name in a file this writes is one add_ptd_program refuses.
-    const std::pair<const char*, const std::string*> names[] = {
-        {"method name", &f.method}, {"blob key", &f.blob_key}, {"function name", &f.function_name}};
+    // (a backend's, strcmp) would cut at a NUL byte, names nothing. The
+    // method's and the tensors' names must also be UTF-8: add_ptd_program
+    // makes keys of them, as deduplicate() does, and refuses one that is
+    // not. So no name in a file this writes is one add_ptd_program refuses.
+    if (std::string why = unusable_key(f.method, true); !why.empty())
+      return R(Error::InvalidName, cat(describe_function(f), ": method name", why));
+    const std::pair<const char*, const std::string*> names[] = {{"blob key", &f.blob_key},
+                                                                {"function name", &f.function_name}};
     for (const auto& [what, s] : names)
       if (std::string why = unusable_name(*s); !why.empty())
         return R(Error::InvalidName, cat(describe_function(f), ": ", what, why));
@@ -275,7 +279,7 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
       if (t.tensor_name.size() > UINT32_MAX)
         return R(Error::InvalidArgument, cat(describe_function(f), ": a tensor name is longer than ",
                                              UINT32_MAX, " bytes"));
-      if (std::string why = unusable_name(t.tensor_name); !why.empty())
+      if (std::string why = unusable_key(t.tensor_name); !why.empty())
         return R(Error::InvalidName, cat(describe_function(f), ": tensor name", why, " (key ", quote_name(t.key), ")"));
       rf.rows.push_back(ResolvedRow{t.tensor_name, id});
     }
