@@ -890,6 +890,88 @@ TEST_CASE("is_key_text: UTF-8 with no NUL byte, one pass, exactly memchr and fir
   CHECK(passed == 143);
 }
 
+namespace {
+// An independent UTF-8 decoder, written from the Unicode Standard's table
+// of well-formed byte sequences (Table 3-7, as RFC 3629): the offset of the
+// first sequence that does not decode, or npos. Byte by byte, without the
+// word-at-a-time scan of detail/utf8.hpp, for checking that one.
+std::size_t reference_first_non_utf8(std::string_view s) {
+  const auto in = [&](std::size_t i, unsigned lo, unsigned hi) {
+    return i < s.size() && static_cast<unsigned char>(s[i]) >= lo && static_cast<unsigned char>(s[i]) <= hi;
+  };
+  for (std::size_t i = 0; i < s.size();) {
+    const unsigned b = static_cast<unsigned char>(s[i]);
+    std::size_t n = 0;  // the sequence's length, 0 if ill-formed
+    if (b <= 0x7F) n = 1;
+    else if (b >= 0xC2 && b <= 0xDF) n = in(i + 1, 0x80, 0xBF) ? 2 : 0;
+    else if (b == 0xE0) n = in(i + 1, 0xA0, 0xBF) && in(i + 2, 0x80, 0xBF) ? 3 : 0;
+    else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) n = in(i + 1, 0x80, 0xBF) && in(i + 2, 0x80, 0xBF) ? 3 : 0;
+    else if (b == 0xED) n = in(i + 1, 0x80, 0x9F) && in(i + 2, 0x80, 0xBF) ? 3 : 0;
+    else if (b == 0xF0) n = in(i + 1, 0x90, 0xBF) && in(i + 2, 0x80, 0xBF) && in(i + 3, 0x80, 0xBF) ? 4 : 0;
+    else if (b >= 0xF1 && b <= 0xF3) n = in(i + 1, 0x80, 0xBF) && in(i + 2, 0x80, 0xBF) && in(i + 3, 0x80, 0xBF) ? 4 : 0;
+    else if (b == 0xF4) n = in(i + 1, 0x80, 0x8F) && in(i + 2, 0x80, 0xBF) && in(i + 3, 0x80, 0xBF) ? 4 : 0;
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+}  // namespace
+
+TEST_CASE("first_non_utf8 and is_key_text agree with a byte-by-byte decoder on every edge of the table") {
+  // Each byte at an edge of a range of Table 3-7 (and NUL, ASCII, 0xFF),
+  // in every sequence of 1 to 3 of them, at offsets 0 to 16 of an ASCII
+  // key (so across the 8-byte words the scan reads whole) and followed by
+  // nothing or by more ASCII; then every 4-byte sequence of the bytes a
+  // 4-byte form can start or continue with.
+  const unsigned char edges[] = {0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF,
+                                 0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF};
+  constexpr std::size_t kEdges = sizeof edges;
+  std::size_t checked = 0, disagreed = 0, valid = 0;
+  const auto check = [&](const std::string& key) {
+    const std::size_t want = reference_first_non_utf8(key);
+    const bool text = want == std::string_view::npos && key.find('\0') == std::string::npos;
+    if (detail::first_non_utf8(key) != want || detail::is_key_text(key) != text) {
+      if (++disagreed <= 5) {  // in hex: quote_name shares the code under test
+        std::string hex;
+        for (const char ch : key) {
+          const unsigned b = static_cast<unsigned char>(ch);
+          hex += "0123456789abcdef"[b >> 4];
+          hex += "0123456789abcdef"[b & 15];
+          hex += ' ';
+        }
+        FAIL_CHECK("disagrees on " << hex);
+      }
+    }
+    ++checked;
+    valid += want == std::string_view::npos ? 1 : 0;
+  };
+  std::string seq;
+  for (std::size_t len = 1; len <= 3; ++len) {
+    std::size_t count = 1;
+    for (std::size_t i = 0; i < len; ++i) count *= kEdges;
+    for (std::size_t code = 0; code < count; ++code) {
+      seq.clear();
+      for (std::size_t i = 0, c = code; i < len; ++i, c /= kEdges) seq += static_cast<char>(edges[c % kEdges]);
+      for (std::size_t at = 0; at <= 16; ++at)
+        for (const char* tail : {"", "xyz"}) check(std::string(at, 'k') + seq + tail);
+    }
+  }
+  const unsigned char four[] = {0x41, 0x7F, 0x80, 0x8F, 0x90, 0xBF, 0xC0, 0xEF, 0xF0, 0xF4, 0xF5};
+  for (const unsigned char a : four)
+    for (const unsigned char b : four)
+      for (const unsigned char c : four)
+        for (const unsigned char d : four)
+          for (const std::size_t at : {std::size_t{0}, std::size_t{5}, std::size_t{7}})
+            check(std::string(at, 'k') + std::string{static_cast<char>(a), static_cast<char>(b), static_cast<char>(c),
+                                                     static_cast<char>(d)});
+  CHECK(disagreed == 0);
+  // Counted, so that a change of the edges or of the decoder shows: the
+  // valid ones as Python's strict UTF-8 decoder counts the same strings
+  // (bytes(...).decode('utf-8'), a third implementation).
+  CHECK(checked == 597273);
+  CHECK(valid == 10734);
+}
+
 TEST_CASE("quote_name copies well-formed UTF-8 only: overlong forms, surrogates, past U+10FFFF are escaped") {
   // RFC 3629's table: each lead byte's second-byte range, at both ends.
   CHECK(detail::quote_name("\xc0\xaf") == "'\\xc0\\xaf'");  // '/' in two bytes (overlong)
