@@ -282,7 +282,24 @@ check "Meson subproject without the wrap or fallback: no wdedup-runtime (why the
   "Dependency \"wdedup-runtime\" not found" \
   "$(CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/mnowrap/build" "$work/mnowrap" 2>&1 |
      grep -o 'Dependency "wdedup-runtime" not found' | head -1)"
-rm -rf -- "$work/msub" "$work/mwrap" "$work/mnowrap" "$work/msub-dest"
+# xxHash from the superproject: a 'libxxhash' dependency it declares (as
+# WrapDB's xxhash wrap does), whose include directory holds an xxhash.h
+# that marks itself and takes the system's with #include_next. The build-
+# time half must compile with that one: it looked only on the compiler's
+# own search path (has_header), and took the system's.
+meson_consumer "$work/mxx" "project('consumer', 'cpp', default_options : ['cpp_std=c++17', 'warning_level=2', 'werror=true'])
+meson.override_dependency('libxxhash', declare_dependency(include_directories : include_directories('xxhash')))
+wdedup = dependency('wdedup', fallback : 'wdedup')
+executable('marker', 'marker.cpp', dependencies : wdedup)"
+mkdir -p -- "$work/mxx/xxhash"
+printf '#define CONSUMER_XXHASH_H 1\n#include_next <xxhash.h>\n' >"$work/mxx/xxhash/xxhash.h"
+printf '#include <wdedup/wdedup.hpp>\n#ifndef CONSUMER_XXHASH_H\n#error "xxhash.h is not the superproject'"'"'s"\n#endif\nint main() { return 0; }\n' \
+  >"$work/mxx/marker.cpp"
+CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/mxx/build" "$work/mxx" >"$work/mxx.log" 2>&1 ||
+  { cat "$work/mxx.log"; exit 1; }
+check "Meson subproject: xxhash.h from the superproject's libxxhash dependency" "built" \
+  "$(ninja -C "$work/mxx/build" >"$work/mxx-build.log" 2>&1 && echo built || cat "$work/mxx-build.log")"
+rm -rf -- "$work/msub" "$work/mwrap" "$work/mnowrap" "$work/msub-dest" "$work/mxx"
 
 # ---- pkg-config -------------------------------------------------------------
 # Relocatable too (pkgconfig.relocatable, a default option): the staged
