@@ -66,6 +66,31 @@ for given in (layouts, link, os.path.join(work, ".", "layouts.ptd")):
 if digest(layouts) != before:
     problems.append("layouts.ptd changed although the merge was refused")
 
+# OUT forgotten: "simple.ptd layouts.ptd" would replace the export
+# simple.ptd with layouts.ptd's merge alone. An existing OUT that is not a
+# merged store is refused (exit 2), and left as it was.
+export_out = os.path.join(work, "export-out.ptd")
+shutil.copyfile(simple, export_out)
+before = digest(export_out)
+r = run([export_out, layouts])
+expect("OUT an existing export", r, 2, "", f"{exe}: OUT {export_out} exists and is not a merged store (a .ptd without "
+       "function maps, as one method's export is): the merge would replace it; give OUT first (OUT.ptd IN.ptd...), "
+       "or remove it\n")
+if digest(export_out) != before:
+    problems.append("an existing export given as OUT was replaced")
+text_out = os.path.join(work, "notes.txt")
+with open(text_out, "w") as f:
+    f.write("not a store\n")
+r = run([text_out, layouts])
+expect("OUT an existing text file", r, 2, "", f"{exe}: OUT {text_out} exists and is not a merged store (not a .ptd "
+       "file): the merge would replace it; give OUT first (OUT.ptd IN.ptd...), or remove it\n")
+# An empty OUT (made by mktemp, say) and a merged store are replaced.
+empty_out = os.path.join(work, "empty-out.ptd")
+open(empty_out, "wb").close()
+r = run([empty_out, simple])
+if r.returncode != 0 or not r.stdout.endswith("\n3 tensors checked\nmerge: OK\n"):
+    expect("OUT an empty file", r, 0)
+
 # A merge that fails (an input that is not a store) leaves OUT as it was.
 not_store = os.path.join(work, "not-a-store.ptd")
 with open(not_store, "wb") as f:
@@ -95,5 +120,6 @@ if r.returncode != 2 or not r.stderr.startswith("usage: "):
 if problems:
     sys.exit("\n".join(problems))
 shutil.rmtree(work)
-print("example_merge_ptd_files: one method, two, a merged store again; OUT naming an input and an input given twice "
+print("example_merge_ptd_files: one method, two, a merged store again; OUT naming an input, an existing OUT that is "
+      "not a merged store and an input given twice "
       "refused, a failed merge leaves OUT")

@@ -7,6 +7,8 @@
 //   example_merge_ptd_files [OUT.ptd IN.ptd...]
 //
 // OUT may not be one of the inputs (exit 2): the merge would replace it.
+// Nor may it be an existing file other than a merged store or an empty one
+// (exit 2): "prefill.ptd decode.ptd", OUT forgotten, would replace an export.
 //
 // Without arguments it first writes two such files itself (prefill.ptd and
 // decode.ptd, sharing three weights, each with its own mask) into a fresh
@@ -164,6 +166,23 @@ int main(int argc, char** argv) {
           return 2;
         }
       }
+  }
+
+  // An OUT that exists is replaced only where it is a merged store (a file
+  // with function maps, as this example writes) or empty: an export of one
+  // method there (a .ptd without function maps) or another file is most
+  // likely an input given without OUT ("prefill.ptd decode.ptd" would
+  // replace prefill.ptd with decode.ptd's merge alone).
+  if (struct stat st {}; ::stat(out.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size != 0) {
+    auto existing = wdedup::MappedFile::open(out.c_str());
+    if (!existing || existing->map().function_count() == 0) {
+      std::fprintf(stderr,
+                   "%s: OUT %s exists and is not a merged store (%s): the merge would replace it; give OUT first "
+                   "(OUT.ptd IN.ptd...), or remove it\n",
+                   argv[0], out.c_str(),
+                   existing ? "a .ptd without function maps, as one method's export is" : "not a .ptd file");
+      return 2;
+    }
   }
 
   // 1. Each file becomes a method named after it; the tensors point into
