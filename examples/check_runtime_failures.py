@@ -3,12 +3,15 @@
 the errno's reason, a file that is not a store names the check that failed
 and its offset. Exit 1 for both. The same for its runtime part built alone
 (third argument), which must also print what the whole example prints for a
-store the example exports, for each method."""
+store the example exports, for each method, and say what a file has where
+it lacks the method asked for (fourth argument: ExecuTorch's fixtures, whose
+files have no function maps)."""
 import os
 import subprocess
 import sys
 
-exe, outdir, alone = sys.argv[1], sys.argv[2], sys.argv[3]
+exe, outdir, alone, fixtures = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+fixture = os.path.join(fixtures, "simple.ptd")
 not_ptd = os.path.join(outdir, "runtime-not-a-store.ptd")
 with open(not_ptd, "wb") as f:
     f.write(b"\0" * 64)
@@ -44,6 +47,18 @@ else:
                 whole.stdout.splitlines()[:1] != [first]:
             problems.append(f"{method}: the example exits {whole.returncode} printing {whole.stdout!r}; "
                             f"its runtime part alone exits {part.returncode} printing {part.stdout!r}")
+    # A method the store lacks, and a file with no function maps (one
+    # ExecuTorch wrote): each says what the file has instead.
+    for args, want in (([store, "prefil"], f"no function for method prefil partition 0 in {store}: its methods are "
+                                           "prefill decode"),
+                       ([fixture, "decode"], f"no function for method decode partition 0 in {fixture}: the file has "
+                                             "no function maps (a store deduplicate() wrote has them; a .ptd "
+                                             "ExecuTorch wrote does not)")):
+        for program in (exe, alone):
+            r = run([program] + args)
+            if r.returncode != 1 or r.stdout.strip() != want:
+                problems.append(f"{os.path.basename(program)} {args}: exit {r.returncode}, stdout {r.stdout.strip()!r}, "
+                                f"expected {want!r}")
     os.remove(store)
 r = run([alone])
 if r.returncode != 2 or "usage:" not in r.stderr:

@@ -91,8 +91,24 @@ int load_function(const char* path, wdedup::KeyView method, std::uint32_t partit
   }
   wdedup::Result<wdedup::FunctionView> fn = map->find_function(method, partition);
   if (!fn) {
-    std::printf("no function for method %.*s partition %u in %s\n", static_cast<int>(method.size()), method.data(),
+    // Say which is missing, and what the file has: a .ptd ExecuTorch wrote
+    // has no function maps at all, and a misspelled method is best answered
+    // with the ones there are.
+    std::printf("no function for method %.*s partition %u in %s: ", static_cast<int>(method.size()), method.data(),
                 partition, path);
+    if (fn.failure().at != 0)
+      std::printf("the method has %llu partition%s\n", static_cast<unsigned long long>(fn.failure().at),
+                  fn.failure().at == 1 ? "" : "s");
+    else if (map->function_count() == 0)
+      std::printf("the file has no function maps (a store deduplicate() wrote has them; a .ptd ExecuTorch wrote "
+                  "does not)\n");
+    else {
+      std::printf("its methods are");
+      for (std::size_t i = 0; i < map->function_count(); ++i)
+        if (wdedup::Result<wdedup::FunctionView> f = map->function(i); f && f->partition_index() == 0)
+          std::printf(" %.*s", static_cast<int>(f->method().size()), f->method().data());
+      std::printf("\n");
+    }
     return -1;
   }
   const wdedup::KeyView function_name = fn->function_name();
