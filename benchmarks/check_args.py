@@ -1023,7 +1023,7 @@ else:
 
 # ---- the example's command line -------------------------------------------------
 usage = ("usage: example_benchmark_own_program [--mb N] [--threads N] [--reps N]\n"
-         "  --mb N        megabytes of stand-in weights, 1..1000000 (default 32)\n"
+         "  --mb N        MiB (2^20 bytes) of stand-in weights, 1..1000000 (default 32)\n"
          "  --threads N   threads of deduplicate() and the read pass, 1..1024 (default: every core)\n"
          "  --reps N      paired repetitions, 1..1000000 (default 9)\n")
 for args, want in [(["--mbb", "4"], "unknown option '--mbb'"),
@@ -1039,7 +1039,7 @@ for args, want in [(["--mbb", "4"], "unknown option '--mbb'"),
 # More memory than this process can have: refused before allocating (it
 # ended in std::bad_alloc, exit 134), naming the limit as the harness does.
 r = run([example, "--mb", "1000000"])
-m = re.fullmatch(r"example_benchmark_own_program: --mb 1000000 is more than the ([0-9]+) MB this process can have "
+m = re.fullmatch(r"example_benchmark_own_program: --mb 1000000 is more than the ([0-9]+) MiB this process can have "
                  r"\((.*)\)\n", r.stderr)
 if r.returncode != 2 or not m or m.group(2) != LIMIT_SOURCE or \
         abs(int(m.group(1)) - (LIMIT_BYTES >> 20)) > (LIMIT_BYTES >> 20) / 4:

@@ -65,7 +65,7 @@ struct Args {
 void usage(FILE* f) {
   std::fprintf(f,
                "usage: example_benchmark_own_program [--mb N] [--threads N] [--reps N]\n"
-               "  --mb N        megabytes of stand-in weights, 1..1000000 (default 32)\n"
+               "  --mb N        MiB (2^20 bytes) of stand-in weights, 1..1000000 (default 32)\n"
                "  --threads N   threads of deduplicate() and the read pass, 1..%u (default: every core)\n"
                "  --reps N      paired repetitions, 1..1000000 (default 9)\n",
                wdedup::DedupOptions::kMaxThreads);
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
   // (Against what this process can be given now, not the machine's total.)
   if (const wdedup::bench::MemoryLimit have = wdedup::bench::memory_limit();
       have.known() && std::uint64_t{mb} << 20 > have.bytes) {
-    std::fprintf(stderr, "example_benchmark_own_program: --mb %u is more than the %llu MB this process can have (%s)\n",
+    std::fprintf(stderr, "example_benchmark_own_program: --mb %u is more than the %llu MiB this process can have (%s)\n",
                  mb, static_cast<unsigned long long>(have.bytes >> 20), have.source);
     return 2;
   }
