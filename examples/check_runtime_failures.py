@@ -63,6 +63,25 @@ else:
 r = run([alone])
 if r.returncode != 2 or "usage:" not in r.stderr:
     problems.append(f"the runtime part alone, no argument: exit {r.returncode}, stderr {r.stderr!r}")
+# An option where a path goes is not taken for a file's name ("cannot map
+# --export: ..."): --help prints the usage, anything else starting with '-'
+# is refused with it (exit 2), in both builds.
+usage_whole = f"usage: {exe} [store.ptd [method]]\n       {exe} --export store.ptd\n"
+usage_alone = f"usage: {alone} store.ptd [method]\n"
+for args, code, out, err in (
+        ([exe, "--help"], 0, usage_whole, ""),
+        ([alone, "-h"], 0, usage_alone, ""),
+        ([exe, "--export"], 2, "", f"{exe}: --export needs a path\n" + usage_whole),
+        ([exe, "--expert", "x.ptd"], 2, "",
+         f"{exe}: unknown option '--expert' (a path that starts with '-' is given as ./--expert)\n" + usage_whole),
+        ([alone, "--export", "x.ptd"], 2, "",
+         f"{alone}: unknown option '--export' (a path that starts with '-' is given as ./--export)\n" + usage_alone)):
+    r = run(args)
+    if (r.returncode, r.stdout, r.stderr) != (code, out, err):
+        problems.append(f"{args}: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr!r}; "
+                        f"expected {code}, {out!r}, {err!r}")
+    if os.path.exists("x.ptd"):
+        problems.append(f"{args}: wrote x.ptd")
 if problems:
     sys.exit("\n".join(problems))
 print("example_custom_runtime: failures name their reason, in both builds; the runtime part alone reads the same")

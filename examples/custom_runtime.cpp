@@ -149,9 +149,16 @@ int load_function(const char* path, wdedup::KeyView method, std::uint32_t partit
     const std::size_t size = static_cast<std::size_t>(info->size);
     void* dst = arena_alloc(size, static_cast<std::size_t>(info->alignment));
     if (dst == nullptr) {
-      std::printf("arena full: %llu bytes at alignment %llu do not fit after %zu of %zu bytes\n",
-                  static_cast<unsigned long long>(info->size), static_cast<unsigned long long>(info->alignment), g_used,
-                  kArenaBytes);
+      // An alignment past the arena's size fits nowhere in it, however
+      // little of it is used: not "full".
+      if (info->alignment > kArenaBytes)
+        std::printf("%.*s: alignment %llu is more than the whole arena (%zu bytes)\n",
+                    static_cast<int>(t->key.size()), t->key.data(), static_cast<unsigned long long>(info->alignment),
+                    kArenaBytes);
+      else
+        std::printf("arena full: %llu bytes at alignment %llu do not fit after %zu of %zu bytes\n",
+                    static_cast<unsigned long long>(info->size), static_cast<unsigned long long>(info->alignment),
+                    g_used, kArenaBytes);
       return -1;
     }
     // A copy into runtime-owned memory; the map itself allocates nothing.
@@ -176,12 +183,39 @@ int load_function(const char* path, wdedup::KeyView method, std::uint32_t partit
 
 }  // namespace runtime
 
+/// Each build's usage line(s).
+static void print_usage(std::FILE* f, const char* argv0) {
+#ifdef WDEDUP_EXAMPLE_RUNTIME_ONLY
+  std::fprintf(f, "usage: %s store.ptd [method]\n", argv0);
+#else
+  std::fprintf(f, "usage: %s [store.ptd [method]]\n       %s --export store.ptd\n", argv0, argv0);
+#endif
+}
+
+/// --help (usage on stdout, exit 0) or another argument that starts with
+/// '-' (usage on stderr, exit 2) where a path is expected: it would be
+/// taken for a file's name ("cannot map --export: ..."). -1 otherwise.
+static int option_instead_of_path(const char* arg, const char* argv0) {
+  const bool help = std::strcmp(arg, "--help") == 0 || std::strcmp(arg, "-h") == 0;
+  if (!help && arg[0] != '-') return -1;
+#ifndef WDEDUP_EXAMPLE_RUNTIME_ONLY
+  if (std::strcmp(arg, "--export") == 0)
+    std::fprintf(stderr, "%s: --export needs a path\n", argv0);
+  else
+#endif
+  if (!help)
+    std::fprintf(stderr, "%s: unknown option '%s' (a path that starts with '-' is given as ./%s)\n", argv0, arg, arg);
+  print_usage(help ? stdout : stderr, argv0);
+  return help ? 0 : 2;
+}
+
 #ifdef WDEDUP_EXAMPLE_RUNTIME_ONLY
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: %s store.ptd [method]\n", argv[0]);
+    print_usage(stderr, argv[0]);
     return 2;
   }
+  if (const int rc = option_instead_of_path(argv[1], argv[0]); rc >= 0) return rc;
   static runtime::LoadedTensor tensors[256];
   return runtime::load_function(argv[1], argc > 2 ? argv[2] : "decode", 0, tensors, 256) < 0 ? 1 : 0;
 }
@@ -224,10 +258,12 @@ static bool export_demo_store(const std::string& path) {
 int main(int argc, char** argv) {
   std::string path, dir;
   if (argc > 3) {
-    std::fprintf(stderr, "usage: %s [store.ptd [method]]\n       %s --export store.ptd\n", argv[0], argv[0]);
+    print_usage(stderr, argv[0]);
     return 2;
   }
   if (argc == 3 && std::strcmp(argv[1], "--export") == 0) return export_demo_store(argv[2]) ? 0 : 1;
+  if (argc > 1)
+    if (const int rc = option_instead_of_path(argv[1], argv[0]); rc >= 0) return rc;
   if (argc > 1) {
     path = argv[1];
   } else {
