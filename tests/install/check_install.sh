@@ -249,6 +249,16 @@ meson_consumer() {  # meson_consumer <dir> <meson.build text>
   cp -- "$here/consumer/read_store.cpp" "$here/consumer/write_store.cpp" "$1/"
   printf '%s\n' "$2" >"$1/meson.build"
 }
+# Which dependencies a consumer's setup log took from the subproject
+# (meson.override_dependency: "Dependency wdedup-runtime found: YES 0.1.0
+# (overridden)"), one a line, sorted. dependency() looks for an installed
+# copy first (pkg-config, CMake) with or without fallback or a wrap, so a
+# wdedup installed where they search (a PKG_CONFIG_PATH the README's
+# install section gives, /usr/local) would be built against instead, and
+# the checks below would pass on it without the subproject.
+from_subproject() {  # from_subproject <setup log>
+  sed -n 's/^Dependency \(wdedup[a-z-]*\) found: YES .* (overridden)$/\1/p' "$1" | LC_ALL=C sort -u
+}
 meson_project="project('consumer', 'cpp', default_options : ['cpp_std=c++17', 'warning_level=3', 'werror=true'])"
 meson_consumer "$work/msub" "$meson_project
 runtime = dependency('wdedup-runtime', fallback : 'wdedup')
@@ -257,6 +267,9 @@ executable('write_store', 'write_store.cpp', dependencies : wdedup)
 executable('read_store', 'read_store.cpp', dependencies : runtime, cpp_args : ['-fno-exceptions', '-fno-rtti'])"
 CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/msub/build" "$work/msub" >"$work/msub.log" 2>&1 ||
   { cat "$work/msub.log"; exit 1; }
+check "Meson subproject (fallback): both dependencies from the subproject, not an installed wdedup" \
+  "wdedup
+wdedup-runtime" "$(from_subproject "$work/msub.log")"
 ninja -C "$work/msub/build" >"$work/msub-build.log" 2>&1 || { cat "$work/msub-build.log"; exit 1; }
 "$work/msub/build/write_store" "$work/msub.ptd" >/dev/null
 check "Meson subproject (fallback): wdedup writes, wdedup-runtime (-fno-exceptions -fno-rtti) reads" \
@@ -274,6 +287,8 @@ printf '[wrap-file]\ndirectory = wdedup\n\n[provide]\ndependency_names = wdedup,
   >"$work/mwrap/subprojects/wdedup.wrap"
 CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/mwrap/build" "$work/mwrap" >"$work/mwrap.log" 2>&1 ||
   { cat "$work/mwrap.log"; exit 1; }
+check "Meson subproject (the README's wrap, no fallback): wdedup-runtime from the subproject" \
+  "wdedup-runtime" "$(from_subproject "$work/mwrap.log")"
 ninja -C "$work/mwrap/build" >"$work/mwrap-build.log" 2>&1 || { cat "$work/mwrap-build.log"; exit 1; }
 check "Meson subproject (the README's wrap, no fallback): wdedup-runtime reads" \
   "$expected" "$("$work/mwrap/build/read_store" "$work/msub.ptd")"
