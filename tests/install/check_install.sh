@@ -29,6 +29,13 @@ done
 cmake_compiler=${cxx[0]}
 cmake_flags="${cxx[*]:1}"
 cmake_launcher=$(IFS=';'; echo "${launcher[*]}")
+# CXX for Meson, which splits it as a shell would (shlex): each word quoted,
+# so a compiler or launcher path with a space stays one word (joined with
+# spaces, '/opt/my tools/g++' became '/opt/my' and 'tools/g++').
+meson_cxx=
+for word in "${launcher[@]}" "${cxx[@]}"; do
+  meson_cxx+="'${word//\'/\'\\\'\'}' "
+done
 here=$(dirname -- "$(realpath -- "$0")")
 src=$(realpath -- "$here/../..")  # the source tree
 for tool in cmake ninja pkg-config; do
@@ -90,7 +97,7 @@ check "meson install: devel and runtime are all of it" "$(files "$prefix")" \
 # Meson) and with the tests, examples and benchmarks off, the source tree
 # still installs the devel files, all of them, and leaves the demo out.
 mkdir -p -- "$work/no-boost"
-env -u BOOST_INCLUDEDIR -u BOOST_LIBRARYDIR BOOST_ROOT="$work/no-boost" CXX="${launcher[*]} ${cxx[*]}" \
+env -u BOOST_INCLUDEDIR -u BOOST_LIBRARYDIR BOOST_ROOT="$work/no-boost" CXX="$meson_cxx" \
   meson setup "$work/no-boost-build" "$src" \
   -Dtests=false -Dexamples=false -Dbenchmarks=false --prefix "$under" \
   >"$work/no-boost.log" 2>&1 || { cat "$work/no-boost.log"; exit 1; }
@@ -265,7 +272,7 @@ runtime = dependency('wdedup-runtime', fallback : 'wdedup')
 wdedup = dependency('wdedup', fallback : 'wdedup')
 executable('write_store', 'write_store.cpp', dependencies : wdedup)
 executable('read_store', 'read_store.cpp', dependencies : runtime, cpp_args : ['-fno-exceptions', '-fno-rtti'])"
-CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/msub/build" "$work/msub" >"$work/msub.log" 2>&1 ||
+CXX="$meson_cxx" meson setup "$work/msub/build" "$work/msub" >"$work/msub.log" 2>&1 ||
   { cat "$work/msub.log"; exit 1; }
 check "Meson subproject (fallback): both dependencies from the subproject, not an installed wdedup" \
   "wdedup
@@ -285,7 +292,7 @@ executable('read_store', 'read_store.cpp', dependencies : runtime, cpp_args : ['
 meson_consumer "$work/mwrap" "$meson_runtime"
 printf '[wrap-file]\ndirectory = wdedup\n\n[provide]\ndependency_names = wdedup, wdedup-runtime\n' \
   >"$work/mwrap/subprojects/wdedup.wrap"
-CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/mwrap/build" "$work/mwrap" >"$work/mwrap.log" 2>&1 ||
+CXX="$meson_cxx" meson setup "$work/mwrap/build" "$work/mwrap" >"$work/mwrap.log" 2>&1 ||
   { cat "$work/mwrap.log"; exit 1; }
 check "Meson subproject (the README's wrap, no fallback): wdedup-runtime from the subproject" \
   "wdedup-runtime" "$(from_subproject "$work/mwrap.log")"
@@ -295,7 +302,7 @@ check "Meson subproject (the README's wrap, no fallback): wdedup-runtime reads" 
 meson_consumer "$work/mnowrap" "$meson_runtime"
 check "Meson subproject without the wrap or fallback: no wdedup-runtime (why the README gives the wrap)" \
   "Dependency \"wdedup-runtime\" not found" \
-  "$(CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/mnowrap/build" "$work/mnowrap" 2>&1 |
+  "$(CXX="$meson_cxx" meson setup "$work/mnowrap/build" "$work/mnowrap" 2>&1 |
      grep -o 'Dependency "wdedup-runtime" not found' | head -1)"
 # xxHash from the superproject: a 'libxxhash' dependency it declares (as
 # WrapDB's xxhash wrap does), whose include directory holds an xxhash.h
