@@ -24,5 +24,14 @@
 #define XXH_INLINE_ALL
 #endif
 #include <xxhash.h>
+// XXH3's output is final from xxHash 0.8.0 (its release notes: before it
+// "the generated values could still change between versions"), and the
+// files' content hashes are XXH3: built against 0.7.x, wdedup would write
+// hashes that a reader built against 0.8 refuses (MalformedSegment), and
+// the reverse. README's Requirements names 0.8.0; this holds every build to
+// it (0.7.x compiles XXH3 under XXH_INLINE_ALL, so nothing else would stop).
+#if !defined(XXH_VERSION_NUMBER) || XXH_VERSION_NUMBER < 800
+#error "wdedup needs xxHash 0.8.0 or later: XXH3's output, which the files' content hashes are, is final from there"
+#endif
 
 #endif  // WDEDUP_RUNTIME_DETAIL_XXHASH_HPP
