@@ -317,8 +317,10 @@ mkdir -p -- "$work/mxx/xxhash"
 printf '#define CONSUMER_XXHASH_H 1\n#include_next <xxhash.h>\n' >"$work/mxx/xxhash/xxhash.h"
 printf '#include <wdedup/wdedup.hpp>\n#ifndef CONSUMER_XXHASH_H\n#error "xxhash.h is not the superproject'"'"'s"\n#endif\nint main() { return 0; }\n' \
   >"$work/mxx/marker.cpp"
-CXX="${launcher[*]} ${cxx[*]}" meson setup "$work/mxx/build" "$work/mxx" >"$work/mxx.log" 2>&1 ||
+CXX="$meson_cxx" meson setup "$work/mxx/build" "$work/mxx" >"$work/mxx.log" 2>&1 ||
   { cat "$work/mxx.log"; exit 1; }
+check "Meson subproject (xxHash from the superproject): wdedup from the subproject" \
+  "wdedup" "$(from_subproject "$work/mxx.log")"
 check "Meson subproject: xxhash.h from the superproject's libxxhash dependency" "built" \
   "$(ninja -C "$work/mxx/build" >"$work/mxx-build.log" 2>&1 && echo built || cat "$work/mxx-build.log")"
 rm -rf -- "$work/msub" "$work/mwrap" "$work/mnowrap" "$work/msub-dest" "$work/mxx"
