@@ -77,7 +77,7 @@ else:
     for l in table[head_at + 1:]:
         if re.search(r" of \d+ targets? met", l):
             break
-        if l and not (l[ratio_end - 1] in "x-" and l[ratio_end:ratio_end + 2] == "  "):
+        if l and (len(l) < ratio_end + 2 or not (l[ratio_end - 1] in "x-" and l[ratio_end:ratio_end + 2] == "  ")):
             problems.append(f"table line out of line (its ratio should end at column {ratio_end}): {l!r}")
 build_notes = {r["name"]: r.get("note", "") for r in rows if r.get("group") == "build"}
 every = "#include every public header over empty TU"

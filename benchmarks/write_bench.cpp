@@ -4,8 +4,10 @@
 // directory after the rename), so the ratio is taken against fallocate +
 // write() + fsync: like with like. Measured too, for context: write() +
 // fsync without fallocate (on some file systems, this machine's ext4 among
-// them, allocating blocks during write() is several times slower) and
-// fallocate + write() without fsync (what durability costs).
+// them, allocating blocks during write() is several times slower),
+// fallocate + write() without fsync (what durability costs), and the writer
+// with fsync off beside that last one (its own work over the page cache's
+// copy, which the device's fsync time otherwise hides).
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
