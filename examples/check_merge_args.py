@@ -117,6 +117,18 @@ r = run([out])
 if r.returncode != 2 or not r.stderr.startswith("usage: "):
     problems.append(f"one argument: exit {r.returncode}, stderr {r.stderr!r}")
 
+# An option where OUT goes is not taken for OUT's name ("--help x.ptd"
+# wrote a file named --help): --help prints the usage, another is refused.
+usage = f"usage: {exe} [OUT.ptd IN.ptd...] (no arguments: a self-contained demo)\n"
+os.chdir(work)
+expect("--help simple.ptd", run(["--help", simple]), 0, usage)
+expect("-h", run(["-h"]), 0, usage)
+expect("--out merged.ptd simple.ptd", run(["--out", "merged.ptd", simple]), 2, "",
+       f"{exe}: unknown option '--out' (a path that starts with '-' is given as ./--out)\n" + usage)
+for name in ("--help", "-h", "--out"):
+    if os.path.exists(os.path.join(work, name)):
+        problems.append(f"a file named {name} was written")
+
 if problems:
     sys.exit("\n".join(problems))
 shutil.rmtree(work)
