@@ -196,17 +196,19 @@ static void print_usage(std::FILE* f, const char* argv0) {
 /// '-' (usage on stderr, exit 2) where a path is expected: it would be
 /// taken for a file's name ("cannot map --export: ..."). -1 otherwise.
 static int option_instead_of_path(const char* arg, const char* argv0) {
-  const bool help = std::strcmp(arg, "--help") == 0 || std::strcmp(arg, "-h") == 0;
-  if (!help && arg[0] != '-') return -1;
+  if (std::strcmp(arg, "--help") == 0 || std::strcmp(arg, "-h") == 0) {
+    print_usage(stdout, argv0);
+    return 0;
+  }
+  if (arg[0] != '-') return -1;
 #ifndef WDEDUP_EXAMPLE_RUNTIME_ONLY
   if (std::strcmp(arg, "--export") == 0)
     std::fprintf(stderr, "%s: --export needs a path\n", argv0);
   else
 #endif
-  if (!help)
     std::fprintf(stderr, "%s: unknown option '%s' (a path that starts with '-' is given as ./%s)\n", argv0, arg, arg);
-  print_usage(help ? stdout : stderr, argv0);
-  return help ? 0 : 2;
+  print_usage(stderr, argv0);
+  return 2;
 }
 
 #ifdef WDEDUP_EXAMPLE_RUNTIME_ONLY
@@ -262,9 +264,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (argc == 3 && std::strcmp(argv[1], "--export") == 0) return export_demo_store(argv[2]) ? 0 : 1;
-  if (argc > 1)
-    if (const int rc = option_instead_of_path(argv[1], argv[0]); rc >= 0) return rc;
   if (argc > 1) {
+    if (const int rc = option_instead_of_path(argv[1], argv[0]); rc >= 0) return rc;
     path = argv[1];
   } else {
     const char* tmp = std::getenv("TMPDIR");

@@ -111,16 +111,18 @@ int main(int argc, char** argv) {
   // An option where OUT goes ("--help x.ptd") would be taken for OUT's
   // name and written: --help and -h print the usage, anything else that
   // starts with '-' is refused (a path that does is given as ./NAME).
+  const auto usage = [&](std::FILE* f) {
+    std::fprintf(f, "usage: %s [OUT.ptd IN.ptd...] (no arguments: a self-contained demo)\n", argv[0]);
+  };
   if (argc >= 2 && argv[1][0] == '-') {
     const bool help = std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0;
     if (!help) std::fprintf(stderr, "%s: unknown option '%s' (a path that starts with '-' is given as ./%s)\n",
                             argv[0], argv[1], argv[1]);
-    std::fprintf(help ? stdout : stderr, "usage: %s [OUT.ptd IN.ptd...] (no arguments: a self-contained demo)\n",
-                 argv[0]);
+    usage(help ? stdout : stderr);
     return help ? 0 : 2;
   }
   if (argc == 2) {
-    std::fprintf(stderr, "usage: %s [OUT.ptd IN.ptd...] (no arguments: a self-contained demo)\n", argv[0]);
+    usage(stderr);
     return 2;
   }
   if (argc > 2) {
