@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,54 +110,53 @@ void run_write(const Config& c, Results& out) {
   }
   const std::uint64_t data_bytes = bench::total_bytes(bufs);
   std::uint64_t file_size = 0;
-  auto writer = [&] {
-    const std::string path = temp_path(c, "store.ptd");
-    const double t0 = bench::now_seconds();
-    auto st = wdedup::write_ptd_file(store, path);  // default options: fsync on
-    const double t = bench::now_seconds() - t0;
-    if (!st) {
-      report_failure("write_ptd_file " + path + ": " + st.message());
-      return -1.0;
-    }
-    file_size = st->file_size;
-    remove_and_settle(path);
-    return t;
-  };
-  // The writer with durability off (WriteOptions::fsync = false), against
-  // fallocate+write() without fsync: both into the page cache, so the
-  // writer's own work (its plan, header, any hashing of the bytes) is not
-  // hidden behind the device's fsync time. Its file is fsynced untimed
-  // before removal, as plain_write's no-fsync variant does, so no dirty
-  // pages are left for the next contender's fsync.
-  auto writer_no_fsync = [&] {
-    const std::string path = temp_path(c, "store-nofsync.ptd");
+  // write_ptd_file with durability on (its default) or off
+  // (WriteOptions::fsync = false). Off is timed against fallocate+write()
+  // without fsync: both into the page cache, so the writer's own work (its
+  // plan, header, any hashing of the bytes) is not hidden behind the
+  // device's fsync time. Its file is fsynced untimed before removal, as
+  // plain_write's no-fsync variant does, so no dirty pages are left for the
+  // next contender's fsync.
+  auto writer = [&](bool fsync) {
+    const std::string path = temp_path(c, fsync ? "store.ptd" : "store-nofsync.ptd");
     wdedup::WriteOptions o;
-    o.fsync = false;
+    o.fsync = fsync;
     const double t0 = bench::now_seconds();
     auto st = wdedup::write_ptd_file(store, path, o);
     const double t = bench::now_seconds() - t0;
     if (!st) {
-      report_failure("write_ptd_file " + path + " (no fsync): " + st.message());
+      report_failure("write_ptd_file " + path + (fsync ? "" : " (no fsync)") + ": " + st.message());
       return -1.0;
     }
-    if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
-      ::fsync(fd);
-      ::close(fd);
+    file_size = st->file_size;
+    if (!fsync) {
+      if (const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+        ::fsync(fd);
+        ::close(fd);
+      }
     }
     remove_and_settle(path);
     return t;
   };
-  auto with_fsync = [&] { return plain_write(bufs, temp_path(c, "plain.bin"), true, true); };
-  auto no_fallocate = [&] { return plain_write(bufs, temp_path(c, "plain-nofalloc.bin"), true, false); };
-  auto without_fsync = [&] { return plain_write(bufs, temp_path(c, "plain-nofsync.bin"), false, true); };
+  // The five contenders, each with its samples; kOrder indexes this.
+  std::vector<double> tw, tf, ta, tn, twn;
+  const struct {
+    std::function<double()> run;
+    std::vector<double>* samples;
+  } contenders[] = {
+      {[&] { return writer(true); }, &tw},
+      {[&] { return plain_write(bufs, temp_path(c, "plain.bin"), true, true); }, &tf},
+      {[&] { return plain_write(bufs, temp_path(c, "plain-nofalloc.bin"), true, false); }, &ta},
+      {[&] { return plain_write(bufs, temp_path(c, "plain-nofsync.bin"), false, true); }, &tn},
+      {[&] { return writer(false); }, &twn},
+  };
 
   // Each repetition writes the store 5 times (2 GB each by default): at
   // most 5 repetitions whatever --reps says (each row's reps is the count).
   const unsigned reps = std::min(c.reps, 5u);
-  if (writer() < 0) return;  // warm: page cache, allocator, file system
-  std::vector<double> tw, tf, ta, tn, twn;
-  // The writer and its target's baseline (fallocate+write()+fsync) run
-  // side by side in every repetition, in the middle, and the order is
+  if (writer(true) < 0) return;  // warm: page cache, allocator, file system
+  // The writer (0) and its target's baseline (1, fallocate+write()+fsync)
+  // run side by side in every repetition, in the middle, and the order is
   // reversed every other repetition: on a shared virtual disk a write's
   // speed depends on what the previous one left behind, so neither may
   // always follow the same other one.
@@ -165,14 +165,9 @@ void run_write(const Config& c, Results& out) {
   for (unsigned r = 0; r < reps; ++r) {
     progress(c, "write: repetition %u/%u", r + 1, reps);
     for (unsigned which : kOrder[r % 2]) {
-      double t = 0;
-      if (which == 0) t = writer();
-      else if (which == 1) t = with_fsync();
-      else if (which == 2) t = no_fallocate();
-      else if (which == 3) t = without_fsync();
-      else t = writer_no_fsync();
+      const double t = contenders[which].run();
       if (t < 0) return;  // reported; no rows from a partial run
-      (which == 0 ? tw : which == 1 ? tf : which == 2 ? ta : which == 3 ? tn : twn).push_back(t);
+      contenders[which].samples->push_back(t);
     }
   }
   auto row = [&](const std::string& base_name, const std::vector<double>& base,
