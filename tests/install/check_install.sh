@@ -67,6 +67,13 @@ check() {  # check <what> <expected> <actual>
     failed=1
   fi
 }
+# A step that must work, its output kept out of the way: on failure the
+# log is printed and the test stops.
+logged() {  # logged <log> <command...>
+  local log=$1
+  shift
+  "$@" >"$log" 2>&1 || { cat "$log"; exit 1; }
+}
 # Headers only, so nothing installed depends on the target: under share/,
 # where CMake and pkg-config look whatever libdir is (lib64, lib/<multiarch>).
 check "the CMake package is in share/cmake/wdedup" "$prefix/share/cmake/wdedup/wdedupConfig.cmake" "$cfg"
@@ -97,10 +104,8 @@ check "meson install: devel and runtime are all of it" "$(files "$prefix")" \
 # Meson) and with the tests, examples and benchmarks off, the source tree
 # still installs the devel files, all of them, and leaves the demo out.
 mkdir -p -- "$work/no-boost"
-env -u BOOST_INCLUDEDIR -u BOOST_LIBRARYDIR BOOST_ROOT="$work/no-boost" CXX="$meson_cxx" \
-  meson setup "$work/no-boost-build" "$src" \
-  -Dtests=false -Dexamples=false -Dbenchmarks=false --prefix "$under" \
-  >"$work/no-boost.log" 2>&1 || { cat "$work/no-boost.log"; exit 1; }
+logged "$work/no-boost.log" env -u BOOST_INCLUDEDIR -u BOOST_LIBRARYDIR BOOST_ROOT="$work/no-boost" CXX="$meson_cxx" \
+  meson setup "$work/no-boost-build" "$src" -Dtests=false -Dexamples=false -Dbenchmarks=false --prefix "$under"
 meson install -C "$work/no-boost-build" --destdir "$work/no-boost-dest" --quiet >/dev/null
 check "meson setup without Boost (tests, examples and benchmarks off): the devel files, no demo" \
   "$(files "$work/devel$under")" "$(files "$work/no-boost-dest$under")"
@@ -121,8 +126,8 @@ cmake_in() {  # cmake_in <project> <dir> <args...>: configure a consumer project
     -DCMAKE_CXX_COMPILER_LAUNCHER="$cmake_launcher" -DCMAKE_PREFIX_PATH="$prefix" \
     -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF "$@"
 }
-cmake_in consumer "$work/cmake" >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; exit 1; }
-cmake --build "$work/cmake" >"$work/cmake-build.log" 2>&1 || { cat "$work/cmake-build.log"; exit 1; }
+logged "$work/cmake.log" cmake_in consumer "$work/cmake"
+logged "$work/cmake-build.log" cmake --build "$work/cmake"
 "$work/cmake/write_store" "$work/cmake.ptd" >/dev/null
 check "CMake: wdedup::wdedup writes, wdedup::runtime (-fno-exceptions -fno-rtti) reads" \
   "$expected" "$("$work/cmake/read_store" "$work/cmake.ptd")"
@@ -133,8 +138,8 @@ check "CMake: no warning from the package" "" "$(grep -A4 'wdedupConfig' "$work/
 # nothing), as a project that vendors wdedup takes it: the same targets,
 # the same file. Without Boost it gives wdedup::runtime alone and says why,
 # or, asked to (WDEDUP_REQUIRE_BUILD_HALF), stops.
-cmake_in consumer "$work/subdir" -DWDEDUP_SOURCE_DIR="$src" >"$work/subdir.log" 2>&1 || { cat "$work/subdir.log"; exit 1; }
-cmake --build "$work/subdir" >"$work/subdir-build.log" 2>&1 || { cat "$work/subdir-build.log"; exit 1; }
+logged "$work/subdir.log" cmake_in consumer "$work/subdir" -DWDEDUP_SOURCE_DIR="$src"
+logged "$work/subdir-build.log" cmake --build "$work/subdir"
 "$work/subdir/write_store" "$work/subdir.ptd" >/dev/null
 check "CMake add_subdirectory: wdedup::wdedup writes, wdedup::runtime (-fno-exceptions -fno-rtti) reads" \
   "$expected" "$("$work/subdir/read_store" "$work/subdir.ptd")"
@@ -158,11 +163,9 @@ runtime=TRUE wdedup=FALSE version=0.1.0" "$(subdir_probe -DCMAKE_DISABLE_FIND_PA
 # A project that installs its targets exports wdedup_runtime with them:
 # as <namespace>runtime, its include path under the install prefix, not
 # in the source tree (which CMake refuses to export).
-cmake_in consumer "$work/export" -DWDEDUP_SOURCE_DIR="$src" -DEXPORT_STATIC=ON >"$work/export.log" 2>&1 ||
-  { cat "$work/export.log"; exit 1; }
-cmake --build "$work/export" --target consumer_lib >"$work/export-build.log" 2>&1 || { cat "$work/export-build.log"; exit 1; }
-cmake --install "$work/export" --prefix "$work/export-prefix" >"$work/export-install.log" 2>&1 ||
-  { cat "$work/export-install.log"; exit 1; }
+logged "$work/export.log" cmake_in consumer "$work/export" -DWDEDUP_SOURCE_DIR="$src" -DEXPORT_STATIC=ON
+logged "$work/export-build.log" cmake --build "$work/export" --target consumer_lib
+logged "$work/export-install.log" cmake --install "$work/export" --prefix "$work/export-prefix"
 # wdedup_wdedup exports as <namespace>wdedup: Boost and threads by their
 # targets, and no include path of its own (the build machine's xxhash.h
 # directory is not the consumer's): the one include path is runtime's.
@@ -194,8 +197,8 @@ cmake_major=$(cmake --version | sed -n 's/^cmake version \([0-9]*\).*/\1/p')
 if [ "${cmake_major:-0}" -ge 4 ]; then
   echo "not run: CMake $cmake_major refuses cmake_minimum_required(VERSION 3.0) (the old-CMake consumer)"
 else
-  cmake_in consumer_cmake3.0 "$work/cmake30" >"$work/cmake30.log" 2>&1 || { cat "$work/cmake30.log"; exit 1; }
-  cmake --build "$work/cmake30" >"$work/cmake30-build.log" 2>&1 || { cat "$work/cmake30-build.log"; exit 1; }
+  logged "$work/cmake30.log" cmake_in consumer_cmake3.0 "$work/cmake30"
+  logged "$work/cmake30-build.log" cmake --build "$work/cmake30"
   check "CMake 3.0 project: no warning from the package" "" "$(grep -A4 'wdedupConfig' "$work/cmake30.log" || true)"
   check "CMake 3.0 project: its policies are its own after find_package (COMPONENTS runtime, then all)" \
     "-- consumer: CMP0057 after COMPONENTS runtime '', after everything ''" "$(grep '^-- consumer: ' "$work/cmake30.log")"
@@ -272,12 +275,11 @@ runtime = dependency('wdedup-runtime', fallback : 'wdedup')
 wdedup = dependency('wdedup', fallback : 'wdedup')
 executable('write_store', 'write_store.cpp', dependencies : wdedup)
 executable('read_store', 'read_store.cpp', dependencies : runtime, cpp_args : ['-fno-exceptions', '-fno-rtti'])"
-CXX="$meson_cxx" meson setup "$work/msub/build" "$work/msub" >"$work/msub.log" 2>&1 ||
-  { cat "$work/msub.log"; exit 1; }
+logged "$work/msub.log" env CXX="$meson_cxx" meson setup "$work/msub/build" "$work/msub"
 check "Meson subproject (fallback): both dependencies from the subproject, not an installed wdedup" \
   "wdedup
 wdedup-runtime" "$(from_subproject "$work/msub.log")"
-ninja -C "$work/msub/build" >"$work/msub-build.log" 2>&1 || { cat "$work/msub-build.log"; exit 1; }
+logged "$work/msub-build.log" ninja -C "$work/msub/build"
 "$work/msub/build/write_store" "$work/msub.ptd" >/dev/null
 check "Meson subproject (fallback): wdedup writes, wdedup-runtime (-fno-exceptions -fno-rtti) reads" \
   "$expected" "$("$work/msub/build/read_store" "$work/msub.ptd")"
@@ -292,11 +294,10 @@ executable('read_store', 'read_store.cpp', dependencies : runtime, cpp_args : ['
 meson_consumer "$work/mwrap" "$meson_runtime"
 printf '[wrap-file]\ndirectory = wdedup\n\n[provide]\ndependency_names = wdedup, wdedup-runtime\n' \
   >"$work/mwrap/subprojects/wdedup.wrap"
-CXX="$meson_cxx" meson setup "$work/mwrap/build" "$work/mwrap" >"$work/mwrap.log" 2>&1 ||
-  { cat "$work/mwrap.log"; exit 1; }
+logged "$work/mwrap.log" env CXX="$meson_cxx" meson setup "$work/mwrap/build" "$work/mwrap"
 check "Meson subproject (the README's wrap, no fallback): wdedup-runtime from the subproject" \
   "wdedup-runtime" "$(from_subproject "$work/mwrap.log")"
-ninja -C "$work/mwrap/build" >"$work/mwrap-build.log" 2>&1 || { cat "$work/mwrap-build.log"; exit 1; }
+logged "$work/mwrap-build.log" ninja -C "$work/mwrap/build"
 check "Meson subproject (the README's wrap, no fallback): wdedup-runtime reads" \
   "$expected" "$("$work/mwrap/build/read_store" "$work/msub.ptd")"
 meson_consumer "$work/mnowrap" "$meson_runtime"
@@ -317,8 +318,7 @@ mkdir -p -- "$work/mxx/xxhash"
 printf '#define CONSUMER_XXHASH_H 1\n#include_next <xxhash.h>\n' >"$work/mxx/xxhash/xxhash.h"
 printf '#include <wdedup/wdedup.hpp>\n#ifndef CONSUMER_XXHASH_H\n#error "xxhash.h is not the superproject'"'"'s"\n#endif\nint main() { return 0; }\n' \
   >"$work/mxx/marker.cpp"
-CXX="$meson_cxx" meson setup "$work/mxx/build" "$work/mxx" >"$work/mxx.log" 2>&1 ||
-  { cat "$work/mxx.log"; exit 1; }
+logged "$work/mxx.log" env CXX="$meson_cxx" meson setup "$work/mxx/build" "$work/mxx"
 check "Meson subproject (xxHash from the superproject): wdedup from the subproject" \
   "wdedup" "$(from_subproject "$work/mxx.log")"
 check "Meson subproject: xxhash.h from the superproject's libxxhash dependency" "built" \
