@@ -941,6 +941,9 @@ TEST_CASE("a WDX1 magic with too little room before the segment data: the header
   // the 80-byte header cannot fit: MalformedIndex at the block, the same
   // way in place and through metadata_size (the lent path). At 80 the
   // header fits and its version (the padding's zeros) is what is wrong.
+  // With 0 to 3 no magic fits before the segment data: "WDX1" there runs
+  // into (or is) the first segment's bytes, and the file is a plain one
+  // (ext_position's 4-byte room check; without it such a file was refused).
   const Bytes good = read_fixture("simple.ptd");
   const Nav g{const_cast<Bytes&>(good)};
   REQUIRE(g.u64(16) + g.u64(24) == 280);
@@ -954,6 +957,9 @@ TEST_CASE("a WDX1 magic with too little room before the segment data: the header
   };
   const char* const runs_into = "WDX1 header runs into the segment data";
   run_cases(good, {
+                      {"0 bytes of room: the magic is segment data, a plain file", with_room(0), Error::Ok, "", 0},
+                      {"3 bytes of room: the magic runs into the segment data, a plain file", with_room(3),
+                       Error::Ok, "", 0},
                       {"4 bytes of room: the magic alone", with_room(4), Error::MalformedIndex, runs_into, 288},
                       {"79 bytes of room", with_room(79), Error::MalformedIndex, runs_into, 288},
                       {"80 bytes of room: the header fits, its version is 0", with_room(80),
