@@ -1132,6 +1132,61 @@ TEST_CASE("moved segments: an offset damaged within the padding reads as a move,
   CHECK(open_bytes(bytes)->error() == Error::MalformedIndex);
 }
 
+TEST_CASE("moved segments: back to back, as a rewrite packs keys of alignment 1, they open with allow_moved_segments") {
+  // Keys "a", "b", "c" of 1 byte each, alignment 1, segment_alignment 1:
+  // segments [0,1) [1,2) [2,3). "b" replaced by 2 bytes and the segments
+  // laid out again as replace_data lays them: [0,1) [1,3) [3,4), each
+  // starting where the one before ends, segment_data_size 4. A moved
+  // segment may start at its predecessor's end; only one that starts
+  // before it is refused.
+  NamedDataStore store;
+  const std::uint8_t abc[3] = {0xA1, 0xB2, 0xC3};
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(store.add_named_data(std::string(1, static_cast<char>('a' + i)), ByteSpan(abc + i, 1), 1).ok());
+  WriteOptions w;
+  w.segment_alignment = 1;
+  Bytes bytes = write_or_die(store, FunctionMaps{}, w);
+  Nav n{bytes};
+  const std::uint64_t base = n.u64(32);
+  REQUIRE(n.segment_offset(0) == 0);  // offset 0: the flatbuffer's default, not stored
+  REQUIRE(n.u64(n.segment_offset(1)) == 1);
+  REQUIRE(n.u64(n.segment_offset(2)) == 2);
+  REQUIRE(n.u64(n.segment_size(1)) == 1);
+  REQUIRE(n.u64(40) == 3);
+  REQUIRE(bytes.size() == base + 3);
+  n.set_u64(n.segment_size(1), 2);
+  n.set_u64(n.segment_offset(2), 3);
+  n.set_u64(40, 4);
+  bytes[static_cast<std::size_t>(base + 2)] = 0xB3;  // b's second byte
+  bytes.push_back(0xC3);                              // c, one byte later
+  OpenOptions allow;
+  allow.allow_moved_segments = true;
+  std::unique_ptr<Opened> o = open_bytes(bytes, allow);
+  REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
+  const NamedDataMap& m = o->map();
+  CHECK(m.segments_moved());
+  const auto data = [&m](const char* key) {
+    const Result<DataBuffer> d = m.get_data(key);
+    REQUIRE(d.ok());
+    const auto* p = static_cast<const std::uint8_t*>(d->data());
+    return Bytes(p, p + d->size());
+  };
+  CHECK(data("a") == Bytes{0xA1});
+  CHECK(data("b") == Bytes{0xB2, 0xB3});
+  CHECK(data("c") == Bytes{0xC3});
+  CHECK(m.key_info(2)->offset == base + 3);
+  // Without the option: refused at the first key whose range differs
+  // ("b", resized).
+  std::unique_ptr<Opened> strict = open_bytes(bytes);
+  REQUIRE_FALSE(strict->ok());
+  CHECK(strict->error() == Error::MalformedIndex);
+  CHECK(std::string(strict->result->failure().what) ==
+        "key entry's data size differs from its segment: the segments were resized since the WDX1 block was "
+        "written (as ExecuTorch's replace_data resizes them), or either side is damaged; "
+        "OpenOptions::allow_moved_segments reads them where the flatbuffer says");
+  CHECK(strict->result->failure().at == n.entry(1) + format::key_entry::kDataSize);
+}
+
 TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
   const Bytes good = wdedup_file_bytes();
   const Nav g{const_cast<Bytes&>(good)};  // positions in the good file (not written)
