@@ -1345,6 +1345,51 @@ TEST_CASE("lookups: a query with a stored key's 32-bit tag and home slot is told
   }
 }
 
+TEST_CASE("lookups: a stored key's first 8 or more bytes are not that key, through every lookup") {
+  // "model.layers.0.weight_scale" is stored; its first 21 bytes,
+  // "model.layers.0.weight", and its first 8 are not keys. The scan of a
+  // plain file of more than 32 keys (no index) reads a key's first and last
+  // 8 bytes at the query's length: only the comparison of the lengths
+  // before it keeps the longer key from matching its own prefix. The tags
+  // (up to 32 keys) and the indexes hash the length in; all are checked.
+  const std::string stored = "model.layers.0.weight_scale";
+  for (const std::size_t n : {2u, 33u}) {
+    std::vector<std::uint8_t> bytes(n);
+    NamedDataStore store;
+    for (std::size_t i = 0; i < n; ++i) {
+      bytes[i] = static_cast<std::uint8_t>(i + 1);
+      REQUIRE(store.add_named_data(i == 0 ? stored : "filler." + std::to_string(i), ByteSpan(&bytes[i], 1)).ok());
+    }
+    for (const bool ext : {true, false}) {
+      for (const bool indexed : {false, true}) {
+        if (ext && indexed) continue;  // a wdedup file has its index already
+        CAPTURE(n);
+        CAPTURE(ext);
+        CAPTURE(indexed);
+        WriteOptions o;
+        o.wdedup_extensions = ext;
+        std::unique_ptr<Opened> f = open_bytes(write_or_die(store, FunctionMaps{}, o));
+        REQUIRE(f->ok());
+        NamedDataMap& m = f->map();
+        AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(n)), 8);
+        if (indexed) REQUIRE(m.build_index(index.span()).ok());
+        CHECK(m.has_index() == (ext || indexed));
+        REQUIRE(m.find(stored).ok());
+        CHECK(str(m.find(stored)->key) == stored);
+        CHECK(*static_cast<const std::uint8_t*>(m.get_data(stored)->data()) == 1);
+        for (const std::size_t len : {stored.size() - 1, std::size_t{21}, std::size_t{16}, std::size_t{9}, std::size_t{8}}) {
+          const std::string prefix = stored.substr(0, len);
+          CAPTURE(prefix);
+          CHECK(m.find(prefix).error() == Error::NotFound);
+          CHECK(m.get_data(prefix).error() == Error::NotFound);
+          Bytes buf(8);
+          CHECK(m.load_data_into(prefix, buf.data(), buf.size()).error() == Error::NotFound);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("lookups: 32 keys with one tag (alike in length, first, middle and last 8 bytes)") {
   // 40-byte keys that differ only in bytes 9 and 10, which no tag reads
   // (it reads bytes 0-7, 16-23 and 32-39): every key of a family has the
