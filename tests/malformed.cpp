@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -1052,6 +1053,48 @@ TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is Malf
        }, Error::MalformedKey, "duplicate key", g.key(1) + 4},
   };
   run_cases(good, cases);
+}
+
+TEST_CASE("a WDX1 slot table that takes exactly open()'s probe budget opens, as the writer writes it") {
+  // 494 keys, 1,024 slots: open() allows 64 * 1,024 + 1,024 = 66,560
+  // probes to find every key through the slots, as many as fill_slots
+  // allows the writer to place them (tests/key_hash.cpp). 364 keys whose
+  // home slot under seed 0 is slot 0 take 1 + 2 + ... + 364 = 66,430 probes
+  // (slots 0 to 363), 130 with their own home slots in 512..641 one each:
+  // 66,560 in all. The writer writes the file under seed 0; open() must
+  // read it (one probe fewer allowed, it refused it).
+  const std::uint32_t slots = 1024, cluster = 364, singles = 130;
+  REQUIRE(format::probe_budget(slots) == 66560);
+  REQUIRE(cluster * (cluster + 1) / 2 + singles == 66560);
+  std::vector<std::string> keys, single(slots);
+  std::uint32_t at_zero = 0, found = 0;
+  char buf[17];
+  for (std::uint64_t c = 0; at_zero < cluster || found < singles; ++c) {
+    std::snprintf(buf, sizeof buf, "k%015llx", static_cast<unsigned long long>(c));
+    const auto home = static_cast<std::size_t>(detail::key_hash(buf, 16, 0) & (slots - 1));
+    if (home == 0 && at_zero < cluster) {
+      keys.push_back(buf);
+      ++at_zero;
+    }
+    if (home >= 512 && home < 512 + singles && single[home].empty()) {
+      single[home] = buf;
+      ++found;
+    }
+  }
+  for (std::uint32_t h = 512; h < 512 + singles; ++h) keys.push_back(single[h]);
+  NamedDataStore store;
+  for (const std::string& k : keys) REQUIRE(store.add_named_data(k, ByteSpan(), 1).ok());
+  WriteOptions w;
+  w.hash_seed = 0;
+  const Bytes bytes = write_or_die(store, FunctionMaps{}, w);
+  const Nav g{const_cast<Bytes&>(bytes)};
+  REQUIRE(g.u64(g.ext() + format::ext_header::kHashSeed) == 0);  // placed under seed 0, no other tried
+  REQUIRE(g.u32(g.ext() + format::ext_header::kSlotCount) == slots);
+  std::unique_ptr<Opened> o = open_bytes(bytes);
+  REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
+  CHECK(o->map().has_index());
+  REQUIRE(*o->map().get_num_keys() == cluster + singles);
+  for (std::size_t i = 0; i < keys.size(); ++i) CHECK(o->map().find(keys[i])->key_index == i);
 }
 
 TEST_CASE("moved segments: two on one byte are not read as a move, even with allow_moved_segments") {
