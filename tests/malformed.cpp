@@ -1512,6 +1512,54 @@ TEST_CASE("keys whose strings overlap: never all hashed (open and build_index wo
   CHECK(map.find(*map.get_key(n - 1))->key_index == n - 1);
 }
 
+TEST_CASE("keys_overlap: key strings (4 + size + 1 bytes each) adding up to one byte more than the flatbuffer") {
+  // simple.ptd's three keys ("simple.a" at 172, "simple.b" at 144,
+  // "simple.c" at 108: a 4-byte length, 8 bytes and a NUL each) given
+  // lengths that end each on a zero byte further on, so that they overlap:
+  // 103, 98 and 17 bytes take 108 + 103 + 22 = 233 bytes counted so, one
+  // more than the flatbuffer's 232: keys_overlap(), and build_index refuses
+  // without hashing. 102, 98 and 17 take 232, not more: no overlap claimed.
+  // (Counted without the NUL, 230 passed as fitting.)
+  const Bytes good = read_fixture("simple.ptd");
+  const Nav g{const_cast<Bytes&>(good)};
+  REQUIRE(g.u64(format::kHeaderFlatbufferSizePos) == 232);
+  REQUIRE(g.key(0) == 172);
+  REQUIRE(g.key(1) == 144);
+  REQUIRE(g.key(2) == 108);
+  const char* const overlap = "key strings overlap (they add up to more bytes than the flatbuffer), too long to hash";
+  for (const std::uint32_t first : {103u, 102u}) {
+    CAPTURE(first);
+    Bytes b = good;
+    Nav n{b};
+    const std::uint32_t sizes[3] = {first, 98, 17};
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      n.set_u32(n.key(i), sizes[i]);
+      REQUIRE(b[static_cast<std::size_t>(n.key(i) + 4 + sizes[i])] == 0);  // still NUL-terminated
+    }
+    const bool over = first == 103;
+    std::unique_ptr<Opened> o = open_bytes(b);
+    REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
+    NamedDataMap& m = o->map();
+    CHECK(m.keys_overlap() == over);
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      REQUIRE(m.get_key(i)->size() == sizes[i]);
+      CHECK(m.find(*m.get_key(i))->key_index == i);
+    }
+    AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(3)), 8);
+    const Status built = m.build_index(index.span());
+    if (over) {
+      CHECK(built.error() == Error::MalformedIndex);
+      CHECK(std::string(built.failure().what) == overlap);
+      CHECK(built.failure().at == n.named_data() + 4);
+      CHECK_FALSE(m.has_index());
+    } else {
+      CHECK(built.ok());
+      CHECK(m.has_index());
+    }
+    CHECK(open_and_exercise(b).code == Error::Ok);
+  }
+}
+
 TEST_CASE("layouts shared by many keys: refused once they add up to more than the flatbuffer") {
   // One rank-255 layout named by every key would be checked once a key: in
   // a 4 MB file, a million times. Each unshared layout holds 4 bytes a size
