@@ -1620,6 +1620,70 @@ TEST_CASE("layouts shared by many keys: refused once they add up to more than th
   CHECK(open_and_exercise(one).code == Error::Ok);
 }
 
+TEST_CASE("layouts shared by keys: bytes adding up to exactly the flatbuffer's open, one more is refused") {
+  // The file of the test above (a rank-255 layout "big" and 64 of rank 1,
+  // 4,736 bytes of flatbuffer), "big" cut to rank 222 (its first 222 sizes
+  // and dim_order entries: 1,110 bytes) and named by three more keys, and
+  // `cut` of the rank-1 layouts left without their dim_order entry (4
+  // bytes, not 5): 4 x 1,110 + 61 x 5 - cut. With 9 cut that is 4,736, the
+  // flatbuffer's size and no more: it opens. With 8 cut, 4,737: refused,
+  // at the last key's layout (where the sum passes it).
+  namespace ndf = format::named_data_field;
+  NamedDataStore store;
+  const std::uint8_t byte = 7;
+  REQUIRE(store.add_named_data("big", ByteSpan(&byte, 1), 1,
+                               Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>(255, 1))));
+  constexpr std::uint32_t n = 64;
+  for (std::uint32_t i = 0; i < n; ++i)
+    REQUIRE(store.add_named_data("k" + std::to_string(i), ByteSpan(&byte, 1), 1,
+                                 Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>{1})));
+  WriteOptions plain;
+  plain.wdedup_extensions = false;
+  const Bytes good = write_or_die(store, FunctionMaps{}, plain);
+  const Nav g{const_cast<Bytes&>(good)};
+  REQUIRE(g.u64(format::kHeaderFlatbufferSizePos) == 4736);
+  std::vector<std::uint32_t> small;  // the rank-1 keys, in file order
+  std::uint32_t big = n + 1;
+  for (std::uint32_t i = 0; i <= n; ++i) {
+    if (g.u32(g.sizes(i)) == 255) big = i;
+    else small.push_back(i);
+  }
+  REQUIRE(big <= n);
+  REQUIRE(small.size() == n);
+  const std::uint32_t last = big == n ? n - 1 : n;  // the last key in file order but "big"
+  REQUIRE(small.back() == last);
+  const std::uint64_t big_layout = g.layout(big);
+  for (const std::uint32_t cut : {9u, 8u}) {
+    CAPTURE(cut);
+    REQUIRE(4 * 1110 + 61 * 5 - cut == 4745 - cut);
+    Bytes b = good;
+    Nav nav{b};
+    nav.set_u32(nav.sizes(big), 222);
+    nav.set_u32(nav.dim_order(big), 222);
+    for (std::uint32_t j = 0; j < 3; ++j) {  // the last three rank-1 keys name "big"
+      const std::uint64_t f = nav.field(nav.named(small[n - 1 - j]), ndf::kTensorLayout);
+      nav.set_u32(f, static_cast<std::uint32_t>(big_layout - f));
+    }
+    for (std::uint32_t j = 0; j < cut; ++j) nav.set_u32(nav.dim_order(small[j]), 0);
+    // (The cut layouts break their dim_order rule: open() lets them
+    // through, as ExecuTorch does, and their keys' layouts are refused.)
+    std::unique_ptr<Opened> o = open_bytes(b);
+    if (cut == 9) {
+      REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
+      const Result<TensorLayout> l = o->map().key_layout(last);
+      REQUIRE(l.ok());
+      CHECK(l->sizes.size() == 222);
+      CHECK(o->map().key_layout(small[0]).error() == Error::MalformedLayout);
+    } else {
+      REQUIRE_FALSE(o->ok());
+      CHECK(o->error() == Error::MalformedLayout);
+      CHECK(std::string(o->result->failure().what) ==
+            "layouts share their sizes or dim_order (they add up to more bytes than the flatbuffer)");
+      CHECK(o->result->failure().at == big_layout);  // the last key's layout: "big", shared
+    }
+  }
+}
+
 TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   Bytes bad = wdedup_file_bytes();
   Nav nav{bad};
