@@ -1469,6 +1469,58 @@ TEST_CASE("WDX1 function maps: rows naming one long string are refused, not comp
                    Error::MalformedFunctionMap, too_long, t.function_tensor(2)}});
 }
 
+TEST_CASE("WDX1 function maps: names costing exactly the check's budget open, one byte more is refused") {
+  // Two functions with rows X and Y, two 10,000-byte names alike but for
+  // their last byte (the pool holds each once). The check charges each
+  // name its size (its NUL check) and each pair of neighbouring rows the
+  // shorter's size + 1 (the bytes a comparison may read), against
+  // format::name_check_budget(pool, rows + 3 * functions). Function 0's
+  // method is then pointed at a suffix of X long enough to make the charges
+  // the budget exactly (opens) and one byte more (refused at the last
+  // charge: the last pair of rows).
+  namespace fr = format::function_record;
+  namespace ft = format::function_tensor;
+  const std::uint32_t L = 10000;
+  const std::string x = std::string(L - 1, 'x') + 'a', y = std::string(L - 1, 'x') + 'b';
+  NamedDataStore store;
+  const std::uint8_t byte = 7;
+  REQUIRE(store.add_named_data("k", ByteSpan(&byte, 1), 1));
+  FunctionMaps maps;
+  for (int f = 0; f < 2; ++f)
+    maps.functions.push_back({"m" + std::to_string(f), 0, "b", "f" + std::to_string(f), {{x, "k"}, {y, "k"}}});
+  const Bytes good = write_or_die(store, maps, WriteOptions{});
+  const Nav g{const_cast<Bytes&>(good)};
+  const std::uint64_t pool = g.ext_table(format::ext_header::kStringsOffset);
+  const std::uint32_t pool_size = g.u32(g.ext() + format::ext_header::kStringsSize);
+  REQUIRE(g.u32(g.ext() + format::ext_header::kFunctionTensorCount) == 4);
+  // Charges of the file as written: 4 row names, 2 x 3 names, 2 pairs.
+  std::uint64_t charged = 0;
+  for (std::uint32_t r = 0; r < 4; ++r) charged += g.u32(g.function_tensor(r) + ft::kNameSize);
+  for (std::uint32_t f = 0; f < 2; ++f)
+    for (const std::size_t field : {fr::kMethodSize, fr::kBlobSize, fr::kNameSize}) charged += g.u32(g.function(f) + field);
+  charged += 2 * (L + 1);
+  REQUIRE(charged == 4 * L + 2 * (2 + 1 + 2) + 2 * (L + 1));
+  const std::uint64_t budget = format::name_check_budget(pool_size, 4 + 3 * 2);
+  REQUIRE(budget == 2 * (std::uint64_t{pool_size} + 1024 * 10));
+  REQUIRE(charged < budget);
+  const std::uint32_t method0 = g.u32(g.function(0) + fr::kMethodSize);
+  const std::uint32_t x_at = g.u32(g.function_tensor(0) + ft::kNameOffset);  // row 0 names X
+  REQUIRE(std::memcmp(&good[static_cast<std::size_t>(pool + x_at)], x.data(), L) == 0);
+  // Function 0's method: X's last `size` bytes (NUL-terminated there, unique).
+  const auto method_costing = [&](std::uint64_t total) {
+    const auto size = static_cast<std::uint32_t>(method0 + (total - charged));
+    REQUIRE(size <= L);
+    return [=](Nav& n) {
+      n.set_u32(n.function(0) + fr::kMethodOffset, x_at + L - size);
+      n.set_u32(n.function(0) + fr::kMethodSize, size);
+    };
+  };
+  run_cases(good, {{"charges equal to the budget", method_costing(budget), Error::Ok, "", 0},
+                   {"charges one byte over the budget", method_costing(budget + 1), Error::MalformedFunctionMap,
+                    "tensor names too long to check (over 1 KiB a name on average, or sharing one long string)",
+                    g.function_tensor(3)}});
+}
+
 TEST_CASE("keys whose strings overlap: never all hashed (open and build_index would be quadratic)") {
   // 64 keys of 4 to 256 bytes: 8,640 bytes of strings in a flatbuffer of
   // 1,081. (A 4.3 MB file of 32,000 such keys once kept open() busy for
