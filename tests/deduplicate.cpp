@@ -699,6 +699,29 @@ TEST_CASE("same bytes under one name but different layouts in two methods: separ
   CHECK(r->store.keys()[1].layout->sizes == std::vector<std::int32_t>{3, 2});
 }
 
+TEST_CASE("same bytes under one name but another scalar type in two methods: separate keys, one buffer") {
+  // FLOAT [6] and INT [6] describe the same 24 bytes; the scalar type alone
+  // makes the name inconsistent, as a different shape does.
+  std::vector<std::uint8_t> w(24, 3), w2 = w;
+  Program program;
+  program.add_method("prefill").add_partition().add("w", span(w), 1, Layout::contiguous(ScalarType::Float, {6}));
+  program.add_method("decode").add_partition().add("w", span(w2), 1, Layout::contiguous(ScalarType::Int, {6}));
+  CHECK_FALSE(program.methods[0].partitions[0].tensors[0].layout == program.methods[1].partitions[0].tensors[0].layout);
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  REQUIRE(r->store.key_count() == 2);
+  CHECK(r->store.keys()[0].key == "prefill/w");
+  CHECK(r->store.keys()[1].key == "decode/w");
+  CHECK(r->store.buffer_count() == 1);
+  CHECK(r->store.keys()[0].buffer_index == 0);
+  CHECK(r->store.keys()[1].buffer_index == 0);
+  CHECK(r->store.keys()[0].layout->scalar_type == ScalarType::Float);
+  CHECK(r->store.keys()[1].layout->scalar_type == ScalarType::Int);
+  CHECK(r->functions.find("prefill", 0)->key_of("w") != nullptr);
+  CHECK(*r->functions.find("prefill", 0)->key_of("w") == "prefill/w");
+  CHECK(*r->functions.find("decode", 0)->key_of("w") == "decode/w");
+}
+
 TEST_CASE("the report's largest alias groups: at most five, largest saving first, ties in order of first use") {
   // Seven names of 16 bytes (t0..t6), then "mid" of 32 and "big" of 64, each
   // the same bytes in both methods and distinct between names: nine alias

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -161,6 +162,27 @@ TEST_CASE("same key, same bytes, different layout: LayoutMismatch, store unchang
   Expected<void> r = s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, {3, 2}));
   CHECK(r.error() == Error::LayoutMismatch);
   CHECK(r.message() == "key 't' already has layout FLOAT [2, 3] dim_order [0, 1], not FLOAT [3, 2] dim_order [0, 1]");
+  CHECK(dump(s) == before);
+}
+
+TEST_CASE("same key, same bytes, a layout of another scalar type: LayoutMismatch, store unchanged") {
+  // FLOAT [6] and INT [6] describe the same 24 bytes: only the scalar type
+  // tells them apart, and a key keeps the one it was added with.
+  NamedDataStore s;
+  const auto a = bytes(24, 1);
+  REQUIRE(s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, {6})).ok());
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Int, {6}));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 't' already has layout FLOAT [6] dim_order [0], not INT [6] dim_order [0]");
+  CHECK(dump(s) == before);
+  // The same through a merge: refused alike, nothing merged.
+  NamedDataStore other;
+  REQUIRE(other.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Int, {6})).ok());
+  r = s.merge(other);
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() ==
+        "merge failed, store unchanged: key 't' already has layout FLOAT [6] dim_order [0], not INT [6] dim_order [0]");
   CHECK(dump(s) == before);
 }
 
