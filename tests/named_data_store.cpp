@@ -643,6 +643,48 @@ TEST_CASE("merge carries a buffer's alignment when it is above its keys' own") {
   CHECK(s.find("k")->alignment == 1);
 }
 
+TEST_CASE("merge checks each key of the other store, even one on bytes this store already holds") {
+  // A store filled through StoreAccess (the bulk path deduplicate() uses)
+  // had none of add_named_data's checks. Keys on new bytes go through
+  // add_named_data inside the merge; a key on bytes this store already
+  // holds does not, so merge checks it itself: refused, naming it, and the
+  // store is left as it was.
+  const auto a = bytes(8, 1), a_copy = a;
+  NamedDataStore s;
+  REQUIRE(s.add_named_data("w", span(a), 4).ok());
+  const std::string before = dump(s);
+  struct Case {
+    std::string key;
+    std::uint64_t alignment;
+    std::optional<Layout> layout;
+    Error error;
+    std::string message;
+  };
+  const Case cases[] = {
+      {std::string("k\0x", 3), 1, std::nullopt, Error::InvalidName,
+       "key 'k\\x00x' contains a NUL byte at offset 1; ExecuTorch compares keys only up to a NUL (strcmp, or "
+       "strncmp after a length check), so it could not tell it from a key that agrees before the NUL"},
+      {"", 1, std::nullopt, Error::InvalidName, "empty key"},
+      {"v\xff", 1, std::nullopt, Error::InvalidName, "key 'v\\xff' is not valid UTF-8 at offset 1; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's "
+       "Python reader (flatc --json) cannot read a file holding one that is not"},
+      {"v", 0, std::nullopt, Error::InvalidAlignment, "key 'v': alignment must be a positive integer, got 0"},
+      {"v", (std::uint64_t{1} << 32) + 1, std::nullopt, Error::InvalidAlignment,
+       "key 'v': alignment 4294967297 exceeds the maximum of 4294967296"},
+      {"v", 1, Layout::contiguous(ScalarType::Float, {3}), Error::LayoutMismatch,
+       "key 'v': layout FLOAT [3] dim_order [0] describes 12 bytes but the data has 8 bytes"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.message);
+    NamedDataStore t;
+    const std::uint32_t b = detail::StoreAccess::add_buffer(t, span(a_copy), 1);
+    detail::StoreAccess::add_key(t, c.key, b, c.alignment, c.layout);
+    Expected<void> r = s.merge(t);
+    CHECK(r.error() == c.error);
+    CHECK(r.message() == "merge failed, store unchanged: " + c.message);
+    CHECK(dump(s) == before);
+  }
+}
+
 TEST_CASE("merge gives what merging the other store's keys one at a time gives, or fails alike and changes nothing") {
   // Random stores over a few contents (some the same bytes in other
   // memory), alignments whose lcms may overflow, layouts that may differ.
