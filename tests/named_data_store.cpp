@@ -858,6 +858,27 @@ TEST_CASE("a key with a NUL byte is refused when added, and messages escape cont
   CHECK(apostrophe.message().rfind("key 'it\\'s' ", 0) == 0);
 }
 
+TEST_CASE("a layout of exactly 16 dimensions is shown whole; from 17 the first 16 and the count") {
+  // describe_layout shows at most 16 entries a list: 16 is no cut.
+  NamedDataStore s;
+  const auto a = bytes(8, 1);
+  std::vector<std::int32_t> sizes16(15, 1);
+  sizes16.push_back(-1);
+  Expected<void> r = s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, sizes16));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 't': layout is inconsistent (FLOAT [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, -1] "
+                       "dim_order [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]): sizes[15] is negative (-1)");
+  std::vector<std::int32_t> sizes17(16, 1);
+  sizes17.push_back(-1);
+  r = s.add_named_data("t", span(a), 1, Layout::contiguous(ScalarType::Float, sizes17));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() == "key 't': layout is inconsistent (FLOAT [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, "
+                       "... (17 in all)] dim_order [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, ... (17 in "
+                       "all)]): sizes[16] is negative (-1)");
+  CHECK(s.key_count() == 0);
+  CHECK(s.buffer_count() == 0);
+}
+
 TEST_CASE("a key that is not UTF-8 is refused when added, at the offset of its first stray byte") {
   // Keys are flatbuffer strings, UTF-8: ExecuTorch's Python reader decodes
   // the flatbuffer with flatc --json, which stops at one that is not.
