@@ -1233,6 +1233,43 @@ TEST_CASE("long tensor names shared by many functions: the writer refuses what a
   CHECK(temporaries_of(dest).empty());
 }
 
+TEST_CASE("function maps whose names a reader reads exactly up to its budget are written, and open") {
+  // The reader refuses maps only past its budget (bytes > budget): maps
+  // that spend it to the byte are a file it opens, so the writer takes
+  // them. Three functions, one blob key shared by all three (each byte of
+  // it is read three times and held once in the pool: one byte of it is one
+  // byte more read than budget), and twenty tensor names of 1,835 bytes in
+  // each function. With L = 1833 and a blob key of B bytes:
+  //   read   = 3 x (2 + B + 2) + 3 x (20 x 1835 + 19 x 1836) = 303 + 3B + 117L
+  //   pool   = 20 x 1836 + (B + 1) + 6 x 3                   = 79 + B + 20L
+  //   budget = 2 x (pool + 1024 x 3 x 23)                      = 141470 + 2B + 40L
+  // so B = 26 reads exactly the budget, 214,842 bytes, and B = 27 one past it.
+  const NamedDataStore s = small_store();
+  const auto maps = [](std::size_t blob_size) {
+    FunctionMaps m;
+    for (std::uint32_t f = 0; f < 3; ++f) {
+      FunctionMap fm{"m" + std::to_string(f), 0, std::string(blob_size, 'b'), "f" + std::to_string(f), {}};
+      for (std::uint32_t t = 0; t < 20; ++t) fm.tensors.push_back({std::string(1833, 'n') + std::to_string(t + 10), "w.a"});
+      m.functions.push_back(std::move(fm));
+    }
+    return m;
+  };
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, maps(26), {});
+  REQUIRE_MESSAGE(file.ok(), file.message());
+  auto bytes = std::make_shared<std::vector<std::uint8_t>>(std::move(file).value());
+  wdedup::BufferSource src(bytes->data(), bytes->size());
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+  REQUIRE_MESSAGE(map.ok(), map.failure().what);
+  CHECK(map->function_count() == 3);
+  // One byte more: refused, with the sums.
+  file = serialize_ptd(s, maps(27), {});
+  CHECK(file.error() == Error::InvalidName);
+  CHECK(file.message() == "the function maps' names are too long for a reader to check: it would read 214845 "
+                             "bytes of them, over its budget of 214844 (twice the 36766-byte strings pool plus 1024 "
+                             "bytes for each of 69 names), and refuse the file; the longest is the tensor name '" +
+                                 std::string(40, 'n') + "'... (1835 bytes) of method 'm0' partition 0; shorten the names");
+}
+
 TEST_CASE("keys chosen to collide under the seed: the writer places them under a derived seed, and the file opens") {
   // 512 keys whose hash under seed 0 has its low 10 bits zero: one home
   // slot in a table of 1,024, 131,328 probes to look them all up, past the
