@@ -368,6 +368,56 @@ TEST_CASE("on_temporary is told the temporary file's path once it is made and on
   CHECK(others(dir, {}).empty());
 }
 
+TEST_CASE("a temporary file someone else removed meanwhile is told of as gone all the same") {
+  // Here on_temporary itself removes the file as soon as it is told of it
+  // (as another process, or a cleaner, could): the rename then fails
+  // (ENOENT), and so does the removal of the temporary file. That removal
+  // finding nothing means the file is gone, and the watch is told so: a
+  // watch never told would go on holding the path, and remove it later
+  // (on a signal), when it may name another file.
+  struct Seen {
+    std::vector<std::string> paths;
+    std::vector<bool> exists;
+  };
+  const auto remove_at_once = [](const char* path, bool exists_now, void* context) {
+    Seen& seen = *static_cast<Seen*>(context);
+    seen.paths.push_back(path);
+    seen.exists.push_back(exists_now);
+    if (exists_now) ::unlink(path);
+  };
+  std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1)};
+  const NamedDataStore store = store_over(data);
+  for (const bool whole_file : {false, true}) {
+    CAPTURE(whole_file);
+    const std::string dir = fresh_dir("temporary_removed");
+    const std::string dest = dir + "/model.ptd";
+    const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
+    REQUIRE(wdedup_test::write_file(dest, old_bytes));
+    Seen seen;
+    FaultyOps ops;  // every step as the system does it
+    BuildError e;
+    if (whole_file) {
+      e = detail::write_whole_file(dest, "{}", true, ops, detail::TemporaryWatch{remove_at_once, &seen}).build_error();
+    } else {
+      WriteOptions options;
+      options.on_temporary = remove_at_once;
+      options.temporary_context = &seen;
+      e = detail::write_ptd_file_with(store, FunctionMaps{}, dest, options, ops).build_error();
+    }
+    REQUIRE(seen.paths.size() == 2u);
+    const std::string& temp = seen.paths[0];
+    CHECK(temp.rfind(dir + "/.model.ptd.tmp-", 0) == 0);
+    CHECK(seen.exists[0]);
+    CHECK(seen.paths[1] == temp);
+    CHECK_FALSE(seen.exists[1]);
+    CHECK(e.code == Error::IoError);
+    CHECK(e.message == "cannot write '" + dest + "': rename '" + temp + "' to '" + dest + "' failed: " +
+                           std::strerror(ENOENT));
+    CHECK(read_file(dest) == old_bytes);
+    CHECK(others(dir, {"model.ptd"}).empty());
+  }
+}
+
 namespace {
 // What the SIGUSR1 handler saw: how many times the watch had been told.
 volatile sig_atomic_t g_told = 0;
