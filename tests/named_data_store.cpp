@@ -1214,3 +1214,35 @@ TEST_CASE("out of memory during a merge: std::bad_alloc, and the store is unchan
   CHECK(injected >= 5);
 }
 #endif
+
+TEST_CASE("merge of a bulk-filled store: a buffer at alignment 0 or past the maximum, or a key past the buffers, is refused") {
+  // StoreAccess (the bulk path) checks nothing. merge() took the other
+  // store's buffer alignment into an lcm unchecked: alignment 0 divided by
+  // zero (SIGFPE), on bytes this store holds and on new bytes alike; and a
+  // key's buffer index was read past the other store's buffers.
+  const auto a = bytes(8, 1), a_copy = a, c = bytes(8, 2);
+  NamedDataStore s;
+  REQUIRE(s.add_named_data("w", span(a), 4).ok());
+  const std::string before = dump(s);
+  for (const bool known_bytes : {true, false}) {
+    for (const std::uint64_t alignment : {std::uint64_t{0}, (std::uint64_t{1} << 32) + 1}) {
+      CAPTURE(known_bytes);
+      CAPTURE(alignment);
+      NamedDataStore t;
+      const std::uint32_t b = detail::StoreAccess::add_buffer(t, known_bytes ? span(a_copy) : span(c), alignment);
+      detail::StoreAccess::add_key(t, "k", b, 1, std::nullopt);
+      Expected<void> r = s.merge(t);
+      CHECK(r.error() == Error::InvalidAlignment);
+      CHECK(r.message() == "merge failed, store unchanged: key 'k': its buffer in the merged store has alignment " +
+                               std::to_string(alignment) + "; it must be in [1, 4294967296]");
+      CHECK(dump(s) == before);
+    }
+  }
+  NamedDataStore t;
+  detail::StoreAccess::add_buffer(t, span(a_copy), 1);
+  detail::StoreAccess::add_key(t, "k", 1, 1, std::nullopt);
+  Expected<void> r = s.merge(t);
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "merge failed, store unchanged: key 'k' points at buffer 1 but the merged store has 1 buffer");
+  CHECK(dump(s) == before);
+}

@@ -329,9 +329,22 @@ class NamedDataStore {
       return {};
     };
     for (const StoreKey& k : other.keys_) {
+      // A store filled through StoreAccess (the bulk path) had none of
+      // add_named_data's checks: a key may point past its buffers, and a
+      // buffer ask for alignment 0, which divided by zero in the lcms below
+      // (SIGFPE) until a mutation sweep found it (2026-12-06).
+      if (k.buffer_index >= other.buffers_.size())
+        return failed(Expected<void>(Error::InvalidArgument,
+                                     detail::cat("key ", detail::quote_name(k.key), " points at buffer ", k.buffer_index,
+                                                 " but the merged store has ",
+                                                 detail::counted(other.buffers_.size(), "buffer"))));
       const StoreBuffer& ob = other.buffers_[k.buffer_index];
       const auto align = static_cast<std::int64_t>(k.alignment);
       if (Expected<void> c = detail::check_entry("", k.key, ob.bytes, align, k.layout); !c) return failed(c);
+      if (ob.alignment == 0 || ob.alignment > kMaxAlignment)
+        return failed(Expected<void>(Error::InvalidAlignment,
+                                     detail::cat("key ", detail::quote_name(k.key), ": its buffer in the merged store has "
+                                                 "alignment ", ob.alignment, "; it must be in [1, ", kMaxAlignment, "]")));
       const std::uint64_t key_h = key_index_.hash(k.key);
       if (const std::uint32_t found = key_index_.find(k.key, key_h, key_of()); found != detail::IdIndex::kNone) {
         const StoreKey& mine = keys_[found];
