@@ -1270,6 +1270,39 @@ TEST_CASE("function maps whose names a reader reads exactly up to its budget are
                                  std::string(40, 'n') + "'... (1835 bytes) of method 'm0' partition 0; shorten the names");
 }
 
+TEST_CASE("a function's rows are sorted bytewise: a name before the longer names it begins, bytes as unsigned") {
+  // The reader finds a function's tensor by binary search over its rows, so
+  // the writer sorts them as the reader compares: "w" before "w.b" before
+  // "w.bias" (a prefix first), and "w\xc3\xbf" ('w' then U+00FF) after all
+  // of them (0xC3 above '.', not below it as a signed char would be). Given
+  // in reverse, they come out in that order, each found by name.
+  const NamedDataStore s = small_store();
+  FunctionMaps maps;
+  maps.functions.push_back(FunctionMap{
+      "m", 0, "blob", "f", {{"w\xc3\xbf", "w.e"}, {"w.bias", "w.d"}, {"w.b", "w.c"}, {"w", "w.b"}, {"v", "w.a"}}});
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, maps, {});
+  REQUIRE_MESSAGE(file.ok(), file.message());
+  const std::vector<std::uint8_t> bytes = std::move(file).value();
+  wdedup::BufferSource src(bytes.data(), bytes.size());
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+  REQUIRE_MESSAGE(map.ok(), map.failure().what);
+  wdedup::Result<wdedup::FunctionView> f = map->find_function("m", 0);
+  REQUIRE(f.ok());
+  REQUIRE(f->tensor_count() == 5);
+  const char* names[] = {"v", "w", "w.b", "w.bias", "w\xc3\xbf"};
+  const char* keys[] = {"w.a", "w.b", "w.c", "w.d", "w.e"};
+  for (std::size_t i = 0; i < 5; ++i) {
+    CAPTURE(i);
+    wdedup::Result<wdedup::FunctionTensorView> row = f->tensor(i);
+    REQUIRE(row.ok());
+    CHECK(row->tensor_name == names[i]);
+    CHECK(row->key == keys[i]);
+    wdedup::Result<std::string_view> key = f->key_of(names[i]);
+    REQUIRE(key.ok());
+    CHECK(*key == keys[i]);
+  }
+}
+
 TEST_CASE("keys chosen to collide under the seed: the writer places them under a derived seed, and the file opens") {
   // 512 keys whose hash under seed 0 has its low 10 bits zero: one home
   // slot in a table of 1,024, 131,328 probes to look them all up, past the
