@@ -685,41 +685,36 @@ TEST_CASE("same bytes under one name, with a layout in one method and none in th
   }
 }
 
-TEST_CASE("same bytes under one name but different layouts in two methods: separate keys, one buffer") {
-  std::vector<std::uint8_t> w(24, 3), w2 = w;
-  Program program;
-  program.add_method("prefill").add_partition().add("w", span(w), 1, Layout::contiguous(ScalarType::Float, {2, 3}));
-  program.add_method("decode").add_partition().add("w", span(w2), 1, Layout::contiguous(ScalarType::Float, {3, 2}));
-  auto r = deduplicate<Strategy<OneBlob>>(program);
-  REQUIRE(r.ok());
-  REQUIRE(r->store.key_count() == 2);
-  CHECK(r->store.keys()[0].key == "prefill/w");
-  CHECK(r->store.keys()[1].key == "decode/w");
-  CHECK(r->store.buffer_count() == 1);
-  CHECK(r->store.keys()[1].layout->sizes == std::vector<std::int32_t>{3, 2});
-}
-
-TEST_CASE("same bytes under one name but another scalar type in two methods: separate keys, one buffer") {
-  // FLOAT [6] and INT [6] describe the same 24 bytes; the scalar type alone
-  // makes the name inconsistent, as a different shape does.
-  std::vector<std::uint8_t> w(24, 3), w2 = w;
-  Program program;
-  program.add_method("prefill").add_partition().add("w", span(w), 1, Layout::contiguous(ScalarType::Float, {6}));
-  program.add_method("decode").add_partition().add("w", span(w2), 1, Layout::contiguous(ScalarType::Int, {6}));
-  CHECK_FALSE(program.methods[0].partitions[0].tensors[0].layout == program.methods[1].partitions[0].tensors[0].layout);
-  auto r = deduplicate<Strategy<OneBlob>>(program);
-  REQUIRE(r.ok());
-  REQUIRE(r->store.key_count() == 2);
-  CHECK(r->store.keys()[0].key == "prefill/w");
-  CHECK(r->store.keys()[1].key == "decode/w");
-  CHECK(r->store.buffer_count() == 1);
-  CHECK(r->store.keys()[0].buffer_index == 0);
-  CHECK(r->store.keys()[1].buffer_index == 0);
-  CHECK(r->store.keys()[0].layout->scalar_type == ScalarType::Float);
-  CHECK(r->store.keys()[1].layout->scalar_type == ScalarType::Int);
-  CHECK(r->functions.find("prefill", 0)->key_of("w") != nullptr);
-  CHECK(*r->functions.find("prefill", 0)->key_of("w") == "prefill/w");
-  CHECK(*r->functions.find("decode", 0)->key_of("w") == "decode/w");
+TEST_CASE("same bytes under one name but another layout in two methods: separate keys, one buffer") {
+  // FLOAT [2, 3] and [3, 2], and FLOAT [6] and INT [6], describe the same 24
+  // bytes; a different shape makes the name inconsistent, and so does the
+  // scalar type alone.
+  const struct {
+    Layout prefill, decode;
+  } cases[] = {{Layout::contiguous(ScalarType::Float, {2, 3}), Layout::contiguous(ScalarType::Float, {3, 2})},
+               {Layout::contiguous(ScalarType::Float, {6}), Layout::contiguous(ScalarType::Int, {6})}};
+  for (const auto& c : cases) {
+    CAPTURE(c.decode.sizes.size());
+    CAPTURE(static_cast<int>(c.decode.scalar_type));
+    CHECK_FALSE(c.prefill == c.decode);
+    std::vector<std::uint8_t> w(24, 3), w2 = w;
+    Program program;
+    program.add_method("prefill").add_partition().add("w", span(w), 1, c.prefill);
+    program.add_method("decode").add_partition().add("w", span(w2), 1, c.decode);
+    auto r = deduplicate<Strategy<OneBlob>>(program);
+    REQUIRE(r.ok());
+    REQUIRE(r->store.key_count() == 2);
+    CHECK(r->store.keys()[0].key == "prefill/w");
+    CHECK(r->store.keys()[1].key == "decode/w");
+    CHECK(r->store.buffer_count() == 1);
+    CHECK(r->store.keys()[0].buffer_index == 0);
+    CHECK(r->store.keys()[1].buffer_index == 0);
+    CHECK(r->store.keys()[0].layout == c.prefill);
+    CHECK(r->store.keys()[1].layout == c.decode);
+    CHECK(r->functions.find("prefill", 0)->key_of("w") != nullptr);
+    CHECK(*r->functions.find("prefill", 0)->key_of("w") == "prefill/w");
+    CHECK(*r->functions.find("decode", 0)->key_of("w") == "decode/w");
+  }
 }
 
 TEST_CASE("the report's largest alias groups: at most five, largest saving first, ties in order of first use") {

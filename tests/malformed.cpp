@@ -1612,23 +1612,33 @@ TEST_CASE("keys_overlap: key strings (4 + size + 1 bytes each) adding up to one 
   }
 }
 
+namespace {
+// The file of the shared-layout tests: a key "big" of a rank-255 layout and
+// 64 keys "k0".."k63" of rank 1, one byte each, without WDX1 (4,736 bytes of
+// flatbuffer).
+constexpr std::uint32_t kSharedLayoutSmallKeys = 64;
+Bytes shared_layout_file() {
+  NamedDataStore store;
+  const std::uint8_t byte = 7;
+  REQUIRE(store.add_named_data("big", ByteSpan(&byte, 1), 1,
+                               Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>(255, 1))));
+  for (std::uint32_t i = 0; i < kSharedLayoutSmallKeys; ++i)
+    REQUIRE(store.add_named_data("k" + std::to_string(i), ByteSpan(&byte, 1), 1,
+                                 Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>{1})));
+  WriteOptions plain;
+  plain.wdedup_extensions = false;
+  return write_or_die(store, FunctionMaps{}, plain);
+}
+}  // namespace
+
 TEST_CASE("layouts shared by many keys: refused once they add up to more than the flatbuffer") {
   // One rank-255 layout named by every key would be checked once a key: in
   // a 4 MB file, a million times. Each unshared layout holds 4 bytes a size
   // and 1 a dim_order entry of its own, so more than the flatbuffer's bytes
   // in all means sharing; within that, shared layouts open.
   namespace ndf = format::named_data_field;
-  NamedDataStore store;
-  const std::uint8_t byte = 7;
-  REQUIRE(store.add_named_data("big", ByteSpan(&byte, 1), 1,
-                               Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>(255, 1))));
-  constexpr std::uint32_t n = 64;
-  for (std::uint32_t i = 0; i < n; ++i)
-    REQUIRE(store.add_named_data("k" + std::to_string(i), ByteSpan(&byte, 1), 1,
-                                 Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>{1})));
-  WriteOptions plain;
-  plain.wdedup_extensions = false;
-  Bytes good = write_or_die(store, FunctionMaps{}, plain);
+  constexpr std::uint32_t n = kSharedLayoutSmallKeys;
+  Bytes good = shared_layout_file();
   Nav g{good};
   const std::uint64_t fb_size = g.u64(format::kHeaderFlatbufferSizePos);
   std::uint32_t big = n + 1;
@@ -1681,17 +1691,8 @@ TEST_CASE("layouts shared by keys: bytes adding up to exactly the flatbuffer's o
   // flatbuffer's size and no more: it opens. With 8 cut, 4,737: refused,
   // at the last key's layout (where the sum passes it).
   namespace ndf = format::named_data_field;
-  NamedDataStore store;
-  const std::uint8_t byte = 7;
-  REQUIRE(store.add_named_data("big", ByteSpan(&byte, 1), 1,
-                               Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>(255, 1))));
-  constexpr std::uint32_t n = 64;
-  for (std::uint32_t i = 0; i < n; ++i)
-    REQUIRE(store.add_named_data("k" + std::to_string(i), ByteSpan(&byte, 1), 1,
-                                 Layout::contiguous(ScalarType::Byte, std::vector<std::int32_t>{1})));
-  WriteOptions plain;
-  plain.wdedup_extensions = false;
-  const Bytes good = write_or_die(store, FunctionMaps{}, plain);
+  constexpr std::uint32_t n = kSharedLayoutSmallKeys;
+  const Bytes good = shared_layout_file();
   const Nav g{const_cast<Bytes&>(good)};
   REQUIRE(g.u64(format::kHeaderFlatbufferSizePos) == 4736);
   std::vector<std::uint32_t> small;  // the rank-1 keys, in file order

@@ -1224,6 +1224,31 @@ TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignmen
   CHECK(q->map().segment(0)->alignment == 192);
 }
 
+namespace {
+// Calls check(map) for each way a lookup can go on the store of n keys: a
+// wdedup file (its WDX1 index), and a plain one scanned or through the
+// index build_index() makes.
+template <class Check>
+void each_lookup_path(const NamedDataStore& store, std::size_t n, Check check) {
+  for (const bool ext : {true, false}) {
+    for (const bool indexed : {false, true}) {
+      if (ext && indexed) continue;  // a wdedup file has its index already
+      CAPTURE(ext);
+      CAPTURE(indexed);
+      WriteOptions o;
+      o.wdedup_extensions = ext;
+      std::unique_ptr<Opened> f = open_bytes(write_or_die(store, FunctionMaps{}, o));
+      REQUIRE(f->ok());
+      NamedDataMap& m = f->map();
+      AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(n)), 8);
+      if (indexed) REQUIRE(m.build_index(index.span()).ok());
+      CHECK(m.has_index() == (ext || indexed));
+      check(m);
+    }
+  }
+}
+}  // namespace
+
 TEST_CASE("lookups: small stores scanned, large ones hashed; keys alike but for one middle byte") {
   // Up to 32 keys a lookup reads the slot of the query's one-byte tag, then
   // compares the key there (first and last 8 bytes, then the middle a word
@@ -1251,47 +1276,34 @@ TEST_CASE("lookups: small stores scanned, large ones hashed; keys alike but for 
                                             {static_cast<int>(i + 1)});
         REQUIRE(store.add_named_data(stored(i), ByteSpan(data[i].data(), data[i].size()), 4, l).ok());
       }
-      for (const bool ext : {true, false}) {
-        for (const bool indexed : {false, true}) {
-          if (ext && indexed) continue;  // a wdedup file has its index already
-          CAPTURE(n);
-          CAPTURE(byte_first);
-          CAPTURE(ext);
-          CAPTURE(indexed);
-          WriteOptions o;
-          o.wdedup_extensions = ext;
-          std::unique_ptr<Opened> f = open_bytes(write_or_die(store, FunctionMaps{}, o));
-          REQUIRE(f->ok());
-          NamedDataMap& m = f->map();
-          AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(n)), 8);
-          if (indexed) REQUIRE(m.build_index(index.span()).ok());
-          CHECK(m.has_index() == (ext || indexed));
-          for (std::size_t i = 0; i < n; ++i) {
-            const std::string k = stored(i);
-            CAPTURE(k);
-            Result<KeyInfo> info = m.find(k);
-            REQUIRE(info.ok());
-            CHECK(info->key_index == i);
-            Result<TensorLayout> l = m.get_tensor_layout(k);
-            REQUIRE(l.ok());
-            CHECK(l->scalar_type == (byte_first && i == 0 ? ScalarType::Byte : ScalarType::Float));
-            REQUIRE(l->sizes.size() == 1);
-            CHECK(l->sizes[0] == static_cast<std::int32_t>(i + 1));
-            REQUIRE(l->dim_order.size() == 1);
-            CHECK(l->dim_order[0] == 0);
-            Result<DataBuffer> d = m.get_data(k);
-            REQUIRE(d.ok());
-            const auto* b = static_cast<const std::uint8_t*>(d->data());
-            CHECK(Bytes(b, b + d->size()) == data[i]);
-            // The same length, first and last words, one byte apart; and one
-            // byte longer.
-            CHECK(m.find(key_of(i, 'z')).error() == Error::NotFound);
-            CHECK(m.get_tensor_layout(key_of(i, 'z')).error() == Error::NotFound);
-            CHECK(m.find(k + "x").error() == Error::NotFound);
-          }
-          CHECK(m.find("").error() == Error::NotFound);
+      CAPTURE(n);
+      CAPTURE(byte_first);
+      each_lookup_path(store, n, [&](const NamedDataMap& m) {
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::string k = stored(i);
+          CAPTURE(k);
+          Result<KeyInfo> info = m.find(k);
+          REQUIRE(info.ok());
+          CHECK(info->key_index == i);
+          Result<TensorLayout> l = m.get_tensor_layout(k);
+          REQUIRE(l.ok());
+          CHECK(l->scalar_type == (byte_first && i == 0 ? ScalarType::Byte : ScalarType::Float));
+          REQUIRE(l->sizes.size() == 1);
+          CHECK(l->sizes[0] == static_cast<std::int32_t>(i + 1));
+          REQUIRE(l->dim_order.size() == 1);
+          CHECK(l->dim_order[0] == 0);
+          Result<DataBuffer> d = m.get_data(k);
+          REQUIRE(d.ok());
+          const auto* b = static_cast<const std::uint8_t*>(d->data());
+          CHECK(Bytes(b, b + d->size()) == data[i]);
+          // The same length, first and last words, one byte apart; and one
+          // byte longer.
+          CHECK(m.find(key_of(i, 'z')).error() == Error::NotFound);
+          CHECK(m.get_tensor_layout(key_of(i, 'z')).error() == Error::NotFound);
+          CHECK(m.find(k + "x").error() == Error::NotFound);
         }
-      }
+        CHECK(m.find("").error() == Error::NotFound);
+      });
     }
   }
 }
@@ -1360,33 +1372,20 @@ TEST_CASE("lookups: a stored key's first 8 or more bytes are not that key, throu
       bytes[i] = static_cast<std::uint8_t>(i + 1);
       REQUIRE(store.add_named_data(i == 0 ? stored : "filler." + std::to_string(i), ByteSpan(&bytes[i], 1)).ok());
     }
-    for (const bool ext : {true, false}) {
-      for (const bool indexed : {false, true}) {
-        if (ext && indexed) continue;  // a wdedup file has its index already
-        CAPTURE(n);
-        CAPTURE(ext);
-        CAPTURE(indexed);
-        WriteOptions o;
-        o.wdedup_extensions = ext;
-        std::unique_ptr<Opened> f = open_bytes(write_or_die(store, FunctionMaps{}, o));
-        REQUIRE(f->ok());
-        NamedDataMap& m = f->map();
-        AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(n)), 8);
-        if (indexed) REQUIRE(m.build_index(index.span()).ok());
-        CHECK(m.has_index() == (ext || indexed));
-        REQUIRE(m.find(stored).ok());
-        CHECK(str(m.find(stored)->key) == stored);
-        CHECK(*static_cast<const std::uint8_t*>(m.get_data(stored)->data()) == 1);
-        for (const std::size_t len : {stored.size() - 1, std::size_t{21}, std::size_t{16}, std::size_t{9}, std::size_t{8}}) {
-          const std::string prefix = stored.substr(0, len);
-          CAPTURE(prefix);
-          CHECK(m.find(prefix).error() == Error::NotFound);
-          CHECK(m.get_data(prefix).error() == Error::NotFound);
-          Bytes buf(8);
-          CHECK(m.load_data_into(prefix, buf.data(), buf.size()).error() == Error::NotFound);
-        }
+    CAPTURE(n);
+    each_lookup_path(store, n, [&](const NamedDataMap& m) {
+      REQUIRE(m.find(stored).ok());
+      CHECK(str(m.find(stored)->key) == stored);
+      CHECK(*static_cast<const std::uint8_t*>(m.get_data(stored)->data()) == 1);
+      for (const std::size_t len : {stored.size() - 1, std::size_t{21}, std::size_t{16}, std::size_t{9}, std::size_t{8}}) {
+        const std::string prefix = stored.substr(0, len);
+        CAPTURE(prefix);
+        CHECK(m.find(prefix).error() == Error::NotFound);
+        CHECK(m.get_data(prefix).error() == Error::NotFound);
+        Bytes buf(8);
+        CHECK(m.load_data_into(prefix, buf.data(), buf.size()).error() == Error::NotFound);
       }
-    }
+    });
   }
 }
 
