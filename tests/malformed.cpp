@@ -1136,20 +1136,28 @@ TEST_CASE("moved segments: two on one byte are not read as a move, even with all
   CHECK(*static_cast<const std::uint8_t*>(ok->map().get_data("c")->data()) == 3);
 }
 
+namespace {
+// The moved-segment tests' file: keys "a", "b", "c" of one byte each (0xA1,
+// 0xB2, 0xC3), one segment each at the alignments given, segment_alignment
+// 1, with WDX1.
+Bytes abc_file(const std::int64_t (&align)[3]) {
+  static const std::uint8_t abc[3] = {0xA1, 0xB2, 0xC3};
+  NamedDataStore store;
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(store.add_named_data(std::string(1, static_cast<char>('a' + i)), ByteSpan(abc + i, 1), align[i]).ok());
+  WriteOptions w;
+  w.segment_alignment = 1;
+  return write_or_die(store, FunctionMaps{}, w);
+}
+}  // namespace
+
 TEST_CASE("moved segments: an offset damaged within the padding reads as a move, and verify_segment fails") {
   // Keys "a" (align 1), "b" (align 1), "c" (align 8), segment_alignment 1:
   // segments at 0, 1 and 8, with padding at 2..7. Segment 1's offset set
   // to 2 stays after segment 0 and before segment 2, meets its alignment,
   // and is what a rewrite could have written: open() cannot tell it from
   // a move (the README says so). What catches it is the content hash.
-  NamedDataStore store;
-  const std::uint8_t abc[3] = {0xA1, 0xB2, 0xC3};
-  const std::int64_t align[3] = {1, 1, 8};
-  for (int i = 0; i < 3; ++i)
-    REQUIRE(store.add_named_data(std::string(1, static_cast<char>('a' + i)), ByteSpan(abc + i, 1), align[i]).ok());
-  WriteOptions w;
-  w.segment_alignment = 1;
-  Bytes bytes = write_or_die(store, FunctionMaps{}, w);
+  Bytes bytes = abc_file({1, 1, 8});
   Nav n{bytes};
   const std::uint64_t off1 = n.segment_offset(1);
   REQUIRE(n.segment_offset(0) == 0);  // offset 0: the flatbuffer's default, not stored
@@ -1182,13 +1190,7 @@ TEST_CASE("moved segments: back to back, as a rewrite packs keys of alignment 1,
   // starting where the one before ends, segment_data_size 4. A moved
   // segment may start at its predecessor's end; only one that starts
   // before it is refused.
-  NamedDataStore store;
-  const std::uint8_t abc[3] = {0xA1, 0xB2, 0xC3};
-  for (int i = 0; i < 3; ++i)
-    REQUIRE(store.add_named_data(std::string(1, static_cast<char>('a' + i)), ByteSpan(abc + i, 1), 1).ok());
-  WriteOptions w;
-  w.segment_alignment = 1;
-  Bytes bytes = write_or_die(store, FunctionMaps{}, w);
+  Bytes bytes = abc_file({1, 1, 1});
   Nav n{bytes};
   const std::uint64_t base = n.u64(32);
   REQUIRE(n.segment_offset(0) == 0);  // offset 0: the flatbuffer's default, not stored
