@@ -42,13 +42,20 @@ namespace runtime {
 // offset inside it instead of the address would misplace every tensor that
 // asks for more than 64, and the self-check below would see it.
 constexpr std::size_t kArenaBytes = 16 << 20;
-alignas(4096) static std::uint8_t g_arena_storage[64 + kArenaBytes];
+constexpr std::size_t kArenaAlignment = 4096;
+alignas(kArenaAlignment) static std::uint8_t g_arena_storage[64 + kArenaBytes];
 static std::uint8_t* const g_arena = g_arena_storage + 64;
 static std::size_t g_used = 0;
 
-// `alignment` is the key's (any positive value a store may ask for, 4096
-// as often as 64): the address is rounded, not the offset in the arena.
+// `alignment` is the key's: the address is rounded, not the offset in the
+// arena. Up to the alignment of the arena's storage (the page, 4096, as
+// much as ExecuTorch asks for), where each tensor goes depends on the
+// tensors before it only. Past it, it would depend on where the loader put the
+// arena, which ASLR changes from run to run (one 32 MiB-aligned byte
+// loaded on some runs of a 16 MiB arena and not on others): such keys are
+// refused, so a store loads or not the same way on every run.
 void* arena_alloc(std::size_t size, std::size_t alignment) {
+  if (alignment > kArenaAlignment) return nullptr;
   const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(g_arena);
   const std::uintptr_t at = (base + g_used + alignment - 1) / alignment * alignment;
   if (at < base || at - base > kArenaBytes || size > kArenaBytes - (at - base)) return nullptr;
@@ -149,12 +156,13 @@ int load_function(const char* path, wdedup::KeyView method, std::uint32_t partit
     const std::size_t size = static_cast<std::size_t>(info->size);
     void* dst = arena_alloc(size, static_cast<std::size_t>(info->alignment));
     if (dst == nullptr) {
-      // An alignment past the arena's size fits nowhere in it, however
-      // little of it is used: not "full".
-      if (info->alignment > kArenaBytes)
-        std::printf("%.*s: alignment %llu is more than the whole arena (%zu bytes)\n",
+      // An alignment past the arena storage's is refused whatever is used
+      // (arena_alloc): not "full".
+      if (info->alignment > kArenaAlignment)
+        std::printf("%.*s: alignment %llu is past the %zu this runtime places tensors at (where its arena was "
+                    "loaded would decide whether it fits)\n",
                     static_cast<int>(t->key.size()), t->key.data(), static_cast<unsigned long long>(info->alignment),
-                    kArenaBytes);
+                    kArenaAlignment);
       else
         std::printf("arena full: %llu bytes at alignment %llu do not fit after %zu of %zu bytes\n",
                     static_cast<unsigned long long>(info->size), static_cast<unsigned long long>(info->alignment),
@@ -287,7 +295,7 @@ int main(int argc, char** argv) {
   if (n < 0) return 1;
   // Self-check for the self-contained run: decode__0 got the shared weights
   // and its own mask, byte for byte, each at its alignment (one weight asks
-  // for 4096, more than the arena's own).
+  // for 4096, more than the 64 the arena's start is aligned to).
   bool ok = n == 4 && std::strcmp(tensors[3].name, "mask") == 0 && tensors[3].size == 64 &&
             std::memcmp(tensors[3].data, g_weights[4].data(), 64) == 0;
   for (std::size_t i = 0; i < 3 && ok; ++i)
