@@ -335,7 +335,7 @@ class BasicAtomicFile {
     // program built for a 32-bit ABI without _FILE_OFFSET_BITS=64 (glibc's
     // i386 and armhf): there a file past 2 GiB would fail with EFBIG
     // halfway, or reserve a wrapped size. Refused before anything is made.
-    if (size > static_cast<std::uint64_t>(std::numeric_limits<off_t>::max())) {
+    if (size > static_cast<std::uint64_t>((std::numeric_limits<off_t>::max)())) {
       if (sizeof(off_t) < 8)
         return refuse(EFBIG, cat("the file would be ", size, " bytes, more than this program's 32-bit off_t "
                                  "reaches (2^31 - 1); build it with -D_FILE_OFFSET_BITS=64"));
