@@ -17,7 +17,10 @@ matches (a snippet was removed or changed past recognition): a README
 snippet cannot go unchecked. Each is compiled with -fsyntax-only and the
 project's warnings as errors (runtime ones also with -fno-exceptions
 -fno-rtti, as a delegate builds), so a renamed call, a changed signature or
-a type that no longer converts fails here before a user copies it.
+a type that no longer converts fails here before a user copies it. With
+WDEDUP_SNIPPETS_M32=1 in the environment the runtime ones are compiled
+again with -m32, as an armv7 or i386 delegate builds them: a 64-bit file
+size that a snippet narrows into a 32-bit size_t fails -Wconversion there.
 """
 import os
 import re
@@ -208,16 +211,19 @@ def main():
         with tempfile.NamedTemporaryFile('w', suffix='.cpp', delete=False) as f:
             f.write(scaffold(body))
             path = f.name
-        cmd = compiler + FLAGS + extra + [path]
+        m32 = extra == RUNTIME_FLAGS and os.environ.get('WDEDUP_SNIPPETS_M32') == '1'
+        targets = [[]] + ([['-m32']] if m32 else [])
         try:
-            run = subprocess.run(cmd, capture_output=True, text=True)
+            for target in targets:
+                cmd = compiler + FLAGS + extra + target + [path]
+                run = subprocess.run(cmd, capture_output=True, text=True)
+                if run.returncode != 0:
+                    failures.append(f'README snippet "{name}" (starting {first!r}) does not compile:\n'
+                                    f'{" ".join(cmd)}\n{run.stdout}{run.stderr}')
+                else:
+                    print(f'ok: {name}{" (" + " ".join(target) + ")" if target else ""}')
         finally:
             os.unlink(path)
-        if run.returncode != 0:
-            failures.append(f'README snippet "{name}" (starting {first!r}) does not compile:\n'
-                            f'{" ".join(cmd)}\n{run.stdout}{run.stderr}')
-        else:
-            print(f'ok: {name}')
     for name, n in used.items():
         if n != 1:
             failures.append(f'scaffold "{name}" matched {n} README snippets, not 1')
