@@ -145,11 +145,14 @@ class BasicFlatbufferBuilder {
   /// identical earlier vtable). Returns the table's Ref.
   Ref end_table() {
     const Ref table = push_scalar(std::int32_t{0});
-    std::uint16_t vtable_size = 4;
+    // A size_t that only grows from 4: GCC then sees the vector is never
+    // empty (a uint16_t could wrap to 0, and -Wnull-dereference at -O1 and
+    // above reported the stores below as writing through a null data()).
+    std::size_t vtable_size = 4;
     for (const FieldLoc& f : fields_)
-      if (f.slot + 2 > vtable_size) vtable_size = static_cast<std::uint16_t>(f.slot + 2);
+      if (f.slot + std::size_t{2} > vtable_size) vtable_size = f.slot + std::size_t{2};
     std::vector<std::uint8_t> vt(vtable_size, 0);
-    format::store_u16(vt.data(), vtable_size);
+    format::store_u16(vt.data(), static_cast<std::uint16_t>(vtable_size));
     format::store_u16(vt.data() + 2, static_cast<std::uint16_t>(table - table_start_));
     for (const FieldLoc& f : fields_)
       format::store_u16(vt.data() + f.slot, static_cast<std::uint16_t>(table - f.ref));

@@ -843,7 +843,7 @@ std::vector<std::uint32_t> find_identical(Span<const ByteSpan> inputs, Span<cons
   std::vector<std::uint64_t> rep_hash;
   // Every group has at least one unit, so more units than groups means a
   // group in several chunks.
-  if (head_units.size() > n_groups) rep_hash.resize(group_members.size());
+  if (head_units.size() > n_groups) rep_hash.assign(group_members.size(), 0);
   ArenaVector<std::uint8_t> head_hashed = arena_vector<std::uint8_t>(arena, head_units.size(), 0);
   {
     std::uint64_t total = 0;

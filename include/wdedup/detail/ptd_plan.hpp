@@ -144,7 +144,7 @@ Expected<ValidatedInput> validate_for_write(const NamedDataStore& store, const F
     return l && *l <= kMaxAlignment;
   };
   ValidatedInput out;
-  out.segment_alignments.resize(buffers.size());
+  out.segment_alignments.assign(buffers.size(), 0);
   for (std::size_t b = 0; b < buffers.size(); ++b) {
     const std::uint64_t a = buffers[b].alignment;
     if (a == 0 || a > kMaxAlignment)
