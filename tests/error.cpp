@@ -118,7 +118,9 @@ TEST_CASE("failure_errno: the errno of a failed system call, 0 for any other fai
   static_assert(failure_errno(Failure{Error::IoError, "read failed (at = errno)", 0}) == 0, "no errno");
   static_assert(failure_errno(Failure{Error::IoError, " (at = errno)", 2}) == 0, "the suffix alone");
   static_assert(failure_errno(Failure{Error::IoError, "x (at = errno) y", 2}) == 0, "not at the end");
-  static_assert(failure_errno(Failure{Error::IoError, "read failed (at = errnO)", 2}) == 0, "its last byte");
+  static_assert(failure_errno(Failure{Error::IoError, "read failed (at = errnO)", 2}) == 0, "its last letter");
+  static_assert(failure_errno(Failure{Error::IoError, "read failed (at = errno]", 2}) == 0, "its last byte");
+  static_assert(failure_errno(Failure{Error::IoError, "read failed_(at = errno)", 2}) == 0, "its first byte, a space");
   static_assert(failure_errno(Failure{Error::NotFound, "no such key", 0}) == 0, "an offset");
   static_assert(failure_errno(Failure{Error::IoError, nullptr, 2}) == 0, "no text");
 }
