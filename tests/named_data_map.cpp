@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdarg>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -87,6 +88,30 @@ extern "C" ssize_t pread64(int fd, void* buf, std::size_t n, off64_t offset) {
   return static_cast<ssize_t>(::syscall(SYS_pread64, fd, buf, n, offset));
 }
 #define WDEDUP_TEST_PREAD_INTERPOSED 1
+
+// open likewise (::open is open64 there): a test may make the next
+// g_open_eintr calls fail with EINTR, as a signal arriving during the open
+// of a file on a network or FUSE file system does, even a non-blocking one.
+namespace {
+int g_open_eintr = 0;   // the next this many calls fail with EINTR
+long g_open_calls = 0;  // calls made since a test set g_open_eintr
+}  // namespace
+extern "C" int open64(const char* path, int flags, ...) {
+  unsigned mode = 0;
+  if ((flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE) {
+    va_list ap;
+    va_start(ap, flags);
+    mode = va_arg(ap, unsigned);
+    va_end(ap);
+  }
+  if (g_open_eintr > 0 || g_open_calls > 0) ++g_open_calls;
+  if (g_open_eintr > 0) {
+    --g_open_eintr;
+    errno = EINTR;
+    return -1;
+  }
+  return static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path, flags, mode));
+}
 #endif
 
 TEST_CASE("sources: open errors, sizes and move-only ownership") {
@@ -1666,6 +1691,40 @@ TEST_CASE("a memory source replaced after an open with lent metadata: its views 
   REQUIRE(again.ok());
   CHECK(std::memcmp(again->data(), simple.data() + 384, 37) == 0);
 }
+
+#ifdef WDEDUP_TEST_PREAD_INTERPOSED
+TEST_CASE("sources: an open interrupted by a signal (EINTR) is made again, not failed") {
+  // The first, non-blocking open of the path fails with EINTR once: both
+  // sources open the file on the next call, and read its 896 bytes.
+  const std::string simple = fixture("simple.ptd");
+  const Bytes file = read_file(simple);
+  REQUIRE(file.size() == 896);
+  for (const int via : {0, 1}) {
+    CAPTURE(via);
+    g_open_calls = 0;
+    g_open_eintr = 1;
+    std::uint8_t first[8] = {};
+    std::uint64_t size = 0;
+    if (via == 0) {
+      Result<MmapSource> m = MmapSource::open(simple.c_str());
+      REQUIRE_MESSAGE(m.ok(), m.failure().what, " at ", m.failure().at);
+      size = m->size();
+      REQUIRE(m->read(0, first, sizeof first).ok());
+    } else {
+      Result<FileSource> f = FileSource::open(simple.c_str());
+      REQUIRE_MESSAGE(f.ok(), f.failure().what, " at ", f.failure().at);
+      size = f->size();
+      REQUIRE(f->read(0, first, sizeof first).ok());
+    }
+    CHECK(size == 896);
+    CHECK(std::memcmp(first, file.data(), sizeof first) == 0);
+    // The interrupted call and the one made again, no other.
+    CHECK(g_open_eintr == 0);
+    CHECK(g_open_calls == 2);
+    g_open_calls = 0;
+  }
+}
+#endif
 
 TEST_CASE("FileSource: the descriptor is left blocking once the file is known to be regular") {
   // Opened O_NONBLOCK so that a FIFO cannot hang the open; a FUSE file
