@@ -130,6 +130,29 @@ TEST_CASE("sources: open errors, sizes and move-only ownership") {
     CHECK(f.error() == Error::IoError);
     CHECK(std::string(f.failure().what) == "not a regular file but a directory");
     CHECK(std::string(MmapSource::open("/dev/null").failure().what) == "not a regular file but a device");
+    // A block device too (a disk or a loop device: /dev/null is a character
+    // one), where this process may open one (root may).
+    std::string block;
+    for (const std::string& name : dir_entries("/dev")) {
+      const std::string dev = "/dev/" + name;
+      struct stat st {};
+      if (::stat(dev.c_str(), &st) != 0 || !S_ISBLK(st.st_mode)) continue;
+      const int fd = ::open(dev.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0) continue;
+      ::close(fd);
+      block = dev;
+      break;
+    }
+    if (block.empty()) {
+      MESSAGE("no block device this process can open: not checked");
+    } else {
+      CAPTURE(block);
+      Result<MmapSource> bm = MmapSource::open(block.c_str());
+      CHECK(bm.error() == Error::IoError);
+      CHECK(std::string(bm.failure().what) == "not a regular file but a device");
+      CHECK(bm.failure().at == 0);
+      CHECK(std::string(FileSource::open(block.c_str()).failure().what) == "not a regular file but a device");
+    }
   }
   SUBCASE("a FIFO is refused at once, not waited on for a writer") {
     // Opened without O_NONBLOCK, a FIFO with no writer blocks open(2)
