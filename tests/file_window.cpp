@@ -25,6 +25,7 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "support/ptd_files.hpp"
@@ -300,6 +301,41 @@ TEST_CASE("a bad descriptor is refused by name, with its errno, by every way to 
     }
   }
   CHECK(open_fds() == with_ours);  // nothing left open by a refusal
+}
+
+TEST_CASE("a path that is not a regular file is refused by name, by every way to open one, leaving nothing open") {
+  // The path opens (non-blocking: a FIFO without a writer opens at once),
+  // then fstat refuses it: the descriptor must be closed on the way out.
+  const std::string fifo = std::string(WDEDUP_TEST_TMPDIR) + "/window_not_regular.fifo";
+  ::unlink(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  AlignedBytes memory(1 << 16, 8);
+  struct Case {
+    std::string path;
+    const char* what;
+  };
+  const Case cases[] = {
+      {std::string(WDEDUP_TEST_TMPDIR), "not a regular file but a directory"},
+      {fifo, "not a regular file but a FIFO"},
+      {"/dev/null", "not a regular file but a device"},
+  };
+  const std::size_t fds = open_fds();
+  for (const Case& c : cases) {
+    CAPTURE(c.path);
+    std::vector<Failure> failures;
+    failures.push_back(MmapSource::open(c.path.c_str()).failure());
+    failures.push_back(FileSource::open(c.path.c_str()).failure());
+    failures.push_back(MappedFile::open(c.path.c_str()).failure());
+    failures.push_back(PreadFile::open(c.path.c_str(), memory.span()).failure());
+    failures.push_back(PreadFile::metadata_size(c.path.c_str()).failure());
+    for (const Failure& f : failures) {
+      CHECK(f.code == Error::IoError);
+      CHECK(std::string(f.what) == c.what);
+      CHECK(f.at == 0);
+    }
+    CHECK(open_fds() == fds);  // the five opens of the path, each closed
+  }
+  ::unlink(fifo.c_str());
 }
 
 TEST_CASE("a descriptor open for reading and writing is read like a read-only one, by every way to open one") {
