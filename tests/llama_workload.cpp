@@ -378,6 +378,41 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
     other.methods[0].partitions[0].tensors[0].name = "it's\x1b[2J";
     CHECK(wdedup_demo::read_back(path, other, *r).problem == "'prefill'#0 tensor 'it\\'s\\x1b[2J' does not read back");
   }
+  // ... or one byte fewer than the file gives it (what it has, the file's
+  // first bytes of the tensor, is not all the file holds).
+  {
+    Program other = program;
+    Tensor& t = other.methods[0].partitions[0].tensors[0];
+    REQUIRE(t.bytes.size() > 1);
+    t.bytes = ByteSpan(t.bytes.data(), t.bytes.size() - 1);
+    CHECK(wdedup_demo::read_back(path, other, *r).problem == "'prefill'#0 tensor '" + t.name + "' does not read back");
+  }
+  // ... or an alignment its offset misses by one byte: offset % (offset - 1) is 1.
+  {
+    Program other = program;
+    Tensor& t = other.methods[0].partitions[0].tensors[0];
+    std::uint64_t at = 0;
+    {
+      auto src = MmapSource::open(path.c_str());
+      REQUIRE(src.ok());
+      auto map = NamedDataMap::open(*src);
+      REQUIRE(map.ok());
+      auto key = map->find_function("prefill", 0)->key_of(t.name);
+      REQUIRE(key.ok());
+      at = map->find(*key)->offset;
+    }
+    REQUIRE(at > 2);
+    t.alignment = static_cast<std::int64_t>(at - 1);
+    CHECK(wdedup_demo::read_back(path, other, *r).problem ==
+          "'prefill'#0 tensor '" + t.name + "' is not at an offset of its alignment " + std::to_string(at - 1));
+  }
+  // A function whose blob key is not the file's, under the name the file has.
+  {
+    DedupResult other_blob = *r;
+    other_blob.functions.functions[0].blob_key += "_other";
+    CHECK(wdedup_demo::read_back(path, program, other_blob).problem ==
+          "function '" + f0.method + "'#0 missing or different in the file");
+  }
   // ... or one tensor fewer than the file's function has.
   {
     Program other = program;
@@ -395,6 +430,8 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
         "the deduplication result has 3 functions, the program 2 partitions");
   REQUIRE(write_ptd_file(extra.store, extra.functions, path).ok());
   CHECK(wdedup_demo::read_back(path, program, extra).problem == "the file has 3 functions, the program 2 partitions");
+  // ... and in the file only, the result being the program's.
+  CHECK(wdedup_demo::read_back(path, program, *r).problem == "the file has 3 functions, the program 2 partitions");
 
   // Tensors given no layout (as some ExecuTorch files' keys have none) read
   // back with none: the runtime's NotFound is what they were given.
