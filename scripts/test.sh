@@ -158,7 +158,7 @@ for cfg in "${order[@]}"; do
         import) targets+=(tests/test_import tools/wdedup-demo) ;;  # it runs the demo too
         deduplicate) targets+=(tests/test_deduplicate tests/de_DE.UTF-8) ;;  # and the locale it is given
         executorch_*) targets+=("tests/data/test_$t") ;;  # beside flatc's header
-        example_custom_runtime_failures) targets+=(examples/example_custom_runtime_alone) ;;  # and the runtime-only build
+        example_custom_runtime_failures) targets+=(examples/example_custom_runtime_alone tests/sized_store) ;;  # and the runtime-only build, and the stores of its arena cases
         example_*_args) ;;  # (the example itself is named too)
         example_*) targets+=("examples/$t") ;;
         *) targets+=("tests/test_$t") ;;
