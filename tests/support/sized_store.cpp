@@ -6,6 +6,8 @@
 // address in it has, needs a store larger than any the example exports.
 // Each tensor's bytes differ from every other's (its index in each byte),
 // so none is merged away.
+#include "instances.hpp"  // first: see there (the engine and writer from instances.cpp)
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
