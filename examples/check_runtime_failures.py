@@ -99,8 +99,8 @@ def refused(i, alignment):
             "(where its arena was loaded would decide whether it fits)")
 
 
-full = "arena full: {} bytes at alignment {} do not fit after {} of 16777216 bytes"
 mib16 = 16 << 20
+full = "arena full: {} bytes at alignment {} do not fit after {} of " + str(mib16) + " bytes"
 arena_cases = [
     # Filled to the byte, and at the page's alignment.
     ([(mib16, 64)], 0, [loaded(0, mib16, 64)]),
