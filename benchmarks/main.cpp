@@ -1038,7 +1038,7 @@ void print_table(const Results& r, const std::string& input_pages, const std::st
     // (seconds a call) and what one untimed call added to resident memory
     // (resident_added_bytes: -1 where it could not be measured).
     std::string times, held;
-    std::size_t calls = 0;
+    std::size_t calls = 0, figures = 0;
     double most = 0;
     for (const Row& t : r.rows) {
       if (t.group != "dedup" || t.name != w.name || t.baseline != "read pass" || t.failed) continue;
@@ -1049,6 +1049,7 @@ void print_table(const Results& r, const std::string& input_pages, const std::st
         else std::snprintf(one, sizeof one, "%.3g ms at %u thr", sec * 1e3, t.threads);
         times += (times.empty() ? "" : ", ") + std::string(one);
         calls = t.samples.size();
+        ++figures;
       }
       if (const double added = t.extra_value("resident_added_bytes").value_or(-1); added >= 0) {
         std::snprintf(one, sizeof one, "%.3g MB at %u thr", added / 1e6, t.threads);
@@ -1059,9 +1060,13 @@ void print_table(const Results& r, const std::string& input_pages, const std::st
     const double bytes = w.extra_value("bytes_examined").value_or(0);
     const double scaled = bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6;
     const char* unit = bytes >= 1e9 ? "GB" : "MB";
+    // (A figure of one call is no median: --reps 1 said "medians of 1 calls".)
+    const std::string of = calls != 1    ? "medians of " + std::to_string(calls) + " calls"
+                           : figures > 1 ? std::string("one call each")
+                                         : std::string("one call");
     if (!times.empty())
-      std::printf("%s: a deduplicate() call takes %s (medians of %zu calls, over %.3g %s).\n", label.c_str(),
-                  times.c_str(), calls, scaled, unit);
+      std::printf("%s: a deduplicate() call takes %s (%s, over %.3g %s).\n", label.c_str(), times.c_str(),
+                  of.c_str(), scaled, unit);
     // And what it takes in memory, against the bytes it examines.
     if (!held.empty() && bytes > 0)
       std::printf("%s: a deduplicate() call adds %s of resident memory at its peak, its result included (one "
