@@ -454,7 +454,9 @@ class PairComparisons {
   /// pairs found unequal (0: the answer holds).
   std::size_t run(unsigned threads) {
     const std::size_t count = x_.size();
-    std::vector<std::size_t> cut(threads + 1, count);
+    // (threads + 1 in size_t: as unsigned it could wrap to an empty vector,
+    // which GCC's -Wnull-dereference sees cut[0] write into.)
+    std::vector<std::size_t> cut(std::size_t{threads} + 1, count);
     cut[0] = 0;
     // Shares of about equal bytes (pairs need not be of one size).
     std::uint64_t at = 0;
