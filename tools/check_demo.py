@@ -67,6 +67,9 @@ refusals = [
     (["--layers", " 3"], "--layers needs a positive integer, got ' 3'"),
     (["--threads", "+2"], "--threads needs a non-negative integer, got '+2'"),
     (["--layers", "0"], "--layers needs a positive integer, got '0'"),
+    # A name none of the flag's values has: the flag named with it.
+    (["--model", "huge"], "--model: unknown model preset 'huge'; expected tiny, small or 1b"),
+    (["--strategy", "fast"], "--strategy: unknown strategy 'fast' (positional, oneblob, disabled or all)"),
     # Too large for 32 bits: named against the flag's own limit.
     (["--layers", "99999999999"], "--layers 99999999999 is more than 2147483647 (a dimension is an int32)"),
     (["--decode-partitions", "123456789012345678901234567890"],

@@ -321,7 +321,7 @@ bool parse_args(int argc, char** argv, Args* a) {
     return false;
   }
   if (a->strategy != "positional" && a->strategy != "oneblob" && a->strategy != "disabled" && a->strategy != "all") {
-    std::fprintf(stderr, "wdedup-demo: unknown strategy '%s' (positional, oneblob, disabled or all)\n",
+    std::fprintf(stderr, "wdedup-demo: --strategy: unknown strategy '%s' (positional, oneblob, disabled or all)\n",
                  a->strategy.c_str());
     return false;
   }
@@ -809,7 +809,8 @@ int run_demo(int argc, char** argv) {
   } else {
     auto config = wdedup::LlamaConfig::preset(args.model);
     if (!config) {
-      std::fprintf(stderr, "wdedup-demo: %s\n", config.message().c_str());
+      // (The library's message names the preset; here it is the flag's value.)
+      std::fprintf(stderr, "wdedup-demo: --model: %s\n", config.message().c_str());
       return 2;
     }
     if (args.layers) config->n_layers = args.layers;
