@@ -482,6 +482,14 @@ if os.path.exists("/dev/full"):
 r = subprocess.run([exe, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
 if r.returncode != 0 or not r.stdout.startswith("usage: wdedup-demo") or r.stderr:
     problems.append(f"--help: exit {r.returncode}, stderr {r.stderr!r}")
+# The manual (tools/README.md, beside this file) names every flag --help
+# lists, and no flag --help does not.
+helped = set(re.findall(r"^  (?:-h, )?(--[a-z][a-z-]*)", r.stdout, re.M))
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "README.md"), encoding="utf-8") as f:
+    documented = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", f.read()))
+if len(helped) < 16 or helped != documented:
+    problems.append(f"tools/README.md and --help: flags only in --help {sorted(helped - documented)}, "
+                    f"only in the README {sorted(documented - helped)}")
 
 if contents("good.ptd") != good_ptd:
     problems.append("good.ptd changed")
