@@ -270,6 +270,13 @@ if r.returncode != 1 or r.stderr.strip() != said or \
         sorted(os.listdir(os.path.join(work, "pmlim"))) != ["decode.ptd", "prefill.ptd"]:
     problems.append(f"--per-method, its second file over the size limit: exit {r.returncode}, "
                     f"stderr {r.stderr.strip()!r}, files {sorted(os.listdir(os.path.join(work, 'pmlim')))}")
+# The same into a DIR yet to be made: refused alike, and DIR is not made.
+r = subprocess.run(["bash", "-c", "trap '' XFSZ; " + script.replace("--per-method pmlim", "--per-method pmlim_new")],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, cwd=work)
+if r.returncode != 1 or r.stderr.strip() != said.replace("pmlim/", "pmlim_new/") or \
+        os.path.lexists(os.path.join(work, "pmlim_new")):
+    problems.append(f"--per-method into a new DIR, its second file over the size limit: exit {r.returncode}, "
+                    f"stderr {r.stderr.strip()!r}, DIR {'made' if os.path.lexists(os.path.join(work, 'pmlim_new')) else 'not made'}")
 # The same where the two files do not fit in the free space together: on a
 # 12 MiB tmpfs of a mount namespace of its own (root, and a kernel and
 # container that allow one; else said and skipped). Twice: over two old

@@ -641,13 +641,19 @@ int per_method_stores(const std::string& dir, const wdedup::Program& program,
 /// The files are written one at a time, each replaced whole or not at all;
 /// without this check a run stopped by the second would leave the first
 /// replaced and the second old. (Space another process takes meanwhile can
-/// still stop the run between two files.)
+/// still stop the run between two files.) Checked before DIR is made: the
+/// free space is that of the nearest directory of `dir` that exists, so a
+/// run that writes no file makes no DIR either.
 bool per_method_fits(const std::string& dir, const wdedup::Program& program,
                      const std::vector<wdedup::NamedDataStore>& stores) {
   struct rlimit fsize {};
   const bool limited = ::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY;
+  std::string existing = dir;  // DIR, or where it will be made
+  struct stat st {};
+  while (::stat(existing.c_str(), &st) != 0 && existing != "." && existing != "/")
+    existing = wdedup::detail::parent_dir(existing);
   struct statvfs fs {};
-  const bool known = ::statvfs(dir.c_str(), &fs) == 0 && fs.f_frsize > 0;
+  const bool known = ::statvfs(existing.c_str(), &fs) == 0 && fs.f_frsize > 0;
   const auto blocks = [&](std::uint64_t bytes) { return (bytes + fs.f_frsize - 1) / fs.f_frsize * fs.f_frsize; };
   std::uint64_t freed = 0;  // by the files replaced so far (their old sizes; the new ones take their own)
   std::uint64_t taken = 0;  // by the new files written so far
@@ -680,7 +686,7 @@ bool per_method_fits(const std::string& dir, const wdedup::Program& program,
       std::fprintf(stderr,
                    "wdedup-demo: --per-method: cannot write %s: it and the files before it need %llu bytes, and "
                    "%s has %llu free%s; no file written\n",
-                   wdedup::detail::table_name(path).c_str(), static_cast<unsigned long long>(need), dir.c_str(),
+                   wdedup::detail::table_name(path).c_str(), static_cast<unsigned long long>(need), existing.c_str(),
                    static_cast<unsigned long long>(free_bytes), more.c_str());
       return false;
     }
@@ -696,11 +702,11 @@ bool per_method_fits(const std::string& dir, const wdedup::Program& program,
 /// 0: written; 1: a write failed.
 int write_per_method(const std::string& dir, const wdedup::Program& program,
                      const std::vector<wdedup::NamedDataStore>& stores) {
+  if (!per_method_fits(dir, program, stores)) return 1;
   if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
     std::fprintf(stderr, "wdedup-demo: --per-method: cannot create %s: %s\n", dir.c_str(), std::strerror(errno));
     return 1;
   }
-  if (!per_method_fits(dir, program, stores)) return 1;
   std::uint64_t total = 0;
   for (std::size_t mi = 0; mi < program.methods.size(); ++mi) {
     const std::string path = per_method_file(dir, program.methods[mi]);
