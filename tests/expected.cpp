@@ -257,6 +257,18 @@ TEST_CASE("Expected: the value of a failed Expected names its error and stops th
         &err));
     CHECK(err == said);
   }
+  // And through a const Expected, whose accessors check on their own.
+  for (int how = 0; how < 3; ++how) {
+    std::string err;
+    CHECK(dies(
+        [how] {
+          const Expected<std::vector<int>> r(Error::InvalidArgument, "alignment must be positive");
+          volatile std::size_t n = how == 0 ? r->size() : how == 1 ? (*r).size() : r.value().size();
+          (void)n;
+        },
+        &err));
+    CHECK(err == said);
+  }
   std::string err;
   CHECK_FALSE(dies(
       [] {
