@@ -154,12 +154,17 @@ TEST_CASE("Expected: assignment between every pair of states") {
     CHECK(counts.live == before.live);
     CHECK(f.message() == "second");
 
-    // Self-assignment keeps the value.
+    // Self-assignment keeps the value, and assigns nothing: T's own
+    // assignment is never asked to take itself.
     Expected<Tracked>& self = b;
+    before = counts;
     b = self;
     CHECK(b->text == "b");
     b = std::move(self);
     CHECK(b->text == "b");
+    CHECK(counts.copy_assigns == before.copy_assigns);
+    CHECK(counts.move_assigns == before.move_assigns);
+    CHECK(counts.live == before.live);
   }
   CHECK(counts.live == 0);
 }
