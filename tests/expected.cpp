@@ -4,6 +4,7 @@
 // a counting type below sees every construction and destruction).
 #include <doctest/doctest.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
@@ -336,4 +337,14 @@ TEST_CASE("detail::cat: text, characters and integers in decimal; a count with i
   CHECK(cat(counted(1, "entry", "entries"), ", ", counted(3, "entry", "entries"), ", ",
             counted(0, "entry", "entries")) == "1 entry, 3 entries, 0 entries");
   CHECK(cat("[", counted(1, "byte"), "|", 5, "]") == "[1 byte|5]");
+}
+
+TEST_CASE("detail::errno_text_pick: strerror_r's text, whichever strerror_r the C library declares") {
+  // XSI's returns 0 having filled the buffer, else an error (-1 with errno
+  // set before glibc 2.13, the error itself after), for which the errno's
+  // number stands in; GNU's returns the text, in the buffer or not.
+  CHECK(detail::errno_text_pick(0, "No such file or directory", ENOENT) == "No such file or directory");
+  CHECK(detail::errno_text_pick(ERANGE, "", 4000) == "errno 4000");
+  CHECK(detail::errno_text_pick(-1, "", 4000) == "errno 4000");
+  CHECK(detail::errno_text_pick("Permission denied", "", EACCES) == "Permission denied");
 }
