@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -347,4 +348,11 @@ TEST_CASE("detail::errno_text_pick: strerror_r's text, whichever strerror_r the 
   CHECK(detail::errno_text_pick(ERANGE, "", 4000) == "errno 4000");
   CHECK(detail::errno_text_pick(-1, "", 4000) == "errno 4000");
   CHECK(detail::errno_text_pick("Permission denied", "", EACCES) == "Permission denied");
+}
+
+TEST_CASE("detail::errno_text: strerror's text whole, one the C library builds in the buffer included") {
+  CHECK(detail::errno_text(ENOENT) == "No such file or directory");
+  // An errno no table names: glibc writes "Unknown error 123456789" into
+  // the buffer it is given, 23 bytes, rather than returning a text of its own.
+  CHECK(detail::errno_text(123456789) == std::string(std::strerror(123456789)));
 }
