@@ -356,3 +356,14 @@ TEST_CASE("detail::errno_text: strerror's text whole, one the C library builds i
   // the buffer it is given, 23 bytes, rather than returning a text of its own.
   CHECK(detail::errno_text(123456789) == std::string(std::strerror(123456789)));
 }
+
+TEST_CASE("detail::check_addressable: any size std::size_t holds is success; one past it OutOfMemory, said") {
+  CHECK(detail::check_addressable("the file", 0).ok());
+  CHECK(detail::check_addressable("the file", SIZE_MAX).ok());  // UINT64_MAX where std::size_t is 64 bits
+#if SIZE_MAX < UINT64_MAX
+  const Expected<void> big = detail::check_addressable("the file", std::uint64_t{SIZE_MAX} + 1);
+  CHECK(big.error() == Error::OutOfMemory);
+  CHECK(big.message() ==
+        "the file (4294967296 bytes) does not fit in memory on this platform (std::size_t holds at most 4294967295)");
+#endif
+}
