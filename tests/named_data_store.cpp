@@ -1089,6 +1089,9 @@ TEST_CASE("quote_name copies well-formed UTF-8 only: overlong forms, surrogates,
 TEST_CASE("a runtime Failure in a message: a failed system call by its reason, anything else by its offset") {
   CHECK(describe_failure(Failure{Error::IoError, "open failed (at = errno)", ENOENT}) ==
         "open failed: No such file or directory (IoError)");
+  // The smallest errno, EPERM (1), is an errno too.
+  CHECK(describe_failure(Failure{Error::IoError, "unlink failed (at = errno)", EPERM}) ==
+        "unlink failed: Operation not permitted (IoError)");
   CHECK(describe_failure(Failure{Error::MalformedHeader, "flatbuffer identifier is not FT01", 4}) ==
         "flatbuffer identifier is not FT01 (MalformedHeader at 4)");
   // The marker only counts at the end, and `at` only as an errno it could
