@@ -1092,6 +1092,10 @@ TEST_CASE("a runtime Failure in a message: a failed system call by its reason, a
   // The smallest errno, EPERM (1), is an errno too.
   CHECK(describe_failure(Failure{Error::IoError, "unlink failed (at = errno)", EPERM}) ==
         "unlink failed: Operation not permitted (IoError)");
+  // A source of the caller's own may fail a system call with any code: the
+  // code it gave is named, not IoError.
+  CHECK(describe_failure(Failure{Error::OutOfMemory, "mmap failed (at = errno)", ENOMEM}) ==
+        "mmap failed: Cannot allocate memory (OutOfMemory)");
   CHECK(describe_failure(Failure{Error::MalformedHeader, "flatbuffer identifier is not FT01", 4}) ==
         "flatbuffer identifier is not FT01 (MalformedHeader at 4)");
   // The marker only counts at the end, and `at` only as an errno it could
