@@ -101,6 +101,26 @@ TEST_CASE("handle_stop_signals: SIGINT, SIGTERM and SIGHUP, each holding back al
   CHECK(end == 1000);  // exit status 0: every check above held
 }
 
+TEST_CASE("handle_stop_signal: one signal, with the flags given (SA_RESTART for a handler that returns)") {
+  // The harness's Ctrl-C between steps returns to the run: a read or write
+  // it interrupted resumes rather than failing with EINTR.
+  const int end = ends_in_child([] {
+    wdedup_cli::handle_stop_signal(SIGINT, clean_up_and_die, SA_RESTART);
+    wdedup_cli::handle_stop_signal(SIGTERM, clean_up_and_die);
+    int bad = 0;
+    struct sigaction sa;
+    if (::sigaction(SIGINT, nullptr, &sa) != 0 || sa.sa_handler != clean_up_and_die) bad |= 1;
+    if ((sa.sa_flags & SA_RESTART) == 0) bad |= 2;
+    for (int held : {SIGINT, SIGTERM, SIGHUP})
+      if (sigismember(&sa.sa_mask, held) != 1) bad |= 4;
+    if (::sigaction(SIGTERM, nullptr, &sa) != 0 || sa.sa_handler != clean_up_and_die) bad |= 8;
+    if ((sa.sa_flags & SA_RESTART) != 0) bad |= 16;  // none given, none taken
+    if (::sigaction(SIGHUP, nullptr, &sa) != 0 || sa.sa_handler != SIG_DFL) bad |= 32;  // the others untouched
+    ::_exit(bad);
+  });
+  CHECK(end == 1000);  // exit status 0: every check above held
+}
+
 TEST_CASE("a stopped process removes its temporary file and ends by the signal that stopped it") {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     CAPTURE(sig);
