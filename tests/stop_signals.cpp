@@ -121,6 +121,20 @@ TEST_CASE("handle_stop_signal: one signal, with the flags given (SA_RESTART for 
   CHECK(end == 1000);  // exit status 0: every check above held
 }
 
+TEST_CASE("first_handler_only: the first call returns; any later one waits for the first to end the process") {
+  // (A handler on another thread, for a second signal, must not clean up
+  // beside the first. Here the second call waits until an alarm's handler
+  // ends the process with 5; one that returned would exit with 3.)
+  const int end = ends_in_child([] {
+    wdedup_cli::first_handler_only();
+    ::signal(SIGALRM, [](int) { ::_exit(5); });
+    ::alarm(1);
+    wdedup_cli::first_handler_only();
+    ::_exit(3);
+  });
+  CHECK(end == 1005);
+}
+
 TEST_CASE("a stopped process removes its temporary file and ends by the signal that stopped it") {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     CAPTURE(sig);
