@@ -1,7 +1,9 @@
 // tests/stop_signals.cpp — the stop-signal pieces the demo and the harness
 // share (tools/cli.hpp): which signals are handled and held back, the
 // process ending by the signal that stopped it even when another arrives
-// while its handler cleans up, and the temporary file a handler removes.
+// while its handler cleans up, and the temporary file a handler removes;
+// and the header's other pieces, in the cases the tools' command lines
+// (tools/check_demo.py, benchmarks/check_args.py) do not reach.
 // Each process-ending case runs in a child, with an alarm so that a hang
 // fails (killed by SIGALRM) instead of stalling the suite.
 #include "support/instances.hpp"  // first: see there
@@ -13,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -133,6 +137,28 @@ TEST_CASE("first_handler_only: the first call returns; any later one waits for t
     ::_exit(3);
   });
   CHECK(end == 1005);
+}
+
+TEST_CASE("stdout_flushed: output lost before the last flush is a failed run too, said after the program's name") {
+  if (::access("/dev/full", W_OK) != 0) {
+    MESSAGE("no /dev/full here: not checked");
+    return;
+  }
+  // A flush fails (stdout on a full device), then stdout takes everything
+  // (/dev/null): the last flush succeeds, and what the first lost is lost.
+  const std::string said = std::string(WDEDUP_TEST_TMPDIR) + "/stop_signals_stdout_said";
+  const int end = ends_in_child([&] {
+    const int err = ::open(said.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    const int full = ::open("/dev/full", O_WRONLY);
+    const int null = ::open("/dev/null", O_WRONLY);
+    if (err < 0 || full < 0 || null < 0 || ::dup2(err, 2) != 2 || ::dup2(full, 1) != 1) ::_exit(2);
+    std::fputs("the table\n", stdout);
+    if (std::fflush(stdout) == 0 || errno != ENOSPC || ::dup2(null, 1) != 1) ::_exit(3);
+    ::_exit(wdedup_cli::stdout_flushed("prog") ? 0 : 1);
+  });
+  CHECK(end == 1001);
+  CHECK(wdedup_test::read_text(said) == "prog: writing to standard output failed: No space left on device\n");
+  ::unlink(said.c_str());
 }
 
 TEST_CASE("a stopped process removes its temporary file and ends by the signal that stopped it") {
