@@ -161,6 +161,20 @@ TEST_CASE("stdout_flushed: output lost before the last flush is a failed run too
   ::unlink(said.c_str());
 }
 
+TEST_CASE("split_items: a list's items in order, in place of what the vector held; an empty item refused") {
+  // (The harness splits --only and --workloads into its settings: a flag
+  // given again replaces the list, it does not add to it.)
+  std::vector<std::string> out = {"left", "over"};
+  CHECK(wdedup_cli::split_items("dedup,runtime,write", &out));
+  CHECK(out == std::vector<std::string>{"dedup", "runtime", "write"});
+  CHECK(wdedup_cli::split_items("build", &out));
+  CHECK(out == std::vector<std::string>{"build"});
+  for (const char* stray : {"", ",", "a,", ",a", "a,,b"}) {
+    CAPTURE(stray);
+    CHECK_FALSE(wdedup_cli::split_items(stray, &out));
+  }
+}
+
 TEST_CASE("a stopped process removes its temporary file and ends by the signal that stopped it") {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     CAPTURE(sig);
