@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
@@ -173,6 +174,26 @@ TEST_CASE("split_items: a list's items in order, in place of what the vector hel
     CAPTURE(stray);
     CHECK_FALSE(wdedup_cli::split_items(stray, &out));
   }
+}
+
+TEST_CASE("same_file_twice: the first two paths naming one file, under any names; one that cannot be looked at names none") {
+  using Pair = std::pair<std::size_t, std::size_t>;
+  const std::string a = fresh_file("same_a");
+  const std::string b = fresh_file("same_b");
+  const std::string link = a + ".link";
+  ::unlink(link.c_str());
+  REQUIRE(::symlink(a.c_str(), link.c_str()) == 0);
+  const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/stop_signals_same_missing";
+  const std::string dotted = std::string(WDEDUP_TEST_TMPDIR) + "/./stop_signals_same_a";
+  CHECK(wdedup_cli::same_file_twice({a, b}) == Pair{0, 0});
+  CHECK(wdedup_cli::same_file_twice({b, a, dotted, link}) == Pair{1, 2});
+  // A path that cannot be looked at is skipped, not the end of the search
+  // (the caller's open of it names its error), nor one file with another.
+  CHECK(wdedup_cli::same_file_twice({missing, b, link, a}) == Pair{2, 3});
+  CHECK(wdedup_cli::same_file_twice({missing, missing, a}) == Pair{0, 0});
+  ::unlink(link.c_str());
+  ::unlink(a.c_str());
+  ::unlink(b.c_str());
 }
 
 TEST_CASE("a stopped process removes its temporary file and ends by the signal that stopped it") {
