@@ -191,6 +191,14 @@ TEST_CASE("same_file_twice: the first two paths naming one file, under any names
   // (the caller's open of it names its error), nor one file with another.
   CHECK(wdedup_cli::same_file_twice({missing, b, link, a}) == Pair{2, 3});
   CHECK(wdedup_cli::same_file_twice({missing, missing, a}) == Pair{0, 0});
+  // One inode number on two devices is two files: on Linux the roots of
+  // /proc and /sys are both inode 1.
+  struct stat proc {}, sys {};
+  if (::stat("/proc", &proc) == 0 && ::stat("/sys", &sys) == 0 && proc.st_ino == sys.st_ino &&
+      proc.st_dev != sys.st_dev)
+    CHECK(wdedup_cli::same_file_twice({"/proc", "/sys"}) == Pair{0, 0});
+  else
+    MESSAGE("/proc and /sys are not one inode number on two devices here: not checked");
   ::unlink(link.c_str());
   ::unlink(a.c_str());
   ::unlink(b.c_str());
