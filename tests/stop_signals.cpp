@@ -204,6 +204,28 @@ TEST_CASE("same_file_twice: the first two paths naming one file, under any names
   ::unlink(b.c_str());
 }
 
+TEST_CASE("real_path: links, '.' and '..' resolved; \"\" for a path that does not exist") {
+  // (The demo takes "" as its cue to resolve the directory of an output
+  // not yet written: a path handed back as given would compare unequal to
+  // another spelling of it.)
+  const std::string file = fresh_file("real");
+  const std::string link = file + ".link";
+  ::unlink(link.c_str());
+  REQUIRE(::symlink(file.c_str(), link.c_str()) == 0);
+  char* dir = ::realpath(WDEDUP_TEST_TMPDIR, nullptr);
+  REQUIRE(dir != nullptr);
+  const std::string want = std::string(dir) + "/stop_signals_real";
+  std::free(dir);
+  CHECK(wdedup_cli::real_path(file) == want);
+  CHECK(wdedup_cli::real_path(link) == want);
+  // A component that does not exist is not taken away by a "..".
+  CHECK(wdedup_cli::real_path(std::string(WDEDUP_TEST_TMPDIR) + "/./nowhere/../stop_signals_real") == "");
+  CHECK(wdedup_cli::real_path(std::string(WDEDUP_TEST_TMPDIR) + "/./stop_signals_real.link") == want);
+  CHECK(wdedup_cli::real_path(std::string(WDEDUP_TEST_TMPDIR) + "/stop_signals_not_written") == "");
+  ::unlink(link.c_str());
+  ::unlink(file.c_str());
+}
+
 TEST_CASE("a stopped process removes its temporary file and ends by the signal that stopped it") {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     CAPTURE(sig);
