@@ -824,10 +824,11 @@ def progress_under_terminal():
     if not shown.startswith("llama 1+1, 1 thread: one read pass"):
         return f"--once under a terminal: the result line shows {shown!r}"
     # Each progress line as the terminal shows it, cut short of its last
-    # column ("dedup llama 1+1: generating the workload", 40 characters).
+    # column ("dedup llama 1+1: generating the workload", 40 characters, then
+    # its tenths: "..., 10%" and on, 45 characters).
     shown_progress = [seg.replace("\033[K", "") for line in tty_out.split("\n") for seg in line.split("\r")
                       if seg.startswith("\033[Kdedup ")]
-    if shown_progress != ["dedup llama 1+1: generatin..."]:
+    if len(shown_progress) < 2 or shown_progress != ["dedup llama 1+1: generatin..."] * len(shown_progress):
         return f"--progress on a 30-column terminal: progress lines {shown_progress!r}"
     return None
 
@@ -1082,6 +1083,13 @@ if r.returncode != 0 or "\r" in r.stderr or "\033[" in r.stderr or \
         "dedup llama 1+1, 1 thread: repetition 2/2" not in lines or \
         not all(l.startswith(("dedup ", "runtime ", "write ", "build ")) for l in lines):
     problems.append(f"--progress with stderr a pipe: exit {r.returncode}, stderr {r.stderr!r}")
+# The generation says it started, then its tenths, rising, up to 100%.
+generating = [l for l in lines if l.startswith("dedup llama 1+1: generating the workload")]
+tenths = [int(m.group(1)) for l in generating[1:] for m in [re.fullmatch(r".*, (\d+)0%", l)] if m]
+if generating[:1] != ["dedup llama 1+1: generating the workload"] or len(tenths) != len(generating) - 1 or \
+        not tenths or tenths[-1] != 10 or tenths != sorted(set(tenths)) or tenths[0] < 1:
+    problems.append(f"--progress with stderr a pipe: the generation's lines {generating!r}; expected its start, "
+                    "then tenths rising to 100%")
 
 # A write row is named in a unit that fits its tensor bytes: kB for 1000
 # (a user trial's --write-bytes 1000 read "1.38e-06 GB store").

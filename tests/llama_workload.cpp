@@ -11,6 +11,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include <xxhash.h>
 
 #include "../tools/read_back.hpp"
 #include "wdedup/ptd_writer.hpp"
@@ -280,6 +283,88 @@ TEST_CASE("LlamaConfig::memory_bytes() is what generate() allocates, without all
   auto none = LlamaWorkload::generate(huge);
   CHECK(none.error() == Error::OutOfMemory);
   CHECK(none.message() == "the Llama workload's tensors hold more than 2^64 - 1 bytes in all");
+}
+
+TEST_CASE("generate() with on_progress: pieces of 64 MiB at most, done == memory_bytes() last, the same bytes") {
+  // One tensor of 64 MiB + 525,062 bytes whose length is not a multiple of
+  // 8 (Byte weights, vocab 262,147 x dim 258): written in two pieces, the
+  // second ending in fill_random's last-bytes rule.
+  LlamaConfig c = LlamaConfig::tiny();
+  c.dim = 258;
+  c.n_heads = 1;
+  c.n_kv_heads = 1;
+  c.vocab_size = 262147;
+  c.dtype = ScalarType::Byte;
+  c.n_layers = 1;
+  c.hidden_dim = 16;
+  c.max_seq_len = 8;
+  c.prefill_len = 4;
+  REQUIRE(c.problem().empty());
+  const std::uint64_t total = c.memory_bytes();
+  CHECK(total == 135843352u);
+  std::vector<std::uint64_t> done;
+  std::uint64_t totals_seen = 0;
+  auto w = LlamaWorkload::generate(c, [&](std::uint64_t d, std::uint64_t t) {
+    done.push_back(d);
+    totals_seen |= t ^ total;  // (0 while every call is given the same total)
+  });
+  REQUIRE(w.ok());
+  CHECK(totals_seen == 0);
+  // Per method 13 tensors (the embedding, a layer's 11, norm.weight), the
+  // embedding in two pieces, and each method's mask: 2 x 14 + 2 calls.
+  REQUIRE(done.size() == 30);
+  CHECK(done[0] == LlamaWorkload::kProgressStep);
+  CHECK(done[1] == 67633926u);
+  CHECK(done.back() == total);
+  CHECK(w->memory_bytes() == total);
+  for (std::size_t i = 1; i < done.size(); ++i) {
+    CAPTURE(i);
+    CHECK(done[i] > done[i - 1]);
+    CHECK(done[i] - done[i - 1] <= LlamaWorkload::kProgressStep);
+  }
+  // Every name and byte of both methods, hashed: the digest the generator
+  // gave before it wrote tensors in pieces (one fill_random call a tensor).
+  XXH64_state_t* h = XXH64_createState();
+  REQUIRE(h != nullptr);
+  XXH64_reset(h, 0);
+  for (const Method& m : w->program().methods)
+    for (const Partition& p : m.partitions)
+      for (const Tensor& t : p.tensors) {
+        XXH64_update(h, t.name.data(), t.name.size());
+        XXH64_update(h, t.bytes.data(), t.bytes.size());
+      }
+  CHECK(XXH64_digest(h) == 0xc40573051a70c1a7ull);
+  XXH64_freeState(h);
+  // generate(c) writes the same bytes.
+  auto plain = LlamaWorkload::generate(c);
+  REQUIRE(plain.ok());
+  const Tensor& a = w->program().methods[0].partitions[0].tensors[1];
+  const Tensor& b = plain->program().methods[0].partitions[0].tensors[1];
+  REQUIRE(a.name == "tok_embeddings.weight");
+  REQUIRE(b.bytes.size() == a.bytes.size());
+  CHECK(std::memcmp(a.bytes.data(), b.bytes.data(), a.bytes.size()) == 0);
+#if defined(__cpp_exceptions)
+  // A caller that stops it (the harness, on a Ctrl-C) throws from
+  // on_progress: the exception leaves generate() at that call.
+  struct Stop {};
+  std::size_t calls = 0;
+  bool stopped = false;
+  try {
+    (void)LlamaWorkload::generate(c, [&](std::uint64_t, std::uint64_t) {
+      if (++calls == 3) throw Stop{};
+    });
+  } catch (const Stop&) {
+    stopped = true;
+  }
+  CHECK(stopped);
+  CHECK(calls == 3);
+#endif
+  // A config generate() refuses is never reported on.
+  c.dim = 0;
+  std::size_t refused_calls = 0;
+  auto refused = LlamaWorkload::generate(c, [&](std::uint64_t, std::uint64_t) { ++refused_calls; });
+  CHECK(refused.error() == Error::InvalidArgument);
+  CHECK(refused_calls == 0);
 }
 
 TEST_CASE("the demo's read-back finds a tensor the file does not give back, and a function it lacks") {
