@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support/ptd_files.hpp"
@@ -253,6 +254,64 @@ TEST_CASE("a descriptor given stays the caller's: its own state, its file positi
   CHECK(std::memcmp(m->data(), file.data(), file.size()) == 0);
   CHECK(mf->map().check_source().ok());
   CHECK(*(*mf)->get_num_keys() == small_file_keys().size());
+}
+
+TEST_CASE("the caller's POSIX record lock: kept by MmapSource::from_fd and MappedFile::from_fd, released by every close") {
+  // A close of any descriptor of a file releases every fcntl(F_SETLK) lock
+  // the process holds on it (README "Descriptors, and files inside files"):
+  // only the two mapping from_fd calls, which keep no descriptor, close none.
+  // Seen from another process (a process's own F_GETLK never meets its own
+  // locks): a child asks whether a write lock would be refused.
+  const std::string path = wdedup_file_path();
+  const auto held = [&path]() {
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      struct flock q {};
+      q.l_type = F_WRLCK;
+      q.l_whence = SEEK_SET;
+      if (fd < 0 || ::fcntl(fd, F_GETLK, &q) != 0) ::_exit(2);
+      ::_exit(q.l_type == F_UNLCK ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) != 2);
+    return WEXITSTATUS(status) == 1;
+  };
+  Fd mine(path, O_RDONLY);
+  REQUIRE(mine.fd >= 0);
+  const auto lock = [&mine]() {
+    struct flock l {};
+    l.l_type = F_RDLCK;
+    l.l_whence = SEEK_SET;
+    REQUIRE(::fcntl(mine.fd, F_SETLK, &l) == 0);
+  };
+  lock();
+  REQUIRE(held());
+  {
+    Result<MmapSource> m = MmapSource::from_fd(mine.fd);
+    Result<MappedFile> mf = MappedFile::from_fd(mine.fd);
+    REQUIRE(m.ok());
+    REQUIRE(mf.ok());
+    CHECK(held());
+  }
+  CHECK(held());  // (and unmapping closes nothing either)
+  {
+    Result<FileSource> f = FileSource::from_fd(mine.fd);
+    REQUIRE(f.ok());
+    CHECK(held());  // its duplicate is open
+  }
+  CHECK(!held());  // closed with the source
+  lock();
+  REQUIRE(held());
+  CHECK(PreadFile::metadata_size_from_fd(mine.fd).ok());
+  CHECK(!held());
+  lock();
+  REQUIRE(held());
+  CHECK(MmapSource::open(path.c_str()).ok());
+  CHECK(!held());
 }
 
 TEST_CASE("a bad descriptor is refused by name, with its errno, by every way to open one") {
