@@ -202,6 +202,21 @@ TEST_CASE("table cache: the limit bounds what is kept; 0 keeps nothing") {
 #ifndef WDEDUP_POISON_REUSED_MEMORY
 #error "the tests build with -DWDEDUP_POISON_REUSED_MEMORY (tests/meson.build)"
 #endif
+TEST_CASE("table cache: setting any limit, a higher one too, unmaps what is kept; the next blocks are kept") {
+  // README: set_table_cache_limit unmaps what is kept now whatever the new
+  // limit, so a caller raises it before the calls whose blocks it keeps.
+  FreshCache fresh;
+  { Table<char> a(4 * kMiB, 'a'); }
+  CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
+  wdedup::set_table_cache_limit(128 * kMiB);
+  CHECK(wdedup::table_cache_limit() == 128 * kMiB);
+  CHECK(wdedup::table_cache_bytes() == 0);
+  { Table<char> b(2 * kMiB, 'b'); }
+  CHECK(wdedup::table_cache_bytes() == 2 * kMiB);
+  wdedup::set_table_cache_limit(128 * kMiB);  // the same limit again: unmapped all the same
+  CHECK(wdedup::table_cache_bytes() == 0);
+}
+
 TEST_CASE("table cache: in the tests' builds a reused block is filled with 0xA5, never stale or zero") {
   FreshCache fresh;
   BulkAllocator<unsigned char> alloc;
