@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "wdedup/wdedup.hpp"
@@ -600,6 +601,52 @@ TEST_CASE("a policy that refuses the program is asked once, and never for a blob
   CHECK(refusing_validate_calls == 1);
   CHECK(refusing_blob_key_calls == 0);
   CHECK(refusing_function_name_calls == 0);
+}
+
+namespace {
+// A policy that writes down each call, and whether it ran on the thread
+// that called deduplicate() ("!" if not).
+std::string recorded_calls;
+std::thread::id recording_caller;
+struct RecordsCalls {
+  static constexpr const char* name = "RECORDS_CALLS";
+  static void note(std::string call) {
+    recorded_calls += call + (std::this_thread::get_id() == recording_caller ? " " : "! ");
+  }
+  static Expected<void> validate(const Program&) {
+    note("validate");
+    return {};
+  }
+  static std::string blob_key(const Program& p, std::size_t m, std::uint32_t i) {
+    note("blob " + p.methods[m].name + std::to_string(i));
+    return "all";
+  }
+  static std::string function_name(const Program& p, std::size_t m, std::uint32_t i) {
+    note("function " + p.methods[m].name + std::to_string(i));
+    return p.methods[m].name + "__" + std::to_string(i);
+  }
+};
+}  // namespace
+
+TEST_CASE("a policy is asked once per (method, partition), in program order, on the calling thread") {
+  // README: a policy need not be thread-safe, nor keep more than one
+  // name at a time (blob key, then function name, partition by partition).
+  // A method without partitions is asked nothing.
+  TwoMethods m;
+  m.program.add_method("cpu");
+  m.program.add_method("tail").add_partition().add("t", span(m.M2));
+  for (unsigned threads : {1u, 2u, 8u}) {
+    CAPTURE(threads);
+    DedupOptions o;
+    o.threads = threads;
+    recorded_calls.clear();
+    recording_caller = std::this_thread::get_id();
+    auto r = deduplicate<Strategy<RecordsCalls>>(m.program, o);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(recorded_calls ==
+          "validate blob prefill0 function prefill0 blob prefill1 function prefill1 blob decode0 function decode0 "
+          "blob decode1 function decode1 blob tail0 function tail0 ");
+  }
 }
 
 TEST_CASE("a policy that reuses a function name inside a blob is an error naming both") {
