@@ -691,6 +691,41 @@ TEST_CASE("a reused function name names the partition that had it first, not the
 }
 
 namespace {
+// A policy whose names are no store keys: a blob key that is a path going
+// up and not UTF-8, a function name not UTF-8 either.
+struct ByteNames {
+  static constexpr const char* name = "BYTE_NAMES";
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "../b\xff"; }
+  static std::string function_name(const Program& p, std::size_t m, std::uint32_t) {
+    return p.methods[m].name + "\xfe\xc0";
+  }
+};
+}  // namespace
+
+TEST_CASE("a policy's blob key and function name are kept as given: '/', '..' and bytes that are not UTF-8") {
+  // README: only a null, empty or NUL-holding name (or a repeat) is
+  // refused; blob keys and function names are not store keys, so need not
+  // be UTF-8, and a reader finds them byte for byte.
+  std::vector<std::uint8_t> w = fill(8, 1);
+  Program program;
+  program.add_method("a").add_partition().add("w", span(w));
+  program.add_method("b").add_partition().add("w", span(w));
+  auto r = deduplicate<Strategy<ByteNames>>(program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(function_ids(r->functions) == std::vector<std::string>{"a#0 ../b\xff:a\xfe\xc0", "b#0 ../b\xff:b\xfe\xc0"});
+  auto file = serialize_ptd(r->store, r->functions);
+  REQUIRE_MESSAGE(file.ok(), file.message());
+  BufferSource source(file->data(), file->size());
+  auto map = NamedDataMap::open(source);
+  REQUIRE(map.ok());
+  auto fn = map->find_function("../b\xff", "b\xfe\xc0");
+  REQUIRE(fn.ok());
+  CHECK(std::string_view(fn->method()) == "b");
+  CHECK(fn->partition_index() == 0);
+}
+
+namespace {
 // Policies returning a null const char* for a blob key or a function name.
 template <bool NullBlob>
 struct NullPointers {
