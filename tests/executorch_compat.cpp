@@ -1321,6 +1321,15 @@ TEST_CASE("replace_data on a wdedup file with a key asking 12: its segment moves
   wdedup::OpenOptions allow;
   allow.allow_moved_segments = true;
   wdedup::BufferSource src(replaced.data(), replaced.size());
+  // Without the option the segments' alignments are checked before the key
+  // entries: segment 1 at 1024 misses its 12 first, so the refusal names
+  // that, not key 0's new size (README, "A WDX1 block that no longer
+  // matches").
+  wdedup::Result<wdedup::NamedDataMap> strict = wdedup::NamedDataMap::open(src);
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.error() == wdedup::Error::MalformedIndex);
+  CHECK(std::string(strict.failure().what) == "segment alignment is 0, too large, or not met by its offset");
+  CHECK(strict.failure().at == wdedup_test::Nav{replaced}.seg_info(1) + wdedup::format::segment_info::kAlignment);
   wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src, allow);
   REQUIRE_MESSAGE(map.ok(), std::string(map.ok() ? "" : map.failure().what), " at ",
                   map.ok() ? 0 : map.failure().at);

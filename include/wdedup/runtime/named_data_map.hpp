@@ -392,8 +392,10 @@ struct OpenOptions {
   /// segment_base_offset, block included, then lays the segments out
   /// again). Its block's recorded data ranges then differ from the
   /// flatbuffer's. By default open() refuses such a file (MalformedIndex,
-  /// "key entry's data offset/size differs from its segment"), since a
-  /// block that disagrees with the flatbuffer may as well mean a damaged
+  /// "key entry's data offset/size differs from its segment", or first, for
+  /// a segment moved to where its recorded alignment no longer holds,
+  /// "segment alignment is 0, too large, or not met by its offset"), since
+  /// a block that disagrees with the flatbuffer may as well mean a damaged
   /// flatbuffer. true reads the data where the flatbuffer says, as
   /// ExecuTorch does (segments_moved() then says so), and keeps the block's
   /// index, alignments and function maps, which every other check still
