@@ -192,3 +192,35 @@ TEST_CASE("every read of an open map, build_index and verify_segments stay withi
     }
   }
 }
+
+TEST_CASE("verify_segments with scratch memory keeps no 4 KiB buffer of its own: it fits a small task stack") {
+  // README ("A WDX1 block that no longer matches, and verify_segments()"):
+  // the overload without scratch reads a FileSource through a 4 KiB buffer
+  // on the stack (about 5 KiB in all); the one given scratch memory reads
+  // through that, in a frame of about 1 KiB (XXH3's state and a few words),
+  // which is why a small task stack passes its own. The 8 KiB budget above
+  // holds both, so it would not tell them apart. Checked on the wdedup
+  // files, whose content hashes are read through the FileSource; a plain
+  // file stores none and returns at once.
+  std::size_t checked = 0;
+  for (const std::string& path : files_under_test()) {
+    const AlignedBytes meta = metadata_for(path);
+    Result<PreadFile> pread = PreadFile::open(path.c_str(), meta.span());
+    REQUIRE(pread.ok());
+    const NamedDataMap& pmap = pread->map();
+    if (!pmap.has_extension()) continue;
+    ++checked;
+    std::uint8_t scratch[64];
+    auto with_scratch = [&] { keep(verify_segments(pmap, Span<std::uint8_t>(scratch, sizeof scratch))); };
+    auto without = [&] { keep(verify_segments(pmap)); };
+    // Once first, on this thread (the loader's lazy binding: check_budget),
+    // and the hashes hold: every segment is read.
+    CHECK(verify_segments(pmap, Span<std::uint8_t>(scratch, sizeof scratch)).ok());
+    CHECK(verify_segments(pmap).ok());
+    const std::size_t small = stack_used(with_scratch), big = stack_used(without);
+    INFO(path, ": ", small, " bytes with 64 bytes of scratch, ", big, " without");
+    CHECK(small < wdedup::detail::kVerifyChunk);
+    CHECK(big >= wdedup::detail::kVerifyChunk);
+  }
+  CHECK(checked >= 2);
+}
