@@ -346,4 +346,27 @@ check "pkg-config: wdedup's --libs" "-pthread" "$(pkg-config --libs wdedup | sed
 "$work/pc_write" "$work/pc.ptd" >/dev/null
 check "pkg-config: wdedup writes, wdedup-runtime reads" "$expected" "$("$work/pc_read" "$work/pc.ptd")"
 check "pkg-config: the two ways wrote the same file" "same" "$(cmp -s "$work/cmake.ptd" "$work/pc.ptd" && echo same)"
+# Found through libxxhash.pc, xxHash is wdedup.pc's private requirement.
+check "pkg-config: wdedup.pc requires libxxhash, whose .pc the build found" "Requires.private: libxxhash" \
+  "$(grep '^Requires' "$pcdir/wdedup.pc")"
+# Found on the compiler's own search path, with no libxxhash.pc (meson.build
+# then looks for the header itself), xxHash is not required: pkg-config
+# would refuse wdedup on that machine ("Package 'libxxhash', required by
+# 'wdedup', not found"). PKG_CONFIG_LIBDIR at an empty directory hides the
+# system's .pc files, from the setup and from the consumer alike.
+mkdir -p -- "$work/no-pc"
+logged "$work/no-xxhash-pc.log" env PKG_CONFIG_LIBDIR="$work/no-pc" PKG_CONFIG_PATH= CXX="$meson_cxx" \
+  meson setup "$work/no-xxhash-pc-build" "$src" -Dtests=false -Dexamples=false -Dbenchmarks=false -Ddemo=disabled \
+  --prefix "$under"
+meson install -C "$work/no-xxhash-pc-build" --destdir "$work/no-xxhash-pc-dest" --quiet >/dev/null
+nopc=$work/no-xxhash-pc-dest$under/share/pkgconfig
+check "pkg-config, xxhash.h without libxxhash.pc: wdedup's --cflags and --libs" "-I$nopc/../../include -pthread" \
+  "$(PKG_CONFIG_LIBDIR="$work/no-pc" PKG_CONFIG_PATH="$nopc" pkg-config --cflags --libs wdedup 2>&1 | sed 's/ *$//')"
+# shellcheck disable=SC2046
+"${launcher[@]}" "${cxx[@]}" -std=c++17 $(PKG_CONFIG_LIBDIR="$work/no-pc" PKG_CONFIG_PATH="$nopc" pkg-config --cflags wdedup) \
+  "$here/consumer/write_store.cpp" -o "$work/nopc_write" \
+  $(PKG_CONFIG_LIBDIR="$work/no-pc" PKG_CONFIG_PATH="$nopc" pkg-config --libs wdedup)
+"$work/nopc_write" "$work/nopc.ptd" >/dev/null
+check "pkg-config, xxhash.h without libxxhash.pc: the same file written" "same" \
+  "$(cmp -s "$work/pc.ptd" "$work/nopc.ptd" && echo same)"
 exit $failed
