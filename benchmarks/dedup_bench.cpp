@@ -261,30 +261,12 @@ std::optional<wdedup::LlamaConfig> llama_config(const Config& c) {
   return cfg;
 }
 
-std::optional<Workload> make_llama(const Config& c, const LlamaSpec& spec) {
-  // check_llama passed at start-up: the config exists and fits the spec.
-  wdedup::LlamaConfig cfg = *llama_config(c);
-  cfg.prefill_partitions = spec.prefill;
-  cfg.decode_partitions = spec.decode;
-  // Generating is nearly all first touches of fresh pages (28 s for the 1b
-  // preset on a 2-core VM): each piece of it is a step for a Ctrl-C, and
-  // the progress line counts tenths (run_dedup's line said it started).
-  unsigned shown = 0;
-  auto w = wdedup::LlamaWorkload::generate(cfg, [&](std::uint64_t done, std::uint64_t total) {
-    const auto tenths = static_cast<unsigned>(static_cast<double>(done) * 10 / static_cast<double>(total));
-    if (tenths != shown) {
-      shown = tenths;
-      progress(c, "dedup %s: generating the workload, %u%%", spec.name, tenths * 10);
-    }
-    stop_point();
-  });
-  if (!w) {
-    report_failure(std::string(spec.name) + ": " + w.message());
-    return std::nullopt;
-  }
-  Workload out;
-  out.name = spec.name;
-  out.policy = spec.policy;
+/// Names `w`, a Llama workload laid out with spec's partition counts, as
+/// the run reports it.
+void name_llama(const Config& c, const LlamaSpec& spec, Workload& w) {
+  const wdedup::LlamaConfig& cfg = w.llama->config();
+  w.name = spec.name;
+  w.policy = spec.policy;
   // Every shape setting, as the run used it (preset or flag): the note is
   // what a JSON read later says the workload was.
   char d[256];
@@ -293,9 +275,47 @@ std::optional<Workload> make_llama(const Config& c, const LlamaSpec& spec) {
                 "fp16, prefill %u + decode %u partitions",
                 c.model.c_str(), cfg.dim, cfg.n_layers, cfg.hidden_dim, cfg.n_heads, cfg.n_kv_heads, cfg.vocab_size,
                 cfg.max_seq_len, cfg.prefill_partitions, cfg.decode_partitions);
-  out.description = d;
-  out.llama.emplace(std::move(w).value());
-  return out;
+  w.description = d;
+}
+
+/// The Llama workload for `spec`: generated with its partition counts, or,
+/// where `w` already holds one, the same tensors laid out again with them
+/// (LlamaWorkload::repartition). Its three specs differ only in how the
+/// layers are split, and generating is most of a 1b run's setup.
+bool make_llama(const Config& c, const LlamaSpec& spec, std::optional<Workload>& w) {
+  if (w) {
+    if (wdedup::Expected<void> r = w->llama->repartition(spec.prefill, spec.decode); !r) {
+      report_failure(std::string(spec.name) + ": " + r.message());
+      return false;
+    }
+    name_llama(c, spec, *w);
+    return true;
+  }
+  progress(c, "dedup %s: generating the workload", spec.name);
+  // check_llama passed at start-up: the config exists and fits the spec.
+  wdedup::LlamaConfig cfg = *llama_config(c);
+  cfg.prefill_partitions = spec.prefill;
+  cfg.decode_partitions = spec.decode;
+  // Generating is nearly all first touches of fresh pages (28 s for the 1b
+  // preset on a 2-core VM): each piece of it is a step for a Ctrl-C, and
+  // the progress line counts tenths (the line above said it started).
+  unsigned shown = 0;
+  auto g = wdedup::LlamaWorkload::generate(cfg, [&](std::uint64_t done, std::uint64_t total) {
+    const auto tenths = static_cast<unsigned>(static_cast<double>(done) * 10 / static_cast<double>(total));
+    if (tenths != shown) {
+      shown = tenths;
+      progress(c, "dedup %s: generating the workload, %u%%", spec.name, tenths * 10);
+    }
+    stop_point();
+  });
+  if (!g) {
+    report_failure(std::string(spec.name) + ": " + g.message());
+    return false;
+  }
+  w.emplace();
+  w->llama.emplace(std::move(g).value());
+  name_llama(c, spec, *w);
+  return true;
 }
 
 /// N tensors of `size` bytes over two methods; method b holds a shuffled
@@ -952,10 +972,10 @@ std::string ptd_dedup_problem(const wdedup::Program& p) {
 }
 
 void run_dedup(const Config& c, Results& out) {
-  for (const LlamaSpec& s : kLlamaSpecs) {
-    if (!c.wants_workload(s.id)) continue;
-    progress(c, "dedup %s: generating the workload", s.name);
-    if (std::optional<Workload> w = make_llama(c, s)) run_workload(c, *w, out);
+  {
+    std::optional<Workload> llama;  // generated once, for the first spec run
+    for (const LlamaSpec& s : kLlamaSpecs)
+      if (c.wants_workload(s.id) && make_llama(c, s, llama)) run_workload(c, *llama, out);
   }
   if (c.wants_workload("small-tensors")) {
     progress(c, "dedup small tensors: generating the workload");

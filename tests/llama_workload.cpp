@@ -50,6 +50,31 @@ Expected_ expected_for(const LlamaConfig& c) {
   return e;
 }
 
+/// Checks two programs hold the same methods, partitions and tensors: names,
+/// alignments, layouts, sizes and bytes, in order. Returns the tensors seen.
+std::size_t check_same_program(const Program& pa, const Program& pb) {
+  REQUIRE(pa.methods.size() == pb.methods.size());
+  std::size_t tensors = 0;
+  for (std::size_t m = 0; m < pa.methods.size(); ++m) {
+    CHECK(pa.methods[m].name == pb.methods[m].name);
+    REQUIRE(pa.methods[m].partitions.size() == pb.methods[m].partitions.size());
+    for (std::size_t p = 0; p < pa.methods[m].partitions.size(); ++p) {
+      const std::vector<Tensor>& xa = pa.methods[m].partitions[p].tensors;
+      const std::vector<Tensor>& xb = pb.methods[m].partitions[p].tensors;
+      REQUIRE(xa.size() == xb.size());
+      for (std::size_t i = 0; i < xa.size(); ++i, ++tensors) {
+        CAPTURE(xa[i].name);
+        CHECK(xa[i].name == xb[i].name);
+        CHECK(xa[i].alignment == xb[i].alignment);
+        CHECK(xa[i].layout == xb[i].layout);
+        REQUIRE(xa[i].bytes.size() == xb[i].bytes.size());
+        CHECK(std::equal(xa[i].bytes.begin(), xa[i].bytes.end(), xb[i].bytes.begin()));
+      }
+    }
+  }
+  return tensors;
+}
+
 }  // namespace
 
 TEST_CASE("the default workload: bytes saved equal the shared weights") {
@@ -149,29 +174,9 @@ TEST_CASE("generation is deterministic and configs are validated") {
   auto b = LlamaWorkload::generate(LlamaConfig::tiny());
   REQUIRE(a.ok());
   REQUIRE(b.ok());
-  // Every method, partition and tensor: the same names, sizes, bytes,
-  // alignments and layouts (in different memory: two generations).
-  const Program& pa = a->program();
-  const Program& pb = b->program();
-  REQUIRE(pa.methods.size() == pb.methods.size());
-  std::size_t tensors = 0;
-  for (std::size_t m = 0; m < pa.methods.size(); ++m) {
-    CHECK(pa.methods[m].name == pb.methods[m].name);
-    REQUIRE(pa.methods[m].partitions.size() == pb.methods[m].partitions.size());
-    for (std::size_t p = 0; p < pa.methods[m].partitions.size(); ++p) {
-      const std::vector<Tensor>& xa = pa.methods[m].partitions[p].tensors;
-      const std::vector<Tensor>& xb = pb.methods[m].partitions[p].tensors;
-      REQUIRE(xa.size() == xb.size());
-      for (std::size_t i = 0; i < xa.size(); ++i, ++tensors) {
-        CAPTURE(xa[i].name);
-        CHECK(xa[i].name == xb[i].name);
-        CHECK(xa[i].alignment == xb[i].alignment);
-        CHECK(xa[i].layout == xb[i].layout);
-        REQUIRE(xa[i].bytes.size() == xb[i].bytes.size());
-        CHECK(std::equal(xa[i].bytes.begin(), xa[i].bytes.end(), xb[i].bytes.begin()));
-      }
-    }
-  }
+  // Every method, partition and tensor the same (in different memory: two
+  // generations).
+  const std::size_t tensors = check_same_program(a->program(), b->program());
   // Each method: 11 names a layer and 4 more (expected_for's keys but one:
   // the attention mask is one name with two keys).
   CHECK(tensors == 2 * (11 * std::size_t{LlamaConfig::tiny().n_layers} + 4));
@@ -365,6 +370,60 @@ TEST_CASE("generate() with on_progress: pieces of 64 MiB at most, done == memory
   auto refused = LlamaWorkload::generate(c, [&](std::uint64_t, std::uint64_t) { ++refused_calls; });
   CHECK(refused.error() == Error::InvalidArgument);
   CHECK(refused_calls == 0);
+}
+
+TEST_CASE("repartition(): the program generate() gives for those counts, over the same memory; refused counts change nothing") {
+  LlamaConfig c = LlamaConfig::tiny();
+  c.n_layers = 6;
+  auto w = LlamaWorkload::generate(c);  // 1 + 1
+  REQUIRE(w.ok());
+  const std::uint8_t* const embedding = w->program().methods[1].partitions[0].tensors[1].bytes.data();
+  REQUIRE(w->program().methods[1].partitions[0].tensors[1].name == "tok_embeddings.weight");
+  const std::uint64_t memory = w->memory_bytes();
+
+  REQUIRE(w->repartition(3, 2).ok());
+  c.prefill_partitions = 3;
+  c.decode_partitions = 2;
+  auto fresh = LlamaWorkload::generate(c);
+  REQUIRE(fresh.ok());
+  CHECK(w->config().prefill_partitions == 3);
+  CHECK(w->config().decode_partitions == 2);
+  CHECK(w->memory_bytes() == memory);  // nothing allocated
+  // Every method, partition and tensor as generate() lays them out for 3 +
+  // 2; the bytes where they were.
+  const Program& pa = w->program();
+  const Program& pb = fresh->program();
+  REQUIRE(pa.methods.size() == 2);
+  REQUIRE(pa.methods[0].partitions.size() == 3);
+  REQUIRE(pa.methods[1].partitions.size() == 2);
+  CHECK(check_same_program(pa, pb) == 2 * (11 * std::size_t{6} + 4));
+  CHECK(pa.methods[1].partitions[0].tensors[1].name == "tok_embeddings.weight");
+  CHECK(pa.methods[1].partitions[0].tensors[1].bytes.data() == embedding);
+  // Both OneBlob and Positional plans of the laid-out program deduplicate
+  // as the fresh one's do.
+  auto a = deduplicate<Strategy<OneBlob>>(pa);
+  auto b = deduplicate<Strategy<OneBlob>>(pb);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->report.bytes_saved == b->report.bytes_saved);
+  CHECK(a->functions.functions.size() == 5);
+
+  // Refused: the message names the field, and the workload stays 3 + 2.
+  auto over = w->repartition(7, 1);
+  CHECK(over.error() == Error::InvalidArgument);
+  CHECK(over.message() == "invalid Llama config: prefill_partitions 7 is more than n_layers 6 (a partition holds at least one layer)");
+  auto zero = w->repartition(1, 0);
+  CHECK(zero.error() == Error::InvalidArgument);
+  CHECK(zero.message() == "invalid Llama config: decode_partitions is 0; it must be positive");
+  CHECK(w->config().prefill_partitions == 3);
+  CHECK(w->config().decode_partitions == 2);
+  CHECK(w->program().methods[0].partitions.size() == 3);
+  CHECK(w->program().methods[1].partitions.size() == 2);
+  // And back to 1 + 1.
+  REQUIRE(w->repartition(1, 1).ok());
+  CHECK(w->program().methods[0].partitions.size() == 1);
+  CHECK(w->program().methods[1].partitions.size() == 1);
+  CHECK(w->program().methods[1].partitions[0].tensors.size() == 11 * std::size_t{6} + 4);
 }
 
 TEST_CASE("the demo's read-back finds a tensor the file does not give back, and a function it lacks") {

@@ -224,6 +224,25 @@ class LlamaWorkload {
   const Program& program() const noexcept { return program_; }
   Program& program() noexcept { return program_; }
   const LlamaConfig& config() const noexcept { return config_; }
+
+  /// Lays the same tensors out again over other partition counts, as
+  /// generate() with those counts would: the same program, over the same
+  /// memory, generating nothing (the benchmark harness runs its 1+1, 3+3
+  /// and 3+2 workloads on one generation). InvalidArgument, naming the
+  /// field, for counts problem() refuses (0, or more than n_layers); the
+  /// workload is then unchanged. References into program() do not survive
+  /// it, and changes made to program() are replaced.
+  template <int = 0>
+  Expected<void> repartition(std::uint32_t prefill_partitions, std::uint32_t decode_partitions) {
+    LlamaConfig c = config_;
+    c.prefill_partitions = prefill_partitions;
+    c.decode_partitions = decode_partitions;
+    if (std::string why = c.problem(); !why.empty())
+      return Expected<void>(Error::InvalidArgument, detail::cat("invalid Llama config: ", why));
+    program_ = lay_out(c);
+    config_ = c;
+    return {};
+  }
   /// Bytes of memory the workload holds (both methods' copies).
   std::uint64_t memory_bytes() const noexcept { return memory_bytes_; }
 
@@ -370,8 +389,45 @@ class LlamaWorkload {
       copy_in_steps(const_cast<std::uint8_t*>(d.data()), b.data(), b.size(), progress);
       decode_bytes.push_back(d);
     }
-    add_method(c, "prefill", c.prefill_partitions, all, prefill_bytes, c.prefill_len, progress);
-    add_method(c, "decode", c.decode_partitions, all, decode_bytes, 1, progress);
+    masks_[0] = causal_mask(c, c.prefill_len, progress);
+    masks_[1] = causal_mask(c, 1, progress);
+    specs_ = all;
+    bytes_[0] = std::move(prefill_bytes);
+    bytes_[1] = std::move(decode_bytes);
+    program_ = lay_out(c);
+  }
+
+  /// The float causal mask for `seq` query rows over max_seq_len positions:
+  /// 0.0 up to each query's own position, -1e9 past it.
+  template <class OnProgress>
+  ByteSpan causal_mask(const LlamaConfig& c, std::uint32_t seq, Progress<OnProgress>& progress) {
+    const auto rows = static_cast<std::int32_t>(seq), cols = static_cast<std::int32_t>(c.max_seq_len);
+    ByteSpan mask = allocate(*mask_layout(c, seq).nbytes());
+    auto* f = reinterpret_cast<float*>(const_cast<std::uint8_t*>(mask.data()));
+    const std::int32_t offset = cols - rows;  // query i sits at position offset + i
+    // The index in std::size_t: rows * cols may pass 2^31 - 1 (each is an
+    // int32 dimension), where an int product overflows.
+    for (std::int32_t i = 0; i < rows; ++i)
+      for (std::int32_t j = 0; j < cols; ++j)
+        f[static_cast<std::size_t>(i) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(j)] =
+            j <= offset + i ? 0.0f : -1e9f;
+    progress.done += mask.size();  // (one piece: 4 MiB at the 1B preset)
+    progress.on_progress(progress.done, progress.total);
+    return mask;
+  }
+
+  static Layout mask_layout(const LlamaConfig& c, std::uint32_t seq) {
+    return Layout::contiguous(ScalarType::Float,
+                              {static_cast<std::int32_t>(seq), static_cast<std::int32_t>(c.max_seq_len)});
+  }
+
+  /// Both methods over the tensors built, with c's partition counts.
+  template <int = 0>
+  Program lay_out(const LlamaConfig& c) const {
+    Program program;
+    add_method(program, c, "prefill", c.prefill_partitions, bytes_[0], masks_[0], c.prefill_len);
+    add_method(program, c, "decode", c.decode_partitions, bytes_[1], masks_[1], 1);
+    return program;
   }
 
   template <class OnProgress>
@@ -382,32 +438,16 @@ class LlamaWorkload {
     });
   }
 
-  template <class OnProgress>
-  void add_method(const LlamaConfig& c, const std::string& name, std::uint32_t partitions,
-                  const std::vector<Spec>& all, const std::vector<ByteSpan>& bytes, std::uint32_t seq,
-                  Progress<OnProgress>& progress) {
-    Method& m = program_.add_method(name);
+  template <int = 0>
+  void add_method(Program& program, const LlamaConfig& c, const char* name, std::uint32_t partitions,
+                  const std::vector<ByteSpan>& bytes, ByteSpan mask, std::uint32_t seq) const {
+    const std::vector<Spec>& all = specs_;
+    Method& m = program.add_method(name);
     for (std::uint32_t p = 0; p < partitions; ++p) m.add_partition();
     auto partition_of_layer = [&](std::uint32_t layer) {
       return static_cast<std::uint32_t>(static_cast<std::uint64_t>(layer) * partitions / c.n_layers);
     };
-    // The causal mask for `seq` query rows over max_seq_len positions.
-    const auto rows = static_cast<std::int32_t>(seq), cols = static_cast<std::int32_t>(c.max_seq_len);
-    Layout mask_layout = Layout::contiguous(ScalarType::Float, {rows, cols});
-    ByteSpan mask = allocate(*mask_layout.nbytes());
-    {
-      auto* f = reinterpret_cast<float*>(const_cast<std::uint8_t*>(mask.data()));
-      const std::int32_t offset = cols - rows;  // query i sits at position offset + i
-      // The index in std::size_t: rows * cols may pass 2^31 - 1 (each is an
-      // int32 dimension), where an int product overflows.
-      for (std::int32_t i = 0; i < rows; ++i)
-        for (std::int32_t j = 0; j < cols; ++j)
-          f[static_cast<std::size_t>(i) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(j)] =
-              j <= offset + i ? 0.0f : -1e9f;
-      progress.done += mask.size();  // (one piece: 4 MiB at the 1B preset)
-      progress.on_progress(progress.done, progress.total);
-    }
-    m.partitions[0].add("attention_mask", mask, 4, std::move(mask_layout));
+    m.partitions[0].add("attention_mask", mask, 4, mask_layout(c, seq));
     for (std::size_t i = 0; i < all.size(); ++i) {
       const Spec& s = all[i];
       const std::uint32_t p = s.layer == UINT32_MAX ? (s.name == "norm.weight" ? partitions - 1 : 0)
@@ -421,6 +461,9 @@ class LlamaWorkload {
   LlamaConfig config_;
   std::vector<Block> blocks_;
   std::uint64_t memory_bytes_ = 0;
+  std::vector<Spec> specs_;           ///< every tensor but the masks, in build order
+  std::vector<ByteSpan> bytes_[2];    ///< prefill's and decode's copies of them
+  ByteSpan masks_[2];                 ///< prefill's and decode's causal masks
   Program program_;
 };
 
