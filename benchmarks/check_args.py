@@ -350,17 +350,19 @@ for args, want in ((["--only", "dedup", "--workloads", "llama-1+1", "--threads",
 
 # What a call takes, under the table: a figure of one call is no median
 # (--reps 1 said "(medians of 1 calls, ...)"); with two thread counts, one
-# call each.
-for threads, said in (("1", "one call"), ("1,2", "one call each")):
+# call each; from two calls on, medians (bench_quick sees only --quick's 3:
+# "one call" for 2 passed every suite).
+for threads, reps, said in (("1", "1", "one call"), ("1,2", "1", "one call each"),
+                            ("1", "2", "medians of 2 calls")):
     r = run([exe, "--quick", "--no-progress", "--json", json_path, "--only", "dedup", "--workloads", "llama-1+1",
-             "--threads", threads, "--reps", "1"])
+             "--threads", threads, "--reps", reps])
     figures = ", ".join(rf"[0-9.e+]+ m?s at {t} thr" for t in threads.split(","))
     want = re.compile(re.escape("llama 1+1 POSITIONAL: a deduplicate() call takes ") + figures +
                       re.escape(f" ({said}, over 16.4 MB)."))
     lines = [l for l in r.stdout.splitlines() if "a deduplicate() call takes" in l]
     if r.returncode != 0 or len(lines) != 1 or not want.fullmatch(lines[0]):
-        problems.append(f"--reps 1 --threads {threads}: exit {r.returncode}, call-time lines {lines!r}; expected one "
-                        f"matching {want.pattern!r}")
+        problems.append(f"--reps {reps} --threads {threads}: exit {r.returncode}, call-time lines {lines!r}; "
+                        f"expected one matching {want.pattern!r}")
 
 # ---- out of memory part-way: the group that ran out fails, the rest stand -----
 # (The harness's operator new aborted, which lost every row and the JSON.)
