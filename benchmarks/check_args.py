@@ -172,6 +172,7 @@ os.symlink("nowhere.json", dangling)
 DEDUP_BYTES_PER_TENSOR = 1536
 refusals = [
     (["--threads", "1,5000"], "--threads 5000 is more than wdedup::DedupOptions::kMaxThreads (1024)"),
+    (["--threads", "1025"], "--threads 1025 is more than wdedup::DedupOptions::kMaxThreads (1024)"),
     (["--threads", " -1"], "--threads needs positive integers separated by commas, got ' -1'"),
     (["--keys", " -1"], "--keys needs positive integers separated by commas, got ' -1'"),
     (["--keys", "+16"], "--keys needs positive integers separated by commas, got '+16'"),
@@ -1116,6 +1117,19 @@ r = run([exe, "--quick", "--only", "dedup", "--workloads", "llama-1+1", "--threa
 if r.returncode != 0 or ("note: --threads" in r.stdout) != (cores < 2) or \
         any(l.startswith("llama 1+1 POSITIONAL, 2 thr: deduplicate() ran on") for l in r.stdout.splitlines()):
     problems.append(f"--threads {given} with {cores} cores: exit {r.returncode}, stdout {r.stdout!r}")
+
+# kMaxThreads (1024) itself is a thread count (the refusals start past it:
+# refusing 1024 passed them); deduplicate() runs on what the work is worth.
+r = run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--threads", "1024", "--reps", "1",
+         "--no-progress", "--tmpdir", outdir, "--json", json_path], timeout=120)
+doc = {}
+if r.returncode == 0:
+    with open(json_path) as f:
+        doc = json.load(f)
+threads_given = sorted({x["threads"] for x in doc.get("results", [])})
+if r.returncode != 0 or doc["facts"].get("dedup_threads") != "1024" or threads_given != [1024]:
+    problems.append(f"--threads 1024: exit {r.returncode}, {r.stderr!r}, dedup_threads "
+                    f"{doc.get('facts', {}).get('dedup_threads')!r}, rows at {threads_given}; expected a run at 1024")
 
 os.remove(not_a_dir)
 if problems:
