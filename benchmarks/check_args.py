@@ -1118,6 +1118,15 @@ if r.returncode != 0 or ("note: --threads" in r.stdout) != (cores < 2) or \
         any(l.startswith("llama 1+1 POSITIONAL, 2 thr: deduplicate() ran on") for l in r.stdout.splitlines()):
     problems.append(f"--threads {given} with {cores} cores: exit {r.returncode}, stdout {r.stdout!r}")
 
+# One more thread than the cores: the note, from the first count past them
+# (the run above gives 2, bench_quick's 64; a note from cores + 2 on passed).
+if cores < 1024:
+    r = run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--threads", str(cores + 1), "--reps",
+             "1", "--no-progress", "--tmpdir", outdir, "--json", json_path], timeout=120)
+    note = f"note: --threads {cores + 1} is more than the {cores} cores this process may run on: threads share cores"
+    if r.returncode != 0 or note not in r.stdout.splitlines():
+        problems.append(f"--threads {cores + 1} with {cores} cores: exit {r.returncode}, no line {note!r}: "
+                        f"{r.stdout!r}")
 # kMaxThreads (1024) itself is a thread count (the refusals start past it:
 # refusing 1024 passed them); deduplicate() runs on what the work is worth.
 r = run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--threads", "1024", "--reps", "1",
