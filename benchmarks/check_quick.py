@@ -185,6 +185,15 @@ for flag, (quick_value, ran) in used.items():
         problems.append(f"--help on {flag}: {help_flags.get(flag)!r}, without '--quick {quick_value})'")
     if not ran:
         problems.append(f"the --quick run did not use {flag} {quick_value}, as --help says it does")
+# --quick's --compile-reps is 2, the warm-up compilation one of them (as
+# --help says): two samples a side on each build row. A third compilation
+# (the warm-up not counted) passed every suite: the rows' reps were held
+# only to their own samples.
+build_reps = [(r["reps"], len(r.get("samples", [])), len(r.get("baseline_samples", []))) for r in rows
+              if r.get("group") == "build"]
+if not build_reps or any(x != (2, 2, 2) for x in build_reps):
+    problems.append(f"build rows' reps, samples and baseline samples {build_reps}: expected 2 each (--quick's "
+                    "--compile-reps 2, the warm-up one of them)")
 # The comparisons alone: only where every duplicate is a small tensor (the
 # small tensors; the Llama workloads' duplicates are big, the adversarial
 # one has none), one row per thread count, reading both sides of each of
