@@ -416,6 +416,7 @@ class LlamaWorkload {
     return mask;
   }
 
+  template <int = 0>
   static Layout mask_layout(const LlamaConfig& c, std::uint32_t seq) {
     return Layout::contiguous(ScalarType::Float,
                               {static_cast<std::int32_t>(seq), static_cast<std::int32_t>(c.max_seq_len)});
