@@ -22,7 +22,6 @@
 
 #include "wdedup/runtime/detail/cxx17.hpp"  // first: a standard before C++17 gets one clear error
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -35,6 +34,7 @@
 #include <malloc.h>
 #endif
 
+#include "wdedup/detail/atomic.hpp"
 #include "wdedup/detail/min_max.hpp"
 #include "wdedup/detail/thread_budget.hpp"
 #include "wdedup/detail/threads.hpp"
@@ -549,7 +549,7 @@ inline long long proc_status_bytes(const char* field, const char* path = "/proc/
 
 /// The highest peak resident size resident_peak read before resetting the
 /// kernel's mark (-1: none yet), which process_resident_peak counts.
-inline std::atomic<long long> g_peak_before_reset{-1};
+inline wdedup::detail::Atomic<long long> g_peak_before_reset{-1};  // (not <atomic>: detail/atomic.hpp says why)
 
 /// Resets the process's peak resident size to what is resident now.
 inline bool reset_resident_peak() noexcept {
@@ -860,8 +860,9 @@ ResidentPeak resident_peak(F&& f) {
 #endif
   // (The process's peak so far, before the reset clears it.)
   const long long so_far = detail::proc_status_bytes("VmHWM");
-  for (long long kept = detail::g_peak_before_reset.load(); so_far > kept;)
-    if (detail::g_peak_before_reset.compare_exchange_weak(kept, so_far)) break;
+  using wdedup::detail::Order;
+  for (long long kept = detail::g_peak_before_reset.load(Order::relaxed); so_far > kept;)
+    if (detail::g_peak_before_reset.compare_exchange_weak(kept, so_far, Order::relaxed, Order::relaxed)) break;
   const bool reset = detail::reset_resident_peak();
   const long long before = reset ? detail::proc_status_bytes("VmRSS") : -1;
   f();
@@ -882,7 +883,7 @@ ResidentPeak resident_peak(F&& f) {
 /// /proc/self/status cannot be read (off Linux).
 inline long long process_resident_peak() noexcept {
   const long long now = detail::proc_status_bytes("VmHWM");
-  const long long kept = detail::g_peak_before_reset.load();
+  const long long kept = detail::g_peak_before_reset.load(wdedup::detail::Order::relaxed);
   return now < 0 ? -1 : (kept > now ? kept : now);
 }
 
