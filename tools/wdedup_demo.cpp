@@ -371,6 +371,15 @@ std::vector<const char*> strategies_run(const Args& a, bool equal_partitions) {
 /// The file --per-method DIR gets for method `m`.
 std::string per_method_file(const std::string& dir, const wdedup::Method& m) { return dir + "/" + m.name + ".ptd"; }
 
+/// `dir` if it exists, else the nearest of its parents that does (stopping
+/// at "." or "/"): where a file or directory yet to be made would go, whose
+/// limits (NAME_MAX, free space) are the ones it will meet.
+std::string nearest_existing_dir(std::string dir) {
+  struct stat st {};
+  while (::stat(dir.c_str(), &st) != 0 && dir != "." && dir != "/") dir = wdedup::detail::parent_dir(dir);
+  return dir;
+}
+
 /// Whether `path`, a file in a directory yet to be made, can have its name
 /// there (errno ENAMETOOLONG if not): the path, and that of the writer's
 /// temporary beside it (detail::temp_name_size), shorter than PATH_MAX, and
@@ -379,10 +388,7 @@ std::string per_method_file(const std::string& dir, const wdedup::Method& m) { r
 bool name_fits(const std::string& path) {
   const std::size_t last = path.rfind('/');
   const std::size_t base = last == std::string::npos ? path.size() : path.size() - last - 1;
-  std::string existing = wdedup::detail::parent_dir(path);
-  struct stat st {};
-  while (::stat(existing.c_str(), &st) != 0 && existing != "." && existing != "/")
-    existing = wdedup::detail::parent_dir(existing);
+  const std::string existing = nearest_existing_dir(wdedup::detail::parent_dir(path));
   long name_max = ::pathconf(existing.c_str(), _PC_NAME_MAX);
   if (name_max <= 0) name_max = NAME_MAX;  // no limit, or not known: the usual one
   const std::size_t temp = path.size() - base + wdedup::detail::temp_name_size(base, name_max);
@@ -648,10 +654,7 @@ bool per_method_fits(const std::string& dir, const wdedup::Program& program,
                      const std::vector<wdedup::NamedDataStore>& stores) {
   struct rlimit fsize {};
   const bool limited = ::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY;
-  std::string existing = dir;  // DIR, or where it will be made
-  struct stat st {};
-  while (::stat(existing.c_str(), &st) != 0 && existing != "." && existing != "/")
-    existing = wdedup::detail::parent_dir(existing);
+  const std::string existing = nearest_existing_dir(dir);  // DIR, or where it will be made
   struct statvfs fs {};
   const bool known = ::statvfs(existing.c_str(), &fs) == 0 && fs.f_frsize > 0;
   const auto blocks = [&](std::uint64_t bytes) { return (bytes + fs.f_frsize - 1) / fs.f_frsize * fs.f_frsize; };
