@@ -13,9 +13,13 @@ import subprocess
 import sys
 import termios
 
+from bench_table import table_problems
+
 exe, outdir, example = sys.argv[1], sys.argv[2], sys.argv[3]
 # interrupt_json_write's shared module (Linux), for a Ctrl-C inside the JSON's write.
 interrupt_json_write = sys.argv[4] if len(sys.argv) > 4 else None
+# wrong_first_digest's shared module (Linux), for a measurement whose answers disagree.
+wrong_first_digest = sys.argv[5] if len(sys.argv) > 5 else None
 json_path = os.path.join(outdir, "bench-args.json")
 problems = []
 
@@ -937,6 +941,59 @@ for only, want_rows, planned in (("runtime,write", True, 5 + (2 if allocs_counte
                         f"targets {doc.get('targets')}, targets_not_measured {doc.get('targets_not_measured')}; "
                         f"expected 1, {planned} targets, {planned - 1 if want_rows else planned} not measured and "
                         f"the line {said!r}: {r.stdout[-600:]!r}")
+
+# ---- a wrong answer: its measurement's rows FAILED, no other's -----------------
+# wrong_first_digest.cpp flips a byte of the process's first SHA-256 digest:
+# at 1 thread the reference's untimed call counts 2 contents where
+# deduplicate() and the identity engine find 1, and its timed call 1 where
+# that call said 2. Those two failures void the 1-thread rows (their targets
+# counted as not met), and the scaling row made from their medians; the
+# 2-thread rows stand. Nothing else in a run produces a FAILED row: the
+# table's cell and the JSON's "failed" were never seen by a test.
+if wrong_first_digest:
+    if os.path.exists(json_path):
+        os.remove(json_path)
+    r = run([exe, "--quick", "--no-progress", "--reps", "1", "--threads", "1,2", "--only", "dedup", "--workloads",
+             "small-tensors", "--small-tensors", "2", "--json", json_path, "--tmpdir", outdir], timeout=120,
+            env=dict(os.environ, LD_PRELOAD=wrong_first_digest, WBENCH_WRONG_FIRST_DIGEST="1"))
+    failures = ["small tensors, 1 thread: deduplicate found 1 distinct buffer, the identity engine 1, SHA-256 2, "
+                "expected 1",
+                "small tensors, 1 thread: the SHA-256 reference found 1 distinct buffer in repetition 1, 2 in the "
+                "untimed call"]
+    doc = {}
+    if os.path.exists(json_path):
+        with open(json_path) as f:
+            doc = json.load(f)
+    rows = doc.get("results", [])
+    # (name after the workload's label, threads, baseline): failed
+    got = {(x["name"].split(": ", 1)[1], x["threads"], x.get("baseline")): x.get("failed", False) for x in rows}
+    want = {}
+    for threads in (1, 2):
+        for what, base in (("deduplicate", "read pass"), ("deduplicate", "SHA-256 ref"),
+                           ("identity engine", "read pass"), ("identity engine", "SHA-256 ref"),
+                           ("deduplicate", "2-stream read"), ("comparisons alone", "read pass"),
+                           ("read pass", "SHA-256 ref")):
+            want[(what, threads, base)] = threads == 1
+    want[("scaling vs 1 thr", 2, "read pass")] = True
+    # The 2-thread answers agreed with SHA-256's, the 1-thread ones did not.
+    consistent = sorted({(x["threads"], x["extra"].get("consistent_with_sha256")) for x in rows
+                         if x["name"].endswith(": deduplicate") and x.get("baseline") == "read pass"})
+    met_2 = sum(bool(x.get("met")) for x in rows if x["threads"] == 2 and "target" in x)
+    said = f"{met_2} of 4 targets met (--quick: small sizes, the yes/NO mean nothing)."
+    lines = r.stdout.splitlines()
+    if r.returncode != 1 or r.stderr.splitlines() != ["wdedup-bench: FAILURE: " + f for f in failures] or \
+            doc.get("failures") != failures or got != want or consistent != [(1, 0), (2, 1)] or \
+            any(x.get("met") for x in rows if x["threads"] == 1) or \
+            (doc.get("targets"), doc.get("targets_met"), doc.get("targets_not_measured")) != (4, met_2, 0) or \
+            said not in lines or lines[-3:] != ["FAILED: " + f for f in failures] + ["wrote " + json_path]:
+        problems.append(f"a wrong SHA-256 digest at 1 thread: exit {r.returncode}, stderr {r.stderr!r}, failures "
+                        f"{doc.get('failures')!r}, failed rows {got!r} (expected {want!r}), consistent_with_sha256 "
+                        f"{consistent}, targets {doc.get('targets')}/{doc.get('targets_met')}/"
+                        f"{doc.get('targets_not_measured')}; stdout's end {lines[-8:]!r}")
+    problems += ["a wrong SHA-256 digest at 1 thread: " + p for p in table_problems(r.stdout, rows)]
+    if sum(line.endswith(" FAILED") for line in lines) != 8:
+        problems.append(f"a wrong SHA-256 digest at 1 thread: {sum(line.endswith(' FAILED') for line in lines)} "
+                        f"table lines end in FAILED, expected the 7 rows at 1 thread and the scaling row")
 
 # --input-pages: the small tensors' memory is advised off or onto huge pages
 # before it is first touched. Off ("small"), none of it is on one; on

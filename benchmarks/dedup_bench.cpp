@@ -592,8 +592,8 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
           static_cast<unsigned long long>(bytes),
           static_cast<unsigned long long>(buffers));
       if (w.expected_distinct != 0 && buffers != w.expected_distinct)
-        report_failure(w.name + ": deduplicate found " + std::to_string(buffers) + " distinct buffers, expected " +
-                       std::to_string(w.expected_distinct));
+        report_failure(w.name + ", " + counted(threads, "thread") + ": deduplicate found " +
+                       counted(buffers, "distinct buffer") + ", expected " + std::to_string(w.expected_distinct));
     }
     return;
   }
@@ -638,13 +638,14 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     // against each other.
     const bool pairs_row = !pairs.empty() && pairs.bytes() == bytes;
     if (!pairs.empty() && pairs.run(run) != 0)
-      report_failure(w.name + ": the identity engine's answer has pairs whose bytes differ");
+      report_failure(w.name + ", " + counted(threads, "thread") + ": the identity engine's answer has pairs whose "
+                     "bytes differ");
     // Every timed call's answer, checked after its clock stops: a wrong or
     // racy answer in any repetition is a failure, not a figure.
     std::string wrong;
     auto check_answer = [&](const char* who, unsigned rep, std::uint64_t got, std::uint64_t want) {
       if (got != want && wrong.empty())
-        wrong = std::string(who) + " found " + std::to_string(got) + " distinct buffers in repetition " +
+        wrong = std::string(who) + " found " + counted(got, "distinct buffer") + " in repetition " +
                 std::to_string(rep + 1) + ", " + std::to_string(want) + " in the untimed call";
     };
 
@@ -659,7 +660,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
         bench::resident_peak([&] { consume(dedup_policy(w, threads, nullptr, &mem_buffers)); });
     if (mem_buffers != buffers)
       report_failure(w.name + ", " + counted(threads, "thread") + ": deduplicate() found " +
-                     std::to_string(mem_buffers) + " distinct buffers in the call whose memory was measured, " +
+                     counted(mem_buffers, "distinct buffer") + " in the call whose memory was measured, " +
                      std::to_string(buffers) + " in the first");
 
     std::vector<double> t_read, t_dedup, t_ref, t_id, t_read2, t_pairs, id_share;
@@ -734,7 +735,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
           last_stats = st;
           check_answer("the identity engine", rep, groups_of(rep_of), id_groups);
         } else if (which == kPairs && answer != 0 && wrong.empty()) {
-          wrong = "the comparisons alone found " + std::to_string(answer) + " unequal pairs in repetition " +
+          wrong = "the comparisons alone found " + counted(answer, "unequal pair") + " in repetition " +
                   std::to_string(rep + 1);
         }
       }
@@ -755,8 +756,9 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     const std::uint64_t ref_buffers = ref_distinct + (has_empty ? 1u : 0u);
     const bool consistent = ref_buffers == buffers && (w.expected_distinct == 0 || buffers == w.expected_distinct);
     if (!consistent || id_groups != buffers)
-      report_failure(w.name + ": deduplicate found " + std::to_string(buffers) + " distinct buffers, the identity "
-                     "engine " + std::to_string(id_groups) + ", SHA-256 " + std::to_string(ref_distinct) +
+      report_failure(w.name + ", " + counted(threads, "thread") + ": deduplicate found " +
+                     counted(buffers, "distinct buffer") + ", the identity engine " + std::to_string(id_groups) +
+                     ", SHA-256 " + std::to_string(ref_distinct) +
                      (has_empty ? " (and one empty content)" : "") +
                      (w.expected_distinct != 0 ? ", expected " + std::to_string(w.expected_distinct) : std::string()));
     if (!wrong.empty()) report_failure(w.name + ", " + counted(threads, "thread") + ": " + wrong);

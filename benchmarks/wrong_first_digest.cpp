@@ -1,0 +1,44 @@
+// benchmarks/wrong_first_digest.cpp — for check_args.py only: loaded into
+// wdedup-bench with LD_PRELOAD, it makes one SHA-256 digest wrong, so that a
+// run has a measurement whose answers disagree, the one thing that marks
+// rows FAILED (the table's cell, the JSON's "failed", the count of targets
+// not measured). Nothing else in a run can: the library would have to be
+// wrong. The first EVP_DigestFinal_ex(3) of the process gets its first byte
+// flipped: the SHA-256 reference's untimed call at the first thread count
+// then counts one content more than deduplicate() finds, and the timed ones
+// one fewer than that call, so that thread count's rows are voided and the
+// next one's are not. Active only while $WBENCH_WRONG_FIRST_DIGEST is set.
+#include <dlfcn.h>
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+using DigestFinal = int (*)(EVP_MD_CTX*, unsigned char*, unsigned int*);
+
+DigestFinal real_digest_final() {
+  static DigestFinal real = [] {
+    DigestFinal f = nullptr;
+    void* sym = ::dlsym(RTLD_NEXT, "EVP_DigestFinal_ex");
+    static_assert(sizeof f == sizeof sym, "a function pointer the size of dlsym's");
+    std::memcpy(&f, &sym, sizeof f);  // (a cast between object and function pointers is only conditionally allowed)
+    return f;
+  }();
+  return real;
+}
+
+std::atomic<bool> flipped{false};
+
+}  // namespace
+
+extern "C" int EVP_DigestFinal_ex(EVP_MD_CTX* ctx, unsigned char* md, unsigned int* size) {
+  DigestFinal real = real_digest_final();
+  const int ok = real != nullptr ? real(ctx, md, size) : 0;
+  if (ok == 1 && md != nullptr && std::getenv("WBENCH_WRONG_FIRST_DIGEST") != nullptr &&
+      !flipped.exchange(true))
+    md[0] = static_cast<unsigned char>(md[0] ^ 0xFF);
+  return ok;
+}
