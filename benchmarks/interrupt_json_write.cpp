@@ -6,7 +6,6 @@
 // raises SIGINT twice before writing: the first asks the run to stop at its
 // next step (it has none left), the second ends it at once. Linux only
 // (/proc/self/fd names the file).
-#include <dlfcn.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -16,18 +15,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "next_symbol.hpp"
+
 namespace {
 
 using Writev = ssize_t (*)(int, const struct iovec*, int);
 
 Writev real_writev() {
-  static Writev real = [] {
-    Writev f = nullptr;
-    void* sym = ::dlsym(RTLD_NEXT, "writev");
-    static_assert(sizeof f == sizeof sym, "a function pointer the size of dlsym's");
-    std::memcpy(&f, &sym, sizeof f);  // (a cast between object and function pointers is only conditionally allowed)
-    return f;
-  }();
+  static const Writev real = wbench_shim::next_symbol<Writev>("writev");
   return real;
 }
 

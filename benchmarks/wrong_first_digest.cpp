@@ -8,25 +8,19 @@
 // then counts one content more than deduplicate() finds, and the timed ones
 // one fewer than that call, so that thread count's rows are voided and the
 // next one's are not. Active only while $WBENCH_WRONG_FIRST_DIGEST is set.
-#include <dlfcn.h>
 #include <openssl/evp.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
+
+#include "next_symbol.hpp"
 
 namespace {
 
 using DigestFinal = int (*)(EVP_MD_CTX*, unsigned char*, unsigned int*);
 
 DigestFinal real_digest_final() {
-  static DigestFinal real = [] {
-    DigestFinal f = nullptr;
-    void* sym = ::dlsym(RTLD_NEXT, "EVP_DigestFinal_ex");
-    static_assert(sizeof f == sizeof sym, "a function pointer the size of dlsym's");
-    std::memcpy(&f, &sym, sizeof f);  // (a cast between object and function pointers is only conditionally allowed)
-    return f;
-  }();
+  static const DigestFinal real = wbench_shim::next_symbol<DigestFinal>("EVP_DigestFinal_ex");
   return real;
 }
 
