@@ -678,6 +678,13 @@ TEST_CASE("load_data_into: a too-small buffer is BufferTooSmall and nothing is w
     CHECK(m.load_data_into("simple.b", buf.data(), 0).error() == Error::BufferTooSmall);
     CHECK(m.load_data_into("simple.b", nullptr, 0).error() == Error::BufferTooSmall);
     CHECK(buf == Bytes(200, 0xCD));
+    // A null buffer that claims room for the data: only a zero-size tensor
+    // may pass null, so this is refused before the copy, which would write
+    // through it.
+    Status null_buffer = m.load_data_into("simple.b", nullptr, 200);
+    CHECK(null_buffer.error() == Error::InvalidArgument);
+    CHECK(std::string(null_buffer.failure().what) == "buffer is null");
+    CHECK(null_buffer.failure().at == 0);
 
     // Exactly the data size, or more: the data is written, nothing past it.
     REQUIRE(m.load_data_into("simple.b", buf.data(), 200).ok());
