@@ -1011,6 +1011,20 @@ TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
     CHECK(k.size == before[i].size);
   }
   CHECK(m.find("model.layers.0.self_attn.q_proj.weightX").error() == Error::NotFound);
+  // The answers above are the scan's too, so they alone cannot tell that a
+  // lookup reads the index. It does: with the lent slots cleared (each slot
+  // empty), no key is found, though every one still is in the file; with
+  // them put back, every one is found again.
+  const Bytes slots(index.data(), index.data() + need);
+  CHECK(slots != Bytes(need, 0));
+  std::memset(index.data(), 0, need);
+  for (const std::size_t i : {std::size_t{0}, n / 2, n - 1}) {
+    CAPTURE(i);
+    CHECK(m.find(before[i].key).error() == Error::NotFound);
+    CHECK(m.get_data(before[i].key).error() == Error::NotFound);
+  }
+  std::memcpy(index.data(), slots.data(), need);
+  for (std::size_t i = 0; i < n; ++i) CHECK(m.find(before[i].key)->key_index == i);
   // Already indexed: a second call does nothing.
   CHECK(m.build_index(Span<std::uint8_t>()).ok());
 }
