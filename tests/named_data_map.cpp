@@ -1285,6 +1285,35 @@ TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignmen
     CHECK(str(*f->key_of("t" + std::to_string(i))) == key);
   }
   CHECK(verify_segments(m).ok());
+  // A scan finds the same keys, so the lookups above cannot tell that they
+  // read the WDX1 block's index. They do: the map was opened in place, so
+  // with the block's slots cleared in the caller's bytes (each slot empty)
+  // no key is found, and with them put back every one is.
+  {
+    namespace eh = format::ext_header;
+    std::uint8_t* const file = o->bytes.data();
+    const std::uint64_t ext = (48 + format::load_u64(file + format::kHeaderFlatbufferSizePos) + 15) / 16 * 16;
+    REQUIRE(std::memcmp(file + ext, "WDX1", 4) == 0);
+    std::uint8_t* const slots = file + ext + format::load_u32(file + ext + eh::kSlotsOffset);
+    const std::size_t slot_bytes = 8 * std::size_t{format::load_u32(file + ext + eh::kSlotCount)};
+    CHECK(slot_bytes == 8 * 16384);  // the power of two >= 2 * 5000
+    const Bytes kept(slots, slots + slot_bytes);
+    std::memset(slots, 0, slot_bytes);
+    const std::size_t probed[] = {0, 2500, 4999};
+    auto key_at = [](std::size_t i) { return "layer." + std::to_string(i / 8) + ".tensor_" + std::to_string(i); };
+    for (const std::size_t i : probed) {
+      CAPTURE(key_at(i));
+      CHECK(m.find(key_at(i)).error() == Error::NotFound);
+      CHECK(m.get_data(key_at(i)).error() == Error::NotFound);
+    }
+    std::memcpy(slots, kept.data(), slot_bytes);
+    for (const std::size_t i : probed) {
+      CAPTURE(key_at(i));
+      Result<KeyInfo> k = m.find(key_at(i));
+      REQUIRE(k.ok());
+      CHECK(k->key_index == i);
+    }
+  }
 
   // The same store without the extension block: a plain FlatTensor file
   // that needs scans (or build_index) and records no alignment.
