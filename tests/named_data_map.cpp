@@ -520,7 +520,10 @@ TEST_CASE("open: in place for memory, lent metadata otherwise") {
     CHECK(m.error() == Error::BufferTooSmall);
     CHECK(m.failure().at == 280);
     AlignedBytes skewed(280, 8, 4);
-    CHECK(NamedDataMap::open(*file, skewed.span()).error() == Error::Misaligned);
+    Result<NamedDataMap> misaligned = NamedDataMap::open(*file, skewed.span());
+    CHECK(misaligned.error() == Error::Misaligned);
+    CHECK(std::string(misaligned.failure().what) == "metadata memory is not 8-byte aligned");
+    CHECK(misaligned.failure().at == 4);  // the address modulo 8
     AlignedBytes exact(280, 8);
     Result<NamedDataMap> ok = NamedDataMap::open(*file, exact.span());
     REQUIRE(ok.ok());
@@ -891,7 +894,10 @@ TEST_CASE("get_num_keys and get_key follow file order; keys are C strings") {
   Result<std::string_view> bad = m.get_key(6);
   CHECK(bad.error() == Error::InvalidArgument);
   CHECK(bad.failure().at == 6);
+  CHECK(std::string(bad.failure().what) == "key index out of range");
   CHECK(m.key_info(6).error() == Error::InvalidArgument);
+  CHECK(std::string(m.key_info(6).failure().what) == "key index out of range");
+  CHECK(m.key_info(6).failure().at == 6);
   // Aliases share a segment and therefore an offset.
   CHECK(m.find("decode/layers.0.wq")->offset == m.find("prefill/layers.0.wq")->offset);
   CHECK(m.find("decode/layers.0.wq")->segment_index == 0);
@@ -995,7 +1001,10 @@ TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
   CHECK(st.error() == Error::BufferTooSmall);
   CHECK(st.failure().at == need);
   AlignedBytes skewed(need, 8, 4);
-  CHECK(m.build_index(skewed.span()).error() == Error::Misaligned);
+  st = m.build_index(skewed.span());
+  CHECK(st.error() == Error::Misaligned);
+  CHECK(std::string(st.failure().what) == "index memory is not 8-byte aligned");
+  CHECK(st.failure().at == 4);  // the address modulo 8
   CHECK_FALSE(m.has_index());
 
   // Answers before and after are identical.
@@ -1187,8 +1196,14 @@ TEST_CASE("wdedup file: function maps") {
   CHECK(str(f0->tensor(2)->tensor_name) == "wq");
   CHECK(str(f0->tensor(2)->key) == "w.q");
   CHECK(f0->tensor(3).error() == Error::InvalidArgument);
+  CHECK(std::string(f0->tensor(3).failure().what) == "tensor index out of range");
+  CHECK(f0->tensor(3).failure().at == 3);
   CHECK(str(*f0->key_of("wk")) == "w.k");
   CHECK(f0->key_of("wv").error() == Error::NotFound);
+  // (a tensor of another function: "wv" is decode's)
+  CHECK(std::string(f0->key_of("wv").failure().what) == "no such tensor in this function");
+  CHECK(f0->key_of("wv").failure().at == 0);
+  CHECK(std::string(f0->find_tensor("wv").failure().what) == "no such tensor in this function");
   CHECK(f0->key_of("").error() == Error::NotFound);
   CHECK(f0->find_tensor("wq")->key_index == 0);
 
@@ -1227,9 +1242,18 @@ TEST_CASE("wdedup file: function maps") {
   CHECK(str(m.find_function("decode__0")->method()) == "decode");
   CHECK(m.find_function("decode")->partition_index() == 1);  // the first function named "decode"
   CHECK(m.find_function("nope").error() == Error::NotFound);
+  CHECK(std::string(m.find_function("nope").failure().what) == "no function with this name");
+  CHECK(m.find_function("nope").failure().at == 0);
   CHECK(str(m.find_function("combined_all", "decode__0")->method()) == "decode");
   CHECK(m.find_function("combined_partition_1", "decode__0").error() == Error::NotFound);
+  // A name that exists, in another blob than the one asked: the message
+  // says which lookup failed.
+  CHECK(std::string(m.find_function("combined_partition_1", "decode__0").failure().what) ==
+        "no function with this name in this blob");
+  CHECK(m.find_function("combined_partition_1", "decode__0").failure().at == 0);
   CHECK(m.function(3).error() == Error::InvalidArgument);
+  CHECK(std::string(m.function(3).failure().what) == "function index out of range");
+  CHECK(m.function(3).failure().at == 3);
 
   // A FunctionView is tied to the metadata, not to the map object.
   Result<FunctionView> kept = m.function(1);
