@@ -1773,6 +1773,28 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
     ++corrupted;
   }
   CHECK(corrupted == g->map().segment_count() - 1);  // all but the empty one
+  // Every segment corrupted at once: verify_segments stops at the first
+  // (in index order) and names it, not a later one. With one corrupted
+  // segment a file at a time, as above, no other answer was possible.
+  Bytes all_bad = good;
+  std::uint64_t first_bad = 0;
+  bool found_first = false;
+  for (std::uint32_t i = 0; i < g->map().segment_count(); ++i) {
+    const SegmentInfo seg = *g->map().segment(i);
+    if (seg.size == 0) continue;
+    all_bad[static_cast<std::size_t>(seg.offset + seg.size - 1)] ^= 0x01;
+    if (!found_first) first_bad = seg.offset;
+    found_first = true;
+  }
+  REQUIRE(found_first);
+  std::unique_ptr<Opened> every = open_bytes(all_bad);
+  REQUIRE(every->ok());
+  const Status st_all = verify_segments(every->map());
+  CHECK(st_all.error() == Error::MalformedSegment);
+  CHECK(std::string(st_all.failure().what) == "segment content hash mismatch");
+  CHECK(st_all.failure().at == first_bad);
+  CHECK(first_bad == g->map().segment(0)->offset);  // segment 0 holds bytes here
+  CHECK(first_bad != g->map().segment(g->map().segment_count() - 1)->offset);
 }
 
 // Not among the cases above: the first is a flatbuffer error in a layout
