@@ -755,6 +755,56 @@ TEST_CASE("import: segments naming one range are each checked against their own 
   CHECK(std::memcmp(program.methods.at(0).partitions.at(0).tensors.at(2).bytes.data(), same.data(), 64) == 0);
 }
 
+TEST_CASE("import: the content hashes are checked last: a file with a changed segment and a refused key names the key") {
+  // The README ("What the import refuses"): the hash check "comes after
+  // every other one" (it reads every segment, which no other refusal
+  // needs). One key "w", Byte [32] over its 32 bytes; then one byte of
+  // the segment flipped (its recorded hash no longer matches) and the
+  // layout's size set to 16 (a layout smaller than its segment,
+  // LayoutMismatch). Both faults are there: the key's is the one named.
+  for (const bool with_functions : {false, true}) {
+    CAPTURE(with_functions);
+    NamedDataStore store;
+    const std::vector<std::uint8_t> data = pattern(32, 9);
+    REQUIRE(store.add_named_data("w", ByteSpan(data.data(), data.size()), 1,
+                                 Layout::contiguous(ScalarType::Byte, {32}))
+                .ok());
+    FunctionMaps maps;
+    if (with_functions) maps.functions.push_back({"decode", 0, "blob", "decode__0", {{"w", "w"}}});
+    std::vector<std::uint8_t> bytes = write_or_die(store, maps, WriteOptions{});
+    std::uint64_t offset = 0;
+    {
+      std::unique_ptr<Opened> clean = open_bytes(bytes);
+      REQUIRE(clean->ok());
+      REQUIRE(clean->map().segment_count() == 1);
+      offset = clean->map().segment(0)->offset;
+    }
+    const std::uint8_t sizes_32[] = {1, 0, 0, 0, 32, 0, 0, 0};  // the sizes vector: length 1, then 32
+    std::vector<std::size_t> at;
+    for (std::size_t p = 0; p + sizeof sizes_32 <= offset; ++p)
+      if (std::memcmp(bytes.data() + p, sizes_32, sizeof sizes_32) == 0) at.push_back(p);
+    REQUIRE(at.size() == 1);
+    bytes[at[0] + 4] = 16;
+    bytes[static_cast<std::size_t>(offset) + 5] ^= 0x40;
+    std::unique_ptr<Opened> o = open_bytes(bytes);
+    REQUIRE(o->ok());  // open() reads no segment, and takes a layout smaller than its segment
+    const char* who = with_functions ? "add_ptd_program" : "add_ptd_method";
+    Program program;
+    Expected<void> e = with_functions ? add_ptd_program(program, o->map()) : add_ptd_method(program, o->map(), "m");
+    CHECK(e.error() == Error::LayoutMismatch);
+    CHECK(e.message() == std::string(who) + ": key #0 'w': its layout describes 16 bytes, its segment holds 32");
+    CHECK(program.methods.empty());
+    // Without the key's fault the same changed segment is refused, so the
+    // hash check did run on this file: it only comes after.
+    bytes[at[0] + 4] = 32;
+    std::unique_ptr<Opened> hash_only = open_bytes(bytes);
+    REQUIRE(hash_only->ok());
+    e = with_functions ? add_ptd_program(program, hash_only->map()) : add_ptd_method(program, hash_only->map(), "m");
+    CHECK(e.error() == Error::MalformedSegment);
+    CHECK(program.methods.empty());
+  }
+}
+
 TEST_CASE("add_ptd_program: a method whose partitions are not 0..n-1 is MalformedFunctionMap") {
   FunctionMaps maps;
   maps.functions.push_back({"decode", 2, "blob", "decode__2", {{"w", "w"}}});
