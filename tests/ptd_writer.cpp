@@ -1045,6 +1045,49 @@ TEST_CASE("the most functions a file may hold: written, opened, each found as it
   CHECK(refused.error() == Error::MalformedFunctionMap);
   CHECK(std::string(refused.failure().what) == "two functions for one method and partition (at = the second)");
   CHECK(refused.failure().at == f1);
+
+  // One more than that (a hand-made file: the writer writes no more) is
+  // read without the check, as the README says ("A file with more ... is
+  // read without this check"): a 2,897th record, a copy of function 0's
+  // names (method0, partition 0, blob0, f0) with no rows, inserted after
+  // the others. The tables after the records (rows, then strings) move 40
+  // bytes on, into the padding before the segment data.
+  namespace eh = f::ext_header;
+  namespace fr = f::function_record;
+  std::vector<std::uint8_t> more = *file;
+  const std::uint64_t records = ext + f::load_u32(more.data() + ext + eh::kFunctionsOffset);
+  const std::uint64_t rows = ext + f::load_u32(more.data() + ext + eh::kFunctionTensorsOffset);
+  const std::uint64_t block = f::load_u64(more.data() + ext + eh::kBlockSize);
+  REQUIRE(rows == records + fr::kSize * wdedup::format::kMaxFunctions);
+  REQUIRE(f::load_u32(more.data() + ext + eh::kStringsOffset) > rows - ext);  // the strings come after the rows
+  REQUIRE(ext + block + fr::kSize <= f::load_u64(more.data() + f::kHeaderSegmentBasePos));
+  std::uint8_t extra[fr::kSize];
+  std::memcpy(extra, more.data() + records, fr::kSize);
+  f::store_u32(extra + fr::kTensorsBegin, f::load_u32(more.data() + ext + eh::kFunctionTensorCount));
+  f::store_u32(extra + fr::kTensorsCount, 0);
+  const auto rows_at = static_cast<std::ptrdiff_t>(rows), block_end = static_cast<std::ptrdiff_t>(ext + block);
+  std::memmove(more.data() + rows_at + fr::kSize, more.data() + rows_at, static_cast<std::size_t>(block_end - rows_at));
+  std::memcpy(more.data() + rows_at, extra, fr::kSize);
+  for (const std::size_t field : {eh::kFunctionTensorsOffset, eh::kStringsOffset})
+    f::store_u32(more.data() + ext + field, f::load_u32(more.data() + ext + field) + fr::kSize);
+  f::store_u32(more.data() + ext + eh::kFunctionCount, wdedup::format::kMaxFunctions + 1);
+  f::store_u64(more.data() + ext + eh::kBlockSize, block + fr::kSize);
+  wdedup::BufferSource unchecked(more.data(), more.size());
+  wdedup::Result<wdedup::NamedDataMap> read = wdedup::NamedDataMap::open(unchecked);
+  REQUIRE_MESSAGE(read.ok(), std::string(read.failure().what), " at ", read.failure().at);
+  CHECK(read->function_count() == wdedup::format::kMaxFunctions + 1);
+  wdedup::Result<wdedup::FunctionView> last = read->function(wdedup::format::kMaxFunctions);
+  REQUIRE(last.ok());
+  CHECK(std::string(last->method()) == "method0");
+  CHECK(last->partition_index() == 0);
+  CHECK(last->tensor_count() == 0);
+  // Lookups give the first of the two.
+  wdedup::Result<wdedup::FunctionView> first = read->find_function("method0", 0);
+  REQUIRE(first.ok());
+  CHECK(first->tensor_count() == 1);
+  const wdedup::Result<wdedup::KeyView> key = first->key_of("t");
+  REQUIRE(key.ok());
+  CHECK(std::string(*key) == "w.a");
 }
 
 TEST_CASE("long names the writer takes, the reader opens; only names alike at both ends are too many to check") {
