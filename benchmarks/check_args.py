@@ -745,6 +745,34 @@ else:
     if f"--json '{outdir}/bench args it'\\''s.json'" not in spaced["command"]:
         problems.append(f"the JSON's command {spaced['command']!r}: the --json path not single-quoted")
 
+# ---- a flag given twice: the last wins ------------------------------------------
+# (But --ptd, which adds its files: bench_quick.) Each first value here would
+# run something else or more: the runtime group, the adversarial workload,
+# four tensors, five repetitions, a second thread count, small pages, and
+# the results in another file. Nothing checked it: a --threads that added to
+# the list before it (1,2 then 1: rows at 1 twice) passed every suite.
+twice_first = os.path.join(outdir, "bench-args-twice-first.json")
+for name in (twice_first, json_path):
+    if os.path.exists(name):
+        os.remove(name)
+r = run([exe, "--quick", "--no-progress", "--only", "runtime", "--only", "dedup", "--workloads", "adversarial",
+         "--workloads", "small-tensors", "--small-tensors", "4", "--small-tensors", "2", "--reps", "5", "--reps", "1",
+         "--threads", "1,2", "--threads", "1", "--input-pages", "small", "--input-pages", "default", "--json",
+         twice_first, "--json", json_path, "--tmpdir", outdir])
+doc = {}
+if r.returncode == 0 and os.path.exists(json_path):
+    with open(json_path) as f:
+        doc = json.load(f)
+rows = doc.get("results", [])
+got = (doc.get("reps"), doc.get("facts", {}).get("dedup_threads"), doc.get("facts", {}).get("input_pages"),
+       sorted({(x["group"], x["name"].split(":")[0], x["threads"], x["reps"], x["note"].split(";")[0])
+               for x in rows}), os.path.exists(twice_first))
+want = (1, "1", "default", [("dedup", "small tensors POSITIONAL", 1, 1, "2 tensors of 4096 B, 50% duplicates")], False)
+if r.returncode != 0 or got != want:
+    problems.append(f"flags given twice: exit {r.returncode}, stderr {r.stderr.strip()!r}; reps, dedup_threads, "
+                    f"input_pages, rows (group, workload, threads, reps, note) and the first --json written: {got}; "
+                    f"expected {want}")
+
 # ---- fewer cores usable than the machine has ------------------------------------
 # Under `taskset -c N` the default --threads is 1 alone: the first line and the
 # facts say why the two-thread rows are missing (they said "2 cores").
