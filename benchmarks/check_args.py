@@ -202,6 +202,8 @@ refusals = [
     (["--heads", "3"], "--dim 256 (from --model tiny) is not divisible by --heads 3"),
     (["--kv-heads", "3"], "--heads 8 (from --model tiny) is not divisible by --kv-heads 3"),
     (["--model", "small", "--kv-heads", "5"], "--heads 16 (from --model small) is not divisible by --kv-heads 5"),
+    # --full is --model 1b (no other test runs it: 4.96 GB), after --quick's tiny too.
+    (["--full", "--kv-heads", "5"], "--heads 32 (from --model 1b) is not divisible by --kv-heads 5"),
     (["--dim", "48", "--heads", "16", "--kv-heads", "4"],
      "--dim 48 / --heads 16 gives a head dimension of 3: it must be even (rotary embeddings turn pairs of elements)"),
     (["--layers", "2"], "workloads llama-3+3 and llama-3+2 need at least 3 layers (a partition holds whole layers), "
