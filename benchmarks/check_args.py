@@ -775,6 +775,25 @@ if r.returncode != 0 or got != want:
                     f"input_pages, rows (group, workload, threads, reps, note) and the first --json written: {got}; "
                     f"expected {want}")
 
+# ---- where the stores go ------------------------------------------------------
+# Without --tmpdir the runtime, write and build groups write their files in
+# the JSON's directory (--help), and the facts say where (a default of "."
+# passed every suite: each run here gives --tmpdir).
+tmpdir_json = os.path.join(outdir, "bench-args-tmpdir", "r.json")
+os.makedirs(os.path.dirname(tmpdir_json), exist_ok=True)
+r = run([exe, "--quick", "--no-progress", "--only", "write", "--write-bytes", "1000", "--reps", "1", "--json",
+         tmpdir_json])
+fact = None
+if r.returncode == 0:
+    with open(tmpdir_json) as f:
+        fact = json.load(f)["facts"].get("tmpdir")
+    os.remove(tmpdir_json)
+if r.returncode != 0 or fact != os.path.dirname(tmpdir_json) or os.listdir(os.path.dirname(tmpdir_json)):
+    problems.append(f"no --tmpdir: exit {r.returncode}, stderr {r.stderr.strip()!r}, facts.tmpdir {fact!r}, left "
+                    f"{os.listdir(os.path.dirname(tmpdir_json))}; expected 0, {os.path.dirname(tmpdir_json)!r}, "
+                    "nothing left")
+shutil.rmtree(os.path.dirname(tmpdir_json), ignore_errors=True)
+
 # ---- fewer cores usable than the machine has ------------------------------------
 # Under `taskset -c N` the default --threads is 1 alone: the first line and the
 # facts say why the two-thread rows are missing (they said "2 cores").
