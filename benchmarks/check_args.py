@@ -794,6 +794,17 @@ if r.returncode != 0 or fact != os.path.dirname(tmpdir_json) or os.listdir(os.pa
                     "nothing left")
 shutil.rmtree(os.path.dirname(tmpdir_json), ignore_errors=True)
 
+# ---- checks of a group that does not run ----------------------------------------
+# --cxx and --include-dir are checked only where the build group runs (a
+# setting of a group that does not run has no effect): a run without it is
+# not refused for a compiler it would never start (checking them always
+# passed every suite, whose compiler and headers are there).
+r = run([exe, "--quick", "--no-progress", "--only", "write", "--write-bytes", "1000", "--reps", "1", "--cxx",
+         "/nonexistent/g++", "--include-dir", "/nonexistent", "--json", json_path, "--tmpdir", outdir])
+if r.returncode != 0:
+    problems.append(f"--only write --cxx /nonexistent/g++ --include-dir /nonexistent: exit {r.returncode}, stderr "
+                    f"{r.stderr.strip()!r}; expected 0 (the build group does not run)")
+
 # ---- fewer cores usable than the machine has ------------------------------------
 # Under `taskset -c N` the default --threads is 1 alone: the first line and the
 # facts say why the two-thread rows are missing (they said "2 cores").
