@@ -185,6 +185,35 @@ TEST_CASE("input_spans: an alias is kept at its first occurrence in program orde
   CHECK(in[1].size() == 50);
 }
 
+TEST_CASE("dedup_threads: 0 is every core, as deduplicate() counts them; at most those given; one per 4 MiB") {
+  // The example gives deduplicate() and its read pass --threads' 0 (every
+  // core) by default, and the README tells a user to give the read pass
+  // dedup_threads(program, threads): for 0 it must count the cores as
+  // deduplicate() does (hardware_threads(), the affinity's). The harness
+  // always passes a count: a dedup_threads that took 0 as one thread
+  // passed every suite.
+  using wdedup::bench::dedup_threads;
+  constexpr unsigned kMax = wdedup::detail::kMaxWorkerThreads;  // DedupOptions::kMaxThreads, 1024
+  const std::vector<std::uint8_t> big(4u << 20, 1), small(1024, 1);
+  wdedup::Program wide;  // work for every thread: 1024 tensors over one 4 MiB range (aliases, nothing copied)
+  wdedup::Partition& w = wide.add_method("m").add_partition();
+  for (unsigned i = 0; i < kMax; ++i) w.add("w" + std::to_string(i), big);
+  CHECK(dedup_threads(wide) == wdedup::detail::hardware_threads());
+  CHECK(dedup_threads(wide, 0) == wdedup::detail::hardware_threads());
+  CHECK(dedup_threads(wide, 3) == 3);
+  CHECK(dedup_threads(wide, kMax) == kMax);
+  CHECK(dedup_threads(wide, 5000) == kMax);
+  // Two 4 MiB tensors and their 1.5 KiB each: work for two threads of 8.
+  wdedup::Program two;
+  two.add_method("m").add_partition().add("a", big).add("b", big);
+  CHECK(dedup_threads(two, 8) == 2);
+  // 1 KiB: one thread, whatever is given.
+  wdedup::Program one;
+  one.add_method("m").add_partition().add("a", small);
+  CHECK(dedup_threads(one, 0) == 1);
+  CHECK(dedup_threads(one, 8) == 1);
+}
+
 TEST_CASE("compare: 0 repetitions count as 1, so a Paired always holds a measurement") {
   int subject = 0, baseline = 0;
   const wdedup::bench::Paired p = wdedup::bench::compare(0, [&] { ++subject; }, [&] { ++baseline; });
