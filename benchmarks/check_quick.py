@@ -132,6 +132,18 @@ for r in alone:
     if (r["baseline"], r["extra"].get("pair_bytes"), r["extra"].get("bytes_examined")) != \
             ("read pass", 2 * 5000 * 4096, 10000 * 4096):
         problems.append(f"comparisons-alone row {r['threads']} thr: {r['baseline']!r}, {r['extra']}")
+# The lookups of present keys: each pass visits the store's keys in shuffled
+# rounds, max(keys, 4096) queries in all, at most --lookups (--quick's
+# 32,768), so a small store's pass does not cycle through 16 queries a
+# branch predictor learns (README, Lookups). Its rows against unordered_map
+# say so exactly (a pass of only the keys, 16 queries at 16 keys, passed
+# every suite).
+lookup_extras = sorted((r["extra"].get("keys"), r["extra"].get("lookups_per_pass"), r["extra"].get("distinct_queries"))
+                       for r in rows if r.get("group") == "runtime" and r["name"].startswith("get_tensor_layout, ")
+                       and r.get("baseline") == "unordered_map")
+want_extras = [(k, 32768, min(32768, max(k, 4096))) for k in (16, 256, 4096, 65536)]
+if lookup_extras != want_extras:
+    problems.append(f"lookup rows' keys, lookups_per_pass, distinct_queries {lookup_extras}, expected {want_extras}")
 # The dedup workloads, in the order of their rows (the label before ':').
 dedup_labels = list(dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group") == "dedup"))
 # What a call takes: one line a workload, each thread count's median of its
