@@ -942,6 +942,9 @@ else:
     with open(json_path) as f:
         doc = json.load(f)
     allocs_counted = "target" in rows.get(("heap allocations: open, 256 keys", None), {})
+    # A run without --quick says so (bench_quick: one with it says true).
+    if doc.get("quick") is not False:
+        problems.append(f"--keys 256,16 without --quick: 'quick': {doc.get('quick')!r}, expected false")
     want = 2 + (2 if allocs_counted else 0) + 2
     if (doc.get("targets"), doc.get("targets_not_measured")) != (want, 0):
         problems.append(f"--keys 256,16: targets {doc.get('targets')}, targets_not_measured "

@@ -60,6 +60,9 @@ for key in ("command", "date", "targets", "targets_met"):
         problems.append(f"no '{key}'")
 if doc.get("interrupted") is not False:  # a run that ran to its end (check_args: one stopped)
     problems.append(f"'interrupted': {doc.get('interrupted')!r} in a run nothing stopped")
+# (check_args: a run without --quick says false.)
+if doc.get("quick") is not True:
+    problems.append(f"'quick': {doc.get('quick')!r} in a --quick run")
 # Every row's name fits the table's column of 44: the build row of every
 # public header was named by its three headers, 106 characters, and pushed
 # the rest of its line out of line. The note names them instead.
