@@ -795,15 +795,20 @@ if r.returncode != 0 or fact != os.path.dirname(tmpdir_json) or os.listdir(os.pa
 shutil.rmtree(os.path.dirname(tmpdir_json), ignore_errors=True)
 
 # ---- checks of a group that does not run ----------------------------------------
-# --cxx and --include-dir are checked only where the build group runs (a
-# setting of a group that does not run has no effect): a run without it is
-# not refused for a compiler it would never start (checking them always
-# passed every suite, whose compiler and headers are there).
-r = run([exe, "--quick", "--no-progress", "--only", "write", "--write-bytes", "1000", "--reps", "1", "--cxx",
-         "/nonexistent/g++", "--include-dir", "/nonexistent", "--json", json_path, "--tmpdir", outdir])
+# A setting of a group that does not run has no effect: --cxx and
+# --include-dir are checked only where the build group runs, and a size
+# only where its group does, so a run without them is not refused for a
+# compiler it would never start or memory it would never ask for (checking
+# them always passed every suite, whose compiler and headers are there and
+# whose sizes fit; each size here is refused above where its group runs).
+not_run = ["--cxx", "/nonexistent/g++", "--include-dir", "/nonexistent", "--small-tensors", "20000000000",
+           "--adversarial", "20000000000,4096", "--layers", "2000000000", "--big-tensor", "100000000000000",
+           "--keys", "16,4294967295"]
+r = run([exe, "--quick", "--no-progress", "--only", "write", "--write-bytes", "1000", "--reps", "1", "--json",
+         json_path, "--tmpdir", outdir] + not_run)
 if r.returncode != 0:
-    problems.append(f"--only write --cxx /nonexistent/g++ --include-dir /nonexistent: exit {r.returncode}, stderr "
-                    f"{r.stderr.strip()!r}; expected 0 (the build group does not run)")
+    problems.append(f"--only write {' '.join(not_run)}: exit {r.returncode}, stderr {r.stderr.strip()!r}; expected 0 "
+                    "(the groups they set do not run)")
 
 # ---- fewer cores usable than the machine has ------------------------------------
 # Under `taskset -c N` the default --threads is 1 alone: the first line and the
