@@ -1120,6 +1120,24 @@ if enabled is not None and "[never]" not in enabled and defrag is not None and "
     if lines is not None and not share > 0.5:
         problems.append(f"--input-pages huge: {share} of the input on huge pages (THP {enabled!r}, defrag {defrag!r})")
 
+# Build rows: --compile-reps timed compilations a side, whatever --reps
+# says, the warm-up untimed without --quick (bench_quick sees only
+# --quick's, whose warm-up is one of them: a full run that timed one fewer
+# passed every suite).
+r = run([exe, "--only", "build", "--reps", "1", "--compile-reps", "2", "--no-progress", "--json", json_path,
+         "--tmpdir", outdir], timeout=120)
+build_reps = []
+if r.returncode == 0:
+    with open(json_path) as f:
+        build_reps = sorted((x["name"], x["reps"], len(x.get("samples", [])), len(x.get("baseline_samples", [])))
+                            for x in json.load(f)["results"])
+want = [(f"#include {h} over empty TU", 2, 2, 2) for h in ("<wdedup/bench.hpp>", "<wdedup/ptd_writer.hpp>",
+                                                            "<wdedup/runtime.hpp>", "<wdedup/wdedup.hpp>",
+                                                            "every public header")]
+if r.returncode != 0 or build_reps != want:
+    problems.append(f"--only build --reps 1 --compile-reps 2: exit {r.returncode}, rows (name, reps, samples, baseline "
+                    f"samples) {build_reps}; expected {want}")
+
 # Writes: at most 5 repetitions whatever --reps says, and the rows say so.
 r = run([exe, "--only", "write", "--reps", "6", "--write-bytes", "1048576", "--no-progress", "--json", json_path,
          "--tmpdir", outdir])
