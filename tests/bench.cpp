@@ -203,7 +203,8 @@ TEST_CASE("dedup_threads: 0 is every core, as deduplicate() counts them; at most
   CHECK(dedup_threads(wide, 3) == 3);
   CHECK(dedup_threads(wide, kMax) == kMax);
   CHECK(dedup_threads(wide, 5000) == kMax);
-  // Two 4 MiB tensors and their 1.5 KiB each: work for two threads of 8.
+  // Two 4 MiB tensors, each counting kFinishBytesPerTensor (1.5 KiB) more:
+  // work for two of the 8 threads given, one per 4 MiB (kWorkPerStartedThread).
   wdedup::Program two;
   two.add_method("m").add_partition().add("a", big).add("b", big);
   CHECK(dedup_threads(two, 8) == 2);
