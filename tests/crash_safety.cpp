@@ -216,6 +216,84 @@ TEST_CASE("every failing step leaves the destination untouched and removes the t
   }
 }
 
+TEST_CASE("each failing step's error says, exactly, which file, which step, where in the file and why") {
+  // The test above looks for pieces of each message; this one reads each
+  // whole: the temporary file by its name, the size reserved and the
+  // offset a write failed at (a message that said "at offset 0" for a
+  // write that failed 1,500,000 bytes in, or dropped the temporary file's
+  // name, passed it). The destination keeps its bytes and its mode.
+  std::vector<std::vector<std::uint8_t>> data;
+  for (std::size_t i = 0; i < 4; ++i) data.push_back(pattern(700000 + 1000 * i, 10 + i));
+  const NamedDataStore store = store_over(data);
+  FunctionMaps maps;
+  maps.functions.push_back(FunctionMap{"forward", 0, "blob", "forward", {{"w", "layer.0.weight"}}});
+  const std::vector<std::uint8_t> old_bytes = pattern(12345, 99);
+  Expected<detail::PtdPlan> plan = detail::plan_ptd(store, maps, WriteOptions{});
+  REQUIRE(plan.ok());
+  REQUIRE(plan->file_size == 2812440);
+  REQUIRE(plan->segment_info_offset == 792);
+
+  using Step = FaultyOps::Step;
+  struct Case {
+    Step step;
+    int error;
+    std::uint64_t after;
+    std::string operation;  // "<temp>" stands for the temporary file's quoted name
+  };
+  const Case cases[] = {
+      {Step::Chmod, EPERM, 0, "chmod temporary file <temp>"},
+      {Step::Reserve, ENOSPC, 0, "reserve 2812440 bytes for temporary file <temp>"},
+      {Step::Write, ENOSPC, 0, "write to temporary file <temp> at offset 0"},
+      {Step::Write, ENOSPC, 1500000, "write to temporary file <temp> at offset 1500000"},
+      {Step::Write, EIO, 2000001, "write to temporary file <temp> at offset 2000001"},
+      {Step::Pwrite, EIO, 0, "write to temporary file <temp> at offset 792"},
+      {Step::Fsync, EIO, 0, "fsync temporary file <temp>"},
+      {Step::Close, EIO, 0, "close temporary file <temp>"},
+      {Step::Rename, EXDEV, 0, "rename <temp> to <dest>"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(static_cast<int>(c.step));
+    CAPTURE(c.after);
+    const std::string dir = fresh_dir("fault_messages");
+    const std::string dest = dir + "/model.ptd";
+    REQUIRE(wdedup_test::write_file(dest, old_bytes));
+    REQUIRE(::chmod(dest.c_str(), 0640) == 0);
+    std::string temp;  // as on_temporary was told it
+    WriteOptions o;
+    o.temporary_context = &temp;
+    o.on_temporary = [](const char* path, bool exists, void* context) {
+      if (exists) *static_cast<std::string*>(context) = path;
+    };
+    FaultyOps ops(c.step, c.error);
+    ops.fail_after_bytes = c.after;
+    Expected<WriteStats> r = detail::write_ptd_file_with(store, maps, dest, o, ops);
+    REQUIRE_FALSE(r.ok());
+    REQUIRE(temp.rfind(dir + "/.model.ptd.tmp-", 0) == 0);
+    std::string operation = c.operation;
+    const std::string quoted_temp = "'" + temp + "'", quoted_dest = "'" + dest + "'";
+    operation.replace(operation.find("<temp>"), 6, quoted_temp);
+    if (const std::size_t at = operation.find("<dest>"); at != std::string::npos) operation.replace(at, 6, quoted_dest);
+    CHECK(r.error() == Error::IoError);
+    CHECK(r.message() == "cannot write " + quoted_dest + ": " + operation + " failed: " + std::strerror(c.error));
+    CHECK(read_file(dest) == old_bytes);
+    struct stat st {};
+    REQUIRE(::stat(dest.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0640);
+    CHECK(others(dir, {"model.ptd"}).empty());
+  }
+  // No temporary file is made for the directory's refusal to be named in.
+  const std::string dir = fresh_dir("fault_messages");
+  const std::string dest = dir + "/model.ptd";
+  REQUIRE(wdedup_test::write_file(dest, old_bytes));
+  FaultyOps ops(Step::MakeTemp, EMFILE);
+  Expected<WriteStats> r = detail::write_ptd_file_with(store, maps, dest, WriteOptions{}, ops);
+  CHECK(r.error() == Error::IoError);
+  CHECK(r.message() == "cannot write '" + dest + "': create a temporary file in directory '" + dir + "' failed: " +
+                           std::strerror(EMFILE));
+  CHECK(read_file(dest) == old_bytes);
+  CHECK(others(dir, {"model.ptd"}).empty());
+}
+
 TEST_CASE("a temporary file the failure keeps from being removed is named in the error") {
   // What makes a write fail can keep its temporary file from being removed
   // too: ext4 remounts itself read-only after an I/O error
