@@ -24,7 +24,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -2224,3 +2226,74 @@ TEST_CASE("a check before the replacement can read the file whatever the replace
   CHECK(others(dir, {"write_only.ptd"}).empty());
   remove_dir_of(dest);
 }
+
+#if defined(__cpp_exceptions)
+// Out of memory at each allocation a write makes, in turn: write_ptd_file
+// throws std::bad_alloc (README, Errors) and, as on any other failure, the
+// destination keeps its bytes and its mode and no temporary file is left,
+// also when the allocation fails once the temporary file exists. The
+// replaced operator new fails once when armed.
+namespace {
+long g_fail_countdown = -1;  // fail the allocation this many allocations from now; -1: never
+}  // namespace
+void* operator new(std::size_t n) {
+  if (g_fail_countdown >= 0 && g_fail_countdown-- == 0) throw std::bad_alloc();
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+// noinline: see tests/named_data_store.cpp (GCC inlined them into code the
+// pragma does not reach).
+__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
+__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+TEST_CASE("out of memory at any allocation of a write: std::bad_alloc, the destination untouched, no temporary file") {
+  std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1), pattern(9000, 2)};
+  const NamedDataStore store = store_over(data);
+  FunctionMaps maps;
+  maps.functions.push_back(FunctionMap{"forward", 0, "blob", "forward", {{"w", "layer.0.weight"}}});
+  const std::string dir = fresh_dir("out_of_memory");
+  const std::string dest = dir + "/model.ptd";
+  const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
+  REQUIRE(wdedup_test::write_file(dest, old_bytes));
+  REQUIRE(::chmod(dest.c_str(), 0640) == 0);
+  struct Seen {
+    bool made = false;  // the temporary file existed when the allocation failed
+  } seen;
+  WriteOptions o;
+  o.temporary_context = &seen;
+  o.on_temporary = [](const char*, bool exists, void* context) {
+    if (exists) static_cast<Seen*>(context)->made = true;
+  };
+  long injected = 0, after_temporary = 0;
+  for (long n = 0;; ++n) {
+    REQUIRE(n < 100000);
+    seen.made = false;
+    bool threw = false, written = false;
+    g_fail_countdown = n;
+    try {
+      written = write_ptd_file(store, maps, dest, o).ok();
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    g_fail_countdown = -1;
+    if (!threw) {
+      REQUIRE(written);
+      CHECK(read_file(dest) == serialize_ptd(store, maps).value());
+      break;
+    }
+    CAPTURE(n);
+    ++injected;
+    if (seen.made) ++after_temporary;
+    CHECK(read_file(dest) == old_bytes);
+    struct stat st {};
+    REQUIRE(::stat(dest.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0640);
+    CHECK(others(dir, {"model.ptd"}).empty());
+  }
+  CHECK(injected >= 10);
+  CHECK(after_temporary >= 2);  // (the content hashes' table and the write batch's pieces, at least)
+}
+#endif  // __cpp_exceptions

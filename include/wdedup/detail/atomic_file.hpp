@@ -561,6 +561,12 @@ class BasicAtomicFile {
       if (const int e = errno_of(ops_.close(second)))
         return fail_errno("close temporary file " + quote_name(temp_), e);
     }
+    // The directory's path is made before the rename: once the rename is
+    // done, running out of memory (std::bad_alloc) would be a failure with
+    // the destination already replaced. Built after it, an allocation that
+    // failed there threw with the new file in place (tests/crash_safety.cpp,
+    // every allocation of a write failed in turn).
+    const std::string dir_dot = durable ? (dir_ == "/" ? std::string("/.") : dir_ + "/.") : std::string();
     if (const int e = errno_of(ops_.rename(temp_.c_str(), target_.c_str())))
       return fail_errno("rename " + quote_name(temp_) + " to " + quote_name(target_), e);
     committed_ = true;
@@ -574,7 +580,7 @@ class BasicAtomicFile {
     // directory owned by neither this user nor the directory's owner, and
     // every write through it would have ended NotDurable.
     if (durable)
-      if (const int e = errno_of(ops_.fsync_directory((dir_ == "/" ? std::string("/.") : dir_ + "/.").c_str())))
+      if (const int e = errno_of(ops_.fsync_directory(dir_dot.c_str())))
         return Expected<void>(Error::NotDurable,
                               "wrote " + quote_name(path_) + ", but fsync directory " + quote_name(dir_) +
                                   " failed: " + errno_text(e) +
