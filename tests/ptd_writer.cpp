@@ -993,6 +993,23 @@ TEST_CASE("validation of stores filled through the bulk path") {
     REQUIRE(plan);
     CHECK(plan->segment_offsets[0] == std::uint64_t{1} << 32);
   }
+  SUBCASE("segments whose sizes and padding add up past 2^64 bytes: the segment that overflows is named") {
+    // A span's size is the caller's word (the bulk path checks nothing):
+    // planning reads no segment byte, so sizes no memory could hold stay
+    // sizes. Segment 1 ends 2^40 - 128 bytes short of 2^64 (past the
+    // metadata and 128 of padding); segment 2's 2^40 bytes would not fit.
+    if constexpr (sizeof(std::size_t) >= 8) {
+      const std::uint64_t tera = std::uint64_t{1} << 40;
+      NamedDataStore s;
+      SA::add_key(s, "a", SA::add_buffer(s, data, 1), 1, std::nullopt);
+      SA::add_key(s, "b", SA::add_buffer(s, ByteSpan(bytes.data(), static_cast<std::size_t>(0 - tera)), 1), 1,
+                  std::nullopt);
+      SA::add_key(s, "c", SA::add_buffer(s, ByteSpan(bytes.data(), static_cast<std::size_t>(tera)), 1), 1,
+                  std::nullopt);
+      expect(s, Error::InvalidArgument,
+             "the file would exceed 2^64 bytes at segment 2 (1099511627776 bytes, alignment lcm(128, 1))");
+    }
+  }
   SUBCASE("the same key twice (NamedDataMap::open would refuse the file)") {
     NamedDataStore s;
     const std::uint32_t b = SA::add_buffer(s, data, 1);
