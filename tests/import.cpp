@@ -57,11 +57,18 @@ std::string snapshot(const Program& program) {
 
 // Every byte this process asks operator new for: what bounds the memory an
 // import of a hostile file takes (the import has no allocation hook).
+// Armed (tests of running out of memory), it also fails one allocation.
 namespace {
 std::atomic<std::uint64_t> g_new_bytes{0};
+#if defined(__cpp_exceptions)
+long g_fail_countdown = -1;  // fail the allocation this many allocations from now; -1: never
+#endif
 }  // namespace
 void* operator new(std::size_t n) {
   g_new_bytes.fetch_add(n, std::memory_order_relaxed);
+#if defined(__cpp_exceptions)
+  if (g_fail_countdown >= 0 && g_fail_countdown-- == 0) throw std::bad_alloc();
+#endif
   if (void* p = std::malloc(n ? n : 1)) return p;
 #if defined(__cpp_exceptions)
   throw std::bad_alloc();
@@ -2087,3 +2094,47 @@ TEST_CASE("the demo warns of a merge that does not keep its files' keys, and --k
   CHECK(read_text(err) == "wdedup-demo: --keep-keys applies to --ptd files only\n");
 }
 #endif
+
+#if defined(__cpp_exceptions)
+TEST_CASE("PtdFiles: out of memory at any allocation of an add: std::bad_alloc, and neither the program nor the files change") {
+  // README: a failed import leaves the program unchanged, and PtdFiles::add
+  // changes neither the program nor itself on any error. Each allocation of
+  // an add fails in turn: a plain file (add_ptd_method) and a store
+  // deduplicate() wrote (add_ptd_program), into a program that holds a
+  // method already.
+  const std::string simple = fixture("simple.ptd");
+  for (const std::string& path : {simple, wdedup_file_path()}) {
+    CAPTURE(path);
+    long injected = 0;
+    for (long n = 0;; ++n) {
+      REQUIRE(n < 100000);
+      PtdFiles files;
+      Program program;
+      REQUIRE(files.add(program, simple, "first").ok());
+      const std::string before = snapshot(program);
+      bool threw = false, added = false;
+      g_fail_countdown = n;
+      try {
+        added = files.add(program, path).ok();
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      g_fail_countdown = -1;
+      if (!threw) {
+        REQUIRE(added);
+        CHECK(files.size() == 2);
+        CHECK(program.methods.size() > 1);
+        break;
+      }
+      CAPTURE(n);
+      ++injected;
+      CHECK(files.size() == 1);
+      CHECK(snapshot(program) == before);
+      // ...and the same add then succeeds.
+      REQUIRE(files.add(program, path).ok());
+      CHECK(files.size() == 2);
+    }
+    CHECK(injected >= 10);
+  }
+}
+#endif  // __cpp_exceptions
