@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -274,5 +275,99 @@ TEST_CASE("deduplicate: out of memory at any allocation, on any thread, is std::
     MESSAGE("threads ", threads, ": ", threw, " calls threw (any thread), ", worker_threw, " (workers only)");
     // And the next call, with memory, is whole.
     CHECK(run(f, threads, -1, false).result == reference.result);
+  }
+}
+
+namespace {
+/// Everything a program holds, as one string: each method, partition and
+/// tensor, with its bytes' address and size, alignment and whole layout.
+std::string snapshot(const Program& p) {
+  std::string s;
+  for (const Method& m : p.methods) {
+    s += "method " + m.name + "\n";
+    for (const Partition& part : m.partitions) {
+      s += " partition\n";
+      for (const Tensor& t : part.tensors) {
+        s += "  " + t.name + " @" + std::to_string(reinterpret_cast<std::uintptr_t>(t.bytes.data())) + " " +
+             std::to_string(t.bytes.size()) + " align " + std::to_string(t.alignment);
+        if (t.layout) {
+          s += " type " + std::to_string(static_cast<int>(t.layout->scalar_type)) + " sizes";
+          for (const std::int32_t d : t.layout->sizes) s += " " + std::to_string(d);
+          s += " dim_order";
+          for (const std::uint8_t d : t.layout->dim_order) s += " " + std::to_string(unsigned{d});
+        } else {
+          s += " no layout";
+        }
+        s += "\n";
+      }
+    }
+  }
+  return s;
+}
+}  // namespace
+
+TEST_CASE("Program::add_method, Method::add_partition, Partition::add: out of memory leaves the program as it was") {
+  // README: nothing is lost; a failed add (here: one that throws
+  // std::bad_alloc) leaves what it adds to as it was. Each allocation of
+  // each call fails in turn, on a program whose vectors are full (the next
+  // add grows them). The arguments are made before the countdown is armed:
+  // only the call's own allocations fail.
+  const std::vector<std::uint8_t> bytes(96, 7);
+  const ByteSpan span(bytes.data(), bytes.size());
+  const std::string long_name = "layers.0.attention.wq.weight.a.name.longer.than.the.inline.buffer";
+  auto base = [&] {
+    Program p;
+    for (int m = 0; m < 4; ++m) {
+      Method& method = p.add_method("method." + std::to_string(m) + ".with.a.long.name");
+      for (int q = 0; q < 2; ++q) {
+        Partition& part = method.add_partition();
+        for (int t = 0; t < 4; ++t)
+          part.add("t." + std::to_string(t) + ".a.name.longer.than.the.inline.buffer", span, 16,
+                   Layout::contiguous(ScalarType::Float, {4, 6}));
+      }
+    }
+    p.methods.shrink_to_fit();
+    for (Method& m : p.methods) {
+      m.partitions.shrink_to_fit();
+      for (Partition& part : m.partitions) part.tensors.shrink_to_fit();
+    }
+    return p;
+  };
+  enum class Call { AddMethod, AddPartition, AddWithLayout, AddWithOptionalLayout, AddWithoutLayout };
+  for (const Call call : {Call::AddMethod, Call::AddPartition, Call::AddWithLayout, Call::AddWithOptionalLayout,
+                          Call::AddWithoutLayout}) {
+    CAPTURE(static_cast<int>(call));
+    long injected = 0;
+    for (long n = 0;; ++n) {
+      REQUIRE(n < 1000);
+      Program p = base();
+      const std::string before = snapshot(p);
+      std::string name = long_name;
+      Layout layout = Layout::contiguous(ScalarType::Half, {2, 3, 8});
+      std::optional<Layout> optional_layout = Layout::channels_last(ScalarType::Byte, {1, 4, 6, 4});
+      Partition& part = p.methods[1].partitions[1];
+      bool threw = false;
+      g_countdown = n;
+      try {
+        switch (call) {
+          case Call::AddMethod: p.add_method(std::move(name)); break;
+          case Call::AddPartition: p.methods[1].add_partition(); break;
+          case Call::AddWithLayout: part.add(std::move(name), span, 32, std::move(layout)); break;
+          case Call::AddWithOptionalLayout: part.add(std::move(name), span, 32, std::move(optional_layout)); break;
+          case Call::AddWithoutLayout: part.add(std::move(name), span, 32); break;
+        }
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      g_countdown = -1;
+      if (!threw) {
+        CHECK(snapshot(p) != before);
+        break;
+      }
+      CAPTURE(n);
+      ++injected;
+      CHECK(snapshot(p) == before);
+    }
+    CHECK(injected >= 1);
   }
 }
