@@ -1220,6 +1220,48 @@ TEST_CASE("out of memory during a merge: std::bad_alloc, and the store is unchan
   }
   CHECK(injected >= 5);
 }
+
+TEST_CASE("out of memory while the first add into a bulk-filled store builds its buffer indexes: the store is unchanged and still finds every buffer") {
+  // A store deduplicate() filled (StoreAccess) has no buffer indexes: the
+  // first add builds them all, allocating as it goes. An allocation that
+  // fails there leaves the store as it was, and the indexes still to be
+  // built: the next add finds the bytes a buffer holds, even the last
+  // buffer's, and shares it rather than holding the bytes twice.
+  std::vector<std::vector<std::uint8_t>> held;
+  for (std::uint8_t i = 0; i < 40; ++i) held.push_back(bytes(i % 2 ? 24 : 32u + i, i));  // 20 of one size
+  const std::vector<std::uint8_t> last_copy = held.back();  // the last buffer's bytes, in other memory
+  const std::uint32_t last = static_cast<std::uint32_t>(held.size() - 1);
+  long injected = 0;
+  for (long n = 0;; ++n) {
+    REQUIRE(n < 10000);
+    NamedDataStore s;
+    for (std::size_t i = 0; i < held.size(); ++i)
+      detail::StoreAccess::add_key(s, "bulk." + std::to_string(i), detail::StoreAccess::add_buffer(s, span(held[i]), 4),
+                                   4, std::nullopt);
+    const std::string before = dump(s);
+    bool threw = false;
+    g_fail_countdown = n;
+    try {
+      (void)s.add_named_data("copy.of.the.last.buffer", span(last_copy), 8);
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    g_fail_countdown = -1;
+    if (!threw) {
+      CHECK(s.buffer_count() == 40);
+      CHECK(s.find("copy.of.the.last.buffer")->buffer_index == last);
+      break;
+    }
+    ++injected;
+    CAPTURE(n);
+    CHECK(dump(s) == before);
+    REQUIRE(s.add_named_data("copy.of.the.last.buffer", span(last_copy), 8).ok());  // ...and it still works
+    CHECK(s.buffer_count() == 40);
+    CHECK(s.find("copy.of.the.last.buffer")->buffer_index == last);
+    CHECK(s.buffers()[last].alignment == 8);
+  }
+  CHECK(injected >= 5);
+}
 #endif
 
 TEST_CASE("merge of a bulk-filled store: a buffer at alignment 0 or past the maximum, or a key past the buffers, is refused") {
