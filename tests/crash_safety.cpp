@@ -2164,10 +2164,12 @@ TEST_CASE("a failure after the check (chmod, fsync, close of the second descript
     struct Ctx {
       AfterCheck* ops;
       int told = 0;
-    } ctx{&ops};
+      std::string checked;  // the temporary file, as the check saw it
+    } ctx{&ops, 0, {}};
     WriteOptions o;
-    o.check_before_replace = [](const char*, void* c) -> Expected<void> {
+    o.check_before_replace = [](const char* path, void* c) -> Expected<void> {
       static_cast<Ctx*>(c)->ops->checked = true;
+      static_cast<Ctx*>(c)->checked = path;
       return {};
     };
     o.check_context = &ctx;
@@ -2181,7 +2183,17 @@ TEST_CASE("a failure after the check (chmod, fsync, close of the second descript
     CHECK(contains(r.message(), step == AfterCheck::Step::Chmod   ? "chmod temporary file"
                                 : step == AfterCheck::Step::Fsync ? "fsync temporary file"
                                                                   : "close temporary file"));
+    // The whole message: the step, the temporary file by its name, why.
+    REQUIRE(ctx.checked.rfind(dir + "/.model.ptd.tmp-", 0) == 0);
+    CHECK(r.message() == "cannot write '" + dest + "': " +
+                             (step == AfterCheck::Step::Chmod   ? "chmod"
+                              : step == AfterCheck::Step::Fsync ? "fsync"
+                                                                : "close") +
+                             " temporary file '" + ctx.checked + "' failed: " + std::strerror(EIO));
     CHECK(read_file(dest) == old_bytes);
+    struct stat st {};
+    REQUIRE(::stat(dest.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0640);
     CHECK(others(dir, {"model.ptd"}).empty());
     CHECK(ctx.told == 0);
     CHECK(wdedup_test::dir_entries("/proc/self/fd").size() == fds);
