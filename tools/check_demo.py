@@ -386,6 +386,21 @@ r = subprocess.run([exe, "--quiet", "--threads", "1", "--strategy", "oneblob", "
 if r.returncode != 0 or os.listdir(empty):
     problems.append(f"--out '' --json '' --per-method '': exit {r.returncode}, {r.stderr!r}, wrote {os.listdir(empty)}")
 
+# Without --out, the binary run on its own writes wdedup-demo.<strategy>.ptd
+# in the current directory (one --strategy: wdedup-demo.ptd), as the manual
+# and --help say; every run passes --out, so nothing else looks at the
+# default. Each file 8,176,896 bytes, as the README says of the demo's three.
+for strategy, names in (("all", ["wdedup-demo.disabled.ptd", "wdedup-demo.oneblob.ptd", "wdedup-demo.positional.ptd"]),
+                        ("oneblob", ["wdedup-demo.ptd"])):
+    here = os.path.join(work, "default-out-" + strategy)
+    os.makedirs(here)
+    r = subprocess.run([exe, "--quiet", "--threads", "1", "--strategy", strategy], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=120, cwd=here)
+    wrote = {n: os.path.getsize(os.path.join(here, n)) for n in sorted(os.listdir(here))}
+    if r.returncode != 0 or wrote != {n: 8176896 for n in names}:
+        problems.append(f"--strategy {strategy} without --out: exit {r.returncode}, {r.stderr!r}, wrote {wrote}; "
+                        f"expected {names}, 8176896 bytes each")
+
 # ---- names from files are printed escaped -----------------------------------
 # A .ptd file's name becomes its method's name, which reaches the terminal:
 # an escape sequence in it is printed as \x1b, not sent.
