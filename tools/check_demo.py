@@ -401,6 +401,16 @@ for strategy, names in (("all", ["wdedup-demo.disabled.ptd", "wdedup-demo.oneblo
         problems.append(f"--strategy {strategy} without --out: exit {r.returncode}, {r.stderr!r}, wrote {wrote}; "
                         f"expected {names}, 8176896 bytes each")
 
+# scripts/demo.sh passes its own --out before the user's arguments: of a flag
+# given twice the last counts, so the user's --out is where the store goes.
+here = os.path.join(work, "out-twice")
+os.makedirs(here)
+r = subprocess.run([exe, "--quiet", "--threads", "1", "--strategy", "oneblob", "--out", "script.ptd", "--out",
+                    "mine.ptd"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, cwd=here)
+if r.returncode != 0 or sorted(os.listdir(here)) != ["mine.ptd"]:
+    problems.append(f"--out script.ptd --out mine.ptd: exit {r.returncode}, {r.stderr!r}, wrote {sorted(os.listdir(here))}; "
+                    f"expected ['mine.ptd']")
+
 # ---- names from files are printed escaped -----------------------------------
 # A .ptd file's name becomes its method's name, which reaches the terminal:
 # an escape sequence in it is printed as \x1b, not sent.
