@@ -411,6 +411,32 @@ if r.returncode != 0 or sorted(os.listdir(here)) != ["mine.ptd"]:
     problems.append(f"--out script.ptd --out mine.ptd: exit {r.returncode}, {r.stderr!r}, wrote {sorted(os.listdir(here))}; "
                     f"expected ['mine.ptd']")
 
+# ---- what a run prints: --quiet leaves out the report tables, and only them --
+# Every other run here is --quiet and reads no stdout but "workload:"; the
+# seconds are the one figure that varies.
+printed = {}
+for quiet in (["--quiet"], []):
+    here = os.path.join(work, "printed" + "".join(quiet))
+    os.makedirs(here)
+    r = subprocess.run([exe] + quiet + ["--threads", "1", "--strategy", "oneblob", "--out", "q.ptd"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, cwd=here)
+    printed[bool(quiet)] = re.sub(r", [0-9]+\.[0-9]{3} s\n", ", S s\n", r.stdout) if r.returncode == 0 else r.stderr
+want = ("workload: Llama-shaped 'tiny' \u2014 dim 256, 4 layers, vocab 4096, prefill 1 partition, decode 1 partition, "
+        "15.65 MiB in memory\n\n"
+        "ONE_BLOB   in 20604416 B, stored 8164352 B, saved 12440064 B (60.4%), shared across blobs 0 B, S s\n"
+        "  wrote q.ptd: 8176896 bytes\n"
+        "  read back q.ptd with the runtime reader: 49 keys, 2 functions, 96 tensors verified\n")
+if printed[True] != want:
+    problems.append(f"--quiet printed {printed[True]!r}; expected {want!r}")
+# Without it: the same lines, the report's table before the summary line and
+# a blank line after the strategy's lines.
+loud = printed[False]
+head, summary = "wdedup report \u2014 strategy ONE_BLOB, 1 thread\n", "ONE_BLOB   in "
+table = loud[loud.find(head):loud.find(summary)] if head in loud and summary in loud else ""
+if not table or loud.replace(table, "", 1) != want + "\n" or \
+        "\n  bytes stored         8164352  (7.79 MiB)\n" not in table or "\n  per blob " not in table:
+    problems.append(f"without --quiet printed {loud!r}; expected the --quiet lines with the report table")
+
 # ---- names from files are printed escaped -----------------------------------
 # A .ptd file's name becomes its method's name, which reaches the terminal:
 # an escape sequence in it is printed as \x1b, not sent.
