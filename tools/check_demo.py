@@ -169,10 +169,20 @@ for args, want in refusals:
     if contents("good.json") != good_json or contents("good.ptd") != good_ptd:
         problems.append(f"{args}: good.json or good.ptd changed")
 
-# --threads 0 is every core, as DedupOptions::threads = 0.
-r = run(["--threads", "0", "--strategy", "oneblob", "--out", ""])
-if r.returncode != 0:
-    problems.append(f"--threads 0: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+# --threads N is the deduplication's, as its report says; 0 is every core
+# this process may run on (its affinity mask, as DedupOptions::threads = 0).
+# Two counts besides the reference run's 1: a demo that dropped the flag
+# reports the same count for all three.
+every_core = min(len(os.sched_getaffinity(0)), 1024)
+for threads, want in (("0", every_core), ("3", 3)):
+    r = run(["--threads", threads, "--strategy", "oneblob", "--out", "", "--json", "threads.json"])
+    said = [x["threads"] for x in json.loads(contents("threads.json"))] if r.returncode == 0 else []
+    if r.returncode != 0 or said != [want]:
+        problems.append(f"--threads {threads}: exit {r.returncode}, stderr {r.stderr.strip()!r}, report threads "
+                        f"{said}; expected [{want}]")
+    os.remove(os.path.join(work, "threads.json"))
+if [x["threads"] for x in json.loads(good_json)] != [1]:
+    problems.append(f"--threads 1: the reference report: {good_json[:200]!r}")
 
 # A workload no machine holds: refused from its size, before allocating.
 r = run(["--layers", "2000000000"])
