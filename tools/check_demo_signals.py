@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""CI check: wdedup-demo stopped by a signal while it writes a store removes
-the store's temporary file, leaves the destination as it was, and ends as the
-signal ends a process (killed by it). A signal the demo was started ignoring
-stays ignored: the run completes and replaces the destination.
+"""CI check: wdedup-demo stopped by a signal while it writes a store (or a
+--per-method file) removes its temporary file, leaves the destination as it
+was, and ends as the signal ends a process (killed by it). A signal the demo
+was started ignoring stays ignored: the run completes and replaces the
+destination.
 
-Each run is stopped (SIGSTOP) as soon as the store's temporary file has bytes
+Each run is stopped (SIGSTOP) as soon as the file's temporary has bytes
 reserved, which is mid-write, then sent the signal and continued: the signal
 arrives while the temporary file exists, whatever the machine's speed."""
 import os
@@ -21,21 +22,23 @@ os.makedirs(work)
 problems = []
 OLD = b"the previous store\n"
 DEST = "model.ptd"
-TEMP_PREFIX = "." + DEST + ".tmp-"
 # tiny with 40 layers: a store of about 60 MB, written and read back in
 # tens of milliseconds, long enough to be caught with its temporary file.
 ARGS = ["--quiet", "--threads", "1", "--strategy", "oneblob", "--layers", "40", "--out", DEST]
 
 
 def temporaries():
-    """The store's temporary files in the work directory: {name: size}."""
+    """The writer's temporary files (.<name>.tmp-XXXXXX) in the work directory
+    and the directories in it: {path under it: size}."""
     found = {}
-    for e in os.scandir(work):
-        if e.name.startswith(TEMP_PREFIX):
-            try:
-                found[e.name] = e.stat(follow_symlinks=False).st_size
-            except FileNotFoundError:
-                pass
+    for root, dirs, files in os.walk(work):
+        for name in files:
+            if name.startswith(".") and ".tmp-" in name:
+                path = os.path.join(root, name)
+                try:
+                    found[os.path.relpath(path, work)] = os.stat(path, follow_symlinks=False).st_size
+                except FileNotFoundError:
+                    pass
     return found
 
 
@@ -44,12 +47,15 @@ def destination():
         return f.read()
 
 
-def start(ignore=None):
-    """The demo over the previous store; `ignore`: a signal it starts ignoring."""
-    for name in os.listdir(work):
-        os.unlink(os.path.join(work, name))
-    with open(os.path.join(work, DEST), "wb") as f:
-        f.write(OLD)
+def start(ignore=None, args=ARGS, files=(DEST,)):
+    """The demo run with `args` over `files` (paths under the work directory)
+    holding OLD; `ignore`: a signal it starts ignoring."""
+    shutil.rmtree(work)
+    os.makedirs(work)
+    for name in files:
+        os.makedirs(os.path.dirname(os.path.join(work, name)), exist_ok=True)
+        with open(os.path.join(work, name), "wb") as f:
+            f.write(OLD)
 
     def before():
         # The stop signals at their default actions, but `ignore`, whatever
@@ -58,7 +64,7 @@ def start(ignore=None):
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN if sig == ignore else signal.SIG_DFL)
 
-    return subprocess.Popen([exe] + ARGS, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.Popen([exe] + args, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=before)
 
 
@@ -96,16 +102,16 @@ def stop_mid_write(p):
     return None
 
 
-def caught(ignore=None, tries=5):
+def caught(ignore=None, tries=5, args=ARGS, files=(DEST,)):
     """A run stopped mid-write: (process, temporary file's name)."""
     for _ in range(tries):
-        p = start(ignore)
+        p = start(ignore, args, files)
         name = stop_mid_write(p)
         if name is not None:
             return p, name
         p.communicate(timeout=120)
     sys.exit(f"wdedup-demo was never caught mid-write in {tries} runs: its store is written too fast "
-             f"for this check; raise --layers in {ARGS}")
+             f"for this check; raise --layers in {args}")
 
 
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -124,6 +130,25 @@ for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         problems.append(f"{what}: the destination was changed")
     if sorted(os.listdir(work)) != [DEST]:
         problems.append(f"{what}: the directory holds {sorted(os.listdir(work))}")
+
+# The --per-method files are written as the stores are: stopped while it
+# writes one (prefill.ptd or decode.ptd, each about as large as the store),
+# the demo removes that one's temporary and leaves the old file.
+PM_ARGS = ["--quiet", "--threads", "1", "--strategy", "oneblob", "--layers", "40", "--out", "", "--per-method", "pm"]
+PM_FILES = ("pm/decode.ptd", "pm/prefill.ptd")
+p, name = caught(args=PM_ARGS, files=PM_FILES)
+writing = os.path.join(os.path.dirname(name), os.path.basename(name)[1:].rsplit(".tmp-", 1)[0])
+os.kill(p.pid, signal.SIGTERM)
+os.kill(p.pid, signal.SIGCONT)
+out, err = p.communicate(timeout=120)
+what = f"SIGTERM while --per-method's {name} was written"
+with open(os.path.join(work, writing), "rb") as f:
+    kept = f.read() == OLD
+if p.returncode != -signal.SIGTERM or temporaries() or not kept or \
+        sorted(os.listdir(os.path.join(work, "pm"))) != ["decode.ptd", "prefill.ptd"]:
+    problems.append(f"{what}: exit {p.returncode}, left {sorted(temporaries())}, {writing} "
+                    f"{'kept' if kept else 'changed'}, pm holds {sorted(os.listdir(os.path.join(work, 'pm')))}; "
+                    f"stderr {err.decode()!r}")
 
 # A hangup the demo was started ignoring (nohup) does not stop it: the run
 # completes, the store replaces the destination, byte for byte the store
@@ -147,5 +172,5 @@ elif destination() != reference or sorted(os.listdir(work)) != [DEST]:
 if problems:
     print("\n".join(problems))
     sys.exit(1)
-print("demo_signals: SIGTERM, SIGINT and SIGHUP mid-write remove the temporary file and leave the destination; "
-      "an ignored SIGHUP stays ignored")
+print("demo_signals: SIGTERM, SIGINT and SIGHUP mid-write remove the temporary file and leave the destination "
+      "(a store's, a --per-method file's); an ignored SIGHUP stays ignored")
