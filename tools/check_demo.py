@@ -349,6 +349,14 @@ if r.returncode != 2 or not r.stderr.startswith("wdedup-demo: unknown option '--
     problems.append(f"--bogus: exit {r.returncode}, stderr {r.stderr[:200]!r}")
 if listing() != before_unknown:
     problems.append(f"--bogus: left {sorted(listing() - before_unknown)} behind")
+# An argument that is no option (a .ptd file without --ptd) is said to be
+# one, not an unknown option; nothing is written either.
+r = run(["good.ptd", "--out", "unknown.ptd"])
+if r.returncode != 2 or not r.stderr.startswith("wdedup-demo: unexpected argument 'good.ptd': the demo takes options "
+                                                "only (.ptd files to merge are given with --ptd)\nusage: wdedup-demo "):
+    problems.append(f"good.ptd as an argument: exit {r.returncode}, stderr {r.stderr[:200]!r}")
+if listing() != before_unknown:
+    problems.append(f"good.ptd as an argument: left {sorted(listing() - before_unknown)} behind")
 if os.path.lexists(os.path.join(work, "newpm")):
     problems.append("--per-method newpm with a method file name too long: newpm was created")
 # A path too long as a whole (each name short): the writer's temporary beside

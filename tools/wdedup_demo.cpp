@@ -293,6 +293,13 @@ bool parse_args(int argc, char** argv, Args* a) {
       else if (opt == "--prefill-partitions") a->prefill_partitions = n;
       else if (opt == "--decode-partitions") a->decode_partitions = n;
       else a->threads = n;
+    } else if (opt.empty() || opt[0] != '-') {
+      // Not an option at all: most likely a .ptd file given as the argument
+      // of the merge, which "unknown option" did not make plain.
+      std::fprintf(stderr, "wdedup-demo: unexpected argument '%s': the demo takes options only (.ptd files to "
+                           "merge are given with --ptd)\n", opt.c_str());
+      usage(stderr);
+      return false;
     } else {
       std::fprintf(stderr, "wdedup-demo: unknown option '%s'\n", opt.c_str());
       usage(stderr);
