@@ -2059,6 +2059,18 @@ TEST_CASE("the demo warns of a merge that does not keep its files' keys, and --k
         "wdedup-demo: --keep-keys: the merged store does not keep every key of its files, and is not written: " + why +
             "\n");
   CHECK(read_file(out) == kept_file);
+  // Under every strategy: the keys are checked once, for the first store,
+  // and each strategy's store is refused on that answer, not only the first.
+  // (The later flag counts: --strategy all, each store to merged.<tag>.ptd.)
+  CHECK(demo(prefill + "," + decode, " --keep-keys --strategy all") == 1);
+  CHECK(read_text(err) ==
+        "wdedup-demo: --keep-keys: the merged store does not keep every key of its files, and is not written: " + why +
+            "\n");
+  for (const char* tag : {"positional", "oneblob", "disabled"}) {
+    const std::string store = dir + "/merged." + tag + ".ptd";
+    CAPTURE(store);
+    CHECK(::access(store.c_str(), F_OK) != 0);
+  }
   // With --per-method, whose files wait for the answer: none written where
   // the merge is refused, both where it is not.
   const std::string pm = dir + "/pm";
