@@ -2245,21 +2245,8 @@ TEST_CASE("a check before the replacement can read the file whatever the replace
 // destination keeps its bytes and its mode and no temporary file is left,
 // also when the allocation fails once the temporary file exists. The
 // replaced operator new fails once when armed.
-namespace {
-long g_fail_countdown = -1;  // fail the allocation this many allocations from now; -1: never
-}  // namespace
-void* operator new(std::size_t n) {
-  if (g_fail_countdown >= 0 && g_fail_countdown-- == 0) throw std::bad_alloc();
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-// noinline: see tests/named_data_store.cpp (GCC inlined them into code the
-// pragma does not reach).
-__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "support/failing_new.hpp"
+using wdedup_test::g_fail_countdown;
 
 TEST_CASE("out of memory at any allocation of a write: std::bad_alloc, the destination untouched, no temporary file") {
   std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1), pattern(9000, 2)};

@@ -1112,23 +1112,8 @@ TEST_CASE("a runtime Failure in a message: a failed system call by its reason, a
 // Out of memory at each allocation an add makes, in turn: the add throws
 // std::bad_alloc (as any container would) and the store is as it was, and
 // still works. The replaced operator new fails once when armed.
-namespace {
-long g_fail_countdown = -1;  // fail the allocation this many allocations from now; -1: never
-}  // namespace
-void* operator new(std::size_t n) {
-  if (g_fail_countdown >= 0 && g_fail_countdown-- == 0) throw std::bad_alloc();
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-// (GCC flags free() in a replaced operator delete as a mismatch once it
-// inlines the pair; here the two are matched by construction.)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-// noinline: GCC 11 inlined them into the library's code above this point,
-// where the pragma does not reach, and stopped the build (-Werror).
-__attribute__((noinline)) void operator delete(void* p) noexcept { std::free(p); }
-__attribute__((noinline)) void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "support/failing_new.hpp"
+using wdedup_test::g_fail_countdown;
 
 TEST_CASE("out of memory during an add: std::bad_alloc, and the store is unchanged") {
   const auto a = bytes(16, 1), b = bytes(16, 2), c = bytes(16, 3), big = bytes(40, 4);
