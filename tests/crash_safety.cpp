@@ -165,13 +165,23 @@ class FaultyOps final : public detail::FileOps {
 
 }  // namespace
 
+/// The write both failing-step tests below make: four buffers of about
+/// 700 KB (more than one write batch, offsets past 2 MB to fail at), one
+/// function map, and the bytes the destination held before. The second
+/// test's exact messages hold its sizes (a 2,812,440-byte file).
+struct FailingStepWrite {
+  std::vector<std::vector<std::uint8_t>> data = [] {
+    std::vector<std::vector<std::uint8_t>> d;
+    for (std::size_t i = 0; i < 4; ++i) d.push_back(pattern(700000 + 1000 * i, 10 + i));
+    return d;
+  }();
+  NamedDataStore store = store_over(data);  // (after data: it points into it)
+  FunctionMaps maps{{FunctionMap{"forward", 0, "blob", "forward", {{"w", "layer.0.weight"}}}}};
+  std::vector<std::uint8_t> old_bytes = pattern(12345, 99);
+};
+
 TEST_CASE("every failing step leaves the destination untouched and removes the temporary file") {
-  std::vector<std::vector<std::uint8_t>> data;
-  for (std::size_t i = 0; i < 4; ++i) data.push_back(pattern(700000 + 1000 * i, 10 + i));
-  const NamedDataStore store = store_over(data);
-  FunctionMaps maps;
-  maps.functions.push_back(FunctionMap{"forward", 0, "blob", "forward", {{"w", "layer.0.weight"}}});
-  const std::vector<std::uint8_t> old_bytes = pattern(12345, 99);
+  const FailingStepWrite w;
 
   using Step = FaultyOps::Step;
   struct Case {
@@ -201,17 +211,17 @@ TEST_CASE("every failing step leaves the destination untouched and removes the t
       CAPTURE(c.after);
       const std::string dir = fresh_dir("faults");
       const std::string dest = dir + "/model.ptd";
-      if (had_old) REQUIRE(wdedup_test::write_file(dest, old_bytes));
+      if (had_old) REQUIRE(wdedup_test::write_file(dest, w.old_bytes));
       FaultyOps ops(c.step, c.error);
       ops.fail_after_bytes = c.after;
-      Expected<WriteStats> r = detail::write_ptd_file_with(store, maps, dest, WriteOptions{}, ops);
+      Expected<WriteStats> r = detail::write_ptd_file_with(w.store, w.maps, dest, WriteOptions{}, ops);
       REQUIRE_FALSE(r.ok());
       CHECK(r.error() == Error::IoError);
       INFO(r.message());
       CHECK(contains(r.message(), "cannot write '" + dest + "': "));
       CHECK(contains(r.message(), c.operation));
       CHECK(contains(r.message(), std::strerror(c.error)));
-      if (had_old) CHECK(read_file(dest) == old_bytes);
+      if (had_old) CHECK(read_file(dest) == w.old_bytes);
       else CHECK_FALSE(exists(dest));
       CHECK(others(dir, {"model.ptd"}).empty());  // no temporary file left
     }
@@ -224,13 +234,8 @@ TEST_CASE("each failing step's error says, exactly, which file, which step, wher
   // offset a write failed at (a message that said "at offset 0" for a
   // write that failed 1,500,000 bytes in, or dropped the temporary file's
   // name, passed it). The destination keeps its bytes and its mode.
-  std::vector<std::vector<std::uint8_t>> data;
-  for (std::size_t i = 0; i < 4; ++i) data.push_back(pattern(700000 + 1000 * i, 10 + i));
-  const NamedDataStore store = store_over(data);
-  FunctionMaps maps;
-  maps.functions.push_back(FunctionMap{"forward", 0, "blob", "forward", {{"w", "layer.0.weight"}}});
-  const std::vector<std::uint8_t> old_bytes = pattern(12345, 99);
-  Expected<detail::PtdPlan> plan = detail::plan_ptd(store, maps, WriteOptions{});
+  const FailingStepWrite w;
+  Expected<detail::PtdPlan> plan = detail::plan_ptd(w.store, w.maps, WriteOptions{});
   REQUIRE(plan.ok());
   REQUIRE(plan->file_size == 2812440);
   REQUIRE(plan->segment_info_offset == 792);
@@ -258,7 +263,7 @@ TEST_CASE("each failing step's error says, exactly, which file, which step, wher
     CAPTURE(c.after);
     const std::string dir = fresh_dir("fault_messages");
     const std::string dest = dir + "/model.ptd";
-    REQUIRE(wdedup_test::write_file(dest, old_bytes));
+    REQUIRE(wdedup_test::write_file(dest, w.old_bytes));
     REQUIRE(::chmod(dest.c_str(), 0640) == 0);
     std::string temp;  // as on_temporary was told it
     WriteOptions o;
@@ -268,7 +273,7 @@ TEST_CASE("each failing step's error says, exactly, which file, which step, wher
     };
     FaultyOps ops(c.step, c.error);
     ops.fail_after_bytes = c.after;
-    Expected<WriteStats> r = detail::write_ptd_file_with(store, maps, dest, o, ops);
+    Expected<WriteStats> r = detail::write_ptd_file_with(w.store, w.maps, dest, o, ops);
     REQUIRE_FALSE(r.ok());
     REQUIRE(temp.rfind(dir + "/.model.ptd.tmp-", 0) == 0);
     std::string operation = c.operation;
@@ -277,7 +282,7 @@ TEST_CASE("each failing step's error says, exactly, which file, which step, wher
     if (const std::size_t at = operation.find("<dest>"); at != std::string::npos) operation.replace(at, 6, quoted_dest);
     CHECK(r.error() == Error::IoError);
     CHECK(r.message() == "cannot write " + quoted_dest + ": " + operation + " failed: " + std::strerror(c.error));
-    CHECK(read_file(dest) == old_bytes);
+    CHECK(read_file(dest) == w.old_bytes);
     struct stat st {};
     REQUIRE(::stat(dest.c_str(), &st) == 0);
     CHECK((st.st_mode & 07777) == 0640);
@@ -286,13 +291,13 @@ TEST_CASE("each failing step's error says, exactly, which file, which step, wher
   // No temporary file is made for the directory's refusal to be named in.
   const std::string dir = fresh_dir("fault_messages");
   const std::string dest = dir + "/model.ptd";
-  REQUIRE(wdedup_test::write_file(dest, old_bytes));
+  REQUIRE(wdedup_test::write_file(dest, w.old_bytes));
   FaultyOps ops(Step::MakeTemp, EMFILE);
-  Expected<WriteStats> r = detail::write_ptd_file_with(store, maps, dest, WriteOptions{}, ops);
+  Expected<WriteStats> r = detail::write_ptd_file_with(w.store, w.maps, dest, WriteOptions{}, ops);
   CHECK(r.error() == Error::IoError);
   CHECK(r.message() == "cannot write '" + dest + "': create a temporary file in directory '" + dir + "' failed: " +
                            std::strerror(EMFILE));
-  CHECK(read_file(dest) == old_bytes);
+  CHECK(read_file(dest) == w.old_bytes);
   CHECK(others(dir, {"model.ptd"}).empty());
 }
 
