@@ -2248,8 +2248,12 @@ TEST_CASE("a check before the replacement can read the file whatever the replace
 // Out of memory at each allocation a write makes, in turn: write_ptd_file
 // throws std::bad_alloc (README, Errors) and, as on any other failure, the
 // destination keeps its bytes and its mode and no temporary file is left,
-// also when the allocation fails once the temporary file exists. The
-// replaced operator new fails once when armed.
+// also when the allocation fails once the temporary file exists. The same
+// with a directory fsync that fails after the rename: the write then ends
+// NotDurable with the new file in place, and an allocation that fails
+// before it still leaves the old one (the message is made before the
+// rename; made after it, an allocation failing there threw with the new
+// file in place). The replaced operator new fails once when armed.
 #include "support/failing_new.hpp"
 using wdedup_test::g_fail_countdown;
 
@@ -2258,46 +2262,62 @@ TEST_CASE("out of memory at any allocation of a write: std::bad_alloc, the desti
   const NamedDataStore store = store_over(data);
   FunctionMaps maps;
   maps.functions.push_back(FunctionMap{"forward", 0, "blob", "forward", {{"w", "layer.0.weight"}}});
-  const std::string dir = fresh_dir("out_of_memory");
-  const std::string dest = dir + "/model.ptd";
+  const std::vector<std::uint8_t> new_bytes = serialize_ptd(store, maps).value();
   const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
-  REQUIRE(wdedup_test::write_file(dest, old_bytes));
-  REQUIRE(::chmod(dest.c_str(), 0640) == 0);
-  struct Seen {
-    bool made = false;  // the temporary file existed when the allocation failed
-  } seen;
-  WriteOptions o;
-  o.temporary_context = &seen;
-  o.on_temporary = [](const char*, bool exists, void* context) {
-    if (exists) static_cast<Seen*>(context)->made = true;
-  };
-  long injected = 0, after_temporary = 0;
-  for (long n = 0;; ++n) {
-    REQUIRE(n < 100000);
-    seen.made = false;
-    bool threw = false, written = false;
-    g_fail_countdown = n;
-    try {
-      written = write_ptd_file(store, maps, dest, o).ok();
-    } catch (const std::bad_alloc&) {
-      threw = true;
+  for (const bool dir_fsync_fails : {false, true}) {
+    CAPTURE(dir_fsync_fails);
+    const std::string dir = fresh_dir(dir_fsync_fails ? "out_of_memory_fsync_dir" : "out_of_memory");
+    const std::string dest = dir + "/model.ptd";
+    REQUIRE(wdedup_test::write_file(dest, old_bytes));
+    REQUIRE(::chmod(dest.c_str(), 0640) == 0);
+    struct Seen {
+      bool made = false;  // the temporary file existed when the allocation failed
+    } seen;
+    WriteOptions o;
+    REQUIRE(o.fsync);  // (the directory fsync happens)
+    o.temporary_context = &seen;
+    o.on_temporary = [](const char*, bool exists, void* context) {
+      if (exists) static_cast<Seen*>(context)->made = true;
+    };
+    FaultyOps ops(dir_fsync_fails ? FaultyOps::Step::FsyncDir : FaultyOps::Step::None, EIO);
+    long injected = 0, after_temporary = 0;
+    for (long n = 0;; ++n) {
+      REQUIRE(n < 100000);
+      seen.made = false;
+      bool threw = false;
+      Expected<WriteStats> r = BuildError{Error::InvalidArgument, "not called"};
+      g_fail_countdown = n;
+      try {
+        r = detail::write_ptd_file_with(store, maps, dest, o, ops);
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      g_fail_countdown = -1;
+      if (!threw) {
+        CAPTURE(n);
+        if (dir_fsync_fails) {
+          CHECK(r.error() == Error::NotDurable);
+          CHECK(r.message() == "wrote '" + dest + "', but fsync directory '" + dir + "' failed: " +
+                                   std::strerror(EIO) +
+                                   " (the new file is in place; its rename may not survive a power loss)");
+        } else {
+          CHECK(r.ok());
+        }
+        CHECK(read_file(dest) == new_bytes);
+        CHECK(others(dir, {"model.ptd"}).empty());
+        break;
+      }
+      CAPTURE(n);
+      ++injected;
+      if (seen.made) ++after_temporary;
+      CHECK(read_file(dest) == old_bytes);
+      struct stat st {};
+      REQUIRE(::stat(dest.c_str(), &st) == 0);
+      CHECK((st.st_mode & 07777) == 0640);
+      CHECK(others(dir, {"model.ptd"}).empty());
     }
-    g_fail_countdown = -1;
-    if (!threw) {
-      REQUIRE(written);
-      CHECK(read_file(dest) == serialize_ptd(store, maps).value());
-      break;
-    }
-    CAPTURE(n);
-    ++injected;
-    if (seen.made) ++after_temporary;
-    CHECK(read_file(dest) == old_bytes);
-    struct stat st {};
-    REQUIRE(::stat(dest.c_str(), &st) == 0);
-    CHECK((st.st_mode & 07777) == 0640);
-    CHECK(others(dir, {"model.ptd"}).empty());
+    CHECK(injected >= 10);
+    CHECK(after_temporary >= 2);  // (the content hashes' table and the write batch's pieces, at least)
   }
-  CHECK(injected >= 10);
-  CHECK(after_temporary >= 2);  // (the content hashes' table and the write batch's pieces, at least)
 }
 #endif  // __cpp_exceptions

@@ -344,10 +344,22 @@ TEST_CASE("detail::errno_text_pick: strerror_r's text, whichever strerror_r the 
   // XSI's returns 0 having filled the buffer, else an error (-1 with errno
   // set before glibc 2.13, the error itself after), for which the errno's
   // number stands in; GNU's returns the text, in the buffer or not.
-  CHECK(detail::errno_text_pick(0, "No such file or directory", ENOENT) == "No such file or directory");
-  CHECK(detail::errno_text_pick(ERANGE, "", 4000) == "errno 4000");
-  CHECK(detail::errno_text_pick(-1, "", 4000) == "errno 4000");
-  CHECK(detail::errno_text_pick("Permission denied", "", EACCES) == "Permission denied");
+  // The text is the buffer's, or GNU's own string; the buffer is written
+  // only for XSI's error.
+  char buf[32] = "No such file or directory";
+  CHECK(detail::errno_text_pick(0, buf, sizeof buf, ENOENT) == std::string("No such file or directory"));
+  CHECK(detail::errno_text_pick(ERANGE, buf, sizeof buf, 4000) == std::string("errno 4000"));
+  CHECK(detail::errno_text_pick(-1, buf, sizeof buf, 4000) == std::string("errno 4000"));
+  char untouched[4] = "abc";
+  CHECK(detail::errno_text_pick("Permission denied", untouched, sizeof untouched, EACCES) ==
+        std::string("Permission denied"));
+  CHECK(std::string(untouched) == "abc");
+}
+
+TEST_CASE("detail::errno_text_into: the text without an allocation, in the buffer given or the C library's") {
+  char buf[256];
+  CHECK(std::string(detail::errno_text_into(ENOENT, buf)) == "No such file or directory");
+  CHECK(std::string(detail::errno_text_into(123456789, buf)) == std::string(std::strerror(123456789)));
 }
 
 TEST_CASE("detail::errno_text: strerror's text whole, one the C library builds in the buffer included") {

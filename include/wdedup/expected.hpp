@@ -102,7 +102,11 @@ class [[nodiscard]] Expected {
   Error error() const noexcept { return ok() ? Error::Ok : error_.code; }
   /// The message of a failure; empty on success.
   const std::string& message() const noexcept { return error_.message; }
-  const BuildError& build_error() const noexcept { return error_; }
+  /// (From a temporary, the error is moved out, as value() moves the T: a
+  /// failure passed on as another Expected's then makes no copy of its
+  /// message, which could fail for want of memory where a write must not.)
+  const BuildError& build_error() const& noexcept { return error_; }
+  BuildError&& build_error() && noexcept { return std::move(error_); }
 
   T& value() & noexcept { return *checked(); }
   const T& value() const& noexcept { return *checked(); }
@@ -162,7 +166,8 @@ class [[nodiscard]] Expected<void> {
   explicit operator bool() const noexcept { return ok(); }
   Error error() const noexcept { return error_.code; }
   const std::string& message() const noexcept { return error_.message; }
-  const BuildError& build_error() const noexcept { return error_; }
+  const BuildError& build_error() const& noexcept { return error_; }
+  BuildError&& build_error() && noexcept { return std::move(error_); }  // (as Expected<T>'s)
 
  private:
   static constexpr const char* kMadeFromOk = "an Expected<void> was made from Error::Ok with a message";
@@ -314,14 +319,21 @@ inline Expected<void> refuse_nul_in_path(const char* verb, const std::string& pa
                         cat("cannot ", verb, " ", quote_name(path), ": the path contains a NUL byte at offset ", nul));
 }
 /// strerror, thread-safe (strerror itself is not), whichever strerror_r
-/// the C library declares.
-inline std::string errno_text_pick(int rc, const char* buf, int e) {
-  return rc == 0 ? std::string(buf) : cat("errno ", e);
+/// the C library declares, into `buf` (or a string of the C library's):
+/// no allocation, for a message that must be made where running out of
+/// memory would lose what happened (AtomicFile::commit, after its rename).
+inline const char* errno_text_pick(int rc, char* buf, std::size_t size, int e) {
+  if (rc != 0) std::snprintf(buf, size, "errno %d", e);
+  return buf;
 }
-inline std::string errno_text_pick(const char* msg, const char*, int) { return msg; }
+inline const char* errno_text_pick(const char* msg, char*, std::size_t, int) { return msg; }
+inline const char* errno_text_into(int e, char (&buf)[256]) {
+  buf[0] = '\0';
+  return errno_text_pick(::strerror_r(e, buf, sizeof buf), buf, sizeof buf, e);
+}
 inline std::string errno_text(int e) {
-  char buf[256] = {};
-  return errno_text_pick(::strerror_r(e, buf, sizeof buf), buf, e);
+  char buf[256];
+  return errno_text_into(e, buf);
 }
 
 }  // namespace detail

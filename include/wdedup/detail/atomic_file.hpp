@@ -561,12 +561,22 @@ class BasicAtomicFile {
       if (const int e = errno_of(ops_.close(second)))
         return fail_errno("close temporary file " + quote_name(temp_), e);
     }
-    // The directory's path is made before the rename: once the rename is
-    // done, running out of memory (std::bad_alloc) would be a failure with
-    // the destination already replaced. Built after it, an allocation that
-    // failed there threw with the new file in place (tests/crash_safety.cpp,
-    // every allocation of a write failed in turn).
+    // Everything that allocates is done before the rename: the directory's
+    // path, and the whole NotDurable message but the system's reason, with
+    // room reserved for it (255 characters: the most errno_text_into writes
+    // into its buffer; the C library's own texts are far shorter). Once
+    // the rename is done, running out of memory (std::bad_alloc) would be
+    // a failure with the destination already replaced. Built after it, an
+    // allocation that failed there threw with the new file in place
+    // (tests/crash_safety.cpp, every allocation of a write failed in turn,
+    // with and without a failing directory fsync).
     const std::string dir_dot = durable ? (dir_ == "/" ? std::string("/.") : dir_ + "/.") : std::string();
+    static constexpr char kNotDurableEnd[] = " (the new file is in place; its rename may not survive a power loss)";
+    std::string not_durable;
+    if (durable) {
+      not_durable = "wrote " + quote_name(path_) + ", but fsync directory " + quote_name(dir_) + " failed: ";
+      not_durable.reserve(not_durable.size() + 255 + sizeof kNotDurableEnd);
+    }
     if (const int e = errno_of(ops_.rename(temp_.c_str(), target_.c_str())))
       return fail_errno("rename " + quote_name(temp_) + " to " + quote_name(target_), e);
     committed_ = true;
@@ -580,11 +590,12 @@ class BasicAtomicFile {
     // directory owned by neither this user nor the directory's owner, and
     // every write through it would have ended NotDurable.
     if (durable)
-      if (const int e = errno_of(ops_.fsync_directory(dir_dot.c_str())))
-        return Expected<void>(Error::NotDurable,
-                              "wrote " + quote_name(path_) + ", but fsync directory " + quote_name(dir_) +
-                                  " failed: " + errno_text(e) +
-                                  " (the new file is in place; its rename may not survive a power loss)");
+      if (const int e = errno_of(ops_.fsync_directory(dir_dot.c_str()))) {
+        char reason[256];
+        not_durable += errno_text_into(e, reason);  // (within the capacity reserved: no allocation)
+        not_durable += kNotDurableEnd;
+        return Expected<void>(Error::NotDurable, std::move(not_durable));
+      }
     return {};
   }
 
@@ -611,6 +622,12 @@ class BasicAtomicFile {
   /// so and names it, for the caller to remove. The destination is as it
   /// was either way. (NotDurable: committed, nothing to remove.)
   Expected<void> abandon(Expected<void> r) {
+    // Committed, nothing is removed, and nothing may allocate: the
+    // destination is already the new file (see commit()).
+    if (committed_) {
+      discard();
+      return r;
+    }
     const std::string temp = temp_;
     if (const int e = discard(); e != 0 && e != ENOENT)
       return Expected<void>(r.error(), r.message() + "; the temporary file " + quote_name(temp) +
