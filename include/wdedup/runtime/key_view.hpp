@@ -56,7 +56,8 @@ struct has_char_traits<S, traits::enable_if_t<traits::is_same<typename S::traits
 
 /// A char string view with a static `npos` but no char traits:
 /// ExecuTorch's portable `executorch::aten::string_view` (its own
-/// basic_string_view, what a delegate's NamedDataMap is handed keys as).
+/// basic_string_view, what a delegate's NamedDataMap is handed keys as at
+/// 6530a7f; newer runtimes hand a std::string_view).
 /// std::vector<char> and std::array<char, N> have no npos.
 template <class S, class = void>
 struct is_npos_text {
