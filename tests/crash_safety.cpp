@@ -1273,6 +1273,14 @@ TEST_CASE("a destination the rename could not replace is refused before anything
                                "' is append-only (chattr +a): no file written there can be renamed into place";
     refused(sub + "/old.ptd", in_dir);
     refused(sub + "/new.ptd", in_dir);
+    // The directory named as given, as the writer names it, whether the
+    // file is there or not (the reason named an existing file's directory
+    // by its real path, '<dir>/append_dir' here, a new one's as given).
+    const std::string spelt = dir + "/./append_dir";
+    const std::string in_spelt = "its directory '" + spelt +
+                                 "' is append-only (chattr +a): no file written there can be renamed into place";
+    refused(spelt + "/old.ptd", in_spelt);
+    refused(spelt + "/new.ptd", in_spelt);
     CHECK(read_file(imm) == std::vector<std::uint8_t>{7});
     CHECK(read_file(app) == std::vector<std::uint8_t>{8});
     CHECK(read_file(sub + "/old.ptd") == std::vector<std::uint8_t>{9});

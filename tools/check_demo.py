@@ -506,17 +506,17 @@ if r.returncode != 2 or r.stderr != want:
 # writer's rename over it fails. Found only then, the demo did all its work
 # and lost its report (a review); now it is refused first, exit 2. Needs
 # root and a file system that keeps the flag (x86-64 and arm64 ioctl numbers).
-FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL = 0x80086601, 0x40086602, 0x10
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL, FS_APPEND_FL = 0x80086601, 0x40086602, 0x10, 0x20
 
 
-def set_immutable(path, on):
+def set_inode_flag(path, flag, on):
     import fcntl
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         buf = bytearray(8)
         fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf)
         flags = int.from_bytes(buf[:4], sys.byteorder)
-        flags = flags | FS_IMMUTABLE_FL if on else flags & ~FS_IMMUTABLE_FL
+        flags = flags | flag if on else flags & ~flag
         fcntl.ioctl(fd, FS_IOC_SETFLAGS, flags.to_bytes(4, sys.byteorder) + bytes(4))
     finally:
         os.close(fd)
@@ -529,7 +529,7 @@ try:
     for name, data in immutable.items():
         with open(os.path.join(work, name), "wb") as f:
             f.write(data)
-        set_immutable(os.path.join(work, name), True)
+        set_inode_flag(os.path.join(work, name), FS_IMMUTABLE_FL, True)
         made.append(name)
 except OSError as e:
     print(f"immutable outputs not tried (not root, or no chattr flags here: {e})")
@@ -547,7 +547,37 @@ if len(made) == len(immutable):
     if sorted(os.listdir(os.path.join(work, "pmi"))) != ["decode.ptd"]:
         problems.append(f"pmi holds {sorted(os.listdir(os.path.join(work, 'pmi')))}")
 for name in made:
-    set_immutable(os.path.join(work, name), False)
+    set_inode_flag(os.path.join(work, name), FS_IMMUTABLE_FL, False)
+
+# An append-only directory (chattr +a): a file can be made in it, none renamed
+# into place. It is named as given, as the writer's own message names it,
+# whether the output is there or not: an existing file's directory was named
+# by its real path ('/.../demo-args/apd'), a new one's as given ('apd').
+apd = os.path.join(work, "apd")
+os.makedirs(apd)
+kept = {"old.json": b"old report", "old.ptd": b"old store", "prefill.ptd": b"old prefill"}
+for name, data in kept.items():
+    with open(os.path.join(apd, name), "wb") as f:
+        f.write(data)
+try:
+    set_inode_flag(apd, FS_APPEND_FL, True)
+    append_only = True
+except OSError as e:
+    append_only = False
+    print(f"an append-only directory not tried (not root, or no chattr flags here: {e})")
+if append_only:
+    why = "its directory 'apd' is append-only (chattr +a): no file written there can be renamed into place"
+    try:
+        for args, want in ((["--json", "apd/old.json"], f"cannot write --json apd/old.json: {why}"),
+                           (["--json", "apd/new.json"], f"cannot write --json apd/new.json: {why}"),
+                           (["--strategy", "oneblob", "--out", "apd/old.ptd"], f"cannot write --out apd/old.ptd: {why}"),
+                           (["--strategy", "oneblob", "--out", "apd/new.ptd"], f"cannot write --out apd/new.ptd: {why}"),
+                           (["--out", "", "--per-method", "apd"], f"cannot write --per-method apd/prefill.ptd: {why}")):
+            expect(args, 2, "wdedup-demo: " + want)
+        if sorted(os.listdir(apd)) != sorted(kept) or any(contents(os.path.join("apd", n)) != d for n, d in kept.items()):
+            problems.append(f"an append-only directory: apd holds {sorted(os.listdir(apd))}, or a file changed")
+    finally:
+        set_inode_flag(apd, FS_APPEND_FL, False)
 
 # ---- standard output lost: a failed run --------------------------------------
 # The run's output, and --help's: both lost on a full device, exit 1.

@@ -821,15 +821,21 @@ std::string cannot_create_reason(const std::string& path, int e) {
   // A file the writer could make but not rename into place: the rule that
   // stops it (replace_refusal), found again where the writer looks, beside
   // what a symbolic link points at.
-  // Where the writer's temporary goes: beside what a link points at, or
-  // beside the name itself where it resolves to nothing yet.
+  // Where the writer's temporary goes, found as the writer finds it
+  // (open()): beside what a symbolic link points at, else beside the name
+  // as given. Resolving every name that exists named an existing file's
+  // directory as a full path ('/home/u/ap' for ap/old.json) and a new
+  // one's as given ('ap' for ap/new.json), where the writer's own message
+  // and the rest of the tools' name it as given.
   auto resolved = [&path] {
-    std::string target = path;
-    if (char* real = ::realpath(path.c_str(), nullptr)) {
-      target = real;
-      std::free(real);
-    }
-    return target;
+    struct stat link_st {};
+    if (stat_path(path.c_str(), false, &link_st) == 0 && S_ISLNK(link_st.st_mode))
+      if (char* real = ::realpath(path.c_str(), nullptr)) {
+        std::string target = real;
+        std::free(real);
+        return target;
+      }
+    return path;
   };
   if (e == EPERM) {
     const std::string target = resolved();
