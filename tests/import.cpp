@@ -1301,6 +1301,15 @@ TEST_CASE("the demo gives a store's keys no function names to --unmapped-keys ME
   CHECK(read_text(log) == "wdedup-demo: " + path + ": add_ptd_program: --unmapped-keys 'm' is already a method of the store\n");
   CHECK(run("--unmapped-keys rest") == 2);
   CHECK(read_text(log) == "wdedup-demo: --unmapped-keys applies to --ptd files only\n");
+  // An empty METHOD is refused as a bad value, not taken as the flag left
+  // out (which met the keys' refusal above, or ran without --ptd).
+  const std::string no_name = "wdedup-demo: --unmapped-keys needs a method name, got ''\n";
+  CHECK(run("--ptd '" + path + "' --unmapped-keys ''") == 2);
+  CHECK(read_text(log) == no_name);
+  CHECK(read_text(printed_path).empty());
+  CHECK(run("--unmapped-keys ''") == 2);
+  CHECK(read_text(log) == no_name);
+  CHECK(read_text(printed_path).empty());
   // Taken: the method 'rest' holds extra.b and extra.c (112 bytes in all).
   // (The function's row named shared.a's bytes 'a': deduplicate() names
   // their key 'a', which a program asking for shared.a does not find.)

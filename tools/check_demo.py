@@ -135,6 +135,8 @@ refusals += [
                             "./--quiet)"),
     (["--out", "-x.ptd"], "--out needs a value, got the option '-x.ptd' (a path starting with '-' is written "
                           "./-x.ptd)"),
+    # A method's name, not an output: '' is no name, not the flag left out.
+    (["--ptd", "good.ptd", "--unmapped-keys", ""], "--unmapped-keys needs a method name, got ''"),
     # The generator's refusals, in the flags' terms.
     (["--prefill-partitions", "100"],
      "--prefill-partitions 100 is more than the 4 layers of --model tiny (a partition holds at least one layer)"),

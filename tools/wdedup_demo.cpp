@@ -227,6 +227,14 @@ bool parse_args(int argc, char** argv, Args* a) {
     } else if (opt == "--model" || opt == "--strategy" || opt == "--out" || opt == "--json" ||
                opt == "--per-method" || opt == "--unmapped-keys") {
       if (!value(&v)) return false;
+      // Its value is a method's name, not an output ('' = none, as for
+      // --out, --json and --per-method): taken as the flag left out, it
+      // met the refusal of the keys it was given to take ("--unmapped-keys
+      // METHOD names a method..."), and the file format has no empty names.
+      if (opt == "--unmapped-keys" && *v == '\0') {
+        std::fprintf(stderr, "wdedup-demo: --unmapped-keys needs a method name, got ''\n");
+        return false;
+      }
       (opt == "--model"        ? a->model
        : opt == "--strategy"   ? a->strategy
        : opt == "--out"        ? a->out
