@@ -456,6 +456,29 @@ table = loud[loud.find(head):loud.find(summary)] if head in loud and summary in 
 if not table or loud.replace(table, "", 1) != want + "\n" or \
         "\n  bytes stored         8164352  (7.79 MiB)\n" not in table or "\n  per blob " not in table:
     problems.append(f"without --quiet printed {loud!r}; expected the --quiet lines with the report table")
+# Positional skipped (--strategy all, methods of unequal partition counts): said
+# where its lines would be, first, not after the other strategies' reports
+# (where it read as a note on the last); without --quiet a block of its own,
+# a blank line after it as after each strategy's.
+workload2 = ("workload: Llama-shaped 'tiny' \u2014 dim 256, 4 layers, vocab 4096, prefill 2 partitions, "
+             "decode 1 partition, 15.65 MiB in memory\n\n")
+skipped = "(Positional skipped: the methods have different partition counts)\n"
+for quiet in (["--quiet"], []):
+    r = subprocess.run([exe] + quiet + ["--threads", "1", "--prefill-partitions", "2", "--out", ""],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, cwd=work)
+    out = re.sub(r", [0-9]+\.[0-9]{3} s\n", ", S s\n", r.stdout)
+    if quiet:
+        want = (workload2 + skipped +
+                "ONE_BLOB   in 20604416 B, stored 8164352 B, saved 12440064 B (60.4%), shared across blobs 0 B, S s\n"
+                "DISABLED   in 20604416 B, stored 8164352 B, saved 12440064 B (60.4%), shared across blobs 10260992 B, "
+                "S s\n")
+        good = out == want
+    else:
+        want = workload2 + skipped + "\nwdedup report \u2014 strategy ONE_BLOB, 1 thread\n"
+        good = out.startswith(want) and out.count(skipped) == 1 and out.endswith("S s\n\n")
+    if r.returncode != 0 or r.stderr or not good:
+        problems.append(f"Positional skipped{' (--quiet)' if quiet else ''}: exit {r.returncode}, stderr {r.stderr!r}, "
+                        f"printed {out!r}; expected {want!r}{'' if quiet else '...'}")
 
 # ---- names from files are printed escaped -----------------------------------
 # A .ptd file's name becomes its method's name, which reaches the terminal:

@@ -904,6 +904,11 @@ int run_demo(int argc, char** argv) {
   bool ok = true;
   const wdedup::PtdFiles* inputs = args.ptd.empty() ? nullptr : &files;
   std::optional<wdedup::Expected<void>> keys;
+  // Where Positional's lines would be, first, as a block of its own (the
+  // strategies' are followed by a blank line but for --quiet): printed
+  // after the other strategies' reports, it was read as a note on the last.
+  if (args.strategy == "all" && std::strcmp(tags.front(), "positional") != 0)
+    std::printf("(Positional skipped: the methods have different partition counts)\n%s", args.quiet ? "" : "\n");
   for (const char* tag : tags) {
     const std::string out = out_path(args, tag);
     if (std::strcmp(tag, "positional") == 0)
@@ -912,8 +917,6 @@ int run_demo(int argc, char** argv) {
     if (std::strcmp(tag, "disabled") == 0)
       ok = run<wdedup::Disabled>(args, program, inputs, out, jp, &keys) && ok;
   }
-  if (args.strategy == "all" && std::strcmp(tags.front(), "positional") != 0)
-    std::printf("(Positional skipped: the methods have different partition counts)\n");
   if (!args.per_method.empty() && args.keep_keys) {
     if (keys && !keys->ok())
       std::fprintf(stderr, "wdedup-demo: --keep-keys: --per-method %s not written either\n", args.per_method.c_str());
