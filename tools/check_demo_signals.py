@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """CI check: wdedup-demo stopped by a signal while it writes a store (or a
---per-method file) removes its temporary file, leaves the destination as it
-was, and ends as the signal ends a process (killed by it). A signal the demo
-was started ignoring stays ignored: the run completes and replaces the
-destination.
+--per-method file, or the --json report) removes its temporary file, leaves
+the destination as it was, and ends as the signal ends a process (killed by
+it). A signal the demo was started ignoring stays ignored: the run completes
+and replaces the destination.
 
 Each run is stopped (SIGSTOP) as soon as the file's temporary has bytes
 reserved, which is mid-write, then sent the signal and continued: the signal
-arrives while the temporary file exists, whatever the machine's speed."""
+arrives while the temporary file exists, whatever the machine's speed. The
+report, too small to be caught so, gets its signal from a library preloaded
+into the demo, at the rename of its temporary file (the third argument:
+tests/support/stop_at_rename.cpp)."""
 import os
 import shutil
 import signal
@@ -16,6 +19,9 @@ import sys
 import time
 
 exe, outdir = sys.argv[1], sys.argv[2]
+# tests/support/stop_at_rename.cpp's library, which stops the --json write
+# (below); not given under a sanitizer (tests/meson.build).
+stop_at_rename = sys.argv[3] if len(sys.argv) > 3 else None
 work = os.path.join(outdir, "demo-signals")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
@@ -47,9 +53,10 @@ def destination():
         return f.read()
 
 
-def start(ignore=None, args=ARGS, files=(DEST,)):
+def start(ignore=None, args=ARGS, files=(DEST,), env=None):
     """The demo run with `args` over `files` (paths under the work directory)
-    holding OLD; `ignore`: a signal it starts ignoring."""
+    holding OLD; `ignore`: a signal it starts ignoring; `env`: its environment
+    (None: this one's)."""
     shutil.rmtree(work)
     os.makedirs(work)
     for name in files:
@@ -65,7 +72,7 @@ def start(ignore=None, args=ARGS, files=(DEST,)):
             signal.signal(sig, signal.SIG_IGN if sig == ignore else signal.SIG_DFL)
 
     return subprocess.Popen([exe] + args, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=before)
+                            preexec_fn=before, env=env)
 
 
 def wait_stopped(pid):
@@ -150,6 +157,42 @@ if p.returncode != -signal.SIGTERM or temporaries() or not kept or \
                     f"{'kept' if kept else 'changed'}, pm holds {sorted(os.listdir(os.path.join(work, 'pm')))}; "
                     f"stderr {err.decode()!r}")
 
+# The --json report is written as the stores are, but it is a few KB, written
+# too fast to be stopped from here. The library preloaded raises the signal in
+# the demo's rename of the report's temporary file over report.json: the
+# temporary whole, the old report still in place. The demo removes the
+# temporary, leaves the old report and ends by the signal; a signal it was
+# started ignoring changes nothing, and the new report replaces the old.
+REPORT = "report.json"
+JSON_ARGS = ["--quiet", "--threads", "1", "--strategy", "oneblob", "--out", "", "--json", REPORT]
+
+
+def stopped_at_rename(sig, ignore=None):
+    """The run of JSON_ARGS over an old report, `sig` raised at the report's
+    rename: (exit status, stderr, the report's bytes, the work directory's names)."""
+    preload = stop_at_rename + (":" + os.environ["LD_PRELOAD"] if os.environ.get("LD_PRELOAD") else "")
+    env = dict(os.environ, LD_PRELOAD=preload, WDEDUP_TEST_STOP_AT_RENAME=REPORT, WDEDUP_TEST_STOP_SIGNAL=str(int(sig)))
+    p = start(ignore, JSON_ARGS, (REPORT,), env)
+    _, err = p.communicate(timeout=120)
+    with open(os.path.join(work, REPORT), "rb") as f:
+        report = f.read()
+    return p.returncode, err.decode(), report, sorted(os.listdir(work))
+
+
+if stop_at_rename:
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        code, err, report, names = stopped_at_rename(sig)
+        if code != -sig or err or report != OLD or names != [REPORT]:
+            problems.append(f"{signal.Signals(sig).name} at the rename of --json {REPORT}: exit {code}, expected killed "
+                            f"by the signal ({-sig}); stderr {err!r}; {REPORT} {'kept' if report == OLD else 'changed'}; "
+                            f"the directory holds {names}")
+    code, err, report, names = stopped_at_rename(signal.SIGHUP, ignore=signal.SIGHUP)
+    if code != 0 or err or not report.startswith(b'[{"strategy":"ONE_BLOB",') or names != [REPORT]:
+        problems.append(f"SIGHUP ignored from the start, raised at the rename of --json {REPORT}: exit {code}, "
+                        f"stderr {err!r}, {REPORT} {report[:40]!r}, the directory holds {names}")
+else:
+    print("the --json write stopped at its rename: skipped (no stop_at_rename library: a sanitizer build)")
+
 # A hangup the demo was started ignoring (nohup) does not stop it: the run
 # completes, the store replaces the destination, byte for byte the store
 # of a run left alone (the workload and the writer are deterministic), and
@@ -173,4 +216,5 @@ if problems:
     print("\n".join(problems))
     sys.exit(1)
 print("demo_signals: SIGTERM, SIGINT and SIGHUP mid-write remove the temporary file and leave the destination "
-      "(a store's, a --per-method file's); an ignored SIGHUP stays ignored")
+      "(a store's, a --per-method file's" + (", --json's" if stop_at_rename else "") + "); an ignored SIGHUP stays "
+      "ignored")
