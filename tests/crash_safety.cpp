@@ -34,6 +34,7 @@
 #include "wdedup/ptd_writer.hpp"
 #include "support/pattern.hpp"
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 
 using namespace wdedup;
 
@@ -2270,7 +2271,7 @@ TEST_CASE("out of memory at any allocation of a write: std::bad_alloc, the desti
   const NamedDataStore store = store_over(data);
   FunctionMaps maps;
   maps.functions.push_back(FunctionMap{"forward", 0, "blob", "forward", {{"w", "layer.0.weight"}}});
-  const std::vector<std::uint8_t> new_bytes = serialize_ptd(store, maps).value();
+  const std::vector<std::uint8_t> new_bytes = REQUIRE_VALUE(serialize_ptd(store, maps));
   const std::vector<std::uint8_t> old_bytes = pattern(1000, 7);
   for (const bool dir_fsync_fails : {false, true}) {
     CAPTURE(dir_fsync_fails);

@@ -27,6 +27,7 @@
 #include "support/json.hpp"
 #include "support/nav.hpp"
 #include "support/overlapping_keys.hpp"
+#include "support/require_value.hpp"
 #include "support/wdedup_file.hpp"
 #include "wdedup/deduplicate.hpp"
 #include "wdedup/workload/llama.hpp"
@@ -115,8 +116,9 @@ std::vector<std::uint8_t> simple_with_other_b() {
   std::vector<std::uint8_t> bytes = read_fixture("simple.ptd");
   std::unique_ptr<Opened> o = open_bytes(bytes);
   REQUIRE(o->ok());
-  const KeyInfo b = *o->map().key_info(1);
-  REQUIRE(key_text(*o->map().get_key(1)) == "simple.b");
+  const KeyInfo b = REQUIRE_VALUE(o->map().key_info(1));
+  const KeyView b_key = REQUIRE_VALUE(o->map().get_key(1));
+  REQUIRE(key_text(b_key) == "simple.b");
   bytes[static_cast<std::size_t>(b.offset) + 3] ^= 0x5A;
   return bytes;
 }
@@ -259,7 +261,7 @@ TEST_CASE("import: over memory at any address (lent metadata), tensors point int
     CHECK(t[i].bytes.data() >= at.data());
     CHECK(t[i].bytes.data() + t[i].bytes.size() <= at.data() + at.size());
     CHECK(std::memcmp(t[i].bytes.data(), want[i].bytes.data(), want[i].bytes.size()) == 0);
-    if (o->map().key_data(i)->owns_memory()) copied.push_back(want[i].key);
+    if (REQUIRE_VALUE(o->map().key_data(i)).owns_memory()) copied.push_back(want[i].key);
   }
   // One byte past an aligned address: the keys asking more than byte
   // alignment (64, 16, 4096); not norm and raw (1), nor odd3 (3, whose
@@ -297,9 +299,10 @@ TEST_CASE("import: stores exported one method at a time deduplicate into one sto
     Result<FunctionView> f = merged->map().find_function(methods[mi], 0);
     REQUIRE(f.ok());
     const NamedDataMap& orig = originals[mi]->map();
-    REQUIRE(f->tensor_count() == *orig.get_num_keys());
-    for (std::size_t i = 0; i < *orig.get_num_keys(); ++i) {
-      const KeyView name = *orig.get_key(i);
+    const std::size_t orig_keys = REQUIRE_VALUE(orig.get_num_keys());
+    REQUIRE(f->tensor_count() == orig_keys);
+    for (std::size_t i = 0; i < orig_keys; ++i) {
+      const KeyView name = REQUIRE_VALUE(orig.get_key(i));
       CAPTURE(std::string(name.data(), name.size()));
       Result<KeyView> key = f->key_of(name);
       REQUIRE(key.ok());
@@ -690,16 +693,18 @@ TEST_CASE("import: segments naming one range are each checked against their own 
     std::unique_ptr<Opened> o = open_bytes(written);
     REQUIRE(o->ok());
     REQUIRE(o->map().segment_count() == 3);
+    SegmentInfo seg[3];
     for (std::uint32_t i = 0; i < 3; ++i) {
       const Result<KeyInfo> k = o->map().key_info(i);
       REQUIRE(k.ok());
       REQUIRE(k->key == keys[i].first);
       REQUIRE(k->segment_index == i);
-      REQUIRE(o->map().segment(i)->has_content_hash);
+      seg[i] = REQUIRE_VALUE(o->map().segment(i));
+      REQUIRE(seg[i].has_content_hash);
     }
-    CHECK(o->map().segment(0)->content_hash == o->map().segment(1)->content_hash);
-    CHECK(o->map().segment(0)->content_hash != o->map().segment(2)->content_hash);
-    a_offset = o->map().segment(0)->offset;
+    CHECK(seg[0].content_hash == seg[1].content_hash);
+    CHECK(seg[0].content_hash != seg[2].content_hash);
+    a_offset = seg[0].offset;
   }
   // Points segment (and key) i > 0 at a's bytes. Segment offsets in the
   // flatbuffer count from the segment data (a's, 0, is a default the
@@ -724,7 +729,8 @@ TEST_CASE("import: segments naming one range are each checked against their own 
   {
     std::unique_ptr<Opened> o = open_bytes(shared);
     REQUIRE(o->ok());
-    CHECK(o->map().segment(1)->offset == a_offset);
+    const SegmentInfo b_seg = REQUIRE_VALUE(o->map().segment(1));
+    CHECK(b_seg.offset == a_offset);
     Program program;
     REQUIRE(add_ptd_method(program, o->map(), "m").ok());
     const std::vector<Tensor>& t = program.methods.at(0).partitions.at(0).tensors;
@@ -784,7 +790,7 @@ TEST_CASE("import: the content hashes are checked last: a file with a changed se
       std::unique_ptr<Opened> clean = open_bytes(bytes);
       REQUIRE(clean->ok());
       REQUIRE(clean->map().segment_count() == 1);
-      offset = clean->map().segment(0)->offset;
+      offset = REQUIRE_VALUE(clean->map().segment(0)).offset;
     }
     const std::uint8_t sizes_32[] = {1, 0, 0, 0, 32, 0, 0, 0};  // the sizes vector: length 1, then 32
     std::vector<std::size_t> at;
@@ -996,7 +1002,7 @@ TEST_CASE("import: a file wdedup wrote without its records keeps its absolute al
   plain.wdedup_extensions = false;
   std::unique_ptr<Opened> o = open_bytes(write_or_die(store, FunctionMaps{}, plain));
   REQUIRE(o->ok());
-  const KeyInfo kb = *o->map().key_info(1);
+  const KeyInfo kb = REQUIRE_VALUE(o->map().key_info(1));
   const std::uint64_t base = o->map().header().segment_base_offset;
   CHECK(kb.offset % 4096 == 0);
   CHECK((kb.offset - base) % 4096 != 0);  // from the base alone, 4096 would be lost
@@ -1068,6 +1074,7 @@ TEST_CASE("a method or tensor name deduplicate() could not take back: the file d
   }
   // Unpatched, it imports.
   std::unique_ptr<Opened> o = open_bytes(good);
+  REQUIRE(o->ok());
   Program program;
   CHECK(add_ptd_program(program, o->map()).ok());
 }
@@ -1472,7 +1479,8 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
   // (name, bytes), one function per file, each tensor its file's bytes.
   std::unique_ptr<Opened> merged = open_via(Via::Mmap, out);
   REQUIRE(merged->ok());
-  CHECK(*merged->map().get_num_keys() == 9);
+  const std::size_t merged_keys = REQUIRE_VALUE(merged->map().get_num_keys());
+  CHECK(merged_keys == 9);
   CHECK(merged->map().segment_count() == 7);
   CHECK(merged->map().function_count() == 3);
   std::unique_ptr<Opened> original = open_fixture("simple.ptd");
@@ -1499,12 +1507,14 @@ TEST_CASE("the demo merges .ptd files exported one method at a time (--ptd)") {
     std::unique_ptr<Opened> inferred = open_via(Via::Mmap, out), sixteen = open_via(Via::Mmap, out16);
     REQUIRE(inferred->ok());
     REQUIRE(sixteen->ok());
-    const std::uint64_t keys = *sixteen->map().get_num_keys();
-    REQUIRE(keys == *inferred->map().get_num_keys());
+    const std::uint64_t keys = REQUIRE_VALUE(sixteen->map().get_num_keys());
+    const std::uint64_t inferred_keys = REQUIRE_VALUE(inferred->map().get_num_keys());
+    REQUIRE(keys == inferred_keys);
     std::uint64_t largest = 0;
     for (std::size_t i = 0; i < keys; ++i) {
-      CHECK(sixteen->map().key_info(i)->alignment == 16);
-      largest = std::max(largest, inferred->map().key_info(i)->alignment);
+      const KeyInfo at_16 = REQUIRE_VALUE(sixteen->map().key_info(i));
+      CHECK(at_16.alignment == 16);
+      largest = std::max(largest, REQUIRE_VALUE(inferred->map().key_info(i)).alignment);
     }
     CHECK(largest == 4096);  // the first segment, at the segment base
     // (many_keys.ptd is 1,012,598 bytes: most of its keys' offsets happen
@@ -1565,7 +1575,8 @@ TEST_CASE("the demo's methods written apart (--per-method) merge back into the v
   REQUIRE(d->ok());
   Result<FunctionView> f = d->map().find_function("prefill", 0);
   REQUIRE(f.ok());
-  CHECK(*prefill->map().get_num_keys() == f->tensor_count());
+  const std::size_t prefill_keys = REQUIRE_VALUE(prefill->map().get_num_keys());
+  CHECK(prefill_keys == f->tensor_count());
   CHECK(prefill->map().function_count() == 0);
 }
 #endif
@@ -1748,16 +1759,18 @@ TEST_CASE("import: every one-byte corruption of a store's metadata imports exact
         if (!as_program) {
           REQUIRE(program.methods.size() == 2);
           const std::vector<Tensor>& t = program.methods[1].partitions[0].tensors;
-          REQUIRE(t.size() == *map.get_num_keys());
+          const std::size_t map_keys = REQUIRE_VALUE(map.get_num_keys());
+          REQUIRE(t.size() == map_keys);
           for (std::size_t i = 0; i < t.size(); ++i) {
-            const KeyView k = *map.get_key(i);
+            const KeyView k = REQUIRE_VALUE(map.get_key(i));
             CHECK(t[i].name == std::string(k.data(), k.size()));
-            CHECK(t[i].bytes.data() == map.key_data(i)->data());
-            CHECK(t[i].bytes.size() == map.key_data(i)->size());
+            const DataBuffer d = REQUIRE_VALUE(map.key_data(i));
+            CHECK(t[i].bytes.data() == d.data());
+            CHECK(t[i].bytes.size() == d.size());
           }
         } else {
           std::size_t rows = 0;
-          for (std::size_t f = 0; f < map.function_count(); ++f) rows += map.function(f)->tensor_count();
+          for (std::size_t f = 0; f < map.function_count(); ++f) rows += REQUIRE_VALUE(map.function(f)).tensor_count();
           CHECK(tensors == rows);
         }
         // What an import accepts, deduplicate() takes (a name it would
@@ -1864,19 +1877,20 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   auto store_of = [](const NamedDataMap& m, std::size_t changed, ByteSpan changed_bytes,
                      std::optional<Layout> changed_layout) {
     NamedDataStore s;
-    for (std::size_t i = 0; i < *m.get_num_keys(); ++i) {
-      const KeyInfo info = *m.key_info(i);
+    const std::size_t key_count = REQUIRE_VALUE(m.get_num_keys());
+    for (std::size_t i = 0; i < key_count; ++i) {
+      const KeyInfo info = REQUIRE_VALUE(m.key_info(i));
       const ByteSpan bytes(m.source().view(info.offset, info.size), static_cast<std::size_t>(info.size));
       std::optional<Layout> layout;
       if (Result<TensorLayout> l = m.key_layout(i); l.ok()) layout.emplace(Layout::copy_of(*l));
-      const std::string key = key_text(*m.get_key(i));
+      const std::string key = key_text(REQUIRE_VALUE(m.get_key(i)));
       const Expected<void> added = i == changed ? s.add_named_data(key, changed_bytes, 1, changed_layout)
                                                 : s.add_named_data(key, bytes, 1, layout);
       REQUIRE_MESSAGE(added.ok(), added.message());
     }
     return s;
   };
-  const KeyInfo b_other = *other->map().key_info(1);
+  const KeyInfo b_other = REQUIRE_VALUE(other->map().key_info(1));
   const ByteSpan other_b(other->map().source().view(b_other.offset, b_other.size), 100);
   Expected<void> e = check_keys_kept(a->map(), store_of(a->map(), 1, other_b, std::nullopt));
   CHECK(e.error() == Error::KeyConflict);
@@ -1905,15 +1919,15 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
 
   std::unique_ptr<Opened> layouts = open_fixture("layouts.ptd", Via::Mmap);
   const NamedDataMap& lm = layouts->map();
-  REQUIRE(lm.key_layout(0).ok());
-  const KeyInfo l0 = *lm.key_info(0);
+  const Layout l0_layout = Layout::copy_of(REQUIRE_VALUE(lm.key_layout(0)));
+  const KeyInfo l0 = REQUIRE_VALUE(lm.key_info(0));
+  const KeyView l0_key = REQUIRE_VALUE(lm.get_key(0));
   const ByteSpan l0_bytes(lm.source().view(l0.offset, l0.size), static_cast<std::size_t>(l0.size));
-  CHECK(check_keys_kept(lm, store_of(lm, 0, l0_bytes, Layout::copy_of(*lm.key_layout(0)))).ok());
+  CHECK(check_keys_kept(lm, store_of(lm, 0, l0_bytes, l0_layout)).ok());
   e = check_keys_kept(lm, store_of(lm, 0, l0_bytes, std::nullopt));
   CHECK(e.error() == Error::LayoutMismatch);
-  CHECK(e.message() == "check_keys_kept: key " + wdedup::detail::quote_name(key_text(*lm.get_key(0))) +
-                           ": the merged store has no layout, the file " +
-                           wdedup::detail::describe_layout(Layout::copy_of(*lm.key_layout(0))));
+  CHECK(e.message() == "check_keys_kept: key " + wdedup::detail::quote_name(key_text(l0_key)) +
+                           ": the merged store has no layout, the file " + wdedup::detail::describe_layout(l0_layout));
 
   // Keys missing and a key held with other bytes: both said, the first in
   // file order first, with its code; keys after the first held otherwise
@@ -1927,7 +1941,8 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     REQUIRE(file.add_named_data("c", ByteSpan(kc.data(), kc.size())).ok());
     std::unique_ptr<Opened> f = open_bytes(write_or_die(file, FunctionMaps{}, WriteOptions{}));
     REQUIRE(f->ok());
-    REQUIRE(key_text(*f->map().get_key(0)) == "a");
+    const KeyView first_key = REQUIRE_VALUE(f->map().get_key(0));
+    REQUIRE(key_text(first_key) == "a");
     const std::string b_differs = "key 'b': the merged store holds 16 bytes that differ from the file's 16" +
                                   wdedup::detail::first_difference(ByteSpan(other_b2.data(), 16), ByteSpan(kb.data(), 16));
     NamedDataStore merged;  // b over other bytes; a's bytes (a copy) under another name; no c
@@ -1964,11 +1979,11 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   }
   // Every key missing is counted; the first 8 are named, in file order.
   std::unique_ptr<Opened> many = open_fixture("many_keys.ptd", Via::Mmap);
-  const std::size_t n = *many->map().get_num_keys();
+  const std::size_t n = REQUIRE_VALUE(many->map().get_num_keys());
   REQUIRE(n > 8);
   std::string first8;
   for (std::size_t i = 0; i < 8; ++i)
-    first8 += (i ? ", " : "") + wdedup::detail::quote_name(key_text(*many->map().get_key(i)));
+    first8 += (i ? ", " : "") + wdedup::detail::quote_name(key_text(REQUIRE_VALUE(many->map().get_key(i))));
   e = check_keys_kept(many->map(), NamedDataStore());
   CHECK(e.error() == Error::NotFound);
   CHECK(e.message() == "check_keys_kept: " + std::to_string(n) + " of the file's " + std::to_string(n) +
@@ -2098,11 +2113,12 @@ TEST_CASE("the demo warns of a merge that does not keep its files' keys, and --k
     std::unique_ptr<Opened> written = open_via(Via::Mmap, pm + "/" + method + ".ptd");
     REQUIRE(written->ok());
     const NamedDataMap &w = written->map(), &f = simple->map();
-    REQUIRE(*w.get_num_keys() == 3);
+    const std::size_t written_keys = REQUIRE_VALUE(w.get_num_keys());
+    REQUIRE(written_keys == 3);
     for (std::size_t i = 0; i < 3; ++i) {
-      const std::string key = key_text(*f.get_key(i));
+      const std::string key = key_text(REQUIRE_VALUE(f.get_key(i)));
       CAPTURE(key);
-      const KeyInfo fi = *f.key_info(i), wi = *w.find(KeyView(key.data(), key.size()));
+      const KeyInfo fi = REQUIRE_VALUE(f.key_info(i)), wi = REQUIRE_VALUE(w.find(KeyView(key.data(), key.size())));
       REQUIRE(wi.size == fi.size);
       CHECK(std::memcmp(w.source().view(wi.offset, wi.size), f.source().view(fi.offset, fi.size),
                         static_cast<std::size_t>(fi.size)) == 0);

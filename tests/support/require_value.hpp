@@ -1,0 +1,39 @@
+// tests/support/require_value.hpp — REQUIRE_VALUE(expr): the value of the
+// Expected or Result `expr`, REQUIRE-d ok first. value(), * and -> of a
+// failed one trap (SIGILL), which ends the test program with no doctest
+// report; this stops the test with one naming the line, the expression
+// and the error. An expression (a lambda called where it stands), so that
+// REQUIRE names the caller's line; the value is moved out, as value() of a
+// temporary does. Keep it out of other assertions' arguments: there its
+// REQUIRE's exception is caught and reported as the outer one throwing.
+#ifndef WDEDUP_TESTS_SUPPORT_REQUIRE_VALUE_HPP
+#define WDEDUP_TESTS_SUPPORT_REQUIRE_VALUE_HPP
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <utility>
+
+#include "wdedup/expected.hpp"
+#include "wdedup/runtime/error.hpp"
+
+namespace wdedup_test {
+template <class T>
+std::string failure_text(const wdedup::Expected<T>& e) {
+  return e.message();
+}
+template <class T>
+std::string failure_text(const wdedup::Result<T>& r) {
+  return wdedup::describe_failure(r.failure());
+}
+}  // namespace wdedup_test
+
+#define REQUIRE_VALUE(...)                                                                   \
+  [&]() {                                                                                    \
+    auto&& required_value_ = (__VA_ARGS__);                                                  \
+    REQUIRE_MESSAGE(required_value_.ok(), #__VA_ARGS__ ": ",                                 \
+                    ::wdedup_test::failure_text(required_value_));                           \
+    return std::move(*required_value_);                                                      \
+  }()
+
+#endif  // WDEDUP_TESTS_SUPPORT_REQUIRE_VALUE_HPP
