@@ -2263,6 +2263,7 @@ TEST_CASE("a check before the replacement can read the file whatever the replace
 // before it still leaves the old one (the message is made before the
 // rename; made after it, an allocation failing there threw with the new
 // file in place). The replaced operator new fails once when armed.
+#include "support/fail_each_allocation.hpp"
 #include "support/failing_new.hpp"
 using wdedup_test::g_fail_countdown;
 
@@ -2289,42 +2290,31 @@ TEST_CASE("out of memory at any allocation of a write: std::bad_alloc, the desti
       if (exists) static_cast<Seen*>(context)->made = true;
     };
     FaultyOps ops(dir_fsync_fails ? FaultyOps::Step::FsyncDir : FaultyOps::Step::None, EIO);
-    long injected = 0, after_temporary = 0;
-    for (long n = 0;; ++n) {
-      REQUIRE(n < 100000);
-      seen.made = false;
-      bool threw = false;
-      Expected<WriteStats> r = BuildError{Error::InvalidArgument, "not called"};
-      g_fail_countdown = n;
-      try {
-        r = detail::write_ptd_file_with(store, maps, dest, o, ops);
-      } catch (const std::bad_alloc&) {
-        threw = true;
-      }
-      g_fail_countdown = -1;
-      if (!threw) {
-        CAPTURE(n);
-        if (dir_fsync_fails) {
-          CHECK(r.error() == Error::NotDurable);
-          CHECK(r.message() == "wrote '" + dest + "', but fsync directory '" + dir + "' failed: " +
-                                   std::strerror(EIO) +
-                                   " (the new file is in place; its rename may not survive a power loss)");
-        } else {
-          CHECK(r.ok());
-        }
-        CHECK(read_file(dest) == new_bytes);
-        CHECK(others(dir, {"model.ptd"}).empty());
-        break;
-      }
-      CAPTURE(n);
-      ++injected;
-      if (seen.made) ++after_temporary;
-      CHECK(read_file(dest) == old_bytes);
-      struct stat st {};
-      REQUIRE(::stat(dest.c_str(), &st) == 0);
-      CHECK((st.st_mode & 07777) == 0640);
-      CHECK(others(dir, {"model.ptd"}).empty());
-    }
+    Expected<WriteStats> r = BuildError{Error::InvalidArgument, "not called"};
+    long after_temporary = 0;
+    const long injected = wdedup_test::fail_each_allocation(
+        g_fail_countdown, [&] { seen.made = false; },
+        [&] { r = detail::write_ptd_file_with(store, maps, dest, o, ops); },
+        [&] {
+          if (seen.made) ++after_temporary;
+          CHECK(read_file(dest) == old_bytes);
+          struct stat st {};
+          REQUIRE(::stat(dest.c_str(), &st) == 0);
+          CHECK((st.st_mode & 07777) == 0640);
+          CHECK(others(dir, {"model.ptd"}).empty());
+        },
+        [&] {
+          if (dir_fsync_fails) {
+            CHECK(r.error() == Error::NotDurable);
+            CHECK(r.message() == "wrote '" + dest + "', but fsync directory '" + dir + "' failed: " +
+                                     std::strerror(EIO) +
+                                     " (the new file is in place; its rename may not survive a power loss)");
+          } else {
+            CHECK(r.ok());
+          }
+          CHECK(read_file(dest) == new_bytes);
+          CHECK(others(dir, {"model.ptd"}).empty());
+        });
     CHECK(injected >= 10);
     CHECK(after_temporary >= 2);  // (the content hashes' table and the write batch's pieces, at least)
   }

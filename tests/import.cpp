@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "support/fail_each_allocation.hpp"
 #include "support/json.hpp"
 #include "support/nav.hpp"
 #include "support/overlapping_keys.hpp"
@@ -2142,35 +2143,31 @@ TEST_CASE("PtdFiles: out of memory at any allocation of an add: std::bad_alloc, 
   const std::string simple = fixture("simple.ptd");
   for (const std::string& path : {simple, wdedup_file_path()}) {
     CAPTURE(path);
-    long injected = 0;
-    for (long n = 0;; ++n) {
-      REQUIRE(n < 100000);
-      PtdFiles files;
-      Program program;
-      REQUIRE(files.add(program, simple, "first").ok());
-      const std::string before = snapshot(program);
-      bool threw = false, added = false;
-      g_fail_countdown = n;
-      try {
-        added = files.add(program, path).ok();
-      } catch (const std::bad_alloc&) {
-        threw = true;
-      }
-      g_fail_countdown = -1;
-      if (!threw) {
-        REQUIRE(added);
-        CHECK(files.size() == 2);
-        CHECK(program.methods.size() > 1);
-        break;
-      }
-      CAPTURE(n);
-      ++injected;
-      CHECK(files.size() == 1);
-      CHECK(snapshot(program) == before);
-      // ...and the same add then succeeds.
-      REQUIRE(files.add(program, path).ok());
-      CHECK(files.size() == 2);
-    }
+    PtdFiles files;
+    Program program;
+    std::string before;
+    bool added = false;
+    const long injected = wdedup_test::fail_each_allocation(
+        g_fail_countdown,
+        [&] {
+          program = Program();  // (first: its tensors view the files' memory)
+          files = PtdFiles();
+          REQUIRE(files.add(program, simple, "first").ok());
+          before = snapshot(program);
+        },
+        [&] { added = files.add(program, path).ok(); },
+        [&] {
+          CHECK(files.size() == 1);
+          CHECK(snapshot(program) == before);
+          // ...and the same add then succeeds.
+          REQUIRE(files.add(program, path).ok());
+          CHECK(files.size() == 2);
+        },
+        [&] {
+          REQUIRE(added);
+          CHECK(files.size() == 2);
+          CHECK(program.methods.size() > 1);
+        });
     CHECK(injected >= 10);
   }
 }

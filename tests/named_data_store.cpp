@@ -1112,8 +1112,21 @@ TEST_CASE("a runtime Failure in a message: a failed system call by its reason, a
 // Out of memory at each allocation an add makes, in turn: the add throws
 // std::bad_alloc (as any container would) and the store is as it was, and
 // still works. The replaced operator new fails once when armed.
+#include "support/fail_each_allocation.hpp"
 #include "support/failing_new.hpp"
 using wdedup_test::g_fail_countdown;
+
+namespace {
+/// `s` afresh with 16 keys: "first" over `a`, "second" over `second` if
+/// given, then fillers over `a`; the next key grows the key table and its
+/// index.
+void sixteen_keys(NamedDataStore& s, ByteSpan a, std::optional<ByteSpan> second) {
+  s = NamedDataStore();
+  REQUIRE(s.add_named_data("first", a, 8).ok());
+  if (second) REQUIRE(s.add_named_data("second", *second, 8).ok());
+  for (int i = 0; i < (second ? 14 : 15); ++i) REQUIRE(s.add_named_data("filler" + std::to_string(i), a, 8).ok());
+}
+}  // namespace
 
 TEST_CASE("out of memory during an add: std::bad_alloc, and the store is unchanged") {
   const auto a = bytes(16, 1), b = bytes(16, 2), c = bytes(16, 3), big = bytes(40, 4);
@@ -1131,36 +1144,24 @@ TEST_CASE("out of memory during an add: std::bad_alloc, and the store is unchang
   for (const Case& k : cases) {
     const std::string what = k.what;
     CAPTURE(what);
-    long injected = 0;
-    for (long n = 0;; ++n) {
-      NamedDataStore s;
-      REQUIRE(s.add_named_data("first", span(a), 8).ok());
-      if (k.size_hashed) REQUIRE(s.add_named_data("second", span(b), 8).ok());
-      // 16 keys: the next one grows the key table and its index.
-      for (int i = 0; i < (k.size_hashed ? 14 : 15); ++i)
-        REQUIRE(s.add_named_data("filler" + std::to_string(i), span(a), 8).ok());
-      const std::string before = dump(s);
-      bool threw = false;
-      g_fail_countdown = n;
-      try {
-        (void)s.add_named_data(long_key, k.data, 4);
-      } catch (const std::bad_alloc&) {
-        threw = true;
-      }
-      g_fail_countdown = -1;
-      if (!threw) {
-        CHECK(s.find(long_key) != nullptr);
-        break;
-      }
-      ++injected;
-      CAPTURE(n);
-      CHECK(dump(s) == before);
-      CHECK(s.find(long_key) == nullptr);
-      // ...and still works: the same add now succeeds, and finds its bytes.
-      REQUIRE(s.add_named_data(long_key, k.data, 4).ok());
-      CHECK(s.bytes_of(long_key).data() == k.data.data());
-      CHECK(s.find("first")->buffer_index == 0);
-    }
+    NamedDataStore s;
+    std::string before;
+    const long injected = wdedup_test::fail_each_allocation(
+        g_fail_countdown,
+        [&] {
+          sixteen_keys(s, span(a), k.size_hashed ? std::optional<ByteSpan>(span(b)) : std::nullopt);
+          before = dump(s);
+        },
+        [&] { (void)s.add_named_data(long_key, k.data, 4); },
+        [&] {
+          CHECK(dump(s) == before);
+          CHECK(s.find(long_key) == nullptr);
+          // ...and still works: the same add now succeeds, and finds its bytes.
+          REQUIRE(s.add_named_data(long_key, k.data, 4).ok());
+          CHECK(s.bytes_of(long_key).data() == k.data.data());
+          CHECK(s.find("first")->buffer_index == 0);
+        },
+        [&] { CHECK(s.find(long_key) != nullptr); });
     CHECK(injected >= 3);  // the key's string, the key table, the key index (and more for a new buffer)
   }
 }
@@ -1172,37 +1173,29 @@ TEST_CASE("out of memory during a merge: std::bad_alloc, and the store is unchan
   REQUIRE(t.add_named_data("c", span(c), 4).ok());
   REQUIRE(t.add_named_data("c.again", span(c), 32).ok());
   REQUIRE(t.add_named_data("d", span(d), 2).ok());
-  long injected = 0;
-  for (long n = 0;; ++n) {
-    NamedDataStore s;
-    REQUIRE(s.add_named_data("first", span(a), 8).ok());
-    REQUIRE(s.add_named_data("second", span(b), 8).ok());
-    for (int i = 0; i < 14; ++i) REQUIRE(s.add_named_data("filler" + std::to_string(i), span(a), 8).ok());
-    const std::string before = dump(s);
-    bool threw = false;
-    g_fail_countdown = n;
-    try {
-      (void)s.merge(t);
-    } catch (const std::bad_alloc&) {
-      threw = true;
-    }
-    g_fail_countdown = -1;
-    if (!threw) {
-      CHECK(s.key_count() == 20);
-      CHECK(s.buffer_count() == 4);
-      CHECK(s.find("alias.of.b.with.a.long.name")->buffer_index == 1);
-      CHECK(s.buffers()[1].alignment == 64);
-      CHECK(s.find("c.again")->buffer_index == 2);
-      CHECK(s.buffers()[2].alignment == 32);
-      CHECK(s.find("d")->buffer_index == 3);
-      break;
-    }
-    ++injected;
-    CAPTURE(n);
-    CHECK(dump(s) == before);
-    REQUIRE(s.merge(t).ok());  // ...and it still works
-    CHECK(s.key_count() == 20);
-  }
+  NamedDataStore s;
+  std::string before;
+  const long injected = wdedup_test::fail_each_allocation(
+      g_fail_countdown,
+      [&] {
+        sixteen_keys(s, span(a), span(b));
+        before = dump(s);
+      },
+      [&] { (void)s.merge(t); },
+      [&] {
+        CHECK(dump(s) == before);
+        REQUIRE(s.merge(t).ok());  // ...and it still works
+        CHECK(s.key_count() == 20);
+      },
+      [&] {
+        CHECK(s.key_count() == 20);
+        CHECK(s.buffer_count() == 4);
+        CHECK(s.find("alias.of.b.with.a.long.name")->buffer_index == 1);
+        CHECK(s.buffers()[1].alignment == 64);
+        CHECK(s.find("c.again")->buffer_index == 2);
+        CHECK(s.buffers()[2].alignment == 32);
+        CHECK(s.find("d")->buffer_index == 3);
+      });
   CHECK(injected >= 5);
 }
 
@@ -1216,35 +1209,30 @@ TEST_CASE("out of memory while the first add into a bulk-filled store builds its
   for (std::uint8_t i = 0; i < 40; ++i) held.push_back(bytes(i % 2 ? 24 : 32u + i, i));  // 20 of one size
   const std::vector<std::uint8_t> last_copy = held.back();  // the last buffer's bytes, in other memory
   const std::uint32_t last = static_cast<std::uint32_t>(held.size() - 1);
-  long injected = 0;
-  for (long n = 0;; ++n) {
-    REQUIRE(n < 10000);
-    NamedDataStore s;
-    for (std::size_t i = 0; i < held.size(); ++i)
-      detail::StoreAccess::add_key(s, "bulk." + std::to_string(i), detail::StoreAccess::add_buffer(s, span(held[i]), 4),
-                                   4, std::nullopt);
-    const std::string before = dump(s);
-    bool threw = false;
-    g_fail_countdown = n;
-    try {
-      (void)s.add_named_data("copy.of.the.last.buffer", span(last_copy), 8);
-    } catch (const std::bad_alloc&) {
-      threw = true;
-    }
-    g_fail_countdown = -1;
-    if (!threw) {
-      CHECK(s.buffer_count() == 40);
-      CHECK(s.find("copy.of.the.last.buffer")->buffer_index == last);
-      break;
-    }
-    ++injected;
-    CAPTURE(n);
-    CHECK(dump(s) == before);
-    REQUIRE(s.add_named_data("copy.of.the.last.buffer", span(last_copy), 8).ok());  // ...and it still works
-    CHECK(s.buffer_count() == 40);
-    CHECK(s.find("copy.of.the.last.buffer")->buffer_index == last);
-    CHECK(s.buffers()[last].alignment == 8);
-  }
+  NamedDataStore s;
+  std::string before;
+  const long injected = wdedup_test::fail_each_allocation(
+      g_fail_countdown,
+      [&] {
+        s = NamedDataStore();
+        for (std::size_t i = 0; i < held.size(); ++i)
+          detail::StoreAccess::add_key(s, "bulk." + std::to_string(i),
+                                       detail::StoreAccess::add_buffer(s, span(held[i]), 4), 4, std::nullopt);
+        before = dump(s);
+      },
+      [&] { (void)s.add_named_data("copy.of.the.last.buffer", span(last_copy), 8); },
+      [&] {
+        CHECK(dump(s) == before);
+        REQUIRE(s.add_named_data("copy.of.the.last.buffer", span(last_copy), 8).ok());  // ...and it still works
+        CHECK(s.buffer_count() == 40);
+        CHECK(s.find("copy.of.the.last.buffer")->buffer_index == last);
+        CHECK(s.buffers()[last].alignment == 8);
+      },
+      [&] {
+        CHECK(s.buffer_count() == 40);
+        CHECK(s.find("copy.of.the.last.buffer")->buffer_index == last);
+      },
+      10000);
   CHECK(injected >= 5);
 }
 #endif

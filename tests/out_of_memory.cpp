@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/fail_each_allocation.hpp"
 #include "support/sanitizers.hpp"  // WDEDUP_TEST_SANITIZER_MALLOC
 #include "wdedup/wdedup.hpp"
 
@@ -337,37 +338,30 @@ TEST_CASE("Program::add_method, Method::add_partition, Partition::add: out of me
   for (const Call call : {Call::AddMethod, Call::AddPartition, Call::AddWithLayout, Call::AddWithOptionalLayout,
                           Call::AddWithoutLayout}) {
     CAPTURE(static_cast<int>(call));
-    long injected = 0;
-    for (long n = 0;; ++n) {
-      REQUIRE(n < 1000);
-      Program p = base();
-      const std::string before = snapshot(p);
-      std::string name = long_name;
-      Layout layout = Layout::contiguous(ScalarType::Half, {2, 3, 8});
-      std::optional<Layout> optional_layout = Layout::channels_last(ScalarType::Byte, {1, 4, 6, 4});
-      Partition& part = p.methods[1].partitions[1];
-      bool threw = false;
-      g_countdown = n;
-      try {
-        switch (call) {
-          case Call::AddMethod: p.add_method(std::move(name)); break;
-          case Call::AddPartition: p.methods[1].add_partition(); break;
-          case Call::AddWithLayout: part.add(std::move(name), span, 32, std::move(layout)); break;
-          case Call::AddWithOptionalLayout: part.add(std::move(name), span, 32, std::move(optional_layout)); break;
-          case Call::AddWithoutLayout: part.add(std::move(name), span, 32); break;
-        }
-      } catch (const std::bad_alloc&) {
-        threw = true;
-      }
-      g_countdown = -1;
-      if (!threw) {
-        CHECK(snapshot(p) != before);
-        break;
-      }
-      CAPTURE(n);
-      ++injected;
-      CHECK(snapshot(p) == before);
-    }
+    Program p;
+    std::string before, name;
+    Layout layout;
+    std::optional<Layout> optional_layout;
+    const long injected = wdedup_test::fail_each_allocation(
+        g_countdown,
+        [&] {
+          p = base();
+          before = snapshot(p);
+          name = long_name;
+          layout = Layout::contiguous(ScalarType::Half, {2, 3, 8});
+          optional_layout = Layout::channels_last(ScalarType::Byte, {1, 4, 6, 4});
+        },
+        [&] {
+          Partition& part = p.methods[1].partitions[1];
+          switch (call) {
+            case Call::AddMethod: p.add_method(std::move(name)); break;
+            case Call::AddPartition: p.methods[1].add_partition(); break;
+            case Call::AddWithLayout: part.add(std::move(name), span, 32, std::move(layout)); break;
+            case Call::AddWithOptionalLayout: part.add(std::move(name), span, 32, std::move(optional_layout)); break;
+            case Call::AddWithoutLayout: part.add(std::move(name), span, 32); break;
+          }
+        },
+        [&] { CHECK(snapshot(p) == before); }, [&] { CHECK(snapshot(p) != before); }, 1000);
     CHECK(injected >= 1);
   }
 }
