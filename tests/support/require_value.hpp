@@ -3,8 +3,9 @@
 // failed one trap (SIGILL), which ends the test program with no doctest
 // report; this stops the test with one naming the line, the expression
 // and the error. An expression (a lambda called where it stands), so that
-// REQUIRE names the caller's line; the value is moved out, as value() of a
-// temporary does. Keep it out of other assertions' arguments: there its
+// REQUIRE names the caller's line; the value is moved out of a temporary,
+// as value() of one does, and copied from a named one, which keeps it.
+// Keep it out of other assertions' arguments: there its
 // REQUIRE's exception is caught and reported as the outer one throwing.
 #ifndef WDEDUP_TESTS_SUPPORT_REQUIRE_VALUE_HPP
 #define WDEDUP_TESTS_SUPPORT_REQUIRE_VALUE_HPP
@@ -33,7 +34,7 @@ std::string failure_text(const wdedup::Result<T>& r) {
     auto&& required_value_ = (__VA_ARGS__);                                                  \
     REQUIRE_MESSAGE(required_value_.ok(), #__VA_ARGS__ ": ",                                 \
                     ::wdedup_test::failure_text(required_value_));                           \
-    return std::move(*required_value_);                                                      \
+    return std::forward<decltype(required_value_)>(required_value_).value();                 \
   }()
 
 #endif  // WDEDUP_TESTS_SUPPORT_REQUIRE_VALUE_HPP
