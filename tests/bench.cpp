@@ -2,8 +2,10 @@
 // byte exactly once (its sum is exact, for any thread count and either
 // stream count), input_spans leaves out aliases and empty tensors, and the
 // median/compare helpers count what they should and keep each side's time
-// apart. No speed is asserted: only that a side which sleeps 20 ms took at
-// least that, which the steady clock guarantees.
+// apart; and the harness's own pieces (benchmarks/*.hpp), among them the
+// fingerprint + SHA-256 reference's grouping (two_level.hpp). No speed is
+// asserted: only that a side which sleeps 20 ms took at least that, which
+// the steady clock guarantees.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include "../benchmarks/steadiness.hpp"
 #include "../benchmarks/targets.hpp"
 #include "../benchmarks/timed_run.hpp"
+#include "../benchmarks/two_level.hpp"
 #include "support/sanitizers.hpp"  // WDEDUP_TEST_SANITIZER_MALLOC
 
 // The harness's failure count, which its main.cpp keeps: here for the test
@@ -700,6 +703,89 @@ TEST_CASE("the harness's steadiness: SHA-256 baselines held against the run's pa
   CHECK(st.off_pace[0] == std::pair<std::string, unsigned>{"small tensors", 1});
   CHECK(st.off_pace[1] == std::pair<std::string, unsigned>{"adversarial", 1});
   CHECK(wbench::steadiness_text(run).rfind("SHA-256 off the run's pace: in 2 workload runs SHA-256 ran more", 0) == 0);
+}
+
+namespace {
+std::vector<std::uint8_t> bytes_of(const char* s) { return std::vector<std::uint8_t>(s, s + std::strlen(s)); }
+
+/// two_level_count over `buffers` with a digest that is the buffer's bytes
+/// (equal exactly where the bytes are), or, with `digest_of_size`, its size
+/// alone (a digest that collides); what it asked to hash, and how often.
+struct TwoLevelRun {
+  wbench::TwoLevelCount count;
+  std::vector<std::uint32_t> hashed;
+  int calls = 0;
+};
+TwoLevelRun two_level_run(const std::vector<wdedup::ByteSpan>& buffers, bool digest_of_size = false) {
+  TwoLevelRun r;
+  std::vector<std::vector<std::uint8_t>> digests;
+  auto hash_each = [&](const std::vector<std::uint32_t>& which, std::vector<std::vector<std::uint8_t>>& out) {
+    ++r.calls;
+    r.hashed = which;
+    REQUIRE(out.size() == which.size());
+    for (std::size_t k = 0; k < which.size(); ++k) {
+      const wdedup::ByteSpan b = buffers[which[k]];
+      out[k] = digest_of_size ? std::vector<std::uint8_t>(1, static_cast<std::uint8_t>(b.size()))
+                              : std::vector<std::uint8_t>(b.begin(), b.end());
+    }
+  };
+  r.count = wbench::two_level_count(buffers, digests, hash_each);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("the harness's fingerprint + SHA-256 reference: only buffers whose length and first 32 bytes repeat "
+          "are hashed, and they merge on equal digests") {
+  std::vector<std::uint8_t> a(64);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  std::vector<std::uint8_t> b = a, c = a, d = a, e(a.begin(), a.end() - 1), other(64, 0xEE), c2;
+  c[32] ^= 1;  // past the fingerprint: the same fingerprint as a, other bytes
+  c2 = c;      // a true duplicate of c, after the collision
+  d[31] ^= 1;  // the fingerprint's last byte: a fingerprint of its own
+  const std::vector<std::uint8_t> f = bytes_of("abcde"), g = bytes_of("abcde"), h = bytes_of("abcdf");
+  // (Each its own memory, as ExecuTorch's store is given bytes, not places.)
+  const std::vector<wdedup::ByteSpan> in = {wdedup::ByteSpan(a.data(), a.size()),     // 0
+                                            wdedup::ByteSpan(b.data(), b.size()),     // 1: a's bytes
+                                            wdedup::ByteSpan(c.data(), c.size()),     // 2: a's fingerprint
+                                            wdedup::ByteSpan(d.data(), d.size()),     // 3
+                                            wdedup::ByteSpan(e.data(), e.size()),     // 4: a's head, 63 bytes
+                                            wdedup::ByteSpan(f.data(), f.size()),     // 5: shorter than 32
+                                            wdedup::ByteSpan(g.data(), g.size()),     // 6: f's bytes
+                                            wdedup::ByteSpan(h.data(), h.size()),     // 7
+                                            wdedup::ByteSpan(other.data(), other.size()), // 8
+                                            wdedup::ByteSpan(c2.data(), c2.size())};  // 9: c's bytes
+  const TwoLevelRun r = two_level_run(in);
+  CHECK(r.calls == 1);
+  // a's fingerprint (0, 1, 2, 9) and f's (5, 6), each group in the order
+  // the buffers came, the groups in the order their fingerprints first did;
+  // none of 3, 4, 7, 8, whose fingerprints no other buffer has.
+  CHECK(r.hashed == std::vector<std::uint32_t>{0, 1, 2, 9, 5, 6});
+  CHECK(r.count.hashed == 6);
+  CHECK(r.count.bytes_hashed == 4 * 64 + 2 * 5);
+  // Distinct: a (b with it), c (c2 with it), d, e, f (g with it), h, other.
+  CHECK(r.count.distinct == 7);
+
+  // It merges on digests alone: a digest that collides (here the size)
+  // merges unequal bytes of one fingerprint, a, c and c2 with b, as SHA-256
+  // would if two of them collided. (deduplicate() compares the bytes.)
+  const TwoLevelRun collided = two_level_run(in, true);
+  CHECK(collided.count.hashed == 6);
+  CHECK(collided.count.distinct == 6);
+
+  // No fingerprint repeats: nothing hashed, no call.
+  const std::vector<wdedup::ByteSpan> unique = {in[0], in[3], in[4], in[5], in[7], in[8]};
+  const TwoLevelRun none = two_level_run(unique);
+  CHECK(none.calls == 0);
+  CHECK(none.count.hashed == 0);
+  CHECK(none.count.bytes_hashed == 0);
+  CHECK(none.count.distinct == 6);
+  CHECK(two_level_run({}).count.distinct == 0);
+
+  // Empty buffers (null data) share the fingerprint of length 0: hashed, merged.
+  const TwoLevelRun empty = two_level_run({wdedup::ByteSpan(nullptr, 0), wdedup::ByteSpan(nullptr, 0), in[0]});
+  CHECK(empty.hashed == std::vector<std::uint32_t>{0, 1});
+  CHECK(empty.count.bytes_hashed == 0);
+  CHECK(empty.count.distinct == 2);
 }
 
 TEST_CASE("the harness's steadiness: which rows are judged and unsteady") {
