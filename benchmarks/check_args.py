@@ -856,7 +856,7 @@ else:
         problems.append(f"Llama rows' notes {sorted(map(str, notes))}, expected {want!r}")
     # Every row of the workload, those that say what they are included.
     shapeless = sorted(x["name"] + " vs " + x["baseline"] for x in rows if not str(x.get("note", "")).startswith(want))
-    if len(rows) < 13 or shapeless:  # six rows a thread count, and the scaling row
+    if len(rows) < 15 or shapeless:  # seven rows a thread count, and the scaling row
         problems.append(f"{len(rows)} dedup rows; without the shape in their note: {shapeless}")
     # Both identity-engine rows carry the engine's counters.
     counted = [x["baseline"] for x in rows if x["name"].endswith(": identity engine")
@@ -1022,7 +1022,9 @@ for only, want_rows, planned in (("runtime,write", True, 5 + (2 if allocs_counte
 # deduplicate() and the identity engine find 1, and its timed call 1 where
 # that call said 2. Those two failures void the 1-thread rows (their targets
 # counted as not met), and the scaling row made from their medians; the
-# 2-thread rows stand. Nothing else in a run produces a FAILED row: the
+# 2-thread rows stand. The fingerprint + SHA-256 reference, whose first call
+# comes after, counts 1 throughout: its rows fail with their measurement,
+# and every one says it agreed. Nothing else in a run produces a FAILED row: the
 # table's cell and the JSON's "failed" were never seen by a test.
 if wrong_first_digest:
     if os.path.exists(json_path):
@@ -1031,7 +1033,7 @@ if wrong_first_digest:
              "small-tensors", "--small-tensors", "2", "--json", json_path, "--tmpdir", outdir], timeout=120,
             env=dict(os.environ, LD_PRELOAD=wrong_first_digest, WBENCH_WRONG_FIRST_DIGEST="1"))
     failures = ["small tensors, 1 thread: deduplicate found 1 distinct buffer, the identity engine 1, SHA-256 2, "
-                "expected 1",
+                "fingerprint + SHA-256 1, expected 1",
                 "small tensors, 1 thread: the SHA-256 reference found 1 distinct buffer in repetition 1, 2 in the "
                 "untimed call"]
     doc = {}
@@ -1044,30 +1046,32 @@ if wrong_first_digest:
     want = {}
     for threads in (1, 2):
         for what, base in (("deduplicate", "read pass"), ("deduplicate", "SHA-256 ref"),
+                           ("deduplicate", "fp+SHA-256 ref"),
                            ("identity engine", "read pass"), ("identity engine", "SHA-256 ref"),
                            ("deduplicate", "2-stream read"), ("comparisons alone", "read pass"),
                            ("read pass", "SHA-256 ref")):
             want[(what, threads, base)] = threads == 1
     want[("scaling vs 1 thr", 2, "read pass")] = True
     # The 2-thread answers agreed with SHA-256's, the 1-thread ones did not.
-    consistent = sorted({(x["threads"], x["extra"].get("consistent_with_sha256")) for x in rows
+    consistent = sorted({(x["threads"], x["extra"].get("consistent_with_sha256"),
+                          x["extra"].get("consistent_with_fp_sha256")) for x in rows
                          if x["name"].endswith(": deduplicate") and x.get("baseline") == "read pass"})
     met_2 = sum(bool(x.get("met")) for x in rows if x["threads"] == 2 and "target" in x)
     said = f"{met_2} of 4 targets met (--quick: small sizes, the yes/NO mean nothing)."
     lines = r.stdout.splitlines()
     if r.returncode != 1 or r.stderr.splitlines() != ["wdedup-bench: FAILURE: " + f for f in failures] or \
-            doc.get("failures") != failures or got != want or consistent != [(1, 0), (2, 1)] or \
+            doc.get("failures") != failures or got != want or consistent != [(1, 0, 1), (2, 1, 1)] or \
             any(x.get("met") for x in rows if x["threads"] == 1) or \
             (doc.get("targets"), doc.get("targets_met"), doc.get("targets_not_measured")) != (4, met_2, 0) or \
             said not in lines or lines[-3:] != ["FAILED: " + f for f in failures] + ["wrote " + json_path]:
         problems.append(f"a wrong SHA-256 digest at 1 thread: exit {r.returncode}, stderr {r.stderr!r}, failures "
                         f"{doc.get('failures')!r}, failed rows {got!r} (expected {want!r}), consistent_with_sha256 "
-                        f"{consistent}, targets {doc.get('targets')}/{doc.get('targets_met')}/"
+                        f"and _fp_sha256 {consistent}, targets {doc.get('targets')}/{doc.get('targets_met')}/"
                         f"{doc.get('targets_not_measured')}; stdout's end {lines[-8:]!r}")
     problems += ["a wrong SHA-256 digest at 1 thread: " + p for p in table_problems(r.stdout, rows)]
-    if sum(line.endswith(" FAILED") for line in lines) != 8:
+    if sum(line.endswith(" FAILED") for line in lines) != 9:
         problems.append(f"a wrong SHA-256 digest at 1 thread: {sum(line.endswith(' FAILED') for line in lines)} "
-                        f"table lines end in FAILED, expected the 7 rows at 1 thread and the scaling row")
+                        f"table lines end in FAILED, expected the 8 rows at 1 thread and the scaling row")
 
 # --input-pages: the small tensors' memory is advised off or onto huge pages
 # before it is first touched. Off ("small"), none of it is on one; on

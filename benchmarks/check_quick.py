@@ -149,6 +149,40 @@ if lookup_extras != want_extras:
     problems.append(f"lookup rows' keys, lookups_per_pass, distinct_queries {lookup_extras}, expected {want_extras}")
 # The dedup workloads, in the order of their rows (the label before ':').
 dedup_labels = list(dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group") == "dedup"))
+# ExecuTorch's NamedDataStore since pytorch/executorch#18351 (the
+# fingerprint + SHA-256 reference): one row a workload and thread count,
+# deduplicate() against it, with no target; every dedup row says the
+# reference agreed. It hashes every buffer whose length and first 32 bytes
+# another has: in the tiny Llama model, each method's copy of every weight
+# (2 x (1 + 11 x 4 layers + 1) = 92 buffers; the tied output weight is the
+# embedding's memory) and neither causal mask (prefill's 32 x 128 floats,
+# decode's 1 x 128: 16,896 bytes, of other sizes); the small tensors, each
+# one's copy; the adversarial tensors, whose first KiB is one, all.
+fp_rows = [r for r in rows if r.get("group") == "dedup" and r.get("baseline") == "fp+SHA-256 ref"]
+want_fp = sorted((label + ": deduplicate", t) for label in dedup_labels
+                 for t in map(int, doc["facts"]["dedup_threads"].split(",")))
+if sorted((r["name"], r["threads"]) for r in fp_rows) != want_fp:
+    problems.append(f"fp+SHA-256 ref rows {sorted((r['name'], r['threads']) for r in fp_rows)}, expected {want_fp}")
+for r in fp_rows:
+    e = r["extra"]
+    if r["name"].startswith("llama "):
+        want = (92, e["bytes_examined"] - 4 * (32 + 1) * 128)
+    elif r["name"].startswith("small tensors"):
+        want = (10000, 10000 * 4096)
+    else:
+        want = (256, 256 * 65536)
+    got = (e.get("buffers_hashed_by_baseline"), e.get("bytes_hashed_by_baseline"))
+    if got != want or "target" in r or \
+            not r.get("note", "").endswith("; against ExecuTorch's NamedDataStore since pytorch/executorch#18351: "
+                                           "SHA-256 only of buffers whose length and first 32 bytes another buffer "
+                                           "has, merged on digest"):
+        problems.append(f"row {r['name']!r} ({r['threads']} thr) vs fp+SHA-256 ref: hashed {got}, expected {want}; "
+                        f"target {r.get('target')!r}; note {r.get('note')!r}")
+inconsistent = [(r["name"], r["threads"], r.get("baseline")) for r in rows if r.get("group") == "dedup" and
+                not r["name"].endswith(": scaling vs 1 thr") and
+                (r["extra"].get("consistent_with_sha256"), r["extra"].get("consistent_with_fp_sha256")) != (1, 1)]
+if inconsistent:
+    problems.append(f"dedup rows not consistent with both references: {inconsistent}")
 # What a call takes: one line a workload, each thread count's median of its
 # deduplicate() row against the read pass (samples: seconds a call), in ms
 # under a second, at printf's %.3g: compared within half its last digit (the
@@ -472,9 +506,13 @@ def check_threads_started(rows, problems):
             problems.append(f"row {r['name']!r} ({r['threads']} thr): threads_run {run!r}, not 1..{r['threads']}")
             continue
         got = extra.get("threads_started_by_baseline")
-        if r.get("baseline") in ("read pass", "SHA-256 ref", "2-stream read") and got is not None and got != run - 1:
+        # (The fingerprint + SHA-256 reference starts its threads only to
+        # hash: none where no fingerprint repeats.)
+        want = run - 1 if extra.get("buffers_hashed_by_baseline", 1) > 0 else 0
+        if r.get("baseline") in ("read pass", "SHA-256 ref", "fp+SHA-256 ref", "2-stream read") and \
+                got is not None and got != want:
             problems.append(f"row {r['name']!r} ({r['threads']} thr): its {r['baseline']!r} started {got} threads, "
-                            f"not {int(run) - 1} (threads_run {int(run)})")
+                            f"not {int(want)} (threads_run {int(run)})")
         # deduplicate() starts threads stage by stage; how many overlap
         # depends on how long each runs, but never more than threads_run - 1,
         # and at least one where threads_run is above 1.
@@ -568,10 +606,19 @@ if sorted(r["threads"] for r in dedup_rows) != [1, 2]:
     problems.append(f"expected one deduplicate-vs-read-pass row per thread count, got {len(dedup_rows)}")
 for r in dedup_rows:
     extra = r.get("extra", {})
-    if extra.get("tensors") != 15 or extra.get("distinct_buffers") != 7 or extra.get("consistent_with_sha256") != 1:
+    if extra.get("tensors") != 15 or extra.get("distinct_buffers") != 7 or extra.get("consistent_with_sha256") != 1 \
+            or extra.get("consistent_with_fp_sha256") != 1:
         problems.append(f"{counted(r['threads'], 'thread')}: tensors {extra.get('tensors')}, "
-                        f"distinct {extra.get('distinct_buffers')}, consistent {extra.get('consistent_with_sha256')}; "
-                        "expected 15, 7, 1")
+                        f"distinct {extra.get('distinct_buffers')}, consistent {extra.get('consistent_with_sha256')} "
+                        f"and {extra.get('consistent_with_fp_sha256')}; expected 15, 7, 1 and 1")
+# The fingerprint + SHA-256 reference hashes aliases.ptd's 4 ranges and its
+# copy's (944 bytes each), each fingerprint held twice, and none of
+# simple.ptd's 3, whose fingerprints no other buffer has.
+fp_hashed = sorted((r["threads"], r["extra"].get("buffers_hashed_by_baseline"),
+                    r["extra"].get("bytes_hashed_by_baseline")) for r in rows if r.get("baseline") == "fp+SHA-256 ref")
+if fp_hashed != [(1, 8, 1888), (2, 8, 1888)]:
+    problems.append(f"fp+SHA-256 ref rows' (threads, buffers hashed, bytes hashed) {fp_hashed}, expected "
+                    "(1, 8, 1888) and (2, 8, 1888)")
 if any("target" in r for r in rows):
     problems.append("a user's workload got a target")
 # Each row's note says which files' methods it timed.
@@ -631,8 +678,8 @@ for args, want in [(["--workloads", "llama-1+1,ptd", "--ptd", json_fixture],
         problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}, stdout {r.stdout[:80]!r}; "
                         f"expected 2, {want!r} and nothing run")
 # A file with an empty tensor (ExecuTorch's layouts.ptd): deduplicate() holds
-# the empty content as a buffer, the SHA-256 reference (over input_spans,
-# which leave empty tensors out) does not see it: no false failure.
+# the empty content as a buffer, the SHA-256 references (over input_spans,
+# which leave empty tensors out) do not see it: no false failure.
 layouts = os.path.join(fixtures, "layouts.ptd")
 layouts_copy = os.path.join(outdir, "bench-ptd-layouts-copy.ptd")
 shutil.copyfile(layouts, layouts_copy)
@@ -644,7 +691,8 @@ if r.returncode != 0:
 else:
     with open(ptd_path) as f:
         lrows = [x for x in json.load(f)["results"] if x["name"].endswith(": deduplicate")]
-    if not lrows or any(x["extra"].get("consistent_with_sha256") != 1 for x in lrows):
+    if not lrows or any((x["extra"].get("consistent_with_sha256"), x["extra"].get("consistent_with_fp_sha256")) !=
+                        (1, 1) for x in lrows):
         problems.append(f"--ptd layouts.ptd: rows {[(x['name'], x.get('extra')) for x in lrows]}")
 # A file the import takes but deduplicate() refuses (identical empty segments
 # asking for alignments 2048, 2047 and 2045, whose lcm no store holds) is
@@ -716,7 +764,8 @@ else:
             ob_rows = [r for r in json.load(f)["results"]
                        if r["name"] == "ptd files ONE_BLOB: deduplicate" and r["baseline"] == "read pass"]
         if len(ob_rows) != 1 or ob_rows[0]["extra"].get("tensors") != want_tensors or \
-                ob_rows[0]["extra"].get("consistent_with_sha256") != 1:
+                ob_rows[0]["extra"].get("consistent_with_sha256") != 1 or \
+                ob_rows[0]["extra"].get("consistent_with_fp_sha256") != 1:
             problems.append(f"--ptd on a 3 + 2 wdedup store: expected one ONE_BLOB row with {want_tensors} "
                             f"tensors, got {[(r['name'], r.get('extra')) for r in ob_rows]}")
         # A store wdedup wrote holds each content once: its methods' shared
@@ -754,8 +803,8 @@ else:
         if not 1 < want < 64 or e.get("threads_run") != want:
             problems.append(f"{r['name']!r} vs {r['baseline']!r} at 64 thr: threads_run {e.get('threads_run')}, "
                             f"expected {want} (one per 4 MiB of work, between 2 and 63 here)")
-    if len(dedup_rows) != 6:
-        problems.append(f"expected 6 dedup rows at 64 threads, got {len(dedup_rows)}")
+    if len(dedup_rows) != 7:
+        problems.append(f"expected 7 dedup rows at 64 threads, got {len(dedup_rows)}")
     # The scaling row says so too: its speed-up is over the threads that ran.
     scaling = [r for r in mt_rows if r["name"].endswith(": scaling vs 1 thr")]
     if dedup_rows:

@@ -137,8 +137,11 @@ constexpr std::uint64_t kBigTensorCopies = 2;
 // --threads 1,2 to 1,32). 1,536 is 44% above the most. (The figures of 414f70b
 // and 51b0778, 420-742, were getrusage's peak, which is only the peak since the
 // last reset, less a 2-tensor run's, which from a Python parent is that
-// parent's own size: 13.6 MiB here, where the run holds 7.5.) bench_args checks
-// two runs against it.
+// parent's own size: 13.6 MiB here, where the run holds 7.5.) The fingerprint +
+// SHA-256 reference (two_level.hpp: a digest kept a hashed tensor, its grouping's
+// tables during its call) added about 35: 792 and 951 at 65,538 small and 32,769
+// adversarial tensors, against 758 and 916 for the code before it, run by run on one
+// 2-core VM. bench_args checks those two runs against it.
 constexpr std::uint64_t kDedupBytesPerTensor = 1536;
 
 /// The queries run_lookups draws for a store of `keys` keys: every key in

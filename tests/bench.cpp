@@ -705,6 +705,24 @@ TEST_CASE("the harness's steadiness: SHA-256 baselines held against the run's pa
   CHECK(wbench::steadiness_text(run).rfind("SHA-256 off the run's pace: in 2 workload runs SHA-256 ran more", 0) == 0);
 }
 
+TEST_CASE("the harness's steadiness: the fingerprint + SHA-256 reference's speed is no SHA-256 pace") {
+  // It hashes what the workload makes it hash (none of a buffer whose
+  // fingerprint no other has), so its GB/s are no measure of the machine's
+  // SHA-256: its rows neither get a pace nor move the others'.
+  wbench::Results run;
+  run.rows.push_back(sha_row("llama 1+1", "deduplicate", 1, 1.5));
+  run.rows.push_back(sha_row("llama 3+3", "deduplicate", 1, 1.6));
+  run.rows.push_back(sha_row("small tensors", "deduplicate", 1, 1.55));
+  wbench::Row fp = sha_row("ptd files", "deduplicate", 1, 40.0);
+  fp.baseline = wbench::kTwoLevelRef;
+  run.rows.push_back(fp);
+  CHECK(std::string(wbench::kTwoLevelRef) == "fp+SHA-256 ref");
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows.back()).has_value());
+  CHECK_FALSE(wbench::off_pace(run, run.rows.back()));
+  CHECK(*wbench::sha256_pace(run, run.rows[0]) == doctest::Approx(1.5 / 1.55));  // the three alone
+  CHECK(wbench::steadiness(run).off_pace.empty());
+}
+
 namespace {
 std::vector<std::uint8_t> bytes_of(const char* s) { return std::vector<std::uint8_t>(s, s + std::strlen(s)); }
 
