@@ -50,6 +50,30 @@ using wdedup_cli::counted;
 
 // ---- the references: ExecuTorch's NamedDataStore, before and since #18351 ------
 
+using Digest = std::array<unsigned char, 32>;
+
+/// digests[k] = `md` (SHA-256) of buffer_of(k) for k < n, on `threads`
+/// threads as read_pass and deduplicate() start theirs (a thread that
+/// cannot start leaves its buffers to the others, which claim them).
+template <class BufferOf>
+void hash_each(const EVP_MD* md, std::size_t n, BufferOf&& buffer_of, Digest* digests, unsigned threads) {
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    for (;;) {
+      const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);
+      if (k >= n) break;
+      const ByteSpan b = buffer_of(k);
+      unsigned len = 0;
+      EVP_DigestInit_ex(ctx, md, nullptr);
+      EVP_DigestUpdate(ctx, b.data(), b.size());
+      EVP_DigestFinal_ex(ctx, digests[k].data(), &len);
+    }
+    EVP_MD_CTX_free(ctx);
+  };
+  wdedup::bench::detail::run_shares(threads, [&](std::size_t) { work(); });
+}
+
 /// SHA-256 of every buffer, then buffers merged on equal digests (no byte
 /// comparison), as ExecuTorch's NamedDataStore.add_named_data did until
 /// pytorch/executorch#18351 (as of commit e02ef8e8): the targets are
@@ -81,22 +105,7 @@ class Sha256Reference {
   /// Number of distinct buffers.
   std::size_t run(const std::vector<ByteSpan>& buffers, unsigned threads) {
     digests_.resize(buffers.size());
-    std::atomic<std::size_t> next{0};
-    auto work = [&] {
-      EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-      for (;;) {
-        const std::size_t i = next.fetch_add(1, std::memory_order_relaxed);
-        if (i >= buffers.size()) break;
-        unsigned len = 0;
-        EVP_DigestInit_ex(ctx, md_, nullptr);
-        EVP_DigestUpdate(ctx, buffers[i].data(), buffers[i].size());
-        EVP_DigestFinal_ex(ctx, digests_[i].data(), &len);
-      }
-      EVP_MD_CTX_free(ctx);
-    };
-    // Threads as read_pass and deduplicate() start theirs (a thread that
-    // cannot start leaves its buffers to the others, which claim them).
-    wdedup::bench::detail::run_shares(threads, [&](std::size_t) { work(); });
+    hash_each(md_, buffers.size(), [&](std::size_t i) { return buffers[i]; }, digests_.data(), threads);
     std::unordered_map<Digest, std::uint32_t, DigestHash> by_digest;
     by_digest.reserve(buffers.size());
     for (std::size_t i = 0; i < buffers.size(); ++i)
@@ -105,7 +114,6 @@ class Sha256Reference {
   }
 
  private:
-  using Digest = std::array<unsigned char, 32>;
   struct DigestHash {
     std::size_t operator()(const Digest& d) const noexcept {
       std::size_t h;
@@ -130,27 +138,11 @@ class TwoLevelReference {
 
   TwoLevelCount run(const std::vector<ByteSpan>& buffers, unsigned threads) {
     return two_level_count(buffers, digests_, [&](const std::vector<std::uint32_t>& which, std::vector<Digest>& out) {
-      std::atomic<std::size_t> next{0};
-      auto work = [&] {
-        EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-        for (;;) {
-          const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);
-          if (k >= which.size()) break;
-          const ByteSpan b = buffers[which[k]];
-          unsigned len = 0;
-          EVP_DigestInit_ex(ctx, md_, nullptr);
-          EVP_DigestUpdate(ctx, b.data(), b.size());
-          EVP_DigestFinal_ex(ctx, out[k].data(), &len);
-        }
-        EVP_MD_CTX_free(ctx);
-      };
-      // (As the SHA-256 reference starts its threads.)
-      wdedup::bench::detail::run_shares(threads, [&](std::size_t) { work(); });
+      hash_each(md_, which.size(), [&](std::size_t k) { return buffers[which[k]]; }, out.data(), threads);
     });
   }
 
  private:
-  using Digest = std::array<unsigned char, 32>;
   const EVP_MD* md_;
   std::vector<Digest> digests_;
 };
