@@ -33,6 +33,7 @@
 #include "support/colliding_keys.hpp"
 #include "support/nav.hpp"
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 #include "wdedup/runtime.hpp"
 #include "wdedup/runtime/verify.hpp"
 
@@ -329,7 +330,8 @@ TEST_CASE("the value of a temporary Result is the value itself: `auto&& src = *o
   auto&& src = *MmapSource::open(simple.c_str());
   Result<NamedDataMap> map = NamedDataMap::open(src);
   REQUIRE(map.ok());
-  CHECK(*map->get_num_keys() == 3);
+  const std::size_t num_keys = REQUIRE_VALUE(map->get_num_keys());
+  CHECK(num_keys == 3);
 }
 
 TEST_CASE("an MmapSource cannot be assigned a BufferSource through their common base") {
@@ -421,7 +423,8 @@ TEST_CASE("a map of few keys whose layout lies past 4 GiB in its flatbuffer read
   BufferSource osrc(orig.data(), orig.size());
   Result<NamedDataMap> om = NamedDataMap::open(osrc);
   REQUIRE(om.ok());
-  REQUIRE(*om->get_num_keys() == 11);
+  const std::size_t om_keys = REQUIRE_VALUE(om->get_num_keys());
+  REQUIRE(om_keys == 11);
   namespace fb = detail::fb;
   const std::uint8_t* o = orig.data();
   const std::uint64_t fb_end = format::load_u64(o + format::kHeaderFlatbufferOffsetPos) +
@@ -458,11 +461,13 @@ TEST_CASE("a map of few keys whose layout lies past 4 GiB in its flatbuffer read
     BufferSource src(b, static_cast<std::size_t>(size));
     Result<NamedDataMap> m = NamedDataMap::open(src);
     REQUIRE_MESSAGE(m.ok(), m.failure().what, " at ", m.failure().at);
-    REQUIRE(*m->get_num_keys() == 11);
+    const std::size_t m_keys = REQUIRE_VALUE(m->get_num_keys());
+    REQUIRE(m_keys == 11);
     for (std::size_t i = 0; i < 11; ++i) {
       CAPTURE(i);
-      const KeyView k = *om->get_key(i);
-      CHECK(*m->get_key(i) == k);
+      const KeyView k = REQUIRE_VALUE(om->get_key(i));
+      const KeyView mk = REQUIRE_VALUE(m->get_key(i));
+      CHECK(mk == k);
       Result<TensorLayout> want = om->get_tensor_layout(k), got = m->get_tensor_layout(k);
       REQUIRE(got.ok() == want.ok());
       if (!want.ok()) {
@@ -808,7 +813,8 @@ TEST_CASE("get_data of a zero-size key: a pointer that is not null, aligned as t
     REQUIRE(o->ok());
     for (const bool by_index : {false, true}) {
       CAPTURE(by_index);
-      Result<DataBuffer> d = by_index ? o->map().key_data(o->map().find("empty")->key_index) : o->map().get_data("empty");
+      const std::uint32_t empty_index = REQUIRE_VALUE(o->map().find("empty")).key_index;
+      Result<DataBuffer> d = by_index ? o->map().key_data(empty_index) : o->map().get_data("empty");
       REQUIRE(d.ok());
       CHECK(d->size() == 0);
       CHECK_FALSE(d->owns_memory());
@@ -870,7 +876,7 @@ TEST_CASE("get_data with lent metadata: a key asking more than a page is lent in
   o->source = &o->buffer;
   open_lent(*o);
   REQUIRE(o->ok());
-  const KeyInfo k = *o->map().find("a8192");
+  const KeyInfo k = REQUIRE_VALUE(o->map().find("a8192"));
   REQUIRE(k.alignment == 8192);
   REQUIRE(k.offset % 8192 == 0);
   Result<DataBuffer> d = o->map().get_data("a8192");
@@ -887,10 +893,14 @@ TEST_CASE("get_num_keys and get_key follow file order; keys are C strings") {
   std::unique_ptr<Opened> o = open_via(Via::Mmap, fixture("aliases.ptd"));
   REQUIRE(o->ok());
   const NamedDataMap& m = o->map();
-  REQUIRE(*m.get_num_keys() == 6);
-  CHECK(str(*m.get_key(0)) == "prefill/layers.0.wq");
-  CHECK(str(*m.get_key(5)) == "decode/only");
-  CHECK(std::strcmp(m.get_key(3)->data(), "decode/layers.0.wq") == 0);
+  const std::size_t num_keys = REQUIRE_VALUE(m.get_num_keys());
+  REQUIRE(num_keys == 6);
+  const KeyView key0 = REQUIRE_VALUE(m.get_key(0));
+  CHECK(str(key0) == "prefill/layers.0.wq");
+  const KeyView key5 = REQUIRE_VALUE(m.get_key(5));
+  CHECK(str(key5) == "decode/only");
+  const KeyView key3 = REQUIRE_VALUE(m.get_key(3));
+  CHECK(std::strcmp(key3.data(), "decode/layers.0.wq") == 0);
   Result<std::string_view> bad = m.get_key(6);
   CHECK(bad.error() == Error::InvalidArgument);
   CHECK(bad.failure().at == 6);
@@ -899,12 +909,15 @@ TEST_CASE("get_num_keys and get_key follow file order; keys are C strings") {
   CHECK(std::string(m.key_info(6).failure().what) == "key index out of range");
   CHECK(m.key_info(6).failure().at == 6);
   // Aliases share a segment and therefore an offset.
-  CHECK(m.find("decode/layers.0.wq")->offset == m.find("prefill/layers.0.wq")->offset);
-  CHECK(m.find("decode/layers.0.wq")->segment_index == 0);
+  const KeyInfo decode_wq = REQUIRE_VALUE(m.find("decode/layers.0.wq"));
+  const KeyInfo prefill_wq = REQUIRE_VALUE(m.find("prefill/layers.0.wq"));
+  CHECK(decode_wq.offset == prefill_wq.offset);
+  CHECK(decode_wq.segment_index == 0);
 
   std::unique_ptr<Opened> e = open_via(Via::Buffer, fixture("empty.ptd"));
   REQUIRE(e->ok());
-  CHECK(*e->map().get_num_keys() == 0);
+  const std::size_t e_keys = REQUIRE_VALUE(e->map().get_num_keys());
+  CHECK(e_keys == 0);
   CHECK(e->map().segment_count() == 0);
   CHECK(e->map().get_key(0).error() == Error::InvalidArgument);
   CHECK(e->map().find("x").error() == Error::NotFound);
@@ -918,9 +931,9 @@ TEST_CASE("key_data and key_layout: get_data and get_tensor_layout by key index,
       std::unique_ptr<Opened> o = open_via(via, path);
       REQUIRE(o->ok());
       const NamedDataMap& m = o->map();
-      const std::size_t n = *m.get_num_keys();
+      const std::size_t n = REQUIRE_VALUE(m.get_num_keys());
       for (std::size_t i = 0; i < n; ++i) {
-        const KeyView key = *m.get_key(i);
+        const KeyView key = REQUIRE_VALUE(m.get_key(i));
         CAPTURE(str(key));
         Result<DataBuffer> by_index = m.key_data(i);
         Result<DataBuffer> by_name = m.get_data(key);
@@ -928,8 +941,9 @@ TEST_CASE("key_data and key_layout: get_data and get_tensor_layout by key index,
         REQUIRE(by_name.ok());
         // A copy only from a file, or from caller memory at an odd address
         // for a key that asks more than alignment 1, and never of nothing.
+        const std::uint64_t alignment = REQUIRE_VALUE(m.key_info(i)).alignment;
         const bool copied = by_name->size() != 0 &&
-                            (via == Via::File || (via == Via::BufferLent && pow2_part(m.key_info(i)->alignment) > 1));
+                            (via == Via::File || (via == Via::BufferLent && pow2_part(alignment) > 1));
         CHECK(by_index->owns_memory() == copied);
         REQUIRE(by_index->size() == by_name->size());
         if (!copied) CHECK(by_index->data() == by_name->data());
@@ -964,7 +978,8 @@ TEST_CASE("key_data and key_layout: get_data and get_tensor_layout by key index,
   CHECK(l0->sizes[0] == 2);
   CHECK(l0->sizes[1] == 3);
   CHECK(o->map().key_layout(10).error() == Error::NotFound);
-  CHECK(o->map().key_data(10)->size() == 10);
+  const std::size_t data10_size = REQUIRE_VALUE(o->map().key_data(10)).size();
+  CHECK(data10_size == 10);
 }
 
 TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
@@ -987,7 +1002,7 @@ TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
   NamedDataMap& m = o->map();
   CHECK_FALSE(m.has_index());
   CHECK_FALSE(m.has_extension());
-  const std::size_t n = *m.get_num_keys();
+  const std::size_t n = REQUIRE_VALUE(m.get_num_keys());
   REQUIRE(n == 4096);
   const std::size_t need = static_cast<std::size_t>(NamedDataMap::index_memory_size(n));
 
@@ -1009,12 +1024,15 @@ TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
 
   // Answers before and after are identical.
   std::vector<KeyInfo> before;
-  for (std::size_t i = 0; i < n; ++i) before.push_back(*m.find(*m.get_key(i)));
+  for (std::size_t i = 0; i < n; ++i) {
+    const KeyView key = REQUIRE_VALUE(m.get_key(i));
+    before.push_back(REQUIRE_VALUE(m.find(key)));
+  }
   AlignedBytes index(need, 8);
   REQUIRE(m.build_index(index.span()).ok());
   CHECK(m.has_index());
   for (std::size_t i = 0; i < n; ++i) {
-    const KeyInfo k = *m.find(before[i].key);
+    const KeyInfo k = REQUIRE_VALUE(m.find(before[i].key));
     CHECK(k.key_index == i);
     CHECK(k.offset == before[i].offset);
     CHECK(k.size == before[i].size);
@@ -1033,7 +1051,10 @@ TEST_CASE("build_index: O(1) lookups for plain files in lent memory") {
     CHECK(m.get_data(before[i].key).error() == Error::NotFound);
   }
   std::memcpy(index.data(), slots.data(), need);
-  for (std::size_t i = 0; i < n; ++i) CHECK(m.find(before[i].key)->key_index == i);
+  for (std::size_t i = 0; i < n; ++i) {
+    const KeyInfo k = REQUIRE_VALUE(m.find(before[i].key));
+    CHECK(k.key_index == i);
+  }
   // Already indexed: a second call does nothing.
   CHECK(m.build_index(Span<std::uint8_t>()).ok());
 }
@@ -1048,13 +1069,15 @@ TEST_CASE("build_index: duplicate keys are MalformedKey; scans still return the 
   std::unique_ptr<Opened> o = open_bytes(bytes);
   REQUIRE(o->ok());  // a plain file is not checked for duplicates at open (that needs memory)
   NamedDataMap& m = o->map();
-  CHECK(m.find("simple.a")->key_index == 0);
+  const KeyInfo a_before = REQUIRE_VALUE(m.find("simple.a"));
+  CHECK(a_before.key_index == 0);
   AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(3)), 8);
   Status st = m.build_index(index.span());
   CHECK(st.error() == Error::MalformedKey);
   CHECK(st.failure().at == static_cast<std::uint64_t>(it - bytes.begin()));
   CHECK_FALSE(m.has_index());
-  CHECK(m.find("simple.a")->key_index == 0);
+  const KeyInfo a_after = REQUIRE_VALUE(m.find("simple.a"));
+  CHECK(a_after.key_index == 0);
 }
 
 TEST_CASE("build_index: keys chosen to collide under one seed do not survive another") {
@@ -1079,18 +1102,25 @@ TEST_CASE("build_index: keys chosen to collide under one seed do not survive ano
   CHECK(st.failure().at > 16);
   CHECK(st.failure().at < kKeys);
   CHECK_FALSE(m.has_index());
-  CHECK(m.find(names[700])->key_index == 700);
+  const KeyInfo k700 = REQUIRE_VALUE(m.find(names[700]));
+  CHECK(k700.key_index == 700);
   // The same keys under ordinary seeds: built, and every key found.
   REQUIRE(m.build_index(index.span(), kChosen + 1).ok());
   CHECK(m.has_index());
-  for (std::uint32_t i = 0; i < kKeys; ++i) CHECK(m.find(names[i])->key_index == i);
+  for (std::uint32_t i = 0; i < kKeys; ++i) {
+    const KeyInfo k = REQUIRE_VALUE(m.find(names[i]));
+    CHECK(k.key_index == i);
+  }
   CHECK(m.find("w.x").error() == Error::NotFound);
 
   // build_index(memory) picks its own seed, and retries under others.
   std::unique_ptr<Opened> o2 = open_bytes(file);
   REQUIRE(o2->ok());
   REQUIRE(o2->map().build_index(index.span()).ok());
-  for (std::uint32_t i = 0; i < kKeys; ++i) CHECK(o2->map().find(names[i])->key_index == i);
+  for (std::uint32_t i = 0; i < kKeys; ++i) {
+    const KeyInfo k = REQUIRE_VALUE(o2->map().find(names[i]));
+    CHECK(k.key_index == i);
+  }
 }
 
 TEST_CASE("wdedup file: stored index, absolute alignment, layouts, segments and hashes") {
@@ -1102,11 +1132,13 @@ TEST_CASE("wdedup file: stored index, absolute alignment, layouts, segments and 
     const NamedDataMap& m = o->map();
     CHECK(m.has_extension());
     CHECK(m.has_index());
-    REQUIRE(*m.get_num_keys() == keys.size());
+    const std::size_t num_keys = REQUIRE_VALUE(m.get_num_keys());
+    REQUIRE(num_keys == keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const ExpectedKey& e = keys[i];
       CAPTURE(e.key);
-      CHECK(str(*m.get_key(i)) == e.key);
+      const KeyView key = REQUIRE_VALUE(m.get_key(i));
+      CHECK(str(key) == e.key);
       Result<KeyInfo> k = m.find(e.key);
       REQUIRE(k.ok());
       CHECK(k->key_index == i);
@@ -1132,11 +1164,12 @@ TEST_CASE("wdedup file: stored index, absolute alignment, layouts, segments and 
     }
     // Aliases: one segment, each key keeps its own alignment and layout;
     // the segment's alignment is the lcm of them.
-    const KeyInfo q = *m.find("w.q"), v = *m.find("w.v");
+    const KeyInfo q = REQUIRE_VALUE(m.find("w.q")), v = REQUIRE_VALUE(m.find("w.v"));
     CHECK(q.segment_index == v.segment_index);
     CHECK(q.offset == v.offset);
     CHECK(q.offset % 4096 == 0);
-    CHECK(m.segment(q.segment_index)->alignment == 4096);
+    const SegmentInfo qs = REQUIRE_VALUE(m.segment(q.segment_index));
+    CHECK(qs.alignment == 4096);
     Result<TensorLayout> lv = m.get_tensor_layout("w.v");
     REQUIRE(lv.ok());
     CHECK(lv->dim_order.size() == 4);
@@ -1159,7 +1192,8 @@ TEST_CASE("wdedup file: stored index, absolute alignment, layouts, segments and 
       REQUIRE(si.ok());
       CHECK(si->has_content_hash);
       CHECK(si->offset % si->alignment == 0);
-      CHECK(si->content_hash == *segment_content_hash(m, s));
+      const std::uint64_t hash = REQUIRE_VALUE(segment_content_hash(m, s));
+      CHECK(si->content_hash == hash);
       CHECK(verify_segment(m, s).ok());
     }
     CHECK(verify_segments(m).ok());
@@ -1189,31 +1223,39 @@ TEST_CASE("wdedup file: function maps") {
   CHECK(str(f0->function_name()) == "prefill__0");
   REQUIRE(f0->tensor_count() == 3);
   // Rows are sorted by tensor name.
-  CHECK(str(f0->tensor(0)->tensor_name) == "norm");
-  CHECK(str(f0->tensor(0)->key) == "norm");
-  CHECK(f0->tensor(0)->key_index == 3);
-  CHECK(str(f0->tensor(1)->tensor_name) == "wk");
-  CHECK(str(f0->tensor(2)->tensor_name) == "wq");
-  CHECK(str(f0->tensor(2)->key) == "w.q");
+  const FunctionTensorView t0 = REQUIRE_VALUE(f0->tensor(0));
+  const FunctionTensorView t1 = REQUIRE_VALUE(f0->tensor(1));
+  const FunctionTensorView t2 = REQUIRE_VALUE(f0->tensor(2));
+  CHECK(str(t0.tensor_name) == "norm");
+  CHECK(str(t0.key) == "norm");
+  CHECK(t0.key_index == 3);
+  CHECK(str(t1.tensor_name) == "wk");
+  CHECK(str(t2.tensor_name) == "wq");
+  CHECK(str(t2.key) == "w.q");
   CHECK(f0->tensor(3).error() == Error::InvalidArgument);
   CHECK(std::string(f0->tensor(3).failure().what) == "tensor index out of range");
   CHECK(f0->tensor(3).failure().at == 3);
-  CHECK(str(*f0->key_of("wk")) == "w.k");
+  const KeyView wk = REQUIRE_VALUE(f0->key_of("wk"));
+  CHECK(str(wk) == "w.k");
   CHECK(f0->key_of("wv").error() == Error::NotFound);
   // (a tensor of another function: "wv" is decode's)
   CHECK(std::string(f0->key_of("wv").failure().what) == "no such tensor in this function");
   CHECK(f0->key_of("wv").failure().at == 0);
   CHECK(std::string(f0->find_tensor("wv").failure().what) == "no such tensor in this function");
   CHECK(f0->key_of("").error() == Error::NotFound);
-  CHECK(f0->find_tensor("wq")->key_index == 0);
+  const FunctionTensorView wq = REQUIRE_VALUE(f0->find_tensor("wq"));
+  CHECK(wq.key_index == 0);
 
   Result<FunctionView> d1 = m.find_function("decode", 1);
   REQUIRE(d1.ok());
   CHECK(str(d1->function_name()) == "decode");
   CHECK(str(d1->blob_key()) == "combined_partition_1");
-  CHECK(str(*d1->key_of("odd")) == "odd3");
-  CHECK(str(*d1->key_of("e")) == "empty");
-  CHECK(str(*d1->key_of("raw")) == "raw");
+  const KeyView odd = REQUIRE_VALUE(d1->key_of("odd"));
+  CHECK(str(odd) == "odd3");
+  const KeyView e = REQUIRE_VALUE(d1->key_of("e"));
+  CHECK(str(e) == "empty");
+  const KeyView raw = REQUIRE_VALUE(d1->key_of("raw"));
+  CHECK(str(raw) == "raw");
   // A partition the method lacks says how many functions the method has; a
   // method no function names (misspelled, say) says that instead.
   const char* const no_partition = "method has no function for this partition (at = the method's function count)";
@@ -1238,13 +1280,16 @@ TEST_CASE("wdedup file: function maps") {
     CHECK(none.failure().at == 0);
   }
 
-  CHECK(m.find_function("decode__0")->partition_index() == 0);
-  CHECK(str(m.find_function("decode__0")->method()) == "decode");
-  CHECK(m.find_function("decode")->partition_index() == 1);  // the first function named "decode"
+  const FunctionView decode0 = REQUIRE_VALUE(m.find_function("decode__0"));
+  const FunctionView decode = REQUIRE_VALUE(m.find_function("decode"));
+  CHECK(decode0.partition_index() == 0);
+  CHECK(str(decode0.method()) == "decode");
+  CHECK(decode.partition_index() == 1);  // the first function named "decode"
   CHECK(m.find_function("nope").error() == Error::NotFound);
   CHECK(std::string(m.find_function("nope").failure().what) == "no function with this name");
   CHECK(m.find_function("nope").failure().at == 0);
-  CHECK(str(m.find_function("combined_all", "decode__0")->method()) == "decode");
+  const FunctionView in_blob = REQUIRE_VALUE(m.find_function("combined_all", "decode__0"));
+  CHECK(str(in_blob.method()) == "decode");
   CHECK(m.find_function("combined_partition_1", "decode__0").error() == Error::NotFound);
   // A name that exists, in another blob than the one asked: the message
   // says which lookup failed.
@@ -1259,8 +1304,12 @@ TEST_CASE("wdedup file: function maps") {
   Result<FunctionView> kept = m.function(1);
   NamedDataMap copy = m;
   NamedDataMap moved = std::move(copy);
-  CHECK(str(*kept->key_of("wv")) == "w.v");
-  CHECK(str(*moved.function(1)->key_of("wk")) == "w.k");
+  REQUIRE(kept.ok());
+  const KeyView kept_wv = REQUIRE_VALUE(kept->key_of("wv"));
+  CHECK(str(kept_wv) == "w.v");
+  const FunctionView moved1 = REQUIRE_VALUE(moved.function(1));
+  const KeyView moved_wk = REQUIRE_VALUE(moved1.key_of("wk"));
+  CHECK(str(moved_wk) == "w.k");
 
   // Plain files have no functions and no hashes.
   std::unique_ptr<Opened> plain = open_via(Via::Mmap, fixture("simple.ptd"));
@@ -1268,8 +1317,9 @@ TEST_CASE("wdedup file: function maps") {
   CHECK(plain->map().function_count() == 0);
   CHECK(plain->map().find_function("decode", 0).error() == Error::NotFound);
   CHECK(plain->map().function(0).error() == Error::InvalidArgument);
-  CHECK_FALSE(plain->map().segment(0)->has_content_hash);
-  CHECK(plain->map().segment(0)->alignment == 1);
+  const SegmentInfo plain0 = REQUIRE_VALUE(plain->map().segment(0));
+  CHECK_FALSE(plain0.has_content_hash);
+  CHECK(plain0.alignment == 1);
   CHECK(verify_segments(plain->map()).error() == Error::NotFound);
   CHECK(verify_segment(plain->map(), 0).error() == Error::NotFound);
   CHECK(verify_segment(plain->map(), 2).failure().at == 2);  // the segment's index
@@ -1294,7 +1344,8 @@ TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignmen
   std::unique_ptr<Opened> o = open_bytes(big);
   REQUIRE_MESSAGE(o->ok(), error_name(o->error()), ": ", o->result->failure().what);
   const NamedDataMap& m = o->map();
-  REQUIRE(*m.get_num_keys() == 5000);
+  const std::size_t num_keys = REQUIRE_VALUE(m.get_num_keys());
+  REQUIRE(num_keys == 5000);
   CHECK(m.function_count() == 50);
   for (std::size_t i = 0; i < 5000; ++i) {
     const std::string key = "layer." + std::to_string(i / 8) + ".tensor_" + std::to_string(i);
@@ -1306,7 +1357,9 @@ TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignmen
     REQUIRE(d.ok());
     CHECK(std::memcmp(d->data(), data[i / 2].data(), d->size()) == 0);
     Result<FunctionView> f = m.function(i / 100);
-    CHECK(str(*f->key_of("t" + std::to_string(i))) == key);
+    REQUIRE(f.ok());
+    const KeyView fk = REQUIRE_VALUE(f->key_of("t" + std::to_string(i)));
+    CHECK(str(fk) == key);
   }
   CHECK(verify_segments(m).ok());
   // A scan finds the same keys, so the lookups above cannot tell that they
@@ -1351,16 +1404,20 @@ TEST_CASE("writer output: plain files, many keys, non-power-of-two base alignmen
   REQUIRE(p->ok());
   CHECK_FALSE(p->map().has_extension());
   CHECK_FALSE(p->map().has_index());
-  CHECK(p->map().find("b")->alignment == 1);
-  CHECK(p->map().find("b")->offset == p->map().find("a")->offset);
+  const KeyInfo pa = REQUIRE_VALUE(p->map().find("a"));
+  const KeyInfo pb = REQUIRE_VALUE(p->map().find("b"));
+  CHECK(pb.alignment == 1);
+  CHECK(pb.offset == pa.offset);
 
   // A base alignment that is not a power of two.
   WriteOptions odd;
   odd.segment_alignment = 3;
   std::unique_ptr<Opened> q = open_bytes(write_or_die(store, FunctionMaps{}, odd));
   REQUIRE_MESSAGE(q->ok(), error_name(q->error()), ": ", q->result->failure().what);
-  CHECK(q->map().find("a")->offset % 192 == 0);  // lcm(3, 64, 3)
-  CHECK(q->map().segment(0)->alignment == 192);
+  const KeyInfo qa = REQUIRE_VALUE(q->map().find("a"));
+  const SegmentInfo q0 = REQUIRE_VALUE(q->map().segment(0));
+  CHECK(qa.offset % 192 == 0);  // lcm(3, 64, 3)
+  CHECK(q0.alignment == 192);
 }
 
 namespace {
@@ -1515,7 +1572,8 @@ TEST_CASE("lookups: a stored key's first 8 or more bytes are not that key, throu
     each_lookup_path(store, n, [&](const NamedDataMap& m) {
       REQUIRE(m.find(stored).ok());
       CHECK(str(m.find(stored)->key) == stored);
-      CHECK(*static_cast<const std::uint8_t*>(m.get_data(stored)->data()) == 1);
+      const DataBuffer stored_data = REQUIRE_VALUE(m.get_data(stored));
+      CHECK(*static_cast<const std::uint8_t*>(stored_data.data()) == 1);
       for (const std::size_t len : {stored.size() - 1, std::size_t{21}, std::size_t{16}, std::size_t{9}, std::size_t{8}}) {
         const std::string prefix = stored.substr(0, len);
         CAPTURE(prefix);
@@ -1601,7 +1659,8 @@ TEST_CASE("read failures: get_data and load_data_into return the source's failur
     // Lookups and size checks come before any read.
     CHECK(m->get_data("simple.x").error() == Error::NotFound);
     CHECK(m->load_data_into("simple.b", buf.data(), 99).error() == Error::BufferTooSmall);
-    CHECK(m->find("simple.b")->offset == 512);
+    const KeyInfo b = REQUIRE_VALUE(m->find("simple.b"));
+    CHECK(b.offset == 512);
   }
   SUBCASE("a failure inside one key's data leaves the keys before it readable") {
     FailingSource src(simple.data(), simple.size(), 512 + 50);  // inside simple.b
@@ -1640,7 +1699,7 @@ TEST_CASE("read failures: get_data and load_data_into return the source's failur
       FailingSource src(w.data(), w.size(), c.fail_from);
       Result<std::uint64_t> n = NamedDataMap::metadata_size(src);
       if (c.metadata_at == UINT64_MAX) {
-        CHECK(n.ok());
+        REQUIRE(n.ok());
         CHECK(*n == need);
       } else {
         CHECK(n.error() == Error::IoError);
@@ -1651,7 +1710,7 @@ TEST_CASE("read failures: get_data and load_data_into return the source's failur
       if (c.open_at == UINT64_MAX) {
         REQUIRE(m.ok());
         // Segment data starts past the metadata: every get_data fails there.
-        const KeyInfo v = *m->find("w.v");
+        const KeyInfo v = REQUIRE_VALUE(m->find("w.v"));
         Result<DataBuffer> d = m->get_data("w.v");  // 4096-aligned copy (posix_memalign)
         CHECK(d.error() == Error::IoError);
         CHECK(d.failure().at == v.offset);
@@ -1861,7 +1920,7 @@ TEST_CASE("verify_segment through a FileSource: a 10,000-byte segment hashed in 
 
   std::unique_ptr<Opened> o = open_via(Via::File, write_temp("runtime_verify_chunks.ptd", good));
   REQUIRE_MESSAGE(o->ok(), error_name(o->error()), ": ", o->result->failure().what);
-  const KeyInfo k = *o->map().find("big");
+  const KeyInfo k = REQUIRE_VALUE(o->map().find("big"));
   REQUIRE(k.size == 10000);
   const std::uint64_t off = k.offset;
   REQUIRE(std::memcmp(good.data() + off, big.data(), big.size()) == 0);  // the offset is the real one
@@ -1872,7 +1931,8 @@ TEST_CASE("verify_segment through a FileSource: a 10,000-byte segment hashed in 
   // The stored hash is XXH3-64 (seed 0) of exactly these bytes, and the
   // chunked hash agrees with the one-shot hash.
   CHECK(seg->content_hash == XXH3_64bits(big.data(), big.size()));
-  CHECK(*segment_content_hash(o->map(), k.segment_index) == seg->content_hash);
+  const std::uint64_t hash = REQUIRE_VALUE(segment_content_hash(o->map(), k.segment_index));
+  CHECK(hash == seg->content_hash);
   CHECK(verify_segment(o->map(), k.segment_index).ok());
   CHECK(verify_segments(o->map()).ok());
 
@@ -1892,13 +1952,14 @@ TEST_CASE("verify_segment through a FileSource: a 10,000-byte segment hashed in 
       Status all = verify_segments(b->map());
       CHECK(all.error() == Error::MalformedSegment);
       CHECK(all.failure().at == off);
-      CHECK(verify_segment(b->map(), o->map().find("tail")->segment_index).ok());
+      const std::uint32_t tail_segment = REQUIRE_VALUE(o->map().find("tail")).segment_index;
+      CHECK(verify_segment(b->map(), tail_segment).ok());
     }
   }
 
   // A read failing at byte 5000 fails the chunk that holds it, [4096, 8192).
   FailingSource src(good.data(), good.size(), off + 5000);
-  AlignedBytes meta(static_cast<std::size_t>(*NamedDataMap::metadata_size(src)), 8);
+  AlignedBytes meta(static_cast<std::size_t>(REQUIRE_VALUE(NamedDataMap::metadata_size(src))), 8);
   Result<NamedDataMap> m = NamedDataMap::open(src, meta.span());
   REQUIRE(m.ok());
   Result<std::uint64_t> h = segment_content_hash(*m, k.segment_index);
@@ -1934,11 +1995,11 @@ TEST_CASE("verify through memory the caller lends: any size from 1 byte, read in
   REQUIRE(store.add_named_data("nothing", ByteSpan(), 1).ok());
   const Bytes good = write_or_die(store, FunctionMaps{}, WriteOptions{});
   Recording src(good.data(), good.size());
-  AlignedBytes meta(static_cast<std::size_t>(*NamedDataMap::metadata_size(src)), 8);
+  AlignedBytes meta(static_cast<std::size_t>(REQUIRE_VALUE(NamedDataMap::metadata_size(src))), 8);
   Result<NamedDataMap> m = NamedDataMap::open(src, meta.span());
   REQUIRE(m.ok());
-  const KeyInfo k = *m->find("big");
-  const std::uint64_t off = m->segment(k.segment_index)->offset;
+  const KeyInfo k = REQUIRE_VALUE(m->find("big"));
+  const std::uint64_t off = REQUIRE_VALUE(m->segment(k.segment_index)).offset;
   const std::uint64_t want = XXH3_64bits(big.data(), big.size());
   for (const std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{10000},
                                   std::size_t{65536}}) {
@@ -1964,8 +2025,9 @@ TEST_CASE("verify through memory the caller lends: any size from 1 byte, read in
   CHECK(src.reads.empty());
   CHECK(verify_segments(*m, Span<std::uint8_t>()).error() == Error::InvalidArgument);
   // A segment of no bytes has nothing to read: no scratch is needed.
-  const std::uint32_t nothing = m->find("nothing")->segment_index;
-  REQUIRE(m->segment(nothing)->size == 0);
+  const std::uint32_t nothing = REQUIRE_VALUE(m->find("nothing")).segment_index;
+  const SegmentInfo nothing_segment = REQUIRE_VALUE(m->segment(nothing));
+  REQUIRE(nothing_segment.size == 0);
   src.reads.clear();
   Result<std::uint64_t> empty_hash = segment_content_hash(*m, nothing, Span<std::uint8_t>());
   REQUIRE(empty_hash.ok());
@@ -1975,7 +2037,8 @@ TEST_CASE("verify through memory the caller lends: any size from 1 byte, read in
   // Through a view (a BufferSource) the scratch is not needed, so none is fine.
   std::unique_ptr<Opened> v = open_bytes(good);
   REQUIRE(v->ok());
-  CHECK(*segment_content_hash(v->map(), k.segment_index, Span<std::uint8_t>()) == want);
+  const std::uint64_t through_view = REQUIRE_VALUE(segment_content_hash(v->map(), k.segment_index, Span<std::uint8_t>()));
+  CHECK(through_view == want);
   // A flipped byte in the last piece is found through 3-byte pieces.
   Bytes bad = good;
   bad[static_cast<std::size_t>(off + 9999)] ^= 0x40;
