@@ -19,6 +19,7 @@
 #include "support/nav.hpp"
 #include "support/overlapping_keys.hpp"
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 #include "wdedup/runtime.hpp"
 #include "wdedup/runtime/verify.hpp"
 
@@ -233,10 +234,11 @@ TEST_CASE("a header padded to 40 bytes, not 48 (ExecuTorch's writer with tensor_
   std::unique_ptr<Opened> padded = open_bytes(good), tight = open_bytes(b);
   REQUIRE(padded->ok());
   REQUIRE(tight->ok());
-  const std::size_t keys = *padded->map().get_num_keys();
-  REQUIRE(*tight->map().get_num_keys() == keys);
+  const std::size_t keys = REQUIRE_VALUE(padded->map().get_num_keys());
+  const std::size_t tight_keys = REQUIRE_VALUE(tight->map().get_num_keys());
+  REQUIRE(tight_keys == keys);
   for (std::size_t i = 0; i < keys; ++i) {
-    const KeyInfo a = *padded->map().key_info(i), t = *tight->map().key_info(i);
+    const KeyInfo a = REQUIRE_VALUE(padded->map().key_info(i)), t = REQUIRE_VALUE(tight->map().key_info(i));
     CHECK(std::string(t.key) == std::string(a.key));
     CHECK(t.offset == a.offset);
     CHECK(t.size == a.size);
@@ -267,7 +269,8 @@ TEST_CASE("segment_base_offset 0 in a file with no segments (as ExecuTorch's ser
       const NamedDataMap& m = o->map();
       CHECK(m.header().segment_base_offset == 0);
       CHECK(m.header().segment_data_size == 0);
-      CHECK(*m.get_num_keys() == 0);
+      const std::size_t num_keys = REQUIRE_VALUE(m.get_num_keys());
+      CHECK(num_keys == 0);
       CHECK(m.segment_count() == 0);
       CHECK_FALSE(m.has_index());
       CHECK(m.get_tensor_layout("w").error() == Error::NotFound);
@@ -1093,8 +1096,12 @@ TEST_CASE("a WDX1 slot table that takes exactly open()'s probe budget opens, as 
   std::unique_ptr<Opened> o = open_bytes(bytes);
   REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
   CHECK(o->map().has_index());
-  REQUIRE(*o->map().get_num_keys() == cluster + singles);
-  for (std::size_t i = 0; i < keys.size(); ++i) CHECK(o->map().find(keys[i])->key_index == i);
+  const std::size_t num_keys = REQUIRE_VALUE(o->map().get_num_keys());
+  REQUIRE(num_keys == cluster + singles);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const KeyInfo k = REQUIRE_VALUE(o->map().find(keys[i]));
+    CHECK(k.key_index == i);
+  }
 }
 
 TEST_CASE("moved segments: two on one byte are not read as a move, even with allow_moved_segments") {
@@ -1133,7 +1140,8 @@ TEST_CASE("moved segments: two on one byte are not read as a move, even with all
   std::unique_ptr<Opened> ok = open_bytes(bytes, allow);
   REQUIRE(ok->ok());
   CHECK_FALSE(ok->map().segments_moved());
-  CHECK(*static_cast<const std::uint8_t*>(ok->map().get_data("c")->data()) == 3);
+  const DataBuffer c = REQUIRE_VALUE(ok->map().get_data("c"));
+  CHECK(*static_cast<const std::uint8_t*>(c.data()) == 3);
 }
 
 namespace {
@@ -1171,12 +1179,15 @@ TEST_CASE("moved segments: an offset damaged within the padding reads as a move,
   REQUIRE(o->ok());
   const NamedDataMap& m = o->map();
   CHECK(m.segments_moved());
-  CHECK(*static_cast<const std::uint8_t*>(m.get_data("b")->data()) == 0);  // the padding's zero
+  const DataBuffer b = REQUIRE_VALUE(m.get_data("b"));
+  CHECK(*static_cast<const std::uint8_t*>(b.data()) == 0);  // the padding's zero
   const Status st = verify_segment(m, 1);
   CHECK(st.error() == Error::MalformedSegment);
   CHECK(std::string(st.failure().what) == "segment content hash mismatch");
-  CHECK(st.failure().at == m.segment(1)->offset);
-  CHECK(m.segment(1)->offset == m.segment(0)->offset + 2);  // absolute: the segment base + 2
+  const SegmentInfo seg0 = REQUIRE_VALUE(m.segment(0));
+  const SegmentInfo seg1 = REQUIRE_VALUE(m.segment(1));
+  CHECK(st.failure().at == seg1.offset);
+  CHECK(seg1.offset == seg0.offset + 2);  // absolute: the segment base + 2
   CHECK(verify_segment(m, 0).ok());
   CHECK(verify_segment(m, 2).ok());
   // Without the option the same file is refused at open.
@@ -1219,7 +1230,8 @@ TEST_CASE("moved segments: back to back, as a rewrite packs keys of alignment 1,
   CHECK(data("a") == Bytes{0xA1});
   CHECK(data("b") == Bytes{0xB2, 0xB3});
   CHECK(data("c") == Bytes{0xC3});
-  CHECK(m.key_info(2)->offset == base + 3);
+  const KeyInfo k2 = REQUIRE_VALUE(m.key_info(2));
+  CHECK(k2.offset == base + 3);
   // Without the option: refused at the first key whose range differs
   // ("b", resized).
   std::unique_ptr<Opened> strict = open_bytes(bytes);
@@ -1345,7 +1357,7 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
     std::unique_ptr<Opened> o = open_bytes(good);
     REQUIRE(o->ok());
     REQUIRE(o->map().function_count() == 3);
-    const FunctionView f0 = *o->map().function(0), f1 = *o->map().function(1), f2 = *o->map().function(2);
+    const FunctionView f0 = REQUIRE_VALUE(o->map().function(0)), f1 = REQUIRE_VALUE(o->map().function(1)), f2 = REQUIRE_VALUE(o->map().function(2));
     CHECK(f0.method() != f1.method());
     CHECK(f1.method() == f2.method());
     CHECK(f1.partition_index() != f2.partition_index());
@@ -1546,7 +1558,8 @@ TEST_CASE("keys whose strings overlap: never all hashed (open and build_index wo
   Result<NamedDataMap> m = NamedDataMap::open(plain_source);
   REQUIRE(m.ok());
   CHECK(!m->has_extension());
-  REQUIRE(*m->get_num_keys() == n);
+  const std::size_t num_keys = REQUIRE_VALUE(m->get_num_keys());
+  REQUIRE(num_keys == n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const Result<KeyView> k = m->get_key(i);
     REQUIRE(k.ok());
@@ -1563,7 +1576,9 @@ TEST_CASE("keys whose strings overlap: never all hashed (open and build_index wo
   CHECK(std::string(built.failure().what) == overlap);
   CHECK(!map.has_index());
   CHECK(std::all_of(memory.begin(), memory.end(), [](std::uint64_t v) { return v == 0; }));
-  CHECK(map.find(*map.get_key(n - 1))->key_index == n - 1);
+  const KeyView last_key = REQUIRE_VALUE(map.get_key(n - 1));
+  const KeyInfo last = REQUIRE_VALUE(map.find(last_key));
+  CHECK(last.key_index == n - 1);
 }
 
 TEST_CASE("keys_overlap: key strings (4 + size + 1 bytes each) adding up to one byte more than the flatbuffer") {
@@ -1596,8 +1611,10 @@ TEST_CASE("keys_overlap: key strings (4 + size + 1 bytes each) adding up to one 
     NamedDataMap& m = o->map();
     CHECK(m.keys_overlap() == over);
     for (std::uint32_t i = 0; i < 3; ++i) {
-      REQUIRE(m.get_key(i)->size() == sizes[i]);
-      CHECK(m.find(*m.get_key(i))->key_index == i);
+      const KeyView key = REQUIRE_VALUE(m.get_key(i));
+      REQUIRE(key.size() == sizes[i]);
+      const KeyInfo k = REQUIRE_VALUE(m.find(key));
+      CHECK(k.key_index == i);
     }
     AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(3)), 8);
     const Status built = m.build_index(index.span());
@@ -1678,7 +1695,8 @@ TEST_CASE("layouts shared by many keys: refused once they add up to more than th
   const BufferSource src(one.data(), one.size());
   const Result<NamedDataMap> m = NamedDataMap::open(src);
   REQUIRE(m.ok());
-  const Result<TensorLayout> l = m->get_tensor_layout(*m->get_key(other));
+  const KeyView other_key = REQUIRE_VALUE(m->get_key(other));
+  const Result<TensorLayout> l = m->get_tensor_layout(other_key);
   REQUIRE(l.ok());
   CHECK(l->sizes.size() == 255);
   CHECK(open_and_exercise(one).code == Error::Ok);
@@ -1746,7 +1764,7 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   bad[static_cast<std::size_t>(seg1)] ^= 0x5A;
   std::unique_ptr<Opened> o = open_bytes(bad);
   REQUIRE(o->ok());  // content hashes are not checked at open (that would read every byte)
-  const KeyInfo k1 = *o->map().key_info(1);
+  const KeyInfo k1 = REQUIRE_VALUE(o->map().key_info(1));
   Status st = verify_segment(o->map(), k1.segment_index);
   CHECK(st.error() == Error::MalformedSegment);
   CHECK(st.failure().at == seg1);
@@ -1761,7 +1779,7 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   std::uint32_t corrupted = 0;
   for (std::uint32_t i = 0; i < g->map().segment_count(); ++i) {
     CAPTURE(i);
-    const SegmentInfo seg = *g->map().segment(i);
+    const SegmentInfo seg = REQUIRE_VALUE(g->map().segment(i));
     if (seg.size == 0) continue;
     Bytes one = good;
     one[static_cast<std::size_t>(seg.offset + seg.size - 1)] ^= 0x01;  // its last byte
@@ -1780,7 +1798,7 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   std::uint64_t first_bad = 0;
   bool found_first = false;
   for (std::uint32_t i = 0; i < g->map().segment_count(); ++i) {
-    const SegmentInfo seg = *g->map().segment(i);
+    const SegmentInfo seg = REQUIRE_VALUE(g->map().segment(i));
     if (seg.size == 0) continue;
     all_bad[static_cast<std::size_t>(seg.offset + seg.size - 1)] ^= 0x01;
     if (!found_first) first_bad = seg.offset;
@@ -1793,8 +1811,10 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   CHECK(st_all.error() == Error::MalformedSegment);
   CHECK(std::string(st_all.failure().what) == "segment content hash mismatch");
   CHECK(st_all.failure().at == first_bad);
-  CHECK(first_bad == g->map().segment(0)->offset);  // segment 0 holds bytes here
-  CHECK(first_bad != g->map().segment(g->map().segment_count() - 1)->offset);
+  const SegmentInfo first_seg = REQUIRE_VALUE(g->map().segment(0));
+  const SegmentInfo last_seg = REQUIRE_VALUE(g->map().segment(g->map().segment_count() - 1));
+  CHECK(first_bad == first_seg.offset);  // segment 0 holds bytes here
+  CHECK(first_bad != last_seg.offset);
 }
 
 // Not among the cases above: the first is a flatbuffer error in a layout
@@ -1873,7 +1893,8 @@ TEST_CASE("a segment alignment over 2^32 is refused even where the segment's off
   {  // As written, it opens: the source is enough to read this file.
     Result<NamedDataMap> map = open(good, &memory);
     REQUIRE_MESSAGE(map.ok(), map.failure().what);
-    CHECK(map->segment(1)->alignment == kMaxAlignment);
+    const SegmentInfo seg1 = REQUIRE_VALUE(map->segment(1));
+    CHECK(seg1.alignment == kMaxAlignment);
     // get_data copies here (the source lends no view): aligned to a page,
     // not to the key's 2^32, which reserved 4 GiB of address space for 5
     // bytes and, in 32 bits, was cast to a size_t of 0 (OutOfMemory).
