@@ -30,6 +30,7 @@
 #include "support/json.hpp"
 #include "support/nav.hpp"
 #include "support/pattern.hpp"
+#include "support/require_value.hpp"
 #include "wdedup/import.hpp"
 #include "wdedup/ptd_writer.hpp"
 #include "wdedup/runtime.hpp"
@@ -407,7 +408,8 @@ TEST_CASE("the ExecuTorch-style reader takes version 0 only, as ExecuTorch's new
   const wdedup::BufferSource src0(v0.data(), v0.size());
   const wdedup::Result<wdedup::NamedDataMap> ours = wdedup::NamedDataMap::open(src0);
   REQUIRE(ours.ok());
-  CHECK(*ours->get_num_keys() == 0);
+  const std::size_t num_keys = REQUIRE_VALUE(ours->get_num_keys());
+  CHECK(num_keys == 0);
   const std::vector<std::uint8_t> v1 = empty_file_with_version(1);
   const wdedup::BufferSource src1(v1.data(), v1.size());
   const wdedup::Result<wdedup::NamedDataMap> refused = wdedup::NamedDataMap::open(src1);
@@ -519,7 +521,7 @@ TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused 
     CHECK(map.has_extension());
     CHECK(map.segments_moved());
     for (std::uint32_t i = 0; i < 4; ++i) {
-      const wdedup::KeyInfo info = *map.key_info(i);
+      const wdedup::KeyInfo info = REQUIRE_VALUE(map.key_info(i));
       const char* key = want[i].first;
       CAPTURE(key);
       REQUIRE(info.key == key);
@@ -531,14 +533,16 @@ TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused 
       const auto* p = static_cast<const std::uint8_t*>(got->data());
       CHECK(std::vector<std::uint8_t>(p, p + got->size()) == *want[i].second);
     }
-    CHECK(map.key_info(1)->alignment == 4096);  // the block's records are kept
+    const wdedup::KeyInfo k1 = REQUIRE_VALUE(map.key_info(1));
+    CHECK(k1.alignment == 4096);  // the block's records are kept
     // The function maps still name w.k, now its new bytes.
     wdedup::Result<wdedup::FunctionView> decode = map.find_function("decode", 0);
     REQUIRE(decode.ok());
     wdedup::Result<wdedup::FunctionTensorView> wk = decode->find_tensor("wk");
     REQUIRE(wk.ok());
     CHECK(wk->key == "w.k");
-    CHECK(map.get_data(wk->key)->size() == 300);
+    const std::size_t wk_size = REQUIRE_VALUE(map.get_data(wk->key)).size();
+    CHECK(wk_size == 300);
     // Content hashes as recorded: the replaced segment is the one that
     // fails; norm's moved but kept its bytes.
     CHECK(wdedup::verify_segment(map, 0).ok());
@@ -573,8 +577,9 @@ TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused 
     wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(s, allow);
     REQUIRE(map.ok());
     CHECK(map->segments_moved());
-    CHECK(map->key_info(3)->offset == et_get_data(before, "norm").offset);
-    CHECK(map->key_info(3)->size == 7);
+    const wdedup::KeyInfo k3 = REQUIRE_VALUE(map->key_info(3));
+    CHECK(k3.offset == et_get_data(before, "norm").offset);
+    CHECK(k3.size == 7);
     wdedup::Result<wdedup::DataBuffer> got = map->get_data("norm");
     REQUIRE(got.ok());
     const auto* p = static_cast<const std::uint8_t*>(got->data());
@@ -974,7 +979,8 @@ TEST_CASE("ExecuTorch's own serializer test payload (a layout whose dim_order is
   wdedup::BufferSource src(file.data(), file.size());
   wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
   REQUIRE_MESSAGE(map.ok(), std::string(map.ok() ? "" : map.failure().what));
-  CHECK(*map->get_num_keys() == 4);
+  const std::size_t num_keys = REQUIRE_VALUE(map->get_num_keys());
+  CHECK(num_keys == 4);
   const std::pair<const char*, std::pair<std::uint8_t, std::size_t>> bytes[] = {
       {"fqn1", {0x11, 4}}, {"fqn2", {0x11, 4}}, {"fqn3", {0x22, 32}}, {"key0", {0x33, 17}}};
   for (const auto& kb : bytes) {
