@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 #include "wdedup/runtime.hpp"
 
 using namespace wdedup;
@@ -37,10 +38,11 @@ struct Want {
 
 std::vector<Want> expectations(const NamedDataMap& map, const std::vector<std::uint8_t>& file) {
   std::vector<Want> out;
-  for (std::size_t i = 0; i < *map.get_num_keys(); ++i) {
+  const std::size_t num_keys = REQUIRE_VALUE(map.get_num_keys());
+  for (std::size_t i = 0; i < num_keys; ++i) {
     Want e;
-    e.key = std::string(*map.get_key(i));
-    e.info = *map.find(e.key);
+    e.key = std::string(REQUIRE_VALUE(map.get_key(i)));
+    e.info = REQUIRE_VALUE(map.find(e.key));
     e.bytes.assign(file.begin() + static_cast<std::ptrdiff_t>(e.info.offset),
                    file.begin() + static_cast<std::ptrdiff_t>(e.info.offset + e.info.size));
     Result<TensorLayout> l = map.get_tensor_layout(e.key);
@@ -127,7 +129,8 @@ TEST_CASE("many threads query one plain map after build_index, and one that scan
   std::unique_ptr<Opened> indexed = open_via(Via::Mmap, path);
   REQUIRE(indexed->ok());
   // build_index is the one mutating call: made before the map is shared.
-  AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(*indexed->map().get_num_keys())), 8);
+  const std::size_t indexed_keys = REQUIRE_VALUE(indexed->map().get_num_keys());
+  AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(indexed_keys)), 8);
   REQUIRE(indexed->map().build_index(index.span()).ok());
   const std::vector<Want> want = expectations(indexed->map(), file);
   run_threads(indexed->map(), want, 2);
@@ -148,6 +151,7 @@ TEST_CASE("many threads query one plain map after build_index, and one that scan
   std::unique_ptr<Opened> scanning = open_via(Via::File, plain_path);
   REQUIRE(scanning->ok());
   REQUIRE_FALSE(scanning->map().has_index());
-  REQUIRE(*scanning->map().get_num_keys() == 100);
+  const std::size_t scanning_keys = REQUIRE_VALUE(scanning->map().get_num_keys());
+  REQUIRE(scanning_keys == 100);
   run_threads(scanning->map(), expectations(scanning->map(), plain_file), 20);
 }
