@@ -591,8 +591,12 @@ class BasicAtomicFile {
     // every write through it would have ended NotDurable.
     if (durable)
       if (const int e = errno_of(ops_.fsync_directory(dir_dot.c_str()))) {
+        // At most the 255 characters reserved (a GNU strerror_r may give a
+        // text of its own, a translation, of no bounded length): no allocation.
         char reason[256];
-        not_durable += errno_text_into(e, reason);  // (within the capacity reserved: no allocation)
+        const char* text = errno_text_into(e, reason);
+        const std::size_t length = std::strlen(text);
+        not_durable.append(text, length < 255 ? length : 255);
         not_durable += kNotDurableEnd;
         return Expected<void>(Error::NotDurable, std::move(not_durable));
       }
