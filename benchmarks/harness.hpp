@@ -134,14 +134,17 @@ constexpr std::uint64_t kBigTensorCopies = 2;
 // 131,073, the most just past a vector's doubling (32,769). With malloc's
 // memory on transparent huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1, as
 // THP "always" gives it): 835-855 and 1,031-1,068 (32,769 adversarial tensors,
-// --threads 1,2 to 1,32). 1,536 is 44% above the most. (The figures of 414f70b
+// --threads 1,2 to 1,32). (The figures of 414f70b
 // and 51b0778, 420-742, were getrusage's peak, which is only the peak since the
 // last reset, less a 2-tensor run's, which from a Python parent is that
 // parent's own size: 13.6 MiB here, where the run holds 7.5.) The fingerprint +
 // SHA-256 reference (two_level.hpp: a digest kept a hashed tensor, its grouping's
 // tables during its call) added about 35: 792 and 951 at 65,538 small and 32,769
 // adversarial tensors, against 758 and 916 for the code before it, run by run on one
-// 2-core VM. bench_args checks those two runs against it.
+// 2-core VM (its second pass, the buffers hashed again, holds 32 bytes for each:
+// none on the small tensors, and within those figures on the adversarial ones).
+// The most on huge pages, 1,068 with those 35 added, comes to 1,103: 1,536 is 39%
+// above it. bench_args checks those two runs against it.
 constexpr std::uint64_t kDedupBytesPerTensor = 1536;
 
 /// The queries run_lookups draws for a store of `keys` keys: every key in

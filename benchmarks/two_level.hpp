@@ -3,10 +3,15 @@
 // dedup in named data store", merged 2026-03-19) made it: each buffer gets a
 // fingerprint, its length and first 32 bytes; a buffer whose fingerprint no
 // earlier buffer has is stored unhashed; one whose fingerprint an earlier
-// buffer has is hashed (SHA-256), and so is each earlier candidate of that
-// fingerprint, once, on first need; buffers merge on equal digests, their
+// buffer has is hashed (SHA-256) on arrival and its digest held against each
+// earlier candidate of that fingerprint in turn, a candidate's digest
+// computed on first need and kept; buffers merge on equal digests, their
 // bytes never compared. Every buffer of a fingerprint that two or more share
-// is hashed, then, and no other. The digest is a parameter: dedup_bench.cpp
+// is hashed, then, and no other. The digest hashed on arrival is not the one
+// kept (ExecuTorch's `new_sha` never enters its `buffer_sha256`): a buffer
+// stored as a new candidate is hashed again when a later buffer of its
+// fingerprint first reaches it, so n distinct buffers of one fingerprint
+// cost 2n - 2 hashes. The digest is a parameter: dedup_bench.cpp
 // gives SHA-256 (OpenSSL) on the run's threads, tests/bench.cpp a digest of
 // its own, so that the grouping is tested without libcrypto. Not installed.
 #ifndef WDEDUP_BENCHMARKS_TWO_LEVEL_HPP
@@ -35,17 +40,20 @@ inline constexpr std::size_t kFingerprintHeadBytes = 32;
 
 /// What one run of the two-level grouping found and did.
 struct TwoLevelCount {
-  std::size_t distinct = 0;  ///< buffers the store keeps
-  std::size_t hashed = 0;    ///< buffers hashed: those whose fingerprint another buffer has
-  std::uint64_t bytes_hashed = 0;
+  std::size_t distinct = 0;       ///< buffers the store keeps
+  std::size_t hashed = 0;         ///< buffers hashed: those whose fingerprint another buffer has
+  std::size_t hashed_again = 0;   ///< of them, buffers hashed a second time (stored candidates but a fingerprint's first)
+  std::uint64_t bytes_hashed = 0; ///< over every hash, a second one included
 };
 
-/// Counts the distinct buffers of `buffers` as the two-level store does.
-/// `hash_each(which, digests)` must set `digests[k]` to the digest of
-/// `buffers[which[k]]` for each k (`digests` has `which.size()` elements);
-/// it is called once, with the buffers to hash in program order within
-/// each fingerprint, and not at all where no fingerprint repeats. The
-/// store's order is kept where it decides a count: each buffer of a shared
+/// Counts the distinct buffers of `buffers` as the two-level store does,
+/// and makes the hashes it makes. `hash_each(which, digests)` must set
+/// `digests[k]` to the digest of `buffers[which[k]]` for each k (`digests`
+/// has `which.size()` elements). It is called first with every buffer to
+/// hash, in program order within each fingerprint, then, where the store
+/// hashes some again, with those (their digests, equal to the first ones,
+/// are not used); not at all where no fingerprint repeats. The store's
+/// order is kept where it decides a count: each buffer of a shared
 /// fingerprint is held against that fingerprint's stored buffers (its
 /// candidates) one by one, in the order they came, and is stored as a new
 /// candidate where no digest is equal to its own.
@@ -106,20 +114,38 @@ TwoLevelCount two_level_count(const std::vector<wdedup::ByteSpan>& buffers, std:
   hash_each(which, digests);
   // Second level: within each group, a buffer whose digest no candidate has
   // is stored, and becomes a candidate. (`start` now holds each group's end.)
+  // A candidate's digest is the store's once a later buffer first reaches
+  // it: the group's first has none before (it was stored unhashed: that is
+  // its one hash, above), the others had theirs on arrival and not kept, and
+  // are hashed again.
   std::vector<std::size_t> candidates;
+  std::vector<bool> kept;  // each candidate's digest kept by the store
+  std::vector<std::uint32_t> again;
   for (std::size_t k = 0; k < which.size();) {
     const std::size_t end = start[group_of[which[k]]];
     candidates.clear();
+    kept.clear();
     for (; k < end; ++k) {
       bool stored = false;
-      for (const std::size_t c : candidates)
-        if (digests[c] == digests[k]) {
-          stored = true;
-          break;
+      for (std::size_t j = 0; j < candidates.size() && !stored; ++j) {
+        if (!kept[j]) {
+          kept[j] = true;
+          if (j != 0) again.push_back(which[candidates[j]]);
         }
-      if (!stored) candidates.push_back(k);
+        stored = digests[candidates[j]] == digests[k];
+      }
+      if (!stored) {
+        candidates.push_back(k);
+        kept.push_back(false);
+      }
     }
     out.distinct += candidates.size();
+  }
+  out.hashed_again = again.size();
+  for (const std::uint32_t i : again) out.bytes_hashed += buffers[i].size();
+  if (!again.empty()) {
+    std::vector<Digest> repeated(again.size());
+    hash_each(again, repeated);
   }
   return out;
 }

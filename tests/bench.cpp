@@ -728,18 +728,16 @@ std::vector<std::uint8_t> bytes_of(const char* s) { return std::vector<std::uint
 
 /// two_level_count over `buffers` with a digest that is the buffer's bytes
 /// (equal exactly where the bytes are), or, with `digest_of_size`, its size
-/// alone (a digest that collides); what it asked to hash, and how often.
+/// alone (a digest that collides); what it asked to hash, call by call.
 struct TwoLevelRun {
   wbench::TwoLevelCount count;
-  std::vector<std::uint32_t> hashed;
-  int calls = 0;
+  std::vector<std::vector<std::uint32_t>> hashed;  // each call's buffers
 };
 TwoLevelRun two_level_run(const std::vector<wdedup::ByteSpan>& buffers, bool digest_of_size = false) {
   TwoLevelRun r;
   std::vector<std::vector<std::uint8_t>> digests;
   auto hash_each = [&](const std::vector<std::uint32_t>& which, std::vector<std::vector<std::uint8_t>>& out) {
-    ++r.calls;
-    r.hashed = which;
+    r.hashed.push_back(which);
     REQUIRE(out.size() == which.size());
     for (std::size_t k = 0; k < which.size(); ++k) {
       const wdedup::ByteSpan b = buffers[which[k]];
@@ -773,27 +771,43 @@ TEST_CASE("the harness's fingerprint + SHA-256 reference: only buffers whose len
                                             wdedup::ByteSpan(other.data(), other.size()), // 8
                                             wdedup::ByteSpan(c2.data(), c2.size())};  // 9: c's bytes
   const TwoLevelRun r = two_level_run(in);
-  CHECK(r.calls == 1);
   // a's fingerprint (0, 1, 2, 9) and f's (5, 6), each group in the order
   // the buffers came, the groups in the order their fingerprints first did;
-  // none of 3, 4, 7, 8, whose fingerprints no other buffer has.
-  CHECK(r.hashed == std::vector<std::uint32_t>{0, 1, 2, 9, 5, 6});
+  // none of 3, 4, 7, 8, whose fingerprints no other buffer has. Then c
+  // again: stored as a candidate after a, its digest on arrival not kept,
+  // it is hashed again when c2 reaches it (a, the first, was stored
+  // unhashed, and hashed once when b came).
+  CHECK(r.hashed == std::vector<std::vector<std::uint32_t>>{{0, 1, 2, 9, 5, 6}, {2}});
   CHECK(r.count.hashed == 6);
-  CHECK(r.count.bytes_hashed == 4 * 64 + 2 * 5);
+  CHECK(r.count.hashed_again == 1);
+  CHECK(r.count.bytes_hashed == 4 * 64 + 2 * 5 + 64);
   // Distinct: a (b with it), c (c2 with it), d, e, f (g with it), h, other.
   CHECK(r.count.distinct == 7);
+
+  // n distinct buffers of one fingerprint: 2n - 2 hashes, as ExecuTorch's
+  // store makes them (every candidate but the first and the last twice).
+  std::vector<std::vector<std::uint8_t>> same_head(5, a);
+  for (std::size_t i = 0; i < same_head.size(); ++i) same_head[i][40] = static_cast<std::uint8_t>(i);
+  std::vector<wdedup::ByteSpan> one_fingerprint;
+  for (const auto& v : same_head) one_fingerprint.emplace_back(v.data(), v.size());
+  const TwoLevelRun five = two_level_run(one_fingerprint);
+  CHECK(five.hashed == std::vector<std::vector<std::uint32_t>>{{0, 1, 2, 3, 4}, {1, 2, 3}});
+  CHECK(five.count.distinct == 5);
+  CHECK(five.count.hashed_again == 3);
+  CHECK(five.count.bytes_hashed == (2 * 5 - 2) * 64);
 
   // It merges on digests alone: a digest that collides (here the size)
   // merges unequal bytes of one fingerprint, a, c and c2 with b, as SHA-256
   // would if two of them collided. (deduplicate() compares the bytes.)
   const TwoLevelRun collided = two_level_run(in, true);
   CHECK(collided.count.hashed == 6);
+  CHECK(collided.count.hashed_again == 0);  // (every buffer merged with its group's first)
   CHECK(collided.count.distinct == 6);
 
   // No fingerprint repeats: nothing hashed, no call.
   const std::vector<wdedup::ByteSpan> unique = {in[0], in[3], in[4], in[5], in[7], in[8]};
   const TwoLevelRun none = two_level_run(unique);
-  CHECK(none.calls == 0);
+  CHECK(none.hashed.empty());
   CHECK(none.count.hashed == 0);
   CHECK(none.count.bytes_hashed == 0);
   CHECK(none.count.distinct == 6);
@@ -801,7 +815,7 @@ TEST_CASE("the harness's fingerprint + SHA-256 reference: only buffers whose len
 
   // Empty buffers (null data) share the fingerprint of length 0: hashed, merged.
   const TwoLevelRun empty = two_level_run({wdedup::ByteSpan(nullptr, 0), wdedup::ByteSpan(nullptr, 0), in[0]});
-  CHECK(empty.hashed == std::vector<std::uint32_t>{0, 1});
+  CHECK(empty.hashed == std::vector<std::vector<std::uint32_t>>{{0, 1}});
   CHECK(empty.count.bytes_hashed == 0);
   CHECK(empty.count.distinct == 2);
 }
