@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "support/fail_each_allocation.hpp"
+#include "support/program_snapshot.hpp"
 #include "support/json.hpp"
 #include "support/nav.hpp"
 #include "support/overlapping_keys.hpp"
@@ -36,26 +37,6 @@
 
 using namespace wdedup;
 using namespace wdedup_test;
-
-namespace {
-/// Everything an import adds, for "a refusal changes nothing": each method's
-/// name, each partition's tensors with their names, bytes (where and how
-/// many), alignments and layouts.
-std::string snapshot(const Program& program) {
-  std::string d;
-  for (const Method& m : program.methods) {
-    d += "method " + m.name + "\n";
-    for (const Partition& p : m.partitions) {
-      d += " partition\n";
-      for (const Tensor& t : p.tensors)
-        d += "  " + t.name + " @" + std::to_string(reinterpret_cast<std::uintptr_t>(t.bytes.data())) + " " +
-             std::to_string(t.bytes.size()) + " align " + std::to_string(t.alignment) + " " +
-             wdedup::detail::describe_layout(t.layout) + "\n";
-    }
-  }
-  return d;
-}
-}  // namespace
 
 // Every byte this process asks operator new for: what bounds the memory an
 // import of a hostile file takes (the import has no allocation hook).

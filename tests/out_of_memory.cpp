@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "support/fail_each_allocation.hpp"
+#include "support/program_snapshot.hpp"
 #include "support/sanitizers.hpp"  // WDEDUP_TEST_SANITIZER_MALLOC
 #include "wdedup/wdedup.hpp"
 
@@ -279,33 +280,7 @@ TEST_CASE("deduplicate: out of memory at any allocation, on any thread, is std::
   }
 }
 
-namespace {
-/// Everything a program holds, as one string: each method, partition and
-/// tensor, with its bytes' address and size, alignment and whole layout.
-std::string snapshot(const Program& p) {
-  std::string s;
-  for (const Method& m : p.methods) {
-    s += "method " + m.name + "\n";
-    for (const Partition& part : m.partitions) {
-      s += " partition\n";
-      for (const Tensor& t : part.tensors) {
-        s += "  " + t.name + " @" + std::to_string(reinterpret_cast<std::uintptr_t>(t.bytes.data())) + " " +
-             std::to_string(t.bytes.size()) + " align " + std::to_string(t.alignment);
-        if (t.layout) {
-          s += " type " + std::to_string(static_cast<int>(t.layout->scalar_type)) + " sizes";
-          for (const std::int32_t d : t.layout->sizes) s += " " + std::to_string(d);
-          s += " dim_order";
-          for (const std::uint8_t d : t.layout->dim_order) s += " " + std::to_string(unsigned{d});
-        } else {
-          s += " no layout";
-        }
-        s += "\n";
-      }
-    }
-  }
-  return s;
-}
-}  // namespace
+using wdedup_test::snapshot;
 
 TEST_CASE("Program::add_method, Method::add_partition, Partition::add: out of memory leaves the program as it was") {
   // README: nothing is lost; a failed add (here: one that throws
