@@ -119,25 +119,23 @@ TwoLevelCount two_level_count(const std::vector<wdedup::ByteSpan>& buffers, std:
   // its one hash, above), the others had theirs on arrival and not kept, and
   // are hashed again.
   std::vector<std::size_t> candidates;
-  std::vector<bool> kept;  // each candidate's digest kept by the store
   std::vector<std::uint32_t> again;
   for (std::size_t k = 0; k < which.size();) {
     const std::size_t end = start[group_of[which[k]]];
     candidates.clear();
-    kept.clear();
+    // Candidates are reached in order, so those whose digest the store
+    // keeps are the first `reached`: the most any buffer's loop has held.
+    std::size_t reached = 0;
     for (; k < end; ++k) {
       bool stored = false;
       for (std::size_t j = 0; j < candidates.size() && !stored; ++j) {
-        if (!kept[j]) {
-          kept[j] = true;
+        if (j == reached) {
+          ++reached;
           if (j != 0) again.push_back(which[candidates[j]]);
         }
         stored = digests[candidates[j]] == digests[k];
       }
-      if (!stored) {
-        candidates.push_back(k);
-        kept.push_back(false);
-      }
+      if (!stored) candidates.push_back(k);
     }
     out.distinct += candidates.size();
   }
