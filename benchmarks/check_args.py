@@ -196,6 +196,9 @@ refusals = [
      "--workloads adversarial,llama-1+1,adversarial gives adversarial twice"),
     (["--workloads", "llama"],
      "unknown workload 'llama' (llama-1+1, llama-3+3, llama-3+2, small-tensors, adversarial, ptd)"),
+    (["--references", "sha1"], "unknown reference 'sha1' (sha256, fp-sha256)"),
+    (["--references", "fp-sha256,sha256,fp-sha256"], "--references fp-sha256,sha256,fp-sha256 gives fp-sha256 twice"),
+    (["--references", ""], "--references needs at least one item, got ''"),
     (["--keys", "4294967296"], "--keys 4294967296 is more than a .ptd file holds (4294967295)"),
     (["--only", "runtime", "--model", "bogus"], "unknown --model 'bogus' (tiny, small or 1b)"),
     (["--only", "runtime", "--dim", "7", "--heads", "32"], "--dim 7 is not divisible by --heads 32"),
@@ -809,12 +812,16 @@ shutil.rmtree(os.path.dirname(tmpdir_json), ignore_errors=True)
 # whose sizes fit; each size here is refused above where its group runs).
 not_run = ["--cxx", "/nonexistent/g++", "--include-dir", "/nonexistent", "--small-tensors", "20000000000",
            "--adversarial", "20000000000,4096", "--layers", "2000000000", "--big-tensor", "100000000000000",
-           "--keys", "16,4294967295"]
+           "--keys", "16,4294967295", "--references", "sha256"]
 r = run([exe, "--quick", "--no-progress", "--only", "write", "--write-bytes", "1000", "--reps", "1", "--json",
          json_path, "--tmpdir", outdir] + not_run)
-if r.returncode != 0:
-    problems.append(f"--only write {' '.join(not_run)}: exit {r.returncode}, stderr {r.stderr.strip()!r}; expected 0 "
-                    "(the groups they set do not run)")
+references = None
+if r.returncode == 0:
+    with open(json_path) as f:
+        references = json.load(f)["facts"].get("references")
+if r.returncode != 0 or references != "none ran":
+    problems.append(f"--only write {' '.join(not_run)}: exit {r.returncode}, stderr {r.stderr.strip()!r}, "
+                    f"facts.references {references!r}; expected 0 (the groups they set do not run) and 'none ran'")
 
 # ---- fewer cores usable than the machine has ------------------------------------
 # Under `taskset -c N` the default --threads is 1 alone: the first line and the
@@ -1292,6 +1299,30 @@ threads_given = sorted({x["threads"] for x in doc.get("results", [])})
 if r.returncode != 0 or doc["facts"].get("dedup_threads") != "1024" or threads_given != [1024]:
     problems.append(f"--threads 1024: exit {r.returncode}, {r.stderr!r}, dedup_threads "
                     f"{doc.get('facts', {}).get('dedup_threads')!r}, rows at {threads_given}; expected a run at 1024")
+
+# ---- --references: the references a run times ----------------------------------
+# Each alone: only its rows, its own consistency check, the targets it sets
+# (the read pass's and, with sha256, the 8x one at each thread count), and
+# the facts say which ran. Both is the default (bench_quick's rows).
+for refs, baselines, targets, consistency in (
+        ("fp-sha256", ["2-stream read", "fp+SHA-256 ref", "read pass"], 2, ["consistent_with_fp_sha256"]),
+        ("sha256", ["2-stream read", "SHA-256 ref", "read pass"], 4, ["consistent_with_sha256"]),
+        ("fp-sha256,sha256", ["2-stream read", "SHA-256 ref", "fp+SHA-256 ref", "read pass"], 4,
+         ["consistent_with_fp_sha256", "consistent_with_sha256"])):
+    r = run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--adversarial", "16,4096", "--threads",
+             "1,2", "--reps", "1", "--references", refs, "--no-progress", "--json", json_path, "--tmpdir", outdir])
+    doc = {}
+    if r.returncode == 0:
+        with open(json_path) as f:
+            doc = json.load(f)
+    rows = doc.get("results", [])
+    got = (doc.get("facts", {}).get("references"), sorted({x["baseline"] for x in rows if x["name"].endswith(
+        ": deduplicate")}), doc.get("targets"), sorted({k for x in rows for k in x["extra"] if k.startswith(
+        "consistent_with")}), doc.get("failures"))
+    want = (refs if refs != "fp-sha256,sha256" else "sha256,fp-sha256", baselines, targets, consistency, [])
+    if r.returncode != 0 or got != want:
+        problems.append(f"--references {refs}: exit {r.returncode}, stderr {r.stderr.strip()!r}; facts.references, "
+                        f"deduplicate()'s baselines, targets, consistency fields, failures {got}; expected {want}")
 
 os.remove(not_a_dir)
 if problems:

@@ -65,6 +65,9 @@ struct Config {
   std::string json_path = "results.json";
   std::vector<std::string> only;  ///< groups to run; empty = all
   std::vector<std::string> workloads;  ///< dedup workloads to run; empty = all
+  /// Reference approaches timed against deduplicate() (--references):
+  /// "sha256" (the 8x target's), "fp-sha256" (untargeted); empty = both.
+  std::vector<std::string> references;
   bool progress = false;
   /// Dedup workloads only: one read pass and one deduplicate() per thread
   /// count, nothing timed (what scripts/profile.sh runs under callgrind).
@@ -75,6 +78,7 @@ struct Config {
   /// is refused with it).
   bool runs_dedup() const { return once || wants("dedup"); }
   bool wants_workload(const std::string& w) const { return any_of(workloads, w); }
+  bool wants_reference(const std::string& r) const { return any_of(references, r); }
 
  private:
   static bool any_of(const std::vector<std::string>& list, const std::string& x) {

@@ -277,6 +277,11 @@ void usage(FILE* f) {
       "                          (default 1,2,all cores)\n"
       "  --workloads W[,W...]    dedup workloads to run (default all): llama-1+1, llama-3+3,\n"
       "                          llama-3+2, small-tensors, adversarial, ptd (with --ptd)\n"
+      "  --references R[,R...]   references deduplicate() is timed against (default both):\n"
+      "                          sha256: ExecuTorch's NamedDataStore before pytorch/executorch\n"
+      "                          #18351, SHA-256 of every buffer (the 8x target's); fp-sha256:\n"
+      "                          since #18351, SHA-256 only where a buffer's length and first 32\n"
+      "                          bytes repeat (no target; as slow as sha256 where most repeat)\n"
       "Llama workload (prefill + decode, fp16):\n"
       "  --model tiny|small|1b   generator preset (default small: 2x313 MB of tensors, 494 MB in\n"
       "                          memory; 1b: 2x3.0 GB, 4.96 GB; --quick: tiny)\n"
@@ -635,6 +640,17 @@ int parse_args(int argc, char** argv, Config* c) {
         }
       if (const std::string* twice = repeated(c->workloads)) {
         std::fprintf(stderr, "wdedup-bench: --workloads %s gives %s twice\n", v, twice->c_str());
+        return 2;
+      }
+    } else if (opt == "--references") {
+      if (!items(&c->references)) return 2;
+      for (const std::string& r : c->references)
+        if (r != "sha256" && r != "fp-sha256") {
+          std::fprintf(stderr, "wdedup-bench: unknown reference '%s' (sha256, fp-sha256)\n", r.c_str());
+          return 2;
+        }
+      if (const std::string* twice = repeated(c->references)) {
+        std::fprintf(stderr, "wdedup-bench: --references %s gives %s twice\n", v, twice->c_str());
         return 2;
       }
     } else if (opt == "--ptd") {
@@ -1141,6 +1157,10 @@ int main(int argc, char** argv) {
   // Settings only of what ran: a flag for a group or workload that did not
   // run is recorded as such, not as if it had set something.
   r.notes.push_back({"dedup_threads", c.runs_dedup() ? threads : "none ran"});
+  std::string references;
+  for (const char* ref : {"sha256", "fp-sha256"})
+    if (c.wants_reference(ref)) references += (references.empty() ? "" : ",") + std::string(ref);
+  r.notes.push_back({"references", c.runs_dedup() ? references : "none ran"});
   // What the Llama workloads ran as, or that none ran (a --ptd run).
   r.notes.push_back({"llama_model", wbench::runs_llama(c) ? c.model : "none ran"});
   // (--input-pages advises only the small-tensor and adversarial inputs.)

@@ -22,8 +22,8 @@ namespace wbench {
 /// --workloads names, none of what they leave out. One count per row that
 /// carries a target:
 /// - dedup (run_workload): each built-in workload at each thread count,
-///   deduplicate() against the read pass and against SHA-256 (a --ptd
-///   workload has none);
+///   deduplicate() against the read pass, and against SHA-256 unless
+///   --references leaves it out (a --ptd workload has none);
 /// - runtime (run_lookups, run_data): each --keys store's lookups against
 ///   unordered_map, and at kScanTargetKeys against the strcmp scan too; the
 ///   largest store's two allocation counts where the build counts
@@ -37,7 +37,7 @@ inline std::size_t planned_targets(const Config& c, bool allocations_counted) {
   std::size_t n = 0;
   if (c.wants("dedup"))
     for (const char* w : {"llama-1+1", "llama-3+3", "llama-3+2", "small-tensors", "adversarial"})
-      if (c.wants_workload(w)) n += 2 * c.threads.size();
+      if (c.wants_workload(w)) n += (c.wants_reference("sha256") ? 2 : 1) * c.threads.size();
   if (c.wants("runtime")) {
     for (const std::uint64_t keys : c.key_counts) n += keys == kScanTargetKeys ? 2 : 1;
     if (allocations_counted && !c.key_counts.empty()) n += 2;
