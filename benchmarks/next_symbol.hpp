@@ -1,5 +1,5 @@
 // benchmarks/next_symbol.hpp — for the LD_PRELOAD shims check_args.py loads
-// (interrupt_json_write.cpp, wrong_first_digest.cpp): the definition of a
+// (interrupt_json_write.cpp, wrong_first_digest.cpp, fail_mmap.cpp): the definition of a
 // function that the shim's own one hides, the next one in the lookup order.
 // Not installed.
 #ifndef WDEDUP_BENCHMARKS_NEXT_SYMBOL_HPP
