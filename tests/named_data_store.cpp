@@ -16,8 +16,10 @@
 #include "wdedup/named_data_store.hpp"
 
 #include "support/no_access.hpp"
+#include "support/store_dump.hpp"
 
 using namespace wdedup;
+using wdedup_test::dump;  // equal dumps mean equal stores
 
 namespace {
 ByteSpan span(const std::vector<std::uint8_t>& v) { return ByteSpan(v.data(), v.size()); }
@@ -25,17 +27,6 @@ std::vector<std::uint8_t> bytes(std::size_t n, std::uint8_t seed) {
   std::vector<std::uint8_t> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(seed + i * 7);
   return v;
-}
-// A full structural dump: equal dumps mean equal stores.
-std::string dump(const NamedDataStore& s) {
-  std::string d;
-  for (const StoreBuffer& b : s.buffers())
-    d += "buf " + std::to_string(b.bytes.size()) + "@" + std::to_string(reinterpret_cast<std::uintptr_t>(b.bytes.data())) +
-         " a" + std::to_string(b.alignment) + "\n";
-  for (const StoreKey& k : s.keys())
-    d += "key " + k.key + " -> " + std::to_string(k.buffer_index) + " a" + std::to_string(k.alignment) + " " +
-         detail::describe_layout(k.layout) + "\n";
-  return d;
 }
 }  // namespace
 
@@ -265,9 +256,10 @@ TEST_CASE("an alignment of exactly the maximum, and an lcm that reaches it exact
   // A key at 2^31 raised to 2^32 by its own second request.
   REQUIRE(s.add_named_data("m", span(b), max / 2).ok());
   REQUIRE(s.add_named_data("m", span(b), max).ok());
-  CHECK(dump(s) == "buf 10@" + std::to_string(reinterpret_cast<std::uintptr_t>(a.data())) + " a4294967296\n" +
-                       "buf 12@" + std::to_string(reinterpret_cast<std::uintptr_t>(b.data())) + " a4294967296\n" +
-                       "key k -> 0 a4294967296 no layout\nkey k2 -> 0 a2 no layout\nkey m -> 1 a4294967296 no layout\n");
+  CHECK(dump(s) == "buffer 10 @" + std::to_string(reinterpret_cast<std::uintptr_t>(a.data())) +
+                       " align 4294967296\nbuffer 12 @" + std::to_string(reinterpret_cast<std::uintptr_t>(b.data())) +
+                       " align 4294967296\nkey k -> 0 align 4294967296 no layout\nkey k2 -> 0 align 2 no layout\n"
+                       "key m -> 1 align 4294967296 no layout\n");
   // One past it is refused, and changes nothing.
   const std::string before = dump(s);
   Expected<void> r = s.add_named_data("k", span(a), 3);

@@ -8,23 +8,18 @@
 #include <cstdint>
 #include <string>
 
+#include "store_dump.hpp"
 #include "wdedup/wdedup.hpp"
 
 namespace wdedup_test {
 
-/// Keys, buffers (which memory each is), alignments, layouts, functions
+/// Buffers (which memory each is), keys, alignments, whole layouts, functions
 /// and the whole report but what may differ between equal results: the
 /// thread count and the timings, and, unless `identity`, the identity
 /// pass's counts (another hash changes them).
 inline std::string dump(const wdedup::DedupResult& r, bool identity = true) {
   using namespace wdedup;
-  std::string d;
-  for (const StoreBuffer& b : r.store.buffers())
-    d += "buffer " + std::to_string(b.bytes.size()) + " @" +
-         std::to_string(reinterpret_cast<std::uintptr_t>(b.bytes.data())) + " align " + std::to_string(b.alignment) + "\n";
-  for (const StoreKey& k : r.store.keys())
-    d += "key " + k.key + " -> " + std::to_string(k.buffer_index) + " align " + std::to_string(k.alignment) + " " +
-         detail::describe_layout(k.layout) + "\n";
+  std::string d = dump(r.store);
   for (const FunctionMap& f : r.functions.functions) {
     d += "function " + f.method + "#" + std::to_string(f.partition_index) + " " + f.blob_key + ":" + f.function_name + "\n";
     for (const FunctionTensor& t : f.tensors) d += "  " + t.tensor_name + " = " + t.key + "\n";

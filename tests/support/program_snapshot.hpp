@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <string>
 
+#include "store_dump.hpp"
 #include "wdedup/program.hpp"
 
 namespace wdedup_test {
 
 /// Each method, partition and tensor: the tensor's name, its bytes' address
-/// and size, its alignment and its whole layout (every size and dim_order
-/// entry, where detail::describe_layout shows the first 16 sizes).
+/// and size, its alignment and its whole layout (layout_text).
 inline std::string snapshot(const wdedup::Program& p) {
   std::string s;
   for (const wdedup::Method& m : p.methods) {
@@ -22,16 +22,8 @@ inline std::string snapshot(const wdedup::Program& p) {
       s += " partition\n";
       for (const wdedup::Tensor& t : part.tensors) {
         s += "  " + t.name + " @" + std::to_string(reinterpret_cast<std::uintptr_t>(t.bytes.data())) + " " +
-             std::to_string(t.bytes.size()) + " align " + std::to_string(t.alignment);
-        if (t.layout) {
-          s += " type " + std::to_string(static_cast<int>(t.layout->scalar_type)) + " sizes";
-          for (const std::int32_t d : t.layout->sizes) s += " " + std::to_string(d);
-          s += " dim_order";
-          for (const std::uint8_t d : t.layout->dim_order) s += " " + std::to_string(unsigned{d});
-        } else {
-          s += " no layout";
-        }
-        s += "\n";
+             std::to_string(t.bytes.size()) + " align " + std::to_string(t.alignment) + " " + layout_text(t.layout) +
+             "\n";
       }
     }
   }
