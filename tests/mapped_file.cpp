@@ -25,6 +25,7 @@
 #include "support/colliding_keys.hpp"
 #include "support/nav.hpp"
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 #include "wdedup/runtime.hpp"
 
 using namespace wdedup;
@@ -98,7 +99,11 @@ TEST_CASE("MappedFile: every fixture and a wdedup file read as over an MmapSourc
     // A view taken now, and the address of the mapping.
     const std::uint8_t* base = first.source().data();
     const void* early = nullptr;
-    if (*ref->get_num_keys() != 0) early = first->get_data(*ref->get_key(0))->data();
+    const std::size_t num_keys = REQUIRE_VALUE(ref->get_num_keys());
+    if (num_keys != 0) {
+      const KeyView key0 = REQUIRE_VALUE(ref->get_key(0));
+      early = REQUIRE_VALUE(first->get_data(key0)).data();
+    }
 
     // Moved into a vector that grows: each reallocation moves every element.
     std::vector<MappedFile> files;
@@ -108,7 +113,7 @@ TEST_CASE("MappedFile: every fixture and a wdedup file read as over an MmapSourc
     for (const MappedFile& f : files) check_same(f, *ref);
     CHECK(files[0].source().data() == base);  // the same mapping, never copied
     if (early != nullptr) {
-      const KeyInfo k0 = *ref->key_info(0);
+      const KeyInfo k0 = REQUIRE_VALUE(ref->key_info(0));
       CHECK(early == base + k0.offset);
       CHECK(std::memcmp(early, ref.src->data() + k0.offset, static_cast<std::size_t>(k0.size)) == 0);
     }
@@ -122,7 +127,7 @@ TEST_CASE("MappedFile: an index built before the moves is kept by every move") {
   // many_keys.ptd (ExecuTorch's, 4096 keys) has no index of its own.
   const std::string path = fixture("many_keys.ptd");
   const Reference ref(path);
-  const std::size_t n = *ref->get_num_keys();
+  const std::size_t n = REQUIRE_VALUE(ref->get_num_keys());
   REQUIRE(n == 4096);
   MappedFile first = open_or_die(path);
   REQUIRE_FALSE(first->has_index());
@@ -135,11 +140,12 @@ TEST_CASE("MappedFile: an index built before the moves is kept by every move") {
   const MappedFile& f = files[0];
   CHECK(f->has_index());
   for (std::size_t i = 0; i < n; ++i) {
-    const KeyView k = *ref->get_key(i);
+    const KeyView k = REQUIRE_VALUE(ref->get_key(i));
     const Result<KeyInfo> info = f->find(k);
     REQUIRE(info.ok());
     CHECK(info->key_index == i);
-    CHECK(info->offset == ref->find(k)->offset);
+    const KeyInfo ref_info = REQUIRE_VALUE(ref->find(k));
+    CHECK(info->offset == ref_info.offset);
   }
   CHECK(f->find("no such key").error() == Error::NotFound);
   CHECK_FALSE(files[1]->has_index());
@@ -159,9 +165,13 @@ TEST_CASE("MappedFile: a function map found before a move reads the same after i
   CHECK(text(before->method()) == method);  // the view still reads the mapping
   CHECK(text(after->blob_key()) == blob);
   REQUIRE(after->tensor_count() == before->tensor_count());
+  const FunctionView ref_function = REQUIRE_VALUE(ref->function(0));
   for (std::size_t i = 0; i < after->tensor_count(); ++i) {
-    CHECK(text(after->tensor(i)->key) == text(before->tensor(i)->key));
-    CHECK(text(after->tensor(i)->tensor_name) == text(ref->function(0)->tensor(i)->tensor_name));
+    const FunctionTensorView after_i = REQUIRE_VALUE(after->tensor(i));
+    const FunctionTensorView before_i = REQUIRE_VALUE(before->tensor(i));
+    const FunctionTensorView ref_i = REQUIRE_VALUE(ref_function.tensor(i));
+    CHECK(text(after_i.key) == text(before_i.key));
+    CHECK(text(after_i.tensor_name) == text(ref_i.tensor_name));
   }
 }
 
@@ -288,14 +298,21 @@ TEST_CASE("PreadFile: every fixture and a wdedup file read as over an MmapSource
     // while the PreadFiles move.
     std::vector<AlignedBytes> memory;
     for (int i = 0; i < 10; ++i) memory.push_back(metadata_for(path));
-    CHECK(memory[0].size() == *NamedDataMap::metadata_size(*FileSource::open(path.c_str())));
+    const FileSource file_source = REQUIRE_VALUE(FileSource::open(path.c_str()));
+    const std::uint64_t metadata_size = REQUIRE_VALUE(NamedDataMap::metadata_size(file_source));
+    CHECK(memory[0].size() == metadata_size);
 
     PreadFile first = open_pread_or_die(path, memory[0]);
     check_same(first, *ref);
     const int fd = first.source().fd();
     // A key name taken now points into the lent memory, which does not move.
     const char* early = nullptr;
-    if (*ref->get_num_keys() != 0) early = first->get_key(0)->data();
+    const std::size_t num_keys = REQUIRE_VALUE(ref->get_num_keys());
+    KeyView key0;
+    if (num_keys != 0) {
+      key0 = REQUIRE_VALUE(ref->get_key(0));
+      early = REQUIRE_VALUE(first->get_key(0)).data();
+    }
 
     std::vector<PreadFile> files;
     files.push_back(std::move(first));
@@ -303,14 +320,14 @@ TEST_CASE("PreadFile: every fixture and a wdedup file read as over an MmapSource
     REQUIRE(files.capacity() > 1);
     for (const PreadFile& f : files) check_same(f, *ref);
     CHECK(files[0].source().fd() == fd);  // the same descriptor, moved
-    if (early != nullptr) CHECK(std::string(early) == text(*ref->get_key(0)));
+    if (early != nullptr) CHECK(std::string(early) == text(key0));
     // The moved-from object holds nothing, and its map refuses to read.
     CHECK(first.source().fd() == -1);
     CHECK(first.map().check_source().error() == Error::InvalidArgument);
-    if (*ref->get_num_keys() != 0) {
-      CHECK(first->get_data(*ref->get_key(0)).error() == Error::InvalidArgument);
-      std::vector<std::uint8_t> room(static_cast<std::size_t>(ref->key_info(0)->size) + 1);
-      CHECK(first->load_data_into(*ref->get_key(0), room.data(), room.size()).error() == Error::InvalidArgument);
+    if (num_keys != 0) {
+      CHECK(first->get_data(key0).error() == Error::InvalidArgument);
+      std::vector<std::uint8_t> room(static_cast<std::size_t>(REQUIRE_VALUE(ref->key_info(0)).size) + 1);
+      CHECK(first->load_data_into(key0, room.data(), room.size()).error() == Error::InvalidArgument);
     }
     // Moved over: its own descriptor is closed, the other one's taken.
     const int other_fd = files[1].source().fd();
@@ -333,13 +350,17 @@ TEST_CASE("PreadFile: a function map and an index built before the moves are kep
     REQUIRE(after.ok());
     CHECK(text(after->function_name()) == text(before->function_name()));
     REQUIRE(after->tensor_count() == before->tensor_count());
-    for (std::size_t i = 0; i < after->tensor_count(); ++i)
-      CHECK(text(after->tensor(i)->key) == text(ref->function(0)->tensor(i)->key));
+    const FunctionView ref_function = REQUIRE_VALUE(ref->function(0));
+    for (std::size_t i = 0; i < after->tensor_count(); ++i) {
+      const FunctionTensorView after_i = REQUIRE_VALUE(after->tensor(i));
+      const FunctionTensorView ref_i = REQUIRE_VALUE(ref_function.tensor(i));
+      CHECK(text(after_i.key) == text(ref_i.key));
+    }
   }
   // many_keys.ptd (ExecuTorch's, 4096 keys) has no index of its own.
   const std::string path = fixture("many_keys.ptd");
   const Reference ref(path);
-  const std::size_t n = *ref->get_num_keys();
+  const std::size_t n = REQUIRE_VALUE(ref->get_num_keys());
   AlignedBytes memory = metadata_for(path);
   PreadFile first = open_pread_or_die(path, memory);
   REQUIRE_FALSE(first->has_index());
@@ -352,7 +373,7 @@ TEST_CASE("PreadFile: a function map and an index built before the moves are kep
   CHECK(files[0]->has_index());
   CHECK_FALSE(files[1]->has_index());
   for (std::size_t i = 0; i < n; ++i) {
-    const KeyView k = *ref->get_key(i);
+    const KeyView k = REQUIRE_VALUE(ref->get_key(i));
     const Result<KeyInfo> info = files[0]->find(k);
     REQUIRE(info.ok());
     CHECK(info->key_index == i);
@@ -387,7 +408,7 @@ TEST_CASE("PreadFile: each open's failure is passed on, and OpenOptions reach th
     CHECK(need.error() == Error::IoError);
     CHECK(need.failure().at == static_cast<std::uint64_t>(ENOENT));
   }
-  const std::uint64_t need = *PreadFile::metadata_size(simple.c_str());
+  const std::uint64_t need = REQUIRE_VALUE(PreadFile::metadata_size(simple.c_str()));
   REQUIRE(need > 8);
   {  // too little memory: how much it needs
     AlignedBytes memory(static_cast<std::size_t>(need - 8), 8);
@@ -474,7 +495,7 @@ TEST_CASE("a copy of a map fails check_source() once another file of its size ta
   const std::string a = fixture("simple.ptd");
   std::vector<std::uint8_t> other = read_fixture("simple.ptd");
   const Reference ref(a);
-  const std::uint64_t data_at = ref->key_info(0)->offset;
+  const std::uint64_t data_at = REQUIRE_VALUE(ref->key_info(0)).offset;
   other[static_cast<std::size_t>(data_at)] ^= 0xFF;
   const std::string b = write_temp("mapped_file_same_size.ptd", other);
   {
@@ -507,7 +528,8 @@ TEST_CASE("a copy of a map fails check_source() once another file of its size ta
     REQUIRE(copy.source().size() == copy.file_size());
     CHECK(copy.check_source().error() == Error::InvalidArgument);
     // Its reads refuse too, rather than read b's bytes through a's metadata.
-    CHECK(copy.get_data(*ref->get_key(0)).error() == Error::InvalidArgument);
+    const KeyView key0 = REQUIRE_VALUE(ref->get_key(0));
+    CHECK(copy.get_data(key0).error() == Error::InvalidArgument);
     CHECK(files[0].map().check_source().ok());
   }
 }
@@ -518,13 +540,13 @@ namespace {
 /// 0, and the move hands its number on, by construction and by assignment.
 template <class Source>
 void check_instance_moves(const std::string& path) {
-  Source a = *Source::open(path.c_str());
+  Source a = REQUIRE_VALUE(Source::open(path.c_str()));
   const std::uint64_t n = a.instance();
   REQUIRE(n != 0);
   Source b(static_cast<Source&&>(a));
   CHECK(b.instance() == n);
   CHECK(a.instance() == 0);
-  Source c = *Source::open(path.c_str());
+  Source c = REQUIRE_VALUE(Source::open(path.c_str()));
   CHECK(c.instance() != n);
   c = static_cast<Source&&>(b);
   CHECK(c.instance() == n);
