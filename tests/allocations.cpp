@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 #include "support/sanitizers.hpp"  // WDEDUP_TEST_SANITIZER_MALLOC, WDEDUP_TEST_TSAN
 #include "wdedup/runtime.hpp"
 
@@ -327,6 +328,22 @@ void check_only_copies_allocated(const QueryStats& q, const Window& w, std::uint
   CHECK(w.frees == nonempty);
 }
 
+/// Adds the keys of `map` with non-empty data to `*nonempty`; a failed
+/// get_num_keys or key_info is counted in `q.unexpected` (inside a
+/// counting window: no doctest assertion there).
+void count_nonempty(const NamedDataMap& map, QueryStats& q, std::uint64_t* nonempty) {
+  const Result<std::size_t> n = map.get_num_keys();
+  if (!n) {
+    ++q.unexpected;
+    return;
+  }
+  for (std::size_t i = 0; i < *n; ++i) {
+    const Result<KeyInfo> info = map.key_info(i);
+    if (!info) ++q.unexpected;
+    else if (info->size != 0) ++*nonempty;
+  }
+}
+
 /// Two files of `path` opened (a MappedFile or a PreadFile), the first
 /// moved out of its Result, the second moved over it (which lets the first
 /// one's file go), indexed if need be and queried; adds to `q` and counts
@@ -342,8 +359,7 @@ void open_move_query(Open open, QueryStats& q, std::uint64_t* nonempty) {
   moved = std::move(b).value();       // moved over: unmaps or closes its first file
   if (!moved.map().check_source()) ++q.unexpected;
   if (!moved->has_index() && !moved.build_index(Span<std::uint8_t>(g_index, sizeof g_index))) ++q.unexpected;
-  for (std::size_t i = 0; i < *moved->get_num_keys(); ++i)
-    if (moved->key_info(i)->size != 0) ++*nonempty;
+  count_nonempty(moved.map(), q, nonempty);
   NamedDataMap copy = moved.map();  // (query_everything takes a map it may index)
   query_everything(copy, q, false);
 }
@@ -395,8 +411,7 @@ TEST_CASE("a FileSource map allocates only the copies get_data returns") {
           Result<NamedDataMap> map = NamedDataMap::open(*src, Span<std::uint8_t>(g_metadata, sizeof g_metadata));
           if (!map) ++q.unexpected;
           else {
-            for (std::size_t i = 0; i < *map->get_num_keys(); ++i)
-              if (map->key_info(i)->size != 0) ++nonempty;
+            count_nonempty(*map, q, &nonempty);
             query_everything(*map, q, true);
           }
         }
@@ -461,8 +476,11 @@ TEST_CASE("a get_data whose read fails frees its copy; a failed load_data_into a
   if (!p.ok() || !w.ok()) return;
   // simple.b: a plain file records no alignment, so malloc. w.k (16): malloc.
   // w.v (4096, above max_align_t): posix_memalign.
-  const std::uint64_t wk = w->find("w.k")->offset, wv = w->find("w.v")->offset;
-  REQUIRE(w->find("w.v")->alignment == 4096);
+  const std::uint64_t wk = REQUIRE_VALUE(w->find("w.k")).offset;
+  const KeyInfo wv_info = REQUIRE_VALUE(w->find("w.v"));
+  const std::uint64_t wv = wv_info.offset;
+  REQUIRE(wv_info.alignment == 4096);
+  const std::uint64_t raw = REQUIRE_VALUE(w->find("raw")).offset;
   Failure f[4];
   Window win;
   {
@@ -486,7 +504,7 @@ TEST_CASE("a get_data whose read fails frees its copy; a failed load_data_into a
   CHECK(f[0].at == 512);  // simple.json: simple.b at base 384 + 128
   CHECK(f[1].at == wk);
   CHECK(f[2].at == wv);
-  CHECK(f[3].at == w->find("raw")->offset);
+  CHECK(f[3].at == raw);
 }
 
 TEST_CASE("DataBuffer move-assignment frees the copy it replaces") {
@@ -559,7 +577,7 @@ TEST_CASE("a FileSource copy smaller than its alignment is aligned where malloc 
   std::free(probe);
   for (const std::string key : {"k8", "k12", "k4"}) {
     CAPTURE(key);
-    const KeyInfo k = *o->map().find(key);
+    const KeyInfo k = REQUIRE_VALUE(o->map().find(key));
     g_jemalloc_small_blocks = true;
     Result<DataBuffer> d = o->map().get_data(key);
     g_jemalloc_small_blocks = false;
