@@ -32,6 +32,7 @@
 #include "flat_tensor_generated.h"
 #include "support/pattern.hpp"
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 #include "wdedup/runtime.hpp"
 
 namespace fts = wdedup_test::flat_tensor;
@@ -250,12 +251,14 @@ void check_reads_as(const std::string& name, const std::vector<std::uint8_t>& fi
     CHECK(map.header().segment_base_offset == base);
     CHECK(map.header().segment_data_size == le64(file.data() + 40));
     CHECK_FALSE(map.has_extension());
-    REQUIRE(*map.get_num_keys() == ts.size());
+    const std::size_t num_keys = REQUIRE_VALUE(map.get_num_keys());
+    REQUIRE(num_keys == ts.size());
     REQUIRE(map.segment_count() == offsets.size());
     for (std::size_t i = 0; i < ts.size(); ++i) {
       const EtTensor& t = ts[i];
       CAPTURE(t.name);
-      CHECK(wdedup_test::key_text(*map.get_key(i)) == t.name);
+      const wdedup::KeyView key = REQUIRE_VALUE(map.get_key(i));
+      CHECK(wdedup_test::key_text(key) == t.name);
       const wdedup::Result<wdedup::KeyInfo> info = map.find(wdedup::KeyView(t.name.data(), t.name.size()));
       REQUIRE(info.ok());
       CHECK(info->key_index == i);
@@ -481,23 +484,24 @@ TEST_CASE("a file of a later schema, fields added to every table (vectors and ta
   REQUIRE(a->map().segment_count() == b->map().segment_count());
   for (std::uint32_t i = 0; i < a->map().segment_count(); ++i) {
     CAPTURE(i);
-    const wdedup::SegmentInfo sa = *a->map().segment(i), sb = *b->map().segment(i);
+    const wdedup::SegmentInfo sa = REQUIRE_VALUE(a->map().segment(i)), sb = REQUIRE_VALUE(b->map().segment(i));
     CHECK(sa.offset - base_a == sb.offset - base_b);
     CHECK(sa.size == sb.size);
     CHECK(sa.alignment == sb.alignment);
     CHECK(sa.has_content_hash == sb.has_content_hash);
   }
-  REQUIRE(*a->map().get_num_keys() == *b->map().get_num_keys());
-  for (std::size_t i = 0; i < *a->map().get_num_keys(); ++i) {
+  const std::size_t keys_a = REQUIRE_VALUE(a->map().get_num_keys()), keys_b = REQUIRE_VALUE(b->map().get_num_keys());
+  REQUIRE(keys_a == keys_b);
+  for (std::size_t i = 0; i < keys_a; ++i) {
     CAPTURE(i);
-    const wdedup::KeyInfo ka = *a->map().key_info(i), kb = *b->map().key_info(i);
+    const wdedup::KeyInfo ka = REQUIRE_VALUE(a->map().key_info(i)), kb = REQUIRE_VALUE(b->map().key_info(i));
     CHECK(wdedup_test::key_text(ka.key) == wdedup_test::key_text(kb.key));
     CHECK(ka.segment_index == kb.segment_index);
     CHECK(ka.offset - base_a == kb.offset - base_b);
     CHECK(ka.size == kb.size);
     CHECK(ka.alignment == kb.alignment);
     CHECK(ka.has_layout == kb.has_layout);
-    const wdedup::TensorLayout la = *a->map().key_layout(i), lb = *b->map().key_layout(i);
+    const wdedup::TensorLayout la = REQUIRE_VALUE(a->map().key_layout(i)), lb = REQUIRE_VALUE(b->map().key_layout(i));
     CHECK(la.scalar_type == lb.scalar_type);
     CHECK(std::vector<std::int32_t>(la.sizes.begin(), la.sizes.end()) ==
           std::vector<std::int32_t>(lb.sizes.begin(), lb.sizes.end()));

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/require_value.hpp"
 #include "wdedup/wdedup.hpp"
 
 using namespace wdedup;
@@ -40,13 +41,15 @@ void check_round_trip(const DedupResult& r, const std::string& path) {
   auto map = NamedDataMap::open(*source);
   REQUIRE(map.ok());
   CHECK(map->has_index());
-  REQUIRE(*map->get_num_keys() == r.store.key_count());
+  const std::size_t num_keys = REQUIRE_VALUE(map->get_num_keys());
+  REQUIRE(num_keys == r.store.key_count());
   CHECK(map->segment_count() == r.store.buffer_count());
 
   for (std::size_t i = 0; i < r.store.key_count(); ++i) {
     const StoreKey& k = r.store.keys()[i];
     CAPTURE(k.key);
-    CHECK(sv(*map->get_key(i)) == k.key);
+    const KeyView key = REQUIRE_VALUE(map->get_key(i));
+    CHECK(sv(key) == k.key);
     const ByteSpan expected = r.store.buffers()[k.buffer_index].bytes;
     auto data = map->get_data(k.key);
     REQUIRE(data.ok());
@@ -83,7 +86,11 @@ void check_round_trip(const DedupResult& r, const std::string& path) {
     CHECK(sv(fv->blob_key()) == f.blob_key);
     CHECK(sv(fv->function_name()) == f.function_name);
     REQUIRE(fv->tensor_count() == f.tensors.size());
-    for (const FunctionTensor& t : f.tensors) CHECK(sv(*fv->key_of(t.tensor_name)) == t.key);
+    for (const FunctionTensor& t : f.tensors) {
+      CAPTURE(t.tensor_name);
+      const KeyView key = REQUIRE_VALUE(fv->key_of(t.tensor_name));
+      CHECK(sv(key) == t.key);
+    }
     auto by_name = map->find_function(f.blob_key, f.function_name);
     REQUIRE(by_name.ok());
     CHECK(by_name->partition_index() == f.partition_index);
@@ -116,7 +123,8 @@ TEST_CASE("every strategy's result round-trips through a .ptd file") {
     auto fn = map->find_function("decode__1");
     REQUIRE(fn.ok());
     CHECK(sv(fn->blob_key()) == "combined_all");
-    CHECK(sv(*fn->key_of("output.weight")) == "output.weight");
+    const KeyView output_key = REQUIRE_VALUE(fn->key_of("output.weight"));
+    CHECK(sv(output_key) == "output.weight");
   }
   SUBCASE("Disabled") {
     auto r = deduplicate<Strategy<Disabled>>(w->program());
