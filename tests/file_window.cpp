@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 #include "wdedup/runtime.hpp"
 
 using namespace wdedup;
@@ -97,7 +98,7 @@ constexpr std::size_t kLeads[] = {0, 8, 4096, 3 * 4096 + 64, 5, 4095};
 TEST_CASE("every fixture and a wdedup file, inside a bigger file, read through a window as the file itself") {
   for (const std::string& path : all_files()) {
     const std::vector<std::uint8_t> file = read_file(path);
-    MappedFile ref = *MappedFile::open(path.c_str());
+    MappedFile ref = REQUIRE_VALUE(MappedFile::open(path.c_str()));
     for (const std::size_t lead : kLeads) {
       CAPTURE(path);
       CAPTURE(lead);
@@ -159,7 +160,8 @@ TEST_CASE("every fixture and a wdedup file, inside a bigger file, read through a
         Result<std::uint64_t> need = how == 0 ? PreadFile::metadata_size(container.c_str(), window)
                                               : PreadFile::metadata_size_from_fd(fd.fd, window);
         REQUIRE(need.ok());
-        CHECK(*need == *PreadFile::metadata_size(path.c_str()));
+        const std::uint64_t file_need = REQUIRE_VALUE(PreadFile::metadata_size(path.c_str()));
+        CHECK(*need == file_need);
         AlignedBytes memory(static_cast<std::size_t>(*need), 8);
         Result<PreadFile> pf = how == 0 ? PreadFile::open(container.c_str(), memory.span(), {}, window)
                                         : PreadFile::from_fd(fd.fd, memory.span(), {}, window);
@@ -253,7 +255,8 @@ TEST_CASE("a descriptor given stays the caller's: its own state, its file positi
   CHECK(buf == file);
   CHECK(std::memcmp(m->data(), file.data(), file.size()) == 0);
   CHECK(mf->map().check_source().ok());
-  CHECK(*(*mf)->get_num_keys() == small_file_keys().size());
+  const std::size_t mf_keys = REQUIRE_VALUE((*mf)->get_num_keys());
+  CHECK(mf_keys == small_file_keys().size());
 }
 
 TEST_CASE("the caller's POSIX record lock: kept by MmapSource::from_fd and MappedFile::from_fd, released by every close") {
@@ -415,13 +418,16 @@ TEST_CASE("a descriptor open for reading and writing is read like a read-only on
   CHECK(buf == file);
   Result<MappedFile> mf = MappedFile::from_fd(rw.fd);
   REQUIRE(mf.ok());
-  CHECK(*(*mf)->get_num_keys() == small_file_keys().size());
+  const std::size_t mf_keys = REQUIRE_VALUE((*mf)->get_num_keys());
+  CHECK(mf_keys == small_file_keys().size());
   Result<std::uint64_t> need = PreadFile::metadata_size_from_fd(rw.fd);
   REQUIRE(need.ok());
-  CHECK(*need == *PreadFile::metadata_size(path.c_str()));
+  const std::uint64_t path_need = REQUIRE_VALUE(PreadFile::metadata_size(path.c_str()));
+  CHECK(*need == path_need);
   Result<PreadFile> pf = PreadFile::from_fd(rw.fd, memory.span());
   REQUIRE(pf.ok());
-  CHECK(*(*pf)->get_num_keys() == small_file_keys().size());
+  const std::size_t pf_keys = REQUIRE_VALUE((*pf)->get_num_keys());
+  CHECK(pf_keys == small_file_keys().size());
 }
 
 TEST_CASE("a FileSource's failed reads in a window name the offset in the window, not in the file") {
@@ -468,7 +474,8 @@ TEST_CASE("a descriptor open with O_DIRECT: mapped as any other, refused by the 
   const std::size_t with_ours = open_fds();
   Result<MappedFile> mapped = MappedFile::from_fd(direct.fd);
   REQUIRE(mapped.ok());
-  CHECK(*(*mapped)->get_num_keys() == small_file_keys().size());
+  const std::size_t mapped_keys = REQUIRE_VALUE((*mapped)->get_num_keys());
+  CHECK(mapped_keys == small_file_keys().size());
   std::vector<Failure> failures;
   failures.push_back(FileSource::from_fd(direct.fd).failure());
   failures.push_back(PreadFile::from_fd(direct.fd, memory.span()).failure());

@@ -17,6 +17,7 @@
 
 #include "support/json.hpp"
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 #include "support/sha256.hpp"
 #include "support/wdedup_file.hpp"
 #include "wdedup/runtime.hpp"
@@ -159,7 +160,8 @@ TEST_CASE("every fixture reads back exactly as its manifest says, through every 
       const bool scan = o->map().has_index() || via == Via::Mmap || (*manifest)["keys"].size() <= 1024;
       if (scan) check_against_manifest(*o, *manifest);
       if (!o->map().has_index()) {
-        AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(*o->map().get_num_keys())), 8);
+        const std::size_t num_keys = REQUIRE_VALUE(o->map().get_num_keys());
+        AlignedBytes index(static_cast<std::size_t>(NamedDataMap::index_memory_size(num_keys)), 8);
         REQUIRE(o->map().build_index(index.span()).ok());
         CHECK(o->map().has_index());
         check_against_manifest(*o, *manifest);
@@ -193,7 +195,7 @@ TEST_CASE("a wdedup file in caller memory at an odd address: keys that ask more 
     const NamedDataMap& m = o->map();
     for (const ExpectedKey& e : small_file_keys()) {
       CAPTURE(e.key);
-      const KeyInfo k = *m.find(e.key);
+      const KeyInfo k = REQUIRE_VALUE(m.find(e.key));
       Result<DataBuffer> d = m.get_data(e.key);
       REQUIRE(d.ok());
       REQUIRE(d->size() == e.bytes.size());
