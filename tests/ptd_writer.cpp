@@ -23,6 +23,7 @@
 #include "wdedup/runtime/named_data_map.hpp"
 #include "support/pattern.hpp"
 #include "support/ptd_files.hpp"
+#include "support/require_value.hpp"
 
 using namespace wdedup;
 
@@ -1449,12 +1450,14 @@ TEST_CASE("round trip through NamedDataMap: bytes, layouts, alignment, segments,
       REQUIRE_MESSAGE(opened.ok(), opened.failure().what);
       const NamedDataMap& m = *opened;
       CHECK(m.has_extension() == ext);
-      REQUIRE(*m.get_num_keys() == s.key_count());
+      const std::size_t num_keys = REQUIRE_VALUE(m.get_num_keys());
+      REQUIRE(num_keys == s.key_count());
       REQUIRE(m.segment_count() == s.buffer_count());
       for (std::size_t i = 0; i < s.key_count(); ++i) {
         const StoreKey& k = s.keys()[i];
         CAPTURE(k.key);
-        CHECK(*m.get_key(i) == k.key);
+        const KeyView key = REQUIRE_VALUE(m.get_key(i));
+        CHECK(key == k.key);
         Result<DataBuffer> d = m.get_data(k.key);
         REQUIRE(d.ok());
         const ByteSpan want = s.buffers()[k.buffer_index].bytes;
