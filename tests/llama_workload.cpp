@@ -16,6 +16,7 @@
 #include <xxhash.h>
 
 #include "../tools/read_back.hpp"
+#include "support/require_value.hpp"
 #include "wdedup/ptd_writer.hpp"
 #include "wdedup/wdedup.hpp"
 
@@ -229,7 +230,8 @@ TEST_CASE("generation is deterministic and configs are validated") {
   }
   CHECK(LlamaConfig::preset("2b").error() == Error::InvalidArgument);
   CHECK(LlamaConfig::preset("2b").message() == "unknown model preset '2b'; expected tiny, small or 1b");
-  CHECK(LlamaConfig::preset("1b")->dim == 2048);
+  const LlamaConfig one_b = REQUIRE_VALUE(LlamaConfig::preset("1b"));
+  CHECK(one_b.dim == 2048);
 }
 
 TEST_CASE("attention_mask: causal, 0.0 up to each query's own position and -1e9 past it, in both methods") {
@@ -452,9 +454,10 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
     REQUIRE(src.ok());
     auto map = NamedDataMap::open(*src);
     REQUIRE(map.ok());
-    auto key = map->find_function(f0.method, f0.partition_index)->key_of(t0.name);
+    const FunctionView f0_view = REQUIRE_VALUE(map->find_function(f0.method, f0.partition_index));
+    auto key = f0_view.key_of(t0.name);
     REQUIRE(key.ok());
-    offset = map->find(*key)->offset + t0.bytes.size() - 1;  // its last byte
+    offset = REQUIRE_VALUE(map->find(*key)).offset + t0.bytes.size() - 1;  // its last byte
   }
   std::FILE* file = std::fopen(path.c_str(), "r+b");
   REQUIRE(file != nullptr);
@@ -541,9 +544,10 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
       REQUIRE(src.ok());
       auto map = NamedDataMap::open(*src);
       REQUIRE(map.ok());
-      auto key = map->find_function("prefill", 0)->key_of(t.name);
+      const FunctionView prefill0 = REQUIRE_VALUE(map->find_function("prefill", 0));
+      auto key = prefill0.key_of(t.name);
       REQUIRE(key.ok());
-      at = map->find(*key)->offset;
+      at = REQUIRE_VALUE(map->find(*key)).offset;
     }
     REQUIRE(at > 2);
     t.alignment = static_cast<std::int64_t>(at - 1);

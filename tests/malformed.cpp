@@ -41,7 +41,7 @@ Failure open_and_exercise(const Bytes& bytes);
 /// returned, Ok if none.
 Failure exercise(const NamedDataMap& map, const Bytes& bytes) {
   Failure layout_failure{};
-  const std::size_t n = *map.get_num_keys();
+  const std::size_t n = REQUIRE_VALUE(map.get_num_keys());
   for (std::size_t i = 0; i < n; ++i) {
     Result<std::string_view> key = map.get_key(i);
     REQUIRE(key.ok());
@@ -778,12 +778,14 @@ TEST_CASE("a layout smaller than its segment: load_data_into copies the layout's
   std::unique_ptr<Opened> o = open_bytes(bytes);
   REQUIRE(o->ok());
   const NamedDataMap& m = o->map();
-  const std::string key(*m.get_key(0));
+  const std::string key(REQUIRE_VALUE(m.get_key(0)));
   CHECK(key == "float32.2x3");
-  const KeyInfo k = *m.find(key);
+  const KeyInfo k = REQUIRE_VALUE(m.find(key));
   REQUIRE(k.size == 24);
-  CHECK(m.get_tensor_layout(key)->nbytes() == 16);
-  CHECK(m.get_data(key)->size() == 24);  // get_data gives the segment, as ExecuTorch's does
+  const std::uint64_t layout_bytes = REQUIRE_VALUE(m.get_tensor_layout(key)).nbytes();
+  CHECK(layout_bytes == 16);
+  const std::size_t data_size = REQUIRE_VALUE(m.get_data(key)).size();
+  CHECK(data_size == 24);  // get_data gives the segment, as ExecuTorch's does
   std::vector<std::uint8_t> buf(24, 0xEE);
   Status st = m.load_data_into(key, buf.data(), 15);
   CHECK(st.error() == Error::BufferTooSmall);
@@ -796,7 +798,7 @@ TEST_CASE("a layout smaller than its segment: load_data_into copies the layout's
   CHECK(std::equal(buf.begin(), buf.begin() + 16, bytes.begin() + static_cast<std::ptrdiff_t>(k.offset)));
   CHECK(std::all_of(buf.begin() + 16, buf.end(), [](std::uint8_t b) { return b == 0xEE; }));
   // A key without a layout copies its whole segment (key 10: 10 bytes).
-  const std::string raw(*m.get_key(10));
+  const std::string raw(REQUIRE_VALUE(m.get_key(10)));
   CHECK(m.load_data_into(raw, buf.data(), 9).error() == Error::BufferTooSmall);
   CHECK(m.load_data_into(raw, buf.data(), 9).failure().at == 10);
   CHECK(m.load_data_into(raw, buf.data(), 10).ok());
