@@ -30,6 +30,7 @@
 
 #include <doctest/doctest.h>
 
+#include "require_value.hpp"
 #include "wdedup/runtime.hpp"
 
 namespace wdedup_test {
@@ -350,8 +351,9 @@ inline std::string key_text(wdedup::KeyView k) { return std::string(k.data(), k.
 /// took a minute of a test under ASan.
 template <class Each>
 void check_reads_as(const wdedup::NamedDataMap& m, const wdedup::NamedDataMap& ref, Each each) {
-  const std::size_t n = *ref.get_num_keys();
-  REQUIRE(*m.get_num_keys() == n);
+  const std::size_t n = REQUIRE_VALUE(ref.get_num_keys());
+  const std::size_t m_keys = REQUIRE_VALUE(m.get_num_keys());
+  REQUIRE(m_keys == n);
   CHECK(m.file_size() == ref.file_size());
   CHECK(m.function_count() == ref.function_count());
   std::vector<std::size_t> keys;
@@ -359,9 +361,10 @@ void check_reads_as(const wdedup::NamedDataMap& m, const wdedup::NamedDataMap& r
   if (n != 0 && keys.back() != n - 1) keys.push_back(n - 1);
   std::vector<std::uint8_t> buf;
   for (const std::size_t i : keys) {
-    const wdedup::KeyView k = *ref.get_key(i);
+    const wdedup::KeyView k = REQUIRE_VALUE(ref.get_key(i));
     CAPTURE(key_text(k));
-    CHECK(key_text(*m.get_key(i)) == key_text(k));
+    const wdedup::KeyView m_key = REQUIRE_VALUE(m.get_key(i));
+    CHECK(key_text(m_key) == key_text(k));
     wdedup::Result<wdedup::DataBuffer> a = m.get_data(k), b = ref.get_data(k);
     REQUIRE(a.ok());
     REQUIRE(b.ok());
@@ -372,7 +375,8 @@ void check_reads_as(const wdedup::NamedDataMap& m, const wdedup::NamedDataMap& r
     REQUIRE(m.load_data_into(k, buf.data(), b->size()).ok());
     CHECK(std::memcmp(buf.data(), b->data(), b->size()) == 0);
     CHECK(buf.back() == 0x5A);
-    CHECK(m.find(k)->offset == ref.find(k)->offset);
+    const wdedup::KeyInfo m_info = REQUIRE_VALUE(m.find(k)), ref_info = REQUIRE_VALUE(ref.find(k));
+    CHECK(m_info.offset == ref_info.offset);
     wdedup::Result<wdedup::TensorLayout> la = m.get_tensor_layout(k), lb = ref.get_tensor_layout(k);
     REQUIRE(la.ok() == lb.ok());
     if (la.ok()) CHECK(la->nbytes() == lb->nbytes());
