@@ -119,7 +119,12 @@ inline ReadBack read_back(const std::string& path, const wdedup::Program& progra
                                       ", the program ", wdedup::detail::counted(partitions, "partition"));
     return out;
   }
-  out.keys = *map->get_num_keys();
+  auto keys = map->get_num_keys();
+  if (!keys) {
+    out.problem = "cannot count the keys of " + path + ": " + wdedup::describe_failure(keys.failure());
+    return out;
+  }
+  out.keys = *keys;
   out.functions = map->function_count();
   return out;
 }
