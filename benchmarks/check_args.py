@@ -1026,7 +1026,7 @@ for only, want_rows, planned in (("runtime,write", True, 5 + (2 if allocs_counte
                         f"the line {said!r}: {r.stdout[-600:]!r}")
 
 # ---- stores that cannot be mapped: named, and the rest of the group stands ------
-# fail_mmap.cpp makes mmap(2) of the 256-key store and of the get_data store
+# tests/support/fail_mmap.cpp makes mmap(2) of the 256-key store and of the get_data store
 # fail (ENOMEM): each is named with the reason, once, on stderr, under the
 # table and in the JSON; the 16-key store's rows stand, and every target
 # after the failures (the 256-key lookups, the allocation counts of the
@@ -1041,7 +1041,7 @@ if fail_mmap:
     mmap_json = os.path.join(mmap_dir, "r.json")
     r = run([exe, "--quick", "--no-progress", "--only", "runtime", "--keys", "16,256", "--reps", "1", "--lookups",
              "1000", "--big-tensor", "65536", "--json", mmap_json, "--tmpdir", mmap_dir],
-            env=dict(os.environ, LD_PRELOAD=fail_mmap, WBENCH_FAIL_MMAP_OF="-256-keys.ptd,-data.ptd"))
+            env=dict(os.environ, LD_PRELOAD=fail_mmap, WDEDUP_TEST_FAIL_MMAP_OF="-256-keys.ptd,-data.ptd"))
     doc = {}
     if os.path.exists(mmap_json):
         with open(mmap_json) as f:
@@ -1052,7 +1052,7 @@ if fail_mmap:
                      re.compile(f"mapping {store}data\\.ptd{reason}")]
     failures = doc.get("failures", [])
     named = len(failures) == 2 and all(w.fullmatch(f) for w, f in zip(want_failures, failures))
-    rows = sorted(f"{x['name']} vs {x['baseline']}" for x in doc.get("results", []))
+    rows = sorted(f"{x['name']} vs {x.get('baseline')}" for x in doc.get("results", []))
     want_rows = sorted(f"{what}, 16 keys vs {base}" for what in ("get_tensor_layout", "missing key")
                        for base in ("unordered_map", "strcmp scan"))
     planned = 4 + (2 if allocs_counted else 0)

@@ -22,7 +22,7 @@ namespace {
 using Writev = ssize_t (*)(int, const struct iovec*, int);
 
 Writev real_writev() {
-  static const Writev real = wbench_shim::next_symbol<Writev>("writev");
+  static const Writev real = wdedup_shim::next_symbol<Writev>("writev");
   return real;
 }
 

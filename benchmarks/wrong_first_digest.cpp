@@ -20,7 +20,7 @@ namespace {
 using DigestFinal = int (*)(EVP_MD_CTX*, unsigned char*, unsigned int*);
 
 DigestFinal real_digest_final() {
-  static const DigestFinal real = wbench_shim::next_symbol<DigestFinal>("EVP_DigestFinal_ex");
+  static const DigestFinal real = wdedup_shim::next_symbol<DigestFinal>("EVP_DigestFinal_ex");
   return real;
 }
 

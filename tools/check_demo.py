@@ -11,6 +11,8 @@ import subprocess
 import sys
 
 exe, outdir = sys.argv[1], sys.argv[2]
+# tests/support/fail_mmap.cpp's library (Linux, no sanitizer), for a store that does not read back.
+fail_mmap = sys.argv[3] if len(sys.argv) > 3 else None
 work = os.path.join(outdir, "demo-args")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
@@ -248,6 +250,30 @@ if r.returncode != 1 or "wdedup-demo: no report to write; --json r4.json not wri
             for n in os.listdir(work)):
     problems.append(f"every store over the size limit, no report before: exit {r.returncode}, stderr {r.stderr!r}, "
                     f"files {sorted(os.listdir(work))}")
+# A store that does not read back (mmap of its temporary file fails, as
+# where the process has run out of mappings) is not written: the old store
+# and the old report stay, no temporary is left, and the message names the
+# check, the file and the reason. (Nothing else makes a demo store fail its
+# read-back: the library would have to write a wrong one.)
+if fail_mmap:
+    old_store = b"old store\n"  # (not what the run would write: good.ptd's bytes)
+    with open(os.path.join(work, "rb.ptd"), "wb") as f:
+        f.write(old_store)
+    shutil.copy(os.path.join(work, "good.json"), os.path.join(work, "rb.json"))
+    r = run(["--strategy", "oneblob", "--out", "rb.ptd", "--json", "rb.json"],
+            env=dict(os.environ, LD_PRELOAD=fail_mmap, WDEDUP_TEST_FAIL_MMAP_OF=".rb.ptd.tmp-"))
+    said = r.stderr.splitlines()
+    want = [re.compile(re.escape("wdedup-demo: cannot write 'rb.ptd': the check before replacing it failed: read-back: "
+                                 "cannot map ./.rb.ptd.tmp-") + r"[A-Za-z0-9]{6}" +
+                       re.escape(": mmap failed: Cannot allocate memory (IoError)")),
+            re.compile(re.escape("wdedup-demo: no report to write; --json rb.json left as it was"))]
+    left = sorted(n for n in os.listdir(work) if n.startswith(".rb."))
+    if r.returncode != 1 or len(said) != 2 or not all(w.fullmatch(line) for w, line in zip(want, said)) or \
+            contents("rb.ptd") != old_store or contents("rb.json") != good_json or left:
+        problems.append(f"a store that does not read back: exit {r.returncode}, stderr {r.stderr!r}, rb.ptd "
+                        f"{'kept' if contents('rb.ptd') == old_store else 'changed'}, rb.json "
+                        f"{'kept' if contents('rb.json') == good_json else 'changed'}, left {left}")
+
 # A good run replaces it with every strategy's report.
 r = run(["--out", "", "--json", "r2.json"])
 with open(os.path.join(work, "r2.json")) as f:

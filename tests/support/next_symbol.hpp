@@ -1,15 +1,15 @@
-// benchmarks/next_symbol.hpp — for the LD_PRELOAD shims check_args.py loads
-// (interrupt_json_write.cpp, wrong_first_digest.cpp, fail_mmap.cpp): the definition of a
-// function that the shim's own one hides, the next one in the lookup order.
-// Not installed.
-#ifndef WDEDUP_BENCHMARKS_NEXT_SYMBOL_HPP
-#define WDEDUP_BENCHMARKS_NEXT_SYMBOL_HPP
+// tests/support/next_symbol.hpp — for the LD_PRELOAD shims the checks load
+// (fail_mmap.cpp here; benchmarks/interrupt_json_write.cpp and
+// wrong_first_digest.cpp): the definition of a function that the shim's own
+// one hides, the next one in the lookup order. Not installed.
+#ifndef WDEDUP_TESTS_SUPPORT_NEXT_SYMBOL_HPP
+#define WDEDUP_TESTS_SUPPORT_NEXT_SYMBOL_HPP
 
 #include <dlfcn.h>
 
 #include <cstring>
 
-namespace wbench_shim {
+namespace wdedup_shim {
 
 /// The next definition of `name` after the shim's, as a `F` (a function
 /// pointer type); null where there is none.
@@ -22,6 +22,6 @@ F next_symbol(const char* name) {
   return f;
 }
 
-}  // namespace wbench_shim
+}  // namespace wdedup_shim
 
-#endif  // WDEDUP_BENCHMARKS_NEXT_SYMBOL_HPP
+#endif  // WDEDUP_TESTS_SUPPORT_NEXT_SYMBOL_HPP
