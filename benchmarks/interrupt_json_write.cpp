@@ -9,13 +9,11 @@
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "next_symbol.hpp"
+#include "shim.hpp"
 
 namespace {
 
@@ -28,14 +26,9 @@ Writev real_writev() {
 
 /// Whether `fd` is open on a file whose name starts with `prefix`.
 bool names_file_starting(int fd, const char* prefix) {
-  char link[64], path[4096];
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  const ssize_t n = ::readlink(link, path, sizeof path - 1);
-  if (n <= 0) return false;
-  path[n] = '\0';
-  const char* slash = std::strrchr(path, '/');
-  const char* name = slash != nullptr ? slash + 1 : path;
-  return std::strncmp(name, prefix, std::strlen(prefix)) == 0;
+  char path[4096];
+  const char* name = wdedup_shim::file_name_of(fd, path);
+  return name != nullptr && std::strncmp(name, prefix, std::strlen(prefix)) == 0;
 }
 
 }  // namespace

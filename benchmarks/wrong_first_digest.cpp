@@ -13,7 +13,7 @@
 #include <atomic>
 #include <cstdlib>
 
-#include "next_symbol.hpp"
+#include "shim.hpp"
 
 namespace {
 

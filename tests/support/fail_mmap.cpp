@@ -17,14 +17,12 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/types.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
 
-#include "next_symbol.hpp"
+#include "shim.hpp"
 
 namespace {
 
@@ -35,14 +33,10 @@ using Mmap64 = void* (*)(void*, std::size_t, int, int, int, off64_t);
 /// (comma-separated).
 bool refused(int fd) {
   const char* parts = std::getenv("WDEDUP_TEST_FAIL_MMAP_OF");
-  if (fd < 0 || parts == nullptr || *parts == '\0') return false;
-  char link[64], path[4096];
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  const ssize_t n = ::readlink(link, path, sizeof path - 1);
-  if (n <= 0) return false;
-  path[n] = '\0';
-  const char* slash = std::strrchr(path, '/');
-  const char* name = slash != nullptr ? slash + 1 : path;
+  if (parts == nullptr || *parts == '\0') return false;
+  char path[4096];
+  const char* name = wdedup_shim::file_name_of(fd, path);
+  if (name == nullptr) return false;
   for (const char* s = parts; *s != '\0';) {
     const char* comma = std::strchr(s, ',');
     const std::size_t k = comma != nullptr ? static_cast<std::size_t>(comma - s) : std::strlen(s);
