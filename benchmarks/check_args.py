@@ -605,7 +605,12 @@ def ctrl_c_run(args, first_at, again=False, reader_gone=False):
 
 
 os.remove(decoy)
-rc, out, said = ctrl_c_run(["--quick"], "build cost: ")
+# --quick's groups and workloads at smaller sizes: the runs below check what
+# a stop keeps and removes, which the sizes do not change (--quick's own
+# were 5 s a run before the build group, 1.2 s so).
+SMALL_RUNTIME = ["--keys", "16", "--lookups", "1000", "--big-tensor", "65536"]
+SMALL = SMALL_RUNTIME + ["--small-tensors", "2000", "--adversarial", "64,4096", "--write-bytes", "1048576"]
+rc, out, said = ctrl_c_run(["--quick"] + SMALL, "build cost: ")
 left = sorted(os.listdir(sig_dir))
 stopping = ("wdedup-bench: stopping at the next step, keeping the measurements finished so far (Ctrl-C again to "
             "stop at once)")
@@ -642,7 +647,7 @@ else:
 # but the JSON is still written, the files removed, and the run ends by
 # SIGINT, not by a SIGPIPE at the table's first write (which left its files
 # and, with a table over a pipe's buffer, no JSON).
-rc, out, said = ctrl_c_run(["--quick"], "build cost: ", reader_gone=True)
+rc, out, said = ctrl_c_run(["--quick"] + SMALL, "build cost: ", reader_gone=True)
 left = sorted(os.listdir(sig_dir))
 interrupted = read_interrupted(left)
 if rc != -signal.SIGINT or left != ["r.json"] or interrupted is not True:
@@ -654,7 +659,7 @@ if "r.json" in left:
 # run): the table's write fails, but the JSON is written (a SIGPIPE there
 # ended the run after every measurement, before its JSON), and the run says
 # so and exits 1.
-p = subprocess.Popen([exe, "--quick", "--only", "runtime", "--tmpdir", sig_dir, "--json",
+p = subprocess.Popen([exe, "--quick", "--only", "runtime"] + SMALL_RUNTIME + ["--tmpdir", sig_dir, "--json",
                       os.path.join(sig_dir, "r.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                      preexec_fn=stop_signals_at_defaults)
 while p.stdout.readline().strip():  # the lines before the run, flushed as it starts
@@ -672,9 +677,11 @@ if p.returncode != 1 or left != ["r.json"] or interrupted is not False or err !=
 if "r.json" in left:
     os.remove(os.path.join(sig_dir, "r.json"))
 # Twice: at once, nothing written, its files removed (the second lands while
-# the first write of a 500 MB store runs).
-rc, out, said = ctrl_c_run(["--quick", "--only", "runtime,write", "--write-bytes", "500000000", "--reps", "3"],
-                           "write: repetition 1/", again=True)
+# the first write of a 500 MB store runs). The runtime group's rows
+# before it (small sizes: what a first Ctrl-C would keep and write) are what
+# "nothing written" tells apart from a stop at the next step.
+rc, out, said = ctrl_c_run(["--quick", "--only", "runtime,write"] + SMALL_RUNTIME +
+                           ["--write-bytes", "500000000", "--reps", "3"], "write: repetition 1/", again=True)
 left = sorted(os.listdir(sig_dir))
 if rc != -signal.SIGINT or left != [] or "INTERRUPTED" in out or "wrote" in out:
     problems.append(f"Ctrl-C twice: exit {rc}, left {left}, stdout's end {out[-200:]!r}; expected death by SIGINT "
@@ -719,7 +726,7 @@ if rc != -signal.SIGINT or sorted(os.listdir(sig_dir)) != ["r.json"] or kept != 
 # JSON and not in --tmpdir): the run ends by SIGINT, the temporary is gone,
 # and the last run's JSON stays as it was (it was left there, 2026-12-02).
 if interrupt_json_write:
-    p = subprocess.run([exe, "--quick", "--only", "runtime", "--tmpdir", sig_dir, "--json",
+    p = subprocess.run([exe, "--quick", "--only", "runtime"] + SMALL_RUNTIME + ["--tmpdir", sig_dir, "--json",
                         os.path.join(sig_dir, "r.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        timeout=120, preexec_fn=stop_signals_at_defaults,
                        env=dict(os.environ, LD_PRELOAD=interrupt_json_write, WBENCH_INTERRUPT_WRITES_TO=".r.json.tmp-"))
