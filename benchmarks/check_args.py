@@ -507,9 +507,20 @@ with open(decoy, "w"):
     pass
 
 
+# The store of the runs a signal stops or must not stop while they write:
+# 200 MB. The signal is sent within milliseconds of what it waits for (the
+# store's file, a progress line), and what it must land in lasts a second or
+# more from there: the rest of the write group for the runs below (6 writes
+# of the store: 2.4 s of a 2.4 s run on the idle EPYC Zen 5 VM), its warm-up
+# write for a Ctrl-C before anything finished (1.1 s), a repetition's 5
+# writes for the second Ctrl-C of two (1.3 s). With 500 MB those took 8.4,
+# 3.8 and 3.2 s, 30 s of bench_args's 74 s, for nothing more checked.
+WRITE_BYTES = "200000000"
+
+
 def start_write_run(ignored=None):
-    """A 500 MB write group run writing its files and JSON in sig_dir."""
-    return subprocess.Popen([exe, "--no-progress", "--only", "write", "--write-bytes", "500000000", "--reps", "1",
+    """A 200 MB write group run writing its files and JSON in sig_dir."""
+    return subprocess.Popen([exe, "--no-progress", "--only", "write", "--write-bytes", WRITE_BYTES, "--reps", "1",
                              "--tmpdir", sig_dir, "--json", os.path.join(sig_dir, "r.json")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: stop_signals_at_defaults(ignored))
@@ -559,13 +570,17 @@ for sig, how in ((signal.SIGHUP, "a hangup ignored as under nohup"),
     p = start_write_run(ignored=sig)
     own = wait_for_store(p)
     p.send_signal(sig)
+    # Still running once the signal was sent: it reached the run (a run
+    # that had ended would pass without it).
+    reached = p.poll() is None
     _, err = p.communicate(timeout=120)
     left = sorted(os.listdir(sig_dir))
     interrupted = read_interrupted(left)
-    if not own or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"] or interrupted is not False \
-            or "stopping at the next step" in err:
-        problems.append(f"{how}: its store seen {own}, exit {p.returncode}, stderr {err!r}, left {left}, "
-                        f"interrupted {interrupted}; expected the run to finish (0) with its JSON")
+    if not own or not reached or p.returncode != 0 or left != ["r.json", "wdedup-bench-1-store.ptd"] or \
+            interrupted is not False or "stopping at the next step" in err:
+        problems.append(f"{how}: its store seen {own}, running when signalled {reached}, exit {p.returncode}, stderr "
+                        f"{err!r}, left {left}, interrupted {interrupted}; expected the run to go on and finish (0) "
+                        "with its JSON")
 
 # A Ctrl-C keeps what was measured: the first SIGINT, sent to the run's
 # process group as a terminal does (its compiler children get it too), stops
@@ -677,11 +692,11 @@ if p.returncode != 1 or left != ["r.json"] or interrupted is not False or err !=
 if "r.json" in left:
     os.remove(os.path.join(sig_dir, "r.json"))
 # Twice: at once, nothing written, its files removed (the second lands while
-# the first write of a 500 MB store runs). The runtime group's rows
+# the first repetition's writes of the store run). The runtime group's rows
 # before it (small sizes: what a first Ctrl-C would keep and write) are what
 # "nothing written" tells apart from a stop at the next step.
 rc, out, said = ctrl_c_run(["--quick", "--only", "runtime,write"] + SMALL_RUNTIME +
-                           ["--write-bytes", "500000000", "--reps", "3"], "write: repetition 1/", again=True)
+                           ["--write-bytes", WRITE_BYTES, "--reps", "3"], "write: repetition 1/", again=True)
 left = sorted(os.listdir(sig_dir))
 if rc != -signal.SIGINT or left != [] or "INTERRUPTED" in out or "wrote" in out:
     problems.append(f"Ctrl-C twice: exit {rc}, left {left}, stdout's end {out[-200:]!r}; expected death by SIGINT "
@@ -712,7 +727,7 @@ for name in os.listdir(sig_dir):
 # Once, with nothing finished yet: the last run's results stay as they were.
 with open(os.path.join(sig_dir, "r.json"), "w") as f:
     f.write("the last run's")
-rc, out, said = ctrl_c_run(["--only", "write", "--write-bytes", "500000000", "--reps", "1"], "write: preparing")
+rc, out, said = ctrl_c_run(["--only", "write", "--write-bytes", WRITE_BYTES, "--reps", "1"], "write: preparing")
 with open(os.path.join(sig_dir, "r.json")) as f:
     kept = f.read()
 if rc != -signal.SIGINT or sorted(os.listdir(sig_dir)) != ["r.json"] or kept != "the last run's" or \
