@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
-"""A failed REQUIRE_VALUE's report, from tests/require_report.cpp built with
-exceptions (doctest's console reporter) and without (doctest_main.cpp's
-listener, which ends the run): exit code 1, the file and line, the
-expression and the error as REQUIRE_VALUE words them, what CAPTURE logged,
-and nothing the test case would have run after it."""
+"""A failed REQUIRE_VALUE's and REQUIRE_FOUND's reports, from
+tests/require_report.cpp built with exceptions (doctest's console reporter)
+and without (doctest_main.cpp's listener, which ends the run): exit code 1,
+the file and line, the expression (and REQUIRE_VALUE's error) as the macro
+words them, what CAPTURE logged, and nothing the test case would have run
+after it. Each test case is run alone: without exceptions the first failed
+REQUIRE ends the run."""
 import subprocess
 import sys
 
-LINE = "require_report.cpp:19:"
-WANT = ["missing: key 'w' is not in the map (NotFound at 42)", "tensor := 7"]
+CASES = [
+    ("a failed REQUIRE_VALUE says what failed", "require_report.cpp:23:",
+     ["missing: key 'w' is not in the map (NotFound at 42)", "tensor := 7"], "after the failed REQUIRE_VALUE"),
+    ("a failed REQUIRE_FOUND says what was not found", "require_report.cpp:32:",
+     ['program.find_method("decode"): not found (nullptr)', "tensor := 8"], "after the failed REQUIRE_FOUND"),
+]
 problems = []
 for exe in sys.argv[1:]:
-    r = subprocess.run([exe], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
-    out = r.stdout + r.stderr
-    missing = [w for w in [LINE] + WANT if w not in out]
-    if r.returncode != 1 or missing or "after the failed REQUIRE_VALUE" in out:
-        problems.append(f"{exe}: exit {r.returncode} (expected 1), missing {missing}, output:\n{out}")
+    for name, line, want, after in CASES:
+        r = subprocess.run([exe, "--test-case=" + name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=60)
+        out = r.stdout + r.stderr
+        missing = [w for w in [line] + want if w not in out]
+        if r.returncode != 1 or missing or after in out:
+            problems.append(f"{exe} ({name}): exit {r.returncode} (expected 1), missing {missing}, output:\n{out}")
 if problems:
     sys.exit("\n".join(problems))
-print(f"a failed REQUIRE_VALUE's report holds its line, expression, error and context in {len(sys.argv) - 1} builds")
+print(f"failed REQUIRE_VALUE's and REQUIRE_FOUND's reports hold their line, expression and context in "
+      f"{len(sys.argv) - 1} builds")

@@ -7,11 +7,26 @@
 // as value() of one does, and copied from a named one, which keeps it.
 // Keep it out of other assertions' arguments: there its
 // REQUIRE's exception is caught and reported as the outer one throwing.
+//
+// REQUIRE_FOUND(expr): what the pointer `expr` points to, as a reference,
+// REQUIRE-d non-null first, for the lookups that answer nullptr for a
+// missing key (NamedDataStore::find, FunctionMaps::find and find_by_name,
+// FunctionMap::key_of, Program::find_method, key_now_holding). A null one
+// dereferenced ends the test program (SIGSEGV: doctest names the test
+// case, not the line, and runs no other); this stops the test with a
+// report naming the line and the expression. An expression too, kept
+// out of other assertions' arguments as REQUIRE_VALUE is; a reference,
+// so that it stands where `*p` stood:
+//   const Method& m = REQUIRE_FOUND(program.find_method("decode"));
+// Where a failed REQUIRE does not stop the test (DOCTEST_CONFIG_DISABLE,
+// or no exceptions without doctest_main.cpp's listener) a null pointer
+// aborts instead of being dereferenced.
 #ifndef WDEDUP_TESTS_SUPPORT_REQUIRE_VALUE_HPP
 #define WDEDUP_TESTS_SUPPORT_REQUIRE_VALUE_HPP
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -35,6 +50,14 @@ std::string failure_text(const wdedup::Result<T>& r) {
     REQUIRE_MESSAGE(required_value_.ok(), #__VA_ARGS__ ": ",                                 \
                     ::wdedup_test::failure_text(required_value_));                           \
     return std::forward<decltype(required_value_)>(required_value_).value();                 \
+  }()
+
+#define REQUIRE_FOUND(...)                                                                   \
+  [&]() -> auto& {                                                                           \
+    auto* const required_found_ = (__VA_ARGS__);                                             \
+    REQUIRE_MESSAGE(required_found_ != nullptr, #__VA_ARGS__ ": not found (nullptr)");       \
+    if (required_found_ == nullptr) std::abort();                                            \
+    return *required_found_;                                                                 \
   }()
 
 #endif  // WDEDUP_TESTS_SUPPORT_REQUIRE_VALUE_HPP
