@@ -16,6 +16,7 @@
 #include "wdedup/named_data_store.hpp"
 
 #include "support/no_access.hpp"
+#include "support/require_value.hpp"
 #include "support/store_dump.hpp"
 
 using namespace wdedup;
@@ -61,11 +62,13 @@ TEST_CASE("a moved-from store is empty and usable, by construction and by assign
   REQUIRE(s.add_named_data("a", span(a)).ok());  // the same bytes as moved's, a buffer of its own here
   CHECK(s.key_count() == 2);
   CHECK(s.buffer_count() == 2);
-  CHECK(s.find("c")->buffer_index == 0);
+  const StoreKey& c_key = REQUIRE_FOUND(s.find("c"));
+  CHECK(c_key.buffer_index == 0);
   REQUIRE(s.merge(moved).ok());
   CHECK(s.key_count() == 3);
   CHECK(s.buffer_count() == 3);
-  CHECK(s.find("b")->buffer_index == 2);
+  const StoreKey& b_key = REQUIRE_FOUND(s.find("b"));
+  CHECK(b_key.buffer_index == 2);
 
   NamedDataStore target;
   target = std::move(moved);
@@ -73,7 +76,8 @@ TEST_CASE("a moved-from store is empty and usable, by construction and by assign
   CHECK(moved.find("b") == nullptr);
   REQUIRE(moved.add_named_data("b", span(b)).ok());
   CHECK(moved.key_count() == 1);
-  CHECK(moved.find("b")->buffer_index == 0);
+  const StoreKey& moved_b = REQUIRE_FOUND(moved.find("b"));
+  CHECK(moved_b.buffer_index == 0);
 }
 
 TEST_CASE("same key, same bytes: no change") {
@@ -246,7 +250,8 @@ TEST_CASE("an alignment of exactly the maximum, and an lcm that reaches it exact
   NamedDataStore s;
   const auto a = bytes(10, 1), b = bytes(12, 2);
   REQUIRE(s.add_named_data("k", span(a), max).ok());
-  CHECK(s.find("k")->alignment == 4294967296u);
+  const StoreKey& k_key = REQUIRE_FOUND(s.find("k"));
+  CHECK(k_key.alignment == 4294967296u);
   CHECK(s.buffers()[0].alignment == 4294967296u);
   // The same key again, same bytes: lcm(2^32, 2^32) and lcm(2^32, 2^31).
   REQUIRE(s.add_named_data("k", span(a), max).ok());
@@ -274,11 +279,14 @@ TEST_CASE("an alignment of exactly the maximum, and an lcm that reaches it exact
   REQUIRE(t.add_named_data("c", span(c), max / 2).ok());
   REQUIRE(t.add_named_data("c2", span(c), max).ok());
   REQUIRE(s.merge(t).ok());
-  CHECK(s.find("k")->alignment == 4294967296u);
+  const StoreKey& merged_k = REQUIRE_FOUND(s.find("k"));
+  CHECK(merged_k.alignment == 4294967296u);
   REQUIRE(s.buffer_count() == 3);
   CHECK(s.buffers()[2].alignment == 4294967296u);
-  CHECK(s.find("c")->alignment == 2147483648u);
-  CHECK(s.find("c2")->alignment == 4294967296u);
+  const StoreKey& c_key = REQUIRE_FOUND(s.find("c"));
+  CHECK(c_key.alignment == 2147483648u);
+  const StoreKey& c2_key = REQUIRE_FOUND(s.find("c2"));
+  CHECK(c2_key.alignment == 4294967296u);
 }
 
 TEST_CASE("a shared buffer is placed at the lcm of every key's alignment") {
@@ -338,7 +346,8 @@ TEST_CASE("an existing key: an lcm over the maximum is refused and changes neith
 
   // ...and the store still takes a request that fits.
   REQUIRE(s.add_named_data("w", span(a), 2).ok());
-  CHECK(s.find("w")->alignment == 2);
+  const StoreKey& w_key = REQUIRE_FOUND(s.find("w"));
+  CHECK(w_key.alignment == 2);
   CHECK(s.buffers()[0].alignment == 131074);
 }
 
@@ -430,7 +439,8 @@ TEST_CASE("layouts are checked against the bytes") {
   CHECK(dump(s) == before_overflow);
   CHECK(s.key_count() == 3);
   REQUIRE(s.add_named_data("cl", span(a), 1, Layout::channels_last(ScalarType::Byte, {1, 2, 3, 4})).ok());
-  CHECK(s.find("cl")->layout->dim_order == std::vector<std::uint8_t>{0, 2, 3, 1});
+  const StoreKey& cl_key = REQUIRE_FOUND(s.find("cl"));
+  CHECK(cl_key.layout->dim_order == std::vector<std::uint8_t>{0, 2, 3, 1});
 }
 
 TEST_CASE("an empty key is refused") {
@@ -459,7 +469,8 @@ TEST_CASE("a null data pointer with a size is refused, naming the key; with no b
   CHECK(dump(s) == before);
   REQUIRE(s.add_named_data("none", ByteSpan(nullptr, 0)).ok());
   CHECK(s.buffer_count() == 2);
-  CHECK(s.buffers()[s.find("none")->buffer_index].bytes.empty());
+  const StoreKey& none_key = REQUIRE_FOUND(s.find("none"));
+  CHECK(s.buffers()[none_key.buffer_index].bytes.empty());
 }
 
 TEST_CASE("zero-size buffers are all the same buffer") {
@@ -480,7 +491,8 @@ TEST_CASE("several same-size candidates: the right one is found and different by
   const auto copy3 = v[3];
   REQUIRE(s.add_named_data("again3", span(copy3)).ok());
   CHECK(s.buffer_count() == 5);
-  CHECK(s.find("again3")->buffer_index == 3);
+  const StoreKey& again3_key = REQUIRE_FOUND(s.find("again3"));
+  CHECK(again3_key.buffer_index == 3);
   CHECK(s.find("missing") == nullptr);
 }
 
@@ -556,8 +568,10 @@ TEST_CASE("many same-size buffers: each copy finds its own buffer (that no other
   for (std::size_t i = 0; i < 3000; ++i) REQUIRE(s.add_named_data("k" + std::to_string(i), span(v[i])).ok());
   for (std::size_t i = 0; i < 3000; ++i) REQUIRE(s.add_named_data("c" + std::to_string(i), span(copies[i])).ok());
   CHECK(s.buffer_count() == 3000);
-  CHECK(s.find("c2999")->buffer_index == 2999);
-  CHECK(s.find("c0")->buffer_index == 0);
+  const StoreKey& c2999_key = REQUIRE_FOUND(s.find("c2999"));
+  CHECK(c2999_key.buffer_index == 2999);
+  const StoreKey& c0_key = REQUIRE_FOUND(s.find("c0"));
+  CHECK(c0_key.buffer_index == 0);
 }
 
 TEST_CASE("the buffer indexes read only the buffer they find: every other one may be unreadable") {
@@ -577,9 +591,12 @@ TEST_CASE("the buffer indexes read only the buffer they find: every other one ma
   REQUIRE(s.add_named_data("copy", span(copy)).ok());              // by content
   REQUIRE(s.add_named_data("same_memory", ByteSpan(pages.at(7), 16)).ok());  // by pointer, never read
   REQUIRE(s.add_named_data("fresh", span(fresh)).ok());            // no buffer has its hash
-  CHECK(s.find("copy")->buffer_index == 1234);
-  CHECK(s.find("same_memory")->buffer_index == 7);
-  CHECK(s.find("fresh")->buffer_index == 3000);
+  const StoreKey& copy_key = REQUIRE_FOUND(s.find("copy"));
+  CHECK(copy_key.buffer_index == 1234);
+  const StoreKey& same_memory_key = REQUIRE_FOUND(s.find("same_memory"));
+  CHECK(same_memory_key.buffer_index == 7);
+  const StoreKey& fresh_key = REQUIRE_FOUND(s.find("fresh"));
+  CHECK(fresh_key.buffer_index == 3000);
   CHECK(s.buffer_count() == 3001);
 }
 
@@ -632,7 +649,8 @@ TEST_CASE("merge carries a buffer's alignment when it is above its keys' own") {
   REQUIRE(s.merge(other).ok());
   REQUIRE(s.buffer_count() == 1);
   CHECK(s.buffers()[0].alignment == 4096);
-  CHECK(s.find("k")->alignment == 1);
+  const StoreKey& k_key = REQUIRE_FOUND(s.find("k"));
+  CHECK(k_key.alignment == 1);
 }
 
 TEST_CASE("merge checks each key of the other store, even one on bytes this store already holds") {
@@ -765,12 +783,14 @@ TEST_CASE("bytes made to collide under a known seed do not chain: the content ha
   CHECK(detail::StoreAccess::longest_content_chain(s) <= 2);
   const std::vector<std::uint8_t> copy(mem.begin() + 32 * 777, mem.begin() + 32 * 778);
   REQUIRE(s.add_named_data("copy", span(copy)).ok());
-  CHECK(s.find("copy")->buffer_index == 777);
+  const StoreKey& copy_key = REQUIRE_FOUND(s.find("copy"));
+  CHECK(copy_key.buffer_index == 777);
   // A copy of the store finds its bytes as the store does (same seed).
   NamedDataStore c = s;
   const std::vector<std::uint8_t> copy2(mem.begin() + 32 * 4000, mem.begin() + 32 * 4001);
   REQUIRE(c.add_named_data("copy2", span(copy2)).ok());
-  CHECK(c.find("copy2")->buffer_index == 4000);
+  const StoreKey& copy2_key = REQUIRE_FOUND(c.find("copy2"));
+  CHECK(copy2_key.buffer_index == 4000);
 }
 
 TEST_CASE("bytes that collide under the store's content seed chain, and their bytes decide: no false merge") {
@@ -791,7 +811,8 @@ TEST_CASE("bytes that collide under the store's content seed chain, and their by
                                          mem.begin() + static_cast<std::ptrdiff_t>(32 * (i + 1)));
     const std::string key = "copy" + std::to_string(i);
     REQUIRE(s.add_named_data(key, span(copy)).ok());
-    CHECK(s.find(key)->buffer_index == i);
+    const StoreKey& found = REQUIRE_FOUND(s.find(key));
+    CHECK(found.buffer_index == i);
   }
   CHECK(s.buffer_count() == n);
   // Bytes of the same hash that no buffer holds: a new buffer, at the end.
@@ -801,7 +822,8 @@ TEST_CASE("bytes that collide under the store's content seed chain, and their by
   std::memcpy(other.data() + 24, &v, 8);
   REQUIRE(Xxh3Hash{}(other.data(), 32, 0) == h0);
   REQUIRE(s.add_named_data("other", span(other)).ok());
-  CHECK(s.find("other")->buffer_index == n);
+  const StoreKey& other_key = REQUIRE_FOUND(s.find("other"));
+  CHECK(other_key.buffer_index == n);
   CHECK(s.buffer_count() == n + 1);
   CHECK(detail::StoreAccess::longest_content_chain(s) == n + 1);
 }
@@ -1151,7 +1173,8 @@ TEST_CASE("out of memory during an add: std::bad_alloc, and the store is unchang
           // ...and still works: the same add now succeeds, and finds its bytes.
           REQUIRE(s.add_named_data(long_key, k.data, 4).ok());
           CHECK(s.bytes_of(long_key).data() == k.data.data());
-          CHECK(s.find("first")->buffer_index == 0);
+          const StoreKey& first_key = REQUIRE_FOUND(s.find("first"));
+          CHECK(first_key.buffer_index == 0);
         },
         [&] { CHECK(s.find(long_key) != nullptr); });
     CHECK(injected >= 3);  // the key's string, the key table, the key index (and more for a new buffer)
@@ -1182,11 +1205,14 @@ TEST_CASE("out of memory during a merge: std::bad_alloc, and the store is unchan
       [&] {
         CHECK(s.key_count() == 20);
         CHECK(s.buffer_count() == 4);
-        CHECK(s.find("alias.of.b.with.a.long.name")->buffer_index == 1);
+        const StoreKey& alias_key = REQUIRE_FOUND(s.find("alias.of.b.with.a.long.name"));
+        CHECK(alias_key.buffer_index == 1);
         CHECK(s.buffers()[1].alignment == 64);
-        CHECK(s.find("c.again")->buffer_index == 2);
+        const StoreKey& c_again_key = REQUIRE_FOUND(s.find("c.again"));
+        CHECK(c_again_key.buffer_index == 2);
         CHECK(s.buffers()[2].alignment == 32);
-        CHECK(s.find("d")->buffer_index == 3);
+        const StoreKey& d_key = REQUIRE_FOUND(s.find("d"));
+        CHECK(d_key.buffer_index == 3);
       });
   CHECK(injected >= 5);
 }
@@ -1217,12 +1243,14 @@ TEST_CASE("out of memory while the first add into a bulk-filled store builds its
         CHECK(dump(s) == before);
         REQUIRE(s.add_named_data("copy.of.the.last.buffer", span(last_copy), 8).ok());  // ...and it still works
         CHECK(s.buffer_count() == 40);
-        CHECK(s.find("copy.of.the.last.buffer")->buffer_index == last);
+        const StoreKey& last_copy_key = REQUIRE_FOUND(s.find("copy.of.the.last.buffer"));
+        CHECK(last_copy_key.buffer_index == last);
         CHECK(s.buffers()[last].alignment == 8);
       },
       [&] {
         CHECK(s.buffer_count() == 40);
-        CHECK(s.find("copy.of.the.last.buffer")->buffer_index == last);
+        const StoreKey& last_copy_key = REQUIRE_FOUND(s.find("copy.of.the.last.buffer"));
+        CHECK(last_copy_key.buffer_index == last);
       },
       10000);
   CHECK(injected >= 5);
