@@ -27,6 +27,7 @@
 #include "support/dedup_dump.hpp"
 #include "support/no_access.hpp"
 #include "support/pattern.hpp"
+#include "support/require_value.hpp"
 
 using namespace wdedup;
 
@@ -138,7 +139,7 @@ TEST_CASE("forced hash collisions never merge different bytes") {
   CHECK(dump(*exact, false) == dump(*colliding, false));
   // Independent check: every key's bytes equal every tensor that uses it.
   for (const FunctionMap& f : colliding->functions.functions) {
-    const Partition& part = m.program.find_method(f.method)->partitions[f.partition_index];
+    const Partition& part = REQUIRE_FOUND(m.program.find_method(f.method)).partitions[f.partition_index];
     for (std::size_t i = 0; i < part.tensors.size(); ++i) {
       const ByteSpan stored = colliding->store.bytes_of(f.tensors[i].key);
       REQUIRE(stored.size() == part.tensors[i].bytes.size());
@@ -711,9 +712,12 @@ TEST_CASE("same bytes under one name but another layout in two methods: separate
     CHECK(r->store.keys()[1].buffer_index == 0);
     CHECK(r->store.keys()[0].layout == c.prefill);
     CHECK(r->store.keys()[1].layout == c.decode);
-    CHECK(r->functions.find("prefill", 0)->key_of("w") != nullptr);
-    CHECK(*r->functions.find("prefill", 0)->key_of("w") == "prefill/w");
-    CHECK(*r->functions.find("decode", 0)->key_of("w") == "decode/w");
+    const FunctionMap& prefill0 = REQUIRE_FOUND(r->functions.find("prefill", 0));
+    const FunctionMap& decode0 = REQUIRE_FOUND(r->functions.find("decode", 0));
+    const std::string& prefill_key = REQUIRE_FOUND(prefill0.key_of("w"));
+    const std::string& decode_key = REQUIRE_FOUND(decode0.key_of("w"));
+    CHECK(prefill_key == "prefill/w");
+    CHECK(decode_key == "decode/w");
   }
 }
 
@@ -1144,7 +1148,8 @@ TEST_CASE("a store filled by deduplicate() still deduplicates later adds") {
   // ... which then deduplicates as the first would have.
   REQUIRE(r->store.add_named_data("b_again", span(b_copy), 8).ok());
   CHECK(r->store.buffer_count() == 3);
-  CHECK(r->store.find("b_again")->buffer_index == 1);
+  const StoreKey& b_again = REQUIRE_FOUND(r->store.find("b_again"));
+  CHECK(b_again.buffer_index == 1);
   refused_unchanged();
 }
 
@@ -1164,17 +1169,23 @@ TEST_CASE("a store filled by deduplicate() indexes its buffers on the first late
   REQUIRE(s.add_named_data("u_copy", span(u_copy)).ok());
   REQUIRE(s.add_named_data("d", span(d)).ok());
   CHECK(s.buffer_count() == 4);
-  CHECK(s.find("b_same_memory")->buffer_index == 1);
-  CHECK(s.find("a_copy")->buffer_index == 0);
+  const StoreKey& b_same_memory = REQUIRE_FOUND(s.find("b_same_memory"));
+  const StoreKey& a_copy_key = REQUIRE_FOUND(s.find("a_copy"));
+  const StoreKey& u_copy_key = REQUIRE_FOUND(s.find("u_copy"));
+  const StoreKey& d_key = REQUIRE_FOUND(s.find("d"));
+  const StoreKey& a_key = REQUIRE_FOUND(s.find("a"));
+  CHECK(b_same_memory.buffer_index == 1);
+  CHECK(a_copy_key.buffer_index == 0);
   CHECK(s.buffers()[0].alignment == 4);
-  CHECK(s.find("u_copy")->buffer_index == 2);
-  CHECK(s.find("d")->buffer_index == 3);
-  CHECK(s.find("a")->key == "a");
+  CHECK(u_copy_key.buffer_index == 2);
+  CHECK(d_key.buffer_index == 3);
+  CHECK(a_key.key == "a");
   CHECK(s.find("zz") == nullptr);
   // ...and keeps them current for every add after that.
   std::vector<std::uint8_t> d_copy = d;
   REQUIRE(s.add_named_data("d_copy", span(d_copy)).ok());
-  CHECK(s.find("d_copy")->buffer_index == 3);
+  const StoreKey& d_copy_key = REQUIRE_FOUND(s.find("d_copy"));
+  CHECK(d_copy_key.buffer_index == 3);
   CHECK(s.buffer_count() == 4);
   CHECK(s.key_count() == 8);
 }
@@ -1199,8 +1210,10 @@ TEST_CASE("a store filled by deduplicate(): once indexed, an add reads only the 
   const std::vector<std::uint8_t> copy(pages.at(700), pages.at(700) + 32);
   REQUIRE(s.add_named_data("copy", span(copy)).ok());
   REQUIRE(s.add_named_data("same_memory", ByteSpan(pages.at(3), 32)).ok());
-  CHECK(s.find("copy")->buffer_index == 700);
-  CHECK(s.find("same_memory")->buffer_index == 3);
+  const StoreKey& copy_key = REQUIRE_FOUND(s.find("copy"));
+  const StoreKey& same_memory = REQUIRE_FOUND(s.find("same_memory"));
+  CHECK(copy_key.buffer_index == 700);
+  CHECK(same_memory.buffer_index == 3);
   CHECK(s.buffer_count() == 1001);
 }
 
@@ -1236,7 +1249,8 @@ TEST_CASE("the store's key index finds every key, whether the name index was han
     for (std::size_t i = 0; i < 40; ++i) REQUIRE(s.add_named_data("extra." + std::to_string(i), span(extra[i])).ok());
     CHECK(s.key_count() == keys.size() + 40);
     for (const std::string& k : keys) CHECK(s.find(k) != nullptr);
-    CHECK(s.find("extra.39")->key == "extra.39");
+    const StoreKey& extra39 = REQUIRE_FOUND(s.find("extra.39"));
+    CHECK(extra39.key == "extra.39");
     const std::string before = dump(*r);
     auto refused = s.add_named_data(keys[0], span(extra[0]));  // 48 bytes of 3 held, 8 of 0 added
     CHECK(refused.error() == Error::KeyConflict);

@@ -13,6 +13,7 @@
 #include "wdedup/wdedup.hpp"
 #include "../examples/pair_policy.hpp"
 #include "support/no_access.hpp"
+#include "support/require_value.hpp"
 
 using namespace wdedup;
 
@@ -117,13 +118,16 @@ TEST_CASE("Positional on equal partitions: one blob per partition index, functio
   CHECK(function_ids(r->functions) ==
         std::vector<std::string>{"prefill#0 combined_partition_0:prefill", "prefill#1 combined_partition_1:prefill",
                                  "decode#0 combined_partition_0:decode", "decode#1 combined_partition_1:decode"});
-  CHECK(table(*r->functions.find("decode", 0)) == std::vector<std::string>{"emb=emb", "w0=w0", "mask=decode/mask"});
-  CHECK(table(*r->functions.find("prefill", 1)) == std::vector<std::string>{"w1=w1", "out=out"});
+  const FunctionMap& decode0 = REQUIRE_FOUND(r->functions.find("decode", 0));
+  const FunctionMap& prefill1 = REQUIRE_FOUND(r->functions.find("prefill", 1));
+  CHECK(table(decode0) == std::vector<std::string>{"emb=emb", "w0=w0", "mask=decode/mask"});
+  CHECK(table(prefill1) == std::vector<std::string>{"w1=w1", "out=out"});
   // A method's name is its function's in every partition blob: the blob key
   // tells them apart.
   CHECK(r->functions.find_by_name("combined_partition_1", "prefill") == r->functions.find("prefill", 1));
   CHECK(r->functions.find_by_name("combined_partition_0", "decode") == r->functions.find("decode", 0));
-  CHECK(r->functions.find_by_name("combined_partition_1", "decode")->partition_index == 1);
+  const FunctionMap& decode_in_1 = REQUIRE_FOUND(r->functions.find_by_name("combined_partition_1", "decode"));
+  CHECK(decode_in_1.partition_index == 1);
   CHECK(r->functions.find_by_name("combined_partition_2", "decode") == nullptr);
   CHECK(r->functions.find_by_name("prefill") == r->functions.find("prefill", 0));
   REQUIRE(r->report.per_blob.size() == 2);
@@ -158,7 +162,8 @@ TEST_CASE("OneBlob on equal partitions: one blob, functions <method>__<idx>, not
   CHECK(r->report.per_blob[0].bytes_shared_inside == 256);
   CHECK(r->report.per_blob[0].bytes_shared_across == 0);
   CHECK(r->report.bytes_shared_across_blobs == 0);
-  CHECK(r->functions.find_by_name("decode__1")->partition_index == 1);
+  const FunctionMap& decode1 = REQUIRE_FOUND(r->functions.find_by_name("decode__1"));
+  CHECK(decode1.partition_index == 1);
 }
 
 TEST_CASE("Disabled: one blob per method and partition; everything shared is shipped again") {
@@ -321,8 +326,12 @@ TEST_CASE("same name with different bytes in two methods: method-qualified keys,
     REQUIRE(r.ok());
     CHECK(key_names(r->store) == std::vector<std::string>{"prefill/kv_scale", "w", "decode/kv_scale"});
     CHECK(key_buffers(r->store) == std::vector<std::uint32_t>{0, 1, 2});
-    CHECK(*r->functions.find("decode", 0)->key_of("kv_scale") == "decode/kv_scale");
-    CHECK(*r->functions.find("prefill", 0)->key_of("kv_scale") == "prefill/kv_scale");
+    const FunctionMap& decode0 = REQUIRE_FOUND(r->functions.find("decode", 0));
+    const FunctionMap& prefill0 = REQUIRE_FOUND(r->functions.find("prefill", 0));
+    const std::string& decode_key = REQUIRE_FOUND(decode0.key_of("kv_scale"));
+    const std::string& prefill_key = REQUIRE_FOUND(prefill0.key_of("kv_scale"));
+    CHECK(decode_key == "decode/kv_scale");
+    CHECK(prefill_key == "prefill/kv_scale");
     CHECK(r->store.bytes_of("decode/kv_scale").data() == s2.data());
   }
 }
@@ -348,7 +357,9 @@ TEST_CASE("a name consistent inside a method but not across methods is qualified
   auto r = deduplicate<Strategy<OneBlob>>(program);
   REQUIRE(r.ok());
   CHECK(key_names(r->store) == std::vector<std::string>{"prefill/w", "decode/w"});
-  CHECK(*r->functions.find("decode", 1)->key_of("w") == "decode/w");
+  const FunctionMap& decode1 = REQUIRE_FOUND(r->functions.find("decode", 1));
+  const std::string& w_key = REQUIRE_FOUND(decode1.key_of("w"));
+  CHECK(w_key == "decode/w");
 }
 
 TEST_CASE("a generated key that a real tensor name already took gets a suffix") {
@@ -359,7 +370,9 @@ TEST_CASE("a generated key that a real tensor name already took gets a suffix") 
   auto r = deduplicate<Strategy<OneBlob>>(program);
   REQUIRE(r.ok());
   CHECK(key_names(r->store) == std::vector<std::string>{"prefill/mask", "decode/mask", "decode/mask~1"});
-  CHECK(*r->functions.find("decode", 0)->key_of("mask") == "decode/mask~1");
+  const FunctionMap& decode0 = REQUIRE_FOUND(r->functions.find("decode", 0));
+  const std::string& mask_key = REQUIRE_FOUND(decode0.key_of("mask"));
+  CHECK(mask_key == "decode/mask~1");
   CHECK(r->store.bytes_of("decode/mask~1").data() == m2.data());
   CHECK(r->store.bytes_of("decode/mask").data() == literal.data());
 }
@@ -380,16 +393,19 @@ TEST_CASE("a generated key that a real tensor name took for the same bytes and l
     program.add_method("decode").add_partition().add("mask", span(m2), 1, flat);
     auto r = deduplicate<Strategy<OneBlob>>(program);
     REQUIRE_MESSAGE(r.ok(), r.message());
-    const FunctionMap& p = *r->functions.find("prefill", 0);
-    const FunctionMap& d = *r->functions.find("decode", 0);
-    CHECK(*p.key_of("decode/mask") == "decode/mask");
+    const FunctionMap& p = REQUIRE_FOUND(r->functions.find("prefill", 0));
+    const FunctionMap& d = REQUIRE_FOUND(r->functions.find("decode", 0));
+    const std::string& literal_key = REQUIRE_FOUND(p.key_of("decode/mask"));
+    CHECK(literal_key == "decode/mask");
     CHECK(r->store.buffers().size() == 2);
     if (same_layout) {
       CHECK(key_names(r->store) == std::vector<std::string>{"prefill/mask", "decode/mask"});
-      CHECK(*d.key_of("mask") == "decode/mask");
+      const std::string& mask_key = REQUIRE_FOUND(d.key_of("mask"));
+      CHECK(mask_key == "decode/mask");
     } else {
       CHECK(key_names(r->store) == std::vector<std::string>{"prefill/mask", "decode/mask", "decode/mask~1"});
-      CHECK(*d.key_of("mask") == "decode/mask~1");
+      const std::string& mask_key = REQUIRE_FOUND(d.key_of("mask"));
+      CHECK(mask_key == "decode/mask~1");
       CHECK(r->store.bytes_of("decode/mask~1").size() == 16);
     }
   }
@@ -404,7 +420,9 @@ TEST_CASE("a generated key equal to a tensor name that is itself not consistent 
   REQUIRE(r.ok());
   CHECK(key_names(r->store) ==
         std::vector<std::string>{"decode/mask", "decode/decode/mask", "prefill/mask", "prefill/decode/mask"});
-  CHECK(*r->functions.find("decode", 0)->key_of("mask") == "decode/mask");
+  const FunctionMap& decode0 = REQUIRE_FOUND(r->functions.find("decode", 0));
+  const std::string& mask_key = REQUIRE_FOUND(decode0.key_of("mask"));
+  CHECK(mask_key == "decode/mask");
 }
 
 TEST_CASE("a tied embedding is one buffer under two keys with their own layouts") {
