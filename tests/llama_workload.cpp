@@ -98,15 +98,22 @@ TEST_CASE("the default workload: bytes saved equal the shared weights") {
   CHECK(r->report.largest_alias_groups[0].tensors == 4);
   CHECK(r->report.largest_alias_groups[0].keys == 2);
   // The masks: same name, different bytes, method-qualified keys.
-  CHECK(*r->functions.find("prefill", 0)->key_of("attention_mask") == "prefill/attention_mask");
-  CHECK(*r->functions.find("decode", 0)->key_of("attention_mask") == "decode/attention_mask");
-  CHECK(r->store.find("decode/attention_mask")->layout->sizes == std::vector<std::int32_t>{1, 128});
-  CHECK(r->store.find("prefill/attention_mask")->layout->sizes == std::vector<std::int32_t>{32, 128});
+  const FunctionMap& prefill0 = REQUIRE_FOUND(r->functions.find("prefill", 0));
+  const FunctionMap& decode0 = REQUIRE_FOUND(r->functions.find("decode", 0));
+  const std::string& prefill_mask_key = REQUIRE_FOUND(prefill0.key_of("attention_mask"));
+  const std::string& decode_mask_key = REQUIRE_FOUND(decode0.key_of("attention_mask"));
+  CHECK(prefill_mask_key == "prefill/attention_mask");
+  CHECK(decode_mask_key == "decode/attention_mask");
+  const StoreKey& decode_mask = REQUIRE_FOUND(r->store.find("decode/attention_mask"));
+  const StoreKey& prefill_mask = REQUIRE_FOUND(r->store.find("prefill/attention_mask"));
+  CHECK(decode_mask.layout->sizes == std::vector<std::int32_t>{1, 128});
+  CHECK(prefill_mask.layout->sizes == std::vector<std::int32_t>{32, 128});
   // Rotary tables: one buffer for all layers' cos, another for sin.
-  CHECK(r->store.find("layers.0.attention.rope.freqs_cos")->buffer_index ==
-        r->store.find("layers.3.attention.rope.freqs_cos")->buffer_index);
-  CHECK(r->store.find("layers.0.attention.rope.freqs_cos")->buffer_index !=
-        r->store.find("layers.0.attention.rope.freqs_sin")->buffer_index);
+  const StoreKey& cos0 = REQUIRE_FOUND(r->store.find("layers.0.attention.rope.freqs_cos"));
+  const StoreKey& cos3 = REQUIRE_FOUND(r->store.find("layers.3.attention.rope.freqs_cos"));
+  const StoreKey& sin0 = REQUIRE_FOUND(r->store.find("layers.0.attention.rope.freqs_sin"));
+  CHECK(cos0.buffer_index == cos3.buffer_index);
+  CHECK(cos0.buffer_index != sin0.buffer_index);
   // Same-memory tied output is seen by the cheap pointer check.
   CHECK(r->report.identity.skipped_same_pointer == 2);
 }
@@ -118,7 +125,7 @@ TEST_CASE("partitions: layers are split evenly; OneBlob on prefill 3 / decode 2"
   c.decode_partitions = 2;
   auto w = LlamaWorkload::generate(c);
   REQUIRE(w.ok());
-  const Method& prefill = *w->program().find_method("prefill");
+  const Method& prefill = REQUIRE_FOUND(w->program().find_method("prefill"));
   REQUIRE(prefill.partitions.size() == 3);
   // Partition 0: mask, embedding, layers 0-1 (11 tensors each) = 24.
   CHECK(prefill.partitions[0].tensors.size() == 2 + 22);
@@ -243,7 +250,7 @@ TEST_CASE("attention_mask: causal, 0.0 up to each query's own position and -1e9 
   auto w = LlamaWorkload::generate(c);
   REQUIRE(w.ok());
   auto mask_of = [&](const char* method) {
-    const std::vector<Tensor>& tensors = w->program().find_method(method)->partitions[0].tensors;
+    const std::vector<Tensor>& tensors = REQUIRE_FOUND(w->program().find_method(method)).partitions[0].tensors;
     const auto t = std::find_if(tensors.begin(), tensors.end(), [](const Tensor& x) { return x.name == "attention_mask"; });
     REQUIRE(t != tensors.end());
     CHECK(t->layout->scalar_type == ScalarType::Float);
@@ -446,7 +453,7 @@ TEST_CASE("the demo's read-back finds a tensor the file does not give back, and 
 
   // The first tensor of the first function: where its bytes sit in the file.
   const FunctionMap& f0 = r->functions.functions[0];
-  const Tensor& t0 = program.find_method(f0.method)->partitions[f0.partition_index].tensors[0];
+  const Tensor& t0 = REQUIRE_FOUND(program.find_method(f0.method)).partitions[f0.partition_index].tensors[0];
   REQUIRE(t0.bytes.size() > 0);
   std::uint64_t offset = 0;
   {

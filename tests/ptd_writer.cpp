@@ -672,7 +672,8 @@ TEST_CASE("serialize_ptd, write_ptd into a sink and write_ptd_file write identic
     CHECK(fs->file_size == st->file_size);
     CHECK(fs->padding_bytes == st->padding_bytes);
     if (ext) {  // the big segment's hash, computed chunk by chunk in the file path, is XXH3-64 of its bytes
-      REQUIRE(s.find("big")->buffer_index == 4);
+      const StoreKey& big_key = REQUIRE_FOUND(s.find("big"));
+      REQUIRE(big_key.buffer_index == 4);
       const std::uint64_t x = (48 + header(file).fb_size + 15) / 16 * 16;
       const std::uint64_t info = x + u32(file, x + eh::kSegmentInfoOffset) + 4 * format::segment_info::kSize;
       CHECK(u64(file, info + format::segment_info::kContentHash) == XXH3_64bits(big.data(), big.size()));

@@ -148,7 +148,8 @@ TEST_CASE("OneBlob with unequal partitions and odd alignments round-trips") {
   p.methods[1].partitions[1].add("odd_alias", ByteSpan(odd.data(), odd.size()), 4096);
   auto r = deduplicate<Strategy<OneBlob>>(p);
   REQUIRE(r.ok());
-  CHECK(r->store.buffers()[r->store.find("odd")->buffer_index].alignment == 12288);
+  const StoreKey& odd_key = REQUIRE_FOUND(r->store.find("odd"));
+  CHECK(r->store.buffers()[odd_key.buffer_index].alignment == 12288);
   check_round_trip(*r, std::string(WDEDUP_TEST_TMPDIR) + "/round_trip_unequal.ptd");
 }
 
