@@ -1862,7 +1862,9 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     const std::size_t key_count = REQUIRE_VALUE(m.get_num_keys());
     for (std::size_t i = 0; i < key_count; ++i) {
       const KeyInfo info = REQUIRE_VALUE(m.key_info(i));
-      const ByteSpan bytes(m.source().view(info.offset, info.size), static_cast<std::size_t>(info.size));
+      const std::uint8_t* const held = m.source().view(info.offset, info.size);
+      REQUIRE(held != nullptr);
+      const ByteSpan bytes(held, static_cast<std::size_t>(info.size));
       std::optional<Layout> layout;
       if (Result<TensorLayout> l = m.key_layout(i); l.ok()) layout.emplace(Layout::copy_of(*l));
       const std::string key = key_text(REQUIRE_VALUE(m.get_key(i)));
@@ -1873,7 +1875,9 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     return s;
   };
   const KeyInfo b_other = REQUIRE_VALUE(other->map().key_info(1));
-  const ByteSpan other_b(other->map().source().view(b_other.offset, b_other.size), 100);
+  const std::uint8_t* const other_b_at = other->map().source().view(b_other.offset, b_other.size);
+  REQUIRE(other_b_at != nullptr);
+  const ByteSpan other_b(other_b_at, 100);
   Expected<void> e = check_keys_kept(a->map(), store_of(a->map(), 1, other_b, std::nullopt));
   CHECK(e.error() == Error::KeyConflict);
   CHECK(e.message() == "check_keys_kept: key 'simple.b': the merged store holds 100 bytes that differ from the file's "
@@ -1883,8 +1887,9 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   CHECK(e.message() == "check_keys_kept: key 'simple.b': the merged store holds 99 bytes that differ from the file's "
                        "100");
   // The same bytes elsewhere in memory are the same key.
-  const std::vector<std::uint8_t> a_b(a->map().source().view(512, 100),
-                                      static_cast<const std::uint8_t*>(a->map().source().view(512, 100)) + 100);
+  const std::uint8_t* const a_b_at = a->map().source().view(512, 100);
+  REQUIRE(a_b_at != nullptr);
+  const std::vector<std::uint8_t> a_b(a_b_at, a_b_at + 100);
   CHECK(check_keys_kept(a->map(), store_of(a->map(), 1, ByteSpan(a_b.data(), a_b.size()), std::nullopt)).ok());
   // Those bytes under a name that only ends like the key's are not where it
   // went (deduplicate() gives '<method>/<key>'): named with no "now".
@@ -1904,7 +1909,9 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   const Layout l0_layout = Layout::copy_of(REQUIRE_VALUE(lm.key_layout(0)));
   const KeyInfo l0 = REQUIRE_VALUE(lm.key_info(0));
   const KeyView l0_key = REQUIRE_VALUE(lm.get_key(0));
-  const ByteSpan l0_bytes(lm.source().view(l0.offset, l0.size), static_cast<std::size_t>(l0.size));
+  const std::uint8_t* const l0_at = lm.source().view(l0.offset, l0.size);
+  REQUIRE(l0_at != nullptr);
+  const ByteSpan l0_bytes(l0_at, static_cast<std::size_t>(l0.size));
   CHECK(check_keys_kept(lm, store_of(lm, 0, l0_bytes, l0_layout)).ok());
   e = check_keys_kept(lm, store_of(lm, 0, l0_bytes, std::nullopt));
   CHECK(e.error() == Error::LayoutMismatch);
@@ -2102,8 +2109,11 @@ TEST_CASE("the demo warns of a merge that does not keep its files' keys, and --k
       CAPTURE(key);
       const KeyInfo fi = REQUIRE_VALUE(f.key_info(i)), wi = REQUIRE_VALUE(w.find(KeyView(key.data(), key.size())));
       REQUIRE(wi.size == fi.size);
-      CHECK(std::memcmp(w.source().view(wi.offset, wi.size), f.source().view(fi.offset, fi.size),
-                        static_cast<std::size_t>(fi.size)) == 0);
+      const std::uint8_t* const written_at = w.source().view(wi.offset, wi.size);
+      const std::uint8_t* const fixture_at = f.source().view(fi.offset, fi.size);
+      REQUIRE(written_at != nullptr);
+      REQUIRE(fixture_at != nullptr);
+      CHECK(std::memcmp(written_at, fixture_at, static_cast<std::size_t>(fi.size)) == 0);
     }
   }
   // Only for --ptd.
