@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A failed REQUIRE_VALUE's and REQUIRE_FOUND's reports, from
+"""A failed REQUIRE_VALUE's (of an Expected or Result, and of an empty
+std::optional) and REQUIRE_FOUND's reports, from
 tests/require_report.cpp built with exceptions (doctest's console reporter)
 and without (doctest_main.cpp's listener, which ends the run): exit code 1,
 the file and line, the expression (and REQUIRE_VALUE's error) as the macro
@@ -10,10 +11,12 @@ import subprocess
 import sys
 
 CASES = [
-    ("a failed REQUIRE_VALUE says what failed", "require_report.cpp:23:",
+    ("a failed REQUIRE_VALUE says what failed", "require_report.cpp:25:",
      ["missing: key 'w' is not in the map (NotFound at 42)", "tensor := 7"], "after the failed REQUIRE_VALUE"),
-    ("a failed REQUIRE_FOUND says what was not found", "require_report.cpp:32:",
+    ("a failed REQUIRE_FOUND says what was not found", "require_report.cpp:34:",
      ['program.find_method("decode"): not found (nullptr)', "tensor := 8"], "after the failed REQUIRE_FOUND"),
+    ("a failed REQUIRE_VALUE of an empty optional says what was empty", "require_report.cpp:43:",
+     ["t.layout: empty (std::nullopt)", "tensor := 9"], "after the failed REQUIRE_VALUE of an optional"),
 ]
 problems = []
 for exe in sys.argv[1:]:

@@ -7,10 +7,12 @@
 // to read "REQUIRE( required_value_.ok() ) is NOT correct" and no more.
 // The same for a failed REQUIRE_FOUND (a lookup that found nothing), run
 // as a test case of its own (--test-case=): without exceptions the first
-// failed REQUIRE ends the run.
+// failed REQUIRE ends the run. And for a failed REQUIRE_VALUE of an empty
+// std::optional (a tensor without a layout).
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "support/require_value.hpp"
 #include "wdedup/program.hpp"
@@ -20,7 +22,7 @@ TEST_CASE("a failed REQUIRE_VALUE says what failed") {
   const int tensor = 7;
   CAPTURE(tensor);
   const wdedup::Result<int> missing(wdedup::Error::NotFound, "key 'w' is not in the map", 42);
-  const int value = REQUIRE_VALUE(missing);  // line 23: check_require_report.py names it
+  const int value = REQUIRE_VALUE(missing);  // line 25: check_require_report.py names it
   std::printf("after the failed REQUIRE_VALUE: %d\n", value);
 }
 
@@ -29,6 +31,15 @@ TEST_CASE("a failed REQUIRE_FOUND says what was not found") {
   CAPTURE(tensor);
   wdedup::Program program;
   program.add_method("prefill");
-  const wdedup::Method& method = REQUIRE_FOUND(program.find_method("decode"));  // line 32: check_require_report.py names it
+  const wdedup::Method& method = REQUIRE_FOUND(program.find_method("decode"));  // line 34: check_require_report.py names it
   std::printf("after the failed REQUIRE_FOUND: %s\n", method.name.c_str());
+}
+
+TEST_CASE("a failed REQUIRE_VALUE of an empty optional says what was empty") {
+  const int tensor = 9;
+  CAPTURE(tensor);
+  wdedup::Tensor t;
+  t.name = "w";
+  const wdedup::Layout layout = REQUIRE_VALUE(t.layout);  // line 43: check_require_report.py names it
+  std::printf("after the failed REQUIRE_VALUE of an optional: %zu\n", layout.sizes.size());
 }

@@ -1,10 +1,17 @@
 // tests/support/require_value.hpp — REQUIRE_VALUE(expr): the value of the
-// Expected or Result `expr`, REQUIRE-d ok first. value(), * and -> of a
-// failed one trap (SIGILL), which ends the test program with no doctest
-// report; this stops the test with one naming the line, the expression
-// and the error. An expression (a lambda called where it stands), so that
+// Expected, Result or std::optional `expr`, REQUIRE-d ok (or non-empty)
+// first. value(), * and -> of a failed Expected or Result trap (SIGILL),
+// which ends the test program with no doctest report; this stops the
+// test with one naming the line, the expression and the error. An
+// expression (a lambda called where it stands), so that
 // REQUIRE names the caller's line; the value is moved out of a temporary,
 // as value() of one does, and copied from a named one, which keeps it.
+// A std::optional too (a Tensor's or StoreKey's layout, Layout::nbytes(),
+// a parsed JSON document): REQUIRE-d to hold a value, where * and -> of an
+// empty one read garbage or crash (undefined behaviour, no report); a
+// failed one reports the expression and "empty (std::nullopt)". Where a
+// failed REQUIRE does not stop the test, value() of an empty optional
+// throws std::bad_optional_access (aborts without exceptions).
 // Keep it out of other assertions' arguments: there its
 // REQUIRE's exception is caught and reported as the outer one throwing.
 //
@@ -27,6 +34,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -35,6 +43,18 @@
 
 namespace wdedup_test {
 template <class T>
+bool holds_value(const wdedup::Expected<T>& e) {
+  return e.ok();
+}
+template <class T>
+bool holds_value(const wdedup::Result<T>& r) {
+  return r.ok();
+}
+template <class T>
+bool holds_value(const std::optional<T>& o) {
+  return o.has_value();
+}
+template <class T>
 std::string failure_text(const wdedup::Expected<T>& e) {
   return e.message();
 }
@@ -42,12 +62,16 @@ template <class T>
 std::string failure_text(const wdedup::Result<T>& r) {
   return wdedup::describe_failure(r.failure());
 }
+template <class T>
+std::string failure_text(const std::optional<T>&) {
+  return "empty (std::nullopt)";
+}
 }  // namespace wdedup_test
 
 #define REQUIRE_VALUE(...)                                                                   \
   [&]() {                                                                                    \
     auto&& required_value_ = (__VA_ARGS__);                                                  \
-    REQUIRE_MESSAGE(required_value_.ok(), #__VA_ARGS__ ": ",                                 \
+    REQUIRE_MESSAGE(::wdedup_test::holds_value(required_value_), #__VA_ARGS__ ": ",           \
                     ::wdedup_test::failure_text(required_value_));                           \
     return std::forward<decltype(required_value_)>(required_value_).value();                 \
   }()
