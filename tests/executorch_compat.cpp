@@ -426,7 +426,7 @@ TEST_CASE("without WDX1 our writer reproduces ExecuTorch's fixtures byte for byt
     const std::vector<std::uint8_t> file = read_all(fixture(std::string(name) + ".ptd"));
     EtMap m;
     REQUIRE(et_load(file, m).empty());
-    const NamedDataStore store = store_from_fixture(file, m, *manifest(name));
+    const NamedDataStore store = store_from_fixture(file, m, REQUIRE_VALUE(manifest(name)));
     WriteOptions o;
     o.wdedup_extensions = false;
     o.segment_alignment = 128;
@@ -442,7 +442,7 @@ TEST_CASE("alignment fixture: where ExecuTorch aligns relative to the base, we a
   const std::vector<std::uint8_t> file = read_all(fixture("alignment.ptd"));
   EtMap m;
   REQUIRE(et_load(file, m).empty());
-  const NamedDataStore store = store_from_fixture(file, m, *manifest("alignment"));
+  const NamedDataStore store = store_from_fixture(file, m, REQUIRE_VALUE(manifest("alignment")));
   // The alias asking 4096 raised its buffer's alignment (ExecuTorch's store loses it).
   REQUIRE(store.buffer_count() == 4);
   CHECK(store.buffers()[1].alignment == 4096);

@@ -106,6 +106,8 @@ TEST_CASE("the default workload: bytes saved equal the shared weights") {
   CHECK(decode_mask_key == "decode/attention_mask");
   const StoreKey& decode_mask = REQUIRE_FOUND(r->store.find("decode/attention_mask"));
   const StoreKey& prefill_mask = REQUIRE_FOUND(r->store.find("prefill/attention_mask"));
+  REQUIRE(decode_mask.layout.has_value());
+  REQUIRE(prefill_mask.layout.has_value());
   CHECK(decode_mask.layout->sizes == std::vector<std::int32_t>{1, 128});
   CHECK(prefill_mask.layout->sizes == std::vector<std::int32_t>{32, 128});
   // Rotary tables: one buffer for all layers' cos, another for sin.
@@ -173,7 +175,8 @@ TEST_CASE("tensor shapes are Llama's: linear weights [out, in], tables and norms
     REQUIRE(t != tensors.end());
     REQUIRE(t->layout.has_value());
     CHECK(t->layout->sizes == entry.second);
-    CHECK(t->bytes.size() == *t->layout->nbytes());
+    const std::uint64_t nbytes = REQUIRE_VALUE(t->layout->nbytes());
+    CHECK(t->bytes.size() == nbytes);
   }
 }
 
@@ -253,6 +256,7 @@ TEST_CASE("attention_mask: causal, 0.0 up to each query's own position and -1e9 
     const std::vector<Tensor>& tensors = REQUIRE_FOUND(w->program().find_method(method)).partitions[0].tensors;
     const auto t = std::find_if(tensors.begin(), tensors.end(), [](const Tensor& x) { return x.name == "attention_mask"; });
     REQUIRE(t != tensors.end());
+    REQUIRE(t->layout.has_value());
     CHECK(t->layout->scalar_type == ScalarType::Float);
     std::vector<float> f(t->bytes.size() / sizeof(float));
     std::memcpy(f.data(), t->bytes.data(), t->bytes.size());

@@ -215,6 +215,8 @@ TEST_CASE("different keys, same bytes: one buffer, each key keeps its alignment 
   CHECK(s.keys()[0].alignment == 16);
   CHECK(s.keys()[1].alignment == 32);
   CHECK(s.keys()[2].alignment == 1);
+  REQUIRE(s.keys()[0].layout.has_value());
+  REQUIRE(s.keys()[1].layout.has_value());
   CHECK(s.keys()[0].layout->sizes == std::vector<std::int32_t>{4, 6});
   CHECK(s.keys()[1].layout->sizes == std::vector<std::int32_t>{6, 4});
   CHECK_FALSE(s.keys()[2].layout.has_value());
@@ -440,6 +442,7 @@ TEST_CASE("layouts are checked against the bytes") {
   CHECK(s.key_count() == 3);
   REQUIRE(s.add_named_data("cl", span(a), 1, Layout::channels_last(ScalarType::Byte, {1, 2, 3, 4})).ok());
   const StoreKey& cl_key = REQUIRE_FOUND(s.find("cl"));
+  REQUIRE(cl_key.layout.has_value());
   CHECK(cl_key.layout->dim_order == std::vector<std::uint8_t>{0, 2, 3, 1});
 }
 

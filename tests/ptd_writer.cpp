@@ -336,8 +336,9 @@ TEST_CASE("absolute alignment: a 4096 request lands on a 4096 multiple whatever 
       CHECK(p2 % sa == 0);
       // Each segment at the first position that satisfies it (no waste).
       std::uint64_t expect1 = 0, expect2 = 0;
-      REQUIRE(format::align_up(p0 + 33, *detail::lcm64(sa, 4096), &expect1));
-      REQUIRE(format::align_up(p1 + 65, *detail::lcm64(sa, 64), &expect2));
+      const std::uint64_t lcm1 = REQUIRE_VALUE(detail::lcm64(sa, 4096)), lcm2 = REQUIRE_VALUE(detail::lcm64(sa, 64));
+      REQUIRE(format::align_up(p0 + 33, lcm1, &expect1));
+      REQUIRE(format::align_up(p1 + 65, lcm2, &expect2));
       CHECK(p1 == expect1);
       CHECK(p2 == expect2);
       CHECK(f.size() == p2 + 100);
@@ -1477,6 +1478,7 @@ TEST_CASE("round trip through NamedDataMap: bytes, layouts, alignment, segments,
         Result<TensorLayout> l = m.get_tensor_layout(k.key);
         CHECK(l.ok() == k.layout.has_value());
         if (l.ok()) {
+          REQUIRE(k.layout.has_value());
           CHECK(l->scalar_type == k.layout->scalar_type);
           CHECK(std::vector<std::int32_t>(l->sizes.begin(), l->sizes.end()) == k.layout->sizes);
           CHECK(std::vector<std::uint8_t>(l->dim_order.begin(), l->dim_order.end()) == k.layout->dim_order);
