@@ -1128,6 +1128,7 @@ TEST_CASE("wdedup file: stored index, absolute alignment, layouts, segments and 
   for (Via via : kAllVias) {
     CAPTURE(via_name(via));
     std::unique_ptr<Opened> o = open_via(via, wdedup_file_path());
+    REQUIRE(o->result.has_value());
     REQUIRE_MESSAGE(o->ok(), error_name(o->error()), ": ", o->result->failure().what);
     const NamedDataMap& m = o->map();
     CHECK(m.has_extension());
@@ -1778,6 +1779,7 @@ TEST_CASE("FileSource: short preads are continued where they ended, and interrup
     g_pread_max = mode == 0 ? 7 : 0;
     g_pread_eintr = mode == 1;
     std::unique_ptr<Opened> o = open_via(Via::File, wdedup_file_path());
+    REQUIRE(o->result.has_value());
     REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
     std::vector<std::uint8_t> head(o->metadata.size());
     std::memcpy(head.data(), o->metadata.data(), head.size());
@@ -1919,6 +1921,7 @@ TEST_CASE("verify_segment through a FileSource: a 10,000-byte segment hashed in 
   const Bytes good = write_or_die(store, FunctionMaps{}, WriteOptions{});
 
   std::unique_ptr<Opened> o = open_via(Via::File, write_temp("runtime_verify_chunks.ptd", good));
+  REQUIRE(o->result.has_value());
   REQUIRE_MESSAGE(o->ok(), error_name(o->error()), ": ", o->result->failure().what);
   const KeyInfo k = REQUIRE_VALUE(o->map().find("big"));
   REQUIRE(k.size == 10000);

@@ -191,6 +191,7 @@ TEST_CASE("a wdedup file in caller memory at an odd address: keys that ask more 
   for (Via via : kAllVias) {
     CAPTURE(via_name(via));
     std::unique_ptr<Opened> o = open_via(via, wdedup_file_path());
+    REQUIRE(o->result.has_value());
     REQUIRE_MESSAGE(o->ok(), error_name(o->error()), ": ", o->result->failure().what);
     const NamedDataMap& m = o->map();
     for (const ExpectedKey& e : small_file_keys()) {
