@@ -202,9 +202,23 @@ struct Opened {
   std::optional<wdedup::Result<wdedup::NamedDataMap>> result;
 
   bool ok() const { return result && result->ok(); }
-  const wdedup::NamedDataMap& map() const { return result->value(); }
-  wdedup::NamedDataMap& map() { return result->value(); }
+  // The open map, REQUIRE-d open first: value() of a failed Result traps
+  // (SIGILL, no report) and * of an empty optional is undefined.
+  const wdedup::NamedDataMap& map() const {
+    require_open();
+    return result->value();
+  }
+  wdedup::NamedDataMap& map() {
+    require_open();
+    return result->value();
+  }
   wdedup::Error error() const { return result ? result->error() : wdedup::Error::IoError; }
+
+ private:
+  void require_open() const {
+    REQUIRE_MESSAGE(ok(), "map() of a file that did not open: ",
+                    result ? wdedup::describe_failure(result->failure()) : std::string("nothing was opened"));
+  }
 };
 
 /// Opens `o`'s source with lent metadata memory, sized as it asks.
