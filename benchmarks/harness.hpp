@@ -32,6 +32,9 @@ struct Program;
 
 namespace wbench {
 
+/// --references' names, in the order the JSON's facts list them.
+inline constexpr const char* kReferenceNames[] = {"sha256", "fp-sha256"};
+
 struct Config {
   bool quick = false;
   unsigned reps = 7;
@@ -65,8 +68,9 @@ struct Config {
   std::string json_path = "results.json";
   std::vector<std::string> only;  ///< groups to run; empty = all
   std::vector<std::string> workloads;  ///< dedup workloads to run; empty = all
-  /// Reference approaches timed against deduplicate() (--references):
-  /// "sha256" (the 8x target's), "fp-sha256" (untargeted); empty = both.
+  /// Reference approaches timed against deduplicate() (--references, one
+  /// of kReferenceNames each): "sha256" (the 8x target's), "fp-sha256"
+  /// (untargeted); empty = both.
   std::vector<std::string> references;
   bool progress = false;
   /// Dedup workloads only: one read pass and one deduplicate() per thread

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <new>
 #include <string>
 #include <thread>
@@ -645,7 +646,8 @@ int parse_args(int argc, char** argv, Config* c) {
     } else if (opt == "--references") {
       if (!items(&c->references)) return 2;
       for (const std::string& r : c->references)
-        if (r != "sha256" && r != "fp-sha256") {
+        if (std::none_of(std::begin(wbench::kReferenceNames), std::end(wbench::kReferenceNames),
+                         [&](const char* name) { return r == name; })) {
           std::fprintf(stderr, "wdedup-bench: unknown reference '%s' (sha256, fp-sha256)\n", r.c_str());
           return 2;
         }
@@ -1158,7 +1160,7 @@ int main(int argc, char** argv) {
   // run is recorded as such, not as if it had set something.
   r.notes.push_back({"dedup_threads", c.runs_dedup() ? threads : "none ran"});
   std::string references;
-  for (const char* ref : {"sha256", "fp-sha256"})
+  for (const char* ref : wbench::kReferenceNames)
     if (c.wants_reference(ref)) references += (references.empty() ? "" : ",") + std::string(ref);
   r.notes.push_back({"references", c.runs_dedup() ? references : "none ran"});
   // What the Llama workloads ran as, or that none ran (a --ptd run).

@@ -217,7 +217,7 @@ struct Opened {
  private:
   void require_open() const {
     REQUIRE_MESSAGE(ok(), "map() of a file that did not open: ",
-                    result ? wdedup::describe_failure(result->failure()) : std::string("nothing was opened"));
+                    result ? failure_text(*result) : std::string("nothing was opened"));
   }
 };
 
