@@ -147,6 +147,17 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // The call measured in steps 4 and 5. A failed call is no figure: it would
+  // time as a fast one, and its memory as a small one.
+  const auto call = [&] {
+    auto r = wdedup::deduplicate<wdedup::Strategy<wdedup::Positional>>(program, options);
+    if (!r) {
+      std::fprintf(stderr, "deduplicate failed: %s\n", r.message().c_str());
+      std::exit(1);
+    }
+    checksum += r->report.bytes_stored;
+  };
+
   // 4. Subject and baseline interleaved; medians; ratio = read time / dedup time.
   // Before each repetition, off the clock, the table memory the call before
   // kept (the table cache) is released and the input read twice, as
@@ -156,14 +167,7 @@ int main(int argc, char** argv) {
   // the fourth argument to time that.)
   const wdedup::bench::Paired p = wdedup::bench::compare(
       reps,
-      [&] {
-        auto r = wdedup::deduplicate<wdedup::Strategy<wdedup::Positional>>(program, options);
-        if (!r) {  // a failed call is no figure (it would time as a fast one)
-          std::fprintf(stderr, "deduplicate failed: %s\n", r.message().c_str());
-          std::exit(1);
-        }
-        checksum += r->report.bytes_stored;
-      },
+      call,
       [&] { checksum += wdedup::bench::read_pass(input, run); },
       [&] {
         wdedup::release_table_cache();
@@ -175,10 +179,7 @@ int main(int argc, char** argv) {
   //    its result included (one more call, untimed, started as above).
   wdedup::release_table_cache();
   checksum += wdedup::bench::read_pass(input, run);
-  const wdedup::bench::ResidentPeak mem = wdedup::bench::resident_peak([&] {
-    auto r = wdedup::deduplicate<wdedup::Strategy<wdedup::Positional>>(program, options);
-    if (r) checksum += r->report.bytes_stored;
-  });
+  const wdedup::bench::ResidentPeak mem = wdedup::bench::resident_peak(call);
 
   std::printf("input: %zu tensors, %.1f MB examined; stored %.1f MB in %zu buffers\n", 2 * count,
               static_cast<double>(bytes) / 1e6, static_cast<double>(first->report.bytes_stored) / 1e6,

@@ -253,7 +253,10 @@ static bool export_demo_store(const std::string& path) {
   add_weights(decode, decode_copy);
   decode.add("mask", wdedup::ByteSpan(g_weights[4].data(), 64), 16);
   auto result = wdedup::deduplicate<wdedup::Strategy<wdedup::OneBlob>>(program);
-  if (!result) return false;
+  if (!result) {
+    std::printf("%s\n", result.message().c_str());
+    return false;
+  }
   auto written = wdedup::write_ptd_file(result->store, result->functions, path);
   if (!written) {
     std::printf("%s\n", written.message().c_str());
