@@ -148,6 +148,56 @@ TEST_CASE("KeyView: comparisons are bytewise, then by length, in every mix") {
   CHECK(a == KeyView("abcdef", 3));
 }
 
+TEST_CASE("KeyView: a view of a prefix compares the bytes it views, not those after it in memory") {
+  // "ab" viewed in "abd" against "abc": a prefix, so less (-1), though the
+  // byte after it in memory ('d') is past the longer key's ('c'); and the
+  // longer key greater (1), though its 'c' is before that 'd'.
+  const char abd[] = "abd", abc[] = "abc";
+  const KeyView ab(abd, 2), full(abc, 3);
+  CHECK(ab.compare(full) == -1);
+  CHECK(full.compare(ab) == 1);
+  CHECK(ab < full);
+  CHECK(full > ab);
+  CHECK_FALSE(ab >= full);
+  CHECK_FALSE(full <= ab);
+  CHECK(ab.compare(std::string("abc")) == -1);
+  CHECK(ab < std::string_view("abc"));
+}
+
+TEST_CASE("KeyView: a string on the left of <, >, <= and >= is the left operand") {
+  // Each mixed operator once true and once false: a string before the key
+  // ("abb" < "abc") and one after it ("abd" > "abc"), as std::string and as
+  // std::string_view.
+  const KeyView k = "abc";
+  const std::string lo = "abb", hi = "abd";
+  const std::string_view svlo = "abb", svhi = "abd";
+  CHECK(lo < k);
+  CHECK_FALSE(hi < k);
+  CHECK(svlo < k);
+  CHECK_FALSE(svhi < k);
+  CHECK(hi > k);
+  CHECK_FALSE(lo > k);
+  CHECK(svhi > k);
+  CHECK_FALSE(svlo > k);
+  CHECK(lo <= k);
+  CHECK_FALSE(hi <= k);
+  CHECK(svlo <= k);
+  CHECK_FALSE(svhi <= k);
+  CHECK(hi >= k);
+  CHECK_FALSE(lo >= k);
+  CHECK(svhi >= k);
+  CHECK_FALSE(svlo >= k);
+  // And on the right, the same pairs the other way round.
+  CHECK(k < hi);
+  CHECK_FALSE(k < lo);
+  CHECK(k > svlo);
+  CHECK_FALSE(k > svhi);
+  CHECK(k <= hi);
+  CHECK_FALSE(k <= lo);
+  CHECK(k >= svlo);
+  CHECK_FALSE(k >= svhi);
+}
+
 TEST_CASE("KeyView: <= and >= are true for equal keys, false past them, KeyView with KeyView and with strings") {
   const KeyView a = "abc", same("abcdef", 3), b = "abd";
   CHECK(a <= same);
