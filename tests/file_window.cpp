@@ -195,7 +195,10 @@ TEST_CASE("a window is the source's whole world: reads stop at its end where the
   REQUIRE(m.ok());
   CHECK(m->view(n - 1, 1) == m->data() + (n - 1));
   CHECK(m->view(n - 1, 2) == nullptr);
-  CHECK(m->read(n - 1, buf.data(), 2).error() == Error::Truncated);
+  const Status mapped_past = m->read(n - 1, buf.data(), 2);
+  CHECK(mapped_past.error() == Error::Truncated);
+  CHECK(std::string(mapped_past.failure().what) == "read past the end of the source");
+  CHECK(mapped_past.failure().at == n - 1);  // where the read starts, not its size (2)
 
   // To the file's end by default: the 0xEE tail is then in the window.
   Result<FileSource> rest = FileSource::open(container.c_str(), FileWindow{4096 + 8});
