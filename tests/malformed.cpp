@@ -768,6 +768,11 @@ TEST_CASE("check_layout: the first rule broken, the entry that breaks it, and th
   std::uint64_t n = 0;
   CHECK(detail::check_layout(ScalarType::Byte, rank256.data(), 256, nullptr, 0, &n).rule == LayoutRule::kRankOver255);
   CHECK(std::string(detail::layout_rule_message(LayoutRule::kRankOver255)) == "layout rank exceeds 255");
+  // A rule this header does not know (a value past kByteCountOverflow) still
+  // has a message: only kNone has none.
+  const char* unknown = detail::layout_rule_message(static_cast<LayoutRule>(200));
+  REQUIRE(unknown != nullptr);
+  CHECK(std::string(unknown) == "layout breaks an unknown rule");
 }
 
 TEST_CASE("a layout smaller than its segment: load_data_into copies the layout's bytes, as ExecuTorch does") {
