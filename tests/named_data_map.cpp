@@ -68,21 +68,39 @@ struct ChangingSource final : DataSource {
 // pread as the kernel may return it: FileSource reads through pread64 (the
 // build's _FILE_OFFSET_BITS=64 sends ::pread there), which this program
 // defines. Off, it reads; a test may make each call return at most
-// g_pread_max bytes, or fail every other call with EINTR, as a signal
-// arriving during a read of a slow (network) file does. (64-bit Linux
-// only: there the offset goes to the system call in one argument.)
+// g_pread_max bytes, fail every other call with EINTR, as a signal
+// arriving during a read of a slow (network) file does, or fail every call
+// at or past an offset with EIO, as a failing disk does; or have each call
+// read nothing and return its whole count, each call's offset and count
+// recorded (g_pread_pretend: a read of gigabytes costs no memory). (64-bit
+// Linux only: there the offset goes to the system call in one argument.)
 #if defined(__linux__) && defined(__LP64__) && defined(_FILE_OFFSET_BITS) && _FILE_OFFSET_BITS == 64
 #include <sys/syscall.h>
 namespace {
-int g_pread_max = 0;         // > 0: at most this many bytes a call
-bool g_pread_eintr = false;  // every other call fails with EINTR
-long g_pread_calls = 0;      // calls made while either is on
+int g_pread_max = 0;              // > 0: at most this many bytes a call
+bool g_pread_eintr = false;       // every other call fails with EINTR
+off64_t g_pread_eio_from = -1;    // >= 0: a call at this offset or past it fails with EIO
+bool g_pread_pretend = false;     // each call reads nothing, returns n, and is recorded
+long g_pread_calls = 0;           // calls made while any of them is on
+off64_t g_pread_offsets[8] = {};  // g_pread_pretend: the first 8 calls' offsets
+std::size_t g_pread_counts[8] = {};  // and counts
 }  // namespace
 extern "C" ssize_t pread64(int fd, void* buf, std::size_t n, off64_t offset) {
-  if (g_pread_max > 0 || g_pread_eintr) {
+  if (g_pread_max > 0 || g_pread_eintr || g_pread_eio_from >= 0 || g_pread_pretend) {
     const long call = g_pread_calls++;
+    if (g_pread_pretend) {
+      if (call < 8) {
+        g_pread_offsets[call] = offset;
+        g_pread_counts[call] = n;
+      }
+      return static_cast<ssize_t>(n);
+    }
     if (g_pread_eintr && call % 2 == 0) {
       errno = EINTR;
+      return -1;
+    }
+    if (g_pread_eio_from >= 0 && offset >= g_pread_eio_from) {
+      errno = EIO;
       return -1;
     }
     if (g_pread_max > 0 && n > static_cast<std::size_t>(g_pread_max)) n = static_cast<std::size_t>(g_pread_max);
@@ -1800,6 +1818,74 @@ TEST_CASE("FileSource: short preads are continued where they ended, and interrup
     // Both ways took more calls than there are reads: the interposer was used.
     CHECK(g_pread_calls > 2 * static_cast<long>(small_file_keys().size()));
   }
+}
+#endif
+
+#ifdef WDEDUP_TEST_PREAD_INTERPOSED
+TEST_CASE("FileSource: a pread that fails after a short one names where it failed, in the window") {
+  // The small wdedup file through a window from its byte 64: a read of 20
+  // bytes at 29 (file offset 93) gets 7 from its first pread (93..100), and
+  // the next, at 100, fails with EIO: `at` is 36, where that failed pread
+  // started in the window (not 29, where the read started, nor 100, the
+  // file's offset), and the 7 bytes read are the file's.
+  const Bytes& bytes = wdedup_file_bytes();
+  REQUIRE(bytes.size() > 200);
+  Result<FileSource> f = FileSource::open(wdedup_file_path().c_str(), FileWindow{64});
+  REQUIRE(f.ok());
+  Bytes buf(20, 0xCD);
+  g_pread_calls = 0;
+  g_pread_max = 7;
+  g_pread_eio_from = 100;
+  const Status st = f->read(29, buf.data(), buf.size());
+  g_pread_max = 0;
+  g_pread_eio_from = -1;
+  CHECK(st.error() == Error::IoError);
+  CHECK(std::string(st.failure().what) == "pread failed: EIO, an I/O error (at = offset)");
+  CHECK(st.failure().at == 36);
+  CHECK(g_pread_calls == 2);
+  CHECK(Bytes(buf.begin(), buf.begin() + 7) == Bytes(bytes.begin() + 93, bytes.begin() + 100));
+  CHECK(buf[7] == 0xCD);
+}
+
+TEST_CASE("FileSource: a read of 3 GiB and 5 bytes is made in preads of 1 GiB at most, each where the last ended") {
+  // pread's count is capped at 1 GiB (the code's comment: well below
+  // SSIZE_MAX, where a kernel other than Linux's refuses a count past
+  // INT_MAX): a sparse file of 3 GiB + 5 bytes read whole takes four calls,
+  // at 0, 1, 2 and 3 GiB, of 1 GiB, 1 GiB, 1 GiB and 5 bytes. The calls
+  // read nothing (g_pread_pretend) into address space reserved, never
+  // touched.
+  constexpr std::uint64_t kGiB = std::uint64_t{1} << 30, kSize = 3 * kGiB + 5;
+  const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/runtime_3gib_sparse.bin";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  const bool sized = ::ftruncate(fd, static_cast<off_t>(kSize)) == 0;
+  ::close(fd);
+  if (!sized) {
+    MESSAGE("cannot make a sparse 3 GiB file in " WDEDUP_TEST_TMPDIR ": not tried");
+    ::unlink(path.c_str());
+    return;
+  }
+  Result<FileSource> f = FileSource::open(path.c_str());
+  REQUIRE(f.ok());
+  REQUIRE(f->size() == kSize);
+  void* const space = ::mmap(nullptr, static_cast<std::size_t>(kSize), PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(space != MAP_FAILED);
+  g_pread_calls = 0;
+  g_pread_pretend = true;
+  const Status st = f->read(0, space, kSize);
+  g_pread_pretend = false;
+  CHECK(st.ok());
+  CHECK(g_pread_calls == 4);
+  const off64_t offsets[4] = {0, off64_t{1} << 30, off64_t{2} << 30, off64_t{3} << 30};
+  const std::size_t counts[4] = {std::size_t{1} << 30, std::size_t{1} << 30, std::size_t{1} << 30, 5};
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(g_pread_offsets[i] == offsets[i]);
+    CHECK(g_pread_counts[i] == counts[i]);
+  }
+  ::munmap(space, static_cast<std::size_t>(kSize));
+  ::unlink(path.c_str());
 }
 #endif
 
