@@ -132,6 +132,20 @@ extern "C" int open64(const char* path, int flags, ...) {
   }
   return static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path, flags, mode));
 }
+
+// fstat likewise (::fstat is fstat64 there): a test may make the next
+// g_fstat_eio calls fail with EIO, as a network file system's may.
+namespace {
+int g_fstat_eio = 0;  // the next this many calls fail with EIO
+}  // namespace
+extern "C" int fstat64(int fd, struct stat64* st) noexcept {
+  if (g_fstat_eio > 0) {
+    --g_fstat_eio;
+    errno = EIO;
+    return -1;
+  }
+  return static_cast<int>(::syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH));
+}
 #endif
 
 TEST_CASE("sources: open errors, sizes and move-only ownership") {
@@ -1984,6 +1998,33 @@ TEST_CASE("sources: an open interrupted by a signal (EINTR) is made again, not f
     CHECK(g_open_calls == 2);
     g_open_calls = 0;
   }
+}
+#endif
+
+#ifdef WDEDUP_TEST_PREAD_INTERPOSED
+TEST_CASE("sources: an fstat that fails is IoError with its errno in at, and leaves nothing open") {
+  // The fstat that sizes the file fails (EIO) for each way to open one, by
+  // path and by descriptor: "fstat failed (at = errno)", at = EIO (5), and
+  // the descriptor opened for it closed (the caller's stays open).
+  const std::string simple = fixture("simple.ptd");
+  const int mine = ::open(simple.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(mine >= 0);
+  const std::size_t fds = dir_entries("/proc/self/fd").size();
+  for (int via = 0; via < 4; ++via) {
+    CAPTURE(via);
+    g_fstat_eio = 1;
+    const Failure f = via == 0   ? MmapSource::open(simple.c_str()).failure()
+                      : via == 1 ? FileSource::open(simple.c_str()).failure()
+                      : via == 2 ? MmapSource::from_fd(mine).failure()
+                                 : FileSource::from_fd(mine).failure();
+    CHECK(g_fstat_eio == 0);  // the one call made, and failed
+    g_fstat_eio = 0;
+    CHECK(f.code == Error::IoError);
+    CHECK(std::string(f.what) == "fstat failed (at = errno)");
+    CHECK(f.at == EIO);
+    CHECK(dir_entries("/proc/self/fd").size() == fds);
+  }
+  CHECK(::close(mine) == 0);
 }
 #endif
 
