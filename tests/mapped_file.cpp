@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "support/colliding_keys.hpp"
@@ -559,4 +561,39 @@ TEST_CASE("a moved-from MmapSource or FileSource has instance 0; the move hands 
   // DataSource's contract: a number no other source of the process has had.
   check_instance_moves<MmapSource>(fixture("simple.ptd"));
   check_instance_moves<FileSource>(fixture("simple.ptd"));
+}
+
+namespace {
+constexpr const char* kFirstSourceChild = "WDEDUP_TEST_FIRST_SOURCE";
+}  // namespace
+
+TEST_CASE("the first source a process opens is numbered 1 and its second 2: instance 0 is no number") {
+  // DataSource's contract: instance() 0 is a source without a number, which
+  // check_source() cannot tell from another. Only a process's first source
+  // shows where the count starts, so the check runs in a fresh process (this
+  // binary again, this case only), whose first two sources are the
+  // FileSource and the MmapSource below; it exits with their numbers as
+  // 10 x the first + the second.
+  if (std::getenv(kFirstSourceChild) != nullptr) {
+    const std::string simple = fixture("simple.ptd");
+    Result<FileSource> f = FileSource::open(simple.c_str());
+    if (!f.ok()) ::_exit(100);
+    Result<MmapSource> m = MmapSource::open(simple.c_str());
+    if (!m.ok()) ::_exit(101);
+    ::_exit(static_cast<int>(10 * f->instance() + m->instance()));
+  }
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::setenv(kFirstSourceChild, "1", 1);
+    ::execl("/proc/self/exe", "/proc/self/exe", "-tc=the first source a process opens*", "--no-intro=true",
+            static_cast<char*>(nullptr));
+    ::_exit(102);  // could not run the binary again
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  // 12: numbered 1 and 2. 1 would be the FileSource given 0 (no number);
+  // 100 and 101 a source that did not open, 102 a binary not run again.
+  CHECK(WEXITSTATUS(status) == 12);
 }
