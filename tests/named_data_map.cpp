@@ -146,6 +146,21 @@ extern "C" int fstat64(int fd, struct stat64* st) noexcept {
   }
   return static_cast<int>(::syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH));
 }
+
+// mmap likewise (::mmap is mmap64 there): a test may make the next
+// g_mmap_enomem mappings of a file fail with ENOMEM, as where the address
+// space or the count of mappings has run out. Anonymous mappings go through.
+namespace {
+int g_mmap_enomem = 0;  // the next this many file mappings fail with ENOMEM
+}  // namespace
+extern "C" void* mmap64(void* addr, std::size_t length, int prot, int flags, int fd, off64_t offset) noexcept {
+  if (g_mmap_enomem > 0 && fd >= 0) {
+    --g_mmap_enomem;
+    errno = ENOMEM;
+    return MAP_FAILED;
+  }
+  return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, length, prot, flags, fd, offset));
+}
 #endif
 
 TEST_CASE("sources: open errors, sizes and move-only ownership") {
@@ -2022,6 +2037,33 @@ TEST_CASE("sources: an fstat that fails is IoError with its errno in at, and lea
     CHECK(f.code == Error::IoError);
     CHECK(std::string(f.what) == "fstat failed (at = errno)");
     CHECK(f.at == EIO);
+    CHECK(dir_entries("/proc/self/fd").size() == fds);
+  }
+  CHECK(::close(mine) == 0);
+}
+#endif
+
+#ifdef WDEDUP_TEST_PREAD_INTERPOSED
+TEST_CASE("sources: an mmap that fails is IoError with its errno in at, and leaves nothing open") {
+  // MmapSource's one mmap fails (ENOMEM), of the whole file and of a window
+  // of it ({100, 500}), from the path and from a descriptor: "mmap failed
+  // (at = errno)", at = ENOMEM (12), and the descriptor opened for it
+  // closed (the caller's stays open).
+  const std::string simple = fixture("simple.ptd");
+  const int mine = ::open(simple.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(mine >= 0);
+  const std::size_t fds = dir_entries("/proc/self/fd").size();
+  for (int via = 0; via < 4; ++via) {
+    CAPTURE(via);
+    const FileWindow window = via % 2 == 0 ? FileWindow{} : FileWindow{100, 500};
+    g_mmap_enomem = 1;
+    const Failure f = via < 2 ? MmapSource::open(simple.c_str(), window).failure()
+                              : MmapSource::from_fd(mine, window).failure();
+    CHECK(g_mmap_enomem == 0);  // the one call made, and failed
+    g_mmap_enomem = 0;
+    CHECK(f.code == Error::IoError);
+    CHECK(std::string(f.what) == "mmap failed (at = errno)");
+    CHECK(f.at == ENOMEM);
     CHECK(dir_entries("/proc/self/fd").size() == fds);
   }
   CHECK(::close(mine) == 0);
