@@ -113,8 +113,9 @@ extern "C" ssize_t pread64(int fd, void* buf, std::size_t n, off64_t offset) {
 // g_open_eintr calls fail with EINTR, as a signal arriving during the open
 // of a file on a network or FUSE file system does, even a non-blocking one.
 namespace {
-int g_open_eintr = 0;   // the next this many calls fail with EINTR
-long g_open_calls = 0;  // calls made since a test set g_open_eintr
+int g_open_eintr = 0;         // the next this many calls fail with EINTR
+int g_open_ewouldblock = 0;   // then the next this many with EWOULDBLOCK (a lease held)
+long g_open_calls = 0;        // calls made since a test set g_open_eintr or g_open_ewouldblock
 }  // namespace
 extern "C" int open64(const char* path, int flags, ...) {
   unsigned mode = 0;
@@ -124,10 +125,15 @@ extern "C" int open64(const char* path, int flags, ...) {
     mode = va_arg(ap, unsigned);
     va_end(ap);
   }
-  if (g_open_eintr > 0 || g_open_calls > 0) ++g_open_calls;
+  if (g_open_eintr > 0 || g_open_ewouldblock > 0 || g_open_calls > 0) ++g_open_calls;
   if (g_open_eintr > 0) {
     --g_open_eintr;
     errno = EINTR;
+    return -1;
+  }
+  if (g_open_ewouldblock > 0) {
+    --g_open_ewouldblock;
+    errno = EWOULDBLOCK;
     return -1;
   }
   return static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path, flags, mode));
@@ -2067,6 +2073,30 @@ TEST_CASE("sources: an mmap that fails is IoError with its errno in at, and leav
     CHECK(dir_entries("/proc/self/fd").size() == fds);
   }
   CHECK(::close(mine) == 0);
+}
+#endif
+
+#ifdef WDEDUP_TEST_PREAD_INTERPOSED
+TEST_CASE("sources: a non-blocking open refused (EWOULDBLOCK) of a path that is no regular file is reported with EWOULDBLOCK") {
+  // The first open fails with EWOULDBLOCK, as under another holder's write
+  // lease; the path is then looked at (stat) to open a regular file again,
+  // blocking. Here it names no file, so stat fails (ENOENT): the open's
+  // failure is reported, "open failed (at = errno)" at EWOULDBLOCK (11),
+  // not stat's errno, and no second open is made.
+  const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/runtime_leased_gone.ptd";
+  ::unlink(missing.c_str());
+  for (const int via : {0, 1}) {
+    CAPTURE(via);
+    g_open_calls = 0;
+    g_open_ewouldblock = 1;
+    const Failure f = via == 0 ? MmapSource::open(missing.c_str()).failure() : FileSource::open(missing.c_str()).failure();
+    g_open_ewouldblock = 0;
+    CHECK(g_open_calls == 1);
+    g_open_calls = 0;
+    CHECK(f.code == Error::IoError);
+    CHECK(std::string(f.what) == "open failed (at = errno)");
+    CHECK(f.at == EWOULDBLOCK);
+  }
 }
 #endif
 
