@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstdio>
@@ -132,6 +133,35 @@ TEST_CASE("a sparse file of 5 GiB: FileSource reads past 2 and 4 GiB; MmapSource
   }
   CHECK(::unlink(path.c_str()) == 0);
 }
+
+#if defined(__linux__) && defined(__LP64__)
+TEST_CASE("an offset past what off_t holds is refused by the pread call (EOVERFLOW), not passed on negative") {
+  // 64-bit Linux: off_t holds up to 2^63 - 1. FileSource's pread call
+  // refuses 2^63 and 2^64 - 1 itself, EOVERFLOW, where a cast to off_t would
+  // hand the kernel a negative offset (EINVAL). 2^63 - 1 is passed on: the
+  // kernel refuses a byte there as reaching past off_t (EINVAL); 2^62 reads
+  // nothing past the file's end (0).
+  const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/large_file_off_t_" + std::to_string(8 * sizeof(void*)) + ".bin";
+  REQUIRE(wdedup_test::write_file(path, std::vector<std::uint8_t>(16, 7)));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  char b = 0;
+  for (const std::uint64_t past : {std::uint64_t{1} << 63, ~std::uint64_t{0}}) {
+    CAPTURE(past);
+    errno = 0;
+    CHECK(wdedup::detail::file_pread(fd, &b, 1, past) == -1);
+    CHECK(errno == EOVERFLOW);
+  }
+  errno = 0;
+  CHECK(wdedup::detail::file_pread(fd, &b, 1, (std::uint64_t{1} << 63) - 1) == -1);
+  CHECK(errno == EINVAL);
+  CHECK(wdedup::detail::file_pread(fd, &b, 1, std::uint64_t{1} << 62) == 0);
+  CHECK(wdedup::detail::file_pread(fd, &b, 1, 15) == 1);
+  CHECK(b == 7);
+  CHECK(::close(fd) == 0);
+  CHECK(::unlink(path.c_str()) == 0);
+}
+#endif
 
 TEST_CASE("the writer refuses a file past what this build's off_t reaches, before making anything") {
   if (sizeof(off_t) >= 8) {
