@@ -109,6 +109,11 @@ TEST_CASE("KeyView: substr clamps instead of failing") {
   CHECK(k.substr(2) == "cdef");
   CHECK(k.substr(2, 3) == "cde");
   CHECK(k.substr(4, 100) == "ef");
+  // A count that fits the view but not what is left after pos: clamped to
+  // what is left (2 characters), not taken whole (3, reading the NUL past it).
+  CHECK(k.substr(4, 3) == "ef");
+  CHECK(k.substr(4, 3).size() == 2);
+  CHECK(k.substr(1, 6).size() == 5);
   CHECK(k.substr(6).empty());
   CHECK(k.substr(100).empty());
   CHECK(k.substr(100).data() == k.data() + 6);
