@@ -262,6 +262,28 @@ TEST_CASE("a descriptor given stays the caller's: its own state, its file positi
   CHECK(mf_keys == small_file_keys().size());
 }
 
+TEST_CASE("a FileSource whose descriptor is 0 (standard input closed) closes it when it goes") {
+  // A program may run with standard input closed: the open then gives the
+  // file descriptor 0, which the source owns and must close like any other.
+  const int saved = ::fcntl(0, F_DUPFD_CLOEXEC, 10);  // standard input set aside (-1: it was closed)
+  ::close(0);
+  {
+    Result<FileSource> f = FileSource::open(wdedup_file_path().c_str());
+    REQUIRE(f.ok());
+    CHECK(f->fd() == 0);
+    std::uint8_t first = 0;
+    REQUIRE(f->read(0, &first, 1).ok());
+    CHECK(first == wdedup_file_bytes()[0]);
+  }
+  errno = 0;
+  CHECK(::fcntl(0, F_GETFD) == -1);  // closed with the source
+  CHECK(errno == EBADF);
+  if (saved >= 0) {
+    ::dup2(saved, 0);
+    ::close(saved);
+  }
+}
+
 TEST_CASE("the caller's POSIX record lock: kept by MmapSource::from_fd and MappedFile::from_fd, released by every close") {
   // A close of any descriptor of a file releases every fcntl(F_SETLK) lock
   // the process holds on it (README "Descriptors, and files inside files"):
