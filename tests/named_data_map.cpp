@@ -2023,56 +2023,52 @@ TEST_CASE("sources: an open interrupted by a signal (EINTR) is made again, not f
 #endif
 
 #ifdef WDEDUP_TEST_PREAD_INTERPOSED
-TEST_CASE("sources: an fstat that fails is IoError with its errno in at, and leaves nothing open") {
-  // The fstat that sizes the file fails (EIO) for each way to open one, by
-  // path and by descriptor: "fstat failed (at = errno)", at = EIO (5), and
-  // the descriptor opened for it closed (the caller's stays open).
+namespace {
+// Opens simple.ptd each of four ways (`open_via(via, path, fd)`: by path or
+// through the caller's descriptor `fd`) with the next call of one system
+// function failing (`fail_next`, its interposer's count): each is IoError
+// `what` with `at` = `err` after that one failed call, and leaves no
+// descriptor open but the caller's.
+template <typename OpenVia>
+void check_failed_call(int& fail_next, const char* what, int err, OpenVia open_via) {
   const std::string simple = fixture("simple.ptd");
   const int mine = ::open(simple.c_str(), O_RDONLY | O_CLOEXEC);
   REQUIRE(mine >= 0);
   const std::size_t fds = dir_entries("/proc/self/fd").size();
   for (int via = 0; via < 4; ++via) {
     CAPTURE(via);
-    g_fstat_eio = 1;
-    const Failure f = via == 0   ? MmapSource::open(simple.c_str()).failure()
-                      : via == 1 ? FileSource::open(simple.c_str()).failure()
-                      : via == 2 ? MmapSource::from_fd(mine).failure()
-                                 : FileSource::from_fd(mine).failure();
-    CHECK(g_fstat_eio == 0);  // the one call made, and failed
-    g_fstat_eio = 0;
+    fail_next = 1;
+    const Failure f = open_via(via, simple, mine);
+    CHECK(fail_next == 0);  // the one call made, and failed
+    fail_next = 0;
     CHECK(f.code == Error::IoError);
-    CHECK(std::string(f.what) == "fstat failed (at = errno)");
-    CHECK(f.at == EIO);
+    CHECK(std::string(f.what) == what);
+    CHECK(f.at == err);
     CHECK(dir_entries("/proc/self/fd").size() == fds);
   }
   CHECK(::close(mine) == 0);
 }
-#endif
+}  // namespace
 
-#ifdef WDEDUP_TEST_PREAD_INTERPOSED
+TEST_CASE("sources: an fstat that fails is IoError with its errno in at, and leaves nothing open") {
+  // The fstat that sizes the file fails (EIO) for each way to open one, by
+  // path and by descriptor: "fstat failed (at = errno)", at = EIO (5).
+  check_failed_call(g_fstat_eio, "fstat failed (at = errno)", EIO, [](int via, const std::string& path, int fd) {
+    return via == 0   ? MmapSource::open(path.c_str()).failure()
+           : via == 1 ? FileSource::open(path.c_str()).failure()
+           : via == 2 ? MmapSource::from_fd(fd).failure()
+                      : FileSource::from_fd(fd).failure();
+  });
+}
+
 TEST_CASE("sources: an mmap that fails is IoError with its errno in at, and leaves nothing open") {
   // MmapSource's one mmap fails (ENOMEM), of the whole file and of a window
   // of it ({100, 500}), from the path and from a descriptor: "mmap failed
-  // (at = errno)", at = ENOMEM (12), and the descriptor opened for it
-  // closed (the caller's stays open).
-  const std::string simple = fixture("simple.ptd");
-  const int mine = ::open(simple.c_str(), O_RDONLY | O_CLOEXEC);
-  REQUIRE(mine >= 0);
-  const std::size_t fds = dir_entries("/proc/self/fd").size();
-  for (int via = 0; via < 4; ++via) {
-    CAPTURE(via);
+  // (at = errno)", at = ENOMEM (12).
+  check_failed_call(g_mmap_enomem, "mmap failed (at = errno)", ENOMEM, [](int via, const std::string& path, int fd) {
     const FileWindow window = via % 2 == 0 ? FileWindow{} : FileWindow{100, 500};
-    g_mmap_enomem = 1;
-    const Failure f = via < 2 ? MmapSource::open(simple.c_str(), window).failure()
-                              : MmapSource::from_fd(mine, window).failure();
-    CHECK(g_mmap_enomem == 0);  // the one call made, and failed
-    g_mmap_enomem = 0;
-    CHECK(f.code == Error::IoError);
-    CHECK(std::string(f.what) == "mmap failed (at = errno)");
-    CHECK(f.at == ENOMEM);
-    CHECK(dir_entries("/proc/self/fd").size() == fds);
-  }
-  CHECK(::close(mine) == 0);
+    return via < 2 ? MmapSource::open(path.c_str(), window).failure() : MmapSource::from_fd(fd, window).failure();
+  });
 }
 #endif
 
