@@ -35,6 +35,7 @@
 #include "../benchmarks/timed_run.hpp"
 #include "../benchmarks/two_level.hpp"
 #include "support/sanitizers.hpp"  // WDEDUP_TEST_SANITIZER_MALLOC
+#include "support/this_case_again.hpp"
 
 // The harness's failure count, which its main.cpp keeps: here for the test
 // of FailureScope below.
@@ -510,22 +511,13 @@ TEST_CASE("read_pass: a thread that cannot start leaves its share to the calling
     if (wdedup::bench::read_pass(spans, 4) != want) ::_exit(9);
     ::_exit(0);
   }
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::setenv(kThreadLimitChild, "1", 1);
-    ::execl("/proc/self/exe", "/proc/self/exe", "-tc=read_pass: a thread that cannot start*", "--no-intro=true",
-            static_cast<char*>(nullptr));
-    ::_exit(6);  // could not run the binary again
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  const int status = wdedup_test::this_case_again(kThreadLimitChild, "read_pass: a thread that cannot start*");
   CAPTURE(status);
   REQUIRE(WIFEXITED(status));  // not killed by std::terminate's abort
   // 0: shares left by threads that could not start were done, and read_pass
   // summed every byte; 5 would be every thread started (the case not
-  // exercised), 8 a share not done or done twice, 9 a wrong sum, 3, 4, 6, 7 a child that
-  // could not set itself up.
+  // exercised), 8 a share not done or done twice, 9 a wrong sum, 3, 4, 7 a child that
+  // could not set itself up, 127 a binary not run again.
   CHECK(WEXITSTATUS(status) == 0);
 }
 #endif

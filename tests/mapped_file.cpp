@@ -28,6 +28,7 @@
 #include "support/nav.hpp"
 #include "support/ptd_files.hpp"
 #include "support/require_value.hpp"
+#include "support/this_case_again.hpp"
 #include "wdedup/runtime.hpp"
 
 using namespace wdedup;
@@ -582,18 +583,9 @@ TEST_CASE("the first source a process opens is numbered 1 and its second 2: inst
     if (!m.ok()) ::_exit(101);
     ::_exit(static_cast<int>(10 * f->instance() + m->instance()));
   }
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::setenv(kFirstSourceChild, "1", 1);
-    ::execl("/proc/self/exe", "/proc/self/exe", "-tc=the first source a process opens*", "--no-intro=true",
-            static_cast<char*>(nullptr));
-    ::_exit(102);  // could not run the binary again
-  }
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  const int status = wdedup_test::this_case_again(kFirstSourceChild, "the first source a process opens*");
   REQUIRE(WIFEXITED(status));
   // 12: numbered 1 and 2. 1 would be the FileSource given 0 (no number);
-  // 100 and 101 a source that did not open, 102 a binary not run again.
+  // 100 and 101 a source that did not open, 127 a binary not run again.
   CHECK(WEXITSTATUS(status) == 12);
 }
