@@ -171,6 +171,7 @@ TEST_CASE("Disabled: one blob per method and partition; everything shared is shi
   auto r = deduplicate<Strategy<Disabled>>(m.program);
   REQUIRE_MESSAGE(r.ok(), r.message());
   check_two_method_store(*r);
+  CHECK(r->report.strategy == "DISABLED");
   CHECK(function_ids(r->functions) ==
         std::vector<std::string>{"prefill#0 prefill_partition_0:prefill", "prefill#1 prefill_partition_1:prefill",
                                  "decode#0 decode_partition_0:decode", "decode#1 decode_partition_1:decode"});
@@ -874,4 +875,42 @@ TEST_CASE("a policy that formats both names into one buffer: each name is copied
   CHECK(function_ids(r->functions) ==
         std::vector<std::string>{"prefill#0 blob_prefill_0:fn_prefill_0", "prefill#1 blob_prefill_1:fn_prefill_1",
                                  "decode#0 blob_decode_0:fn_decode_0", "decode#1 blob_decode_1:fn_decode_1"});
+}
+
+namespace {
+/// A policy taking the method index as M and the partition index as P, in
+/// both blob_key and function_name.
+template <class M, class P>
+struct IndexesAs {
+  static constexpr const char* name = "INDEXES_AS";
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, M, P) { return "all"; }
+  static std::string function_name(const Program&, M, P) { return "f"; }
+};
+}  // namespace
+
+TEST_CASE("the policy check takes each index of blob_key and function_name as deduplicate() passes it: a const lvalue") {
+  // README: take them by value or by const reference; a non-const or an
+  // rvalue reference is refused by the static_assert, not deep inside
+  // deduplicate(). (tests/compile_fail has two of these end to end:
+  // rvalue_index, blob_key's method; mutable_index, function_name's
+  // partition.)
+  using detail::policy_blob_key_ok;
+  using detail::policy_function_name_ok;
+  CHECK(policy_blob_key_ok<IndexesAs<std::size_t, std::uint32_t>>::value);
+  CHECK(policy_function_name_ok<IndexesAs<std::size_t, std::uint32_t>>::value);
+  CHECK(policy_blob_key_ok<IndexesAs<const std::size_t&, const std::uint32_t&>>::value);
+  CHECK(policy_function_name_ok<IndexesAs<const std::size_t&, const std::uint32_t&>>::value);
+  // The method index by non-const or rvalue reference.
+  CHECK(!policy_blob_key_ok<IndexesAs<std::size_t&, std::uint32_t>>::value);
+  CHECK(!policy_function_name_ok<IndexesAs<std::size_t&, std::uint32_t>>::value);
+  CHECK(!policy_blob_key_ok<IndexesAs<std::size_t&&, std::uint32_t>>::value);
+  CHECK(!policy_function_name_ok<IndexesAs<std::size_t&&, std::uint32_t>>::value);
+  // The partition index by non-const or rvalue reference.
+  CHECK(!policy_blob_key_ok<IndexesAs<std::size_t, std::uint32_t&>>::value);
+  CHECK(!policy_function_name_ok<IndexesAs<std::size_t, std::uint32_t&>>::value);
+  CHECK(!policy_blob_key_ok<IndexesAs<std::size_t, std::uint32_t&&>>::value);
+  CHECK(!policy_function_name_ok<IndexesAs<std::size_t, std::uint32_t&&>>::value);
+  CHECK(detail::is_strategy_policy<IndexesAs<const std::size_t&, std::uint32_t>>);
+  CHECK(!detail::is_strategy_policy<IndexesAs<std::size_t, std::uint32_t&>>);
 }
