@@ -856,6 +856,17 @@ TEST_CASE("the report's byte counts in human units never read 1024 of one unit")
   }
 }
 
+namespace {
+// A policy whose name and blob key hold control characters (neither is
+// refused: only a null, empty or NUL-holding name is).
+struct EscapedNames {
+  static constexpr const char* name = "ESC\x1b[0m";
+  static Expected<void> validate(const Program&) { return {}; }
+  static std::string blob_key(const Program&, std::size_t, std::uint32_t) { return "blob\x07"; }
+  static std::string function_name(const Program& p, std::size_t m, std::uint32_t) { return p.methods[m].name; }
+};
+}  // namespace
+
 TEST_CASE("the report's table escapes names: control characters, bytes that are not UTF-8, backslashes") {
   // (The messages' escaping, detail/escape.hpp: the table's is the same
   // without the quotes, and so without escaping an apostrophe.)
@@ -885,6 +896,20 @@ TEST_CASE("the report's table escapes names: control characters, bytes that are 
   CHECK(table.find("\n    w\\x1b[2J ") != std::string::npos);
   // JSON keeps the names themselves (escaped as JSON escapes them).
   CHECK(r->report.to_json().find("{\"method\":\"pre\\u001b]0;x\\u0007\",") != std::string::npos);
+  CHECK(r->report.to_json().find("{\"first_key\":\"w\\u001b[2J\",") != std::string::npos);
+  // The strategy's name and the blob keys are escaped too, in both.
+  DedupOptions o;
+  o.threads = 1;
+  auto e = deduplicate<Strategy<EscapedNames>>(program, o);
+  REQUIRE_MESSAGE(e.ok(), e.message());
+  const std::string escaped = e->report.to_table();
+  CHECK(escaped.find('\x1b') == std::string::npos);
+  CHECK(escaped.find('\x07') == std::string::npos);
+  CHECK(escaped.rfind("wdedup report — strategy ESC\\x1b[0m, 1 thread\n", 0) == 0);
+  CHECK(escaped.find("\n  blob\\x07 ") != std::string::npos);
+  const std::string json = e->report.to_json();
+  CHECK(json.rfind("{\"strategy\":\"ESC\\u001b[0m\",\"threads\":1,", 0) == 0);
+  CHECK(json.find("\"per_blob\":[{\"blob_key\":\"blob\\u0007\",\"functions\":2,") != std::string::npos);
 }
 
 TEST_CASE("the report's table counts a name's columns as a terminal shows them") {
@@ -896,6 +921,8 @@ TEST_CASE("the report's table counts a name's columns as a terminal shows them")
   CHECK(detail::table_columns("\xED\x95\x9C") == 2);                     // U+D55C, a Hangul syllable
   CHECK(detail::table_columns("\xF0\x9F\x98\x80") == 2);                // U+1F600, an emoji
   CHECK(detail::table_columns("\xF0\xA0\x80\x80") == 2);                // U+20000, CJK extension B
+  CHECK(detail::table_columns("\xF0\x90\x80\x80") == 1);                // U+10000, Linear B: four bytes, one column
+  CHECK(detail::table_columns("\xF0\x9F\x98\x80" "ab") == 4);            // an emoji, then two more
   CHECK(detail::table_columns("\xEF\xBC\xA1") == 2);                     // U+FF21, fullwidth A
   CHECK(detail::table_columns("\xEF\xBD\xA1") == 1);                     // U+FF61, halfwidth
   CHECK(detail::table_columns("\xE3\x80\xBF") == 1);                     // U+303F, the one narrow CJK symbol
@@ -1112,8 +1139,26 @@ TEST_CASE("the report prints every figure in its own place, as a table and as JS
                              "  de\xCC\x81" "code"
                              "                         2       13            1500         1400               301"
                              "         500\n") != std::string::npos);
-  // Nothing in: 0.0% saved, not 0/0 (nan).
-  CHECK(Report().to_table().find("\n  bytes saved                0  (0 B, 0.0%)\n") != std::string::npos);
+  // Nothing in: 0.0% saved, not 0/0 (nan); 0 threads and 0 tensors are
+  // plural, as every count but 1.
+  CHECK(Report().to_table() ==
+        "wdedup report — strategy , 0 threads\n"
+        "  methods 0, functions 0, blobs 0, tensors 0, keys 0, buffers 0\n"
+        "  bytes in                   0  (0 B)\n"
+        "  bytes stored               0  (0 B)\n"
+        "  bytes saved                0  (0 B, 0.0%)\n"
+        "  shared across blobs        0  (0 B: shipped again by a backend compiling one blob at a time)\n"
+        "\n"
+        "  per method            partitions  tensors        bytes in     distinct  shared w/ others       saved\n"
+        "\n"
+        "  per blob                        functions  tensors        bytes in     distinct  shared inside  shared across\n"
+        "\n"
+        "  alias groups 0\n"
+        "\n"
+        "  identity: 0 tensors; skipped by cheap checks: 0 unique size, 0 same pointer, 0 empty; 0 equal to the "
+        "first of their name; 0 compared directly; 0 hashed (0 B)\n"
+        "  byte comparisons 0 (0 B), hash collisions 0\n"
+        "  time: total 0.000 s, checks and identity 0.000 s (engine cpu: hashing 0.000 s, comparing 0.000 s)\n");
   Report one_tensor;
   one_tensor.identity.inputs = 1;
   CHECK(one_tensor.to_table().find("\n  identity: 1 tensor; skipped by cheap checks: 0 unique size,") !=
@@ -1122,6 +1167,7 @@ TEST_CASE("the report prints every figure in its own place, as a table and as JS
   // 10^12 s (past 2^64 microseconds the conversion is undefined).
   CHECK(detail::json_seconds(0.0000019) == "0.000002");
   CHECK(detail::json_seconds(2.9999996) == "3.000000");
+  CHECK(detail::json_seconds(2e12) == "1000000000000.000000");  // capped from 10^12 s on, not from further up
   CHECK(detail::json_seconds(1e300) == "1000000000000.000000");
   CHECK(detail::json_seconds(std::numeric_limits<double>::infinity()) == "1000000000000.000000");
   // A tab and a carriage return as JSON's short escapes.
