@@ -94,6 +94,21 @@ TEST_CASE("a sparse file of 5 GiB: FileSource reads past 2 and 4 GiB; MmapSource
       CHECK(std::memcmp(v, marks, 20) == 0);
     }
   }
+  if (sizeof(void*) < 8) {
+    // A window 100 bytes into its page whose length fits a 32-bit size_t
+    // alone but not with those 100 bytes: refused with its length, where the
+    // mapping's size (100 + length) would wrap to 0. One byte shorter fits
+    // and is asked of mmap, which has no 4 GiB to give.
+    const std::uint64_t fits = SIZE_MAX - 100;
+    wdedup::Result<wdedup::MmapSource> wraps = wdedup::MmapSource::open(path.c_str(), wdedup::FileWindow{100, fits + 1});
+    CHECK(wraps.error() == wdedup::Error::IoError);
+    CHECK(std::string(wraps.failure().what) == "file too large to map");
+    CHECK(wraps.failure().at == fits + 1);
+    wdedup::Result<wdedup::MmapSource> most = wdedup::MmapSource::open(path.c_str(), wdedup::FileWindow{100, fits});
+    CHECK(most.error() == wdedup::Error::IoError);
+    CHECK(std::string(most.failure().what) == "mmap failed (at = errno)");
+    CHECK(most.failure().at == ENOMEM);
+  }
   {
     // A window of it, past 2 and 4 GiB: a 32-bit program maps it too (the
     // mapping starts at the page before `at`, past a 32-bit off_t), from the
