@@ -402,6 +402,11 @@ TEST_CASE("layouts are checked against the bytes") {
        "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0]): rank 2 but dim_order has 1 entry"},
       {Layout{ScalarType::Float, {2}, {1}},
        "key 't': layout is inconsistent (FLOAT [2] dim_order [1]): dim_order[0] is 1, not below rank 1"},
+      // The entry named is the one that breaks the rule, not the first.
+      {Layout{ScalarType::Float, {2, 3}, {0, 5}},
+       "key 't': layout is inconsistent (FLOAT [2, 3] dim_order [0, 5]): dim_order[1] is 5, not below rank 2"},
+      {Layout{ScalarType::Float, {2, 3, 1}, {1, 0, 0}},
+       "key 't': layout is inconsistent (FLOAT [2, 3, 1] dim_order [1, 0, 0]): dim_order names dimension 0 twice"},
       {Layout::contiguous(ScalarType::Float, {2, -3}),
        "key 't': layout is inconsistent (FLOAT [2, -3] dim_order [0, 1]): sizes[1] is negative (-3)"},
       {Layout::contiguous(ScalarType::Double, {INT32_MAX, INT32_MAX, 4}),
