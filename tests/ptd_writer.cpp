@@ -978,6 +978,17 @@ TEST_CASE("validation of stores filled through the bulk path") {
     expect(s, Error::InvalidAlignment,
            "buffer 0 (key 'k') has alignment 4294967295: its lcm with segment_alignment 128 exceeds the maximum of "
            "4294967296");
+    // A buffer that several keys share is named by its first key, not by
+    // a later one, nor by a key of another buffer.
+    const auto other = pattern(8, 2);
+    NamedDataStore shared;
+    REQUIRE(shared.add_named_data("a", ByteSpan(other.data(), 8), 1).ok());
+    REQUIRE(shared.add_named_data("k", data, 4294967295).ok());
+    REQUIRE(shared.add_named_data("k2", data, 1).ok());
+    REQUIRE(shared.buffer_count() == 2);
+    expect(shared, Error::InvalidAlignment,
+           "buffer 1 (key 'k') has alignment 4294967295: its lcm with segment_alignment 128 exceeds the maximum of "
+           "4294967296");
     // The bulk path may leave the buffer below its key's request: the key's
     // is checked as well.
     NamedDataStore bulk;
