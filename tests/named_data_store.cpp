@@ -1295,4 +1295,13 @@ TEST_CASE("merge of a bulk-filled store: a buffer at alignment 0 or past the max
   CHECK(r.error() == Error::InvalidArgument);
   CHECK(r.message() == "merge failed, store unchanged: key 'k' points at buffer 1 but the merged store has 1 buffer");
   CHECK(dump(s) == before);
+  // The count named is the merged store's (2), not this store's (1).
+  NamedDataStore two;
+  detail::StoreAccess::add_buffer(two, span(a_copy), 1);
+  detail::StoreAccess::add_buffer(two, span(c), 1);
+  detail::StoreAccess::add_key(two, "k", 2, 1, std::nullopt);
+  r = s.merge(two);
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "merge failed, store unchanged: key 'k' points at buffer 2 but the merged store has 2 buffers");
+  CHECK(dump(s) == before);
 }
