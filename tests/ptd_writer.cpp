@@ -790,6 +790,12 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
     expect(m, {}, Error::InvalidName,
            "method 'encode' partition 0's function ('prefill__0' in blob 'combined_all'): method 'prefill' partition 0 has "
            "the same function name in the same blob; a reader could find only the first");
+    // The first function is named by its own partition, not the repeat's.
+    m = small_maps();
+    m.functions.push_back(FunctionMap{"encode", 3, "combined_all", "prefill__0", {}});
+    expect(m, {}, Error::InvalidName,
+           "method 'encode' partition 3's function ('prefill__0' in blob 'combined_all'): method 'prefill' partition 0 has "
+           "the same function name in the same blob; a reader could find only the first");
     // One name in two blobs is fine (Positional: "decode" in each
     // combined_partition_<i>).
     m = small_maps();
