@@ -1304,6 +1304,15 @@ TEST_CASE("long tensor names shared by many functions: the writer refuses what a
   REQUIRE(file.message().size() > tail.size());
   CHECK(file.message().substr(file.message().size() - tail.size()) == tail);
   CHECK(file.message().size() < 400);
+  // A method name of exactly 40 bytes is shown whole, with no "...".
+  FunctionMaps long_method = maps(32, 3000);
+  long_method.functions[0].method = std::string(40, 'm');
+  file = serialize_ptd(s, long_method, {});
+  CHECK(file.error() == Error::InvalidName);
+  const std::string method_tail = "; the longest is the tensor name '" + std::string(40, 'n') + "'... (3002 bytes) of method '" +
+                                  std::string(40, 'm') + "' partition 0; shorten the names";
+  REQUIRE(file.message().size() > method_tail.size());
+  CHECK(file.message().substr(file.message().size() - method_tail.size()) == method_tail);
   // write_ptd_file: refused before the destination is touched.
   const std::string dest = tmp_path("long_shared_names.ptd");
   const std::vector<std::uint8_t> old = occupy(dest);
