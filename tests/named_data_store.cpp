@@ -345,6 +345,15 @@ TEST_CASE("an existing key: an lcm over the maximum is refused and changes neith
   CHECK(r.error() == Error::InvalidAlignment);
   CHECK(r.message() == "key 'p': lcm of alignments 65537 and 65539 exceeds the maximum of 4294967296");
   CHECK(dump(s) == before);
+  // The same through merge: this store's request named first, then the
+  // merged store's, as the add names them.
+  NamedDataStore t;
+  REQUIRE(t.add_named_data("p", span(pb_copy), 65539).ok());
+  r = s.merge(t);
+  CHECK(r.error() == Error::InvalidAlignment);
+  CHECK(r.message() == "merge failed, store unchanged: key 'p': lcm of alignments 65537 and 65539 exceeds the "
+                       "maximum of 4294967296");
+  CHECK(dump(s) == before);
 
   // ...and the store still takes a request that fits.
   REQUIRE(s.add_named_data("w", span(a), 2).ok());
