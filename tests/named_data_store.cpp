@@ -668,6 +668,21 @@ TEST_CASE("merge carries a buffer's alignment when it is above its keys' own") {
   CHECK(s.buffers()[0].alignment == 4096);
   const StoreKey& k_key = REQUIRE_FOUND(s.find("k"));
   CHECK(k_key.alignment == 1);
+  // Into a store that holds the bytes already, under that key or another:
+  // the buffer is raised to 4096 (lcm with its 3), the keys keep theirs.
+  const std::vector<std::uint8_t> a_copy = a;
+  for (const char* held_as : {"k", "j"}) {
+    CAPTURE(held_as);
+    NamedDataStore t;
+    REQUIRE(t.add_named_data(held_as, span(a_copy), 3).ok());
+    REQUIRE(t.merge(other).ok());
+    REQUIRE(t.buffer_count() == 1);
+    CHECK(t.buffers()[0].alignment == 12288);
+    const StoreKey& held = REQUIRE_FOUND(t.find(held_as));
+    CHECK(held.alignment == 3);
+    const StoreKey& merged = REQUIRE_FOUND(t.find("k"));
+    CHECK(merged.alignment == (std::string_view(held_as) == "k" ? 3 : 1));
+  }
 }
 
 TEST_CASE("merge checks each key of the other store, even one on bytes this store already holds") {
