@@ -1002,6 +1002,15 @@ TEST_CASE("validation of stores filled through the bulk path") {
     expect(bulk, Error::InvalidAlignment,
            "key 'k': its segment's alignment 4294967295 and segment_alignment 128 have an lcm over the maximum of "
            "4294967296");
+    // Each alignment alone is placed within the maximum; their lcm is not:
+    // lcm(65537, 1023) = 67,044,351, and with 128 over 2^33. (Planned
+    // first: a writer that let it through would hold 8 GiB of padding.)
+    NamedDataStore joint;
+    SA::add_key(joint, "k", SA::add_buffer(joint, data, 65537), 1023, std::nullopt);
+    REQUIRE_FALSE(detail::plan_ptd(joint, FunctionMaps{}, WriteOptions{}).ok());
+    expect(joint, Error::InvalidAlignment,
+           "key 'k': its segment's alignment 67044351 and segment_alignment 128 have an lcm over the maximum of "
+           "4294967296");
     NamedDataStore keyless;
     SA::add_buffer(keyless, data, 4294967295);
     expect(keyless, Error::InvalidAlignment,
