@@ -1054,6 +1054,15 @@ TEST_CASE("validation of stores filled through the bulk path") {
     SA::add_key(s, "k", b, 1024, std::nullopt);
     const std::vector<std::uint8_t> f = serialize(s, no_ext(1));
     CHECK((header(f).base + Walk{f}.segment_offset(0)) % 1024 == 0);
+    // With WDX1: the segment info gives the segment's alignment, 1024,
+    // not its buffer's 1; the key entry its own request.
+    WriteOptions o;
+    o.segment_alignment = 1;
+    const std::vector<std::uint8_t> g = serialize(s, o);
+    const std::uint64_t x = (48 + header(g).fb_size + 15) / 16 * 16;
+    REQUIRE(std::memcmp(g.data() + x, "WDX1", 4) == 0);
+    CHECK(u64(g, x + u32(g, x + eh::kSegmentInfoOffset) + format::segment_info::kAlignment) == 1024);
+    CHECK(u64(g, x + u32(g, x + eh::kEntriesOffset) + format::key_entry::kAlignment) == 1024);
   }
 }
 
