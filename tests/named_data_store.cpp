@@ -536,8 +536,8 @@ TEST_CASE("merge follows the same rules") {
   REQUIRE(s.add_named_data("a", span(a), 16).ok());
   REQUIRE(s.add_named_data("b", span(b), 8).ok());
   REQUIRE(t.add_named_data("a", span(a2), 16).ok());       // same key, same bytes
-  REQUIRE(t.add_named_data("a_alias", span(a2), 4096).ok());  // new key, same bytes
-  REQUIRE(t.add_named_data("c", span(c), 3).ok());           // new
+  REQUIRE(t.add_named_data("a_alias", span(a2), 4096, Layout::contiguous(ScalarType::Float, {8})).ok());  // new key, same bytes
+  REQUIRE(t.add_named_data("c", span(c), 3, Layout::contiguous(ScalarType::Byte, {5, 10})).ok());  // new
   const auto b2 = bytes(40, 2);
   REQUIRE(t.add_named_data("b", span(b2), 64).ok());  // same key, same bytes, asking for more
   REQUIRE(s.merge(t).ok());
@@ -555,6 +555,10 @@ TEST_CASE("merge follows the same rules") {
   CHECK(s.keys()[3].key == "c");
   CHECK(s.keys()[3].buffer_index == 2);
   CHECK(s.buffers()[2].alignment == 3);
+  // New keys keep their layouts, on bytes held already or new.
+  CHECK(wdedup_test::layout_text(s.keys()[2].layout) == "type 6 sizes 8 dim_order 0");
+  CHECK(wdedup_test::layout_text(s.keys()[3].layout) == "type 0 sizes 5 10 dim_order 0 1");
+  CHECK(wdedup_test::layout_text(s.keys()[0].layout) == "no layout");
 }
 
 TEST_CASE("merge is all-or-nothing on error") {
