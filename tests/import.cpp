@@ -1107,6 +1107,23 @@ TEST_CASE("PtdFiles names a file's method after the file: the stem, else the fir
   Program gaps;
   gaps.add_method("w#2");
   CHECK(wdedup::detail::free_method_name(gaps, "w") == "w");
+  // The stem's first free name among methods `taken`.
+  auto free_among = [](std::initializer_list<const char*> taken) {
+    Program p;
+    for (const char* name : taken) p.add_method(name);
+    return wdedup::detail::free_method_name(p, "s");
+  };
+  // Names of another stem as long as this one, or that only continue it,
+  // take nothing: "t" and "t#2" leave "s" free.
+  CHECK(free_among({"t", "t#2"}) == "s");
+  // Every decimal digit counts, 0 and 9 included, as in base ten: "s",
+  // "s#2" to "s#10" taken (10 methods), "s#11" is the first free.
+  CHECK(free_among({"s", "s#2", "s#3", "s#4", "s#5", "s#6", "s#7", "s#8", "s#9", "s#10"}) == "s#11");
+  // A number past what the methods could take is not read on to its end:
+  // 2^64 + 3, read whole, wraps to 3.
+  CHECK(free_among({"s", "s#2", "s#18446744073709551619"}) == "s#3");
+  // "stem#<n + 2>", the largest number n methods can take: "s" and "s#4".
+  CHECK(free_among({"s", "s#4"}) == "s#2");
   // The same names as trying "stem", "stem#2", ... in turn, on every shape
   // of taken set over a few names.
   for (unsigned mask = 0; mask < 64; ++mask) {
