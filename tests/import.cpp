@@ -748,6 +748,23 @@ TEST_CASE("import: segments naming one range are each checked against their own 
   as_they_are.verify_content_hashes = false;
   REQUIRE(add_ptd_method(program, o->map(), "m", as_they_are).ok());
   CHECK(std::memcmp(program.methods.at(0).partitions.at(0).tensors.at(2).bytes.data(), same.data(), 64) == 0);
+  // c's bytes changed as well as a's range: the range met first in the
+  // file, a's, is the one named (#0), not c's past it.
+  std::uint64_t c_offset = 0;
+  {
+    std::unique_ptr<Opened> c_own = open_bytes(shared);
+    REQUIRE(c_own->ok());
+    c_offset = REQUIRE_VALUE(c_own->map().segment(2)).offset;
+  }
+  REQUIRE(c_offset > a_offset);
+  std::vector<std::uint8_t> both = flipped;
+  both.at(static_cast<std::size_t>(c_offset)) ^= 1;
+  refused(both, 0);
+  // c alone on a's range, b still past it: in offset order c's segment is
+  // the second one checked (a's, c's, b's); it is named by its index, #2.
+  std::vector<std::uint8_t> c_on_a = written;
+  onto_a(c_on_a, 2);
+  refused(c_on_a, 2);
 }
 
 TEST_CASE("import: the content hashes are checked last: a file with a changed segment and a refused key names the key") {
