@@ -1829,6 +1829,19 @@ TEST_CASE("PtdFiles: a file named '.ptd' is imported as method '.ptd' (no empty 
   CHECK(program.methods[0].partitions[0].tensors.size() == 3);
 }
 
+TEST_CASE("PtdFiles: only a final \".ptd\" comes off a file's name: 'weights.bin' is method 'weights.bin'") {
+  const std::string dir = empty_test_dir("import_other_suffix");
+  for (const std::string name : {"weights.bin", "w.ptd.bak"}) {
+    CAPTURE(name);
+    REQUIRE(write_file(dir + "/" + name, read_file(fixture("simple.ptd"))));
+    PtdFiles files;
+    const Program program = import_alone(files, dir + "/" + name);
+    REQUIRE(program.methods.size() == 1);
+    CHECK(program.methods[0].name == name);
+    CHECK(program.methods[0].partitions[0].tensors.size() == 3);
+  }
+}
+
 TEST_CASE("PtdFiles: the store of a program with no partitions reads as a one-method export with no keys") {
   // No partition, no function: nothing in the file says deduplicate()
   // wrote it (README, "Stores that deduplicate() wrote").
