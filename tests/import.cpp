@@ -465,6 +465,17 @@ TEST_CASE("import: a layout smaller than its segment is LayoutMismatch, naming k
   CHECK(e.error() == Error::LayoutMismatch);
   CHECK(e.message() == "add_ptd_method: key #5 'int32.2x2x2': its layout describes 16 bytes, its segment holds 32");
   CHECK(program.methods.empty());
+  // [2, 2, 4] describes 64 bytes, more than the segment holds: a layout
+  // that breaks its rules, which the file opens with (as ExecuTorch's
+  // reader does) and the import refuses, not taken as no layout.
+  bytes[at[0] + 12] = 4;
+  o = open_bytes(bytes);
+  REQUIRE(o->ok());
+  e = add_ptd_method(program, o->map(), "m");
+  CHECK(e.error() == Error::MalformedLayout);
+  CHECK(e.message() == "add_ptd_method: key #5 'int32.2x2x2': layout describes more bytes than its segment holds "
+                       "(MalformedLayout at 476)");
+  CHECK(program.methods.empty());
 }
 
 TEST_CASE("add_ptd_program: a store deduplicate() wrote comes back as its methods and partitions") {
