@@ -478,6 +478,22 @@ TEST_CASE("import: a layout smaller than its segment is LayoutMismatch, naming k
   CHECK(program.methods.empty());
 }
 
+TEST_CASE("import: a map whose source was replaced since it was opened is refused before a tensor points into it") {
+  // The same bytes at another address, of the same size: the map's checks
+  // of the store (in memory, its size) pass, its check_source() does not.
+  const std::vector<std::uint8_t> bytes = read_fixture("simple.ptd"), copy = bytes;
+  BufferSource source(bytes.data(), bytes.size());
+  const Result<NamedDataMap> map = NamedDataMap::open(source);
+  REQUIRE(map.ok());
+  source = BufferSource(copy.data(), copy.size());
+  Program program;
+  const Expected<void> e = add_ptd_method(program, *map, "m");
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message() == "add_ptd_method: key #0 'simple.a': the source is not the one opened (moved or replaced since "
+                       "open) (InvalidArgument at " + std::to_string(bytes.size()) + ")");
+  CHECK(program.methods.empty());
+}
+
 TEST_CASE("add_ptd_program: a store deduplicate() wrote comes back as its methods and partitions") {
   std::unique_ptr<Opened> o = open_via(Via::Mmap, wdedup_file_path());
   REQUIRE(o->ok());
