@@ -1977,6 +1977,25 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
                          "'simple.b', 'simple.c'" +
                              std::string(kNotKeptWhy) + "them by name, as an ExecuTorch program does, does not find them)");
   }
+  // The file's own bytes (its memory, not a copy) under another name are
+  // where the key went only whole and with the key's layout (none): not a
+  // prefix of them, nor them with a layout.
+  {
+    NamedDataStore s;
+    REQUIRE(s.add_named_data("prefix", ByteSpan(a_b_at, 99)).ok());
+    REQUIRE(s.add_named_data("typed", ByteSpan(a_b_at, 100), 1, Layout::contiguous(ScalarType::Byte, {100})).ok());
+    const std::string not_found =
+        std::string(kNotKeptWhy) + "them by name, as an ExecuTorch program does, does not find them)";
+    e = check_keys_kept(a->map(), s);
+    CHECK(e.error() == Error::NotFound);
+    CHECK(e.message() == "check_keys_kept: 3 of the file's 3 keys are not in the merged store: 'simple.a', "
+                         "'simple.b', 'simple.c'" + not_found);
+    REQUIRE(s.add_named_data("own", ByteSpan(a_b_at, 100)).ok());
+    e = check_keys_kept(a->map(), s);
+    CHECK(e.error() == Error::NotFound);
+    CHECK(e.message() == "check_keys_kept: 3 of the file's 3 keys are not in the merged store: 'simple.a', "
+                         "'simple.b' (now 'own'), 'simple.c'" + not_found);
+  }
 
   std::unique_ptr<Opened> layouts = open_fixture("layouts.ptd", Via::Mmap);
   const NamedDataMap& lm = layouts->map();
