@@ -446,20 +446,29 @@ TEST_CASE("import: keys whose strings overlap in the file are refused before any
   }
 }
 
-TEST_CASE("import: a layout smaller than its segment is LayoutMismatch, naming key and sizes") {
-  // layouts.ptd key 5 is int32 [2, 2, 2] over 32 bytes (keys 0-4 import
-  // fine first). Its sizes vector (length 3, then 2, 2, 2) occurs once in
-  // the file; [2, 2, 1] describes 16 bytes, which ExecuTorch's reader (and
-  // ours) accepts.
+namespace {
+/// layouts.ptd with key 5's layout, int32 [2, 2, 2] over 32 bytes, made
+/// [2, 2, `last`]. Its sizes vector (length 3, then 2, 2, 2) occurs once in
+/// the file.
+std::unique_ptr<Opened> layouts_with_last_size(std::uint8_t last) {
   std::vector<std::uint8_t> bytes = read_fixture("layouts.ptd");
   const std::uint8_t sizes_2x2x2[] = {3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0};
   std::vector<std::size_t> at;
   for (std::size_t p = 0; p + sizeof sizes_2x2x2 <= bytes.size(); ++p)
     if (std::memcmp(bytes.data() + p, sizes_2x2x2, sizeof sizes_2x2x2) == 0) at.push_back(p);
   REQUIRE(at.size() == 1);
-  bytes[at[0] + 12] = 1;
+  bytes[at[0] + 12] = last;
   std::unique_ptr<Opened> o = open_bytes(bytes);
   REQUIRE(o->ok());
+  return o;
+}
+}  // namespace
+
+TEST_CASE("import: a layout smaller than its segment is LayoutMismatch, naming key and sizes") {
+  // layouts.ptd key 5 is int32 [2, 2, 2] over 32 bytes (keys 0-4 import
+  // fine first); [2, 2, 1] describes 16 bytes, which ExecuTorch's reader
+  // (and ours) accepts.
+  std::unique_ptr<Opened> o = layouts_with_last_size(1);
   Program program;
   Expected<void> e = add_ptd_method(program, o->map(), "m");
   CHECK(e.error() == Error::LayoutMismatch);
@@ -468,9 +477,7 @@ TEST_CASE("import: a layout smaller than its segment is LayoutMismatch, naming k
   // [2, 2, 4] describes 64 bytes, more than the segment holds: a layout
   // that breaks its rules, which the file opens with (as ExecuTorch's
   // reader does) and the import refuses, not taken as no layout.
-  bytes[at[0] + 12] = 4;
-  o = open_bytes(bytes);
-  REQUIRE(o->ok());
+  o = layouts_with_last_size(4);
   e = add_ptd_method(program, o->map(), "m");
   CHECK(e.error() == Error::MalformedLayout);
   CHECK(e.message() == "add_ptd_method: key #5 'int32.2x2x2': layout describes more bytes than its segment holds "
@@ -2010,6 +2017,29 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   CHECK(e.error() == Error::LayoutMismatch);
   CHECK(e.message() == "check_keys_kept: key " + wdedup::detail::quote_name(key_text(l0_key)) +
                            ": the merged store has no layout, the file " + wdedup::detail::describe_layout(l0_layout));
+  // A key whose layout breaks its rules (key 5's [2, 2, 2] made [2, 2, 4]:
+  // 64 bytes over 32) held under its name: the reader's code and rule. Not
+  // held: no key is said to hold it now (its layout is not known).
+  {
+    std::unique_ptr<Opened> bad = layouts_with_last_size(4);
+    const NamedDataMap& bm = bad->map();
+    const KeyInfo k5 = REQUIRE_VALUE(bm.key_info(5));
+    const std::uint8_t* const k5_at = bm.source().view(k5.offset, k5.size);
+    REQUIRE(k5_at != nullptr);
+    const ByteSpan k5_bytes(k5_at, static_cast<std::size_t>(k5.size));
+    e = check_keys_kept(bm, store_of(bm, 5, k5_bytes, std::nullopt));
+    CHECK(e.error() == Error::MalformedLayout);
+    CHECK(e.message() == "check_keys_kept: key 'int32.2x2x2': layout describes more bytes than its segment holds "
+                         "(MalformedLayout at 476)");
+    NamedDataStore s;
+    REQUIRE(s.add_named_data("m/int32.2x2x2", k5_bytes).ok());
+    e = check_keys_kept(bm, s);
+    CHECK(e.error() == Error::NotFound);
+    CHECK(e.message() == "check_keys_kept: 11 of the file's 11 keys are not in the merged store: 'float32.2x3', "
+                         "'float16.4', 'bfloat16.2x2', 'int8.5', 'uint8.3x1', 'int32.2x2x2', 'int64.scalar', 'bool.6' "
+                         "and 3 more" +
+                             std::string(kNotKeptWhy) + "them by name, as an ExecuTorch program does, does not find them)");
+  }
 
   // Keys missing and a key held with other bytes: both said, the first in
   // file order first, with its code; keys after the first held otherwise
