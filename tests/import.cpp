@@ -2017,6 +2017,15 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   CHECK(e.error() == Error::LayoutMismatch);
   CHECK(e.message() == "check_keys_kept: key " + wdedup::detail::quote_name(key_text(l0_key)) +
                            ": the merged store has no layout, the file " + wdedup::detail::describe_layout(l0_layout));
+  // Another layout of as many bytes (float32 [3, 2] for [2, 3]).
+  const Layout l0_other = Layout::contiguous(ScalarType::Float, {3, 2});
+  REQUIRE(key_text(l0_key) == "float32.2x3");
+  REQUIRE(l0_other != l0_layout);
+  e = check_keys_kept(lm, store_of(lm, 0, l0_bytes, l0_other));
+  CHECK(e.error() == Error::LayoutMismatch);
+  CHECK(e.message() == "check_keys_kept: key 'float32.2x3': the merged store has " +
+                           wdedup::detail::describe_layout(l0_other) + ", the file " +
+                           wdedup::detail::describe_layout(l0_layout));
   // A key whose layout breaks its rules (key 5's [2, 2, 2] made [2, 2, 4]:
   // 64 bytes over 32) held under its name: the reader's code and rule. Not
   // held: no key is said to hold it now (its layout is not known).
@@ -2089,6 +2098,19 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     CHECK(e.error() == Error::KeyConflict);
     CHECK(e.message() == "check_keys_kept: key 'a': the merged store holds 1 byte that differs from the file's 2");
   }
+  // Eight keys missing, the most that are all named: no " and 0 more".
+  {
+    NamedDataStore eight;
+    const std::vector<std::uint8_t> byte = pattern(1, 1);
+    for (char c = 'a'; c < 'i'; ++c) REQUIRE(eight.add_named_data(std::string(1, c), ByteSpan(byte.data(), 1)).ok());
+    std::unique_ptr<Opened> f8 = open_bytes(write_or_die(eight, FunctionMaps{}, WriteOptions{}));
+    REQUIRE(f8->ok());
+    e = check_keys_kept(f8->map(), NamedDataStore());
+    CHECK(e.error() == Error::NotFound);
+    CHECK(e.message() == "check_keys_kept: 8 of the file's 8 keys are not in the merged store: 'a', 'b', 'c', 'd', "
+                         "'e', 'f', 'g', 'h'" +
+                             std::string(kNotKeptWhy) + "them by name, as an ExecuTorch program does, does not find them)");
+  }
   // Every key missing is counted; the first 8 are named, in file order.
   std::unique_ptr<Opened> many = open_fixture("many_keys.ptd", Via::Mmap);
   const std::size_t n = REQUIRE_VALUE(many->map().get_num_keys());
@@ -2156,6 +2178,33 @@ TEST_CASE("PtdFiles::check_keys_kept: every file checked, each failing one named
   CHECK(e.message() == one_key_not_kept(prefill, 3, "simple.b", "prefill/simple.b") + "; " +
                            one_key_not_kept(same, 3, "simple.b", "same/simple.b") + "; " +
                            one_key_not_kept(decode, 3, "simple.b", "decode/simple.b"));
+  // The code is the first failing file's, whatever a later one's is: a
+  // store of simple.ptd's simple.a and simple.b (copies) lacks prefill's
+  // simple.c (NotFound); decode's simple.b, met before its simple.c, holds
+  // other bytes there (KeyConflict).
+  std::unique_ptr<Opened> simple = open_fixture("simple.ptd");
+  std::vector<std::uint8_t> copies[2];
+  NamedDataStore ab;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const KeyInfo k = REQUIRE_VALUE(simple->map().key_info(i));
+    const std::uint8_t* const at = simple->map().source().view(k.offset, k.size);
+    REQUIRE(at != nullptr);
+    copies[i].assign(at, at + k.size);
+    REQUIRE(ab.add_named_data(key_text(REQUIRE_VALUE(simple->map().get_key(i))),
+                              ByteSpan(copies[i].data(), copies[i].size()))
+                .ok());
+  }
+  PtdFiles two;
+  Program both;
+  REQUIRE(two.add(both, prefill).ok());
+  REQUIRE(two.add(both, decode).ok());
+  const std::string c_not_kept = "1 of the file's 3 keys is not in the merged store: 'simple.c'" +
+                                 std::string(kNotKeptWhy) + "it by name, as an ExecuTorch program does, does not find it)";
+  const Expected<void> first = two.check_keys_kept(ab);
+  CHECK(first.error() == Error::NotFound);
+  CHECK(first.message() == prefill + ": check_keys_kept: " + c_not_kept + "; " + decode +
+                               ": check_keys_kept: key 'simple.b': the merged store holds 100 bytes that differ from "
+                               "the file's 100 (first difference at byte 3); and " + c_not_kept);
 }
 
 #ifdef WDEDUP_DEMO_PATH
