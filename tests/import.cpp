@@ -991,6 +991,14 @@ TEST_CASE("add_ptd_program: a key no function names is refused, or goes to the m
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == "add_ptd_program: unmapped_keys_method 'before' is already a method of the program");
   CHECK(program.methods.size() == 1);
+  // Checked as a method name: keys are made of it.
+  options.unmapped_keys_method = "r\xff";
+  e = add_ptd_program(program, o->map(), options);
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_program: unmapped_keys_method 'r\\xff' is not valid UTF-8 at offset 1 (keys are made "
+                       "of method names: '<method>/<name>'); a key is a flatbuffer string, which is UTF-8, and "
+                       "ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is not");
+  CHECK(program.methods.size() == 1);
 
   options.unmapped_keys_method = "rest";
   REQUIRE(add_ptd_program(program, o->map(), options).ok());
