@@ -647,6 +647,18 @@ TEST_CASE("a wdedup file whose data ExecuTorch's replace_data replaced: refused 
     const wdedup::Tensor& wk = program.methods[1].partitions.at(0).tensors.at(1);
     CHECK(wk.name == "wk");
     CHECK(std::vector<std::uint8_t>(wk.bytes.data(), wk.bytes.data() + wk.bytes.size()) == grown);
+    // PtdFiles opens the file again as it was opened to be added (moved
+    // segments allowed) to compare its keys with a merged store's: its
+    // function maps name the tensors, which become the keys.
+    wdedup::Expected<wdedup::DedupResult> r = wdedup::deduplicate<wdedup::Strategy<wdedup::OneBlob>>(program);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    const wdedup::Expected<void> kept = files.check_keys_kept(r->store);
+    CHECK(kept.error() == wdedup::Error::NotFound);
+    CHECK(kept.message() == path + ": check_keys_kept: 3 of the file's 4 keys are not in the merged store: 'w.q' (now "
+                                   "'wq'), 'w.v' (now 'wq'), 'w.k' (now 'wk') (deduplicate() names each key after its "
+                                   "tensor, and '<method>/<name>' where methods give one name different bytes or "
+                                   "layouts: a program that asks for them by name, as an ExecuTorch program does, "
+                                   "does not find them)");
     std::remove(path.c_str());
   }
 }
