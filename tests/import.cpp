@@ -1030,6 +1030,18 @@ TEST_CASE("add_ptd_program: a key no function names is refused, or goes to the m
         "add_ptd_program: key #1 'extra.b' is in no function's table, so no method or partition holds it; "
         "ImportOptions::unmapped_keys_method names a method to take such keys");
   CHECK(fresh.methods.empty());
+  // The first key in no table may be the file's first: a function naming
+  // extra.b alone leaves shared.a (#0) and extra.c.
+  FunctionMaps b_only;
+  b_only.functions.push_back({"m", 0, "blob", "m", {{"b", "extra.b"}}});
+  std::unique_ptr<Opened> first = open_bytes(write_or_die(store, b_only, WriteOptions{}));
+  REQUIRE(first->ok());
+  e = add_ptd_program(fresh, first->map());
+  CHECK(e.error() == Error::InvalidArgument);
+  CHECK(e.message() ==
+        "add_ptd_program: key #0 'shared.a' (and 1 more) is in no function's table, so no method or partition holds "
+        "it; ImportOptions::unmapped_keys_method names a method to take such keys");
+  CHECK(fresh.methods.empty());
 }
 
 TEST_CASE("import: a file wdedup wrote without its records keeps its absolute alignment") {
