@@ -493,6 +493,25 @@ TEST_CASE("identity: member chunks that merge compare every byte, their first li
   CHECK(c.stats.hash_collisions > 0);
 }
 
+TEST_CASE("identity: member chunks that merge compare every byte of the first block, its last one too") {
+  // 200 inputs of 512 bytes (block 512: 4 chunks of 50), two contents
+  // that differ only in byte 511, the first block's last, taken in turn.
+  // Under a constant hash every chunk's representatives meet in one bucket,
+  // where only a comparison of all 512 bytes keeps them apart.
+  Bytes a = pattern(512, 11), b = a;
+  b[511] ^= 0x80;
+  std::vector<Bytes> bufs;
+  for (int i = 0; i < 200; ++i) bufs.push_back(i % 2 == 0 ? a : b);
+  const std::vector<ByteSpan> in = spans(bufs);
+  std::vector<std::uint32_t> want(200);
+  for (std::uint32_t i = 0; i < 200; ++i) want[i] = i % 2;
+  REQUIRE(brute_force(in) == want);
+  CHECK(run(in, 512).result == want);
+  const Run c = run(in, 512, AlwaysCollideHash{});
+  CHECK(c.result == want);
+  CHECK(c.stats.hash_collisions > 0);
+}
+
 /// The reference for many inputs: first index of each distinct content.
 std::vector<std::uint32_t> by_map(const std::vector<ByteSpan>& in) {
   std::map<Bytes, std::uint32_t> first;
