@@ -785,6 +785,44 @@ TEST_CASE("identity: an input that shares its pointer with a matched hint") {
   CHECK(r.stats.skipped_same_pointer == 1);
 }
 
+TEST_CASE("identity: fingerprints made ahead are used under the seed they were made with, and only then") {
+  // Three equal inputs of 100 bytes: a class of three, fingerprinted.
+  // Input 0's fingerprint is handed over (EarlyVerdicts::prefix), and the
+  // hash counts its calls. Under the seed it was made with (7) it is used:
+  // two calls, for inputs 1 and 2. Under seed 0 (each call draws its own)
+  // it is not, whatever it holds: three calls, and one class.
+  struct CountingHash {
+    std::size_t* calls;
+    std::uint64_t operator()(const void* p, std::size_t n, std::uint64_t seed) const {
+      ++*calls;
+      return Xxh3Hash{}(p, n, seed);
+    }
+  };
+  const Bytes a = pattern(100, 21);
+  const std::vector<Bytes> bufs{a, a, a};
+  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<std::uint8_t> has_prefix{1, 0, 0};
+  for (const std::uint64_t seed : {std::uint64_t{7}, std::uint64_t{0}}) {
+    CAPTURE(seed);
+    const std::vector<std::uint64_t> prefix{
+        seed != 0 ? Xxh3Hash{}(a.data(), kPrefix, wdedup::detail::identity::kPrefixSeed ^ seed) : 12345, 0, 0};
+    wdedup::detail::EarlyVerdicts early;
+    early.has_prefix = wdedup::Span<const std::uint8_t>(has_prefix.data(), has_prefix.size());
+    early.prefix = wdedup::Span<const std::uint64_t>(prefix.data(), prefix.size());
+    IdentityOptions opts;
+    opts.threads = 1;
+    opts.seed = seed;
+    std::size_t calls = 0;
+    IdentityStats stats;
+    const std::vector<std::uint32_t> result =
+        find_identical(in, wdedup::Span<const std::uint32_t>(), CountingHash{&calls}, opts, &stats, early);
+    CHECK(result == std::vector<std::uint32_t>{0, 0, 0});
+    CHECK(calls == (seed != 0 ? 2u : 3u));
+    CHECK(stats.hashed == 3);
+    CHECK(stats.bytes_hashed == 3 * kPrefix);
+  }
+}
+
 TEST_CASE("identity: randomized against brute force") {
   std::mt19937_64 rng(20240611);
   const std::size_t sizes[] = {0, 1, 5, 63, 64, 65, 255, 256, 257, 600, 4096, 9000};
