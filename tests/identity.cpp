@@ -645,6 +645,27 @@ TEST_CASE("identity: a swept class is compared in steps smaller than its blocks"
   CHECK(c.result == want);
 }
 
+TEST_CASE("identity: a class of kItemBlocks (256) members is refined block by block; one of 257 is swept") {
+  // Equal inputs of 8 KiB, block 4 KiB. The first block: chunks of at
+  // most 64 members, each compared with its chunk's first, then the
+  // chunks' firsts with the first chunk's (256: 4 chunks, 252 + 3
+  // comparisons; 257: 5 chunks, 252 + 4). The second block: 256 members
+  // are one (class, range) item, each compared with the leader once over
+  // 4 KiB (255); 257 are swept, each against the leader in two 2 KiB steps
+  // (2 x 256).
+  CHECK(wdedup::detail::identity::kItemBlocks == 256);
+  const Bytes a = pattern(8192, 31);
+  for (const std::size_t k : {std::size_t{256}, std::size_t{257}}) {
+    CAPTURE(k);
+    const std::vector<Bytes> bufs(k, a);
+    const Run r = run(spans(bufs), 4096);
+    CHECK(r.result == std::vector<std::uint32_t>(k, 0));
+    CHECK(r.stats.hashed == k);
+    CHECK(r.stats.byte_comparisons == (k == 256 ? 255u + 255u : 256u + 2 * 256u));
+    CHECK(r.stats.bytes_compared == (k == 256 ? 510u * 4096 : 256u * 4096 + 512u * 2048));
+  }
+}
+
 TEST_CASE("identity: swept classes, randomized against brute force") {
   // Classes of 280 inputs of 20,000 bytes, all equal over their first
   // 8,192 bytes, so with blocks of 2,048 to 8,192 bytes the class of 280
