@@ -1976,6 +1976,28 @@ TEST_CASE("a directory that allows shorter names (eCryptfs: 143 bytes): the temp
   CHECK(others(dir, {name}).empty());  // no temporary left
 }
 
+TEST_CASE("fill_temp_name replaces the template's last six characters, and only those, from [a-zA-Z0-9]") {
+  // 20 names from "d/.f.tmp-XXXXXX": the prefix (9 bytes) kept, the six
+  // characters after it each from the 62, and each of the six, at least
+  // once, not the template's 'X' (left 'X' in all 20 by chance: 62^-20).
+  static const std::string kChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  bool replaced[6] = {};
+  for (int i = 0; i < 20; ++i) {
+    char name[] = "d/.f.tmp-XXXXXX";
+    detail::fill_temp_name(name);
+    CHECK(std::strlen(name) == 15);
+    CHECK(std::string(name, 9) == "d/.f.tmp-");
+    for (std::size_t k = 0; k < 6; ++k) {
+      CHECK(kChars.find(name[9 + k]) != std::string::npos);
+      replaced[k] = replaced[k] || name[9 + k] != 'X';
+    }
+  }
+  for (std::size_t k = 0; k < 6; ++k) {
+    CAPTURE(k);
+    CHECK(replaced[k]);
+  }
+}
+
 TEST_CASE("a chain of 10 symbolic links of one's own is followed to its file, and the links kept") {
   std::vector<std::vector<std::uint8_t>> data{pattern(100, 1)};
   const NamedDataStore store = store_over(data);
