@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <random>
 #include <string>
@@ -988,6 +989,49 @@ TEST_CASE("a file of exactly the process's file size limit is written: only a la
       CHECK(others(dir, {}).empty());
     }
   }
+}
+
+TEST_CASE("the size reserved is the file's, up to off_t's largest (2^63 - 1); 2^63 is refused, EFBIG") {
+  // The reservation recorded, not made (no file system reserves 2^63 - 1
+  // bytes): 0 bytes reserve nothing, 1 byte and off_t's largest are asked
+  // for whole; one byte more is refused before anything is made.
+  class Reserving final : public detail::FileOps {
+   public:
+    std::vector<std::int64_t> reserved;
+    int reserve(int, off_t size) override {
+      reserved.push_back(static_cast<std::int64_t>(size));
+      return 0;
+    }
+  };
+  struct rlimit fsize {};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &fsize) == 0);
+  if (fsize.rlim_cur != RLIM_INFINITY) {
+    MESSAGE("RLIMIT_FSIZE is set: a file of 2^63 - 1 bytes is refused for it; not run");
+    return;
+  }
+  const std::string dir = fresh_dir("reserve_size");
+  const std::uint64_t largest = static_cast<std::uint64_t>((std::numeric_limits<off_t>::max)());
+  for (const std::uint64_t size : {std::uint64_t{0}, std::uint64_t{1}, largest}) {
+    CAPTURE(size);
+    Reserving ops;
+    detail::AtomicFile file(ops);
+    const Expected<void> o = file.open(dir + "/big.ptd", size);
+    REQUIRE_MESSAGE(o.ok(), o.message());
+    const std::vector<std::int64_t> want =
+        size == 0 ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{static_cast<std::int64_t>(size)};
+    CHECK(ops.reserved == want);
+  }
+  Reserving ops;
+  detail::AtomicFile file(ops);
+  const Expected<void> o = file.open(dir + "/big.ptd", largest + 1);
+  REQUIRE_FALSE(o.ok());
+  CHECK(o.error() == Error::IoError);
+  if (sizeof(off_t) == 8)
+    CHECK(o.message() ==
+          "cannot write '" + dir + "/big.ptd': the file would be 9223372036854775808 bytes, more than 2^63 - 1");
+  CHECK(file.failure_errno() == EFBIG);
+  CHECK(ops.reserved.empty());
+  CHECK(others(dir, {}).empty());
 }
 
 TEST_CASE("unwritable destinations: Error::IoError with the path, the operation and the reason") {
