@@ -2060,6 +2060,31 @@ TEST_CASE("a chain of 10 symbolic links of one's own is followed to its file, an
   CHECK((::lstat((dir + "/l9").c_str(), &st) == 0 && S_ISLNK(st.st_mode)));
 }
 
+TEST_CASE("a chain of 40 symbolic links (the kernel's limit) is followed; one of 41 is refused, ELOOP") {
+  std::vector<std::vector<std::uint8_t>> data{pattern(100, 1)};
+  const NamedDataStore store = store_over(data);
+  const std::string dir = fresh_dir("link_chain_40");
+  REQUIRE(wdedup_test::write_file(dir + "/target.ptd", {1, 2, 3}));
+  std::vector<std::string> names{"target.ptd"};
+  for (int i = 0; i <= 40; ++i) {  // l0 -> target.ptd, l<i> -> l<i-1>: l39 is 40 links from it, l40 41
+    const std::string l = "l" + std::to_string(i);
+    REQUIRE(::symlink(names.back().c_str(), (dir + "/" + l).c_str()) == 0);
+    names.push_back(l);
+  }
+  Expected<WriteStats> r = write_ptd_file(store, dir + "/l39");
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  CHECK(read_file(dir + "/target.ptd") == serialize(store));
+  REQUIRE(wdedup_test::write_file(dir + "/target.ptd", {1, 2, 3}));
+  detail::AtomicFile file;
+  const Expected<void> o = file.open(dir + "/l40", 100);
+  REQUIRE_FALSE(o.ok());
+  CHECK(o.error() == Error::IoError);
+  CHECK(o.message() == "cannot write '" + dir + "/l40': resolve symbolic link failed: " + std::strerror(ELOOP));
+  CHECK(file.failure_errno() == ELOOP);
+  CHECK(read_file(dir + "/target.ptd") == std::vector<std::uint8_t>{1, 2, 3});
+  CHECK(others(dir, names).empty());
+}
+
 TEST_CASE("a writer without CAP_FSETID replacing its own set-user-ID or set-group-ID file keeps those bits") {
   // Writing to a file clears its set-user-ID bit (and a group-executable
   // file's set-group-ID bit) unless the writer has CAP_FSETID, which root
