@@ -1637,6 +1637,18 @@ TEST_CASE("replacing a file keeps its owner and group; a link another user plant
   REQUIRE(::lchown(planted.c_str(), 0, 0) == 0);
   REQUIRE(write_ptd_file(store, mine).ok());
   CHECK(read_file(secret) == want);
+  // With the directory another user's (uid 12345), a link of this
+  // process's own user and one of the directory's owner are followed: the
+  // kernel follows a link owned by the follower or by the directory's owner.
+  REQUIRE(::chown(sticky.c_str(), 12345, 12345) == 0);
+  for (const uid_t owner : {uid_t{0}, uid_t{12345}}) {
+    CAPTURE(owner);
+    REQUIRE(::lchown(planted.c_str(), owner, owner) == 0);
+    REQUIRE(wdedup_test::write_file(secret, {1, 2, 3}));
+    r = write_ptd_file(store, planted);
+    REQUIRE_MESSAGE(r.ok(), r.message());
+    CHECK(read_file(secret) == want);
+  }
 
   // In a setgid directory a new file takes the directory's group: a
   // replaced one keeps its own all the same.
