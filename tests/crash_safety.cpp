@@ -1077,6 +1077,13 @@ TEST_CASE("unwritable destinations: Error::IoError with the path, the operation 
     struct stat st {};
     REQUIRE(::lstat((dir + "/fifo").c_str(), &st) == 0);
     CHECK(S_ISFIFO(st.st_mode));
+    // The writer's own errno for that refusal is EINVAL, as can_create_file's.
+    for (const std::string& path : {dir + "/sub", dir + "/fifo", std::string("/dev/null")}) {
+      CAPTURE(path);
+      detail::AtomicFile file;
+      REQUIRE_FALSE(file.open(path, 0).ok());
+      CHECK(file.failure_errno() == EINVAL);
+    }
     CHECK(others(dir, {"sub", "fifo"}).empty());
   }
   SUBCASE("a path ending in a slash") {
@@ -1086,6 +1093,18 @@ TEST_CASE("unwritable destinations: Error::IoError with the path, the operation 
     REQUIRE_FALSE(r.ok());
     CHECK(r.error() == Error::IoError);
     CHECK(r.message() == "cannot write '" + dir + "/missing/': the path names a directory, not a file");
+    // So do a last part "." or "..", whose directory is missing as well:
+    // refused as directories, with EISDIR, not as a missing parent.
+    for (const char* last : {".", ".."}) {
+      const std::string path = dir + "/missing/" + last;
+      CAPTURE(path);
+      detail::AtomicFile file;
+      const Expected<void> o = file.open(path, 0);
+      REQUIRE_FALSE(o.ok());
+      CHECK(o.error() == Error::IoError);
+      CHECK(o.message() == "cannot write '" + path + "': the path names a directory, not a file");
+      CHECK(file.failure_errno() == EISDIR);
+    }
     CHECK(others(dir, {}).empty());
   }
   SUBCASE("a read-only directory (permissions are not enforced for root)") {
