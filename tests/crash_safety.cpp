@@ -511,6 +511,7 @@ volatile sig_atomic_t g_told = 0;
 volatile sig_atomic_t g_told_when_handled = -1;
 extern "C" void note_told_on_usr1(int) { g_told_when_handled = g_told; }
 extern "C" void never_called(int) {}
+extern "C" void never_called_info(int, siginfo_t*, void*) {}
 }  // namespace
 
 TEST_CASE("a signal raised while the temporary file is created waits until on_temporary knows it") {
@@ -539,6 +540,18 @@ TEST_CASE("a signal raised while the temporary file is created waits until on_te
   segv.sa_handler = never_called;
   sigemptyset(&segv.sa_mask);
   REQUIRE(::sigaction(SIGSEGV, &segv, &old_segv) == 0);
+  // Handled too, and so held: SIGRTMAX, the last signal there is, and
+  // SIGRTMIN by a handler taking a siginfo_t (SA_SIGINFO, sa_sigaction).
+  struct sigaction rt_max, old_rt_max, rt_min, old_rt_min;
+  std::memset(&rt_max, 0, sizeof rt_max);
+  rt_max.sa_handler = never_called;
+  sigemptyset(&rt_max.sa_mask);
+  REQUIRE(::sigaction(SIGRTMAX, &rt_max, &old_rt_max) == 0);
+  std::memset(&rt_min, 0, sizeof rt_min);
+  rt_min.sa_sigaction = never_called_info;
+  rt_min.sa_flags = SA_SIGINFO;
+  sigemptyset(&rt_min.sa_mask);
+  REQUIRE(::sigaction(SIGRTMIN, &rt_min, &old_rt_min) == 0);
   const std::vector<std::vector<std::uint8_t>> data{pattern(5000, 1)};  // (the store points into it)
   const NamedDataStore store = store_over(data);
   const auto told = [](const char*, bool, void*) { g_told = g_told + 1; };  // (++ on a volatile is deprecated in C++20)
@@ -561,6 +574,8 @@ TEST_CASE("a signal raised while the temporary file is created waits until on_te
     CHECK(sigismember(&ops.during, SIGUSR1) == (watched ? 1 : 0));
     CHECK(sigismember(&ops.during, SIGUSR2) == 0);
     CHECK(sigismember(&ops.during, SIGSEGV) == 0);
+    CHECK(sigismember(&ops.during, SIGRTMAX) == (watched ? 1 : 0));
+    CHECK(sigismember(&ops.during, SIGRTMIN) == (watched ? 1 : 0));
     // The thread's mask is as it was: SIGUSR1 is let through again.
     sigset_t now;
     REQUIRE(::pthread_sigmask(SIG_BLOCK, nullptr, &now) == 0);
@@ -568,6 +583,8 @@ TEST_CASE("a signal raised while the temporary file is created waits until on_te
   }
   REQUIRE(::sigaction(SIGUSR1, &old, nullptr) == 0);
   REQUIRE(::sigaction(SIGSEGV, &old_segv, nullptr) == 0);
+  REQUIRE(::sigaction(SIGRTMAX, &old_rt_max, nullptr) == 0);
+  REQUIRE(::sigaction(SIGRTMIN, &old_rt_min, nullptr) == 0);
 }
 
 TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a store") {
