@@ -805,6 +805,38 @@ TEST_CASE("short writes and EINTR are retried until every byte is written") {
   CHECK(others(dir, {"model.ptd"}).empty());
 }
 
+TEST_CASE("more pieces than IOV_MAX (1024) are written in writev calls of at most 1024, empty ones passed over") {
+  // 2500 pieces of one byte and an empty one among them (the 1501st): calls
+  // of 1024, 1024 and 453 pieces (one writev of all 2501 fails with
+  // EINVAL), the empty piece passed over where a call ends past it.
+  class CountingOps final : public detail::FileOps {
+   public:
+    std::vector<int> counts;
+    ssize_t writev(int fd, const struct iovec* iov, int count) override {
+      counts.push_back(count);
+      return FileOps::writev(fd, iov, count);
+    }
+  };
+  const std::string dir = fresh_dir("iov_max");
+  const std::vector<std::uint8_t> bytes = pattern(2500, 5);
+  CountingOps ops;
+  detail::AtomicFile file(ops);
+  const Expected<void> o = file.open(dir + "/pieces", bytes.size());
+  REQUIRE_MESSAGE(o.ok(), o.message());
+  std::vector<struct iovec> iov;
+  for (const std::uint8_t& b : bytes) iov.push_back(iovec{const_cast<std::uint8_t*>(&b), 1});
+  iov.insert(iov.begin() + 1500, iovec{const_cast<std::uint8_t*>(bytes.data()), 0});
+  const Expected<void> w = file.write(iov);
+  REQUIRE_MESSAGE(w.ok(), w.message());
+  CHECK(iov.empty());
+  CHECK(file.offset() == 2500);
+  CHECK(ops.counts == std::vector<int>{1024, 1024, 453});
+  const Expected<void> c = file.commit(false);
+  REQUIRE_MESSAGE(c.ok(), c.message());
+  CHECK(read_file(dir + "/pieces") == bytes);
+  CHECK(others(dir, {"pieces"}).empty());
+}
+
 TEST_CASE("an interrupted fallocate (EINTR) is retried; an unsupported one, or EINVAL (a file system that cannot reserve), is skipped") {
   std::vector<std::vector<std::uint8_t>> data{pattern(40000, 1), pattern(3000, 2)};
   const NamedDataStore store = store_over(data);
