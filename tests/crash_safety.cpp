@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -585,6 +587,50 @@ TEST_CASE("a signal raised while the temporary file is created waits until on_te
   REQUIRE(::sigaction(SIGSEGV, &old_segv, nullptr) == 0);
   REQUIRE(::sigaction(SIGRTMAX, &old_rt_max, nullptr) == 0);
   REQUIRE(::sigaction(SIGRTMIN, &old_rt_min, nullptr) == 0);
+}
+
+namespace {
+/// While above 0: the next creations (O_EXCL) of a temporary file (".tmp-"
+/// in its name) fail as if someone had taken the name first (EEXIST), one
+/// less each time.
+std::atomic<int> g_names_taken{0};
+}  // namespace
+
+/// open(2) for this program: the names g_names_taken says are taken; the
+/// rest as the system opens them.
+extern "C" int open(const char* path, int flags, ...) {
+  mode_t mode = 0;
+  if ((flags & O_CREAT) != 0) {
+    va_list args;
+    va_start(args, flags);
+    mode = va_arg(args, mode_t);
+    va_end(args);
+  }
+  if ((flags & O_EXCL) != 0 && std::strstr(path, ".tmp-") != nullptr && g_names_taken.load() > 0) {
+    --g_names_taken;
+    errno = EEXIST;
+    return -1;
+  }
+  return ::openat(AT_FDCWD, path, flags, mode);
+}
+
+TEST_CASE("a temporary file's name someone took first costs a retry: 100 names are tried, then EEXIST") {
+  const std::string dir = fresh_dir("names_taken");
+  const std::string dest = dir + "/r.json";
+  g_names_taken = 99;  // the 100th name is free
+  const Expected<void> w = detail::write_whole_file(dest, "{}\n", false);
+  REQUIRE_MESSAGE(w.ok(), w.message());
+  CHECK(g_names_taken.load() == 0);
+  CHECK(read_file(dest) == std::vector<std::uint8_t>{'{', '}', '\n'});
+  g_names_taken = 100;  // all taken
+  const Expected<void> r = detail::write_whole_file(dest, "[]\n", false);
+  g_names_taken = 0;
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == Error::IoError);
+  CHECK(r.message() == "cannot write '" + dest + "': create a temporary file in directory '" + dir +
+                           "' failed: " + std::strerror(EEXIST));
+  CHECK(read_file(dest) == std::vector<std::uint8_t>{'{', '}', '\n'});
+  CHECK(others(dir, {"r.json"}).empty());
 }
 
 TEST_CASE("write_whole_file (the tools' JSON reports): all or nothing, as a store") {
