@@ -261,9 +261,15 @@ TEST_CASE("each failing step's error says, exactly, which file, which step, wher
       {Step::Fsync, EIO, 0, "fsync temporary file <temp>"},
       {Step::Close, EIO, 0, "close temporary file <temp>"},
       {Step::Rename, EXDEV, 0, "rename <temp> to <dest>"},
+      // A step that fails without setting errno (0): an I/O error, not a success.
+      {Step::Reserve, 0, 0, "reserve 2812440 bytes for temporary file <temp>"},
+      {Step::Fsync, 0, 0, "fsync temporary file <temp>"},
+      {Step::Close, 0, 0, "close temporary file <temp>"},
+      {Step::Rename, 0, 0, "rename <temp> to <dest>"},
   };
   for (const Case& c : cases) {
     CAPTURE(static_cast<int>(c.step));
+    CAPTURE(c.error);
     CAPTURE(c.after);
     const std::string dir = fresh_dir("fault_messages");
     const std::string dest = dir + "/model.ptd";
@@ -285,7 +291,8 @@ TEST_CASE("each failing step's error says, exactly, which file, which step, wher
     operation.replace(operation.find("<temp>"), 6, quoted_temp);
     if (const std::size_t at = operation.find("<dest>"); at != std::string::npos) operation.replace(at, 6, quoted_dest);
     CHECK(r.error() == Error::IoError);
-    CHECK(r.message() == "cannot write " + quoted_dest + ": " + operation + " failed: " + std::strerror(c.error));
+    CHECK(r.message() == "cannot write " + quoted_dest + ": " + operation + " failed: " +
+                             std::strerror(c.error != 0 ? c.error : EIO));
     CHECK(read_file(dest) == w.old_bytes);
     struct stat st {};
     REQUIRE(::stat(dest.c_str(), &st) == 0);
