@@ -470,6 +470,19 @@ TEST_CASE("identity: big groups are split into member chunks and merged") {
   CHECK(c.stats.hash_collisions > 0);
 }
 
+/// The chunk tests' check: `in`, 200 inputs of 512 bytes whose input i has
+/// the content first seen at input i mod `contents`, is split so under
+/// Xxh3Hash and under a constant hash (which makes collisions), block 512.
+void check_chunk_merge(const std::vector<ByteSpan>& in, std::uint32_t contents) {
+  std::vector<std::uint32_t> want(200);
+  for (std::uint32_t i = 0; i < 200; ++i) want[i] = i % contents;
+  REQUIRE(brute_force(in) == want);
+  CHECK(run(in, 512).result == want);
+  const Run c = run(in, 512, AlwaysCollideHash{});
+  CHECK(c.result == want);
+  CHECK(c.stats.hash_collisions > 0);
+}
+
 TEST_CASE("identity: member chunks that merge compare every byte, their first line too") {
   // As above, but the 5 contents differ only at byte 10, inside the first
   // line: a merge of chunks that took the first line as settled (it was
@@ -484,13 +497,7 @@ TEST_CASE("identity: member chunks that merge compare every byte, their first li
   for (int i = 0; i < 200; ++i) bufs.push_back(templates[static_cast<std::size_t>(i * 7 % 5)]);
   const std::vector<ByteSpan> in = spans(bufs);
   // Input i has template 7i mod 5, first seen at input i mod 5.
-  std::vector<std::uint32_t> want(200);
-  for (std::uint32_t i = 0; i < 200; ++i) want[i] = i % 5;
-  REQUIRE(brute_force(in) == want);
-  CHECK(run(in, 512).result == want);
-  const Run c = run(in, 512, AlwaysCollideHash{});
-  CHECK(c.result == want);
-  CHECK(c.stats.hash_collisions > 0);
+  check_chunk_merge(in, 5);
 }
 
 TEST_CASE("identity: member chunks that merge compare every byte of the first block, its last one too") {
@@ -503,13 +510,7 @@ TEST_CASE("identity: member chunks that merge compare every byte of the first bl
   std::vector<Bytes> bufs;
   for (int i = 0; i < 200; ++i) bufs.push_back(i % 2 == 0 ? a : b);
   const std::vector<ByteSpan> in = spans(bufs);
-  std::vector<std::uint32_t> want(200);
-  for (std::uint32_t i = 0; i < 200; ++i) want[i] = i % 2;
-  REQUIRE(brute_force(in) == want);
-  CHECK(run(in, 512).result == want);
-  const Run c = run(in, 512, AlwaysCollideHash{});
-  CHECK(c.result == want);
-  CHECK(c.stats.hash_collisions > 0);
+  check_chunk_merge(in, 2);
 }
 
 /// The reference for many inputs: first index of each distinct content.
