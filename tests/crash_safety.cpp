@@ -1237,6 +1237,13 @@ TEST_CASE("no path, or one with a NUL byte: Error::InvalidArgument, and nothing 
   CHECK(r.error() == Error::InvalidArgument);
   CHECK(r.message() == "cannot write '" + dir + "/out\\x00/model.ptd': the path contains a NUL byte at offset " +
                            std::to_string(dir.size() + 4));
+  // Both refusals' errno (AtomicFile::failure_errno) is EINVAL.
+  for (const std::string& path : {std::string(), nul}) {
+    CAPTURE(path);
+    detail::AtomicFile file;
+    REQUIRE_FALSE(file.open(path, 0).ok());
+    CHECK(file.failure_errno() == EINVAL);
+  }
   CHECK(others(dir, {}).empty());
 }
 
