@@ -1264,6 +1264,10 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
   CHECK(dangling.message() == "cannot write '" + dir +
                                   "/dangling': resolve symbolic link (to 'nothing_there') failed: " +
                                   std::strerror(ENOENT));
+  // A target of one character is named as well.
+  REQUIRE(::symlink("n", (dir + "/dangling_n").c_str()) == 0);
+  CHECK(detail::write_whole_file(dir + "/dangling_n", "x", false).message() ==
+        "cannot write '" + dir + "/dangling_n': resolve symbolic link (to 'n') failed: " + std::strerror(ENOENT));
   const std::pair<std::string, int> refused[] = {
       {dir + "/dangling", ENOENT},
       {"", EISDIR},
@@ -1352,7 +1356,7 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
     CHECK(detail::write_whole_file(via_proc, "y", false).ok());
     ::close(fd);
     CHECK(read_file(dir + "/a_file") == std::vector<std::uint8_t>{'y'});
-    CHECK(others(dir, {"a_file", "a_dir", "dangling", "to_file", "to_proc"}).empty());
+    CHECK(others(dir, {"a_file", "a_dir", "dangling", "dangling_n", "to_file", "to_proc"}).empty());
   }
   // A link another user owns in a sticky, world-writable directory (as
   // /tmp): the writer does not follow it, so neither does the check.
