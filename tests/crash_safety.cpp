@@ -310,6 +310,20 @@ TEST_CASE("each failing step's error says, exactly, which file, which step, wher
                            std::strerror(EMFILE));
   CHECK(read_file(dest) == w.old_bytes);
   CHECK(others(dir, {"model.ptd"}).empty());
+  // Written through a symbolic link, the rename names what it would have
+  // replaced: the file the link points at, by its full path.
+  REQUIRE(::symlink("model.ptd", (dir + "/link.ptd").c_str()) == 0);
+  char* real = ::realpath(dir.c_str(), nullptr);
+  REQUIRE(real != nullptr);
+  const std::string real_dir = real;
+  std::free(real);
+  FaultyOps rename_fails(Step::Rename, EXDEV);
+  r = detail::write_ptd_file_with(w.store, w.maps, dir + "/link.ptd", WriteOptions{}, rename_fails);
+  CHECK(r.error() == Error::IoError);
+  CHECK(r.message().rfind("cannot write '" + dir + "/link.ptd': rename '" + real_dir + "/.model.ptd.tmp-", 0) == 0);
+  CHECK(contains(r.message(), "' to '" + real_dir + "/model.ptd' failed: " + std::strerror(EXDEV)));
+  CHECK(read_file(dest) == w.old_bytes);
+  CHECK(others(dir, {"model.ptd", "link.ptd"}).empty());
 }
 
 TEST_CASE("a temporary file the failure keeps from being removed is named in the error") {
