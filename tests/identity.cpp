@@ -470,9 +470,11 @@ TEST_CASE("identity: big groups are split into member chunks and merged") {
   CHECK(c.stats.hash_collisions > 0);
 }
 
+namespace {
 /// The chunk tests' check: `in`, 200 inputs of 512 bytes whose input i has
-/// the content first seen at input i mod `contents`, is split so under
-/// Xxh3Hash and under a constant hash (which makes collisions), block 512.
+/// the content first seen at input i mod `contents`, is grouped as brute
+/// force groups it, under Xxh3Hash and under a constant hash (which makes
+/// collisions), block 512.
 void check_chunk_merge(const std::vector<ByteSpan>& in, std::uint32_t contents) {
   std::vector<std::uint32_t> want(200);
   for (std::uint32_t i = 0; i < 200; ++i) want[i] = i % contents;
@@ -482,6 +484,7 @@ void check_chunk_merge(const std::vector<ByteSpan>& in, std::uint32_t contents) 
   CHECK(c.result == want);
   CHECK(c.stats.hash_collisions > 0);
 }
+}  // namespace
 
 TEST_CASE("identity: member chunks that merge compare every byte, their first line too") {
   // As above, but the 5 contents differ only at byte 10, inside the first
