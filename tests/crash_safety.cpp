@@ -1386,7 +1386,22 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
   errno = 0;
   CHECK_FALSE(can_create_file(sticky + "/planted"));
   CHECK(errno == EACCES);
-  CHECK(others(sticky, {"planted"}).empty());
+  // Such a link to nothing as well: the writer refuses it as a link it
+  // does not follow (EACCES) before it finds nothing there, and so does the
+  // check, not "No such file or directory".
+  REQUIRE(::symlink("nothing_there", (sticky + "/planted_dangling").c_str()) == 0);
+  REQUIRE(::lchown((sticky + "/planted_dangling").c_str(), 12345, 12345) == 0);
+  detail::AtomicFile file;
+  const Expected<void> o = file.open(sticky + "/planted_dangling", 0);
+  CHECK(o.message() == "cannot write '" + sticky +
+                           "/planted_dangling': it is a symbolic link owned by another user (uid 12345) in a sticky, "
+                           "world-writable directory: not followed, as the kernel's protected_symlinks would not "
+                           "follow it");
+  CHECK(file.failure_errno() == EACCES);
+  errno = 0;
+  CHECK_FALSE(can_create_file(sticky + "/planted_dangling"));
+  CHECK(errno == EACCES);
+  CHECK(others(sticky, {"planted", "planted_dangling"}).empty());
 }
 
 namespace {

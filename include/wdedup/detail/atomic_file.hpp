@@ -781,10 +781,6 @@ bool can_create_file(const std::string& path, TemporaryWatch watch = {}) {
     errno = EINVAL;
     return false;
   }
-  // A symbolic link to nothing: the writer refuses it (it replaces what a
-  // link points at, and there is nothing), so say so before the work.
-  if (stat_path(path.c_str(), false, &st) == 0 && S_ISLNK(st.st_mode) && stat_path(path.c_str(), true, &st) != 0)
-    return false;
   const std::string dir = parent_dir(path);
   if (::stat(dir.c_str(), &st) != 0) return false;
   if (!S_ISDIR(st.st_mode)) {
