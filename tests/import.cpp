@@ -368,12 +368,13 @@ TEST_CASE("import: refusals are typed, name what was wrong and leave the program
 
 namespace {
 
-/// simple.ptd with its second key ("simple.b", 8 characters) patched:
-/// `edit` gets the position of the key's length, then its characters.
+/// simple.ptd with its key "simple.<last>" (8 characters; 'b' by default,
+/// the second of "simple.a", "simple.b" and "simple.c") patched: `edit`
+/// gets the position of the key's length, then its characters.
 template <class Edit>
-std::unique_ptr<Opened> simple_with_key_b(const Edit& edit) {
+std::unique_ptr<Opened> simple_with_key(const Edit& edit, char last = 'b') {
   std::vector<std::uint8_t> bytes = read_fixture("simple.ptd");
-  const std::uint8_t b_key[] = {8, 0, 0, 0, 's', 'i', 'm', 'p', 'l', 'e', '.', 'b', 0};
+  const std::uint8_t b_key[] = {8, 0, 0, 0, 's', 'i', 'm', 'p', 'l', 'e', '.', static_cast<std::uint8_t>(last), 0};
   std::vector<std::size_t> at;
   for (std::size_t p = 0; p + sizeof b_key <= bytes.size(); ++p)
     if (std::memcmp(bytes.data() + p, b_key, sizeof b_key) == 0) at.push_back(p);
@@ -388,17 +389,23 @@ std::unique_ptr<Opened> simple_with_key_b(const Edit& edit) {
 
 TEST_CASE("import: keys no tensor name can be (twice, empty, with a NUL, not UTF-8) are refused, naming key and index") {
   Program program;
-  std::unique_ptr<Opened> twice = simple_with_key_b([](std::uint8_t*, std::uint8_t* c) { c[7] = 'a'; });
+  std::unique_ptr<Opened> twice = simple_with_key([](std::uint8_t*, std::uint8_t* c) { c[7] = 'a'; });
   Expected<void> e = add_ptd_method(program, twice->map(), "m");
   CHECK(e.error() == Error::MalformedKey);
   CHECK(e.message() == "add_ptd_method: key 'simple.a' appears twice, as keys #0 and #1");
-  std::unique_ptr<Opened> nul = simple_with_key_b([](std::uint8_t*, std::uint8_t* c) { c[6] = 0; });
+  // Apart: the key named first is the first with that name, not the one
+  // before the repeat.
+  std::unique_ptr<Opened> apart = simple_with_key([](std::uint8_t*, std::uint8_t* c) { c[7] = 'a'; }, 'c');
+  e = add_ptd_method(program, apart->map(), "m");
+  CHECK(e.error() == Error::MalformedKey);
+  CHECK(e.message() == "add_ptd_method: key 'simple.a' appears twice, as keys #0 and #2");
+  std::unique_ptr<Opened> nul = simple_with_key([](std::uint8_t*, std::uint8_t* c) { c[6] = 0; });
   e = add_ptd_method(program, nul->map(), "m");
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == "add_ptd_method: key #1 'simple\\x00b' contains a NUL byte at offset 6");
   // A key ExecuTorch's C++ writer could write but deduplicate() could not
   // take as a tensor name, as no key can be one: not UTF-8.
-  std::unique_ptr<Opened> stray = simple_with_key_b([](std::uint8_t*, std::uint8_t* c) { c[7] = 0xFF; });
+  std::unique_ptr<Opened> stray = simple_with_key([](std::uint8_t*, std::uint8_t* c) { c[7] = 0xFF; });
   e = add_ptd_method(program, stray->map(), "m");
   CHECK(e.error() == Error::InvalidName);
   CHECK(e.message() == "add_ptd_method: key #1 'simple.\\xff' is not valid UTF-8 at offset 7; a key is a flatbuffer "
@@ -410,7 +417,7 @@ TEST_CASE("import: keys no tensor name can be (twice, empty, with a NUL, not UTF
   CHECK(e.message() == "add_ptd_method: the method name 'm\\xff' is not valid UTF-8 at offset 1 (keys are made of "
                        "method names: '<method>/<name>'); a key is a flatbuffer string, which is UTF-8, and "
                        "ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is not");
-  std::unique_ptr<Opened> empty = simple_with_key_b([](std::uint8_t* len, std::uint8_t* c) {
+  std::unique_ptr<Opened> empty = simple_with_key([](std::uint8_t* len, std::uint8_t* c) {
     len[0] = 0;
     c[0] = 0;
   });
