@@ -104,14 +104,18 @@ std::vector<std::uint8_t> simple_with_other_b() {
   bytes[static_cast<std::size_t>(b.offset) + 3] ^= 0x5A;
   return bytes;
 }
-const char* const kNotKeptWhy =
-    " (deduplicate() names each key after its tensor, and '<method>/<name>' where methods give one name different "
-    "bytes or layouts: a program that asks for ";
+/// The end of check_keys_kept's message, after the keys it names: `them`
+/// is "it" for one key, "them" for several.
+std::string not_kept_why(const char* them) {
+  return std::string(" (deduplicate() names each key after its tensor, and '<method>/<name>' where methods give one "
+                     "name different bytes or layouts: a program that asks for ") +
+         them + " by name, as an ExecuTorch program does, does not find " + them + ")";
+}
 /// check_keys_kept's message for a file at `path` one of whose `keys` keys,
 /// `key`, the merged store lacks, holding its bytes and layout as `now`.
 std::string one_key_not_kept(const std::string& path, int keys, const std::string& key, const std::string& now) {
   return path + ": check_keys_kept: 1 of the file's " + std::to_string(keys) + " keys is not in the merged store: '" +
-         key + "' (now '" + now + "')" + kNotKeptWhy + "it by name, as an ExecuTorch program does, does not find it)";
+         key + "' (now '" + now + "')" + not_kept_why("it");
 }
 }  // namespace
 
@@ -2009,7 +2013,7 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     CHECK(e.error() == Error::NotFound);
     CHECK(e.message() == "check_keys_kept: 3 of the file's 3 keys are not in the merged store: 'simple.a', "
                          "'simple.b', 'simple.c'" +
-                             std::string(kNotKeptWhy) + "them by name, as an ExecuTorch program does, does not find them)");
+                             not_kept_why("them"));
   }
   // The file's own bytes (its memory, not a copy) under another name are
   // where the key went only whole and with the key's layout (none): not a
@@ -2018,17 +2022,15 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     NamedDataStore s;
     REQUIRE(s.add_named_data("prefix", ByteSpan(a_b_at, 99)).ok());
     REQUIRE(s.add_named_data("typed", ByteSpan(a_b_at, 100), 1, Layout::contiguous(ScalarType::Byte, {100})).ok());
-    const std::string not_found =
-        std::string(kNotKeptWhy) + "them by name, as an ExecuTorch program does, does not find them)";
     e = check_keys_kept(a->map(), s);
     CHECK(e.error() == Error::NotFound);
     CHECK(e.message() == "check_keys_kept: 3 of the file's 3 keys are not in the merged store: 'simple.a', "
-                         "'simple.b', 'simple.c'" + not_found);
+                         "'simple.b', 'simple.c'" + not_kept_why("them"));
     REQUIRE(s.add_named_data("own", ByteSpan(a_b_at, 100)).ok());
     e = check_keys_kept(a->map(), s);
     CHECK(e.error() == Error::NotFound);
     CHECK(e.message() == "check_keys_kept: 3 of the file's 3 keys are not in the merged store: 'simple.a', "
-                         "'simple.b' (now 'own'), 'simple.c'" + not_found);
+                         "'simple.b' (now 'own'), 'simple.c'" + not_kept_why("them"));
   }
 
   std::unique_ptr<Opened> layouts = open_fixture("layouts.ptd", Via::Mmap);
@@ -2074,7 +2076,7 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     CHECK(e.message() == "check_keys_kept: 11 of the file's 11 keys are not in the merged store: 'float32.2x3', "
                          "'float16.4', 'bfloat16.2x2', 'int8.5', 'uint8.3x1', 'int32.2x2x2', 'int64.scalar', 'bool.6' "
                          "and 3 more" +
-                             std::string(kNotKeptWhy) + "them by name, as an ExecuTorch program does, does not find them)");
+                             not_kept_why("them"));
   }
 
   // Keys missing and a key held with other bytes: both said, the first in
@@ -2099,8 +2101,7 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     e = check_keys_kept(f->map(), merged);
     CHECK(e.error() == Error::NotFound);
     CHECK(e.message() == "check_keys_kept: 2 of the file's 3 keys are not in the merged store: 'a', 'c'" +
-                             std::string(kNotKeptWhy) +
-                             "them by name, as an ExecuTorch program does, does not find them); and " + b_differs);
+                             not_kept_why("them") + "; and " + b_differs);
     NamedDataStore merged2;  // a over other bytes, b kept with other bytes too (not compared), no c
     REQUIRE(merged2.add_named_data("a", ByteSpan(kc.data(), kc.size())).ok());
     REQUIRE(merged2.add_named_data("b", ByteSpan(other_b2.data(), other_b2.size())).ok());
@@ -2108,8 +2109,7 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     CHECK(e.error() == Error::KeyConflict);
     CHECK(e.message() == "check_keys_kept: key 'a': the merged store holds 16 bytes that differ from the file's 16" +
                              wdedup::detail::first_difference(ByteSpan(kc.data(), 16), ByteSpan(ka.data(), 16)) +
-                             "; and 1 of the file's 3 keys is not in the merged store: 'c'" + kNotKeptWhy +
-                             "it by name, as an ExecuTorch program does, does not find it)");
+                             "; and 1 of the file's 3 keys is not in the merged store: 'c'" + not_kept_why("it"));
     // A file of one key, and its 2-byte key held with 1: counted in the singular.
     NamedDataStore one;
     REQUIRE(one.add_named_data("a", ByteSpan(ka.data(), 2)).ok());
@@ -2118,7 +2118,7 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     e = check_keys_kept(f1->map(), NamedDataStore{});
     CHECK(e.error() == Error::NotFound);
     CHECK(e.message() == "check_keys_kept: 1 of the file's 1 key is not in the merged store: 'a'" +
-                             std::string(kNotKeptWhy) + "it by name, as an ExecuTorch program does, does not find it)");
+                             not_kept_why("it"));
     NamedDataStore held_one;
     REQUIRE(held_one.add_named_data("a", ByteSpan(kb.data(), 1)).ok());
     e = check_keys_kept(f1->map(), held_one);
@@ -2136,7 +2136,7 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
     CHECK(e.error() == Error::NotFound);
     CHECK(e.message() == "check_keys_kept: 8 of the file's 8 keys are not in the merged store: 'a', 'b', 'c', 'd', "
                          "'e', 'f', 'g', 'h'" +
-                             std::string(kNotKeptWhy) + "them by name, as an ExecuTorch program does, does not find them)");
+                             not_kept_why("them"));
   }
   // Every key missing is counted; the first 8 are named, in file order.
   std::unique_ptr<Opened> many = open_fixture("many_keys.ptd", Via::Mmap);
@@ -2149,7 +2149,7 @@ TEST_CASE("check_keys_kept: a merged store holds each file's keys as the file di
   CHECK(e.error() == Error::NotFound);
   CHECK(e.message() == "check_keys_kept: " + std::to_string(n) + " of the file's " + std::to_string(n) +
                            " keys are not in the merged store: " + first8 + " and " + std::to_string(n - 8) +
-                           " more" + kNotKeptWhy + "them by name, as an ExecuTorch program does, does not find them)");
+                           " more" + not_kept_why("them"));
 
   // A store whose bytes are not in memory cannot be compared.
   std::unique_ptr<Opened> file = open_via(Via::File, fixture("simple.ptd"));
@@ -2226,7 +2226,7 @@ TEST_CASE("PtdFiles::check_keys_kept: every file checked, each failing one named
   REQUIRE(two.add(both, prefill).ok());
   REQUIRE(two.add(both, decode).ok());
   const std::string c_not_kept = "1 of the file's 3 keys is not in the merged store: 'simple.c'" +
-                                 std::string(kNotKeptWhy) + "it by name, as an ExecuTorch program does, does not find it)";
+                                 not_kept_why("it");
   const Expected<void> first = two.check_keys_kept(ab);
   CHECK(first.error() == Error::NotFound);
   CHECK(first.message() == prefill + ": check_keys_kept: " + c_not_kept + "; " + decode +
