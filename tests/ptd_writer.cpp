@@ -101,6 +101,8 @@ Header header(const std::vector<std::uint8_t>& f) {
   return Header{u64(f, format::kHeaderFlatbufferOffsetPos), u64(f, format::kHeaderFlatbufferSizePos),
                 u64(f, format::kHeaderSegmentBasePos), u64(f, format::kHeaderSegmentDataSizePos)};
 }
+/// Where a file's WDX1 block starts: after its flatbuffer (at 48), on 16.
+std::uint64_t ext_at(const std::vector<std::uint8_t>& f) { return (48 + header(f).fb_size + 15) / 16 * 16; }
 
 std::vector<std::uint8_t> serialize(const NamedDataStore& s, const WriteOptions& o = {},
                                     const FunctionMaps& maps = {}) {
@@ -675,7 +677,7 @@ TEST_CASE("serialize_ptd, write_ptd into a sink and write_ptd_file write identic
     if (ext) {  // the big segment's hash, computed chunk by chunk in the file path, is XXH3-64 of its bytes
       const StoreKey& big_key = REQUIRE_FOUND(s.find("big"));
       REQUIRE(big_key.buffer_index == 4);
-      const std::uint64_t x = (48 + header(file).fb_size + 15) / 16 * 16;
+      const std::uint64_t x = ext_at(file);
       const std::uint64_t info = x + u32(file, x + eh::kSegmentInfoOffset) + 4 * format::segment_info::kSize;
       CHECK(u64(file, info + format::segment_info::kContentHash) == XXH3_64bits(big.data(), big.size()));
     }
@@ -1059,7 +1061,7 @@ TEST_CASE("validation of stores filled through the bulk path") {
     WriteOptions o;
     o.segment_alignment = 1;
     const std::vector<std::uint8_t> g = serialize(s, o);
-    const std::uint64_t x = (48 + header(g).fb_size + 15) / 16 * 16;
+    const std::uint64_t x = ext_at(g);
     REQUIRE(std::memcmp(g.data() + x, "WDX1", 4) == 0);
     CHECK(u64(g, x + u32(g, x + eh::kSegmentInfoOffset) + format::segment_info::kAlignment) == 1024);
     CHECK(u64(g, x + u32(g, x + eh::kEntriesOffset) + format::key_entry::kAlignment) == 1024);
