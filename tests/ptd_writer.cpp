@@ -1412,50 +1412,142 @@ TEST_CASE("a function's rows are sorted bytewise: a name before the longer names
   }
 }
 
+// The seeds the writer tries for a store asked to be written under seed 0:
+// 0, then each derived from the one before it (next_index_seed).
+std::vector<std::uint64_t> index_seeds_from_zero() {
+  std::vector<std::uint64_t> seeds{0};
+  for (int attempt = 1; attempt < wdedup::detail::kIndexSeedAttempts; ++attempt)
+    seeds.push_back(wdedup::detail::next_index_seed(seeds.back(), attempt));
+  return seeds;
+}
+
+// A store of 512 keys "k<15 hex digits>" (64 bytes each, so a table of
+// 1,024 slots) whose hash under each of `seeds` puts them in the table's
+// first `window` slots: one run of slots to place them in, past the 66,560
+// probes a reader allows for 512 keys homed in the first 192 or fewer.
+NamedDataStore keys_homed_low(const std::vector<std::uint64_t>& seeds, std::uint64_t window) {
+  const std::vector<std::uint8_t> bytes(64, 7);
+  NamedDataStore s;
+  char buf[17];
+  for (std::uint64_t c = 0; s.keys().size() < 512; ++c) {
+    std::snprintf(buf, sizeof buf, "k%015llx", static_cast<unsigned long long>(c));
+    bool low = true;
+    for (std::uint64_t seed : seeds) low = low && (wdedup::detail::key_hash(buf, 16, seed) & 1023) < window;
+    if (low) REQUIRE(s.add_named_data(buf, ByteSpan(bytes.data(), bytes.size()), 16).ok());
+  }
+  return s;
+}
+
+// Where fill_slots stops placing the store's keys in a table of 1,024
+// slots: the key it gave up at, or -1 if it placed them all.
+std::int64_t fill_1024(const NamedDataStore& s, std::uint64_t seed) {
+  std::vector<std::uint8_t> table(1024 * 8);
+  const auto key_at = [&](std::uint32_t i) { return wdedup::KeyView(s.keys()[i].key); };
+  const wdedup::detail::SlotFill r = wdedup::detail::fill_slots(512, key_at, seed, table.data(), 1024);
+  if (r.result == wdedup::detail::SlotFill::kDone) return -1;
+  REQUIRE(r.result == wdedup::detail::SlotFill::kTooManyProbes);
+  return r.at;
+}
+
+// The file opens with its index, and every key reads its 64 bytes.
+void check_opens_indexed(const std::vector<std::uint8_t>& f, const NamedDataStore& s) {
+  wdedup::BufferSource src(f.data(), f.size());
+  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
+  REQUIRE_MESSAGE(map.ok(), map.failure().what);
+  CHECK(map->has_index());
+  for (const StoreKey& k : s.keys()) {
+    wdedup::Result<wdedup::DataBuffer> d = map->get_data(k.key);
+    REQUIRE(d.ok());
+    CHECK(d->size() == 64);
+  }
+}
+
 TEST_CASE("keys chosen to collide under the seed: the writer places them under a derived seed, and the file opens") {
   // 512 keys whose hash under seed 0 has its low 10 bits zero: one home
   // slot in a table of 1,024, 131,328 probes to look them all up, past the
   // 66,560 a reader allows. Written under seed 0, a reader refused the
   // file ("slot table probe sequences are too long").
-  const std::uint32_t n = 512, slots = 1024;
-  std::vector<std::string> names;
-  char buf[17];
-  for (std::uint64_t c = 0; names.size() < n; ++c) {
-    std::snprintf(buf, sizeof buf, "k%015llx", static_cast<unsigned long long>(c));
-    if ((wdedup::detail::key_hash(buf, 16, 0) & (slots - 1)) == 0) names.push_back(buf);
-  }
-  const std::vector<std::uint8_t> bytes(64, 7);
-  NamedDataStore s;
-  for (const std::string& k : names) REQUIRE(s.add_named_data(k, ByteSpan(bytes.data(), bytes.size()), 16).ok());
-  std::vector<std::uint8_t> table(std::size_t{slots} * 8);
-  const auto key_at = [&](std::uint32_t i) { return wdedup::KeyView(s.keys()[i].key); };
-  const wdedup::detail::SlotFill at_zero = wdedup::detail::fill_slots(n, key_at, 0, table.data(), slots);
-  CHECK(at_zero.result == wdedup::detail::SlotFill::kTooManyProbes);
-  const std::uint64_t derived = wdedup::detail::next_index_seed(0, 1);
+  const std::vector<std::uint64_t> seeds = index_seeds_from_zero();
+  const NamedDataStore s = keys_homed_low({0}, 1);
+  CHECK(fill_1024(s, 0) == 364);
+  const std::uint64_t derived = seeds[1];
   CHECK(derived == wdedup::detail::key_hash("\0\0\0\0\0\0\0\0", 8, 1));
-  CHECK(wdedup::detail::fill_slots(n, key_at, derived, table.data(), slots).result == wdedup::detail::SlotFill::kDone);
+  CHECK(fill_1024(s, derived) == -1);
 
   Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, FunctionMaps{}, {});
   REQUIRE(file.ok());
   const std::vector<std::uint8_t>& f = *file;
-  const std::uint64_t x = 48 + header(f).fb_size + (16 - (48 + header(f).fb_size) % 16) % 16;
-  CHECK(u64(f, x + format::ext_header::kHashSeed) == derived);
-  CHECK(u32(f, x + format::ext_header::kSlotCount) == slots);
-  wdedup::BufferSource src(f.data(), f.size());
-  wdedup::Result<wdedup::NamedDataMap> map = wdedup::NamedDataMap::open(src);
-  REQUIRE_MESSAGE(map.ok(), map.failure().what);
-  CHECK(map->has_index());
-  for (const std::string& k : names) {
-    wdedup::Result<wdedup::DataBuffer> d = map->get_data(k);
-    REQUIRE(d.ok());
-    CHECK(d->size() == 64);
-  }
+  CHECK(u64(f, ext_at(f) + eh::kHashSeed) == derived);
+  CHECK(u32(f, ext_at(f) + eh::kSlotCount) == 1024);
+  check_opens_indexed(f, s);
   // A seed asked for that the keys do not collide under is kept.
   WriteOptions o;
   o.hash_seed = derived;
   Expected<std::vector<std::uint8_t>> again = serialize_ptd(s, FunctionMaps{}, o);
   REQUIRE(again.ok());
   CHECK(*again == f);
+}
+
+TEST_CASE("keys chosen to collide under the seed and the next derived one: the third seed is derived from the second") {
+  // Keys homed in the first 128 of 1,024 slots under seeds 0 and 1: each
+  // seed is refused at key 426 or 432, and the writer takes seed 2, derived
+  // from seed 1 (not from the seed asked for: next_index_seed(0, 2) is
+  // another seed, 0x3f3dd0c3d8a86d23 here, under which they fit too).
+  const std::vector<std::uint64_t> seeds = index_seeds_from_zero();
+  REQUIRE(seeds.size() == 4);
+  CHECK(seeds[1] == 0x860e859a4cd07552);
+  CHECK(seeds[2] == 0x73b21415aec43b99);
+  CHECK(wdedup::detail::next_index_seed(0, 2) == 0x43cbaf8adb046737);
+  const NamedDataStore s = keys_homed_low({seeds[0], seeds[1]}, 128);
+  CHECK(fill_1024(s, seeds[0]) == 426);
+  CHECK(fill_1024(s, seeds[1]) == 432);
+  CHECK(fill_1024(s, seeds[2]) == -1);
+  CHECK(fill_1024(s, 0x43cbaf8adb046737) == -1);
+
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, FunctionMaps{}, {});
+  REQUIRE(file.ok());
+  CHECK(u64(*file, ext_at(*file) + eh::kHashSeed) == seeds[2]);
+  check_opens_indexed(*file, s);
+}
+
+TEST_CASE("keys that collide under the seed and all three derived from it are refused, and nothing is written") {
+  // Keys homed in the first 192 of 1,024 slots under all four seeds: each
+  // is refused at key 466 to 474.
+  const std::vector<std::uint64_t> seeds = index_seeds_from_zero();
+  REQUIRE(seeds.size() == 4);
+  CHECK(seeds[3] == 0x6cd0c7a51687e916);
+  const NamedDataStore s = keys_homed_low(seeds, 192);
+  CHECK(fill_1024(s, seeds[0]) == 470);
+  CHECK(fill_1024(s, seeds[1]) == 466);
+  CHECK(fill_1024(s, seeds[2]) == 474);
+  CHECK(fill_1024(s, seeds[3]) == 470);
+
+  const std::string message =
+      "the store's 512 keys collide in the key index under hash seed 0 and the 3 seeds derived from it, past the "
+      "66560 probes a reader allows (keys chosen to collide?); write with another WriteOptions::hash_seed";
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, FunctionMaps{}, {});
+  CHECK(file.error() == Error::InvalidArgument);
+  CHECK(file.message() == message);
+  RecordingSink sink;
+  Expected<WriteStats> w = write_ptd(s, FunctionMaps{}, sink, {});
+  CHECK(w.error() == Error::InvalidArgument);
+  CHECK(w.message() == message);
+  CHECK(sink.calls.empty());
+  const std::string dest = tmp_path("colliding_keys.ptd");
+  const std::vector<std::uint8_t> old = occupy(dest);
+  Expected<WriteStats> fw = write_ptd_file(s, dest);
+  CHECK(fw.error() == Error::InvalidArgument);
+  CHECK(fw.message() == message);
+  CHECK(read_file(dest) == old);
+  CHECK(temporaries_of(dest).empty());
+
+  // As the message says: another seed asked for places them.
+  WriteOptions o;
+  o.hash_seed = 1;
+  Expected<std::vector<std::uint8_t>> other = serialize_ptd(s, FunctionMaps{}, o);
+  REQUIRE(other.ok());
+  CHECK(u64(*other, ext_at(*other) + eh::kHashSeed) == 1);
+  check_opens_indexed(*other, s);
 }
 
 TEST_CASE("a failing sink stops the writer and its error is passed on") {
