@@ -1055,6 +1055,85 @@ TEST_CASE("add_ptd_program: a key no function names is refused, or goes to the m
   CHECK(fresh.methods.empty());
 }
 
+TEST_CASE("add_ptd_program: a key no function names, taken into unmapped_keys_method, is checked as a tensor name") {
+  // The writer refuses such a key; a damaged file can hold one. Here the
+  // key "extra.b", which no function names, is patched in the flatbuffer
+  // (its one occurrence) and the WDX1 slot table rebuilt for it under the
+  // file's seed, so that the reader opens the file: a key is any bytes to
+  // ExecuTorch. add_ptd_program refuses it, naming the key by its place,
+  // before anything is added.
+  NamedDataStore store;
+  const std::vector<std::uint8_t> a = pattern(64, 1), b = pattern(32, 2);
+  REQUIRE(store.add_named_data("shared.a", ByteSpan(a.data(), a.size())).ok());
+  REQUIRE(store.add_named_data("extra.b", ByteSpan(b.data(), b.size())).ok());
+  FunctionMaps maps;
+  maps.functions.push_back({"m", 0, "blob", "m", {{"a", "shared.a"}}});
+  const std::vector<std::uint8_t> good = write_or_die(store, maps, WriteOptions{});
+  const auto patched = [&](const std::string& key) {
+    const std::string from = "extra.b";
+    REQUIRE(key.size() == from.size());
+    std::vector<std::uint8_t> f = good;
+    const auto at = std::search(f.begin(), f.end(), from.begin(), from.end());
+    REQUIRE(at != f.end());
+    REQUIRE(std::search(at + 1, f.end(), from.begin(), from.end()) == f.end());
+    std::copy(key.begin(), key.end(), at);
+    const char* magic = format::kExtMagic;
+    const auto ext = std::search(f.begin(), f.end(), magic, magic + 4);
+    REQUIRE(ext != f.end());
+    std::uint8_t* x = f.data() + (ext - f.begin());
+    namespace eh = format::ext_header;
+    namespace ke = format::key_entry;
+    const std::uint8_t* entries = x + format::load_u32(x + eh::kEntriesOffset);
+    const auto key_at = [&](std::uint32_t i) {
+      const std::uint8_t* e = entries + ke::kSize * i;
+      return KeyView(reinterpret_cast<const char*>(f.data() + format::load_u32(e + ke::kKeyOffset)),
+                     format::load_u32(e + ke::kKeySize));
+    };
+    REQUIRE(key_at(1) == key);
+    const wdedup::detail::SlotFill fill = wdedup::detail::fill_slots(
+        format::load_u32(x + eh::kKeyCount), key_at, format::load_u64(x + eh::kHashSeed),
+        x + format::load_u32(x + eh::kSlotsOffset), format::load_u32(x + eh::kSlotCount));
+    REQUIRE(fill.result == wdedup::detail::SlotFill::kDone);
+    return f;
+  };
+  ImportOptions options;
+  options.unmapped_keys_method = "rest";
+  using namespace std::string_literals;
+  struct Case {
+    std::string key;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"extra\xff"
+       "b",
+       "add_ptd_program: key #1 'extra\\xffb' is not valid UTF-8 at offset 5; a key is a flatbuffer string, which is "
+       "UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is not"},
+      {"extra\0b"s, "add_ptd_program: key #1 'extra\\x00b' contains a NUL byte at offset 5"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.key);
+    std::unique_ptr<Opened> o = open_bytes(patched(c.key));
+    REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
+    REQUIRE(o->map().get_data(c.key).ok());
+    Program program;
+    program.add_method("before");
+    Expected<void> e = add_ptd_program(program, o->map(), options);
+    CHECK(e.error() == Error::InvalidName);
+    CHECK(e.message() == c.message);
+    REQUIRE(program.methods.size() == 1);
+    CHECK(program.methods[0].name == "before");
+  }
+  // Unpatched, the key goes to "rest".
+  std::unique_ptr<Opened> o = open_bytes(good);
+  REQUIRE(o->ok());
+  Program program;
+  REQUIRE(add_ptd_program(program, o->map(), options).ok());
+  REQUIRE(program.methods.size() == 2);
+  CHECK(program.methods[1].name == "rest");
+  REQUIRE(program.methods[1].partitions[0].tensors.size() == 1);
+  CHECK(program.methods[1].partitions[0].tensors[0].name == "extra.b");
+}
+
 TEST_CASE("import: a file wdedup wrote without its records keeps its absolute alignment") {
   // wdedup aligns segments in the file, not from the segment base; without
   // the WDX1 block nothing records it, and the base may be less aligned.
