@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -173,6 +174,18 @@ dangling = os.path.join(outdir, "bench-args-dangling.json")
 if os.path.lexists(dangling):
     os.remove(dangling)
 os.symlink("nowhere.json", dangling)
+# A link another user planted in a sticky, world-writable directory (as
+# /tmp could hold): the writer does not follow it, and the reason given is
+# the writer's, not "Permission denied" (root only: it takes lchown).
+planted = None
+if os.geteuid() == 0:
+    sticky = os.path.join(outdir, "bench-args-sticky")
+    shutil.rmtree(sticky, ignore_errors=True)
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    planted = os.path.join(sticky, "r.json")
+    os.symlink("nowhere.json", planted)
+    os.lchown(planted, 12345, 12345)
 # kDedupBytesPerTensor (harness.hpp): what the pre-run check counts for each
 # tensor of the dedup workloads beyond its bytes.
 DEDUP_BYTES_PER_TENSOR = 1536
@@ -234,6 +247,9 @@ refusals = [
                               "device (a directory, device, FIFO or socket is never replaced)"),
     (["--json", new_dir], f"cannot write --json {new_dir}: the name ends in '/', which names a directory, not a file"),
     (["--json", dangling], f"cannot write --json {dangling}: a symbolic link to nowhere.json, which does not exist"),
+    *([(["--json", planted], f"cannot write --json {planted}: it is a symbolic link owned by another user (uid 12345) "
+                              "in a sticky, world-writable directory: not followed, as the kernel's protected_symlinks "
+                              "would not follow it")] if planted else []),
     (["--json", "-5"], "--json needs a value, got the option '-5' (a path starting with '-' is written ./-5)"),
     # A number too large for its flag, named against the flag's own limit.
     (["--reps", "99999999999"], "--reps 99999999999 is more than 4294967295"),
@@ -485,7 +501,6 @@ else:
 # and the signal ends the process; another process's file stays. Sent as
 # SIGTERM: a first SIGINT now stops the run at its next step (below), which
 # removes the files outside the handler; SIGTERM is the handler's, at once.
-import shutil
 import signal
 import time
 

@@ -804,7 +804,7 @@ int parse_args(int argc, char** argv, Config* c) {
   // refused before it, not after minutes of measuring.
   if (!wdedup::detail::can_create_file(c->json_path, kJsonWatch)) {
     std::fprintf(stderr, "wdedup-bench: cannot write --json %s: %s\n", c->json_path.c_str(),
-                 wdedup::detail::cannot_create_reason(c->json_path, errno).c_str());
+                 wdedup::detail::cannot_create_reason(c->json_path, errno, kJsonWatch).c_str());
     return 2;
   }
   // Likewise the directory the runtime, write and build benchmarks write

@@ -1404,6 +1404,12 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
   errno = 0;
   CHECK_FALSE(can_create_file(sticky + "/planted_dangling"));
   CHECK(errno == EACCES);
+  // The tools' reason for either is the writer's, not "Permission denied".
+  const std::string not_followed =
+      "it is a symbolic link owned by another user (uid 12345) in a sticky, world-writable directory: not followed, "
+      "as the kernel's protected_symlinks would not follow it";
+  CHECK(detail::cannot_create_reason(sticky + "/planted", EACCES) == not_followed);
+  CHECK(detail::cannot_create_reason(sticky + "/planted_dangling", EACCES) == not_followed);
   CHECK(others(sticky, {"planted", "planted_dangling"}).empty());
 }
 
@@ -1514,6 +1520,8 @@ TEST_CASE("a destination the rename could not replace is refused before anything
     REQUIRE(::chown(theirs.c_str(), 12345, 12345) == 0);
     REQUIRE(wdedup_test::write_file(mine, {2}));
     REQUIRE(::chown(mine.c_str(), 65534, 65534) == 0);
+    const std::string closed = sticky + "/closed";  // root's, 0755: no file of the third user's there
+    REQUIRE(::mkdir(closed.c_str(), 0755) == 0);
     const std::string why = "it belongs to another user (uid 12345) in a sticky directory '" + sticky +
                             "' (mode +t, like /tmp), where only the file's owner, the directory's owner or a process "
                             "with CAP_FOWNER may replace it";
@@ -1526,6 +1534,11 @@ TEST_CASE("a destination the rename could not replace is refused before anything
       const bool can = detail::can_create_file(theirs);
       const int e = errno;  // (before anything else that may set it)
       out += std::to_string(can) + "|" + std::to_string(e) + "|" + detail::cannot_create_reason(theirs, e) + "\n";
+      errno = 0;
+      const bool can_closed = detail::can_create_file(closed + "/new.ptd");
+      const int e_closed = errno;
+      out += std::to_string(can_closed) + "|" + std::to_string(e_closed) + "|" +
+             detail::cannot_create_reason(closed + "/new.ptd", e_closed) + "\n";
       // Its own file there, and a new one: written.
       out += std::to_string(write_ptd_file(store, mine).ok()) + std::to_string(detail::can_create_file(mine)) +
              std::to_string(write_ptd_file(store, sticky + "/new.ptd").ok()) + "\n";
@@ -1536,10 +1549,13 @@ TEST_CASE("a destination the rename could not replace is refused before anything
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
     CHECK(msg == std::to_string(static_cast<int>(Error::IoError)) + "|cannot write '" + theirs + "': " + why + "\n" +
-                     "0|" + std::to_string(EPERM) + "|" + why + "\n" + "111\n");
+                     "0|" + std::to_string(EPERM) + "|" + why + "\n" + "0|" + std::to_string(EACCES) +
+                     "|create a temporary file in directory '" + closed + "' failed: " + std::strerror(EACCES) +
+                     "\n" + "111\n");
     CHECK(read_file(theirs) == std::vector<std::uint8_t>{1});
     CHECK(read_file(mine) == serialize(store));
-    CHECK(others(sticky, {"theirs.ptd", "mine.ptd", "new.ptd"}).empty());
+    CHECK(others(sticky, {"theirs.ptd", "mine.ptd", "new.ptd", "closed"}).empty());
+    CHECK(others(closed, {}).empty());
     // Root may replace it (it owns the directory, and has CAP_FOWNER, which
     // the writer also needs to give the file back to its owner with its
     // ACL: a container may drop it).

@@ -193,7 +193,7 @@ bool per_method_usable(std::string dir) {
                              : wdedup::detail::can_create_file(dir, kWatch);
   if (!usable)
     std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", dir.c_str(),
-                 wdedup::detail::cannot_create_reason(dir, errno).c_str());
+                 wdedup::detail::cannot_create_reason(dir, errno, kWatch).c_str());
   return usable;
 }
 
@@ -345,7 +345,7 @@ bool parse_args(int argc, char** argv, Args* a) {
   // the report lost).
   if (!a->json.empty() && !wdedup::detail::can_create_file(a->json, kWatch)) {
     std::fprintf(stderr, "wdedup-demo: cannot write --json %s: %s\n", a->json.c_str(),
-                 wdedup::detail::cannot_create_reason(a->json, errno).c_str());
+                 wdedup::detail::cannot_create_reason(a->json, errno, kWatch).c_str());
     return false;
   }
   // A directory is no --out under any strategy: with --strategy all it
@@ -440,7 +440,7 @@ bool outputs_writable(const Args& a, const wdedup::Program& program, const std::
     const std::string out = out_path(a, tag);
     if (!out.empty() && !wdedup::detail::can_create_file(out, kWatch)) {
       std::fprintf(stderr, "wdedup-demo: cannot write --out %s: %s\n", out.c_str(),
-                   wdedup::detail::cannot_create_reason(out, errno).c_str());
+                   wdedup::detail::cannot_create_reason(out, errno, kWatch).c_str());
       return false;
     }
   }
@@ -452,7 +452,7 @@ bool outputs_writable(const Args& a, const wdedup::Program& program, const std::
     if (dir_exists ? !wdedup::detail::can_create_file(path, kWatch) : !name_fits(path)) {
       // (The file name holds the method's name, which may come from a file.)
       std::fprintf(stderr, "wdedup-demo: cannot write --per-method %s: %s\n", wdedup::detail::table_name(path).c_str(),
-                   wdedup::detail::cannot_create_reason(path, errno).c_str());
+                   wdedup::detail::cannot_create_reason(path, errno, kWatch).c_str());
       return false;
     }
   }

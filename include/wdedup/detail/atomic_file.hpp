@@ -801,11 +801,22 @@ bool can_create_file(const std::string& path, TemporaryWatch watch = {}) {
 /// directory" would say something is there); a symbolic link to nothing
 /// (ENOENT) as that ("No such file or directory" would read as if a new
 /// file could not be made); ENOENT with the directory there, as a
-/// directory where no file can be made (/proc); anything else by the
-/// errno's text. For the tools' messages.
+/// directory where no file can be made (/proc); EACCES in the writer's
+/// own words, asked of its first step again (a link it does not follow,
+/// "Permission denied" alone said nothing of why; a directory that refuses
+/// its temporary file, named); anything else by the errno's text. For the
+/// tools' messages; `watch` as for can_create_file.
 template <int = 0>
-std::string cannot_create_reason(const std::string& path, int e) {
+std::string cannot_create_reason(const std::string& path, int e, TemporaryWatch watch = {}) {
   struct stat st {};
+  if (e == EACCES) {
+    BasicAtomicFile<void> file;
+    file.watch_temporary(watch);
+    const Expected<void> r = file.open(path, 0);
+    const std::string prefix = "cannot write " + quote_name(path) + ": ";
+    if (!r && file.failure_errno() == EACCES && r.message().compare(0, prefix.size(), prefix) == 0)
+      return r.message().substr(prefix.size());
+  }
   if (e == EINVAL && stat_path(path.c_str(), true, &st) == 0 && !S_ISREG(st.st_mode))
     return not_regular_file(st.st_mode);
   if (e == EISDIR && !path.empty() && path.back() == '/' && stat_path(path.c_str(), true, &st) != 0)
