@@ -115,8 +115,10 @@ TEST_CASE("early pairs: only what the engine would compare is queued; each hint 
       sp(c, c.size()),                   // 10
       sp(d, d.size()),                   // 11: hinted at 10, another size: not queued
       sp(e, e.size()),                   // 12: hinted at 10, equal
+      sp(c, 0),                          // 13: empty
+      sp(e, 0),                          // 14: hinted at 13, empty too, in other memory: not queued
   };
-  const std::uint32_t hint_of[13] = {kNoHint, 0, 0, 0, 0, kNoHint, 5, kNoHint, 7, 0, kNoHint, 10, 10};
+  const std::uint32_t hint_of[15] = {kNoHint, 0, 0, 0, 0, kNoHint, 5, kNoHint, 7, 0, kNoHint, 10, 10, kNoHint, 13};
   const Xxh3Hash hash;
   EarlyPairs<Xxh3Hash> early(inputs.size(), hash, false, kSeed);
   for (std::uint32_t i = 0; i < inputs.size(); ++i)
@@ -125,16 +127,16 @@ TEST_CASE("early pairs: only what the engine would compare is queued; each hint 
   early.close();
   early.drain();
   const EarlyVerdicts v = early.verdicts();
-  REQUIRE(v.verdict.size() == 13);
+  REQUIRE(v.verdict.size() == 15);
   const std::uint8_t kU = EarlyVerdicts::kUnknown, kE = EarlyVerdicts::kEqual, kD = EarlyVerdicts::kDiffer;
-  const std::uint8_t expect[13] = {kU, kE, kU, kU, kU, kU, kU, kU, kE, kD, kU, kU, kE};
-  for (std::size_t i = 0; i < 13; ++i) {
+  const std::uint8_t expect[15] = {kU, kE, kU, kU, kU, kU, kU, kU, kE, kD, kU, kU, kE, kU, kU};
+  for (std::size_t i = 0; i < 15; ++i) {
     CAPTURE(i);
     CHECK(v.verdict[i] == expect[i]);
   }
   // A hint is fingerprinted by its first queued pair: 0, 7 and 10 (by 12:
-  // 11 was not queued); 5 has none.
-  for (std::size_t i = 0; i < 13; ++i) {
+  // 11 was not queued); 5 and 13 have none.
+  for (std::size_t i = 0; i < 15; ++i) {
     CAPTURE(i);
     CHECK(v.has_prefix[i] == (i == 0 || i == 7 || i == 10 ? 1 : 0));
   }
