@@ -145,6 +145,59 @@ TEST_CASE("early pairs: only what the engine would compare is queued; each hint 
   CHECK(v.prefix[10] == hash(c.data(), identity::kPrefixBytes, identity::kPrefixSeed ^ kSeed));
 }
 
+TEST_CASE("early pairs: a hint with several queued copies is hashed once, by its first") {
+  // Hint 0 (40 bytes) has three queued copies (3, 4, 6), hint 1 (4 KiB)
+  // one (5; 7 is a byte shorter), hint 2 none (8 is its own memory). The
+  // hash records each call: two, for hints 0 and 1, on their first
+  // min(size, kPrefixBytes) bytes under the engine's seed.
+  struct Call {
+    std::size_t n;
+    std::uint64_t seed;
+    std::uint64_t bytes_hash;
+  };
+  struct RecordingHash {
+    std::vector<Call>* calls;
+    std::uint64_t operator()(const void* p, std::size_t n, std::uint64_t seed) const {
+      calls->push_back({n, seed, Xxh3Hash{}(p, n, 0)});
+      return Xxh3Hash{}(p, n, seed);
+    }
+  };
+  const Bytes a0 = pattern(40, 1), a1 = pattern(4096, 2), a2 = pattern(1, 3);
+  Bytes differ = a0;
+  differ[0] ^= 1;
+  const Bytes c3 = a0, c5 = a1, c6 = a0, c7(a1.begin(), a1.end() - 1);
+  const std::vector<ByteSpan> in = {
+      ByteSpan(a0.data(), a0.size()),         ByteSpan(a1.data(), a1.size()), ByteSpan(a2.data(), a2.size()),
+      ByteSpan(c3.data(), c3.size()),         ByteSpan(differ.data(), differ.size()),
+      ByteSpan(c5.data(), c5.size()),         ByteSpan(c6.data(), c6.size()), ByteSpan(c7.data(), c7.size()),
+      ByteSpan(a2.data(), a2.size()),
+  };
+  const std::uint32_t hint_of[9] = {kNoHint, kNoHint, kNoHint, 0, 0, 1, 0, 1, 2};
+  std::vector<Call> calls;
+  const RecordingHash hash{&calls};
+  EarlyPairs<RecordingHash> early(in.size(), hash, false, kSeed);
+  for (std::uint32_t i = 0; i < in.size(); ++i)
+    if (hint_of[i] != kNoHint) early.offer(hint_of[i], i, in[hint_of[i]], in[i]);
+  CHECK(early.queued() == 4);  // 3, 4, 5, 6
+  early.close();
+  early.drain();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].n == 40);
+  CHECK(calls[0].seed == (identity::kPrefixSeed ^ kSeed));
+  CHECK(calls[0].bytes_hash == Xxh3Hash{}(a0.data(), 40, 0));
+  CHECK(calls[1].n == identity::kPrefixBytes);
+  CHECK(calls[1].seed == (identity::kPrefixSeed ^ kSeed));
+  CHECK(calls[1].bytes_hash == Xxh3Hash{}(a1.data(), identity::kPrefixBytes, 0));
+  const EarlyVerdicts v = early.verdicts();
+  const std::uint8_t kU = EarlyVerdicts::kUnknown, kE = EarlyVerdicts::kEqual, kD = EarlyVerdicts::kDiffer;
+  const std::uint8_t expect[9] = {kU, kU, kU, kE, kD, kE, kE, kU, kU};
+  for (std::size_t i = 0; i < 9; ++i) {
+    CAPTURE(i);
+    CHECK(v.verdict[i] == expect[i]);
+    CHECK(v.has_prefix[i] == (i < 2 ? 1 : 0));
+  }
+}
+
 TEST_CASE("early pairs: verdicts are memcmp's and fingerprints the engine's, for any number of threads") {
   const Inputs in = make_inputs(300, 3, 11);
   const Xxh3Hash hash;
