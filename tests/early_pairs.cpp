@@ -8,9 +8,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "wdedup/detail/identity.hpp"
@@ -389,4 +392,39 @@ TEST_CASE("early pairs: drain_leaving with a count near SIZE_MAX claims nothing 
   CHECK(early.all_equal());
   const EarlyVerdicts v = early.verdicts();
   for (std::size_t i = 40; i < 80; ++i) CHECK(v.verdict[i] == EarlyVerdicts::kEqual);
+}
+
+TEST_CASE("early pairs: another thread's drain() waits for the producer to close, then has compared every pair") {
+  // Forty names of 100 bytes, a copy of each hinted at it; copy 33 differs
+  // in its last byte. The other thread drains from the start; the producer
+  // offers only once it is in, a while later, then closes and compares
+  // nothing itself. drain() must not take a queue with nothing published
+  // yet for a finished one.
+  std::vector<Bytes> bufs;
+  for (std::uint64_t k = 0; k < 40; ++k) bufs.push_back(pattern(100, 300 + k));
+  for (std::size_t k = 0; k < 40; ++k) bufs.push_back(bufs[k]);
+  bufs[73][99] ^= 1;
+  std::vector<ByteSpan> in;
+  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
+  const Xxh3Hash hash;
+  EarlyPairs<Xxh3Hash> early(in.size(), hash, true, kSeed);
+  std::atomic<bool> draining{false};
+  wdedup::detail::run_workers(2, [&](std::size_t w) {
+    if (w != 0) {
+      draining.store(true);
+      return early.drain();
+    }
+    while (!draining.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (std::uint32_t i = 40; i < 80; ++i) early.offer(i - 40, i, in[i - 40], in[i]);
+    early.close();
+  });
+  CHECK(early.unclaimed() == 0);
+  CHECK_FALSE(early.all_equal());
+  const EarlyVerdicts v = early.verdicts();
+  for (std::size_t i = 0; i < 80; ++i) {
+    CAPTURE(i);
+    CHECK(v.verdict[i] == (i < 40 ? EarlyVerdicts::kUnknown : i == 73 ? EarlyVerdicts::kDiffer : EarlyVerdicts::kEqual));
+    CHECK(v.has_prefix[i] == (i < 40 ? 1 : 0));
+  }
 }
