@@ -428,3 +428,39 @@ TEST_CASE("early pairs: another thread's drain() waits for the producer to close
     CHECK(v.has_prefix[i] == (i < 40 ? 1 : 0));
   }
 }
+
+TEST_CASE("early pairs: what was never compared reads as unknown, whatever the memory held before") {
+  // The arrays come from an arena whose first chunk (64 KiB, from operator
+  // new) is likely cut from a block of 96 KiB freed just before, full of
+  // 0xff: an entry the constructor or assumed() leaves unset reads 0xff,
+  // not 0. Ten names of 4 KiB, a copy of each hinted at it; the producer
+  // compares six pairs.
+  std::vector<Bytes> bufs;
+  for (std::uint64_t k = 0; k < 10; ++k) bufs.push_back(pattern(4096, 400 + k));
+  for (std::size_t k = 0; k < 10; ++k) bufs.push_back(bufs[k]);
+  std::vector<ByteSpan> in;
+  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
+  const Xxh3Hash hash;
+  // (A block after it, held until then, keeps it off the heap's top,
+  // which free() may hand back to the system, to come back as zeros.)
+  constexpr std::size_t kBlock = std::size_t{96} << 10;
+  std::uint8_t* volatile dirty = new std::uint8_t[kBlock];
+  std::uint8_t* volatile keep = new std::uint8_t[kBlock];
+  std::memset(dirty, 0xff, kBlock);
+  delete[] dirty;
+  EarlyPairs<Xxh3Hash> early(in.size(), hash, false, kSeed);
+  delete[] keep;
+  for (std::uint32_t i = 10; i < 20; ++i) early.offer(i - 10, i, in[i - 10], in[i]);
+  early.close();
+  early.drain_leaving(4);
+  const EarlyVerdicts a = early.assumed();
+  const EarlyVerdicts v = early.verdicts();
+  for (std::size_t i = 0; i < 20; ++i) {
+    CAPTURE(i);
+    CHECK(v.verdict[i] == (i >= 10 && i < 16 ? EarlyVerdicts::kEqual : EarlyVerdicts::kUnknown));
+    CHECK(v.has_prefix[i] == (i < 6 ? 1 : 0));
+    CHECK(a.verdict[i] == (i >= 10 ? EarlyVerdicts::kEqual : EarlyVerdicts::kUnknown));
+    CHECK(a.has_prefix[i] == (i < 6 ? 1 : 0));
+  }
+  early.drain();
+}
