@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "support/no_access.hpp"
+
 namespace {
 
 using Kernel = void (*)(const std::uint8_t* const*, const std::uint8_t* const*, const std::uint8_t*, std::size_t,
@@ -371,4 +373,51 @@ TEST_CASE("equal_group_ahead: the next pairs are only prefetched, pointers may a
   for (bool& e : eq) e = false;
   wdedup::detail::equal_group_ahead(null_ptrs, null_ptrs, 0, null_ptrs, null_ptrs, eq);
   for (bool e : eq) CHECK(e);
+}
+
+TEST_CASE("every kernel reads nothing before either side's first byte nor past its last") {
+  // Each side sits against a page that faults on any access, after it or
+  // before it: a kernel that reads one byte too many crashes this case.
+  // Equal, and differing in the first byte, then in the last.
+  constexpr std::size_t G = wdedup::detail::equal_run_impl::kGroup;
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{63}, std::size_t{64},
+                        std::size_t{65}, std::size_t{127}, std::size_t{4095}, std::size_t{4096}, std::size_t{4097},
+                        kStride + 1, 2 * kStride - 1}) {
+    CAPTURE(n);
+    wdedup_test::Fenced fx(n), fy(n);
+    for (const bool at_end : {false, true}) {
+      CAPTURE(at_end);
+      std::uint8_t* const xp = at_end ? fx.last(n) : fx.first();
+      std::uint8_t* const yp = at_end ? fy.last(n) : fy.first();
+      fill(xp, n, 900 + n);
+      for (std::size_t where : {n, std::size_t{0}, n - 1}) {  // where y differs (n: nowhere)
+        CAPTURE(where);
+        std::memcpy(yp, xp, n);
+        if (where < n) yp[where] ^= 0x40;
+        const bool expect = where == n;
+        const std::uint8_t* x[G] = {xp, xp, xp, xp};
+        const std::uint8_t* y[G] = {yp, yp, yp, yp};
+        for (const NamedKernel& k : kernels()) {
+          const std::string kernel = k.name;
+          CAPTURE(kernel);
+          for (std::size_t count : {std::size_t{1}, G}) {
+            CAPTURE(count);
+            bool eq[G] = {!expect, !expect, !expect, !expect};
+            k.fn(x, y, nullptr, count, n, eq);
+            for (std::size_t i = 0; i < count; ++i) CHECK(eq[i] == expect);
+            for (bool& e : eq) e = !expect;
+            k.fn(x, nullptr, yp, count, n, eq);
+            for (std::size_t i = 0; i < count; ++i) CHECK(eq[i] == expect);
+          }
+        }
+        for (const NamedGroupKernel& k : group_kernels()) {
+          const std::string kernel = k.name;
+          CAPTURE(kernel);
+          bool eq[G] = {!expect, !expect, !expect, !expect};
+          k.fn(x, y, n, x, y, eq);
+          for (bool e : eq) CHECK(e == expect);
+        }
+      }
+    }
+  }
 }

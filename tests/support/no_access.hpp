@@ -48,6 +48,30 @@ struct PagedBuffers {
   }
 };
 
+/// `n` bytes, readable and writable, between two pages that fault on any
+/// access: a range placed at first() or last(size) proves that the code
+/// under test reads nothing before it or past it.
+struct Fenced {
+  std::size_t page, room;
+  std::uint8_t* base;
+  explicit Fenced(std::size_t n)
+      : page(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
+        room((n + page - 1) / page * page),
+        base(static_cast<std::uint8_t*>(
+            mmap(nullptr, room + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))) {
+    REQUIRE(base != MAP_FAILED);
+    REQUIRE(mprotect(base, page, PROT_NONE) == 0);
+    REQUIRE(mprotect(base + page + room, page, PROT_NONE) == 0);
+  }
+  ~Fenced() { munmap(base, room + 2 * page); }
+  Fenced(const Fenced&) = delete;
+  Fenced& operator=(const Fenced&) = delete;
+  /// Where a range starts against the fence before it.
+  std::uint8_t* first() const { return base + page; }
+  /// Where a range of `size` bytes ends against the fence after it.
+  std::uint8_t* last(std::size_t size) const { return base + page + room - size; }
+};
+
 }  // namespace wdedup_test
 
 #endif  // WDEDUP_TESTS_SUPPORT_NO_ACCESS_HPP
