@@ -98,6 +98,27 @@ void fill(EarlyPairs<Xxh3Hash>& early, const Inputs& in, unsigned threads) {
     wdedup::detail::run_workers(threads, [&](std::size_t w) { w == 0 ? produce() : early.drain(); });
 }
 
+/// `names` buffers of `size` bytes (pattern(size, seed + k)), then a copy
+/// of each: buffer names + k is a copy of buffer k.
+std::vector<Bytes> names_then_copies(std::size_t names, std::size_t size, std::uint64_t seed) {
+  std::vector<Bytes> bufs;
+  for (std::uint64_t k = 0; k < names; ++k) bufs.push_back(pattern(size, seed + k));
+  for (std::size_t k = 0; k < names; ++k) bufs.push_back(bufs[k]);
+  return bufs;
+}
+
+std::vector<ByteSpan> spans_of(const std::vector<Bytes>& bufs) {
+  std::vector<ByteSpan> in;
+  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
+  return in;
+}
+
+/// Offers each copy of names_then_copies hinted at its name.
+void offer_copies(EarlyPairs<Xxh3Hash>& early, const std::vector<ByteSpan>& in) {
+  const std::uint32_t names = static_cast<std::uint32_t>(in.size() / 2);
+  for (std::uint32_t i = names; i < 2 * names; ++i) early.offer(i - names, i, in[i - names], in[i]);
+}
+
 }  // namespace
 
 TEST_CASE("early pairs: only what the engine would compare is queued; each hint is fingerprinted once") {
@@ -290,15 +311,12 @@ TEST_CASE("early pairs: the engine given their verdicts gives the same result an
 
 TEST_CASE("early pairs: the producer leaves pairs to others and assumes them equal; all_equal says if they were") {
   // Ten names of 4 KiB, then a copy of each hinted at it; copy 7 differs.
-  std::vector<Bytes> bufs;
-  for (std::uint64_t k = 0; k < 10; ++k) bufs.push_back(pattern(4096, 100 + k));
-  for (std::size_t k = 0; k < 10; ++k) bufs.push_back(bufs[k]);
+  std::vector<Bytes> bufs = names_then_copies(10, 4096, 100);
   bufs[17][4095] ^= 1;
-  std::vector<ByteSpan> in;
-  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const Xxh3Hash hash;
   EarlyPairs<Xxh3Hash> early(in.size(), hash, false, kSeed);
-  for (std::uint32_t i = 10; i < 20; ++i) early.offer(i - 10, i, in[i - 10], in[i]);
+  offer_copies(early, in);
   CHECK(early.queued() == 10);
   CHECK(early.queued_bytes() == 10 * 4096);
   early.close();
@@ -370,14 +388,11 @@ TEST_CASE("early pairs: drain_leaving with a count near SIZE_MAX claims nothing 
   // methods on 16 threads made it 2^32 - 11,776, and claimed + leave wrapped:
   // the producer claimed pairs past the queue's end and compared garbage.
   // Here: 40 pairs queued, 32 published (kPublish), 4 of them claimed.
-  std::vector<Bytes> bufs;
-  for (std::uint64_t k = 0; k < 40; ++k) bufs.push_back(pattern(64, 200 + k));
-  for (std::size_t k = 0; k < 40; ++k) bufs.push_back(bufs[k]);
-  std::vector<ByteSpan> in;
-  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
+  const std::vector<Bytes> bufs = names_then_copies(40, 64, 200);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const Xxh3Hash hash;
   EarlyPairs<Xxh3Hash> early(in.size(), hash, false, kSeed);
-  for (std::uint32_t i = 40; i < 80; ++i) early.offer(i - 40, i, in[i - 40], in[i]);
+  offer_copies(early, in);
   REQUIRE(early.unclaimed() == 32);
   early.drain_leaving(28);
   REQUIRE(early.unclaimed() == 28);
@@ -400,12 +415,9 @@ TEST_CASE("early pairs: another thread's drain() waits for the producer to close
   // offers only once it is in, a while later, then closes and compares
   // nothing itself. drain() must not take a queue with nothing published
   // yet for a finished one.
-  std::vector<Bytes> bufs;
-  for (std::uint64_t k = 0; k < 40; ++k) bufs.push_back(pattern(100, 300 + k));
-  for (std::size_t k = 0; k < 40; ++k) bufs.push_back(bufs[k]);
+  std::vector<Bytes> bufs = names_then_copies(40, 100, 300);
   bufs[73][99] ^= 1;
-  std::vector<ByteSpan> in;
-  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const Xxh3Hash hash;
   EarlyPairs<Xxh3Hash> early(in.size(), hash, true, kSeed);
   std::atomic<bool> draining{false};
@@ -416,7 +428,7 @@ TEST_CASE("early pairs: another thread's drain() waits for the producer to close
     }
     while (!draining.load()) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    for (std::uint32_t i = 40; i < 80; ++i) early.offer(i - 40, i, in[i - 40], in[i]);
+    offer_copies(early, in);
     early.close();
   });
   CHECK(early.unclaimed() == 0);
@@ -435,11 +447,8 @@ TEST_CASE("early pairs: what was never compared reads as unknown, whatever the m
   // 0xff: an entry the constructor or assumed() leaves unset reads 0xff,
   // not 0. Ten names of 4 KiB, a copy of each hinted at it; the producer
   // compares six pairs.
-  std::vector<Bytes> bufs;
-  for (std::uint64_t k = 0; k < 10; ++k) bufs.push_back(pattern(4096, 400 + k));
-  for (std::size_t k = 0; k < 10; ++k) bufs.push_back(bufs[k]);
-  std::vector<ByteSpan> in;
-  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
+  const std::vector<Bytes> bufs = names_then_copies(10, 4096, 400);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const Xxh3Hash hash;
   // (A block after it, held until then, keeps it off the heap's top,
   // which free() may hand back to the system, to come back as zeros.)
@@ -450,7 +459,7 @@ TEST_CASE("early pairs: what was never compared reads as unknown, whatever the m
   delete[] dirty;
   EarlyPairs<Xxh3Hash> early(in.size(), hash, false, kSeed);
   delete[] keep;
-  for (std::uint32_t i = 10; i < 20; ++i) early.offer(i - 10, i, in[i - 10], in[i]);
+  offer_copies(early, in);
   early.close();
   early.drain_leaving(4);
   const EarlyVerdicts a = early.assumed();
