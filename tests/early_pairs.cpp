@@ -426,7 +426,10 @@ TEST_CASE("early pairs: another thread's drain() waits for the producer to close
       draining.store(true);
       return early.drain();
     }
-    while (!draining.load()) std::this_thread::yield();
+    // Bounded: run_workers runs no worker whose thread did not start, and
+    // then this case fails (unclaimed 40) rather than hangs.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!draining.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     offer_copies(early, in);
     early.close();
