@@ -1426,7 +1426,7 @@ std::vector<std::uint64_t> index_seeds_from_zero() {
 // first `window` slots: one run of slots to place them in, past the 66,560
 // probes a reader allows for 512 keys homed in the first 192 or fewer.
 NamedDataStore keys_homed_low(const std::vector<std::uint64_t>& seeds, std::uint64_t window) {
-  const std::vector<std::uint8_t> bytes(64, 7);
+  static const std::vector<std::uint8_t> bytes(64, 7);  // a store borrows the bytes it is given
   NamedDataStore s;
   char buf[17];
   for (std::uint64_t c = 0; s.keys().size() < 512; ++c) {
