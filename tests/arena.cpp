@@ -163,3 +163,56 @@ TEST_CASE("Arena: a mapped chunk goes back to the table cache as whole huge page
   cache.set_limit(64 * kMiB);
   CHECK(cache.bytes() == 0);
 }
+
+TEST_CASE("Arena: an array that fills its chunk exactly stays in it; the first chunk is at least 64 KiB") {
+  // Arena(0)'s first chunk is the 64 KiB minimum, 65,472 bytes after its
+  // header: 64 bytes and then 65,408 fill it exactly, side by side. A
+  // chunk sized by the first request alone (128 bytes) or one given up
+  // when an array fits it exactly put the second array in a new chunk.
+  Arena a(0);
+  std::uint8_t* x = a.alloc<std::uint8_t>(64);
+  std::uint8_t* y = a.alloc<std::uint8_t>(65408);
+  CHECK(y - x == 64);
+  CHECK(a.bytes_taken() == 65472);
+  std::memset(x, 0x11, 64);
+  std::memset(y, 0x22, 65408);
+  // Full now: the next array starts a new chunk, outside this one.
+  std::uint8_t* z = a.alloc<std::uint8_t>(64);
+  std::memset(z, 0x33, 64);
+  CHECK((z < x || z >= x + 65472));
+  CHECK(a.bytes_taken() == 65536);
+  CHECK(y[65407] == 0x22);
+}
+
+TEST_CASE("Arena: chunks double, the first is `expect` bytes, and every mapped chunk goes back to the table cache") {
+  // After the first 64 KiB heap chunk (next: 128 KiB) a 3 MiB array needs
+  // 3 MiB + 64: mapped as 4 MiB (next: 8 MiB). The next 3 MiB array does
+  // not fit the 1 MiB left: a chunk of the doubled 8 MiB. Both mapped
+  // chunks come back, 12 MiB (8 MiB if chunks did not double, or if only
+  // the last chunk were freed).
+  FreshCache fresh;
+  wdedup::detail::MappingCache& cache = wdedup::detail::mapping_cache();
+  {
+    Arena a(0);
+    (void)a.alloc<std::uint8_t>(1000);
+    std::uint8_t* p = a.alloc<std::uint8_t>(3 * kMiB);
+    std::uint8_t* q = a.alloc<std::uint8_t>(3 * kMiB);
+    CHECK(reinterpret_cast<std::uintptr_t>(p - 64) % wdedup::detail::kHugePage == 0);
+    CHECK(reinterpret_cast<std::uintptr_t>(q - 64) % wdedup::detail::kHugePage == 0);
+    CHECK(a.bytes_taken() == 1024 + 6 * kMiB);
+  }
+  CHECK(cache.bytes() == 12 * kMiB);
+  cache.release();
+  // `expect` sizes the first chunk: 6 MiB, mapped, for a 64-byte array;
+  // exactly one huge page (2 MiB) is mapped too, not taken from the heap.
+  for (const std::size_t expect : {6 * kMiB, 2 * kMiB}) {
+    CAPTURE(expect);
+    {
+      Arena a(expect);
+      std::uint8_t* p = a.alloc<std::uint8_t>(64);
+      CHECK(reinterpret_cast<std::uintptr_t>(p - 64) % wdedup::detail::kHugePage == 0);
+    }
+    CHECK(cache.bytes() == expect);
+    cache.release();
+  }
+}
