@@ -282,26 +282,32 @@ TEST_CASE("table cache: a block is taken best-fit, from the smallest cached bloc
   // Two cached blocks, 2 MiB at `first` and 4 MiB at first + 4 MiB, kept
   // apart by a table that stays: a 2 MiB table takes the 2 MiB block whole
   // (not the front of the 4 MiB one), and a 4 MiB table then takes the
-  // other, both without a fresh mapping.
-  FreshCache fresh;
-  const char* first = nullptr;
-  { first = Table<char>(8 * kMiB, 'x').data(); }
-  REQUIRE(wdedup::table_cache_bytes() == 8 * kMiB);
-  auto a = std::make_unique<Table<char>>(2 * kMiB, 'a');
-  const Table<char> between(2 * kMiB, 's');
-  auto b = std::make_unique<Table<char>>(4 * kMiB, 'b');
-  REQUIRE(a->data() == first);
-  REQUIRE(between.data() == first + 2 * kMiB);
-  REQUIRE(b->data() == first + 4 * kMiB);
-  b.reset();
-  a.reset();
-  REQUIRE(wdedup::table_cache_bytes() == 6 * kMiB);
-  Table<char> small(2 * kMiB, 'c');
-  CHECK(small.data() == first);
-  CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
-  Table<char> big(4 * kMiB, 'd');
-  CHECK(big.data() == first + 4 * kMiB);
-  CHECK(wdedup::table_cache_bytes() == 0);
+  // other, both without a fresh mapping. Freed in either order, so the
+  // smaller block is the first slot's once and the last's once (taking the
+  // last block that holds the table passed with the smaller one last).
+  for (const bool small_first : {false, true}) {
+    CAPTURE(small_first);
+    FreshCache fresh;
+    const char* first = nullptr;
+    { first = Table<char>(8 * kMiB, 'x').data(); }
+    REQUIRE(wdedup::table_cache_bytes() == 8 * kMiB);
+    auto a = std::make_unique<Table<char>>(2 * kMiB, 'a');
+    const Table<char> between(2 * kMiB, 's');
+    auto b = std::make_unique<Table<char>>(4 * kMiB, 'b');
+    REQUIRE(a->data() == first);
+    REQUIRE(between.data() == first + 2 * kMiB);
+    REQUIRE(b->data() == first + 4 * kMiB);
+    if (small_first) a.reset();
+    b.reset();
+    a.reset();
+    REQUIRE(wdedup::table_cache_bytes() == 6 * kMiB);
+    Table<char> small(2 * kMiB, 'c');
+    CHECK(small.data() == first);
+    CHECK(wdedup::table_cache_bytes() == 4 * kMiB);
+    Table<char> big(4 * kMiB, 'd');
+    CHECK(big.data() == first + 4 * kMiB);
+    CHECK(wdedup::table_cache_bytes() == 0);
+  }
 }
 
 TEST_CASE("table cache: a block that brings the cache exactly to its limit is kept") {
