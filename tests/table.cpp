@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <fstream>
 #include <memory>
 #include <new>
 #include <string>
@@ -112,14 +113,49 @@ TEST_CASE("a fresh mapping keeps its block and unmaps the rest of the huge page 
   }
 }
 
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+TEST_CASE("a fresh mapping is advised to use huge pages: its VmFlags in /proc/self/smaps say hg") {
+  // The advice is what the mapping is for (without it, under the kernel's
+  // default "madvise" setting, a table is faulted in 4 KiB pages); nothing
+  // else shows that it was given.
+  if (::access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) return;  // no THP: nothing to advise
+  void* const p = wdedup::detail::map_fresh_huge_pages(kHugePage);
+  REQUIRE(p != nullptr);
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  REQUIRE(smaps.is_open());
+  std::string line, flags;
+  bool in = false, found = false;
+  while (std::getline(smaps, line)) {
+    const std::size_t dash = line.find('-'), space = line.find(' ');
+    if (dash != std::string::npos && space != std::string::npos && dash < space &&
+        line.find_first_not_of("0123456789abcdef") == dash) {
+      const std::uintptr_t start = std::stoull(line.substr(0, dash), nullptr, 16);
+      const std::uintptr_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      in = start <= at && at < end;
+      found = found || in;
+    } else if (in && line.rfind("VmFlags:", 0) == 0) {
+      flags = line + " ";
+    }
+  }
+  ::munmap(p, kHugePage);
+  REQUIRE(found);
+  CAPTURE(flags);
+  CHECK(flags.find(" hg ") != std::string::npos);
+}
+#endif
+
 #if defined(__cpp_exceptions)
-TEST_CASE("BulkAllocator: a count whose size would wrap is out of memory (std::bad_alloc), not a smaller block") {
+TEST_CASE("BulkAllocator: a count whose size would wrap, or whose mapping fails, is out of memory (std::bad_alloc)") {
   // 2^61 eight-byte elements are 2^64 bytes: 0 once wrapped, which went to
   // operator new as a block of no bytes. Just past kMaxMapped, no wrap: the
   // same refusal.
   BulkAllocator<std::uint64_t> alloc;
   CHECK_THROWS_AS(alloc.allocate(std::size_t{1} << (sizeof(std::size_t) * 8 - 3)), std::bad_alloc);
   CHECK_THROWS_AS(alloc.allocate(wdedup::detail::kMaxMapped / 8 + 1), std::bad_alloc);
+  // At kMaxMapped the count is not refused, and no system maps that much:
+  // the failed mapping is out of memory too, never a null block.
+  CHECK_THROWS_AS(alloc.allocate(wdedup::detail::kMaxMapped / 8), std::bad_alloc);
 }
 #endif
 
@@ -308,6 +344,50 @@ TEST_CASE("table cache: a block is taken best-fit, from the smallest cached bloc
     CHECK(big.data() == first + 4 * kMiB);
     CHECK(wdedup::table_cache_bytes() == 0);
   }
+}
+
+namespace {
+/// Whether the page holding `p` is mapped (mincore fails with ENOMEM where not).
+bool page_mapped(const void* p) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  unsigned char resident = 0;
+  errno = 0;
+  const int r = ::mincore(reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(p) & ~(page - 1)), 1, &resident);
+  CHECK((r == 0 || errno == ENOMEM));
+  return r == 0;
+}
+}  // namespace
+
+TEST_CASE("table cache: a block it does not keep is unmapped, and so is every kept block it lets go") {
+  // Past the limit a freed block is unmapped, not left mapped and
+  // forgotten; release_table_cache unmaps each kept block, the last slot's
+  // too (the blocks at `first` and first + 4 MiB, kept apart by a table
+  // that stays).
+  FreshCache fresh;
+  const char* first = nullptr;
+  { first = Table<char>(8 * kMiB, 'x').data(); }
+  auto a = std::make_unique<Table<char>>(2 * kMiB, 'a');
+  const Table<char> between(2 * kMiB, 's');
+  auto b = std::make_unique<Table<char>>(2 * kMiB, 'b');
+  REQUIRE(a->data() == first);
+  REQUIRE(b->data() == first + 4 * kMiB);
+  wdedup::set_table_cache_limit(4 * kMiB);
+  a.reset();
+  b.reset();
+  REQUIRE(wdedup::table_cache_bytes() == 4 * kMiB);
+  CHECK(page_mapped(first));
+  CHECK(page_mapped(first + 4 * kMiB));
+  wdedup::release_table_cache();
+  CHECK(wdedup::table_cache_bytes() == 0);
+  CHECK_FALSE(page_mapped(first));
+  CHECK_FALSE(page_mapped(first + 4 * kMiB + 2 * kMiB - 1));
+  CHECK(page_mapped(between.data()));
+  // Over the limit (0): unmapped as it is freed.
+  wdedup::set_table_cache_limit(0);
+  const char* gone = nullptr;
+  { gone = Table<char>(2 * kMiB, 'g').data(); }
+  CHECK(wdedup::table_cache_bytes() == 0);
+  CHECK_FALSE(page_mapped(gone));
 }
 
 TEST_CASE("table cache: a block that brings the cache exactly to its limit is kept") {
