@@ -1,0 +1,93 @@
+// Tests for detail/flat_index.hpp: FlatIndex, the map from a pair of 64-bit
+// words to a 32-bit value (size classes, pointers, hash buckets), used by
+// the store and the identity engine. It grows on its own where a caller
+// did not size it (NamedDataStore's merge fills one unreserved, and
+// refresh_buffer_index more pairs than it is reset for); a lookup of a
+// missing pair ends at an empty slot, so the map must never fill. (IdIndex
+// and HashAhead: tests/name_index.cpp.)
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "wdedup/detail/flat_index.hpp"
+
+using wdedup::detail::FlatIndex;
+
+namespace {
+constexpr std::uint32_t kNone = FlatIndex::kNone;
+
+/// Pair i: (i, 7i + 1), stored as value i + 100.
+std::uint64_t b_of(std::uint64_t i) { return 7 * i + 1; }
+
+/// Stops the process if the lookups that follow do not return: a map with
+/// no empty slot left probes a missing pair forever.
+struct Deadline {
+  Deadline() { ::alarm(30); }
+  ~Deadline() { ::alarm(0); }
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+};
+}  // namespace
+
+TEST_CASE("FlatIndex: grown from nothing, never sized, it keeps every pair and finds no other") {
+  const Deadline deadline;
+  FlatIndex m;
+  CHECK(m.find(1, 2) == kNone);  // no slots yet
+  bool inserted = false;
+  // 16 pairs: as many as its first table has slots. It doubles at the
+  // ninth; one that did not (or only once full) had no empty slot left
+  // for the lookups of missing pairs below to end at.
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    CAPTURE(i);
+    CHECK(m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted) == i + 100);
+    CHECK(inserted);
+  }
+  CHECK(m.find(99, 99) == kNone);
+  CHECK(m.find(3, b_of(3) + 1) == kNone);  // the same first word, another second
+  CHECK(m.find(4, b_of(3)) == kNone);      // the same second word, another first
+  CHECK(m.find_or_insert(5, b_of(5), 999, inserted) == 105);  // present: its value, not the one given
+  CHECK_FALSE(inserted);
+  // On to 1,000 pairs (six more doublings): each keeps its value.
+  for (std::uint64_t i = 16; i < 1000; ++i) (void)m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted);
+  std::size_t found = 0;
+  for (std::uint64_t i = 0; i < 1000; ++i) found += m.find(i, b_of(i)) == i + 100;
+  CHECK(found == 1000);
+  CHECK(m.find(1000, b_of(1000)) == kNone);
+}
+
+TEST_CASE("FlatIndex: reset empties it; a moved-from map is empty and usable, the moved-to one finds every pair") {
+  const Deadline deadline;
+  FlatIndex m;
+  bool inserted = false;
+  for (std::uint64_t i = 0; i < 40; ++i) (void)m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted);
+  // Moved into a map that has no slots yet, and into one that has its own.
+  FlatIndex built(std::move(m));
+  FlatIndex assigned;
+  assigned = std::move(built);
+  FlatIndex sized;
+  sized.reset(4);
+  (void)sized.find_or_insert(1000, 0, 7, inserted);
+  FlatIndex copy = assigned;
+  sized = std::move(copy);
+  for (const FlatIndex* to : {&assigned, &sized}) {
+    std::size_t found = 0;
+    for (std::uint64_t i = 0; i < 40; ++i) found += to->find(i, b_of(i)) == i + 100;
+    CHECK(found == 40);
+    CHECK(to->find(1000, 0) == kNone);
+    CHECK(to->find(40, b_of(40)) == kNone);
+  }
+  for (FlatIndex* from : {&m, &built}) {
+    CHECK(from->find(3, b_of(3)) == kNone);
+    CHECK(from->find_or_insert(3, b_of(3), 5, inserted) == 5);
+    CHECK(inserted);
+    CHECK(from->find(3, b_of(3)) == 5);
+  }
+  assigned.reset(100);
+  CHECK(assigned.find(3, b_of(3)) == kNone);
+  for (std::uint64_t i = 0; i < 100; ++i) (void)assigned.find_or_insert(i, 0, static_cast<std::uint32_t>(i), inserted);
+  CHECK(assigned.find(99, 0) == 99);
+  CHECK(assigned.find(100, 0) == kNone);
+}
