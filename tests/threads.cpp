@@ -7,6 +7,8 @@
 #include "support/instances.hpp"  // first: see there
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -204,4 +206,15 @@ TEST_CASE("threads_at_once counts from the threads alive at the reset, not those
   CHECK(wbench::threads_at_once() == 1);
   go = true;
   lingering.join();
+}
+
+TEST_CASE("monotonic_seconds: a 50 ms sleep reads as 50 ms or more, in seconds") {
+  // The report's seconds and the benchmarks' times are differences of
+  // these readings: nanoseconds read as microseconds made 50 ms about 50 s
+  // (or less than nothing, across a second's turn).
+  const double before = detail::monotonic_seconds();
+  ::usleep(50000);
+  const double slept = detail::monotonic_seconds() - before;
+  CHECK(slept >= 0.05);
+  CHECK(slept < 5.0);  // (a loaded host may oversleep, not by seconds)
 }
