@@ -1412,6 +1412,8 @@ TEST_CASE("a function's rows are sorted bytewise: a name before the longer names
   }
 }
 
+namespace {
+
 // The seeds the writer tries for a store asked to be written under seed 0:
 // 0, then each derived from the one before it (next_index_seed).
 std::vector<std::uint64_t> index_seeds_from_zero() {
@@ -1421,10 +1423,10 @@ std::vector<std::uint64_t> index_seeds_from_zero() {
   return seeds;
 }
 
-// A store of 512 keys "k<15 hex digits>" (64 bytes each, so a table of
-// 1,024 slots) whose hash under each of `seeds` puts them in the table's
-// first `window` slots: one run of slots to place them in, past the 66,560
-// probes a reader allows for 512 keys homed in the first 192 or fewer.
+// A store of 512 keys "k<15 hex digits>" of 64 bytes each (512 keys: a
+// table of 1,024 slots) whose hash under each of `seeds` puts them in the
+// table's first `window` slots: one run of slots to place them in, past the
+// 66,560 probes a reader allows for 512 keys homed in the first 192 or fewer.
 NamedDataStore keys_homed_low(const std::vector<std::uint64_t>& seeds, std::uint64_t window) {
   static const std::vector<std::uint8_t> bytes(64, 7);  // a store borrows the bytes it is given
   NamedDataStore s;
@@ -1461,6 +1463,8 @@ void check_opens_indexed(const std::vector<std::uint8_t>& f, const NamedDataStor
     CHECK(d->size() == 64);
   }
 }
+
+}  // namespace
 
 TEST_CASE("keys chosen to collide under the seed: the writer places them under a derived seed, and the file opens") {
   // 512 keys whose hash under seed 0 has its low 10 bits zero: one home
