@@ -121,7 +121,7 @@ TEST_CASE("a fresh mapping is advised to use huge pages: its VmFlags in /proc/se
   if (::access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) return;  // no THP: nothing to advise
   void* const p = wdedup::detail::map_fresh_huge_pages(kHugePage);
   REQUIRE(p != nullptr);
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const std::uint64_t at = reinterpret_cast<std::uintptr_t>(p);
   std::ifstream smaps("/proc/self/smaps");
   REQUIRE(smaps.is_open());
   std::string line, flags;
@@ -130,8 +130,8 @@ TEST_CASE("a fresh mapping is advised to use huge pages: its VmFlags in /proc/se
     const std::size_t dash = line.find('-'), space = line.find(' ');
     if (dash != std::string::npos && space != std::string::npos && dash < space &&
         line.find_first_not_of("0123456789abcdef") == dash) {
-      const std::uintptr_t start = std::stoull(line.substr(0, dash), nullptr, 16);
-      const std::uintptr_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      const std::uint64_t start = std::stoull(line.substr(0, dash), nullptr, 16);
+      const std::uint64_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
       in = start <= at && at < end;
       found = found || in;
     } else if (in && line.rfind("VmFlags:", 0) == 0) {
