@@ -1136,6 +1136,21 @@ TEST_CASE("quote_name copies well-formed UTF-8 only: overlong forms, surrogates,
   CHECK(detail::quote_name("\xe2\x80\x8d") == "'\xe2\x80\x8d'");  // U+200D, the zero-width joiner: copied
 }
 
+TEST_CASE("quote_name escapes only the characters its ranges name: the ones either side are copied") {
+  // U+2028..U+202E (the separators, embeddings and overrides) are E2 80
+  // A8..AE, the isolates U+2066..U+2069 are E2 81 A6..A9: their first and
+  // last are escaped, the characters just outside are not.
+  CHECK(detail::quote_name("\xe2\x80\xa8\xe2\x80\xae") == "'\\xe2\\x80\\xa8\\xe2\\x80\\xae'");
+  CHECK(detail::quote_name("\xe2\x80\xa7") == "'\xe2\x80\xa7'");  // U+2027, the hyphenation point
+  CHECK(detail::quote_name("\xe2\x80\xaf") == "'\xe2\x80\xaf'");  // U+202F, the narrow no-break space
+  CHECK(detail::quote_name("\xe2\x81\xa6\xe2\x81\xa9") == "'\\xe2\\x81\\xa6\\xe2\\x81\\xa9'");
+  CHECK(detail::quote_name("\xe2\x81\xa5") == "'\xe2\x81\xa5'");  // U+2065, not assigned, before the isolates
+  CHECK(detail::quote_name("\xe2\x81\xaa") == "'\xe2\x81\xaa'");  // U+206A, a deprecated format character after them
+  // The isolates' last two bytes after another second byte: U+20A6 and
+  // U+20A9, the naira and won signs (E2 82 A6, E2 82 A9), are text.
+  CHECK(detail::quote_name("\xe2\x82\xa6" "5\xe2\x82\xa9") == "'\xe2\x82\xa6" "5\xe2\x82\xa9'");
+}
+
 TEST_CASE("a runtime Failure in a message: a failed system call by its reason, anything else by its offset") {
   CHECK(describe_failure(Failure{Error::IoError, "open failed (at = errno)", ENOENT}) ==
         "open failed: No such file or directory (IoError)");
