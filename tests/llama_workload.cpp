@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <xxhash.h>
@@ -242,6 +243,31 @@ TEST_CASE("generation is deterministic and configs are validated") {
   CHECK(LlamaConfig::preset("2b").message() == "unknown model preset '2b'; expected tiny, small or 1b");
   const LlamaConfig one_b = REQUIRE_VALUE(LlamaConfig::preset("1b"));
   CHECK(one_b.dim == 2048);
+}
+
+TEST_CASE("preset() gives each preset by its name; dimension_problem() compares digits of any length with 2^31 - 1") {
+  const LlamaConfig tiny = REQUIRE_VALUE(LlamaConfig::preset("tiny"));
+  CHECK(tiny.dim == 256);
+  CHECK(tiny.vocab_size == 4096);
+  const LlamaConfig small = REQUIRE_VALUE(LlamaConfig::preset("small"));
+  CHECK(small.dim == 1024);
+  CHECK(small.n_layers == 8);
+  CHECK(small.vocab_size == 32000);
+  CHECK(small.memory_bytes() == LlamaConfig::small().memory_bytes());
+  // 2147483647 is the largest int32, a dimension; 2147483648 is not. As
+  // digits (a command line's), leading zeros do not count: 002147483647 is
+  // that int32, and a value is named as it was given.
+  using D = std::string_view;
+  CHECK(LlamaConfig::dimension_problem("--layers", D("2147483647")).empty());
+  CHECK(LlamaConfig::dimension_problem("--layers", D("002147483647")).empty());
+  CHECK(LlamaConfig::dimension_problem("--layers", D("0")).empty());
+  CHECK(LlamaConfig::dimension_problem("--layers", D("2147483648")) ==
+        "--layers 2147483648 is more than 2147483647 (a dimension is an int32)");
+  CHECK(LlamaConfig::dimension_problem("--layers", D("002147483648")) ==
+        "--layers 002147483648 is more than 2147483647 (a dimension is an int32)");
+  CHECK(LlamaConfig::dimension_problem("dim", std::uint64_t{2147483647}).empty());
+  CHECK(LlamaConfig::dimension_problem("dim", std::uint64_t{2147483648}) ==
+        "dim 2147483648 is more than 2147483647 (a dimension is an int32)");
 }
 
 TEST_CASE("attention_mask: causal, 0.0 up to each query's own position and -1e9 past it, in both methods") {
