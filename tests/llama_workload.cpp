@@ -229,6 +229,13 @@ TEST_CASE("generation is deterministic and configs are validated") {
        },
        "feed_forward.w1.weight (hidden_dim 2147483647 x dim 2147483632 of DOUBLE, 8 bytes each) holds more than "
        "2^64 - 1 bytes"},
+      // wq alone past it: dim x dim, the vocabulary and hidden_dim small.
+      {[](LlamaConfig& c) {
+         c.dtype = ScalarType::ComplexDouble;
+         c.dim = 1u << 30;
+       },
+       "attention.wq.weight (dim 1073741824 x dim 1073741824 of COMPLEXDOUBLE, 16 bytes each) holds more than "
+       "2^64 - 1 bytes"},
   };
   for (const auto& rule : rules) {
     const auto broken = rule.first;
