@@ -143,6 +143,60 @@ TEST_CASE("partitions: layers are split evenly; OneBlob on prefill 3 / decode 2"
   CHECK(one->functions.functions[4].function_name == "decode__1");
 }
 
+TEST_CASE("the config's alignment and seed reach every tensor; partition p of n holds layers p * L / n up to (p + 1) * L / n") {
+  LlamaConfig c = LlamaConfig::tiny();
+  c.n_layers = 6;
+  c.prefill_partitions = 3;
+  c.decode_partitions = 2;
+  c.alignment = 128;
+  c.seed = 7;
+  auto w = LlamaWorkload::generate(c);
+  REQUIRE(w.ok());
+  // Which layers each partition holds, in order: prefill 0-1, 2-3, 4-5;
+  // decode 0-2, 3-5. The mask asks for 4 (floats), every weight for 128.
+  const std::vector<std::vector<std::string>> layers = {{"0 1", "2 3", "4 5"}, {"0 1 2", "3 4 5"}};
+  REQUIRE(w->program().methods.size() == 2);
+  for (std::size_t m = 0; m < 2; ++m) {
+    const Method& method = w->program().methods[m];
+    REQUIRE(method.partitions.size() == layers[m].size());
+    for (std::size_t p = 0; p < method.partitions.size(); ++p) {
+      CAPTURE(method.name);
+      CAPTURE(p);
+      std::string seen;
+      int last = -1;
+      for (const Tensor& t : method.partitions[p].tensors) {
+        CAPTURE(t.name);
+        CHECK(t.alignment == (t.name == "attention_mask" ? 4 : 128));
+        if (t.name.rfind("layers.", 0) == 0) {
+          const int layer = std::stoi(t.name.substr(7));
+          if (layer != last) seen += (seen.empty() ? "" : " ") + std::to_string(layer);
+          last = layer;
+        }
+      }
+      CHECK(seen == layers[m][p]);
+    }
+  }
+  // Seed 7: splitmix64's first word of the embedding's stream (seed 7 *
+  // 1315423911) and of the cos table's (7 ^ 0xC05), read little-endian;
+  // the default seed, 0x5eed, gives others.
+  const auto first_word = [&](const LlamaWorkload& x, const char* name) {
+    const std::vector<Tensor>& tensors = x.program().methods[0].partitions[0].tensors;
+    const auto t = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& y) { return y.name == name; });
+    REQUIRE(t != tensors.end());
+    REQUIRE(t->bytes.size() >= 8);
+    std::uint64_t v = 0;
+    for (std::size_t k = 0; k < 8; ++k) v |= std::uint64_t{t->bytes[k]} << (8 * k);
+    return v;
+  };
+  CHECK(first_word(*w, "tok_embeddings.weight") == 0x820ee3b9de526f20u);
+  CHECK(first_word(*w, "layers.0.attention.rope.freqs_cos") == 0xd997388d904eb8efu);
+  c.seed = LlamaConfig{}.seed;
+  auto d = LlamaWorkload::generate(c);
+  REQUIRE(d.ok());
+  CHECK(first_word(*d, "tok_embeddings.weight") == 0x00fa72c1f101f2d2u);
+  CHECK(first_word(*d, "layers.0.attention.rope.freqs_cos") == 0x4bc677b49f9c26fbu);
+}
+
 TEST_CASE("tensor shapes are Llama's: linear weights [out, in], tables and norms as exported") {
   // nn.Linear keeps its weight as [out_features, in_features]: w1 and w3
   // map dim to hidden_dim, w2 maps back; wk and wv produce the kv heads.
