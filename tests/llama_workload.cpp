@@ -54,6 +54,15 @@ Expected_ expected_for(const LlamaConfig& c) {
 
 /// Checks two programs hold the same methods, partitions and tensors: names,
 /// alignments, layouts, sizes and bytes, in order. Returns the tensors seen.
+/// Tiny with 6 layers over 3 prefill and 2 decode partitions.
+LlamaConfig six_layers_3_2() {
+  LlamaConfig c = LlamaConfig::tiny();
+  c.n_layers = 6;
+  c.prefill_partitions = 3;
+  c.decode_partitions = 2;
+  return c;
+}
+
 std::size_t check_same_program(const Program& pa, const Program& pb) {
   REQUIRE(pa.methods.size() == pb.methods.size());
   std::size_t tensors = 0;
@@ -122,10 +131,7 @@ TEST_CASE("the default workload: bytes saved equal the shared weights") {
 }
 
 TEST_CASE("partitions: layers are split evenly; OneBlob on prefill 3 / decode 2") {
-  LlamaConfig c = LlamaConfig::tiny();
-  c.n_layers = 6;
-  c.prefill_partitions = 3;
-  c.decode_partitions = 2;
+  const LlamaConfig c = six_layers_3_2();
   auto w = LlamaWorkload::generate(c);
   REQUIRE(w.ok());
   const Method& prefill = REQUIRE_FOUND(w->program().find_method("prefill"));
@@ -144,10 +150,7 @@ TEST_CASE("partitions: layers are split evenly; OneBlob on prefill 3 / decode 2"
 }
 
 TEST_CASE("the config's alignment and seed reach every tensor; partition p of n holds layers p * L / n up to (p + 1) * L / n") {
-  LlamaConfig c = LlamaConfig::tiny();
-  c.n_layers = 6;
-  c.prefill_partitions = 3;
-  c.decode_partitions = 2;
+  LlamaConfig c = six_layers_3_2();
   c.alignment = 128;
   c.seed = 7;
   auto w = LlamaWorkload::generate(c);
