@@ -1824,6 +1824,39 @@ TEST_CASE("a corrupted segment opens but fails content-hash verification") {
   CHECK(first_bad != last_seg.offset);
 }
 
+TEST_CASE("an empty segment's stored content hash is checked too: a wrong one fails verification") {
+  // The stored hash of the file's one empty segment is XXH3-64 of no bytes
+  // (0x2d06800538d394c2), found by its value: one byte of it flipped, the
+  // file opens (open does not hash) and verify_segment names the segment.
+  Bytes bad = wdedup_file_bytes();
+  std::unique_ptr<Opened> g = open_bytes(bad);
+  REQUIRE(g->ok());
+  std::uint32_t empty = g->map().segment_count();
+  for (std::uint32_t i = 0; i < g->map().segment_count(); ++i)
+    if (REQUIRE_VALUE(g->map().segment(i)).size == 0) empty = i;
+  REQUIRE(empty < g->map().segment_count());
+  const SegmentInfo seg = REQUIRE_VALUE(g->map().segment(empty));
+  REQUIRE(seg.content_hash == 0x2d06800538d394c2u);
+  std::uint8_t stored[8];
+  for (std::size_t k = 0; k < 8; ++k) stored[k] = static_cast<std::uint8_t>(seg.content_hash >> (8 * k));
+  std::size_t at = bad.size(), found = 0;
+  for (std::size_t i = 0; i + 8 <= bad.size(); ++i)
+    if (std::memcmp(bad.data() + i, stored, 8) == 0) {
+      at = i;
+      ++found;
+    }
+  REQUIRE(found == 1);
+  bad[at] ^= 0x01;
+  std::unique_ptr<Opened> o = open_bytes(bad);
+  REQUIRE(o->ok());
+  CHECK(REQUIRE_VALUE(o->map().segment(empty)).content_hash == 0x2d06800538d394c3u);
+  const Status st = verify_segment(o->map(), empty);
+  CHECK(st.error() == Error::MalformedSegment);
+  CHECK(std::string(st.failure().what) == "segment content hash mismatch");
+  CHECK(st.failure().at == seg.offset);
+  CHECK(verify_segments(o->map()).error() == Error::MalformedSegment);
+}
+
 // Not among the cases above: the first is a flatbuffer error in a layout
 // table, which the structure cases' simple.ptd has none of; the other two
 // need files of their own (a rank-255 layout; no keys).
