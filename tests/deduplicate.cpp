@@ -1431,4 +1431,12 @@ TEST_CASE("Layout equality: two layouts that differ only in dim_order are not eq
   CHECK_FALSE(nchw == nhwc);
   CHECK(nchw != nhwc);
   CHECK(nchw == Layout::contiguous(ScalarType::Float, {1, 2, 3, 4}));
+  // A dim_order longer than the other's, the rest alike: unequal either
+  // way round. (The shorter one's third byte, past its end, still holds 2.)
+  const Layout three{ScalarType::Float, {2, 3}, {0, 1, 2}};
+  Layout two{ScalarType::Float, {2, 3}, {0, 1, 2}};
+  two.dim_order.pop_back();
+  CHECK_FALSE(three == two);
+  CHECK_FALSE(two == three);
+  CHECK(three != two);
 }
