@@ -648,6 +648,28 @@ class RecordingSink final : public ByteSink {
     return {};
   }
 };
+
+/// Every way of writing `s` is refused with `code` and `message`:
+/// serialize_ptd, write_ptd (the sink never called) and write_ptd_file over
+/// `path`, which holds `old` and keeps it, with no temporary left beside it.
+/// With `maps` null, through the overloads that take no function maps.
+void check_refused(const NamedDataStore& s, const FunctionMaps* maps, const WriteOptions& o, const std::string& path,
+                   const std::vector<std::uint8_t>& old, Error code, const std::string& message) {
+  Expected<std::vector<std::uint8_t>> r = maps ? serialize_ptd(s, *maps, o) : serialize_ptd(s, o);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == code);
+  CHECK(r.message() == message);
+  RecordingSink sink;
+  Expected<WriteStats> w = maps ? write_ptd(s, *maps, sink, o) : write_ptd(s, sink, o);
+  CHECK(w.error() == code);
+  CHECK(w.message() == message);
+  CHECK(sink.calls.empty());
+  Expected<WriteStats> fw = maps ? write_ptd_file(s, *maps, path, o) : write_ptd_file(s, path, o);
+  CHECK(fw.error() == code);
+  CHECK(fw.message() == message);
+  CHECK(read_file(path) == old);
+  CHECK(temporaries_of(path).empty());
+}
 }  // namespace
 
 TEST_CASE("serialize_ptd, write_ptd into a sink and write_ptd_file write identical bytes") {
@@ -690,20 +712,7 @@ TEST_CASE("validation: every error names what is wrong, and nothing is written")
   const std::string path = tmp_path("never_written.ptd");
   const std::vector<std::uint8_t> old = occupy(path);
   const auto expect = [&](const FunctionMaps& maps, const WriteOptions& o, Error code, const std::string& message) {
-    Expected<std::vector<std::uint8_t>> r = serialize_ptd(s, maps, o);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error() == code);
-    CHECK(r.message() == message);
-    RecordingSink sink;
-    Expected<WriteStats> w = write_ptd(s, maps, sink, o);
-    CHECK(w.error() == code);
-    CHECK(w.message() == message);
-    CHECK(sink.calls.empty());
-    Expected<WriteStats> fw = write_ptd_file(s, maps, path, o);
-    CHECK(fw.error() == code);
-    CHECK(fw.message() == message);
-    CHECK(read_file(path) == old);
-    CHECK(temporaries_of(path).empty());
+    check_refused(s, &maps, o, path, old, code, message);
   };
 
   SUBCASE("a tensor mapped to a key that is not in the store") {
@@ -885,20 +894,7 @@ TEST_CASE("validation of stores filled through the bulk path") {
       CAPTURE(ext);
       WriteOptions o;
       o.wdedup_extensions = ext;
-      Expected<std::vector<std::uint8_t>> r = serialize_ptd(s, o);
-      REQUIRE_FALSE(r.ok());
-      CHECK(r.error() == code);
-      CHECK(r.message() == message);
-      RecordingSink sink;
-      Expected<WriteStats> w = write_ptd(s, sink, o);
-      CHECK(w.error() == code);
-      CHECK(w.message() == message);
-      CHECK(sink.calls.empty());
-      Expected<WriteStats> fw = write_ptd_file(s, path, o);
-      CHECK(fw.error() == code);
-      CHECK(fw.message() == message);
-      CHECK(read_file(path) == old);
-      CHECK(temporaries_of(path).empty());
+      check_refused(s, nullptr, o, path, old, code, message);
     }
   };
   using SA = detail::StoreAccess;
@@ -1529,21 +1525,8 @@ TEST_CASE("keys that collide under the seed and all three derived from it are re
   const std::string message =
       "the store's 512 keys collide in the key index under hash seed 0 and the 3 seeds derived from it, past the "
       "66560 probes a reader allows (keys chosen to collide?); write with another WriteOptions::hash_seed";
-  Expected<std::vector<std::uint8_t>> file = serialize_ptd(s, FunctionMaps{}, {});
-  CHECK(file.error() == Error::InvalidArgument);
-  CHECK(file.message() == message);
-  RecordingSink sink;
-  Expected<WriteStats> w = write_ptd(s, FunctionMaps{}, sink, {});
-  CHECK(w.error() == Error::InvalidArgument);
-  CHECK(w.message() == message);
-  CHECK(sink.calls.empty());
   const std::string dest = tmp_path("colliding_keys.ptd");
-  const std::vector<std::uint8_t> old = occupy(dest);
-  Expected<WriteStats> fw = write_ptd_file(s, dest);
-  CHECK(fw.error() == Error::InvalidArgument);
-  CHECK(fw.message() == message);
-  CHECK(read_file(dest) == old);
-  CHECK(temporaries_of(dest).empty());
+  check_refused(s, nullptr, {}, dest, occupy(dest), Error::InvalidArgument, message);
 
   // As the message says: another seed asked for places them.
   WriteOptions o;
