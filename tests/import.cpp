@@ -379,11 +379,8 @@ template <class Edit>
 std::unique_ptr<Opened> simple_with_key(const Edit& edit, char last = 'b') {
   std::vector<std::uint8_t> bytes = read_fixture("simple.ptd");
   const std::uint8_t b_key[] = {8, 0, 0, 0, 's', 'i', 'm', 'p', 'l', 'e', '.', static_cast<std::uint8_t>(last), 0};
-  std::vector<std::size_t> at;
-  for (std::size_t p = 0; p + sizeof b_key <= bytes.size(); ++p)
-    if (std::memcmp(bytes.data() + p, b_key, sizeof b_key) == 0) at.push_back(p);
-  REQUIRE(at.size() == 1);
-  edit(bytes.data() + at[0], bytes.data() + at[0] + 4);
+  const std::size_t at = only_place_of(bytes, b_key, sizeof b_key);
+  edit(bytes.data() + at, bytes.data() + at + 4);
   std::unique_ptr<Opened> o = open_bytes(bytes);
   REQUIRE(o->ok());  // ExecuTorch's reader takes each of these files too
   return o;
@@ -464,11 +461,7 @@ namespace {
 std::unique_ptr<Opened> layouts_with_last_size(std::uint8_t last) {
   std::vector<std::uint8_t> bytes = read_fixture("layouts.ptd");
   const std::uint8_t sizes_2x2x2[] = {3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0};
-  std::vector<std::size_t> at;
-  for (std::size_t p = 0; p + sizeof sizes_2x2x2 <= bytes.size(); ++p)
-    if (std::memcmp(bytes.data() + p, sizes_2x2x2, sizeof sizes_2x2x2) == 0) at.push_back(p);
-  REQUIRE(at.size() == 1);
-  bytes[at[0] + 12] = last;
+  bytes[only_place_of(bytes, sizes_2x2x2, sizeof sizes_2x2x2) + 12] = last;
   std::unique_ptr<Opened> o = open_bytes(bytes);
   REQUIRE(o->ok());
   return o;
@@ -837,11 +830,8 @@ TEST_CASE("import: the content hashes are checked last: a file with a changed se
       offset = REQUIRE_VALUE(clean->map().segment(0)).offset;
     }
     const std::uint8_t sizes_32[] = {1, 0, 0, 0, 32, 0, 0, 0};  // the sizes vector: length 1, then 32
-    std::vector<std::size_t> at;
-    for (std::size_t p = 0; p + sizeof sizes_32 <= offset; ++p)
-      if (std::memcmp(bytes.data() + p, sizes_32, sizeof sizes_32) == 0) at.push_back(p);
-    REQUIRE(at.size() == 1);
-    bytes[at[0] + 4] = 16;
+    const std::size_t at = only_place_of(bytes, sizes_32, sizeof sizes_32, static_cast<std::size_t>(offset));
+    bytes[at + 4] = 16;
     bytes[static_cast<std::size_t>(offset) + 5] ^= 0x40;
     std::unique_ptr<Opened> o = open_bytes(bytes);
     REQUIRE(o->ok());  // open() reads no segment, and takes a layout smaller than its segment
@@ -853,7 +843,7 @@ TEST_CASE("import: the content hashes are checked last: a file with a changed se
     CHECK(program.methods.empty());
     // Without the key's fault the same changed segment is refused, so the
     // hash check did run on this file: it only comes after.
-    bytes[at[0] + 4] = 32;
+    bytes[at + 4] = 32;
     std::unique_ptr<Opened> hash_only = open_bytes(bytes);
     REQUIRE(hash_only->ok());
     e = with_functions ? add_ptd_program(program, hash_only->map()) : add_ptd_method(program, hash_only->map(), "m");
@@ -1073,14 +1063,8 @@ TEST_CASE("add_ptd_program: a key no function names, taken into unmapped_keys_me
     const std::string from = "extra.b";
     REQUIRE(key.size() == from.size());
     std::vector<std::uint8_t> f = good;
-    const auto at = std::search(f.begin(), f.end(), from.begin(), from.end());
-    REQUIRE(at != f.end());
-    REQUIRE(std::search(at + 1, f.end(), from.begin(), from.end()) == f.end());
-    std::copy(key.begin(), key.end(), at);
-    const char* magic = format::kExtMagic;
-    const auto ext = std::search(f.begin(), f.end(), magic, magic + 4);
-    REQUIRE(ext != f.end());
-    std::uint8_t* x = f.data() + (ext - f.begin());
+    std::memcpy(f.data() + only_place_of(f, from.data(), from.size()), key.data(), key.size());
+    std::uint8_t* x = f.data() + only_place_of(f, format::kExtMagic, 4);
     namespace eh = format::ext_header;
     namespace ke = format::key_entry;
     const std::uint8_t* entries = x + format::load_u32(x + eh::kEntriesOffset);
@@ -1168,10 +1152,7 @@ TEST_CASE("a method or tensor name deduplicate() could not take back: the file d
   auto patched = [&](const std::string& from, const std::string& to) {
     REQUIRE(from.size() == to.size());
     std::vector<std::uint8_t> b = good;
-    auto at = std::search(b.begin(), b.end(), from.begin(), from.end());
-    REQUIRE(at != b.end());
-    REQUIRE(std::search(at + 1, b.end(), from.begin(), from.end()) == b.end());
-    std::copy(to.begin(), to.end(), at);
+    std::memcpy(b.data() + only_place_of(b, from.data(), from.size()), to.data(), to.size());
     return b;
   };
   using namespace std::string_literals;

@@ -357,6 +357,19 @@ inline std::unique_ptr<Opened> open_bytes_lent(const std::vector<std::uint8_t>& 
 /// A key's bytes, as a string.
 inline std::string key_text(wdedup::KeyView k) { return std::string(k.data(), k.size()); }
 
+/// Where the `n` bytes at `needle` occur in bytes[0, end), REQUIRE-d to be
+/// exactly one place: a test that patches a file there changes what it
+/// means to and nothing else.
+inline std::size_t only_place_of(const std::vector<std::uint8_t>& bytes, const void* needle, std::size_t n,
+                                 std::size_t end = SIZE_MAX) {
+  end = (std::min)(end, bytes.size());
+  std::vector<std::size_t> at;
+  for (std::size_t p = 0; p + n <= end; ++p)
+    if (std::memcmp(bytes.data() + p, needle, n) == 0) at.push_back(p);
+  REQUIRE(at.size() == 1);
+  return at[0];
+}
+
 /// `m` reads every key as `ref` (a map of the same file) does: names, bytes
 /// through get_data and load_data_into, offsets and layouts; `each` is
 /// given each of m's get_data results, for checks of its own (a view or a
