@@ -1394,20 +1394,17 @@ TEST_CASE("can_create_file: what a tool checks before the work, with the reason 
   // check, not "No such file or directory".
   REQUIRE(::symlink("nothing_there", (sticky + "/planted_dangling").c_str()) == 0);
   REQUIRE(::lchown((sticky + "/planted_dangling").c_str(), 12345, 12345) == 0);
+  const std::string not_followed =
+      "it is a symbolic link owned by another user (uid 12345) in a sticky, world-writable directory: not followed, "
+      "as the kernel's protected_symlinks would not follow it";
   detail::AtomicFile file;
   const Expected<void> o = file.open(sticky + "/planted_dangling", 0);
-  CHECK(o.message() == "cannot write '" + sticky +
-                           "/planted_dangling': it is a symbolic link owned by another user (uid 12345) in a sticky, "
-                           "world-writable directory: not followed, as the kernel's protected_symlinks would not "
-                           "follow it");
+  CHECK(o.message() == "cannot write '" + sticky + "/planted_dangling': " + not_followed);
   CHECK(file.failure_errno() == EACCES);
   errno = 0;
   CHECK_FALSE(can_create_file(sticky + "/planted_dangling"));
   CHECK(errno == EACCES);
   // The tools' reason for either is the writer's, not "Permission denied".
-  const std::string not_followed =
-      "it is a symbolic link owned by another user (uid 12345) in a sticky, world-writable directory: not followed, "
-      "as the kernel's protected_symlinks would not follow it";
   CHECK(detail::cannot_create_reason(sticky + "/planted", EACCES) == not_followed);
   CHECK(detail::cannot_create_reason(sticky + "/planted_dangling", EACCES) == not_followed);
   CHECK(others(sticky, {"planted", "planted_dangling"}).empty());
@@ -2234,18 +2231,28 @@ TEST_CASE("fill_temp_name replaces the template's last six characters, and only 
   }
 }
 
+namespace {
+/// In `dir`: target.ptd holding {1, 2, 3}, and `links` symbolic links to
+/// it in a chain, l0 -> target.ptd and l<i> -> l<i - 1>. The names made,
+/// the target's first.
+std::vector<std::string> target_and_link_chain(const std::string& dir, int links) {
+  REQUIRE(wdedup_test::write_file(dir + "/target.ptd", {1, 2, 3}));
+  std::vector<std::string> names{"target.ptd"};
+  for (int i = 0; i < links; ++i) {
+    const std::string l = "l" + std::to_string(i);
+    REQUIRE(::symlink(names.back().c_str(), (dir + "/" + l).c_str()) == 0);
+    names.push_back(l);
+  }
+  return names;
+}
+}  // namespace
+
 TEST_CASE("a chain of 10 symbolic links of one's own is followed to its file, and the links kept") {
   std::vector<std::vector<std::uint8_t>> data{pattern(100, 1)};
   const NamedDataStore store = store_over(data);
   const std::string dir = fresh_dir("link_chain");
-  REQUIRE(wdedup_test::write_file(dir + "/target.ptd", {1, 2, 3}));
-  std::string prev = "target.ptd";
-  for (int i = 0; i < 10; ++i) {
-    const std::string l = "l" + std::to_string(i);
-    REQUIRE(::symlink(prev.c_str(), (dir + "/" + l).c_str()) == 0);
-    prev = l;
-  }
-  Expected<WriteStats> r = write_ptd_file(store, dir + "/" + prev);
+  const std::vector<std::string> names = target_and_link_chain(dir, 10);
+  Expected<WriteStats> r = write_ptd_file(store, dir + "/" + names.back());
   REQUIRE_MESSAGE(r.ok(), r.message());
   CHECK(read_file(dir + "/target.ptd") == serialize(store));
   struct stat st {};
@@ -2256,13 +2263,7 @@ TEST_CASE("a chain of 40 symbolic links (the kernel's limit) is followed; one of
   std::vector<std::vector<std::uint8_t>> data{pattern(100, 1)};
   const NamedDataStore store = store_over(data);
   const std::string dir = fresh_dir("link_chain_40");
-  REQUIRE(wdedup_test::write_file(dir + "/target.ptd", {1, 2, 3}));
-  std::vector<std::string> names{"target.ptd"};
-  for (int i = 0; i <= 40; ++i) {  // l0 -> target.ptd, l<i> -> l<i-1>: l39 is 40 links from it, l40 41
-    const std::string l = "l" + std::to_string(i);
-    REQUIRE(::symlink(names.back().c_str(), (dir + "/" + l).c_str()) == 0);
-    names.push_back(l);
-  }
+  const std::vector<std::string> names = target_and_link_chain(dir, 41);  // l39 is 40 links from it, l40 41
   Expected<WriteStats> r = write_ptd_file(store, dir + "/l39");
   REQUIRE_MESSAGE(r.ok(), r.message());
   CHECK(read_file(dir + "/target.ptd") == serialize(store));
