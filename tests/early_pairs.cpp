@@ -32,6 +32,7 @@ using Bytes = std::vector<std::uint8_t>;
 /// The engine's seed the fingerprints are made under (IdentityOptions::seed).
 constexpr std::uint64_t kSeed = 0x5eed5eed12345679ull;
 using wdedup_test::pattern;
+using wdedup_test::spans_of;
 namespace identity = wdedup::detail::identity;
 
 constexpr std::uint32_t kNoHint = 0xffffffffu;
@@ -105,12 +106,6 @@ std::vector<Bytes> names_then_copies(std::size_t names, std::size_t size, std::u
   for (std::uint64_t k = 0; k < names; ++k) bufs.push_back(pattern(size, seed + k));
   for (std::size_t k = 0; k < names; ++k) bufs.push_back(bufs[k]);
   return bufs;
-}
-
-std::vector<ByteSpan> spans_of(const std::vector<Bytes>& bufs) {
-  std::vector<ByteSpan> in;
-  for (const Bytes& b : bufs) in.emplace_back(b.data(), b.size());
-  return in;
 }
 
 /// Offers each copy of names_then_copies hinted at its name.

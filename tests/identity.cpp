@@ -30,6 +30,7 @@ using wdedup::detail::IdentityStats;
 using Bytes = std::vector<std::uint8_t>;
 using wdedup_test::NoAccess;
 using wdedup_test::pattern;
+using wdedup_test::spans_of;
 /// Bytes of the prefix fingerprint, hashed for every input of a size class
 /// with three or more distinct buffers.
 constexpr std::size_t kPrefix = wdedup::detail::identity::kPrefixBytes;
@@ -75,12 +76,6 @@ Run run(const std::vector<ByteSpan>& in, std::size_t block_size = 0, const Hash&
     check_same_counts(r.stats, first.stats);
   }
   return first;
-}
-
-std::vector<ByteSpan> spans(const std::vector<Bytes>& bufs) {
-  std::vector<ByteSpan> s;
-  for (const Bytes& b : bufs) s.emplace_back(b.data(), b.size());
-  return s;
 }
 
 /// The reference: smallest j with equal bytes, by memcmp of all pairs.
@@ -245,7 +240,7 @@ TEST_CASE("identity: groups of three or more") {
     v[1][600] ^= 1;
     v[2][600] ^= 2;
     const std::vector<Bytes> bufs{v[0], v[1], v[0], v[2], v[1], v[0]};  // A B A C B A
-    const std::vector<ByteSpan> in = spans(bufs);
+    const std::vector<ByteSpan> in = spans_of(bufs);
     const Run r = run(in);
     CHECK(r.result == std::vector<std::uint32_t>{0, 1, 0, 3, 1, 0});
     // Leader A meets the 5 others; B, C, B are hashed; the second B is
@@ -278,7 +273,7 @@ TEST_CASE("identity: a class of three or more in blocks past kRunMaxBytes is com
   v[1][600] ^= 1;
   v[2][600] ^= 2;
   const std::vector<Bytes> bufs{v[0], v[1], v[0], v[2], v[1], v[0]};
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const Run r = run(in, kBlock);
   CHECK(r.result == std::vector<std::uint32_t>{0, 1, 0, 3, 1, 0});
   CHECK(r.result == brute_force(in));
@@ -300,7 +295,7 @@ TEST_CASE("identity: a constant hash never merges different bytes") {
   SUBCASE("all distinct") {
     std::vector<Bytes> bufs;
     for (std::uint64_t i = 0; i < 20; ++i) bufs.push_back(pattern(300, 100 + i));
-    const Run r = run(spans(bufs), 0, AlwaysCollideHash{});
+    const Run r = run(spans_of(bufs), 0, AlwaysCollideHash{});
     std::vector<std::uint32_t> identity(20);
     for (std::uint32_t i = 0; i < 20; ++i) identity[i] = i;
     CHECK(r.result == identity);
@@ -316,7 +311,7 @@ TEST_CASE("identity: a constant hash never merges different bytes") {
     const Bytes a = pattern(300, 1), b = pattern(300, 2), c = pattern(300, 3), d = pattern(300, 4);
     const std::vector<Bytes> bufs{a, b, a, c, b, a, d, c, a, b};
     const std::vector<std::uint32_t> want{0, 1, 0, 3, 1, 0, 6, 3, 0, 1};
-    const Run r = run(spans(bufs), 0, AlwaysCollideHash{});
+    const Run r = run(spans_of(bufs), 0, AlwaysCollideHash{});
     CHECK(r.result == want);
     // Leader: 9. Then B: 0, C: 1, B: 1, D: 2, C: 2, B: 1 -> 7, of which
     // C~B, D~B, D~C, C~B are collisions.
@@ -324,7 +319,7 @@ TEST_CASE("identity: a constant hash never merges different bytes") {
     CHECK(r.stats.hash_collisions == 4);
     CHECK(r.stats.bytes_hashed == 10 * kPrefix + 6 * 300);
     // A real hash: the prefix splits A{4} B{3} C{2} D{1}; 3 + 2 + 1 memcmp.
-    const Run x = run(spans(bufs));
+    const Run x = run(spans_of(bufs));
     CHECK(x.result == want);
     CHECK(x.stats.byte_comparisons == 6);
     CHECK(x.stats.hash_collisions == 0);
@@ -350,7 +345,7 @@ TEST_CASE("identity: a hash that gives two sizes one key never merges across the
   std::copy(a.begin(), a.end(), d.begin());
   // Three of each size (a fingerprinted class), and one copy in each.
   const std::vector<Bytes> bufs{a, b, c, d, e, f, b, e};
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const std::vector<std::uint32_t> want{0, 1, 2, 3, 4, 5, 1, 4};
   REQUIRE(brute_force(in) == want);
   CHECK(run(in, 0, CancelClassHash{}).result == want);
@@ -460,7 +455,7 @@ TEST_CASE("identity: big groups are split into member chunks and merged") {
   std::mt19937 rng(3);
   std::vector<Bytes> bufs;
   for (int i = 0; i < 200; ++i) bufs.push_back(templates[rng() % 5]);
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const std::vector<std::uint32_t> want = brute_force(in);
   const Run r = run(in, 512);
   CHECK(r.result == want);
@@ -498,7 +493,7 @@ TEST_CASE("identity: member chunks that merge compare every byte, their first li
   }
   std::vector<Bytes> bufs;
   for (int i = 0; i < 200; ++i) bufs.push_back(templates[static_cast<std::size_t>(i * 7 % 5)]);
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   // Input i has template 7i mod 5, first seen at input i mod 5.
   check_chunk_merge(in, 5);
 }
@@ -512,7 +507,7 @@ TEST_CASE("identity: member chunks that merge compare every byte of the first bl
   b[511] ^= 0x80;
   std::vector<Bytes> bufs;
   for (int i = 0; i < 200; ++i) bufs.push_back(i % 2 == 0 ? a : b);
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   check_chunk_merge(in, 2);
 }
 
@@ -546,7 +541,7 @@ TEST_CASE("identity: many small inputs, compared several pairs at a time") {
   }
   // Move the copies far from their originals, as methods' buffers are.
   std::shuffle(bufs.begin() + 20000, bufs.end(), rng);
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const Run r = run(in);
   CHECK(r.result == by_map(in));
   CHECK(r.stats.hash_collisions == 0);
@@ -590,7 +585,7 @@ TEST_CASE("identity: distinct inputs that differ only near their end") {
     const std::uint64_t tag = ~std::uint64_t{i};
     std::memcpy(bufs[i].data() + kSize - 1024 - 8, &tag, 8);
   }
-  const Run r = run(spans(bufs), kBlock);
+  const Run r = run(spans_of(bufs), kBlock);
   std::vector<std::uint32_t> identity(kN);
   for (std::uint32_t i = 0; i < kN; ++i) identity[i] = i;
   CHECK(r.result == identity);
@@ -603,7 +598,7 @@ TEST_CASE("identity: distinct inputs that differ only near their end") {
   CHECK(r.stats.bytes_hashed == kN * kPrefix + 5 * kBlock + (kN - 1) * kBlock);
   CHECK(r.stats.hash_collisions == 0);
   CHECK(r.stats.compared_directly == 0);
-  const Run c = run(spans(bufs), kBlock, AlwaysCollideHash{});
+  const Run c = run(spans_of(bufs), kBlock, AlwaysCollideHash{});
   CHECK(c.result == identity);
   CHECK(c.stats.hash_collisions == 298 * 299 / 2);
 }
@@ -626,7 +621,7 @@ TEST_CASE("identity: a swept class is compared in steps smaller than its blocks"
     if (i % 6 == 1) bufs[i][90000] ^= 0x5C;
   }
   for (std::size_t i : {2u, 5u}) bufs[i][kSize - 1] ^= 0x33;
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   std::vector<std::uint32_t> want(kN, 0);
   for (std::uint32_t i = 0; i < kN; ++i)
     if (i % 3 == 1) want[i] = i % 6 == 1 ? 1 : 4;
@@ -662,7 +657,7 @@ TEST_CASE("identity: a class of kItemBlocks (256) members is refined block by bl
   for (const std::size_t k : {std::size_t{256}, std::size_t{257}}) {
     CAPTURE(k);
     const std::vector<Bytes> bufs(k, a);
-    const Run r = run(spans(bufs), 4096);
+    const Run r = run(spans_of(bufs), 4096);
     CHECK(r.result == std::vector<std::uint32_t>(k, 0));
     CHECK(r.stats.hashed == k);
     CHECK(r.stats.byte_comparisons == (k == 256 ? 255u + 255u : 256u + 2 * 256u));
@@ -707,7 +702,7 @@ TEST_CASE("identity: swept classes, randomized against brute force") {
     std::size_t same_head = 0;
     for (const Bytes& b : bufs) same_head += std::memcmp(b.data(), base.data(), kShared) == 0;
     REQUIRE(same_head == kN);
-    const std::vector<ByteSpan> in = spans(bufs);
+    const std::vector<ByteSpan> in = spans_of(bufs);
     const std::vector<std::uint32_t> want = brute_force(in);
     for (std::size_t block : {std::size_t{2048}, std::size_t{3000}, std::size_t{4096}, std::size_t{8192}}) {
       INFO("block " << block);
@@ -720,8 +715,8 @@ TEST_CASE("identity: swept classes, randomized against brute force") {
 TEST_CASE("identity: block_size below a cache line is raised to 64") {
   std::vector<Bytes> bufs{pattern(1000, 1), pattern(1000, 1), pattern(1000, 2)};
   bufs[1][999] ^= 1;
-  const Run tiny = run(spans(bufs), 1);
-  const Run line = run(spans(bufs), 64);
+  const Run tiny = run(spans_of(bufs), 1);
+  const Run line = run(spans_of(bufs), 64);
   CHECK(tiny.result == line.result);
   check_same_counts(tiny.stats, line.stats);
 }
@@ -788,7 +783,7 @@ TEST_CASE("identity: hints that hint at matched hints") {
   // results name the first of each content, whatever the chain.
   const Bytes a = pattern(64, 8), b = pattern(64, 9);
   const std::vector<Bytes> bufs{a, a, a, b, b};
-  const Run r = run(spans(bufs), 0, Xxh3Hash{}, {kNoHint, 0, 1, kNoHint, 3});
+  const Run r = run(spans_of(bufs), 0, Xxh3Hash{}, {kNoHint, 0, 1, kNoHint, 3});
   CHECK(r.result == std::vector<std::uint32_t>{0, 0, 0, 3, 3});
   CHECK(r.stats.matched_hint == 3);
   CHECK(r.stats.compared_directly == 2);  // a against b: a pair that differs
@@ -802,7 +797,7 @@ TEST_CASE("identity: an input that shares its pointer with a matched hint") {
   // still name 0, the first input with those bytes, not 1.
   const Bytes a = pattern(64, 8);
   const std::vector<Bytes> bufs{a, a, a};
-  std::vector<ByteSpan> in = spans(bufs);
+  std::vector<ByteSpan> in = spans_of(bufs);
   in.push_back(in[2]);
   const Run r = run(in, 0, Xxh3Hash{}, {kNoHint, kNoHint, 1, kNoHint});
   CHECK(r.result == std::vector<std::uint32_t>{0, 0, 0, 0});
@@ -825,7 +820,7 @@ TEST_CASE("identity: fingerprints made ahead are used under the seed they were m
   };
   const Bytes a = pattern(100, 21);
   const std::vector<Bytes> bufs{a, a, a};
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const std::vector<std::uint8_t> has_prefix{1, 0, 0};
   for (const std::uint64_t seed : {std::uint64_t{7}, std::uint64_t{0}}) {
     CAPTURE(seed);
@@ -933,7 +928,7 @@ TEST_CASE("identity: a swept class whose members differ only in the last, partia
   for (std::size_t i : {60u, 70u}) bufs[i][1300] = static_cast<std::uint8_t>(base[1300] ^ 0x3C);
   bufs[50][kSize - 2] ^= 4;
   bufs[70][1900] ^= 8;
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const std::vector<std::uint32_t> want = brute_force(in);
   CHECK(want[10] == 10);
   CHECK(want[20] == 10);
@@ -978,7 +973,7 @@ TEST_CASE("identity: a swept class with families that leave the leader in the sa
   // Make sure the planted values really differ from the base.
   REQUIRE(base[1300] != 0xA1);
   REQUIRE(base[1300] != 0xB2);
-  const std::vector<ByteSpan> in = spans(bufs);
+  const std::vector<ByteSpan> in = spans_of(bufs);
   const std::vector<std::uint32_t> want = brute_force(in);
   CHECK(want[1] == 1);
   CHECK(want[11] == 1);

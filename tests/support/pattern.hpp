@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "wdedup/runtime/span.hpp"
+
 namespace wdedup_test {
 
 /// n bytes that depend only on n and seed.
@@ -20,6 +22,13 @@ inline std::vector<std::uint8_t> pattern(std::size_t n, std::uint64_t seed) {
     b[i] = static_cast<std::uint8_t>(x >> 24);
   }
   return b;
+}
+
+/// Spans over `bufs`, in order: the inputs a test hands the engine.
+inline std::vector<wdedup::ByteSpan> spans_of(const std::vector<std::vector<std::uint8_t>>& bufs) {
+  std::vector<wdedup::ByteSpan> s;
+  for (const std::vector<std::uint8_t>& b : bufs) s.emplace_back(b.data(), b.size());
+  return s;
 }
 
 }  // namespace wdedup_test
