@@ -86,6 +86,13 @@ std::size_t check_same_program(const Program& pa, const Program& pb) {
   return tensors;
 }
 
+/// The tensor named `name` among `tensors`, REQUIRE-d to be there.
+const Tensor& tensor_named(const std::vector<Tensor>& tensors, const std::string& name) {
+  const auto t = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& x) { return x.name == name; });
+  REQUIRE(t != tensors.end());
+  return *t;
+}
+
 }  // namespace
 
 TEST_CASE("the default workload: bytes saved equal the shared weights") {
@@ -183,12 +190,10 @@ TEST_CASE("the config's alignment and seed reach every tensor; partition p of n 
   // 1315423911) and of the cos table's (7 ^ 0xC05), read little-endian;
   // the default seed, 0x5eed, gives others.
   const auto first_word = [&](const LlamaWorkload& x, const char* name) {
-    const std::vector<Tensor>& tensors = x.program().methods[0].partitions[0].tensors;
-    const auto t = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& y) { return y.name == name; });
-    REQUIRE(t != tensors.end());
-    REQUIRE(t->bytes.size() >= 8);
+    const Tensor& t = tensor_named(x.program().methods[0].partitions[0].tensors, name);
+    REQUIRE(t.bytes.size() >= 8);
     std::uint64_t v = 0;
-    for (std::size_t k = 0; k < 8; ++k) v |= std::uint64_t{t->bytes[k]} << (8 * k);
+    for (std::size_t k = 0; k < 8; ++k) v |= std::uint64_t{t.bytes[k]} << (8 * k);
     return v;
   };
   CHECK(first_word(*w, "tok_embeddings.weight") == 0x820ee3b9de526f20u);
@@ -229,12 +234,11 @@ TEST_CASE("tensor shapes are Llama's: linear weights [out, in], tables and norms
   for (const auto& entry : want) {
     const std::string name = entry.first;
     CAPTURE(name);
-    const auto t = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& x) { return x.name == name; });
-    REQUIRE(t != tensors.end());
-    REQUIRE(t->layout.has_value());
-    CHECK(t->layout->sizes == entry.second);
-    const std::uint64_t nbytes = REQUIRE_VALUE(t->layout->nbytes());
-    CHECK(t->bytes.size() == nbytes);
+    const Tensor& t = tensor_named(tensors, name);
+    REQUIRE(t.layout.has_value());
+    CHECK(t.layout->sizes == entry.second);
+    const std::uint64_t nbytes = REQUIRE_VALUE(t.layout->nbytes());
+    CHECK(t.bytes.size() == nbytes);
   }
 }
 
@@ -343,13 +347,12 @@ TEST_CASE("attention_mask: causal, 0.0 up to each query's own position and -1e9 
   auto w = LlamaWorkload::generate(c);
   REQUIRE(w.ok());
   auto mask_of = [&](const char* method) {
-    const std::vector<Tensor>& tensors = REQUIRE_FOUND(w->program().find_method(method)).partitions[0].tensors;
-    const auto t = std::find_if(tensors.begin(), tensors.end(), [](const Tensor& x) { return x.name == "attention_mask"; });
-    REQUIRE(t != tensors.end());
-    REQUIRE(t->layout.has_value());
-    CHECK(t->layout->scalar_type == ScalarType::Float);
-    std::vector<float> f(t->bytes.size() / sizeof(float));
-    std::memcpy(f.data(), t->bytes.data(), t->bytes.size());
+    const Tensor& t =
+        tensor_named(REQUIRE_FOUND(w->program().find_method(method)).partitions[0].tensors, "attention_mask");
+    REQUIRE(t.layout.has_value());
+    CHECK(t.layout->scalar_type == ScalarType::Float);
+    std::vector<float> f(t.bytes.size() / sizeof(float));
+    std::memcpy(f.data(), t.bytes.data(), t.bytes.size());
     return f;
   };
   const float x = -1e9f;
