@@ -148,21 +148,32 @@ LIMIT_BYTES, LIMIT_SOURCE = memory_limit()
 with open(exe, "rb") as f:
     IS_32_BIT = f.read(5)[4:5] == b"\x01"
 # The end of a refusal of a size past that (a pattern: MemAvailable moves
-# from one moment to the next; its figure is checked against LIMIT_BYTES).
+# from one moment to the next; its figure is checked by limit_near).
 PAST_MEMORY = re.escape("more than a 32-bit program addresses") if IS_32_BIT else \
     r"more than the (?P<limit>[0-9.]+ [KMGT]iB) this process can have \(" + re.escape(LIMIT_SOURCE) + r"\)"
 
 
-def past_memory_problem(text):
-    """What is wrong with a refusal's stated limit, or None."""
+def limit_near(stated, before):
+    """None if `stated` bytes is what the program could have found: within a
+    quarter of the limit as this check finds it just before the program ran
+    (`before`) and just after, or between the two (other processes, the
+    suite's other tests among them, move MemAvailable by gigabytes while the
+    program runs); else what is wrong."""
+    after = memory_limit()[0]
+    low, high = min(before, after), max(before, after)
+    if low * 3 / 4 <= stated <= high * 5 / 4:
+        return None
+    return (f"its limit {human_bytes(stated)} is not near {human_bytes(before)} (before it ran) or "
+            f"{human_bytes(after)} (after) ({LIMIT_SOURCE})")
+
+
+def past_memory_problem(text, before):
+    """What is wrong with a refusal's stated limit, or None (`before`: the
+    limit as memory_limit() found it just before the refusing run)."""
     m = re.search(PAST_MEMORY + "$", text)
     if m is None:
         return f"it does not end {PAST_MEMORY!r}"
-    # Within a quarter of what this check found (other processes on the machine
-    # move MemAvailable between the two looks).
-    if not IS_32_BIT and abs(parse_human_bytes(m.group("limit")) - LIMIT_BYTES) > LIMIT_BYTES / 4:
-        return f"its limit {m.group('limit')} is not near {human_bytes(LIMIT_BYTES)} ({LIMIT_SOURCE})"
-    return None
+    return None if IS_32_BIT else limit_near(parse_human_bytes(m.group("limit")), before)
 
 
 not_a_dir = os.path.join(outdir, "bench-args-not-a-dir")
@@ -334,14 +345,15 @@ for args, want in refusals:
     # line), no JSON written.
     if os.path.exists(json_path):
         os.remove(json_path)
+    before = memory_limit()[0]
     r = run([exe, "--quick", "--no-progress", "--json", json_path] + args)
     # (A refusal of a size past this process's memory: a pattern, its limit
-    # near what this check found.)
+    # near what this check finds around the run.)
     if isinstance(want, re.Pattern):
         said = r.stderr.strip()
         want = re.compile(re.escape("wdedup-bench: ") + want.pattern)
         wrong = None if want.fullmatch(said) else f"not {want.pattern!r}"
-        wrong = wrong or past_memory_problem(said)
+        wrong = wrong or past_memory_problem(said, before)
     else:
         want = "wdedup-bench: " + want
         wrong = None if r.stderr.strip() == want else f"not {want!r}"
@@ -351,12 +363,13 @@ for args, want in refusals:
                         "written")
 
 # A Llama size no machine holds: refused from its size before anything runs.
+before = memory_limit()[0]
 r = run([exe, "--quick", "--no-progress", "--json", json_path, "--only", "dedup", "--workloads", "llama-1+1",
          "--layers", "2000000000"])
 pattern = r"wdedup-bench: Llama settings for llama-1\+1: the tensors need [0-9.]+ TiB of memory, " + PAST_MEMORY
-if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()) or past_memory_problem(r.stderr.strip()):
-    problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r} "
-                    f"({past_memory_problem(r.stderr.strip())})")
+wrong = past_memory_problem(r.stderr.strip(), before)
+if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()) or wrong:
+    problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r} ({wrong})")
 
 # The header says which Llama model the "llama" rows are of (their names do
 # not), with the shape flags that changed it, and only when one ran.
@@ -1300,13 +1313,14 @@ for args, want in [(["--mbb", "4"], "unknown option '--mbb'"),
         problems.append(f"example {args}: exit {r.returncode}, stderr {r.stderr!r}; expected 2, {want!r}")
 # More memory than this process can have: refused before allocating (it
 # ended in std::bad_alloc, exit 134), naming the limit as the harness does.
+before = memory_limit()[0]
 r = run([example, "--mb", "1000000"])
 m = re.fullmatch(r"example_benchmark_own_program: --mb 1000000 is more than the ([0-9]+) MiB this process can have "
                  r"\((.*)\)\n", r.stderr)
-if r.returncode != 2 or not m or m.group(2) != LIMIT_SOURCE or \
-        abs(int(m.group(1)) - (LIMIT_BYTES >> 20)) > (LIMIT_BYTES >> 20) / 4:
-    problems.append(f"example --mb 1000000: exit {r.returncode}, stderr {r.stderr!r}; the limit is "
-                    f"{LIMIT_BYTES >> 20} MB ({LIMIT_SOURCE})")
+wrong = "not that pattern" if not m else \
+    f"not {LIMIT_SOURCE!r}" if m.group(2) != LIMIT_SOURCE else limit_near(int(m.group(1)) << 20, before)
+if r.returncode != 2 or wrong:
+    problems.append(f"example --mb 1000000: exit {r.returncode}, stderr {r.stderr!r} ({wrong})")
 r = run([example, "--help"])
 if r.returncode != 0 or r.stdout != usage:
     problems.append(f"example --help: exit {r.returncode}, stdout {r.stdout!r}")
