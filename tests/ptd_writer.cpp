@@ -1250,6 +1250,22 @@ TEST_CASE("check_function_repeats: bytes compared up to exactly the budget are w
   CHECK(short_by_one.at == 1);
 }
 
+TEST_CASE("check_function_repeats: one function name in two blobs costs no byte: its fingerprint holds the blob") {
+  // Two functions named "fwd" (separate buffers, so not one pool string)
+  // in blobs "b0" and "b1": a name's fingerprint hashes its blob key too,
+  // so the two differ and no byte is compared. With a budget of 0 (an
+  // empty pool, 0 a name) the check finds nothing; a fingerprint of the
+  // name alone would match and compare "fwd" (3 bytes), past the budget.
+  const std::string a_name = "fwd", b_name = "fwd", a_blob = "b0", b_blob = "b1", a_method = "m0", b_method = "m1";
+  const wdedup::detail::FunctionNames names[2] = {
+      {wdedup::KeyView(a_method), wdedup::KeyView(a_blob), wdedup::KeyView(a_name), 0},
+      {wdedup::KeyView(b_method), wdedup::KeyView(b_blob), wdedup::KeyView(b_name), 0}};
+  const auto names_of = [&](std::uint32_t i) noexcept { return names[i]; };
+  const wdedup::detail::RepeatCheck rc = wdedup::detail::check_function_repeats(2, 0, 0, names_of);
+  CHECK(rc.problem == wdedup::detail::RepeatCheck::kNone);
+  CHECK(rc.at == 0);
+}
+
 TEST_CASE("long tensor names shared by many functions: the writer refuses what a reader could not check") {
   // The pool holds each name once, but a reader reads a name for every row
   // that names it (its NUL check, and its comparison with the row before),
