@@ -1266,6 +1266,22 @@ TEST_CASE("check_function_repeats: one function name in two blobs costs no byte:
   CHECK(rc.at == 0);
 }
 
+TEST_CASE("check_function_repeats: a repeat of one pool string is found by its address, at no cost") {
+  // Two functions of methods "m0" and "m1" whose blob key and function
+  // name are the same two strings (one address each, as in a file's pool):
+  // same() says equal by address before it charges the budget, so with a
+  // budget of 0 the repeat is found (kName, at the second), where comparing
+  // the bytes would have run out first (kTooLong).
+  const std::string name = "fwd", blob = "b", a_method = "m0", b_method = "m1";
+  const wdedup::detail::FunctionNames names[2] = {
+      {wdedup::KeyView(a_method), wdedup::KeyView(blob), wdedup::KeyView(name), 0},
+      {wdedup::KeyView(b_method), wdedup::KeyView(blob), wdedup::KeyView(name), 0}};
+  const auto names_of = [&](std::uint32_t i) noexcept { return names[i]; };
+  const wdedup::detail::RepeatCheck rc = wdedup::detail::check_function_repeats(2, 0, 0, names_of);
+  CHECK(rc.problem == wdedup::detail::RepeatCheck::kName);
+  CHECK(rc.at == 1);
+}
+
 TEST_CASE("long tensor names shared by many functions: the writer refuses what a reader could not check") {
   // The pool holds each name once, but a reader reads a name for every row
   // that names it (its NUL check, and its comparison with the row before),
