@@ -1393,6 +1393,32 @@ TEST_CASE("WDX1 function maps: a repeat across the repeat check's blocks of 64 (
                     g.function(64)}});
 }
 
+TEST_CASE("WDX1 function maps: a repeat within the repeat check's second block, or of it by a later function, is refused") {
+  // 130 functions: the check's blocks are [0, 64), [64, 128) and [128, 130).
+  // Function 100 made the same (method, partition) as function 70 is a
+  // repeat within the second block; function 129 given function 70's blob
+  // key and name, a repeat of the second block by a function past it.
+  namespace fr = format::function_record;
+  NamedDataStore store;
+  const std::uint8_t byte = 7;
+  REQUIRE(store.add_named_data("k", ByteSpan(&byte, 1), 1));
+  FunctionMaps maps;
+  for (int i = 0; i < 130; ++i)
+    maps.functions.push_back({"m" + std::to_string(i), 0, "blob", "f" + std::to_string(i), {{"t", "k"}}});
+  const Bytes good = write_or_die(store, maps, WriteOptions{});
+  const Nav g{const_cast<Bytes&>(good)};
+  run_cases(good, {{"function 100 for function 70's method and partition", [](Nav& n) {
+                      for (std::size_t field : {fr::kMethodOffset, fr::kMethodSize, fr::kPartitionIndex})
+                        n.set_u32(n.function(100) + field, n.u32(n.function(70) + field));
+                    }, Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)",
+                    g.function(100)},
+                   {"function 129 with function 70's name in its blob", [](Nav& n) {
+                      for (std::size_t field : {fr::kBlobOffset, fr::kBlobSize, fr::kNameOffset, fr::kNameSize})
+                        n.set_u32(n.function(129) + field, n.u32(n.function(70) + field));
+                    }, Error::MalformedFunctionMap, "two functions with one name in one blob (at = the second)",
+                    g.function(129)}});
+}
+
 TEST_CASE("WDX1 function maps: names alike at both ends, pair after pair, are refused as too long to check") {
   // check_function_repeats fingerprints a function name by its size and its
   // first and last 64 bytes, and compares bytes only where fingerprints
