@@ -1231,6 +1231,18 @@ TEST_CASE("long names the writer takes, the reader opens; only names alike at bo
   }
 }
 
+namespace {
+
+/// check_function_repeats over two functions, `a` then `b`, in a pool of
+/// `pool_size` bytes at 0 bytes a name: a budget of exactly pool_size.
+wdedup::detail::RepeatCheck check_two(const wdedup::detail::FunctionNames& a, const wdedup::detail::FunctionNames& b,
+                                      std::uint64_t pool_size) {
+  const wdedup::detail::FunctionNames names[2] = {a, b};
+  return wdedup::detail::check_function_repeats(2, pool_size, 0, [&](std::uint32_t i) noexcept { return names[i]; });
+}
+
+}  // namespace
+
 TEST_CASE("check_function_repeats: bytes compared up to exactly the budget are within it") {
   // Two functions, partitions 0 and 1 of "m", with the same blob key and
   // function name in separate buffers: their names' fingerprints agree, so
@@ -1238,48 +1250,37 @@ TEST_CASE("check_function_repeats: bytes compared up to exactly the budget are w
   // byte, 6 bytes in all. A budget of 6 (the pool's size here, 0 a name)
   // covers them: the repeated name is found. A budget of 5 does not.
   const std::string a_name = "abcd", b_name = "abcd", a_blob = "xy", b_blob = "xy", method = "m";
-  const wdedup::detail::FunctionNames names[2] = {
-      {wdedup::KeyView(method), wdedup::KeyView(a_blob), wdedup::KeyView(a_name), 0},
-      {wdedup::KeyView(method), wdedup::KeyView(b_blob), wdedup::KeyView(b_name), 1}};
-  const auto names_of = [&](std::uint32_t i) noexcept { return names[i]; };
-  const wdedup::detail::RepeatCheck exact = wdedup::detail::check_function_repeats(2, 6, 0, names_of);
+  const wdedup::detail::FunctionNames a{wdedup::KeyView(method), wdedup::KeyView(a_blob), wdedup::KeyView(a_name), 0};
+  const wdedup::detail::FunctionNames b{wdedup::KeyView(method), wdedup::KeyView(b_blob), wdedup::KeyView(b_name), 1};
+  const wdedup::detail::RepeatCheck exact = check_two(a, b, 6);
   CHECK(exact.problem == wdedup::detail::RepeatCheck::kName);
   CHECK(exact.at == 1);
-  const wdedup::detail::RepeatCheck short_by_one = wdedup::detail::check_function_repeats(2, 5, 0, names_of);
+  const wdedup::detail::RepeatCheck short_by_one = check_two(a, b, 5);
   CHECK(short_by_one.problem == wdedup::detail::RepeatCheck::kTooLong);
   CHECK(short_by_one.at == 1);
 }
 
-TEST_CASE("check_function_repeats: one function name in two blobs costs no byte: its fingerprint holds the blob") {
-  // Two functions named "fwd" (separate buffers, so not one pool string)
-  // in blobs "b0" and "b1": a name's fingerprint hashes its blob key too,
-  // so the two differ and no byte is compared. With a budget of 0 (an
-  // empty pool, 0 a name) the check finds nothing; a fingerprint of the
-  // name alone would match and compare "fwd" (3 bytes), past the budget.
-  const std::string a_name = "fwd", b_name = "fwd", a_blob = "b0", b_blob = "b1", a_method = "m0", b_method = "m1";
-  const wdedup::detail::FunctionNames names[2] = {
-      {wdedup::KeyView(a_method), wdedup::KeyView(a_blob), wdedup::KeyView(a_name), 0},
-      {wdedup::KeyView(b_method), wdedup::KeyView(b_blob), wdedup::KeyView(b_name), 0}};
-  const auto names_of = [&](std::uint32_t i) noexcept { return names[i]; };
-  const wdedup::detail::RepeatCheck rc = wdedup::detail::check_function_repeats(2, 0, 0, names_of);
-  CHECK(rc.problem == wdedup::detail::RepeatCheck::kNone);
-  CHECK(rc.at == 0);
-}
-
-TEST_CASE("check_function_repeats: a repeat of one pool string is found by its address, at no cost") {
-  // Two functions of methods "m0" and "m1" whose blob key and function
-  // name are the same two strings (one address each, as in a file's pool):
-  // same() says equal by address before it charges the budget, so with a
-  // budget of 0 the repeat is found (kName, at the second), where comparing
-  // the bytes would have run out first (kTooLong).
-  const std::string name = "fwd", blob = "b", a_method = "m0", b_method = "m1";
-  const wdedup::detail::FunctionNames names[2] = {
-      {wdedup::KeyView(a_method), wdedup::KeyView(blob), wdedup::KeyView(name), 0},
-      {wdedup::KeyView(b_method), wdedup::KeyView(blob), wdedup::KeyView(name), 0}};
-  const auto names_of = [&](std::uint32_t i) noexcept { return names[i]; };
-  const wdedup::detail::RepeatCheck rc = wdedup::detail::check_function_repeats(2, 0, 0, names_of);
-  CHECK(rc.problem == wdedup::detail::RepeatCheck::kName);
-  CHECK(rc.at == 1);
+TEST_CASE("check_function_repeats at a budget of 0: what fingerprints and addresses settle, no byte compared") {
+  // Functions of methods "m0" and "m1" (partition 0), checked with a budget
+  // of 0 (an empty pool, 0 a name): a comparison of any byte runs out.
+  const std::string m0 = "m0", m1 = "m1", name = "fwd", other_name = "fwd", b0 = "b0", b1 = "b1";
+  const auto function = [](const std::string& method, const std::string& blob, const std::string& function_name) {
+    return wdedup::detail::FunctionNames{wdedup::KeyView(method), wdedup::KeyView(blob),
+                                         wdedup::KeyView(function_name), 0};
+  };
+  // One name "fwd" (two buffers, so not one pool string) in blobs "b0" and
+  // "b1": a name's fingerprint hashes its blob key too, so the two differ
+  // and nothing is compared. (A fingerprint of the name alone would match
+  // and compare "fwd", past the budget: kTooLong.)
+  const wdedup::detail::RepeatCheck two_blobs = check_two(function(m0, b0, name), function(m1, b1, other_name), 0);
+  CHECK(two_blobs.problem == wdedup::detail::RepeatCheck::kNone);
+  CHECK(two_blobs.at == 0);
+  // A blob key and a name that are the same two strings (one address each,
+  // as in a file's pool): same() says equal by address before it charges
+  // the budget, so the repeat is found, at the second.
+  const wdedup::detail::RepeatCheck pooled = check_two(function(m0, b0, name), function(m1, b0, name), 0);
+  CHECK(pooled.problem == wdedup::detail::RepeatCheck::kName);
+  CHECK(pooled.at == 1);
 }
 
 TEST_CASE("long tensor names shared by many functions: the writer refuses what a reader could not check") {
