@@ -1373,24 +1373,49 @@ TEST_CASE("WDX1 function maps: each inconsistency is MalformedFunctionMap") {
   run_cases(good, cases);
 }
 
-TEST_CASE("WDX1 function maps: a repeat across the repeat check's blocks of 64 (functions 63 and 64) is refused") {
-  // check_function_repeats fingerprints 64 functions at a time and compares
-  // every later function with them: function 64 made the same (method,
-  // partition) as function 63, the last of the first block, is found.
-  namespace fr = format::function_record;
+namespace {
+
+/// A file of `count` functions, each of its own method (m0, m1, ...),
+/// partition 0, named f0, f1, ... in "blob", with one tensor "t" of key "k".
+Bytes numbered_functions_file(int count) {
   NamedDataStore store;
   const std::uint8_t byte = 7;
   REQUIRE(store.add_named_data("k", ByteSpan(&byte, 1), 1));
   FunctionMaps maps;
-  for (int i = 0; i < 65; ++i)
+  for (int i = 0; i < count; ++i)
     maps.functions.push_back({"m" + std::to_string(i), 0, "blob", "f" + std::to_string(i), {{"t", "k"}}});
-  const Bytes good = write_or_die(store, maps, WriteOptions{});
+  return write_or_die(store, maps, WriteOptions{});
+}
+
+/// The case of function `second` made a repeat of function `first`: given
+/// its method and partition (kPlace), or its blob key and name (kName).
+Case function_repeat(const char* name, const Nav& g, std::uint32_t first, std::uint32_t second,
+                     detail::RepeatCheck::Problem problem) {
+  namespace fr = format::function_record;
+  const bool place = problem == detail::RepeatCheck::kPlace;
+  return {name,
+          [=](Nav& n) {
+            const std::vector<std::size_t> fields =
+                place ? std::vector<std::size_t>{fr::kMethodOffset, fr::kMethodSize, fr::kPartitionIndex}
+                      : std::vector<std::size_t>{fr::kBlobOffset, fr::kBlobSize, fr::kNameOffset, fr::kNameSize};
+            for (std::size_t field : fields) n.set_u32(n.function(second) + field, n.u32(n.function(first) + field));
+          },
+          Error::MalformedFunctionMap,
+          place ? "two functions for one method and partition (at = the second)"
+                : "two functions with one name in one blob (at = the second)",
+          g.function(second)};
+}
+
+}  // namespace
+
+TEST_CASE("WDX1 function maps: a repeat across the repeat check's blocks of 64 (functions 63 and 64) is refused") {
+  // check_function_repeats fingerprints 64 functions at a time and compares
+  // every later function with them: function 64 made the same (method,
+  // partition) as function 63, the last of the first block, is found.
+  const Bytes good = numbered_functions_file(65);
   const Nav g{const_cast<Bytes&>(good)};
-  run_cases(good, {{"function 64 for function 63's method and partition", [](Nav& n) {
-                      for (std::size_t field : {fr::kMethodOffset, fr::kMethodSize, fr::kPartitionIndex})
-                        n.set_u32(n.function(64) + field, n.u32(n.function(63) + field));
-                    }, Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)",
-                    g.function(64)}});
+  run_cases(good, {function_repeat("function 64 for function 63's method and partition", g, 63, 64,
+                                   detail::RepeatCheck::kPlace)});
 }
 
 TEST_CASE("WDX1 function maps: a repeat within the repeat check's second block, or of it by a later function, is refused") {
@@ -1398,25 +1423,12 @@ TEST_CASE("WDX1 function maps: a repeat within the repeat check's second block, 
   // Function 100 made the same (method, partition) as function 70 is a
   // repeat within the second block; function 129 given function 70's blob
   // key and name, a repeat of the second block by a function past it.
-  namespace fr = format::function_record;
-  NamedDataStore store;
-  const std::uint8_t byte = 7;
-  REQUIRE(store.add_named_data("k", ByteSpan(&byte, 1), 1));
-  FunctionMaps maps;
-  for (int i = 0; i < 130; ++i)
-    maps.functions.push_back({"m" + std::to_string(i), 0, "blob", "f" + std::to_string(i), {{"t", "k"}}});
-  const Bytes good = write_or_die(store, maps, WriteOptions{});
+  const Bytes good = numbered_functions_file(130);
   const Nav g{const_cast<Bytes&>(good)};
-  run_cases(good, {{"function 100 for function 70's method and partition", [](Nav& n) {
-                      for (std::size_t field : {fr::kMethodOffset, fr::kMethodSize, fr::kPartitionIndex})
-                        n.set_u32(n.function(100) + field, n.u32(n.function(70) + field));
-                    }, Error::MalformedFunctionMap, "two functions for one method and partition (at = the second)",
-                    g.function(100)},
-                   {"function 129 with function 70's name in its blob", [](Nav& n) {
-                      for (std::size_t field : {fr::kBlobOffset, fr::kBlobSize, fr::kNameOffset, fr::kNameSize})
-                        n.set_u32(n.function(129) + field, n.u32(n.function(70) + field));
-                    }, Error::MalformedFunctionMap, "two functions with one name in one blob (at = the second)",
-                    g.function(129)}});
+  run_cases(good, {function_repeat("function 100 for function 70's method and partition", g, 70, 100,
+                                   detail::RepeatCheck::kPlace),
+                   function_repeat("function 129 with function 70's name in its blob", g, 70, 129,
+                                   detail::RepeatCheck::kName)});
 }
 
 TEST_CASE("WDX1 function maps: names alike at both ends, pair after pair, are refused as too long to check") {
