@@ -247,6 +247,10 @@ TEST_CASE("Result: copyable exactly when its T is; a Result<DataBuffer> moves it
   CHECK(a.error() == Error::NotFound);
   CHECK(std::strcmp(a.failure().what, "no such key") == 0);
   CHECK(a.failure().at == 9);
+  const Result<int> copied(missing);  // constructed from it, not assigned
+  CHECK(copied.error() == Error::NotFound);
+  CHECK(std::strcmp(copied.failure().what, "no such key") == 0);
+  CHECK(copied.failure().at == 9);
   b = a;
   CHECK(b.error() == Error::NotFound);
   // Assigned to itself (through a reference, as generic code may: a swap,
