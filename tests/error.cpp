@@ -80,6 +80,8 @@ TEST_CASE("error_name: each code's enumerator name, and its value (the codes are
     CAPTURE(c.name);
     CHECK(std::strcmp(wdedup::error_name(c.code), c.name) == 0);
     CHECK(static_cast<std::uint32_t>(c.code) == c.value);
+    // A Status of it is ok() exactly when it is Ok.
+    CHECK(Status(c.code).ok() == (c.code == wdedup::Error::Ok));
   }
   CHECK(std::strcmp(wdedup::error_name(static_cast<wdedup::Error>(0x17)), "Unknown") == 0);
 }
