@@ -441,6 +441,11 @@ TEST_CASE("a BufferSource of nullptr and a size fails its reads instead of readi
   std::uint8_t b[8] = {};
   const Status st = src.read(0, b, sizeof b);
   CHECK(st.error() == Error::InvalidArgument);
+  // Named, with where the read starts.
+  const Status at_8 = src.read(8, b, sizeof b);
+  CHECK(at_8.error() == Error::InvalidArgument);
+  CHECK(std::string(at_8.failure().what) == "the source's memory is null");
+  CHECK(at_8.failure().at == 8);
   CHECK(src.read(8, b, 0).ok());  // nothing to copy
   // No view of any range either (not address 0 plus the offset).
   CHECK(src.view(0, 8) == nullptr);
