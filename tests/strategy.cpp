@@ -148,6 +148,42 @@ TEST_CASE("Positional on equal partitions: one blob per partition index, functio
   CHECK(r->report.bytes_shared_across_blobs == 64);  // the embedding, in both partition blobs
 }
 
+TEST_CASE("FunctionMaps and FunctionMap::key_of answer nullptr for a method, partition, name or tensor they do not hold") {
+  TwoMethods m;
+  auto r = deduplicate<Strategy<Positional>>(m.program);
+  REQUIRE_MESSAGE(r.ok(), r.message());
+  const FunctionMaps& f = r->functions;
+  REQUIRE(f.functions.size() == 4);  // prefill#0, prefill#1, decode#0, decode#1
+  // decode has partitions 0 and 1; no method is named "encode".
+  CHECK(f.find("decode", 2) == nullptr);
+  CHECK(f.find("encode", 0) == nullptr);
+  // Positional names a function after its method: no "decode__1", and no
+  // blob "combined_all".
+  CHECK(f.find_by_name("decode__1") == nullptr);
+  CHECK(f.find_by_name("combined_partition_1", "decode__1") == nullptr);
+  CHECK(f.find_by_name("combined_all", "decode") == nullptr);
+  CHECK(f.of_method("encode").empty());
+  // decode's partition 1 holds w1 and out: not its partition 0's tensors,
+  // and a key ("decode/mask") is no tensor name.
+  const FunctionMap& decode1 = REQUIRE_FOUND(f.find("decode", 1));
+  CHECK(table(decode1) == std::vector<std::string>{"w1=w1", "out=out"});
+  CHECK(decode1.key_of("emb") == nullptr);
+  CHECK(decode1.key_of("mask") == nullptr);
+  CHECK(decode1.key_of("") == nullptr);
+  const FunctionMap& decode0 = REQUIRE_FOUND(f.find("decode", 0));
+  CHECK(decode0.key_of("decode/mask") == nullptr);
+  const std::string& mask_key = REQUIRE_FOUND(decode0.key_of("mask"));
+  CHECK(mask_key == "decode/mask");
+  // A function map made field by field is partition 0 of its method
+  // unless told otherwise.
+  FunctionMaps hand;
+  hand.functions.emplace_back();
+  hand.functions[0].method = "forward";
+  CHECK(hand.functions[0].partition_index == 0);
+  CHECK(hand.find("forward", 0) == &hand.functions[0]);
+  CHECK(hand.find("forward", 1) == nullptr);
+}
+
 TEST_CASE("OneBlob on equal partitions: one blob, functions <method>__<idx>, nothing shared across blobs") {
   TwoMethods m;
   auto r = deduplicate<Strategy<OneBlob>>(m.program);
