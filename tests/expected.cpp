@@ -325,6 +325,20 @@ TEST_CASE("Expected: made from Error::Ok where a failure is meant, it fails with
   CHECK(failed.message() == "kept as it is");
 }
 
+TEST_CASE("Expected<void>: a failure with an empty message is still a failure, with its code") {
+  // Only Error::Ok without a message is success: ok() reads the code, not
+  // whether there is a message.
+  const Expected<void> io(Error::IoError, "");
+  CHECK_FALSE(io.ok());
+  CHECK_FALSE(static_cast<bool>(io));
+  CHECK(io.error() == Error::IoError);
+  CHECK(io.message().empty());
+  const Expected<void> missing = BuildError{Error::NotFound, std::string()};
+  CHECK_FALSE(missing.ok());
+  CHECK(missing.error() == Error::NotFound);
+  CHECK(missing.build_error().message.empty());
+}
+
 TEST_CASE("detail::cat: text, characters and integers in decimal; a count with its noun, singular for 1") {
   using detail::cat;
   using detail::counted;
