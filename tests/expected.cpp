@@ -363,7 +363,9 @@ TEST_CASE("detail::errno_text_pick: strerror_r's text, whichever strerror_r the 
   char buf[32] = "No such file or directory";
   CHECK(detail::errno_text_pick(0, buf, sizeof buf, ENOENT) == std::string("No such file or directory"));
   CHECK(detail::errno_text_pick(ERANGE, buf, sizeof buf, 4000) == std::string("errno 4000"));
-  CHECK(detail::errno_text_pick(-1, buf, sizeof buf, 4000) == std::string("errno 4000"));
+  // (A buffer of its own: in `buf` the line above left "errno 4000".)
+  char stale[32] = "No such file or directory";
+  CHECK(std::string(detail::errno_text_pick(-1, stale, sizeof stale, 4001)) == "errno 4001");
   char untouched[4] = "abc";
   CHECK(detail::errno_text_pick("Permission denied", untouched, sizeof untouched, EACCES) ==
         std::string("Permission denied"));
