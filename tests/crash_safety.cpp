@@ -2231,6 +2231,25 @@ TEST_CASE("fill_temp_name replaces the template's last six characters, and only 
   }
 }
 
+TEST_CASE("unpredictable_u64: 64 calls give 64 different values, and each of the 64 bits is 1 in one and 0 in another") {
+  // All 64 bits reach the caller (temporary names, the name indexes'
+  // seeds): a bit the same in all 64 values happens by chance once in
+  // 2^63, a repeated value once in about 2^53.
+  std::vector<std::uint64_t> values;
+  std::uint64_t any_one = 0, all_one = ~std::uint64_t{0};
+  for (int i = 0; i < 64; ++i) {
+    const std::uint64_t x = detail::unpredictable_u64();
+    values.push_back(x);
+    any_one |= x;
+    all_one &= x;
+  }
+  CHECK(any_one == ~std::uint64_t{0});
+  CHECK(all_one == 0);
+  std::sort(values.begin(), values.end());
+  const auto distinct = std::unique(values.begin(), values.end()) - values.begin();
+  CHECK(distinct == 64);
+}
+
 namespace {
 /// In `dir`: target.ptd holding {1, 2, 3}, and `links` symbolic links to
 /// it in a chain, l0 -> target.ptd and l<i> -> l<i - 1>. The names made,
