@@ -969,6 +969,16 @@ TEST_CASE("a key that is not UTF-8 is refused when added, at the offset of its f
     CHECK(detail::first_non_utf8(key) == 8 + at);
   }
   CHECK(detail::first_non_utf8("01234567\xc3\xa9" "01234567\xc3") == 18);
+  // A sequence cut short by the end of the name is refused where the bytes
+  // past that end would complete it (a name viewed inside a longer buffer):
+  // "ab" and the first one or two of U+20AC's three bytes.
+  const std::string euro = "ab\xe2\x82\xac";
+  CHECK(detail::first_non_utf8(euro) == std::string_view::npos);
+  CHECK(detail::first_non_utf8(std::string_view(euro.data(), 4)) == 2);
+  CHECK(detail::first_non_utf8(std::string_view(euro.data(), 3)) == 2);
+  CHECK(detail::is_key_text(euro));
+  CHECK(!detail::is_key_text(std::string_view(euro.data(), 4)));
+  CHECK(!detail::is_key_text(std::string_view(euro.data(), 3)));
 }
 
 TEST_CASE("is_key_text: UTF-8 with no NUL byte, one pass, exactly memchr and first_non_utf8 together") {
