@@ -344,6 +344,8 @@ TEST_CASE("detail::cat: text, characters and integers in decimal; a count with i
   using detail::counted;
   CHECK(cat("key ", std::string("w"), ' ', std::string_view("at"), ' ', 0, ' ', -7, ' ', UINT64_MAX, ' ',
             INT64_MIN) == "key w at 0 -7 18446744073709551615 -9223372036854775808");
+  // A character is itself, whichever: a quote, a slash, a hash.
+  CHECK(cat('\'', "w", '/', 7, '#', 'z') == "'w/7#z");
   // A 1-byte tensor (a bool scalar) is "1 byte", not "1 bytes".
   CHECK(cat(counted(0, "byte")) == "0 bytes");
   CHECK(cat(counted(1, "byte")) == "1 byte");
