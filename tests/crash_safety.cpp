@@ -1256,6 +1256,10 @@ TEST_CASE("no path, or one with a NUL byte: Error::InvalidArgument, and nothing 
   CHECK(r.error() == Error::InvalidArgument);
   CHECK(r.message() == "cannot write '" + dir + "/out\\x00/model.ptd': the path contains a NUL byte at offset " +
                            std::to_string(dir.size() + 4));
+  // At offset 0 too, where the system calls would see an empty path.
+  r = write_ptd_file(store, "\0model.ptd"s);
+  CHECK(r.error() == Error::InvalidArgument);
+  CHECK(r.message() == "cannot write '\\x00model.ptd': the path contains a NUL byte at offset 0");
   // Both refusals' errno (AtomicFile::failure_errno) is EINVAL.
   for (const std::string& path : {std::string(), nul}) {
     CAPTURE(path);
