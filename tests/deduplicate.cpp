@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -930,6 +931,10 @@ TEST_CASE("the report's table counts a name's columns as a terminal shows them")
   CHECK(detail::table_columns("\xEF\xB8\x8F") == 0);                     // U+FE0F, a variation selector
   CHECK(detail::table_columns("\xE0\xA4\xBE") == 1);                     // U+093E, a Devanagari sign: a block left out
   CHECK(detail::table_columns("\xF4\x8F\xBF\xBD") == 1);                 // U+10FFFD, past the last block
+  // A sequence cut short by the end of the view is counted from the bytes
+  // in it (E9 A2 of U+9884's E9 A2 84: U+0262, one column), not completed
+  // from the byte past the end.
+  CHECK(detail::table_columns(std::string_view("\xE9\xA2\x84", 2)) == 1);
   // The blocks are sorted and disjoint (the lookup stops at the first
   // block that ends at or past the code point), and each block's first and
   // last code point that glibc's wcwidth knows take what it says they take.
@@ -1172,6 +1177,10 @@ TEST_CASE("the report prints every figure in its own place, as a table and as JS
   CHECK(detail::json_seconds(std::numeric_limits<double>::infinity()) == "1000000000000.000000");
   // A tab and a carriage return as JSON's short escapes.
   CHECK(detail::json_string("\t\r") == "\"\\t\\r\"");
+  // A sequence cut short by the end of the view is cut short, though the
+  // bytes past the view would complete it: C3 is \u00c3, not the start of
+  // a copied "\xC3\xA9".
+  CHECK(detail::json_string(std::string_view("caf\xC3\xA9", 4)) == "\"caf\\u00c3\"");
 }
 
 TEST_CASE("a store filled by deduplicate() still deduplicates later adds") {
