@@ -935,6 +935,25 @@ TEST_CASE("the report's table counts a name's columns as a terminal shows them")
   // in it (E9 A2 of U+9884's E9 A2 84: U+0262, one column), not completed
   // from the byte past the end.
   CHECK(detail::table_columns(std::string_view("\xE9\xA2\x84", 2)) == 1);
+  // The block ends glibc gives no width (the wcwidth check below skips
+  // them) take their block's columns, and the code point after an end the
+  // columns of what follows it: no block ends a code point early or late.
+  // (Not after 1AFF, A97F and 18CFF: glibc gives U+1B00 and U+A980, a
+  // script's own marks, 0, and U+18D00 2, where the table leaves them 1.)
+  struct End {
+    std::uint32_t c;
+    std::size_t columns;
+  };
+  const End ends[] = {{0x1AFF, 0},  {0x20FF, 0},  {0x2100, 1},  {0xA4CF, 2},  {0xA4D0, 1},  {0xA97F, 2},
+                      {0xFAFF, 2},  {0xFB00, 1},  {0xFE6F, 2},  {0xFE70, 1},  {0xFF00, 2},  {0x18CFF, 2},
+                      {0x1B2FF, 2}, {0x1B300, 1}, {0x1F2FF, 2}, {0x1FAFF, 2}, {0x1FB00, 1}, {0x2FFFD, 2},
+                      {0x2FFFE, 1}, {0x3FFFD, 2}, {0x3FFFE, 1}, {0xE01F0, 1}};
+  for (const End& e : ends) {
+    char name[16];
+    std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(e.c));
+    INFO(name);
+    CHECK(detail::code_point_columns(e.c) == e.columns);
+  }
   // The blocks are sorted and disjoint (the lookup stops at the first
   // block that ends at or past the code point), and each block's first and
   // last code point that glibc's wcwidth knows take what it says they take.
