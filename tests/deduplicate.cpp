@@ -1187,6 +1187,13 @@ TEST_CASE("the report prints every figure in its own place, as a table and as JS
   one_tensor.identity.inputs = 1;
   CHECK(one_tensor.to_table().find("\n  identity: 1 tensor; skipped by cheap checks: 0 unique size,") !=
         std::string::npos);
+  // An alias group's keys too: 0 is plural (deduplicate() never names a
+  // buffer by no key, but a Report is a plain struct anyone can fill).
+  Report no_key;
+  no_key.alias_groups = 1;
+  no_key.largest_alias_groups = {{"z", 2, 0, 8, 8}};
+  CHECK(no_key.to_table().find("\n  alias groups 1; largest:\n    z" + std::string(43, ' ') +
+                               "    2 tensors   0 keys            8 B each, saves 8 B\n") != std::string::npos);
   // JSON's times are rounded to the microsecond, not cut, and capped at
   // 10^12 s (past 2^64 microseconds the conversion is undefined).
   CHECK(detail::json_seconds(0.0000019) == "0.000002");
