@@ -105,6 +105,30 @@ TEST_CASE("Status: success three ways, a failure with what and where") {
   static_assert(!Status(Error::NotFound).ok(), "constexpr");
 }
 
+// Every number, not only a bool, picks Status's constructor whose
+// static_assert says what to write instead (`return 0;` and `return 1.0;`
+// in a DataSource::read): that constructor is declared for the arithmetic
+// types only (detail::traits::is_arithmetic), so is_constructible says true
+// for each of them. Without it, `return 0;` still fails, but with "no
+// viable conversion", which does not say what success is.
+template <class... T>
+constexpr bool status_refuses_each_by_assert() {
+  return (std::is_constructible<Status, T>::value && ...);
+}
+static_assert(status_refuses_each_by_assert<bool, char, signed char, unsigned char, wchar_t, char16_t, char32_t, short,
+                                            unsigned short, int, unsigned, long, unsigned long, long long,
+                                            unsigned long long, float, double, long double>(),
+              "every arithmetic type reaches the constructor that says what a success is");
+#if defined(__cpp_char8_t)
+static_assert(std::is_constructible<Status, char8_t>::value, "char8_t too (C++20)");
+#endif
+namespace {
+enum Unscoped { kUnscoped };
+}  // namespace
+static_assert(!std::is_constructible<Status, const char*>::value && !std::is_constructible<Status, Unscoped>::value &&
+                  !std::is_constructible<Status, int*>::value,
+              "nothing but a number: a pointer or an unscoped enum makes no Status at all");
+
 TEST_CASE("failure_errno: the errno of a failed system call, 0 for any other failure") {
   // A real one: the runtime's own sources keep errno where their text says.
   Result<MmapSource> missing = MmapSource::open("/nonexistent/wdedup-error-test.ptd");
