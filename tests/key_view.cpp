@@ -224,6 +224,14 @@ TEST_CASE("KeyView: <= and >= are true for equal keys, false past them, KeyView 
   CHECK_FALSE(t >= a);
 }
 
+namespace traits_only {
+/// Char traits, as a string type has, but no (pointer, size) constructor:
+/// nothing KeyView can convert to.
+struct Text {
+  using traits_type = std::char_traits<char>;
+};
+}  // namespace traits_only
+
 TEST_CASE("KeyView: converts to std::string_view implicitly, std::string explicitly") {
   const KeyView k("key\0tail", 8);
   const std::string_view sv = k;
@@ -242,6 +250,13 @@ TEST_CASE("KeyView: converts to std::string_view implicitly, std::string explici
   static_assert(std::is_convertible<KeyView, std::string_view>::value, "views convert implicitly");
   static_assert(!std::is_convertible<KeyView, std::string>::value, "copies are explicit");
   static_assert(std::is_constructible<std::string, KeyView>::value, "std::string(key) works");
+  // Only to a type it can make from its pointer and size: a type with char
+  // traits and a default constructor alone is offered no conversion (one
+  // declared would make the traits say "convertible" and the conversion
+  // fail to compile inside KeyView).
+  static_assert(!std::is_constructible<traits_only::Text, KeyView>::value &&
+                    !std::is_convertible<KeyView, traits_only::Text>::value,
+                "no (pointer, size) constructor: no conversion");
 }
 
 TEST_CASE("KeyView: Result<KeyView> converts to Result<std::string_view>") {
