@@ -273,6 +273,22 @@ static_assert(std::is_convertible<Result<KeyView>, Result<std::string_view>>::va
 static_assert(!std::is_constructible<Result<std::uint32_t>, Result<std::uint64_t>>::value &&
                   !std::is_constructible<Result<std::uint64_t>, Result<int>>::value,
               "no Result of a number from a Result of another");
+namespace {
+/// Neither copied nor moved: a Result of it holds the one value it was made with.
+struct Pinned {
+  Pinned() = default;
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+};
+struct PinnedChild : Pinned {};
+}  // namespace
+// Nor to a Result of a base class its value cannot be copied into: the
+// converting constructor copies the value, and is declared only where
+// copy-initialising a T from a const U& compiles (std::is_convertible's
+// sense), so the traits do not say "constructible" of a conversion that
+// fails inside error.hpp.
+static_assert(!std::is_constructible<Result<Pinned>, const Result<PinnedChild>&>::value,
+              "no Result of a base that cannot be copied from a Result of a class derived from it");
 
 TEST_CASE("Result: copyable exactly when its T is; a Result<DataBuffer> moves its ownership") {
   // Copies of a copyable T, both states.
