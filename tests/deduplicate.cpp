@@ -938,16 +938,21 @@ TEST_CASE("the report's table counts a name's columns as a terminal shows them")
   // The block ends glibc gives no width (the wcwidth check below skips
   // them) take their block's columns, and the code point after an end the
   // columns of what follows it: no block ends a code point early or late.
-  // (Not after 1AFF, A97F and 18CFF: glibc gives U+1B00 and U+A980, a
-  // script's own marks, 0, and U+18D00 2, where the table leaves them 1.)
+  // (Not after 1AFF and A97F: glibc gives U+1B00 and U+A980, a script's
+  // own marks, 0, where the table leaves them 1.) The wide block from
+  // U+16FE0 (ideographic symbols) to U+18D7F (Tangut Supplement) and the
+  // one from U+1AFF0 (Kana Extended-B): glibc gives U+16FE0, U+18D00 to
+  // U+18D08 and U+1AFF0 2, which the table gave 1 while its blocks began
+  // at U+17000 and U+1B000 and the first ended at U+18CFF.
   struct End {
     std::uint32_t c;
     std::size_t columns;
   };
   const End ends[] = {{0x1AFF, 0},  {0x20FF, 0},  {0x2100, 1},  {0xA4CF, 2},  {0xA4D0, 1},  {0xA97F, 2},
-                      {0xFAFF, 2},  {0xFB00, 1},  {0xFE6F, 2},  {0xFE70, 1},  {0xFF00, 2},  {0x18CFF, 2},
-                      {0x1B2FF, 2}, {0x1B300, 1}, {0x1F2FF, 2}, {0x1FAFF, 2}, {0x1FB00, 1}, {0x2FFFD, 2},
-                      {0x2FFFE, 1}, {0x3FFFD, 2}, {0x3FFFE, 1}, {0xE01F0, 1}};
+                      {0xFAFF, 2},  {0xFB00, 1},  {0xFE6F, 2},  {0xFE70, 1},  {0xFF00, 2},  {0x16FDF, 1},
+                      {0x16FE0, 2}, {0x18CFF, 2}, {0x18D00, 2}, {0x18D08, 2}, {0x18D7F, 2}, {0x18D80, 1},
+                      {0x1AFEF, 1}, {0x1AFF0, 2}, {0x1B2FF, 2}, {0x1B300, 1}, {0x1F2FF, 2}, {0x1FAFF, 2},
+                      {0x1FB00, 1}, {0x2FFFD, 2}, {0x2FFFE, 1}, {0x3FFFD, 2}, {0x3FFFE, 1}, {0xE01F0, 1}};
   for (const End& e : ends) {
     char name[16];
     std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(e.c));
