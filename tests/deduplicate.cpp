@@ -953,9 +953,14 @@ TEST_CASE("the report's table counts a name's columns as a terminal shows them")
                       {0x16FE0, 2}, {0x18CFF, 2}, {0x18D00, 2}, {0x18D08, 2}, {0x18D7F, 2}, {0x18D80, 1},
                       {0x1AFEF, 1}, {0x1AFF0, 2}, {0x1B2FF, 2}, {0x1B300, 1}, {0x1F2FF, 2}, {0x1FAFF, 2},
                       {0x1FB00, 1}, {0x2FFFD, 2}, {0x2FFFE, 1}, {0x3FFFD, 2}, {0x3FFFE, 1}, {0xE01F0, 1}};
-  for (const End& e : ends) {
+  // A code point as the failures name it, "U+1AFF".
+  const auto u_plus = [](std::uint32_t c) {
     char name[16];
-    std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(e.c));
+    std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(c));
+    return std::string(name);
+  };
+  for (const End& e : ends) {
+    const std::string name = u_plus(e.c);
     INFO(name);
     CHECK(detail::code_point_columns(e.c) == e.columns);
   }
@@ -978,8 +983,7 @@ TEST_CASE("the report's table counts a name's columns as a terminal shows them")
     for (const std::uint32_t c : {b.first, b.last}) {
       const int w = ::wcwidth(static_cast<wchar_t>(c));
       if (w < 0) continue;  // unassigned in glibc's Unicode
-      char name[16];
-      std::snprintf(name, sizeof name, "U+%04X", static_cast<unsigned>(c));
+      const std::string name = u_plus(c);
       INFO(name);
       CHECK(static_cast<std::size_t>(w) == detail::code_point_columns(c));
       ++checked;
