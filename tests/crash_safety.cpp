@@ -2235,6 +2235,53 @@ TEST_CASE("fill_temp_name replaces the template's last six characters, and only 
   }
 }
 
+TEST_CASE("fill_temp_name leaves a string shorter than six characters as it is, and writes nothing before it") {
+  // "ab" at byte 8 of a buffer of 'Z's: six bytes back from its end would
+  // be bytes 4 to 9, four of them the Z's before it.
+  char buf[16] = "ZZZZZZZZab";
+  detail::fill_temp_name(buf + 8);
+  CHECK(std::string(buf) == "ZZZZZZZZab");
+  char empty[8] = "ZZZZZZ";
+  detail::fill_temp_name(empty + 6);
+  CHECK(std::string(empty) == "ZZZZZZ");
+  CHECK(detail::is_temp_template("XXXXXX"));
+  CHECK(detail::is_temp_template("d/.f.tmp-XXXXXX"));
+  CHECK_FALSE(detail::is_temp_template("XXXXX"));
+  CHECK_FALSE(detail::is_temp_template("d/.f.tmp-XXXXXY"));
+  CHECK_FALSE(detail::is_temp_template("d/.f.tmp-YXXXXX"));
+  CHECK_FALSE(detail::is_temp_template(""));
+}
+
+TEST_CASE("FileOps::make_temp refuses a template that does not end in XXXXXX with EINVAL, as mkostemp does, creating nothing") {
+  const std::string dir = fresh_dir("temp_template");
+  detail::FileOps ops;
+  for (const std::string& tail : {std::string("t-XXXXX"), std::string("t-XXXXXY"), std::string("t-YXXXXX")}) {
+    CAPTURE(tail);
+    std::string t = dir + "/" + tail;
+    errno = 0;
+    CHECK(ops.make_temp(&t[0], 0600) == -1);
+    CHECK(errno == EINVAL);
+    CHECK(t == dir + "/" + tail);  // not one character replaced
+  }
+  // A path cut short by a NUL byte at its start: as a C string it is empty.
+  std::string cut = std::string(1, '\0') + dir + "/t-XXXXXX";
+  const std::string cut_before = cut;
+  errno = 0;
+  CHECK(ops.make_temp(&cut[0], 0600) == -1);
+  CHECK(errno == EINVAL);
+  CHECK(cut == cut_before);
+  CHECK(others(dir, {}).empty());
+  // A template that ends so is a new file, its six X's replaced.
+  std::string good = dir + "/t-XXXXXX";
+  const int fd = ops.make_temp(&good[0], 0600);
+  REQUIRE(fd >= 0);
+  CHECK(::close(fd) == 0);
+  CHECK(good.size() == dir.size() + 9);
+  CHECK(good.compare(0, dir.size() + 3, dir + "/t-") == 0);
+  CHECK(good != dir + "/t-XXXXXX");
+  CHECK(others(dir, {}) == std::vector<std::string>{good.substr(dir.size() + 1)});
+}
+
 TEST_CASE("unpredictable_u64: 64 calls give 64 different values, and each of the 64 bits is 1 in one and 0 in another") {
   // All 64 bits reach the caller (temporary names, the name indexes'
   // seeds): a bit the same in all 64 values happens by chance once in

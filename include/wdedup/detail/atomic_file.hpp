@@ -45,13 +45,24 @@
 namespace wdedup {
 namespace detail {
 
+/// Whether `path_template` ends in "XXXXXX", as a template for
+/// fill_temp_name must.
+inline bool is_temp_template(const char* path_template) {
+  const std::size_t n = std::strlen(path_template);
+  return n >= 6 && std::memcmp(path_template + n - 6, "XXXXXX", 6) == 0;
+}
+
 /// A name for a temporary file: `path_template`'s trailing "XXXXXX"
 /// replaced with 6 characters that another user cannot predict. A name
-/// someone took first only costs a retry (O_EXCL).
+/// someone took first only costs a retry (O_EXCL). A string shorter than
+/// six characters is left as it is: its end is found by its NUL, and six
+/// bytes back from there would be before it.
 inline void fill_temp_name(char* path_template) {
+  const std::size_t n = std::strlen(path_template);
+  if (n < 6) return;
   std::uint64_t x = unpredictable_u64();
   static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  char* end = path_template + std::strlen(path_template);
+  char* end = path_template + n;
   for (char* p = end - 6; p < end; ++p, x /= 62) *p = kChars[x % 62];
 }
 
@@ -182,6 +193,15 @@ class FileOps {
   /// as for any new file: by the directory's default ACL if it has one,
   /// else by the umask. Like mkostemp, but with a mode of the caller's.
   virtual int make_temp(char* path_template, mode_t mode) {
+    // As mkostemp: a template that does not end in "XXXXXX" is EINVAL,
+    // checked once, before its X's are replaced. The writer's own always
+    // ends so, unless a NUL byte in the path cuts it short (AtomicFile::open
+    // refuses such a path first); this keeps any other caller's from
+    // naming a file by what it happens to end in.
+    if (!is_temp_template(path_template)) {
+      errno = EINVAL;
+      return -1;
+    }
     for (int attempt = 0; attempt < 100; ++attempt) {
       fill_temp_name(path_template);
       const int fd = ::open(path_template, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
