@@ -329,6 +329,10 @@ TEST_CASE("header fields: each corruption gets its typed error") {
        "flatbuffer_offset + flatbuffer_size overflows", 24},
       {"flatbuffer_size overflows", [](Nav& n) { n.set_u64(24, UINT64_MAX); }, Error::MalformedHeader,
        "flatbuffer_offset + flatbuffer_size overflows", 24},
+      // offset + size exactly UINT64_MAX does not overflow: a flatbuffer
+      // that ends there is past the end of the file.
+      {"flatbuffer_size ending at UINT64_MAX", [](Nav& n) { n.set_u64(24, UINT64_MAX - 48); }, Error::Truncated,
+       "file ends inside the flatbuffer (at = the flatbuffer's end)", UINT64_MAX},
       {"flatbuffer_size past the end of the file", [](Nav& n) { n.set_u64(24, 896); }, Error::Truncated,
        "file ends inside the flatbuffer (at = the flatbuffer's end)", 48 + 896},
       // The flatbuffer now ends at 68, where the root table starts.
@@ -351,6 +355,8 @@ TEST_CASE("header fields: each corruption gets its typed error") {
        "file ends before the segment data (at = the segment data's end)", 896 + 512},
       {"segment_data_size overflows", [](Nav& n) { n.set_u64(40, UINT64_MAX); }, Error::MalformedHeader,
        "segment_base_offset + segment_data_size overflows", 40},
+      {"segment_data_size ending at UINT64_MAX", [](Nav& n) { n.set_u64(40, UINT64_MAX - 384); }, Error::Truncated,
+       "file ends inside the segment data (at = the segment data's end)", UINT64_MAX},
       // Segment 2 is [256, 512): the first that no longer fits.
       {"segment_data_size too small for a segment", [](Nav& n) { n.set_u64(40, 300); }, Error::MalformedSegment,
        "segment runs past segment_data_size", g.segment(2)},
