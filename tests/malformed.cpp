@@ -943,6 +943,12 @@ TEST_CASE("WDX1 header: each field corrupted in turn") {
        Error::MalformedFunctionMap, "WDX1 function records are not 8-aligned in the block", ext + eh::kFunctionsOffset},
       {"block size not a multiple of 8", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, n.u64(x(n) + eh::kBlockSize) - 1); },
        Error::MalformedIndex, block_size, ext + eh::kBlockSize},
+      // 4 short: a multiple of 4, not of 8.
+      {"block size 4 short of the writer's", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, n.u64(x(n) + eh::kBlockSize) - 4); },
+       Error::MalformedIndex, block_size, ext + eh::kBlockSize},
+      // 80, the header alone, is a block size: its tables then lie outside.
+      {"block size 80", [&](Nav& n) { n.set_u64(x(n) + eh::kBlockSize, 80); }, Error::MalformedIndex,
+       "WDX1 key entries lie outside the block", ext + eh::kEntriesOffset},
       {"strings offset past the block", [&](Nav& n) { n.set_u32(x(n) + eh::kStringsOffset, 0xFFFFFFF0u); },
        Error::MalformedFunctionMap, "WDX1 strings lie outside the block", ext + eh::kStringsOffset},
       {"reserved not 0", [&](Nav& n) { n.set_u64(x(n) + eh::kReserved, 1); }, Error::MalformedIndex,
