@@ -457,6 +457,9 @@ TEST_CASE("segments: out of range, overflowing or partly overlapping segments ar
   std::vector<Case> cases = {
       {"offset + size overflows", [&](Nav& n) { n.set_u64(n.segment_offset(1), UINT64_MAX - 50); }, Error::MalformedSegment,
        "segment offset + size overflows", g.segment(1)},
+      // Offset 128 + size 2^64 - 129 is exactly UINT64_MAX: no overflow.
+      {"offset + size ending at UINT64_MAX", [&](Nav& n) { n.set_u64(n.segment_size(1), UINT64_MAX - 128); },
+       Error::MalformedSegment, "segment runs past segment_data_size", g.segment(1)},
       {"segment runs past segment_data_size", [&](Nav& n) { n.set_u64(n.segment_size(2), 257); }, Error::MalformedSegment,
        "segment runs past segment_data_size", g.segment(2)},
       {"segment starts past segment_data_size", [&](Nav& n) { n.set_u64(n.segment_offset(2), 513); }, Error::MalformedSegment,
