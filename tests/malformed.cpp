@@ -533,6 +533,35 @@ TEST_CASE("segments out of order: put in order on the stack up to a budget, refu
   }
 }
 
+TEST_CASE("segments out of order: the budget's passes are over the non-empty segments, its reads over all of them") {
+  // 32,768 segments, of which the first 16,384 (or 16,385) keep their 8
+  // bytes and the rest are made empty, segments 1 and 2 swapped: 16,384
+  // non-empty take 256 passes over all 32,768, exactly
+  // detail::kUnsortedSegmentReads (2^23, allowed); 16,385 take 257, and
+  // the refusal names the segment count, not the non-empty ones.
+  const std::uint32_t n = 32768;
+  const Bytes base = segments_file_bytes(n);
+  for (const std::uint32_t non_empty : {16384u, 16385u}) {
+    CAPTURE(non_empty);
+    Bytes bytes = base;
+    Nav nav{bytes};
+    for (std::uint32_t i = non_empty; i < n; ++i) nav.set_u64(nav.segment_size(i), 0);
+    const std::uint64_t a = nav.segment_offset(1), b = nav.segment_offset(2);
+    REQUIRE(nav.u64(a) == 8);
+    REQUIRE(nav.u64(b) == 16);
+    nav.set_u64(a, 16);
+    nav.set_u64(b, 8);
+    const Failure f = open_only(bytes);
+    if (non_empty == 16384) {
+      CHECK(f.code == Error::Ok);  // 256 passes x 32,768 = 8,388,608 reads
+    } else {
+      CHECK(f.code == Error::MalformedSegment);  // 257 x 32,768 = 8,421,376
+      CHECK(std::string(f.what) == "segments are out of order and too many to check for overlap (at = segment count)");
+      CHECK(f.at == 32768);
+    }
+  }
+}
+
 TEST_CASE("segments as ExecuTorch's in-place rewriter orders them: opened, and a partial overlap found in any pass") {
   // 3,000 segments, past the 1,448 that a pair-by-pair check could afford.
   const std::uint32_t n = 3000;
