@@ -1020,6 +1020,20 @@ TEST_CASE("a WDX1 magic with too little room before the segment data: the header
                       {"80 bytes of room: the header fits, its version is 0", with_room(80),
                        Error::UnsupportedVersion, "WDX1 version is not 1", 288 + format::ext_header::kVersion},
                   });
+
+  // The magic as the file's last 4 bytes: empty.ptd (flatbuffer [48, 88),
+  // no segment data) cut to 100 bytes, "WDX1" at 96, segment_base_offset
+  // 100: the magic is read, in place as through metadata_size.
+  Bytes last4 = read_fixture("empty.ptd");
+  REQUIRE(Nav{last4}.u64(16) + Nav{last4}.u64(24) == 88);
+  REQUIRE(Nav{last4}.ext() == 96);
+  last4.resize(100);
+  std::memcpy(last4.data() + 96, format::kExtMagic, 4);
+  Nav{last4}.set_u64(32, 100);
+  const Failure f = open_and_exercise(last4);
+  CHECK(std::string(error_name(f.code)) == "MalformedIndex");
+  CHECK(std::string(f.what) == runs_into);
+  CHECK(f.at == 96);
 }
 
 TEST_CASE("WDX1 key entries, slots and segment infos: each inconsistency is MalformedIndex") {
