@@ -758,6 +758,54 @@ TEST_CASE("layouts: inconsistent layouts are MalformedLayout") {
   run_cases(good, cases);
 }
 
+TEST_CASE("layouts: two tables whose fields differ in the sizes' place alone are each read through their own vtable") {
+  // A plain file of "b0" (BYTE [4]: scalar_type left out, its table's
+  // sizes at 4 and dim_order at 8) and "f1" (FLOAT [1]: scalar_type at 7,
+  // sizes at 8, dim_order at 12). f1's table made to hold scalar_type
+  // nowhere (BYTE, the default; its byte zeroed), dim_order at 8 and sizes
+  // at 12: the two tables now agree on scalar_type's and dim_order's
+  // places, not on the sizes', so no field layout is shared and f1's sizes
+  // are read at 12 through its vtable, not at b0's 4.
+  const std::uint8_t d[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  NamedDataStore store;
+  REQUIRE(store.add_named_data("b0", ByteSpan(d, 4), 1, Layout::contiguous(ScalarType::Byte, {4})).ok());
+  REQUIRE(store.add_named_data("f1", ByteSpan(d + 4, 4), 4, Layout::contiguous(ScalarType::Float, {1})).ok());
+  WriteOptions plain;
+  plain.wdedup_extensions = false;
+  Bytes b = write_or_die(store, FunctionMaps{}, plain);
+  Nav n{b};
+  const std::uint64_t t0 = n.layout(0), t1 = n.layout(1), v1 = n.vtable(t1);
+  REQUIRE(n.vtable(t0) != v1);
+  REQUIRE(n.u16(n.vtable(t0)) == 10);  // three fields
+  REQUIRE(n.u16(n.vtable(t0) + 4) == 0);
+  REQUIRE(n.u16(n.vtable(t0) + 6) == 4);
+  REQUIRE(n.u16(n.vtable(t0) + 8) == 8);
+  REQUIRE(n.u16(v1) == 10);
+  REQUIRE(n.u16(v1 + 4) == 7);
+  REQUIRE(n.u16(v1 + 6) == 8);
+  REQUIRE(n.u16(v1 + 8) == 12);
+  REQUIRE(n.u32(t1 + 4) == 0x06000000u);  // padding, then FLOAT (6)
+  const std::uint64_t sizes = t1 + 8 + n.u32(t1 + 8), dims = t1 + 12 + n.u32(t1 + 12);
+  n.set_u32(t1 + 4, 0);
+  n.set_u32(t1 + 8, static_cast<std::uint32_t>(dims - (t1 + 8)));
+  n.set_u32(t1 + 12, static_cast<std::uint32_t>(sizes - (t1 + 12)));
+  n.set_u16(v1 + 4, 0);
+  n.set_u16(v1 + 6, 12);
+  n.set_u16(v1 + 8, 8);
+  REQUIRE(open_and_exercise(b).code == Error::Ok);
+  std::unique_ptr<Opened> o = open_bytes(b);
+  REQUIRE(o->ok());
+  for (const std::string key : {"b0", "f1"}) {
+    CAPTURE(key);
+    const TensorLayout l = REQUIRE_VALUE(o->map().get_tensor_layout(key));
+    CHECK(l.scalar_type == ScalarType::Byte);
+    REQUIRE(l.sizes.size() == 1);
+    CHECK(l.sizes[0] == (key[0] == 'b' ? 4 : 1));
+    REQUIRE(l.dim_order.size() == 1);
+    CHECK(l.dim_order[0] == 0);
+  }
+}
+
 TEST_CASE("check_layout: the first rule broken, the entry that breaks it, and the byte count") {
   using detail::LayoutRule;
   struct Row {
