@@ -1257,6 +1257,34 @@ TEST_CASE("moved segments: two on one byte are not read as a move, even with all
   CHECK(*static_cast<const std::uint8_t*>(c.data()) == 3);
 }
 
+TEST_CASE("moved segments: of two segments meeting only their alignment's power-of-two part, nothing moved, the first is named") {
+  // The small wdedup file: segment 1 (key "w.k", 16) at 4224 and segment
+  // 2 ("norm", 1) at 4352. Recorded as 80 and 3 they meet only the
+  // power-of-two parts (16 and 1). Nothing moved, so with
+  // allow_moved_segments as without, the refusal names segment 1's
+  // alignment, the first such segment, not segment 2's.
+  Bytes bytes = wdedup_file_bytes();
+  Nav n{bytes};
+  REQUIRE(n.u64(32) + n.u64(n.segment_offset(1)) == 4224);
+  REQUIRE(n.u64(32) + n.u64(n.segment_offset(2)) == 4352);
+  const std::uint64_t align1 = n.seg_info(1) + format::segment_info::kAlignment;
+  const std::uint64_t align2 = n.seg_info(2) + format::segment_info::kAlignment;
+  REQUIRE(n.u64(align1) == 16);
+  REQUIRE(n.u64(align2) == 1);
+  n.set_u64(align1, 80);
+  n.set_u64(align2, 3);
+  for (const bool option : {false, true}) {
+    CAPTURE(option);
+    OpenOptions o;
+    o.allow_moved_segments = option;
+    std::unique_ptr<Opened> m = open_bytes(bytes, o);
+    REQUIRE_FALSE(m->ok());
+    CHECK(m->error() == Error::MalformedIndex);
+    CHECK(std::string(m->result->failure().what) == "segment alignment is 0, too large, or not met by its offset");
+    CHECK(m->result->failure().at == align1);
+  }
+}
+
 namespace {
 // The moved-segment tests' file: keys "a", "b", "c" of one byte each (0xA1,
 // 0xB2, 0xC3), one segment each at the alignments given, segment_alignment
