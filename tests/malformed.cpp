@@ -1542,6 +1542,29 @@ Case function_repeat(const char* name, const Nav& g, std::uint32_t first, std::u
 
 }  // namespace
 
+TEST_CASE("WDX1 function maps: a last function with no tensors opens, its empty rows beginning at the table's end") {
+  // Functions "f0" (one tensor, row 0) and "f1" (none): f1's rows are
+  // [1, 1), begin equal to the table's 1 row, which is not outside it.
+  NamedDataStore store;
+  const std::uint8_t byte = 7;
+  REQUIRE(store.add_named_data("k", ByteSpan(&byte, 1), 1));
+  FunctionMaps maps;
+  maps.functions.push_back({"m0", 0, "blob", "f0", {{"t", "k"}}});
+  maps.functions.push_back({"m1", 0, "blob", "f1", {}});
+  const Bytes bytes = write_or_die(store, maps, WriteOptions{});
+  const Nav n{const_cast<Bytes&>(bytes)};
+  REQUIRE(n.u32(n.ext() + format::ext_header::kFunctionTensorCount) == 1);
+  REQUIRE(n.u32(n.function(1) + format::function_record::kTensorsBegin) == 1);
+  REQUIRE(open_and_exercise(bytes).code == Error::Ok);
+  std::unique_ptr<Opened> o = open_bytes(bytes);
+  REQUIRE(o->ok());
+  REQUIRE(o->map().function_count() == 2);
+  const FunctionView f1 = REQUIRE_VALUE(o->map().find_function("m1", 0));
+  CHECK(std::string(f1.function_name()) == "f1");
+  CHECK(f1.tensor_count() == 0);
+  CHECK(f1.find_tensor("t").error() == Error::NotFound);
+}
+
 TEST_CASE("WDX1 function maps: a repeat across the repeat check's blocks of 64 (functions 63 and 64) is refused") {
   // check_function_repeats fingerprints 64 functions at a time and compares
   // every later function with them: function 64 made the same (method,
