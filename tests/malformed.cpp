@@ -501,6 +501,29 @@ Failure open_only(const Bytes& bytes) {
   const Result<NamedDataMap> map = NamedDataMap::open(src);
   return map.ok() ? Failure{} : map.failure();
 }
+
+/// Swaps the offsets of segments_file_bytes' segments 1 and 2 (8 and 16):
+/// still disjoint, out of order.
+void swap_segments_1_and_2(Bytes& bytes) {
+  Nav nav{bytes};
+  const std::uint64_t a = nav.segment_offset(1), b = nav.segment_offset(2);
+  REQUIRE(nav.u64(a) == 8);
+  REQUIRE(nav.u64(b) == 16);
+  nav.set_u64(a, 16);
+  nav.set_u64(b, 8);
+}
+
+/// A file of segments out of order opened within the budget (Ok) or
+/// refused past it, naming the segment count.
+void check_unsorted_budget(const Failure& f, bool within, std::uint64_t segment_count) {
+  if (within) {
+    CHECK(f.code == Error::Ok);
+    return;
+  }
+  CHECK(f.code == Error::MalformedSegment);
+  CHECK(std::string(f.what) == "segments are out of order and too many to check for overlap (at = segment count)");
+  CHECK(f.at == segment_count);
+}
 }  // namespace
 
 TEST_CASE("segments out of order: put in order on the stack up to a budget, refused beyond it") {
@@ -515,21 +538,9 @@ TEST_CASE("segments out of order: put in order on the stack up to a budget, refu
     CAPTURE(n);
     Bytes good = segments_file_bytes(n);
     REQUIRE(open_only(good).code == Error::Ok);  // sorted: any count
-    Nav nav{good};
-    // Swap segments 1 and 2's offsets: still disjoint, out of order.
-    const std::uint64_t a = nav.segment_offset(1), b = nav.segment_offset(2);
-    REQUIRE(nav.u64(a) == 8);
-    REQUIRE(nav.u64(b) == 16);
-    nav.set_u64(a, 16);
-    nav.set_u64(b, 8);
-    const Failure f = open_only(good);
-    if (n == 23168) {
-      CHECK(f.code == Error::Ok);  // 362 passes x 23,168 = 8,386,816 reads
-    } else {
-      CHECK(f.code == Error::MalformedSegment);  // 363 x 23,169 = 8,410,347
-      CHECK(std::string(f.what) == "segments are out of order and too many to check for overlap (at = segment count)");
-      CHECK(f.at == 23169);
-    }
+    swap_segments_1_and_2(good);
+    // 362 passes x 23,168 = 8,386,816 reads; 363 x 23,169 = 8,410,347.
+    check_unsorted_budget(open_only(good), n == 23168, n);
   }
 }
 
@@ -546,19 +557,9 @@ TEST_CASE("segments out of order: the budget's passes are over the non-empty seg
     Bytes bytes = base;
     Nav nav{bytes};
     for (std::uint32_t i = non_empty; i < n; ++i) nav.set_u64(nav.segment_size(i), 0);
-    const std::uint64_t a = nav.segment_offset(1), b = nav.segment_offset(2);
-    REQUIRE(nav.u64(a) == 8);
-    REQUIRE(nav.u64(b) == 16);
-    nav.set_u64(a, 16);
-    nav.set_u64(b, 8);
-    const Failure f = open_only(bytes);
-    if (non_empty == 16384) {
-      CHECK(f.code == Error::Ok);  // 256 passes x 32,768 = 8,388,608 reads
-    } else {
-      CHECK(f.code == Error::MalformedSegment);  // 257 x 32,768 = 8,421,376
-      CHECK(std::string(f.what) == "segments are out of order and too many to check for overlap (at = segment count)");
-      CHECK(f.at == 32768);
-    }
+    swap_segments_1_and_2(bytes);
+    // 256 passes x 32,768 = 8,388,608 reads; 257 x 32,768 = 8,421,376.
+    check_unsorted_budget(open_only(bytes), non_empty == 16384, n);
   }
 }
 
