@@ -1299,6 +1299,15 @@ Bytes abc_file(const std::int64_t (&align)[3]) {
   w.segment_alignment = 1;
   return write_or_die(store, FunctionMaps{}, w);
 }
+
+/// `bytes` opened in place with allow_moved_segments, which must succeed.
+std::unique_ptr<Opened> open_allowing_moves(const Bytes& bytes) {
+  OpenOptions allow;
+  allow.allow_moved_segments = true;
+  std::unique_ptr<Opened> o = open_bytes(bytes, allow);
+  REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
+  return o;
+}
 }  // namespace
 
 TEST_CASE("moved segments: an offset damaged within the padding reads as a move, and verify_segment fails") {
@@ -1336,6 +1345,38 @@ TEST_CASE("moved segments: an offset damaged within the padding reads as a move,
   CHECK(open_bytes(bytes)->error() == Error::MalformedIndex);
 }
 
+TEST_CASE("moved segments: an empty segment left at offset 0 (the flatbuffer's default) is not out of order") {
+  // The small wdedup file's segment 4 (key "empty", 0 bytes, alignment 8)
+  // at 640, after segment 3's [512, 519), moved to 0, as a rewrite that
+  // leaves empty segments at the default offset writes it. Its key's
+  // recorded offset (4736) now differs: a move, refused without the
+  // option; with it the file opens, the empty segment skipped in the
+  // rewrite's order check, and "empty" reads at the segment base.
+  Bytes bytes = wdedup_file_bytes();
+  Nav n{bytes};
+  const std::uint64_t off4 = n.segment_offset(4);
+  REQUIRE(off4 != 0);
+  REQUIRE(n.u64(off4) == 640);
+  REQUIRE(n.segment_size(4) == 0);  // size 0: the default, not stored
+  REQUIRE(n.u64(n.segment_offset(3)) + n.u64(n.segment_size(3)) == 519);
+  REQUIRE(n.u32(n.entry(5) + format::key_entry::kSegmentIndex) == 4);
+  n.set_u64(off4, 0);
+  std::unique_ptr<Opened> strict = open_bytes(bytes);
+  REQUIRE_FALSE(strict->ok());
+  CHECK(strict->error() == Error::MalformedIndex);
+  CHECK(strict->result->failure().at == n.entry(5) + format::key_entry::kDataOffset);
+  std::unique_ptr<Opened> o = open_allowing_moves(bytes);
+  const NamedDataMap& m = o->map();
+  CHECK(m.segments_moved());
+  const KeyInfo empty = REQUIRE_VALUE(m.find("empty"));
+  CHECK(empty.key_index == 5);
+  CHECK(empty.offset == 4096);
+  CHECK(empty.size == 0);
+  const KeyInfo raw = REQUIRE_VALUE(m.find("raw"));
+  CHECK(raw.offset == 4736);
+  CHECK(raw.size == 100);
+}
+
 TEST_CASE("moved segments: back to back, as a rewrite packs keys of alignment 1, they open with allow_moved_segments") {
   // Keys "a", "b", "c" of 1 byte each, alignment 1, segment_alignment 1:
   // segments [0,1) [1,2) [2,3). "b" replaced by 2 bytes and the segments
@@ -1357,10 +1398,7 @@ TEST_CASE("moved segments: back to back, as a rewrite packs keys of alignment 1,
   n.set_u64(40, 4);
   bytes[static_cast<std::size_t>(base + 2)] = 0xB3;  // b's second byte
   bytes.push_back(0xC3);                              // c, one byte later
-  OpenOptions allow;
-  allow.allow_moved_segments = true;
-  std::unique_ptr<Opened> o = open_bytes(bytes, allow);
-  REQUIRE_MESSAGE(o->ok(), o->result->failure().what);
+  std::unique_ptr<Opened> o = open_allowing_moves(bytes);
   const NamedDataMap& m = o->map();
   CHECK(m.segments_moved());
   const auto data = [&m](const char* key) {
