@@ -882,6 +882,33 @@ TEST_CASE("get_data of a zero-size key: a pointer that is not null, aligned as t
   }
 }
 
+TEST_CASE("get_data of a zero-size key opened in place points into the file, even where the memory misses the key's alignment") {
+  // "z" (no bytes, asking 64) lies at a multiple of 64 in the file, which
+  // lies at 8 past a multiple of 64 in memory: its view is the file's
+  // address plus its offset (8 past a multiple of 64: the view keeps a
+  // key's alignment only up to the source's own), not another pointer.
+  const std::uint8_t abc[3] = {1, 2, 3};
+  NamedDataStore store;
+  REQUIRE(store.add_named_data("a", ByteSpan(abc, 3)).ok());
+  REQUIRE(store.add_named_data("z", ByteSpan(), 64).ok());
+  Expected<std::vector<std::uint8_t>> file = serialize_ptd(store, FunctionMaps{}, WriteOptions{});
+  REQUIRE(file);
+  const AlignedBytes memory(*file, 64, 8);
+  BufferSource src(memory.data(), memory.size());
+  const NamedDataMap m = REQUIRE_VALUE(NamedDataMap::open(src));
+  const KeyInfo z = REQUIRE_VALUE(m.find("z"));
+  CHECK(z.size == 0);
+  CHECK(z.offset % 64 == 0);
+  for (const bool by_index : {false, true}) {
+    CAPTURE(by_index);
+    const DataBuffer d = REQUIRE_VALUE(by_index ? m.key_data(z.key_index) : m.get_data("z"));
+    CHECK(d.size() == 0);
+    CHECK_FALSE(d.owns_memory());
+    CHECK(d.data() == memory.data() + z.offset);
+    CHECK(addr(d.data()) % 64 == 8);
+  }
+}
+
 TEST_CASE("get_data with lent metadata over memory anywhere: views aligned as each key asks, else aligned copies") {
   // open(src, metadata) takes a memory source at any address (the metadata
   // is copied); its bytes are lent in place only where that meets the
