@@ -1590,8 +1590,8 @@ TEST_CASE("WDX1 function maps: a last function with no tensors opens, its empty 
   FunctionMaps maps;
   maps.functions.push_back({"m0", 0, "blob", "f0", {{"t", "k"}}});
   maps.functions.push_back({"m1", 0, "blob", "f1", {}});
-  const Bytes bytes = write_or_die(store, maps, WriteOptions{});
-  const Nav n{const_cast<Bytes&>(bytes)};
+  Bytes bytes = write_or_die(store, maps, WriteOptions{});
+  const Nav n{bytes};
   REQUIRE(n.u32(n.ext() + format::ext_header::kFunctionTensorCount) == 1);
   REQUIRE(n.u32(n.function(1) + format::function_record::kTensorsBegin) == 1);
   REQUIRE(open_and_exercise(bytes).code == Error::Ok);
