@@ -649,6 +649,13 @@ class RecordingSink final : public ByteSink {
   }
 };
 
+/// Sizes as "256 524288 1" (doctest shows a string's value, not a vector's).
+std::string sizes_text(const std::vector<std::size_t>& sizes) {
+  std::string out;
+  for (const std::size_t n : sizes) out += (out.empty() ? "" : " ") + std::to_string(n);
+  return out;
+}
+
 /// Every way of writing `s` is refused with `code` and `message`:
 /// serialize_ptd, write_ptd (the sink never called) and write_ptd_file over
 /// `path`, which holds `old` and keeps it, with no temporary left beside it.
@@ -1584,6 +1591,52 @@ TEST_CASE("a failing sink stops the writer and its error is passed on") {
   // Calls: metadata [0, 1024), zeros up to the 4096-aligned base, segment 0.
   CHECK(r.message() == "writing .ptd bytes [4096, 4101) to the sink failed: disk on fire");
   CHECK(sink.calls == 3);
+}
+
+TEST_CASE("a sink gets padding in pieces of at most 64 KiB of zeros, segment data in 512 KiB pieces, no empty piece") {
+  // Segment 0: 512 KiB + 1 byte, two pieces. Segment 1: empty, no piece of
+  // its own, only the padding up to it. Segment 2 asks 256 KiB: the zeros
+  // before it are more than one 64 KiB block.
+  const auto a = pattern(512 * 1024 + 1, 31), b = pattern(1000, 32);
+  NamedDataStore s;
+  add(s, "a", ByteSpan(a.data(), a.size()), 1);
+  add(s, "e", ByteSpan(a.data(), 0), 1);
+  add(s, "b", ByteSpan(b.data(), b.size()), 256 * 1024);
+  RecordingSink sink;
+  Expected<WriteStats> st = write_ptd(s, sink, no_ext());
+  REQUIRE(st.ok());
+  // The flatbuffer ends at 256, a multiple of 128: the base, no padding
+  // before segment 0. Segment 0 ends at 256 + 524289 = 524545; segment 1
+  // at the next multiple of 128, 524672 (127 zeros); segment 2 at 786432
+  // = 3 * 256 KiB, after 261760 = 3 * 65536 + 65152 zeros.
+  const Header h = header(sink.bytes);
+  CHECK(h.fb_size == 208);
+  CHECK(h.base == 256);
+  const Walk w{sink.bytes};
+  CHECK(w.segment_offset(1) == 524672 - 256);
+  CHECK(w.segment_offset(2) == 786432 - 256);
+  CHECK(sizes_text(sink.calls) == "256 524288 1 127 65536 65536 65536 65152 1000");
+  REQUIRE(sink.bytes.size() == 787432);
+  CHECK(st->file_size == 787432);
+  CHECK(std::memcmp(sink.bytes.data() + 256, a.data(), a.size()) == 0);
+  CHECK(all_zero(sink.bytes, 524545, 786432));
+  CHECK(std::memcmp(sink.bytes.data() + 786432, b.data(), b.size()) == 0);
+
+  // A file without segments ends in padding too, up to its base: 88 bytes
+  // of metadata (an empty store's), then 65536 + 1 zeros up to a base of
+  // 65625, or 65536 + 65448 up to 128 KiB.
+  const struct {
+    std::uint64_t base;
+    const char* calls;
+  } ends[] = {{65625, "88 65536 1"}, {128 * 1024, "88 65536 65448"}};
+  for (const auto& end : ends) {
+    CAPTURE(end.base);
+    RecordingSink empty_sink;
+    REQUIRE(write_ptd(NamedDataStore(), empty_sink, no_ext(end.base)).ok());
+    CHECK(sizes_text(empty_sink.calls) == std::string(end.calls));
+    REQUIRE(empty_sink.bytes.size() == end.base);
+    CHECK(all_zero(empty_sink.bytes, 88, end.base));
+  }
 }
 
 TEST_CASE("round trip through NamedDataMap: bytes, layouts, alignment, segments, function maps") {
