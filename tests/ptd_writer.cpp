@@ -1639,6 +1639,43 @@ TEST_CASE("a sink gets padding in pieces of at most 64 KiB of zeros, segment dat
   }
 }
 
+TEST_CASE("write_ptd_file gathers pieces into writev calls of 512 KiB or 256 pieces") {
+  // Segment 0: 1 MiB, two pieces of 512 KiB; then 200 one-byte segments,
+  // each after 127 zeros but the first (at 1 MiB past a 128-aligned base).
+  class CountingOps final : public detail::FileOps {
+   public:
+    std::vector<std::size_t> pieces, bytes;
+    ssize_t writev(int fd, const struct iovec* iov, int count) override {
+      pieces.push_back(static_cast<std::size_t>(count));
+      std::size_t n = 0;
+      for (int i = 0; i < count; ++i) n += iov[i].iov_len;
+      bytes.push_back(n);
+      return FileOps::writev(fd, iov, count);
+    }
+  };
+  const auto big = pattern(1024 * 1024, 41);
+  std::vector<std::uint8_t> ones(200);
+  for (std::size_t i = 0; i < ones.size(); ++i) ones[i] = static_cast<std::uint8_t>(i);
+  NamedDataStore s;
+  add(s, "big", ByteSpan(big.data(), big.size()), 1);
+  for (std::size_t i = 0; i < ones.size(); ++i) add(s, "one." + std::to_string(i), ByteSpan(&ones[i], 1), 1);
+  const std::string path = tmp_path("batches.ptd");
+  CountingOps ops;
+  Expected<WriteStats> st = detail::write_ptd_file_with(s, FunctionMaps{}, path, no_ext(), ops);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  // Metadata (11352 bytes), 40 zeros up to the base (11392) and the first
+  // 512 KiB: one batch, over 512 KiB. The second 512 KiB: exactly 512 KiB.
+  // Then 399 pieces of 1 and 127 bytes: 256 (16384 bytes), and the last 143
+  // (9089 bytes) when the file ends.
+  CHECK(st->metadata_size == 11352);
+  CHECK(st->segment_base_offset == 11392);
+  CHECK(st->file_size == 11392 + 1024 * 1024 + 1 + 199 * 128);
+  CHECK(sizes_text(ops.pieces) == "3 1 256 143");
+  CHECK(sizes_text(ops.bytes) == "535680 524288 16384 9089");
+  CHECK(read_file(path) == serialize(s, no_ext()));
+  ::unlink(path.c_str());
+}
+
 TEST_CASE("round trip through NamedDataMap: bytes, layouts, alignment, segments, function maps") {
   const auto big = pattern(200000, 21), w = pattern(4096, 22);
   NamedDataStore s = small_store();
