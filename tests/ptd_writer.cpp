@@ -1580,17 +1580,27 @@ TEST_CASE("keys that collide under the seed and all three derived from it are re
 TEST_CASE("a failing sink stops the writer and its error is passed on") {
   class FailingSink final : public ByteSink {
    public:
+    explicit FailingSink(Error code) : code_(code) {}
     std::size_t calls = 0;
     Expected<void> write(const void*, std::size_t) override {
-      if (++calls == 3) return Expected<void>(Error::IoError, "disk on fire");
+      if (++calls == 3) return Expected<void>(code_, "disk on fire");
       return {};
     }
-  } sink;
+
+   private:
+    Error code_;
+  } sink(Error::IoError);
   Expected<WriteStats> r = write_ptd(small_store(), sink);
   CHECK(r.error() == Error::IoError);
   // Calls: metadata [0, 1024), zeros up to the 4096-aligned base, segment 0.
   CHECK(r.message() == "writing .ptd bytes [4096, 4101) to the sink failed: disk on fire");
   CHECK(sink.calls == 3);
+  // The sink's own code, whatever it is, not IoError in its place.
+  FailingSink full(Error::OutOfMemory);
+  r = write_ptd(small_store(), full);
+  CHECK(r.error() == Error::OutOfMemory);
+  CHECK(r.message() == "writing .ptd bytes [4096, 4101) to the sink failed: disk on fire");
+  CHECK(full.calls == 3);
 }
 
 TEST_CASE("a sink gets padding in pieces of at most 64 KiB of zeros, segment data in 512 KiB pieces, no empty piece") {
