@@ -714,6 +714,36 @@ TEST_CASE("serialize_ptd, write_ptd into a sink and write_ptd_file write identic
   }
 }
 
+TEST_CASE("the overloads without function maps write with the options given, not the defaults") {
+  // Without WDX1 and with segment_alignment 1, the small store's segments
+  // sit at 0, 8 (4104, a multiple of 12), 14 and 22 past the base at 4096:
+  // a file of 4,118 bytes (4,480 with segment_alignment 128).
+  const NamedDataStore s = small_store();
+  const WriteOptions o = no_ext(1);
+  const std::vector<std::uint8_t> want = serialize(s, o);
+  REQUIRE(want.size() == 4118);
+  CHECK(header(want).base == 4096);
+  const Walk w{want};
+  CHECK(w.segment_offset(1) == 8);
+  CHECK(w.segment_offset(2) == 14);
+  CHECK(w.segment_offset(3) == 22);
+  Expected<std::vector<std::uint8_t>> mem = serialize_ptd(s, o);
+  REQUIRE_MESSAGE(mem.ok(), mem.message());
+  CHECK(mem->size() == 4118);
+  CHECK(*mem == want);
+  RecordingSink sink;
+  Expected<WriteStats> st = write_ptd(s, sink, o);
+  REQUIRE_MESSAGE(st.ok(), st.message());
+  CHECK(sink.bytes == want);
+  CHECK(st->extension_size == 0);
+  const std::string path = tmp_path("options_without_maps.ptd");
+  Expected<WriteStats> fs = write_ptd_file(s, path, o);
+  REQUIRE_MESSAGE(fs.ok(), fs.message());
+  CHECK(read_file(path) == want);
+  CHECK(fs->file_size == want.size());
+  ::unlink(path.c_str());
+}
+
 TEST_CASE("validation: every error names what is wrong, and nothing is written") {
   const NamedDataStore s = small_store();
   const std::string path = tmp_path("never_written.ptd");
