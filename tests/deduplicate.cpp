@@ -1484,3 +1484,31 @@ TEST_CASE("Layout equality: two layouts that differ only in dim_order are not eq
   CHECK_FALSE(two == three);
   CHECK(three != two);
 }
+
+TEST_CASE("Layout::view is the runtime's view of the layout's own vectors; copy_of makes an owning Layout of one") {
+  const Layout nhwc = Layout::channels_last(ScalarType::Half, {1, 2, 3, 4});
+  const TensorLayout v = nhwc.view();
+  CHECK(v.scalar_type == ScalarType::Half);
+  CHECK(v.sizes.data() == nhwc.sizes.data());
+  CHECK(v.dim_order.data() == nhwc.dim_order.data());
+  CHECK(std::vector<std::int32_t>(v.sizes.begin(), v.sizes.end()) == std::vector<std::int32_t>{1, 2, 3, 4});
+  CHECK(std::vector<std::uint8_t>(v.dim_order.begin(), v.dim_order.end()) == std::vector<std::uint8_t>{0, 2, 3, 1});
+  const Layout copy = Layout::copy_of(v);
+  CHECK(copy == nhwc);
+  CHECK(copy.scalar_type == ScalarType::Half);
+  CHECK(copy.sizes == std::vector<std::int32_t>{1, 2, 3, 4});
+  CHECK(copy.dim_order == std::vector<std::uint8_t>{0, 2, 3, 1});
+  CHECK(copy.sizes.data() != nhwc.sizes.data());
+  // Rank 0: empty sizes and dim_order, both ways.
+  const Layout scalar = Layout::contiguous(ScalarType::Float, {});
+  const TensorLayout sv = scalar.view();
+  CHECK(sv.scalar_type == ScalarType::Float);
+  CHECK(sv.sizes.size() == 0);
+  CHECK(sv.dim_order.size() == 0);
+  CHECK(Layout::copy_of(sv) == scalar);
+  // Sizes and dim_order of different lengths (a layout refused for that)
+  // are viewed as they are: 2 sizes, 3 dim_order entries.
+  const Layout uneven{ScalarType::Float, {2, 3}, {0, 1, 2}};
+  CHECK(uneven.view().sizes.size() == 2);
+  CHECK(uneven.view().dim_order.size() == 3);
+}
