@@ -1512,3 +1512,16 @@ TEST_CASE("Layout::view is the runtime's view of the layout's own vectors; copy_
   CHECK(uneven.view().sizes.size() == 2);
   CHECK(uneven.view().dim_order.size() == 3);
 }
+
+TEST_CASE("Layout equality compares every dim_order entry, the first and the last") {
+  // Only an inconsistent dim_order can differ from another in one entry
+  // alone (two permutations differ in two places at least), but
+  // operator== is public, and compares what it is given.
+  const Layout a{ScalarType::Float, {2, 3}, {0, 1}};
+  const Layout last{ScalarType::Float, {2, 3}, {0, 0}};
+  const Layout first{ScalarType::Float, {2, 3}, {1, 1}};
+  CHECK_FALSE(a == last);
+  CHECK(a != last);
+  CHECK_FALSE(a == first);
+  CHECK(a != first);
+}
