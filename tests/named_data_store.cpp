@@ -200,6 +200,25 @@ TEST_CASE("same key, same bytes, a layout on one add only: LayoutMismatch says w
   CHECK(dump(u) == before);
 }
 
+TEST_CASE("same key, no bytes, layouts that differ in one size only: LayoutMismatch, store unchanged") {
+  // A zero size makes any layout describe 0 bytes, so two layouts of an
+  // empty tensor can differ in their first size alone, or their last.
+  NamedDataStore s;
+  REQUIRE(s.add_named_data("last", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {0, 3})).ok());
+  REQUIRE(s.add_named_data("first", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {3, 0})).ok());
+  const std::string before = dump(s);
+  Expected<void> r = s.add_named_data("last", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {0, 4}));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() ==
+        "key 'last' already has layout FLOAT [0, 3] dim_order [0, 1], not FLOAT [0, 4] dim_order [0, 1]");
+  CHECK(dump(s) == before);
+  r = s.add_named_data("first", ByteSpan(), 1, Layout::contiguous(ScalarType::Float, {4, 0}));
+  CHECK(r.error() == Error::LayoutMismatch);
+  CHECK(r.message() ==
+        "key 'first' already has layout FLOAT [3, 0] dim_order [0, 1], not FLOAT [4, 0] dim_order [0, 1]");
+  CHECK(dump(s) == before);
+}
+
 TEST_CASE("different keys, same bytes: one buffer, each key keeps its alignment and layout") {
   NamedDataStore s;
   const auto a = bytes(48, 5);
