@@ -2269,6 +2269,27 @@ TEST_CASE("verify through memory the caller lends: any size from 1 byte, read in
   REQUIRE(v->ok());
   const std::uint64_t through_view = REQUIRE_VALUE(segment_content_hash(v->map(), k.segment_index, Span<std::uint8_t>()));
   CHECK(through_view == want);
+  // The overloads without scratch read through their 4 KiB buffer on the
+  // stack: 4096, 4096 and 1808 bytes; verify_segments then "tail", 20 bytes.
+  using Reads = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  const Reads in_4k{{off, 4096}, {off + 4096, 4096}, {off + 8192, 1808}};
+  src.reads.clear();
+  const std::uint64_t stack_hash = REQUIRE_VALUE(segment_content_hash(*m, k.segment_index));
+  CHECK(stack_hash == want);
+  CHECK(src.reads.size() == 3);
+  CHECK(src.reads == in_4k);
+  src.reads.clear();
+  CHECK(verify_segment(*m, k.segment_index).ok());
+  CHECK(src.reads.size() == 3);
+  CHECK(src.reads == in_4k);
+  const KeyInfo tail_key = REQUIRE_VALUE(m->find("tail"));
+  const std::uint64_t tail_off = REQUIRE_VALUE(m->segment(tail_key.segment_index)).offset;
+  Reads every = in_4k;
+  every.emplace_back(tail_off, 20);
+  src.reads.clear();
+  CHECK(verify_segments(*m).ok());
+  CHECK(src.reads == every);
+  CHECK(src.reads.size() == 4);
   // A flipped byte in the last piece is found through 3-byte pieces.
   Bytes bad = good;
   bad[static_cast<std::size_t>(off + 9999)] ^= 0x40;
