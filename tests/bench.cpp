@@ -137,11 +137,15 @@ TEST_CASE("read_pass: inputs smaller than a cache line a thread, and empty ones,
   // (Sizes that are multiples of 8: see reference_sum.)
   for (std::size_t n : {std::size_t{0}, std::size_t{8}, std::size_t{104}, std::size_t{200}}) {
     const std::vector<wdedup::ByteSpan> spans = {wdedup::ByteSpan(mem.data(), n)};
-    for (unsigned threads : {2u, 3u, 7u}) {
-      CAPTURE(n);
-      CAPTURE(threads);
-      CHECK(wdedup::bench::read_pass(spans, threads) == reference_sum(spans));
-    }
+    for (unsigned threads : {2u, 3u, 7u})
+      for (unsigned streams : {1u, 2u}) {
+        // (Two streams: a share that starts at the input's end makes a
+        // cursor past the last span, which must read nothing of it.)
+        CAPTURE(n);
+        CAPTURE(threads);
+        CAPTURE(streams);
+        CHECK(wdedup::bench::read_pass(spans, threads, streams) == reference_sum(spans));
+      }
   }
 }
 
@@ -151,6 +155,43 @@ TEST_CASE("read_pass: the tail bytes of an odd-sized span are added one by one")
   CHECK(wdedup::bench::read_pass(spans, 1) == 1 + 5 + 6 + 7);
   CHECK(wdedup::bench::read_pass(spans, 1, 2) == 1 + 5 + 6 + 7);
   CHECK(wdedup::bench::read_pass({}, 2) == 0);
+}
+
+TEST_CASE("read_pass: a span of one byte, alone or between others, is read") {
+  const std::uint8_t bytes[10] = {9, 1, 0, 0, 0, 0, 0, 0, 0, 4};
+  const std::vector<wdedup::ByteSpan> spans = {wdedup::ByteSpan(bytes, 1), wdedup::ByteSpan(bytes + 1, 8),
+                                               wdedup::ByteSpan(bytes + 9, 1)};
+  for (unsigned threads : {1u, 2u})
+    for (unsigned streams : {1u, 2u}) {
+      CAPTURE(threads);
+      CAPTURE(streams);
+      CHECK(wdedup::bench::read_pass(spans, threads, streams) == 9 + 1 + 4);
+    }
+  CHECK(wdedup::bench::read_pass({wdedup::ByteSpan(bytes, 1)}, 1) == 9);
+}
+
+TEST_CASE("read_pass: shares, and two streams' halves, are cut on 64-byte boundaries") {
+  // The sum groups words from the start of each piece read, so one byte set
+  // to 1 says where its piece began: 1 << 8 * (its distance from there
+  // mod 8), or 1 where it is a tail byte.
+  std::vector<std::uint8_t> mem(1000, 0);
+  // One span of 1000 bytes, byte 501 set. One thread, two streams: the
+  // halves are [0, 448) and [448, 1000) (500 rounded down to 64), and 501 is
+  // byte 5 of the word from 496: 1 << 40. Halves cut at 500 made it 1 << 8.
+  mem[501] = 1;
+  const std::vector<wdedup::ByteSpan> one = {wdedup::ByteSpan(mem.data(), 1000)};
+  CHECK(wdedup::bench::read_pass(one, 1, 2) == std::uint64_t{1} << 40);
+  CHECK(wdedup::bench::read_pass(one, 1, 1) == std::uint64_t{1} << 40);
+  mem[501] = 0;
+  // Spans of 3 and 997 bytes, byte 321 (the second span's 318th) set. Three
+  // threads cut 1000 bytes at 320 and 640 (333 and 666 rounded down to 64):
+  // the second share's piece starts at the span's byte 317, so 318 is byte
+  // 1 of its first word: 1 << 8. Cuts at multiples of 8 alone (328 and 664)
+  // left it in the first share, byte 6 of the span's word from 312: 1 << 48.
+  mem[321] = 1;
+  const std::vector<wdedup::ByteSpan> split = {wdedup::ByteSpan(mem.data(), 3), wdedup::ByteSpan(mem.data() + 3, 997)};
+  CHECK(wdedup::bench::read_pass(split, 3, 1) == std::uint64_t{1} << 8);
+  CHECK(wdedup::bench::read_pass(split, 1, 1) == std::uint64_t{1} << 48);
 }
 
 TEST_CASE("input_spans: program order, aliases (same pointer and size) and empty tensors left out") {
@@ -207,6 +248,9 @@ TEST_CASE("dedup_threads: 0 is every core, as deduplicate() counts them; at most
   CHECK(dedup_threads(wide, 3) == 3);
   CHECK(dedup_threads(wide, kMax) == kMax);
   CHECK(dedup_threads(wide, 5000) == kMax);
+  // One thread more than kMax given, with work for it: kMax still.
+  w.add("w" + std::to_string(kMax), big);
+  CHECK(dedup_threads(wide, kMax + 1) == kMax);
   // Two 4 MiB tensors, each counting kFinishBytesPerTensor (1.5 KiB) more:
   // work for two of the 8 threads given, one per 4 MiB (kWorkPerStartedThread).
   wdedup::Program two;
