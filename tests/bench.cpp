@@ -1150,9 +1150,11 @@ struct FakeProc {
 };
 
 bool is(const wdedup::bench::MemoryLimit& got, std::uint64_t bytes, const char* source) {
-  CAPTURE(got.bytes);
-  CAPTURE(got.source);
-  return got.known() && got.bytes == bytes && std::strcmp(got.source, source) == 0;
+  const bool same = got.known() && got.bytes == bytes && std::strcmp(got.source, source) == 0;
+  // (A CAPTURE here would end with this call, before the CHECK that fails.)
+  if (!same)
+    MESSAGE("memory_limit gave " << got.bytes << " bytes from " << std::string(got.known() ? got.source : "nothing"));
+  return same;
 }
 
 const char* const kAvailable = "MemAvailable in /proc/meminfo";
@@ -1177,11 +1179,18 @@ TEST_CASE("memory_limit: the smaller of MemAvailable and the cgroup's memory lim
   CHECK_FALSE(p.limit(0).known());
   p.write(p.meminfo, kMeminfo);
   CHECK(is(limit(), kAvailableBytes, kAvailable));
+  // Nothing available is 0 bytes available, not an unread file.
+  p.write(p.meminfo, "MemTotal:       65536 kB\nMemAvailable:       0 kB\n");
+  CHECK(is(limit(), 0, kAvailable));
+  p.write(p.meminfo, kMeminfo);
   p.write(p.mountinfo, p.mount("/", "cg2", "cgroup2 cgroup2 rw,nsdelegate"));
   // A cgroup v1 line alone names no cgroup v2 ("12:memory:/a/b" is v1's,
   // and no v1 hierarchy is mounted).
   p.write(root + "/a/b/memory.max", "1048576\n");
   p.write(p.self, "12:memory:/a/b\n1:name=systemd:/a/b\n");
+  CHECK(is(limit(), kAvailableBytes, kAvailable));
+  // Nor does a line of hierarchy 1 with no controllers: v2's is "0::".
+  p.write(p.self, "1::/a/b\n");
   CHECK(is(limit(), kAvailableBytes, kAvailable));
   // The cgroup's own limit, below MemAvailable (its v1 lines around it).
   p.write(p.self, "12:memory:/x\n0::/a/b\n1:name=systemd:/x\n");
@@ -1384,10 +1393,18 @@ TEST_CASE("memory_limit: with both cgroup v1 and v2 mounted, the lower limit, na
   CHECK(is(limit(), 1048576, kLimitInBytes));
   p.write("unified/a/memory.max", "524288\n");
   CHECK(is(limit(), 524288, kMemoryMax));
+  // Equal limits: cgroup v2's, read first.
+  p.write("memory/a/memory.limit_in_bytes", "524288\n");
+  CHECK(is(limit(), 524288, kMemoryMax));
   // Each above MemAvailable: MemAvailable.
   p.write("memory/a/memory.limit_in_bytes", "1073741824\n");
   p.write("unified/a/memory.max", "1073741824\n");
   CHECK(is(limit(), kAvailableBytes, kAvailable));
+  // Nothing else known (no MemAvailable, no physical memory): cgroup v2's
+  // limit is taken as it is read, and v1's higher one does not replace it.
+  std::remove(p.meminfo.c_str());
+  p.write("unified/a/memory.max", "524288\n");
+  CHECK(is(p.limit(0), 524288, kMemoryMax));
 }
 
 TEST_CASE("memory_limit: the room a cgroup's limit leaves, less what the cgroup uses but for inactive page cache") {
@@ -1462,9 +1479,15 @@ TEST_CASE("memory_limit: a cgroup outside its namespace's root is not looked for
   p.write(p.mountinfo, p.mount("/", "ns/cg", "cgroup2 cgroup2 rw") + p.mount("/../..", "host", "cgroup2 cgroup2 rw"));
   p.write("host/user.slice/s/memory.max", "2097152\n");
   CHECK(is(p.limit(kPhysicalBytes), 2097152, kMemoryMax));
+  // The cgroup right above the namespace's root, "/..": the path ends in
+  // "..", and "<mount>/.." (here a directory whose limit says 4096) is
+  // outside the mount too.
+  p.write(p.mountinfo, p.mount("/", "ns/cg", "cgroup2 cgroup2 rw"));
+  p.write("ns/memory.max", "4096\n");
+  p.write(p.self, "0::/..\n");
+  CHECK(is(p.limit(kPhysicalBytes), kAvailableBytes, kAvailable));
   // ".." as a whole name only: "/..a" is a cgroup's name.
   p.write(p.self, "0::/..a/s\n");
-  p.write(p.mountinfo, p.mount("/", "ns/cg", "cgroup2 cgroup2 rw"));
   p.write("ns/cg/..a/s/memory.max", "3145728\n");
   CHECK(is(p.limit(kPhysicalBytes), 1048576, kMemoryMax));
 }
@@ -1510,6 +1533,26 @@ TEST_CASE("memory_limit: tab and newline escapes, an empty source, a mount point
   p.write(p.mountinfo, "34 25 0:29 / " + p.dir + "/c\\011g\\012x\\040- rw shared:1 - cgroup2  rw\n");
   p.write("c\tg\nx -/a\tb/memory.max", "1048576\n");
   CHECK(is(p.limit(kPhysicalBytes), 1048576, kMemoryMax));
+}
+
+TEST_CASE("mountinfo_path: octal escapes decoded whole inside the field only; a path longer than the room cut there") {
+  using wdedup::bench::detail::mountinfo_path;
+  char out[8];
+  const auto got = [&](std::size_t n) { return std::string(out, n); };
+  CHECK(mountinfo_path("a\\040b", 6, out, sizeof out) == 3);
+  CHECK(got(3) == "a b");
+  CHECK(mountinfo_path("\\134", 4, out, sizeof out) == 1);
+  CHECK(got(1) == "\\");
+  // The field is "\04" (its 4th byte, '0', is past its end): no escape.
+  CHECK(mountinfo_path("\\0400", 3, out, sizeof out) == 3);
+  CHECK(got(3) == "\\04");
+  // A first digit above 3 makes no byte: the kernel writes none such.
+  CHECK(mountinfo_path("\\400", 4, out, sizeof out) == 4);
+  CHECK(got(4) == "\\400");
+  // Longer than `cap` (4): `cap`, and nothing written past out[3].
+  std::memset(out, '#', sizeof out);
+  CHECK(mountinfo_path("abcdef", 6, out, 4) == 4);
+  CHECK(got(8) == "abcd####");
 }
 
 TEST_CASE("memory_limit: cgroup_dir at exactly its capacity, and the longest /proc/self/cgroup line") {
