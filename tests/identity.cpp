@@ -778,6 +778,25 @@ TEST_CASE("identity: a hint that fails or cannot apply changes nothing") {
   CHECK(r.stats.hashed == plain.stats.hashed);
 }
 
+TEST_CASE("identity: an input of exactly kRunMaxBytes is tried against its hint, one of a byte more is not") {
+  // 0 a and 1 its copy (hint 0), 64 KiB each; 2 b and 3 its copy (hint 2),
+  // a byte more. The copy of a is settled by its hint and leaves its size
+  // class (a lone a: unique by size); b and its copy are a pair of the
+  // engine's, compared directly in their first block (64 KiB), then in
+  // their last byte.
+  constexpr std::size_t kMax = wdedup::detail::identity::kRunMaxBytes;
+  const Bytes a = pattern(kMax, 31), a2 = a, b = pattern(kMax + 1, 32), b2 = b;
+  const std::vector<ByteSpan> in{{a.data(), kMax}, {a2.data(), kMax}, {b.data(), kMax + 1}, {b2.data(), kMax + 1}};
+  const Run r = run(in, 0, Xxh3Hash{}, {kNoHint, 0, kNoHint, 2});
+  CHECK(r.result == std::vector<std::uint32_t>{0, 0, 2, 2});
+  CHECK(r.stats.matched_hint == 1);
+  CHECK(r.stats.skipped_unique_size == 1);
+  CHECK(r.stats.compared_directly == 2);
+  CHECK(r.stats.hashed == 0);
+  CHECK(r.stats.byte_comparisons == 3);
+  CHECK(r.stats.bytes_compared == kMax + kMax + 1);
+}
+
 TEST_CASE("identity: hints that hint at matched hints") {
   // 0 a, 1 a (hint 0), 2 a (hint 1, itself matched), 3 b, 4 b (hint 3): the
   // results name the first of each content, whatever the chain.
