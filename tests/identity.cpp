@@ -963,6 +963,35 @@ TEST_CASE("identity: a swept class whose members differ only in the last, partia
   CHECK(c.result == want);
 }
 
+TEST_CASE("identity: two swept members that leave the leader in one step and differ in its last byte do not collide") {
+  // 300 inputs of 4 KiB, block 256 (the class is swept in steps of 256):
+  // 10 and 20 leave the leader at byte 1,300, alike, in the step [1280,
+  // 1536); 20 also differs in byte 1,535, that step's last. The step's
+  // hash, over all 256 bytes, tells them apart: no collision, nothing
+  // compared after their first difference.
+  constexpr std::size_t kSize = 4096, kBlock = 256, kN = 300;
+  const Bytes base = pattern(kSize, 17);
+  std::vector<Bytes> bufs(kN, base);
+  for (std::size_t i : {10u, 20u}) bufs[i][1300] ^= 0xC3;
+  bufs[20][1535] ^= 1;
+  const std::vector<ByteSpan> in = spans_of(bufs);
+  std::vector<std::uint32_t> want(kN, 0);
+  want[10] = 10;
+  want[20] = 20;
+  REQUIRE(brute_force(in) == want);
+  const Run r = run(in, kBlock);
+  CHECK(r.result == want);
+  CHECK(r.stats.hash_collisions == 0);
+  // Chunks: 5 x 59 with their leaders, then 4 merges; the sweep: 297
+  // members equal to the leader in all 15 steps, 10 and 20 in 5 each.
+  CHECK(r.stats.byte_comparisons == 5 * 59 + 4 + 297 * 15 + 2 * 5);
+  // Fingerprints, the chunk leaders' first blocks, the two first-difference steps.
+  CHECK(r.stats.bytes_hashed == kN * kPrefix + 5 * kBlock + 2 * kBlock);
+  const Run c = run(in, kBlock, AlwaysCollideHash{});
+  CHECK(c.result == want);
+  CHECK(c.stats.hash_collisions == 1);  // 20 against 10 (the chunks' firsts are equal)
+}
+
 TEST_CASE("identity: a swept class with families that leave the leader in the same block") {
   // 300 inputs of 4 KiB sharing block 0 (block 256, so the class of 300 is
   // swept). By i % 5: 0 equal to the leader; 1 and 2 leave it in block 5
