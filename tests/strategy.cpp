@@ -414,6 +414,52 @@ TEST_CASE("a generated key that a real tensor name already took gets a suffix") 
   CHECK(r->store.bytes_of("decode/mask").data() == literal.data());
 }
 
+TEST_CASE("a name inconsistent inside one method and consistent inside the next is qualified by partition in the first only") {
+  // x differs between prefill's partitions, and is one content in both of
+  // decode's: prefill's keys name the partition, decode's one key does not.
+  std::vector<std::uint8_t> x0 = fill(8, 1), x1 = fill(8, 2), y = fill(8, 3), y2 = y;
+  Program program;
+  Method& p = program.add_method("prefill");
+  p.add_partition().add("x", span(x0));
+  p.add_partition().add("x", span(x1));
+  Method& d = program.add_method("decode");
+  d.add_partition().add("x", span(y));
+  d.add_partition().add("x", span(y2));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(key_names(r->store) == std::vector<std::string>{"prefill/0/x", "prefill/1/x", "decode/x"});
+  CHECK(key_buffers(r->store) == std::vector<std::uint32_t>{0, 1, 2});
+  const FunctionMap& decode1 = REQUIRE_FOUND(r->functions.find("decode", 1));
+  const std::string& x_key = REQUIRE_FOUND(decode1.key_of("x"));
+  CHECK(x_key == "decode/x");
+}
+
+TEST_CASE("a generated key that another generated key took for other bytes gets a suffix") {
+  // x differs between prefill's partitions: "prefill/0/x" and
+  // "prefill/1/x". The name "0/x" is one content z in prefill and another
+  // in decode: prefill's key for it would be "prefill/0/x" too, which x's
+  // first content holds, so it is "prefill/0/x~1" (in both partitions).
+  std::vector<std::uint8_t> x0 = fill(8, 1), x1 = fill(8, 2), z = fill(12, 3), z2 = z, w = fill(12, 4);
+  Program program;
+  Method& p = program.add_method("prefill");
+  p.add_partition().add("x", span(x0)).add("0/x", span(z));
+  p.add_partition().add("x", span(x1)).add("0/x", span(z2));
+  program.add_method("decode").add_partition().add("0/x", span(w));
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  CHECK(key_names(r->store) ==
+        std::vector<std::string>{"prefill/0/x", "prefill/0/x~1", "prefill/1/x", "decode/0/x"});
+  CHECK(key_buffers(r->store) == std::vector<std::uint32_t>{0, 1, 2, 3});
+  for (std::uint32_t part = 0; part < 2; ++part) {
+    CAPTURE(part);
+    const FunctionMap& f = REQUIRE_FOUND(r->functions.find("prefill", part));
+    const std::string& z_key = REQUIRE_FOUND(f.key_of("0/x"));
+    CHECK(z_key == "prefill/0/x~1");
+  }
+  CHECK(r->store.bytes_of("prefill/0/x~1").data() == z.data());
+  CHECK(r->store.bytes_of("prefill/0/x").data() == x0.data());
+}
+
 TEST_CASE("a generated key that a real tensor name took for the same bytes and layout is shared") {
   // The literal "decode/mask" holds decode's own mask (a copy elsewhere in
   // memory): one content, one key, no "~1"; with another layout it is
