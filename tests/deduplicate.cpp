@@ -633,6 +633,26 @@ TEST_CASE("alignment: every tensor asks for 64: every key and every buffer gets 
   CHECK(s->store.buffers()[1].alignment == 64);
 }
 
+TEST_CASE("alignment: tensors of alignment 1 and then one of 16: each key and buffer keeps its own") {
+  // The first alignment seen is 1, the default: a later 16 still makes the
+  // alignments differ, so no key takes the shortcut's one alignment for all.
+  std::vector<std::uint8_t> a(8, 1), b(8, 2), c(8, 3);
+  Program program;
+  program.add_method("m").add_partition().add("a", span(a), 1).add("b", span(b), 1).add("c", span(c), 16);
+  auto r = deduplicate<Strategy<OneBlob>>(program);
+  REQUIRE(r.ok());
+  REQUIRE(r->store.key_count() == 3);
+  REQUIRE(r->store.buffer_count() == 3);
+  const char* const want[] = {"a", "b", "c"};
+  const std::uint64_t align[] = {1, 1, 16};
+  for (std::size_t k = 0; k < 3; ++k) {
+    CAPTURE(k);
+    CHECK(r->store.keys()[k].key == want[k]);
+    CHECK(r->store.keys()[k].alignment == align[k]);
+    CHECK(r->store.buffers()[k].alignment == align[k]);
+  }
+}
+
 TEST_CASE("forced collisions on 100 tensors of 64 KiB that differ only in their first line: 5 buffers, each its own") {
   // Five contents that differ only at byte 10, 20 tensors each: one group
   // for the engine, in member chunks, where no fingerprint tells them
