@@ -1854,3 +1854,32 @@ TEST_CASE("FlatbufferBuilder: started at 0, 1 or 100 bytes it grows, and builds 
     CHECK(hex(std::vector<std::uint8_t>(fb.data(), fb.data() + fb.size()), 0, 464) == hex(built, 0, 464));
   }
 }
+
+TEST_CASE("FlatbufferBuilder: a vector of 8-byte scalars is 8-aligned from the end even when empty, as flatbuffers' StartVector aligns it") {
+  // The writer's vectors hold 1- and 4-byte elements (dim_order, sizes,
+  // offsets), which the count's 4-alignment aligns too. The builder's rule
+  // is flatbuffers' own (FlatBufferBuilder::StartVector: PreAlign<uoffset_t>
+  // (len * elemsize), then PreAlign(len * elemsize, elemsize)): the
+  // elements' alignment is padded for before the count even when there are
+  // no elements, and counts in the finished buffer's alignment.
+  const std::uint64_t two[2] = {0x0102030405060708u, 0x1112131415161718u};
+  {
+    detail::FlatbufferBuilder fb;
+    fb.push_scalar(std::uint32_t{0x11223344});
+    CHECK(fb.create_scalar_vector(two, 0) == 12);
+    CHECK(fb.min_alignment() == 8);
+    REQUIRE(fb.size() == 12);
+    // count 0, 4 bytes of padding, the scalar pushed first
+    CHECK(hex(std::vector<std::uint8_t>(fb.data(), fb.data() + fb.size()), 0, 12) == "000000000000000044332211");
+  }
+  {
+    detail::FlatbufferBuilder fb;
+    fb.push_scalar(std::uint32_t{0x11223344});
+    CHECK(fb.create_scalar_vector(two, 2) == 28);
+    CHECK(fb.min_alignment() == 8);
+    REQUIRE(fb.size() == 28);
+    // count 2, the elements in order, 4 bytes of padding, the scalar
+    CHECK(hex(std::vector<std::uint8_t>(fb.data(), fb.data() + fb.size()), 0, 28) ==
+          "02000000" "0807060504030201" "1817161514131211" "00000000" "44332211");
+  }
+}
