@@ -1883,3 +1883,19 @@ TEST_CASE("FlatbufferBuilder: a vector of 8-byte scalars is 8-aligned from the e
           "02000000" "0807060504030201" "1817161514131211" "00000000" "44332211");
   }
 }
+
+TEST_CASE("FlatbufferBuilder: started at 1 byte, each growth moves every byte so far, the first pushed too") {
+  // The case above grows a builder over small_store's flatbuffer only,
+  // whose first byte pushed (the one a growth moves last, at the buffer's
+  // end) is the top byte of segment 0's 8-byte size: 0, which a growth
+  // that left it behind in the fresh zeroed buffer kept. Here every byte
+  // pushed is non-zero: 1 -> 4 bytes (nothing to move), 4 -> 8, 8 -> 16.
+  detail::FlatbufferBuilder fb(1);
+  CHECK(fb.push_scalar(std::uint32_t{0x11223344}) == 4);
+  CHECK(fb.push_scalar(std::uint32_t{0x55667788}) == 8);
+  CHECK(fb.push_scalar(std::uint64_t{0x99AABBCCDDEEFF01u}) == 16);
+  CHECK(fb.min_alignment() == 8);
+  REQUIRE(fb.size() == 16);
+  CHECK(hex(std::vector<std::uint8_t>(fb.data(), fb.data() + fb.size()), 0, 16) ==
+        "01ffeeddccbbaa99" "88776655" "44332211");
+}
