@@ -881,8 +881,9 @@ int run_demo(int argc, char** argv) {
     }
     w.emplace(std::move(generated).value());
     const wdedup::LlamaConfig& c = w->config();
-    std::printf("workload: Llama-shaped '%s' — dim %u, %u layers, vocab %u, prefill %s, decode %s, %s in memory\n\n",
-                args.model.c_str(), c.dim, c.n_layers, c.vocab_size, counted(c.prefill_partitions, "partition").c_str(),
+    std::printf("workload: Llama-shaped '%s' — dim %u, %s, vocab %u, prefill %s, decode %s, %s in memory\n\n",
+                args.model.c_str(), c.dim, counted(c.n_layers, "layer").c_str(), c.vocab_size,
+                counted(c.prefill_partitions, "partition").c_str(),
                 counted(c.decode_partitions, "partition").c_str(),
                 wdedup::detail::human_bytes(w->memory_bytes()).c_str());
   }
