@@ -6,7 +6,9 @@ JSON report is replaced whole or not at all. Every run is the tiny model."""
 import json
 import os
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -61,6 +63,8 @@ with open(os.path.join(work, "afile"), "w"):
 # before the work, not after prefill.ptd is written.
 os.makedirs(os.path.join(work, "pm3"))
 os.symlink("nowhere", os.path.join(work, "pm3", "decode.ptd"))
+# An input named as --strategy all --out g.ptd names its DISABLED store.
+shutil.copy(os.path.join(work, "good.ptd"), os.path.join(work, "g.disabled.ptd"))
 before = listing()
 
 # ---- refused before any work: exit 2, exactly this, nothing written ----------
@@ -69,6 +73,8 @@ refusals = [
     (["--layers", " 3"], "--layers needs a positive integer, got ' 3'"),
     (["--threads", "+2"], "--threads needs a non-negative integer, got '+2'"),
     (["--layers", "0"], "--layers needs a positive integer, got '0'"),
+    (["--layers", "2x"], "--layers needs a positive integer, got '2x'"),
+    (["--layers", ""], "--layers needs a positive integer, got ''"),
     # A name none of the flag's values has: the flag named with it.
     (["--model", "huge"], "--model: unknown model preset 'huge'; expected tiny, small or 1b"),
     (["--strategy", "fast"], "--strategy: unknown strategy 'fast' (positional, oneblob, disabled or all)"),
@@ -104,6 +110,15 @@ refusals = [
      "--out pm2/decode.ptd and --per-method pm2/decode.ptd name the same file: one output would replace the other"),
     (["--ptd", "good.ptd", "--out", "", "--json", "good.ptd"],
      "--json good.ptd and --ptd good.ptd name the same file: the output would replace the input"),
+    # (--strategy all: ONE_BLOB and DISABLED run whatever the inputs hold,
+    # so their stores' names are checked before the inputs are read.)
+    (["--ptd", "g.disabled.ptd", "--out", "g.ptd"],
+     "--out g.disabled.ptd and --ptd g.disabled.ptd name the same file: the output would replace the input"),
+    # The built-in workload's flags, wherever they are given.
+    (["--ptd", "good.ptd", "--decode-partitions", "2"],
+     "--ptd replaces the built-in workload: --model, --layers and --*-partitions do not apply"),
+    (["--ptd", "good.ptd", "--model", "tiny", "--out", ""],
+     "--ptd replaces the built-in workload: --model, --layers and --*-partitions do not apply"),
 ]
 # Something there that is not a regular file (a device, a FIFO): never an
 # output, in the writer's words; under --strategy all, --out /dev/null
@@ -156,7 +171,8 @@ refusals += [
 for args in (["--strategy", "positional", "--prefill-partitions", "2"],
              ["--strategy", "oneblob", "--out", "s2.ptd", "--json", "s2.ptd"],
              ["--ptd", "good.ptd", "--strategy", "disabled", "--out", "link.ptd"],
-             ["--ptd", "good.ptd", "--strategy", "oneblob", "--out", "", "--json", "good.ptd"]):
+             ["--ptd", "good.ptd", "--strategy", "oneblob", "--out", "", "--json", "good.ptd"],
+             ["--ptd", "g.disabled.ptd", "--out", "g.ptd"]):
     r = run(args)
     if r.returncode != 2 or "workload:" in r.stdout:
         problems.append(f"{args}: exit {r.returncode}, stdout {r.stdout[:120]!r}: not refused before generating")
@@ -178,13 +194,14 @@ for args, want in refusals:
 # Two counts besides the reference run's 1: a demo that dropped the flag
 # reports the same count for all three.
 every_core = min(len(os.sched_getaffinity(0)), 1024)
-for threads, want in (("0", every_core), ("3", 3)):
+for threads, want in (("0", every_core), ("3", 3), ("1024", 1024)):
     r = run(["--threads", threads, "--strategy", "oneblob", "--out", "", "--json", "threads.json"])
     said = [x["threads"] for x in json.loads(contents("threads.json"))] if r.returncode == 0 else []
     if r.returncode != 0 or said != [want]:
         problems.append(f"--threads {threads}: exit {r.returncode}, stderr {r.stderr.strip()!r}, report threads "
                         f"{said}; expected [{want}]")
-    os.remove(os.path.join(work, "threads.json"))
+    if os.path.exists(os.path.join(work, "threads.json")):
+        os.remove(os.path.join(work, "threads.json"))
 if [x["threads"] for x in json.loads(good_json)] != [1]:
     problems.append(f"--threads 1: the reference report: {good_json[:200]!r}")
 
@@ -196,6 +213,28 @@ pattern = (r"wdedup-demo: the workload's tensors need [0-9.]+ TiB of memory, mor
            r"a smaller --model or --layers fits\)")
 if r.returncode != 2 or not re.fullmatch(pattern, r.stderr.strip()) or listing() != before:
     problems.append(f"--layers 2000000000: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+
+# Accepted at the bounds the refusals above stop past: as many partitions
+# as layers, one layer (said "1 layer"), the largest --unrecorded-alignment,
+# a new --per-method DIR of one character written with its '/'.
+bounds = [
+    (["--layers", "2", "--prefill-partitions", "2", "--decode-partitions", "2", "--strategy", "positional",
+      "--out", ""],
+     "workload: Llama-shaped 'tiny' \u2014 dim 256, 2 layers, vocab 4096, prefill 2 partitions, decode 2 partitions,"),
+    (["--layers", "1", "--strategy", "oneblob", "--out", ""],
+     "workload: Llama-shaped 'tiny' \u2014 dim 256, 1 layer, vocab 4096, prefill 1 partition, decode 1 partition,"),
+    (["--ptd", "good.ptd", "--unrecorded-alignment", "4096", "--strategy", "oneblob", "--out", ""],
+     "workload: 1 .ptd file:"),
+    (["--strategy", "oneblob", "--per-method", "q/", "--out", ""], "workload: Llama-shaped 'tiny'"),
+]
+for args, head in bounds:
+    r = run(args)
+    if r.returncode != 0 or r.stderr != "" or not r.stdout.startswith(head):
+        problems.append(f"{args}: exit {r.returncode}, stderr {r.stderr.strip()!r}, stdout {r.stdout[:160]!r}; "
+                        f"expected exit 0, stdout starting {head!r}")
+q_files = sorted(os.listdir(os.path.join(work, "q"))) if os.path.isdir(os.path.join(work, "q")) else None
+if q_files != ["decode.ptd", "prefill.ptd"]:
+    problems.append(f"--per-method q/: files {q_files}")
 
 # A hard link of an input is another name: writing it renames over that name
 # and leaves the input as it was.
@@ -282,9 +321,10 @@ if r.returncode != 0 or strategies != ["POSITIONAL", "ONE_BLOB", "DISABLED"]:
     problems.append(f"--json r2.json: exit {r.returncode}, strategies {strategies}")
 
 # ---- --per-method files: refused by name before DIR is made ------------------
-# Methods merged from one-method files; a method name of 251 bytes: the second
-# file of that name is the method "<name>#2", whose file name (257 bytes) no
-# file system takes. Refused before the work, not after DIR and prefill.ptd.
+# Methods merged from one-method files; a method name of 250 bytes: the second
+# file of that name is the method "<name>#2", whose file name (256 bytes, one
+# past NAME_MAX) no file system takes. Refused before the work, not after DIR
+# and prefill.ptd.
 r = run(["--strategy", "oneblob", "--per-method", "pmsrc", "--out", ""])
 if r.returncode != 0:
     sys.exit(f"the --per-method pmsrc run failed: {r.stderr}")
@@ -318,6 +358,22 @@ if r.returncode != 1 or r.stderr.strip() != said.replace("pmlim/", "pmlim_new/")
         os.path.lexists(os.path.join(work, "pmlim_new")):
     problems.append(f"--per-method into a new DIR, its second file over the size limit: exit {r.returncode}, "
                     f"stderr {r.stderr.strip()!r}, DIR {'made' if os.path.lexists(os.path.join(work, 'pmlim_new')) else 'not made'}")
+# A limit of exactly one byte less than the prefill file (not a whole KiB,
+# as ulimit -f sets): refused alike.
+def file_limit(n):
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+    return limit
+r = run(["--ptd", "pmsrc/decode.ptd,pmsrc/prefill.ptd", "--per-method", "pmlim", "--out", ""],
+        preexec_fn=file_limit(sizes["prefill"] - 1))
+said = (f"wdedup-demo: --per-method: cannot write pmlim/prefill.ptd: the file would be {sizes['prefill']} bytes, "
+        f"more than this process's file size limit ({sizes['prefill'] - 1} bytes: RLIMIT_FSIZE, ulimit -f); "
+        f"no file written")
+if r.returncode != 1 or r.stderr.strip() != said or \
+        [contents(f"pmlim/{m}.ptd") for m in ("decode", "prefill")] != [b"old\n", b"old\n"]:
+    problems.append(f"--per-method, its second file one byte over the size limit: exit {r.returncode}, "
+                    f"stderr {r.stderr.strip()!r}")
 # The same where the two files do not fit in the free space together: on a
 # 12 MiB tmpfs of a mount namespace of its own (root, and a kernel and
 # container that allow one; else said and skipped). Twice: over two old
@@ -345,12 +401,20 @@ if os.geteuid() == 0 and subprocess.run(["unshare", "-m", "true"], stderr=subpro
                         f"stderr {r.stderr.strip()!r}")
 else:
     print("--per-method past the free space: skipped (needs root and unshare -m)")
-long_stem = "b" * 251
+long_stem = "b" * 250
 shutil.copy(os.path.join(work, "pmsrc", "decode.ptd"), os.path.join(work, long_stem + ".ptd"))
 os.makedirs(os.path.join(work, "again"))
 shutil.copy(os.path.join(work, "pmsrc", "decode.ptd"), os.path.join(work, "again", long_stem + ".ptd"))
 expect(["--ptd", f"pmsrc/prefill.ptd,{long_stem}.ptd,again/{long_stem}.ptd", "--per-method", "newpm", "--out", ""], 2,
        f"wdedup-demo: cannot write --per-method newpm/{long_stem}#2.ptd: File name too long")
+# A file "...ptd" is the method "..", which, as "." and a name holding '/',
+# the demo does not take for a file's name in DIR: refused once the import
+# names it, before DIR is made.
+shutil.copy(os.path.join(work, "pmsrc", "decode.ptd"), os.path.join(work, "...ptd"))
+expect(["--ptd", "...ptd", "--per-method", "pmdd", "--out", ""], 2,
+       "wdedup-demo: --per-method: method '..' is not usable as a file name in pmdd")
+if os.path.lexists(os.path.join(work, "pmdd")):
+    problems.append("--per-method pmdd with a method '..': pmdd was created")
 # One file given twice, under any two names, is refused: two methods of the
 # same bytes, whose weights the report would count as saved.
 os.link(os.path.join(work, long_stem + ".ptd"), os.path.join(work, "hard2.ptd"))
