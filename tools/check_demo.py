@@ -399,6 +399,23 @@ if os.geteuid() == 0 and subprocess.run(["unshare", "-m", "true"], stderr=subpro
             not said[1].endswith(" free; no file written"):
         problems.append(f"--per-method, its two files past the free space: {r.stdout[:120]!r}, "
                         f"stderr {r.stderr.strip()!r}")
+    # Room only once an old file is gone: a 20 MiB tmpfs holding an old
+    # decode.ptd of 8 MiB leaves about 12 MiB free, room for either new file
+    # (8.2 MB each) but not both. decode.ptd is written first, and the 8 MiB
+    # its old file frees make room for prefill.ptd: written, both.
+    roomy = os.path.join(work, "pmroom")
+    os.makedirs(roomy)
+    demo_room = demo_pm.replace(f"{mnt}/o", f"{roomy}/o")
+    script = (f"exec 3>&1 >/dev/null; mount -t tmpfs -o size=20m tmpfs {roomy} || exit 99; mkdir {roomy}/o; "
+              f"head -c 8388608 /dev/zero > {roomy}/o/decode.ptd; printf 'old\\n' > {roomy}/o/prefill.ptd; "
+              f"{demo_room}; echo \"rc=$?\" >&3; "
+              f"for m in decode prefill; do cmp -s {roomy}/o/$m.ptd pmsrc/$m.ptd && echo $m new >&3; done; "
+              f"ls -A {roomy}/o >&3")
+    r = subprocess.run(["unshare", "-m", "bash", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, errors="replace", timeout=120, cwd=work)
+    # (stderr holds the merge's warning that its keys are renamed, which --out '' does not write.)
+    if r.stdout != "rc=0\ndecode new\nprefill new\ndecode.ptd\nprefill.ptd\n" or "--per-method" in r.stderr:
+        problems.append(f"--per-method, room once an old file is gone: {r.stdout[:120]!r}, stderr {r.stderr.strip()!r}")
 else:
     print("--per-method past the free space: skipped (needs root and unshare -m)")
 long_stem = "b" * 250
