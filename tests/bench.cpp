@@ -1596,6 +1596,12 @@ TEST_CASE("the harness's targets: every target of what the run asks for, those n
   c.workloads = {"small-tensors", "ptd"};  // (the user's files have no target)
   c.threads = {1, 2, 4};
   CHECK(wbench::planned_targets(c, true) == 2 * 3 + 2);
+  c.references = {"fp-sha256"};  // (untargeted: deduplicate() against the read pass alone)
+  CHECK(wbench::planned_targets(c, true) == 1 * 3 + 2);
+  c.references.clear();
+  c.only = {"runtime"};
+  c.key_counts.clear();  // no store: no allocation count, get_data and load_data_into still
+  CHECK(wbench::planned_targets(c, true) == 2);
   c.once = true;  // (times nothing)
   CHECK(wbench::planned_targets(c, true) == 0);
 
@@ -1616,11 +1622,18 @@ TEST_CASE("the harness's targets: every target of what the run asks for, those n
   CHECK(wbench::targets_line(t, " (--quick)", true, false) ==
         "2 of 10 targets met (--quick), 6 not measured (interrupted)");
   CHECK(wbench::targets_line(t, "", true, true) == "2 of 10 targets met, 6 not measured (failed or interrupted)");
+  CHECK(wbench::targets_line(t, "", false, false) == "2 of 10 targets met, 6 not measured (not run)");
   // Every one measured: nothing more said; one target is one.
   const wbench::TargetCount all = wbench::count_targets(r, 4);
   CHECK(all.targets == 4);
   CHECK(all.not_measured == 0);
   CHECK(wbench::targets_line(all, "", false, false) == "2 of 4 targets met");
+  // More rows with a target than planned: each counted, none "not measured"
+  // (planned - measured would wrap around).
+  const wbench::TargetCount more = wbench::count_targets(r, 2);
+  CHECK(more.targets == 4);
+  CHECK(more.met == 2);
+  CHECK(more.not_measured == 0);
   CHECK(wbench::targets_line(wbench::count_targets(wbench::Results{}, 1), "", false, true) ==
         "0 of 1 target met, 1 not measured (failed)");
 }
