@@ -295,6 +295,38 @@ TEST_CASE("a target's bounds are met at the bound itself") {
   CHECK_FALSE(*row(1, 0.499999, within).met());
 }
 
+TEST_CASE("a target on the ratio is not met by a row without a ratio") {
+  // (The optional keeps its old value once reset: 5.0 would read as met.)
+  wbench::Row r;
+  r.ratio = 5.0;
+  r.ratio.reset();
+  r.target = wbench::Target::ratio_at_least(1.0, ">= 1x");
+  REQUIRE(r.met().has_value());
+  CHECK_FALSE(*r.met());
+}
+
+TEST_CASE("the harness's Config and Row helpers: --once runs the dedup workloads, the lookups' query count, "
+          "a row's extra figures and workload") {
+  wbench::Config c;
+  c.only = {"runtime"};
+  CHECK_FALSE(c.runs_dedup());
+  c.once = true;
+  CHECK(c.runs_dedup());
+  // max(keys, 4096) queries, at most --lookups (1 << 20 by default).
+  CHECK(wbench::lookup_queries(c, 16) == 4096);
+  CHECK(wbench::lookup_queries(c, 65536) == 65536);
+  CHECK(wbench::lookup_queries(c, 4000000) == 1u << 20);
+  c.lookups = 1000;
+  CHECK(wbench::lookup_queries(c, 65536) == 1000);
+  wbench::Row r;
+  r.name = "small tensors POSITIONAL: deduplicate";
+  r.extra = {{"threads_at_once", 2.0}, {"input_on_huge_pages", 0.25}};
+  CHECK(r.workload() == "small tensors POSITIONAL");
+  CHECK(r.extra_value("input_on_huge_pages") == 0.25);
+  CHECK(r.extra_value("threads_at_once") == 2.0);
+  CHECK_FALSE(r.extra_value("other").has_value());
+}
+
 TEST_CASE("timed_run: the CPU time is the child's user and system time, as the kernel counts them") {
   // dd reading /dev/zero spends most of its time in the kernel: a CPU time
   // without the system part would be far off the children's count.
