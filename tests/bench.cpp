@@ -913,6 +913,31 @@ TEST_CASE("the harness's steadiness: which rows are judged and unsteady") {
   CHECK(wbench::unsteady(two));
   CHECK(wbench::side_spread(two.baseline_samples) == 3.0);
   CHECK_FALSE(wbench::side_spread(two.samples).has_value());
+  // Three samples on the row's own side alone judge it too.
+  wbench::Row own;
+  own.samples = {1.0, 1.0, 1.0};
+  own.baseline_samples = {1.0, 1.0};
+  CHECK(wbench::judged(own));
+}
+
+TEST_CASE("the harness's steadiness: a SHA-256 baseline 1.5x the run's pace, either way, is on it") {
+  // "More than 1.5x faster or slower": at 1.5x itself it is not off.
+  wbench::Results run;
+  run.rows.push_back(sha_row("a", "deduplicate", 1, 1.0));
+  run.rows.push_back(sha_row("b", "deduplicate", 1, 1.0));
+  run.rows.push_back(sha_row("c", "deduplicate", 1, 1.5));
+  CHECK(*wbench::sha256_pace(run, run.rows[2]) == 1.5);
+  CHECK_FALSE(wbench::off_pace(run, run.rows[2]));
+  run.rows[0].baseline_value = run.rows[1].baseline_value = 1.5;
+  run.rows[2].baseline_value = 1.0;
+  CHECK(*wbench::sha256_pace(run, run.rows[2]) * 1.5 == 1.0);
+  CHECK_FALSE(wbench::off_pace(run, run.rows[2]));
+  CHECK(wbench::steadiness(run).off_pace.empty());
+  // Only a dedup row's SHA-256 has a pace: another group's row named so has none.
+  wbench::Row other = sha_row("d", "deduplicate", 1, 1.0);
+  other.group = "runtime";
+  run.rows.push_back(other);
+  CHECK_FALSE(wbench::sha256_pace(run, run.rows.back()).has_value());
 }
 
 TEST_CASE("the harness's steadiness: the text under the table") {
@@ -927,6 +952,25 @@ TEST_CASE("the harness's steadiness: the text under the table") {
   once.baseline_samples = {2.0};
   run.rows.push_back(once);
   CHECK(wbench::steadiness_text(run) == "steadiness not judged: no row has 3 repetitions (--reps).\n");
+  {
+    // A row timed on its baseline side alone is a timed row too.
+    wbench::Results baseline_only;
+    wbench::Row b;
+    b.baseline_samples = {2.0};
+    baseline_only.rows.push_back(b);
+    CHECK(wbench::steadiness_text(baseline_only) == "steadiness not judged: no row has 3 repetitions (--reps).\n");
+    // An unsteady row judged on its baseline alone lists that side, no comma before it.
+    b.name = "get_data";
+    b.baseline = "memcpy";
+    b.samples = {1.0, 9.0};
+    b.baseline_samples = {1.0, 3.0, 3.0};
+    baseline_only.rows[0] = b;
+    CHECK(wbench::steadiness_text(baseline_only) ==
+          "unsteady: 1 of 1 judged rows have a median over 1.5x their fastest repetition (median / fastest\n"
+          "below; rows that share a measurement are each listed): the machine set those more than the code.\n"
+          "Run again, or with more --reps.\n"
+          "  get_data: baseline memcpy 3.00x\n");
+  }
   // The build rows' repetitions are --compile-reps: the hint names the
   // flag of each kind of row timed (a run of the build group alone named
   // --reps, which does not change them).
