@@ -872,6 +872,27 @@ TEST_CASE("the harness's fingerprint + SHA-256 reference: only buffers whose len
   CHECK(collided.count.hashed_again == 0);  // (every buffer merged with its group's first)
   CHECK(collided.count.distinct == 6);
 
+  // A buffer equal to its fingerprint's first candidate stops there: the
+  // later candidate c is never reached, so not hashed again.
+  const TwoLevelRun first_match = two_level_run({in[0], in[2], in[1]});
+  CHECK(first_match.hashed == std::vector<std::vector<std::uint32_t>>{{0, 1, 2}});
+  CHECK(first_match.count.hashed_again == 0);
+  CHECK(first_match.count.bytes_hashed == 3 * 64);
+  CHECK(first_match.count.distinct == 2);
+
+  // 1000 buffers of one size, each its own first 32 bytes: 1000
+  // fingerprints (the size alone would make one), nothing hashed.
+  std::vector<std::vector<std::uint8_t>> heads(1000, std::vector<std::uint8_t>(40, 0));
+  std::vector<wdedup::ByteSpan> one_size;
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    heads[i][0] = static_cast<std::uint8_t>(i);
+    heads[i][31] = static_cast<std::uint8_t>(i >> 8);
+    one_size.emplace_back(heads[i].data(), heads[i].size());
+  }
+  const TwoLevelRun sized = two_level_run(one_size);
+  CHECK(sized.hashed.empty());
+  CHECK(sized.count.distinct == 1000);
+
   // No fingerprint repeats: nothing hashed, no call.
   const std::vector<wdedup::ByteSpan> unique = {in[0], in[3], in[4], in[5], in[7], in[8]};
   const TwoLevelRun none = two_level_run(unique);
