@@ -773,6 +773,22 @@ TEST_CASE("the harness's steadiness: SHA-256 baselines held against the run's pa
   CHECK(wbench::steadiness_text(run).rfind("SHA-256 off the run's pace: in 2 workload runs SHA-256 ran more", 0) == 0);
 }
 
+TEST_CASE("the harness's steadiness: a workload off pace at two thread counts is listed with each one's figures") {
+  wbench::Results run;
+  run.rows.push_back(sha_row("st", "deduplicate", 1, 0.5));
+  run.rows.push_back(sha_row("st", "deduplicate", 2, 0.8));
+  for (const unsigned threads : {1u, 2u}) {
+    run.rows.push_back(sha_row("a", "deduplicate", threads, threads * 1.0));
+    run.rows.push_back(sha_row("b", "deduplicate", threads, threads * 1.0));
+  }
+  CHECK(wbench::steadiness_text(run) ==
+        "SHA-256 off the run's pace: in 2 workload runs SHA-256 ran more than 1.5x faster or slower\n"
+        "than the median of the run's workloads at that thread count; the machine set their SHA-256 ratios:\n"
+        "  SHA-256 of st, 1 thr: 0.5 GB/s, 0.50x the run's median\n"
+        "  SHA-256 of st, 2 thr: 0.8 GB/s, 0.40x the run's median\n"
+        "steady: every judged row's median is within 1.5x of its fastest repetition, both sides.\n");
+}
+
 TEST_CASE("the harness's steadiness: the fingerprint + SHA-256 reference's speed is no SHA-256 pace") {
   // It hashes what the workload makes it hash (none of a buffer whose
   // fingerprint no other has), so its GB/s are no measure of the machine's
