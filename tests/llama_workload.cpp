@@ -86,6 +86,19 @@ std::size_t check_same_program(const Program& pa, const Program& pb) {
   return tensors;
 }
 
+/// The layers `tensors` hold, in order of first appearance: "0 1".
+std::string layers_in(const std::vector<Tensor>& tensors) {
+  std::string seen;
+  int last = -1;
+  for (const Tensor& t : tensors)
+    if (t.name.rfind("layers.", 0) == 0) {
+      const int layer = std::stoi(t.name.substr(7));
+      if (layer != last) seen += (seen.empty() ? "" : " ") + std::to_string(layer);
+      last = layer;
+    }
+  return seen;
+}
+
 /// The tensor named `name` among `tensors`, REQUIRE-d to be there.
 const Tensor& tensor_named(const std::vector<Tensor>& tensors, const std::string& name) {
   const auto t = std::find_if(tensors.begin(), tensors.end(), [&](const Tensor& x) { return x.name == name; });
@@ -172,18 +185,11 @@ TEST_CASE("the config's alignment and seed reach every tensor; partition p of n 
     for (std::size_t p = 0; p < method.partitions.size(); ++p) {
       CAPTURE(method.name);
       CAPTURE(p);
-      std::string seen;
-      int last = -1;
       for (const Tensor& t : method.partitions[p].tensors) {
         CAPTURE(t.name);
         CHECK(t.alignment == (t.name == "attention_mask" ? 4 : 128));
-        if (t.name.rfind("layers.", 0) == 0) {
-          const int layer = std::stoi(t.name.substr(7));
-          if (layer != last) seen += (seen.empty() ? "" : " ") + std::to_string(layer);
-          last = layer;
-        }
       }
-      CHECK(seen == layers[m][p]);
+      CHECK(layers_in(method.partitions[p].tensors) == layers[m][p]);
     }
   }
   // Seed 7: splitmix64's first word of the embedding's stream (seed 7 *
@@ -203,6 +209,30 @@ TEST_CASE("the config's alignment and seed reach every tensor; partition p of n 
   REQUIRE(d.ok());
   CHECK(first_word(*d, "tok_embeddings.weight") == 0x00fa72c1f101f2d2u);
   CHECK(first_word(*d, "layers.0.attention.rope.freqs_cos") == 0x4bc677b49f9c26fbu);
+}
+
+TEST_CASE("an uneven split: layer l of L goes to partition l * n / L, so 4 layers over 3 partitions are 0 1 / 2 / 3") {
+  // Rounded down: the first partitions take the extra layers, the last
+  // one (with norm.weight and output.weight) is never the largest.
+  LlamaConfig c = LlamaConfig::tiny();
+  REQUIRE(c.n_layers == 4);
+  c.prefill_partitions = 3;
+  c.decode_partitions = 2;
+  auto w = LlamaWorkload::generate(c);
+  REQUIRE(w.ok());
+  const Method& prefill = REQUIRE_FOUND(w->program().find_method("prefill"));
+  REQUIRE(prefill.partitions.size() == 3);
+  CHECK(layers_in(prefill.partitions[0].tensors) == "0 1");
+  CHECK(layers_in(prefill.partitions[1].tensors) == "2");
+  CHECK(layers_in(prefill.partitions[2].tensors) == "3");
+  // The mask and the embedding, 11 tensors a layer, norm and output.
+  CHECK(prefill.partitions[0].tensors.size() == 2 + 22);
+  CHECK(prefill.partitions[1].tensors.size() == 11);
+  CHECK(prefill.partitions[2].tensors.size() == 11 + 2);
+  const Method& decode = REQUIRE_FOUND(w->program().find_method("decode"));
+  REQUIRE(decode.partitions.size() == 2);
+  CHECK(layers_in(decode.partitions[0].tensors) == "0 1");
+  CHECK(layers_in(decode.partitions[1].tensors) == "2 3");
 }
 
 TEST_CASE("tensor shapes are Llama's: linear weights [out, in], tables and norms as exported") {
