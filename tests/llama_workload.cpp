@@ -343,6 +343,30 @@ TEST_CASE("generation is deterministic and configs are validated") {
   CHECK(one_b.dim == 2048);
 }
 
+TEST_CASE("problem(): each of the ten count fields is named at 0 and at 2^31, before any other rule") {
+  const std::pair<std::uint32_t LlamaConfig::*, const char*> fields[] = {
+      {&LlamaConfig::dim, "dim"},
+      {&LlamaConfig::n_layers, "n_layers"},
+      {&LlamaConfig::n_heads, "n_heads"},
+      {&LlamaConfig::n_kv_heads, "n_kv_heads"},
+      {&LlamaConfig::hidden_dim, "hidden_dim"},
+      {&LlamaConfig::vocab_size, "vocab_size"},
+      {&LlamaConfig::max_seq_len, "max_seq_len"},
+      {&LlamaConfig::prefill_len, "prefill_len"},
+      {&LlamaConfig::prefill_partitions, "prefill_partitions"},
+      {&LlamaConfig::decode_partitions, "decode_partitions"},
+  };
+  for (const auto& field : fields) {
+    const std::string name = field.second;
+    CAPTURE(name);
+    LlamaConfig c = LlamaConfig::tiny();
+    c.*field.first = 0;
+    CHECK(c.problem() == name + " is 0; it must be positive");
+    c.*field.first = 0x80000000u;
+    CHECK(c.problem() == name + " 2147483648 is more than 2147483647 (a dimension is an int32)");
+  }
+}
+
 TEST_CASE("preset() gives each preset by its name; dimension_problem() compares digits of any length with 2^31 - 1") {
   const LlamaConfig tiny = REQUIRE_VALUE(LlamaConfig::preset("tiny"));
   CHECK(tiny.dim == 256);
