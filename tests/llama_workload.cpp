@@ -169,7 +169,7 @@ TEST_CASE("partitions: layers are split evenly; OneBlob on prefill 3 / decode 2"
   CHECK(one->functions.functions[4].function_name == "decode__1");
 }
 
-TEST_CASE("the config's alignment and seed reach every tensor; partition p of n holds layers p * L / n up to (p + 1) * L / n") {
+TEST_CASE("the config's alignment and seed reach every tensor; partition p of n holds the layers l with l * n / L == p") {
   LlamaConfig c = six_layers_3_2();
   c.alignment = 128;
   c.seed = 7;
@@ -212,8 +212,9 @@ TEST_CASE("the config's alignment and seed reach every tensor; partition p of n 
 }
 
 TEST_CASE("an uneven split: layer l of L goes to partition l * n / L, so 4 layers over 3 partitions are 0 1 / 2 / 3") {
-  // Rounded down: the first partitions take the extra layers, the last
-  // one (with norm.weight and output.weight) is never the largest.
+  // l * n / L rounded down: the first partitions take the extra layers,
+  // and the last (which also holds norm.weight and output.weight) never has
+  // more layers than another.
   LlamaConfig c = LlamaConfig::tiny();
   REQUIRE(c.n_layers == 4);
   c.prefill_partitions = 3;
