@@ -1324,10 +1324,7 @@ TEST_CASE("moved segments: an offset damaged within the padding reads as a move,
   REQUIRE(n.u64(n.segment_offset(2)) == 8);
   REQUIRE(n.u64(40) == 9);  // segment_data_size
   n.set_u64(off1, 2);
-  OpenOptions allow;
-  allow.allow_moved_segments = true;
-  std::unique_ptr<Opened> o = open_bytes(bytes, allow);
-  REQUIRE(o->ok());
+  std::unique_ptr<Opened> o = open_allowing_moves(bytes);
   const NamedDataMap& m = o->map();
   CHECK(m.segments_moved());
   const DataBuffer b = REQUIRE_VALUE(m.get_data("b"));
