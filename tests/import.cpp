@@ -805,6 +805,70 @@ TEST_CASE("import: segments naming one range are each checked against their own 
   refused(c_on_a, 2);
 }
 
+TEST_CASE("import: of two changed segments out of index order, the one first in the file is named") {
+  // Two 64-byte keys in their own segments, "a" first in the file, then
+  // "b"; the flatbuffer's two segment entries swapped, with their WDX1
+  // records (content hash, alignment) and the keys' data offsets, so that
+  // segment #0 (key "a", now over the bytes past) lies after segment #1.
+  // The check goes through the file's ranges in offset order, and the
+  // first that fails is the one named: segment #1, at the lower offset.
+  NamedDataStore store;
+  const std::vector<std::uint8_t> first = pattern(64, 7), second = pattern(64, 8);
+  REQUIRE(store.add_named_data("a", ByteSpan(first.data(), first.size()), 64).ok());
+  REQUIRE(store.add_named_data("b", ByteSpan(second.data(), second.size()), 64).ok());
+  std::vector<std::uint8_t> swapped = write_or_die(store, {}, WriteOptions{});
+  std::uint64_t low = 0, high = 0;  // the two ranges' absolute offsets
+  {
+    std::unique_ptr<Opened> o = open_bytes(swapped);
+    REQUIRE(o->ok());
+    REQUIRE(o->map().segment_count() == 2);
+    low = REQUIRE_VALUE(o->map().segment(0)).offset;
+    high = REQUIRE_VALUE(o->map().segment(1)).offset;
+    CHECK(low == 512);
+    CHECK(high == 640);
+    REQUIRE(high > low);
+  }
+  Nav n{swapped};
+  const std::uint64_t e0 = n.segments() + 4, e1 = e0 + 4;  // the vector's two uoffsets, each from its own position
+  const std::uint64_t t0 = n.segment(0), t1 = n.segment(1);
+  n.set_u32(e0, static_cast<std::uint32_t>(t1 - e0));
+  n.set_u32(e1, static_cast<std::uint32_t>(t0 - e1));
+  for (std::uint64_t at = 0; at < format::segment_info::kSize; at += 8) {
+    const std::uint64_t s0 = n.u64(n.seg_info(0) + at), s1 = n.u64(n.seg_info(1) + at);
+    n.set_u64(n.seg_info(0) + at, s1);
+    n.set_u64(n.seg_info(1) + at, s0);
+  }
+  n.set_u64(n.entry(0) + format::key_entry::kDataOffset, high);
+  n.set_u64(n.entry(1) + format::key_entry::kDataOffset, low);
+  {
+    std::unique_ptr<Opened> o = open_bytes(swapped);
+    REQUIRE(o->ok());
+    CHECK(REQUIRE_VALUE(o->map().segment(0)).offset == high);
+    CHECK(REQUIRE_VALUE(o->map().segment(1)).offset == low);
+    Program program;
+    REQUIRE(add_ptd_method(program, o->map(), "m").ok());  // the records agree with the bytes
+    const std::vector<Tensor>& t = program.methods.at(0).partitions.at(0).tensors;
+    REQUIRE(t.size() == 2);
+    CHECK(t[0].name == "a");
+    CHECK(std::vector<std::uint8_t>(t[0].bytes.data(), t[0].bytes.data() + t[0].bytes.size()) == second);
+    CHECK(t[1].name == "b");
+    CHECK(std::vector<std::uint8_t>(t[1].bytes.data(), t[1].bytes.data() + t[1].bytes.size()) == first);
+  }
+  // A byte of each range flipped: segment #1, at the lower offset, named.
+  swapped.at(static_cast<std::size_t>(low) + 1) ^= 1;
+  swapped.at(static_cast<std::size_t>(high) + 1) ^= 1;
+  std::unique_ptr<Opened> o = open_bytes(swapped);
+  REQUIRE(o->ok());
+  Program program;
+  const Expected<void> e = add_ptd_method(program, o->map(), "m");
+  CHECK(e.error() == Error::MalformedSegment);
+  CHECK(e.message() == "add_ptd_method: segment #1 (64 bytes at offset " + std::to_string(low) +
+                           ") does not have the content hash the file records: its bytes (or that hash) changed "
+                           "since it was written (ImportOptions::verify_content_hashes = false takes them as they "
+                           "are)");
+  CHECK(program.methods.empty());
+}
+
 TEST_CASE("import: the content hashes are checked last: a file with a changed segment and a refused key names the key") {
   // The README ("What the import refuses"): the hash check "comes after
   // every other one" (it reads every segment, which no other refusal
