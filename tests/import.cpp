@@ -1267,6 +1267,65 @@ TEST_CASE("a method or tensor name deduplicate() could not take back: the file d
   CHECK(add_ptd_program(program, o->map()).ok());
 }
 
+TEST_CASE("add_ptd_program: a name refused is named by its function's index and its row in the function's table") {
+  // Rows are imported in key order, functions' methods made in order of
+  // first use; the names are the file's: the row's place in its table
+  // (sorted by tensor name) and the function's index among functions.
+  NamedDataStore store;
+  const std::vector<std::uint8_t> w = pattern(32, 9), x = pattern(16, 3);
+  REQUIRE(store.add_named_data("w", ByteSpan(w.data(), w.size())).ok());
+  REQUIRE(store.add_named_data("x", ByteSpan(x.data(), x.size())).ok());
+  FunctionMaps maps;
+  maps.functions.push_back({"prefill", 0, "blob", "prefill__0", {{"w", "w"}, {"x", "x"}}});
+  maps.functions.push_back({"prefill", 1, "blob", "prefill__1", {{"w", "w"}, {"x", "x"}}});
+  // Row 0 ("a") names key #1, row 1 ("tXx") key #0.
+  maps.functions.push_back({"deXcode", 0, "blob", "decode", {{"tXx", "w"}, {"a", "x"}}});
+  const std::vector<std::uint8_t> good = write_or_die(store, maps, WriteOptions{});
+  auto patched = [&](const char* from, const char* to) {
+    std::vector<std::uint8_t> b = good;
+    std::memcpy(b.data() + only_place_of(b, from, std::strlen(from)), to, std::strlen(to));
+    return b;
+  };
+  {
+    std::unique_ptr<Opened> o = open_bytes(good);
+    REQUIRE(o->ok());
+    const FunctionView f = REQUIRE_VALUE(o->map().function(2));
+    CHECK(std::string(f.method().data(), f.method().size()) == "deXcode");
+    const FunctionTensorView row = REQUIRE_VALUE(f.tensor(1));
+    CHECK(std::string(row.tensor_name.data(), row.tensor_name.size()) == "tXx");
+    CHECK(row.key_index == 0);
+    Program program;
+    REQUIRE(add_ptd_program(program, o->map()).ok());
+    REQUIRE(program.methods.size() == 2);
+    CHECK(program.methods[1].name == "deXcode");
+    // In key order: row 1 (key #0) first.
+    const std::vector<Tensor>& t = program.methods[1].partitions.at(0).tensors;
+    REQUIRE(t.size() == 2);
+    CHECK(t[0].name == "tXx");
+    CHECK(t[1].name == "a");
+  }
+  // Key #0's row, met first, is row 1 of its table: "tensor #1".
+  std::unique_ptr<Opened> t = open_bytes(patched("tXx", "t\xffx"));
+  REQUIRE(t->ok());
+  Program program;
+  Expected<void> e = add_ptd_program(program, t->map());
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_program: method 'deXcode' partition 0 tensor #1 't\\xffx' is not valid UTF-8 at "
+                       "offset 1; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader "
+                       "(flatc --json) cannot read a file holding one that is not");
+  CHECK(program.methods.empty());
+  // The method of function #2, the second method: "function #2".
+  std::unique_ptr<Opened> m = open_bytes(patched("deXcode", "de\xff" "code"));
+  REQUIRE(m->ok());
+  e = add_ptd_program(program, m->map());
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_program: function #2's method name 'de\\xffcode' is not valid UTF-8 at offset 2 "
+                       "(keys are made of method names: '<method>/<name>'); a key is a flatbuffer string, which is "
+                       "UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is "
+                       "not");
+  CHECK(program.methods.empty());
+}
+
 TEST_CASE("import: recorded alignments whose lcm no store can take import, and deduplicate() names them") {
   // A wdedup file records any alignment a key asked for, and a file may keep
   // identical bytes in separate segments (here three empty ones): 2048,
