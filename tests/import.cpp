@@ -1535,6 +1535,12 @@ TEST_CASE("PtdFiles: a path in a message is escaped as a name is, so a file's na
   REQUIRE(files.add(program, other).ok());
   REQUIRE(program.methods.size() == 2);
   CHECK(program.methods[1].name == "import_ev\x1b[31mil");
+  // Refused by the import (a method name taken): the path escaped there too.
+  e = files.add(program, other, "simple");
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == shown + ".ptd: add_ptd_method: method 'simple' is already in the program");
+  CHECK(files.size() == 2);
+  CHECK(program.methods.size() == 2);
   Expected<DedupResult> r = deduplicate<Strategy<OneBlob>>(program);
   REQUIRE_MESSAGE(r.ok(), r.message());
   e = files.check_keys_kept(r->store);
