@@ -1202,6 +1202,34 @@ TEST_CASE("import: a file wdedup wrote without its records keeps its absolute al
   CHECK(program.methods[0].partitions[0].tensors[1].alignment == 4096);
 }
 
+namespace {
+/// add_ptd_program on `tensor_file`, method "deXcode"'s tensor "tXx" (row
+/// `row` of its table) patched to "t\xffx", then on `method_file`, function
+/// #`function`'s method "deXcode" patched to "de\xffcode": both open, and
+/// both are InvalidName, naming the row or the function, no method added.
+void check_names_refused(const std::vector<std::uint8_t>& tensor_file, int row,
+                         const std::vector<std::uint8_t>& method_file, int function) {
+  const std::string not_utf8 = "a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader (flatc "
+                               "--json) cannot read a file holding one that is not";
+  std::unique_ptr<Opened> t = open_bytes(tensor_file);
+  REQUIRE(t->ok());
+  Program program;
+  Expected<void> e = add_ptd_program(program, t->map());
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_program: method 'deXcode' partition 0 tensor #" + std::to_string(row) +
+                           " 't\\xffx' is not valid UTF-8 at offset 1; " + not_utf8);
+  CHECK(program.methods.empty());
+  std::unique_ptr<Opened> m = open_bytes(method_file);
+  REQUIRE(m->ok());
+  e = add_ptd_program(program, m->map());
+  CHECK(e.error() == Error::InvalidName);
+  CHECK(e.message() == "add_ptd_program: function #" + std::to_string(function) +
+                           "'s method name 'de\\xffcode' is not valid UTF-8 at offset 2 (keys are made of method "
+                           "names: '<method>/<name>'); " + not_utf8);
+  CHECK(program.methods.empty());
+}
+}  // namespace
+
 TEST_CASE("a method or tensor name deduplicate() could not take back: the file does not open, or, a tensor name not UTF-8, does not import") {
   // The writer refuses such names; a damaged file can hold them (the import
   // fuzz target found one, which add_ptd_program then refused as
@@ -1238,28 +1266,8 @@ TEST_CASE("a method or tensor name deduplicate() could not take back: the file d
   // A tensor name that is not UTF-8 opens (function maps are wdedup's own,
   // and ExecuTorch's Python reader never decodes them), but
   // add_ptd_program refuses it, as deduplicate() would: it makes the keys
-  // from tensor names.
-  {
-    std::unique_ptr<Opened> o = open_bytes(patched("tXx", "t\xffx"));
-    REQUIRE(o->ok());
-    Program program;
-    Expected<void> e = add_ptd_program(program, o->map());
-    CHECK(e.error() == Error::InvalidName);
-    CHECK(e.message() == "add_ptd_program: method 'deXcode' partition 0 tensor #0 't\\xffx' is not valid UTF-8 at "
-                         "offset 1; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader "
-                         "(flatc --json) cannot read a file holding one that is not");
-    CHECK(program.methods.empty());
-    // A method name the same way.
-    std::unique_ptr<Opened> m = open_bytes(patched("deXcode", "de\xff" "code"));
-    REQUIRE(m->ok());
-    e = add_ptd_program(program, m->map());
-    CHECK(e.error() == Error::InvalidName);
-    CHECK(e.message() == "add_ptd_program: function #1's method name 'de\\xffcode' is not valid UTF-8 at offset 2 "
-                         "(keys are made of method names: '<method>/<name>'); a key is a flatbuffer string, which is "
-                         "UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is "
-                         "not");
-    CHECK(program.methods.empty());
-  }
+  // from tensor names. A method name the same way.
+  check_names_refused(patched("tXx", "t\xffx"), 0, patched("deXcode", "de\xff" "code"), 1);
   // Unpatched, it imports.
   std::unique_ptr<Opened> o = open_bytes(good);
   REQUIRE(o->ok());
@@ -1304,26 +1312,9 @@ TEST_CASE("add_ptd_program: a name refused is named by its function's index and 
     CHECK(t[0].name == "tXx");
     CHECK(t[1].name == "a");
   }
-  // Key #0's row, met first, is row 1 of its table: "tensor #1".
-  std::unique_ptr<Opened> t = open_bytes(patched("tXx", "t\xffx"));
-  REQUIRE(t->ok());
-  Program program;
-  Expected<void> e = add_ptd_program(program, t->map());
-  CHECK(e.error() == Error::InvalidName);
-  CHECK(e.message() == "add_ptd_program: method 'deXcode' partition 0 tensor #1 't\\xffx' is not valid UTF-8 at "
-                       "offset 1; a key is a flatbuffer string, which is UTF-8, and ExecuTorch's Python reader "
-                       "(flatc --json) cannot read a file holding one that is not");
-  CHECK(program.methods.empty());
-  // The method of function #2, the second method: "function #2".
-  std::unique_ptr<Opened> m = open_bytes(patched("deXcode", "de\xff" "code"));
-  REQUIRE(m->ok());
-  e = add_ptd_program(program, m->map());
-  CHECK(e.error() == Error::InvalidName);
-  CHECK(e.message() == "add_ptd_program: function #2's method name 'de\\xffcode' is not valid UTF-8 at offset 2 "
-                       "(keys are made of method names: '<method>/<name>'); a key is a flatbuffer string, which is "
-                       "UTF-8, and ExecuTorch's Python reader (flatc --json) cannot read a file holding one that is "
-                       "not");
-  CHECK(program.methods.empty());
+  // Key #0's row, met first, is row 1 of its table: "tensor #1"; the
+  // method of function #2, the second method: "function #2".
+  check_names_refused(patched("tXx", "t\xffx"), 1, patched("deXcode", "de\xff" "code"), 2);
 }
 
 TEST_CASE("import: recorded alignments whose lcm no store can take import, and deduplicate() names them") {
