@@ -153,3 +153,24 @@ TEST_CASE("IdIndex hashes under a seed of its own: names chosen to collide under
   auto name_of = [&](std::uint32_t id) { return ids.name(id); };
   CHECK(handed.find(probe, handed.hash(probe), name_of) == 777);
 }
+
+TEST_CASE("NameIndex: a name of 70,000 characters keeps its whole size, through the rehashes that follow it") {
+  // NameEntry holds a name's size in 32 bits: the size a name has past
+  // 2^16 is kept whole, found by its whole text, and shown whole.
+  std::string long_name(70000, 'w');
+  long_name.back() = 'z';
+  NameIndex index(0);
+  bool added = false;
+  CHECK(index.find_or_add(long_name, &added) == 0);
+  CHECK(added);
+  std::vector<std::string> others;  // kept: the index views them
+  for (std::uint32_t i = 1; i <= 100; ++i) others.push_back("n." + std::to_string(i));
+  for (std::uint32_t i = 1; i <= 100; ++i) REQUIRE(index.find_or_add(others[i - 1]) == i);  // 16 slots to 256
+  CHECK(index.name(0).size() == 70000);
+  CHECK(index.name(0).data() == long_name.data());
+  CHECK(index.find(long_name) == 0);
+  added = true;
+  CHECK(index.find_or_add(std::string(long_name), &added) == 0);  // the same text in other memory
+  CHECK_FALSE(added);
+  CHECK(index.size() == 101);
+}
