@@ -45,6 +45,18 @@ TEST_CASE("a new key with new bytes makes one buffer and one key") {
   CHECK(s.bytes_stored() == 100);
 }
 
+TEST_CASE("bytes_of: the bytes a key names, an empty span with no data pointer for a key not in the store") {
+  NamedDataStore s;
+  const auto a = bytes(16, 1), b = bytes(8, 2);
+  REQUIRE(s.add_named_data("a", span(a)).ok());
+  REQUIRE(s.add_named_data("b", span(b)).ok());
+  CHECK(s.bytes_of("b").data() == b.data());
+  CHECK(s.bytes_of("b").size() == 8);
+  CHECK(s.bytes_of("c").data() == nullptr);
+  CHECK(s.bytes_of("c").size() == 0);
+  CHECK(s.bytes_of("").data() == nullptr);
+}
+
 TEST_CASE("a moved-from store is empty and usable, by construction and by assignment") {
   const auto a = bytes(16, 1), b = bytes(16, 2), c = bytes(8, 3);
   NamedDataStore s;
