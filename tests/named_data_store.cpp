@@ -500,6 +500,12 @@ TEST_CASE("an empty key is refused") {
   CHECK(r.error() == Error::InvalidName);
   CHECK(r.message() == "empty key");
   CHECK(dump(s) == before);
+  // Refused as empty before anything else is looked at: not as "key ''"
+  // with an alignment of 0.
+  r = s.add_named_data("", span(a), 0);
+  CHECK(r.error() == Error::InvalidName);
+  CHECK(r.message() == "empty key");
+  CHECK(dump(s) == before);
 }
 
 TEST_CASE("a null data pointer with a size is refused, naming the key; with no bytes it is an empty buffer") {
