@@ -726,6 +726,27 @@ TEST_CASE("merge carries a buffer's alignment when it is above its keys' own") {
   }
 }
 
+TEST_CASE("merge into a bulk-filled store finds the bytes its buffers hold: each held once") {
+  // A store deduplicate() filled (StoreAccess) has no buffer indexes: the
+  // first add or merge into it builds them. Bytes the store holds, merged
+  // in under new keys (from other memory, or the same), share its buffers.
+  const auto a = bytes(24, 1), b = bytes(24, 2), a_copy = a;
+  NamedDataStore s;
+  detail::StoreAccess::add_key(s, "bulk.a", detail::StoreAccess::add_buffer(s, span(a), 4), 4, std::nullopt);
+  detail::StoreAccess::add_key(s, "bulk.b", detail::StoreAccess::add_buffer(s, span(b), 4), 4, std::nullopt);
+  NamedDataStore t;
+  REQUIRE(t.add_named_data("alias.a", span(a_copy), 8).ok());
+  REQUIRE(t.add_named_data("alias.b", span(b), 2).ok());
+  REQUIRE(s.merge(t).ok());
+  CHECK(s.buffer_count() == 2);
+  const StoreKey& alias_a = REQUIRE_FOUND(s.find("alias.a"));
+  CHECK(alias_a.buffer_index == 0);
+  const StoreKey& alias_b = REQUIRE_FOUND(s.find("alias.b"));
+  CHECK(alias_b.buffer_index == 1);
+  CHECK(s.buffers()[0].alignment == 8);
+  CHECK(s.buffers()[1].alignment == 4);
+}
+
 TEST_CASE("merge checks each key of the other store, even one on bytes this store already holds") {
   // A store filled through StoreAccess (the bulk path deduplicate() uses)
   // had none of add_named_data's checks. Keys on new bytes go through
