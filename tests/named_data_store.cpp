@@ -1259,6 +1259,12 @@ void sixteen_keys(NamedDataStore& s, ByteSpan a, std::optional<ByteSpan> second)
   if (second) REQUIRE(s.add_named_data("second", *second, 8).ok());
   for (int i = 0; i < (second ? 14 : 15); ++i) REQUIRE(s.add_named_data("filler" + std::to_string(i), a, 8).ok());
 }
+/// `s` afresh with key "held.<i>" over `held[i]`, each at alignment 4.
+void held_keys(NamedDataStore& s, const std::vector<std::vector<std::uint8_t>>& held) {
+  s = NamedDataStore();
+  for (std::size_t i = 0; i < held.size(); ++i)
+    REQUIRE(s.add_named_data("held." + std::to_string(i), span(held[i]), 4).ok());
+}
 }  // namespace
 
 TEST_CASE("out of memory during an add: std::bad_alloc, and the store is unchanged") {
@@ -1373,6 +1379,62 @@ TEST_CASE("out of memory while the first add into a bulk-filled store builds its
       },
       10000);
   CHECK(injected >= 5);
+}
+
+TEST_CASE("out of memory during an add or a merge into a store whose buffer indexes are full to their limit: the store is unchanged") {
+  // 16 buffers of 8 sizes, the last one of a size of its own (three of 16
+  // bytes, two each of 17 to 22, one of 23), fill every buffer index to its
+  // load limit (half its slots): the (pointer, size) index holds 16 entries
+  // in 32 slots, the size index 8 in 16, the content index 15 in 32. A 17th
+  // buffer grows the (pointer, size) index, and the size index (a new size)
+  // or the content index (the size held once: both its buffers are hashed
+  // now). 16 buffers of 16 sizes fill the table of sizes to its capacity.
+  // The add or merge makes that room before it changes anything.
+  const std::vector<std::size_t> eight_sizes = {16, 16, 16, 17, 17, 18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23};
+  std::vector<std::size_t> sixteen_sizes;
+  for (std::size_t n = 16; n < 32; ++n) sixteen_sizes.push_back(n);
+  const auto held_once_size = bytes(23, 200), new_size = bytes(40, 201);
+  struct Case {
+    const char* what;
+    const std::vector<std::size_t>* sizes;
+    ByteSpan data;
+  } cases[] = {
+      {"8 sizes held, new bytes of the size held once", &eight_sizes, span(held_once_size)},
+      {"8 sizes held, new bytes of a new size", &eight_sizes, span(new_size)},
+      {"16 sizes held, new bytes of a new size", &sixteen_sizes, span(new_size)},
+  };
+  for (const Case& k : cases) {
+    std::vector<std::vector<std::uint8_t>> held;
+    for (std::size_t i = 0; i < k.sizes->size(); ++i) held.push_back(bytes((*k.sizes)[i], static_cast<std::uint8_t>(10 * i)));
+    for (const bool merged : {false, true}) {
+      const std::string what = k.what;
+      CAPTURE(what);
+      CAPTURE(merged);
+      NamedDataStore s, t;
+      REQUIRE(t.add_named_data("new", k.data, 8).ok());
+      std::string before;
+      const long injected = wdedup_test::fail_each_allocation(
+          g_fail_countdown,
+          [&] {
+            held_keys(s, held);
+            before = dump(s);
+          },
+          [&] { (void)(merged ? s.merge(t) : s.add_named_data("new", k.data, 8)); },
+          [&] {
+            CHECK(dump(s) == before);
+            CHECK(s.find("new") == nullptr);
+          },
+          [&] {
+            CHECK(s.buffer_count() == 17);
+            CHECK(s.key_count() == 17);
+            const StoreKey& new_key = REQUIRE_FOUND(s.find("new"));
+            CHECK(new_key.buffer_index == 16);
+            CHECK(s.buffers()[16].bytes.data() == k.data.data());
+            CHECK(s.buffers()[16].alignment == 8);
+          });
+      CHECK(injected >= 3);
+    }
+  }
 }
 #endif
 
