@@ -203,6 +203,37 @@ TEST_CASE("KeyView: a string on the left of <, >, <= and >= is the left operand"
   CHECK_FALSE(k >= svhi);
 }
 
+TEST_CASE("KeyView: == and != with a string on either side are false and true for one before, after, shorter or longer") {
+  // Each mixed == and != (KeyView with std::string or std::string_view, on
+  // either side) once with an equal string and once with each that differs:
+  // "abb" before "abc", "abd" after it, its prefix "ab" and "abcd", which it
+  // is a prefix of. (Only equal strings were compared: an == that was
+  // compare() <= 0, or a != that was compare() < 0, passed.)
+  const KeyView k = "abc";
+  const std::string equal = "abc", before = "abb", after = "abd";
+  const std::string_view shorter = "ab", longer = "abcd";
+  CHECK(k == equal);
+  CHECK(equal == k);
+  CHECK_FALSE(k != equal);
+  CHECK_FALSE(equal != k);
+  CHECK_FALSE(k == before);
+  CHECK_FALSE(before == k);
+  CHECK(k != before);
+  CHECK(before != k);
+  CHECK_FALSE(k == after);
+  CHECK_FALSE(after == k);
+  CHECK(k != after);
+  CHECK(after != k);
+  CHECK_FALSE(k == shorter);
+  CHECK_FALSE(shorter == k);
+  CHECK(k != shorter);
+  CHECK(shorter != k);
+  CHECK_FALSE(k == longer);
+  CHECK_FALSE(longer == k);
+  CHECK(k != longer);
+  CHECK(longer != k);
+}
+
 TEST_CASE("KeyView: <= and >= are true for equal keys, false past them, KeyView with KeyView and with strings") {
   const KeyView a = "abc", same("abcdef", 3), b = "abd";
   CHECK(a <= same);
