@@ -2128,6 +2128,58 @@ TEST_CASE("sources: a non-blocking open refused (EWOULDBLOCK) of a path that is 
 }
 #endif
 
+#ifdef WDEDUP_TEST_PREAD_INTERPOSED
+TEST_CASE("sources: a non-blocking open refused (EWOULDBLOCK) of a directory is reported with EWOULDBLOCK, not opened again") {
+  // As the missing path above, but the path names something: a directory,
+  // which stat finds. Only a regular file is opened again, blocking (a
+  // blocking open of a FIFO would wait for a writer): the open's failure is
+  // reported, "open failed (at = errno)" at EWOULDBLOCK (11), after the one
+  // call, not "not a regular file but a directory" after a second.
+  for (const int via : {0, 1}) {
+    CAPTURE(via);
+    g_open_calls = 0;
+    g_open_ewouldblock = 1;
+    const Failure f = via == 0 ? MmapSource::open(WDEDUP_TEST_TMPDIR).failure()
+                               : FileSource::open(WDEDUP_TEST_TMPDIR).failure();
+    g_open_ewouldblock = 0;
+    CHECK(g_open_calls == 1);
+    g_open_calls = 0;
+    CHECK(f.code == Error::IoError);
+    CHECK(std::string(f.what) == "open failed (at = errno)");
+    CHECK(f.at == EWOULDBLOCK);
+  }
+}
+
+TEST_CASE("FileSource: a regular file refused a non-blocking open (EWOULDBLOCK) is opened again, close-on-exec and blocking") {
+  // The blocking open made after EWOULDBLOCK (a write lease held) gives the
+  // descriptor the source keeps: close-on-exec like the first open's, and
+  // without O_NONBLOCK. Two opens, and the file's 896 bytes read through it.
+  const std::string simple = fixture("simple.ptd");
+  g_open_calls = 0;
+  g_open_ewouldblock = 1;
+  Result<FileSource> f = FileSource::open(simple.c_str());
+  g_open_ewouldblock = 0;
+  CHECK(g_open_calls == 2);
+  g_open_calls = 0;
+  REQUIRE(f.ok());
+  CHECK(f->size() == 896);
+  CHECK((::fcntl(f->fd(), F_GETFD) & FD_CLOEXEC) != 0);
+  CHECK((::fcntl(f->fd(), F_GETFL) & O_NONBLOCK) == 0);
+  std::uint8_t head[8] = {};
+  REQUIRE(f->read(0, head, sizeof head).ok());
+  CHECK(std::memcmp(head + 4, "FT01", 4) == 0);
+}
+#endif
+
+TEST_CASE("FileSource: the descriptor it opens from a path is close-on-exec, as from_fd's duplicate is") {
+  // A child that execs must not inherit the model file's descriptor.
+  Result<FileSource> src = FileSource::open(fixture("simple.ptd").c_str());
+  REQUIRE(src.ok());
+  const int fd_flags = ::fcntl(src->fd(), F_GETFD);
+  REQUIRE(fd_flags >= 0);
+  CHECK((fd_flags & FD_CLOEXEC) != 0);
+}
+
 TEST_CASE("FileSource: the descriptor is left blocking once the file is known to be regular") {
   // Opened O_NONBLOCK so that a FIFO cannot hang the open; a FUSE file
   // system would pass the flag on to reads, which could then fail with EAGAIN.
