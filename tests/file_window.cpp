@@ -597,3 +597,40 @@ TEST_CASE("a mapped window goes whole: the pages before the window too, when des
   }
   CHECK(mappings_of(b) == 0);
 }
+
+TEST_CASE("an MmapSource or FileSource moved onto itself keeps its window, its mapping or descriptor and its number") {
+  // A self-move (through a reference, as a swap or a container's shuffle
+  // makes one) leaves the source as it was: an assignment that let its own
+  // resource go first would unmap the window, or close the descriptor, and
+  // then take the emptied one.
+  const std::vector<std::uint8_t> file = wdedup_file_bytes();
+  const std::string container = write_container("window_self_move.bin", file, 4096 + 8);
+  const FileWindow window{4096 + 8, file.size()};
+
+  Result<MmapSource> m = MmapSource::open(container.c_str(), window);
+  REQUIRE(m.ok());
+  const std::uint8_t* const data = m->data();
+  const std::uint64_t mapped_instance = m->instance();
+  MmapSource& same_mapping = *m;
+  *m = std::move(same_mapping);
+  CHECK(m->size() == file.size());
+  CHECK(m->data() == data);
+  CHECK(m->instance() == mapped_instance);
+  CHECK(mappings_of(container) == 1);
+  REQUIRE(m->size() == file.size());
+  CHECK(std::memcmp(m->data(), file.data(), file.size()) == 0);
+
+  Result<FileSource> f = FileSource::open(container.c_str(), window);
+  REQUIRE(f.ok());
+  const int fd = f->fd();
+  const std::uint64_t read_instance = f->instance();
+  FileSource& same_file = *f;
+  *f = std::move(same_file);
+  CHECK(f->fd() == fd);
+  CHECK(f->size() == file.size());
+  CHECK(f->window_offset() == 4096 + 8);
+  CHECK(f->instance() == read_instance);
+  std::vector<std::uint8_t> buf(file.size(), 0);
+  REQUIRE(f->read(0, buf.data(), buf.size()).ok());
+  CHECK(buf == file);
+}
