@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -633,4 +634,50 @@ TEST_CASE("an MmapSource or FileSource moved onto itself keeps its window, its m
   std::vector<std::uint8_t> buf(file.size(), 0);
   REQUIRE(f->read(0, buf.data(), buf.size()).ok());
   CHECK(buf == file);
+}
+
+TEST_CASE("a descriptor that cannot be duplicated (no descriptor free: EMFILE) is refused by the pread sources, leaving nothing open") {
+  // FileSource::from_fd reads through a duplicate of its own: with every
+  // descriptor below the limit in use, fcntl(F_DUPFD_CLOEXEC) fails, and
+  // FileSource, PreadFile and metadata_size_from_fd name it, errno EMFILE
+  // (24). The mappings need no descriptor: MmapSource::from_fd maps.
+  const std::string path = wdedup_file_path();
+  const Fd mine(path, O_RDONLY);
+  REQUIRE(mine.fd >= 0);
+  AlignedBytes memory(1 << 16, 8);
+  rlimit before{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &before) == 0);
+  const std::size_t fds = open_fds();
+  rlimit low = before;
+  low.rlim_cur = static_cast<rlim_t>(fds + 8);  // room for the dups below, then none
+  REQUIRE(low.rlim_cur <= before.rlim_max);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::vector<int> fill;
+  fill.reserve(16);
+  int dup_errno = 0;
+  for (;;) {
+    const int d = ::fcntl(mine.fd, F_DUPFD_CLOEXEC, 0);
+    if (d < 0) {
+      dup_errno = errno;
+      break;
+    }
+    fill.push_back(d);
+  }
+  std::vector<Failure> failures;
+  failures.push_back(FileSource::from_fd(mine.fd).failure());
+  failures.push_back(PreadFile::from_fd(mine.fd, memory.span()).failure());
+  failures.push_back(PreadFile::metadata_size_from_fd(mine.fd).failure());
+  Result<MmapSource> mapped = MmapSource::from_fd(mine.fd);
+  for (const int d : fill) ::close(d);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &before) == 0);
+  REQUIRE(dup_errno == EMFILE);
+  REQUIRE(!fill.empty());
+  for (const Failure& f : failures) {
+    CHECK(f.code == Error::IoError);
+    CHECK(std::string(f.what) == "fcntl(F_DUPFD_CLOEXEC) failed (at = errno)");
+    CHECK(failure_errno(f) == EMFILE);
+  }
+  REQUIRE(mapped.ok());
+  CHECK(mapped->size() == wdedup_file_bytes().size());
+  CHECK(open_fds() == fds);
 }
