@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -173,6 +174,34 @@ TEST_CASE("an offset past what off_t holds is refused by the pread call (EOVERFL
   CHECK(wdedup::detail::file_pread(fd, &b, 1, std::uint64_t{1} << 62) == 0);
   CHECK(wdedup::detail::file_pread(fd, &b, 1, 15) == 1);
   CHECK(b == 7);
+  CHECK(::close(fd) == 0);
+  CHECK(::unlink(path.c_str()) == 0);
+}
+
+TEST_CASE("an offset past what off_t holds is refused by the mmap call (EOVERFLOW), not passed on") {
+  // The same bound in detail::file_mmap: 2^64 - 1 is refused there,
+  // EOVERFLOW, where the kernel, handed it, would refuse an offset that is
+  // not page-aligned (EINVAL); 2^63 is refused there (the kernel would say
+  // EOVERFLOW too). 2^63 - 1 is passed on, and the kernel refuses it as not
+  // page-aligned (EINVAL). 0 maps the file's bytes. (MmapSource asks only
+  // within a file whose size an off_t held.)
+  const std::string path = std::string(WDEDUP_TEST_TMPDIR) + "/large_file_mmap_off_t_" + std::to_string(8 * sizeof(void*)) + ".bin";
+  REQUIRE(wdedup_test::write_file(path, std::vector<std::uint8_t>(16, 7)));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  for (const std::uint64_t past : {std::uint64_t{1} << 63, ~std::uint64_t{0}}) {
+    CAPTURE(past);
+    errno = 0;
+    CHECK(wdedup::detail::file_mmap(4096, fd, past) == MAP_FAILED);
+    CHECK(errno == EOVERFLOW);
+  }
+  errno = 0;
+  CHECK(wdedup::detail::file_mmap(4096, fd, (std::uint64_t{1} << 63) - 1) == MAP_FAILED);
+  CHECK(errno == EINVAL);
+  void* const p = wdedup::detail::file_mmap(16, fd, 0);
+  REQUIRE(p != MAP_FAILED);
+  CHECK(std::memcmp(p, std::vector<std::uint8_t>(16, 7).data(), 16) == 0);
+  CHECK(::munmap(p, 16) == 0);
   CHECK(::close(fd) == 0);
   CHECK(::unlink(path.c_str()) == 0);
 }
