@@ -681,3 +681,24 @@ TEST_CASE("a descriptor that cannot be duplicated (no descriptor free: EMFILE) i
   CHECK(mapped->size() == wdedup_file_bytes().size());
   CHECK(open_fds() == fds);
 }
+
+TEST_CASE("a FileSource read whose offset + size wraps past 2^64 is refused as past its end, reading nothing") {
+  // offset 1 and size 2^64 - 1 add up to 0 modulo 2^64: the check must not
+  // add them. Refused "read past the end of the file" at 1, in the whole
+  // file and in a window of a container, and the buffer (room for all the
+  // container: a read let through goes on to the file's end) left as it was.
+  const std::vector<std::uint8_t> file = wdedup_file_bytes();
+  const std::string container = write_container("window_wraps.bin", file, 4096 + 8);
+  const std::size_t room = 4096 + 8 + file.size() + 4096;
+  for (const FileWindow window : {FileWindow{}, FileWindow{4096 + 8, file.size()}}) {
+    CAPTURE(window.offset);
+    Result<FileSource> f = FileSource::open(container.c_str(), window);
+    REQUIRE(f.ok());
+    std::vector<std::uint8_t> buf(room, 0xCD);
+    const Status st = f->read(1, buf.data(), ~std::uint64_t{0});
+    CHECK(st.error() == Error::Truncated);
+    CHECK(std::string(st.failure().what) == "read past the end of the file");
+    CHECK(st.failure().at == 1);
+    CHECK(buf == std::vector<std::uint8_t>(room, 0xCD));
+  }
+}
