@@ -216,22 +216,16 @@ TEST_CASE("KeyView: == and != with a string on either side are false and true fo
   CHECK(equal == k);
   CHECK_FALSE(k != equal);
   CHECK_FALSE(equal != k);
-  CHECK_FALSE(k == before);
-  CHECK_FALSE(before == k);
-  CHECK(k != before);
-  CHECK(before != k);
-  CHECK_FALSE(k == after);
-  CHECK_FALSE(after == k);
-  CHECK(k != after);
-  CHECK(after != k);
-  CHECK_FALSE(k == shorter);
-  CHECK_FALSE(shorter == k);
-  CHECK(k != shorter);
-  CHECK(shorter != k);
-  CHECK_FALSE(k == longer);
-  CHECK_FALSE(longer == k);
-  CHECK(k != longer);
-  CHECK(longer != k);
+  const auto differs = [&k](const auto& other) {
+    CHECK_FALSE(k == other);
+    CHECK_FALSE(other == k);
+    CHECK(k != other);
+    CHECK(other != k);
+  };
+  differs(before);
+  differs(after);
+  differs(shorter);
+  differs(longer);
 }
 
 TEST_CASE("KeyView: <= and >= are true for equal keys, false past them, KeyView with KeyView and with strings") {

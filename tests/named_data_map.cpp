@@ -2105,6 +2105,26 @@ TEST_CASE("sources: an mmap that fails is IoError with its errno in at, and leav
 #endif
 
 #ifdef WDEDUP_TEST_PREAD_INTERPOSED
+namespace {
+/// Opens `path` by MmapSource and by FileSource with the first open failing
+/// EWOULDBLOCK: each is IoError "open failed (at = errno)" at EWOULDBLOCK
+/// (11) after that one call, no second (blocking) open made.
+void check_ewouldblock_reported(const std::string& path) {
+  for (const int via : {0, 1}) {
+    CAPTURE(via);
+    g_open_calls = 0;
+    g_open_ewouldblock = 1;
+    const Failure f = via == 0 ? MmapSource::open(path.c_str()).failure() : FileSource::open(path.c_str()).failure();
+    g_open_ewouldblock = 0;
+    CHECK(g_open_calls == 1);
+    g_open_calls = 0;
+    CHECK(f.code == Error::IoError);
+    CHECK(std::string(f.what) == "open failed (at = errno)");
+    CHECK(f.at == EWOULDBLOCK);
+  }
+}
+}  // namespace
+
 TEST_CASE("sources: a non-blocking open refused (EWOULDBLOCK) of a path that is no regular file is reported with EWOULDBLOCK") {
   // The first open fails with EWOULDBLOCK, as under another holder's write
   // lease; the path is then looked at (stat) to open a regular file again,
@@ -2113,18 +2133,7 @@ TEST_CASE("sources: a non-blocking open refused (EWOULDBLOCK) of a path that is 
   // not stat's errno, and no second open is made.
   const std::string missing = std::string(WDEDUP_TEST_TMPDIR) + "/runtime_leased_gone.ptd";
   ::unlink(missing.c_str());
-  for (const int via : {0, 1}) {
-    CAPTURE(via);
-    g_open_calls = 0;
-    g_open_ewouldblock = 1;
-    const Failure f = via == 0 ? MmapSource::open(missing.c_str()).failure() : FileSource::open(missing.c_str()).failure();
-    g_open_ewouldblock = 0;
-    CHECK(g_open_calls == 1);
-    g_open_calls = 0;
-    CHECK(f.code == Error::IoError);
-    CHECK(std::string(f.what) == "open failed (at = errno)");
-    CHECK(f.at == EWOULDBLOCK);
-  }
+  check_ewouldblock_reported(missing);
 }
 #endif
 
@@ -2135,19 +2144,7 @@ TEST_CASE("sources: a non-blocking open refused (EWOULDBLOCK) of a directory is 
   // blocking open of a FIFO would wait for a writer): the open's failure is
   // reported, "open failed (at = errno)" at EWOULDBLOCK (11), after the one
   // call, not "not a regular file but a directory" after a second.
-  for (const int via : {0, 1}) {
-    CAPTURE(via);
-    g_open_calls = 0;
-    g_open_ewouldblock = 1;
-    const Failure f = via == 0 ? MmapSource::open(WDEDUP_TEST_TMPDIR).failure()
-                               : FileSource::open(WDEDUP_TEST_TMPDIR).failure();
-    g_open_ewouldblock = 0;
-    CHECK(g_open_calls == 1);
-    g_open_calls = 0;
-    CHECK(f.code == Error::IoError);
-    CHECK(std::string(f.what) == "open failed (at = errno)");
-    CHECK(f.at == EWOULDBLOCK);
-  }
+  check_ewouldblock_reported(WDEDUP_TEST_TMPDIR);
 }
 
 TEST_CASE("FileSource: a regular file refused a non-blocking open (EWOULDBLOCK) is opened again, close-on-exec and blocking") {
