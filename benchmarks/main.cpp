@@ -927,7 +927,7 @@ std::string fmt_value(double v, const std::string& unit) {
   char buf[64];
   if (unit.empty()) {
     std::snprintf(buf, sizeof buf, "%.4g", v);
-  } else if (unit == "allocs" || unit == "keys") {
+  } else if (unit == "allocs") {  // a count: "3 allocs", not "3.00 allocs"
     std::snprintf(buf, sizeof buf, "%.0f %s", v, unit.c_str());
   } else {
     const double a = std::fabs(v);
