@@ -630,6 +630,27 @@ fp_hashed = sorted((r["threads"], r["extra"].get("buffers_hashed_by_baseline"),
 if fp_hashed != [(1, 8, 0, 1888), (2, 8, 0, 1888)]:
     problems.append(f"fp+SHA-256 ref rows' (threads, buffers hashed, hashed again, bytes hashed) {fp_hashed}, "
                     "expected (1, 8, 0, 1888) and (2, 8, 0, 1888)")
+# What the engine read of these files: aliases.ptd's 4 ranges against its
+# copy's (944 bytes a side) and 192 bytes hashed, of 2281: 91% of them (both
+# sides of each comparison), so no line under the table says it read little.
+engine_read = sorted((r["threads"], r["extra"].get("bytes_examined"), r["extra"].get("bytes_hashed"),
+                      r["extra"].get("bytes_compared")) for r in rows
+                     if r["name"] == "ptd files POSITIONAL: identity engine" and r["baseline"] == "read pass")
+if engine_read != [(1, 2281, 192, 944), (2, 2281, 192, 944)] or " reads about " in ptd.stdout:
+    problems.append(f"identity-engine rows' (threads, bytes examined, hashed, compared) {engine_read}, expected "
+                    "(1, 2281, 192, 944) and (2, ...); a line says it reads little: "
+                    f"{' reads about ' in ptd.stdout}")
+# many_keys.ptd alone: 183,243 of its 424,278 bytes hashed, none compared
+# (43%, under half): the line says so, with the share.
+mk = subprocess.run([exe, "--quick", "--only", "dedup", "--threads", "1", "--reps", "1", "--no-progress", "--ptd",
+                     os.path.join(fixtures, "many_keys.ptd"), "--json", ptd_path, "--tmpdir", outdir],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+want = ("ptd files POSITIONAL: deduplicate() reads about 43% of the 424278 bytes its rows are timed on: a tensor "
+        "whose size no other has is settled unread (an input already deduplicated, or one method alone), so its "
+        "GB/s and ratios are no speed of comparing.")
+said = [l for l in mk.stdout.splitlines() if " reads about " in l]
+if mk.returncode != 0 or said != [want]:
+    problems.append(f"--ptd many_keys.ptd: exit {mk.returncode}, lines {said!r}, expected [{want!r}]")
 if any("target" in r for r in rows):
     problems.append("a user's workload got a target")
 # Each row's note says which files' methods it timed.
@@ -723,6 +744,19 @@ if make_seeds:
     if r.returncode != 2 or r.stderr.strip() != want or r.stdout:
         problems.append(f"--ptd a file deduplicate() refuses: exit {r.returncode}, stderr {r.stderr.strip()!r}, "
                         f"stdout {r.stdout[:80]!r}; expected 2, {want!r} and nothing run")
+    # Except under --once (scripts/profile.sh): a profile holds the
+    # workload's one deduplicate(), and that call reports the refusal as the
+    # run's failure (exit 1; nothing timed, no JSON written).
+    r = subprocess.run([exe, "--quick", "--once", "--no-progress", "--ptd", lcm, "--json", ptd_path, "--tmpdir",
+                        outdir], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    want = ("wdedup-bench: FAILURE: deduplicate failed: method 'alignment_lcm_overflow' partition 0 tensor 'c': lcm of "
+            "alignments 4192256 and 2045 exceeds 4294967296: key 'c' shares its bytes with keys whose alignments' lcm "
+            "is 4192256")
+    tail = r.stdout.splitlines()[-2:]
+    if r.returncode != 1 or r.stderr.strip() != want or tail != ["--once: nothing timed",
+                                                                 f"no JSON written: {ptd_path} left as it was"]:
+        problems.append(f"--once --ptd a file deduplicate() refuses: exit {r.returncode}, stderr "
+                        f"{r.stderr.strip()!r}, last lines {tail!r}; expected 1, {want!r}, the call run and reported")
 # The JSON never goes over an input, itself or through a symbolic link: it
 # would replace the user's weights. A hard link's other name is another
 # name: the results replace that name, and the input keeps its bytes.
