@@ -78,6 +78,19 @@ TEST_CASE("threads_worth_starting: one thread per 4 MiB of work, at least one, a
   CHECK(detail::threads_worth_starting(huge, 1, 8) == 8);
 }
 
+TEST_CASE("threads_worth_starting: a per-tensor share past the threads given is those threads, never more") {
+  // 2 * 4096 tensors of 1 byte: 8192 * 1536 = 12,582,912 bytes of work
+  // before any tensor's bytes, 3 threads' worth on its own (12 MiB). Given
+  // 2, that share already passes their 8 MiB: 2, with no size read (the
+  // work left, 8 MiB less 12 MiB, would wrap). Given 3 it is exactly their
+  // 12 MiB: 3. Given 4 or 1024 the bytes count too, 12,591,104: 3.
+  const Twin wide(4096, 1);
+  CHECK(detail::threads_worth_starting(wide.program, 8192, 2) == 2);
+  CHECK(detail::threads_worth_starting(wide.program, 8192, 3) == 3);
+  CHECK(detail::threads_worth_starting(wide.program, 8192, 4) == 3);
+  CHECK(detail::threads_worth_starting(wide.program, 8192, 1024) == 3);
+}
+
 TEST_CASE("a small program starts no thread, however many it is given") {
   // Until 2026-12-01 every call started all of them: 1023 threads for 20
   // tensors of 1 KiB at threads = 1024 (22 ms against 5.5 us on one).
