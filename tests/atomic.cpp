@@ -106,3 +106,41 @@ TEST_CASE("Atomic: threads that share a counter count every increment, and claim
   }
   CHECK(once == kTickets);
 }
+
+TEST_CASE("Atomic: a release store, fetch_add or compare_exchange publishes the plain writes before it to an acquire load") {
+  // The orders reach the operation. Under ThreadSanitizer (scripts/test.sh's
+  // tsan runs this) an acquire load, or a release store or compare-exchange,
+  // dropped to relaxed leaves a plain read below racing with its write, and
+  // it reports the race. Each reader waits for its flag, so the values read
+  // are those written.
+  int stored = 0, added = 0, exchanged = 0;  // plain ints, published by the atomics
+  Atomic<bool> ready{false};
+  Atomic<std::size_t> count{0};
+  Atomic<int> state{0};
+  std::thread writer([&] {
+    stored = 41;
+    ready.store(true, Order::release);
+    added = 42;
+    count.fetch_add(1, Order::acq_rel);
+    exchanged = 43;
+    int expected = 0;
+    while (!state.compare_exchange_weak(expected, 1, Order::acq_rel, Order::relaxed)) expected = 0;
+  });
+  while (!ready.load(Order::acquire)) std::this_thread::yield();
+  const int seen_stored = stored;
+  while (count.load(Order::acquire) != 1) std::this_thread::yield();
+  const int seen_added = added;
+  int one = 1;
+  while (!state.compare_exchange_strong(one, 2, Order::acquire, Order::relaxed)) {
+    REQUIRE(one == 0);
+    one = 1;
+    std::this_thread::yield();
+  }
+  const int seen_exchanged = exchanged;
+  writer.join();
+  CHECK(seen_stored == 41);
+  CHECK(seen_added == 42);
+  CHECK(seen_exchanged == 43);
+  CHECK(count.load(Order::relaxed) == 1);
+  CHECK(state.load(Order::relaxed) == 2);
+}
