@@ -1217,6 +1217,15 @@ TEST_CASE("quote_name escapes only the characters its ranges name: the ones eith
   // The isolates' last two bytes after another second byte: U+20A6 and
   // U+20A9, the naira and won signs (E2 82 A6, E2 82 A9), are text.
   CHECK(detail::quote_name("\xe2\x82\xa6" "5\xe2\x82\xa9") == "'\xe2\x82\xa6" "5\xe2\x82\xa9'");
+  // Their last two bytes after another lead byte: U+3068, the hiragana to
+  // (E3 81 A8), and U+300E, a white corner bracket (E3 80 8E), are text.
+  CHECK(detail::quote_name("\xe3\x81\xa8\xe3\x80\x8e") == "'\xe3\x81\xa8\xe3\x80\x8e'");
+  // U+061B, the Arabic semicolon (D8 9B), and U+061D (D8 9D), either side
+  // of the letter mark U+061C (D8 9C), are copied.
+  CHECK(detail::quote_name("\xd8\x9b\xd8\x9d") == "'\xd8\x9b\xd8\x9d'");
+  // The C0 controls end at 0x1F and DEL (0x7F) is one byte: the space and
+  // the tilde next to them are copied.
+  CHECK(detail::quote_name("\x1f \x7e\x7f") == "'\\x1f ~\\x7f'");
 }
 
 TEST_CASE("a runtime Failure in a message: a failed system call by its reason, anything else by its offset") {
