@@ -211,6 +211,8 @@ refusals = [
     (["--reps", "-1"], "--reps needs a positive integer, got '-1'"),
     (["--threads", "-2"], "--threads needs positive integers separated by commas, got '-2'"),
     (["--reps", "-x"], "--reps needs a value, got the option '-x' (a path starting with '-' is written ./-x)"),
+    # A '-' alone is no negative number: an option, as for a path flag.
+    (["--reps", "-"], "--reps needs a value, got the option '-' (a path starting with '-' is written ./-)"),
     (["--json", ""], "--json needs a file, got ''"),
     (["--keys", "16,256,16"], "--keys 16,256,16 gives 16 twice"),
     (["--threads", "2,1,2"], "--threads 2,1,2 gives 2 twice"),
@@ -283,6 +285,12 @@ refusals = [
     (["--ptd", "a.ptd,"], "--ptd a.ptd, has an empty item (a stray comma)"),
     (["--threads", "1,2,"], "--threads needs positive integers separated by commas, got '1,2,'"),
     (["--adversarial", "10,100"], "--adversarial 10,100: BYTES must be at least 4096 (two shared KiB and more)"),
+    # Two numbers, no more: a third was taken as nothing.
+    (["--adversarial", "256,65536,1"], "--adversarial needs COUNT,BYTES"),
+    # Workload 'ptd' and --ptd come together: either alone is refused, not
+    # run as a workload of no files or files no workload times.
+    (["--workloads", "ptd"], "workload 'ptd' needs --ptd FILE[,FILE...]"),
+    (["--workloads", "adversarial", "--ptd", "nope.ptd"], "--ptd gives files, but --workloads does not name 'ptd'"),
     # Sizes whose product wraps (this allocated 4 KiB and wrote past it) or
     # that no machine holds: refused before anything runs.
     (["--only", "dedup", "--workloads", "small-tensors", "--small-tensors", "4503599627370498"],
@@ -807,6 +815,9 @@ else:
         problems.append(f"the JSON's command {spaced['command']!r} does not split back into its words")
     if f"--json '{outdir}/bench args it'\\''s.json'" not in spaced["command"]:
         problems.append(f"the JSON's command {spaced['command']!r}: the --json path not single-quoted")
+    # Words of the plain characters alone, a comma's list included, stay bare.
+    if " --keys 16 --threads 1,2 --input-pages small --no-progress --json '" not in spaced["command"]:
+        problems.append(f"the JSON's command {spaced['command']!r}: a word of plain characters quoted")
 
 # ---- a flag given twice: the last wins ------------------------------------------
 # (But --ptd, which adds its files: bench_quick.) Each first value here would
@@ -908,6 +919,16 @@ want = ("Llama 'tiny' (dim 256, 4 layers, hidden dim 1024, 4 heads, 1 kv heads, 
 if r.returncode != 0:
     problems.append(f"--hidden-dim 1024 --heads 4 --kv-heads 1 --max-seq-len 64: exit {r.returncode}: {r.stderr}")
 else:
+    # Its second line: the date, the cores (the usable ones named only where
+    # the CPU affinity leaves fewer), and each shape flag given.
+    cores = f"{os.cpu_count()} cores"
+    if len(usable_now) < os.cpu_count():
+        cores += f", {len(usable_now)} of them usable here (the CPU affinity)"
+    second = r.stdout.splitlines()[1:2]
+    if not (second and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, " + re.escape(
+            f"{cores}, Llama workloads: --model tiny --hidden-dim 1024 --heads 4 --kv-heads 1 --max-seq-len 64, "
+            "--quick (small sizes: figures are not meaningful)"), second[0])):
+        problems.append(f"--hidden-dim 1024 --heads 4 --kv-heads 1 --max-seq-len 64: second line {second!r}")
     with open(json_path) as f:
         rows = [x for x in json.load(f)["results"] if x["group"] == "dedup"]
     notes = {x.get("note") for x in rows if x["name"].endswith(": deduplicate") and x["baseline"] == "read pass"}
@@ -926,16 +947,17 @@ else:
 # Two layers are enough for llama-1+1 alone; --once runs it without timing.
 # Under a terminal (progress shown), each result line starts a clean line:
 # the progress line before it was closed, not run into.
-def progress_under_terminal():
-    """What is wrong with the --once run's output under a terminal, or None."""
+def progress_under_terminal(columns, cut):
+    """What is wrong with the --once run's output under a terminal `columns`
+    wide, whose progress lines show as `cut`, or None."""
     try:
         pid, fd = pty.fork()
     except OSError as e:  # a chroot or container without /dev/pts
         return f"--progress under a terminal: no pseudo-terminal to run it in ({e}; is /dev/pts mounted?)"
     if pid == 0:
         try:
-            # A terminal 30 columns wide: progress lines are cut to 29.
-            fcntl.ioctl(2, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 30, 0, 0))
+            # Progress lines are cut to a column less than the terminal's.
+            fcntl.ioctl(2, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
             os.execv(exe, [exe, "--quick", "--once", "--progress", "--layers", "2", "--workloads", "llama-1+1",
                            "--threads", "1", "--json", json_path, "--tmpdir", outdir])
         finally:
@@ -962,24 +984,29 @@ def progress_under_terminal():
         return f"--once under a terminal: the result line shows {shown!r}"
     # Each progress line as the terminal shows it, cut short of its last
     # column ("dedup llama 1+1: generating the workload", 40 characters, then
-    # its tenths: "..., 10%" and on, 45 characters).
+    # its tenths: "..., 10%" and on, 45 characters; on a 40-column terminal
+    # the first is one column too wide, and cut too).
     shown_progress = [seg.replace("\033[K", "") for line in tty_out.split("\n") for seg in line.split("\r")
                       if seg.startswith("\033[Kdedup ")]
-    if len(shown_progress) < 2 or shown_progress != ["dedup llama 1+1: generatin..."] * len(shown_progress):
-        return f"--progress on a 30-column terminal: progress lines {shown_progress!r}"
+    if len(shown_progress) < 2 or shown_progress != [cut] * len(shown_progress):
+        return f"--progress on a {columns}-column terminal: progress lines {shown_progress!r}, expected {cut!r}"
     return None
 
 
-problem = progress_under_terminal()
-if problem:
-    problems.append(problem)
+for columns, cut in ((30, "dedup llama 1+1: generatin..."), (40, "dedup llama 1+1: generating the work...")):
+    problem = progress_under_terminal(columns, cut)
+    if problem:
+        problems.append(problem)
 
 # --once times nothing and writes no JSON: the last full run's file, which
 # bench.sh names for --once too, stays as it was.
 with open(json_path, "w") as f:
     f.write("the last run's figures\n")
+# (Sizes of the groups --once does not run are not held against memory:
+# no machine has 181.90 TiB, or the 4,294,967,295-key store.)
 r = run([exe, "--quick", "--once", "--layers", "2", "--workloads", "llama-1+1", "--threads", "1", "--no-progress",
-         "--json", json_path, "--tmpdir", outdir])
+         "--json", json_path, "--tmpdir", outdir, "--big-tensor", "100000000000000", "--write-bytes",
+         "100000000000000", "--keys", "4294967295"])
 with open(json_path) as f:
     kept = f.read()
 if r.returncode != 0 or kept != "the last run's figures\n" or \
@@ -1074,6 +1101,28 @@ for only, want_rows, planned in (("runtime,write", True, 5 + (2 if allocs_counte
                         f"targets {doc.get('targets')}, targets_not_measured {doc.get('targets_not_measured')}; "
                         f"expected 1, {planned} targets, {planned - 1 if want_rows else planned} not measured and "
                         f"the line {said!r}: {r.stdout[-600:]!r}")
+
+# The JSON alone past RLIMIT_FSIZE (2 KiB: the 100-byte store fits, the
+# JSON of its rows does not): measured, then refused at the end, whole or
+# not at all: exit 1, the writer's reason, no JSON and no temporary of it.
+def tiny_files():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+tiny_json = os.path.join(outdir, "bench-args-tiny.json")
+if os.path.exists(tiny_json):
+    os.remove(tiny_json)
+r = subprocess.run([exe, "--quick", "--no-progress", "--only", "write", "--write-bytes", "100", "--reps", "1", "--json",
+                    tiny_json, "--tmpdir", outdir], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                   timeout=120, preexec_fn=tiny_files)
+left = [n for n in os.listdir(outdir) if "bench-args-tiny.json" in n]
+if r.returncode != 1 or left or "\nwrote " in r.stdout or not re.fullmatch(
+        re.escape(f"wdedup-bench: cannot write '{tiny_json}': the file would be ") + r"\d+" +
+        re.escape(" bytes, more than this process's file size limit (2048 bytes: RLIMIT_FSIZE, ulimit -f)"),
+        r.stderr.strip()):
+    problems.append(f"the JSON past RLIMIT_FSIZE: exit {r.returncode}, stderr {r.stderr.strip()!r}, left {left}; "
+                    "expected 1, the writer's reason, nothing written")
 
 # ---- stores that cannot be mapped: named, and the rest of the group stands ------
 # tests/support/fail_mmap.cpp makes mmap(2) of the 256-key store and of the
@@ -1403,6 +1452,19 @@ if r.returncode != 0 or doc["facts"].get("dedup_threads") != "1024" or threads_g
 # (the read pass's and, with sha256, the 8x one at each thread count), and
 # the facts say which ran. Both is the default (bench_quick's rows).
 # (facts.references names them in one order, whatever order they were given in.)
+# --adversarial's COUNT and BYTES may be equal (each list flag but this one
+# refuses a value given twice): 4096 distinct tensors of 4096 bytes.
+r = run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--adversarial", "4096,4096", "--threads",
+         "1", "--reps", "1", "--no-progress", "--json", json_path, "--tmpdir", outdir])
+doc = {}
+if r.returncode == 0:
+    with open(json_path) as f:
+        doc = json.load(f)
+got = sorted({(x["extra"].get("tensors"), x["extra"].get("distinct_buffers"), x["extra"].get("bytes_examined"))
+              for x in doc.get("results", []) if x["name"] == "adversarial POSITIONAL: deduplicate"})
+if r.returncode != 0 or got != [(4096, 4096, 16777216)]:
+    problems.append(f"--adversarial 4096,4096: exit {r.returncode}, stderr {r.stderr.strip()!r}, deduplicate rows' "
+                    f"(tensors, distinct, bytes examined) {got}; expected [(4096, 4096, 16777216)]")
 for refs, facts, baselines, targets, consistency in (
         ("fp-sha256", "fp-sha256", ["2-stream read", "fp+SHA-256 ref", "read pass"], 2,
          ["consistent_with_fp_sha256"]),
