@@ -31,6 +31,15 @@ def run(cmd, timeout=60, env=None):
     return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
 
 
+def json_doc(path, ran=True):
+    """The JSON a run wrote at `path`; {} where it did not run through
+    (`ran` false) or wrote none."""
+    if not ran or not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 # ---- refused: exit 2, and exactly this on stderr ------------------------------
 # Sizes as the harness words them (detail::human_bytes).
 def human_bytes(n):
@@ -833,10 +842,7 @@ r = run([exe, "--quick", "--no-progress", "--only", "runtime", "--only", "dedup"
          "--workloads", "small-tensors", "--small-tensors", "4", "--small-tensors", "2", "--reps", "5", "--reps", "1",
          "--threads", "1,2", "--threads", "1", "--input-pages", "small", "--input-pages", "default", "--json",
          twice_first, "--json", json_path, "--tmpdir", outdir])
-doc = {}
-if r.returncode == 0 and os.path.exists(json_path):
-    with open(json_path) as f:
-        doc = json.load(f)
+doc = json_doc(json_path, r.returncode == 0)
 rows = doc.get("results", [])
 got = (doc.get("reps"), doc.get("facts", {}).get("dedup_threads"), doc.get("facts", {}).get("input_pages"),
        sorted({(x["group"], x["name"].split(":")[0], x["threads"], x["reps"], x["note"].split(";")[0])
@@ -1068,9 +1074,13 @@ else:
 # lookups are measured. Its targets: 1 of 7 measured (the lookups of each
 # store, the two allocation counts of the largest, get_data, load_data_into,
 # the write), 6 not, which the line and the JSON say (they said "1 of 1").
-def small_files():
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+def file_limit(n):
+    """A child's preexec_fn: files of at most `n` bytes, a write past that
+    failing with EFBIG (SIGXFSZ ignored)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    return limit
 
 
 fsize_json = os.path.join(outdir, "bench-args-fsize.json")
@@ -1079,11 +1089,8 @@ for only, want_rows, planned in (("runtime,write", True, 5 + (2 if allocs_counte
         os.remove(fsize_json)
     r = subprocess.run([exe, "--quick", "--no-progress", "--only", only, "--keys", "16,65536", "--reps", "1",
                         "--json", fsize_json, "--tmpdir", outdir], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=120, preexec_fn=small_files)
-    doc = {}
-    if os.path.exists(fsize_json):
-        with open(fsize_json) as f:
-            doc = json.load(f)
+                       text=True, timeout=120, preexec_fn=file_limit(1 << 20))
+    doc = json_doc(fsize_json)
     measured = sum("target" in x for x in doc.get("results", []))
     lines = r.stdout.splitlines()
     if want_rows:  # the table, and under it the line
@@ -1105,17 +1112,12 @@ for only, want_rows, planned in (("runtime,write", True, 5 + (2 if allocs_counte
 # The JSON alone past RLIMIT_FSIZE (2 KiB: the 100-byte store fits, the
 # JSON of its rows does not): measured, then refused at the end, whole or
 # not at all: exit 1, the writer's reason, no JSON and no temporary of it.
-def tiny_files():
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-
 tiny_json = os.path.join(outdir, "bench-args-tiny.json")
 if os.path.exists(tiny_json):
     os.remove(tiny_json)
 r = subprocess.run([exe, "--quick", "--no-progress", "--only", "write", "--write-bytes", "100", "--reps", "1", "--json",
                     tiny_json, "--tmpdir", outdir], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                   timeout=120, preexec_fn=tiny_files)
+                   timeout=120, preexec_fn=file_limit(2048))
 left = [n for n in os.listdir(outdir) if "bench-args-tiny.json" in n]
 if r.returncode != 1 or left or "\nwrote " in r.stdout or not re.fullmatch(
         re.escape(f"wdedup-bench: cannot write '{tiny_json}': the file would be ") + r"\d+" +
@@ -1141,10 +1143,7 @@ if fail_mmap:
     r = run([exe, "--quick", "--no-progress", "--only", "runtime", "--keys", "16,256", "--reps", "1", "--lookups",
              "1000", "--big-tensor", "65536", "--json", mmap_json, "--tmpdir", mmap_dir],
             env=dict(os.environ, LD_PRELOAD=fail_mmap, WDEDUP_TEST_FAIL_MMAP_OF="-256-keys.ptd,-data.ptd"))
-    doc = {}
-    if os.path.exists(mmap_json):
-        with open(mmap_json) as f:
-            doc = json.load(f)
+    doc = json_doc(mmap_json)
     store = re.escape(mmap_dir) + r"/wdedup-bench-\d+-\d+-"
     reason = re.escape(": mmap failed: Cannot allocate memory (IoError)")
     want_failures = [re.compile(f"mapping {store}256-keys\\.ptd{reason}"),
@@ -1186,10 +1185,7 @@ if wrong_first_digest:
                 "fingerprint + SHA-256 1, expected 1",
                 "small tensors, 1 thread: the SHA-256 reference found 1 distinct buffer in repetition 1, 2 in the "
                 "untimed call"]
-    doc = {}
-    if os.path.exists(json_path):
-        with open(json_path) as f:
-            doc = json.load(f)
+    doc = json_doc(json_path)
     rows = doc.get("results", [])
     # (name after the workload's label, threads, baseline): failed
     got = {(x["name"].split(": ", 1)[1], x["threads"], x.get("baseline")): x.get("failed", False) for x in rows}
@@ -1438,33 +1434,28 @@ if cores < 1024:
 # refusing 1024 passed them); deduplicate() runs on what the work is worth.
 r = run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--threads", "1024", "--reps", "1",
          "--no-progress", "--tmpdir", outdir, "--json", json_path], timeout=120)
-doc = {}
-if r.returncode == 0:
-    with open(json_path) as f:
-        doc = json.load(f)
+doc = json_doc(json_path, r.returncode == 0)
 threads_given = sorted({x["threads"] for x in doc.get("results", [])})
 if r.returncode != 0 or doc["facts"].get("dedup_threads") != "1024" or threads_given != [1024]:
     problems.append(f"--threads 1024: exit {r.returncode}, {r.stderr!r}, dedup_threads "
                     f"{doc.get('facts', {}).get('dedup_threads')!r}, rows at {threads_given}; expected a run at 1024")
+
+# --adversarial's COUNT and BYTES may be equal (each list flag but this one
+# refuses a value given twice): 4096 distinct tensors of 4096 bytes.
+r = run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--adversarial", "4096,4096", "--threads",
+         "1", "--reps", "1", "--no-progress", "--json", json_path, "--tmpdir", outdir])
+doc = json_doc(json_path, r.returncode == 0)
+got = sorted({(x["extra"].get("tensors"), x["extra"].get("distinct_buffers"), x["extra"].get("bytes_examined"))
+              for x in doc.get("results", []) if x["name"] == "adversarial POSITIONAL: deduplicate"})
+if r.returncode != 0 or got != [(4096, 4096, 16777216)]:
+    problems.append(f"--adversarial 4096,4096: exit {r.returncode}, stderr {r.stderr.strip()!r}, deduplicate rows' "
+                    f"(tensors, distinct, bytes examined) {got}; expected [(4096, 4096, 16777216)]")
 
 # ---- --references: the references a run times ----------------------------------
 # Each alone: only its rows, its own consistency check, the targets it sets
 # (the read pass's and, with sha256, the 8x one at each thread count), and
 # the facts say which ran. Both is the default (bench_quick's rows).
 # (facts.references names them in one order, whatever order they were given in.)
-# --adversarial's COUNT and BYTES may be equal (each list flag but this one
-# refuses a value given twice): 4096 distinct tensors of 4096 bytes.
-r = run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--adversarial", "4096,4096", "--threads",
-         "1", "--reps", "1", "--no-progress", "--json", json_path, "--tmpdir", outdir])
-doc = {}
-if r.returncode == 0:
-    with open(json_path) as f:
-        doc = json.load(f)
-got = sorted({(x["extra"].get("tensors"), x["extra"].get("distinct_buffers"), x["extra"].get("bytes_examined"))
-              for x in doc.get("results", []) if x["name"] == "adversarial POSITIONAL: deduplicate"})
-if r.returncode != 0 or got != [(4096, 4096, 16777216)]:
-    problems.append(f"--adversarial 4096,4096: exit {r.returncode}, stderr {r.stderr.strip()!r}, deduplicate rows' "
-                    f"(tensors, distinct, bytes examined) {got}; expected [(4096, 4096, 16777216)]")
 for refs, facts, baselines, targets, consistency in (
         ("fp-sha256", "fp-sha256", ["2-stream read", "fp+SHA-256 ref", "read pass"], 2,
          ["consistent_with_fp_sha256"]),
@@ -1473,10 +1464,7 @@ for refs, facts, baselines, targets, consistency in (
          ["consistent_with_fp_sha256", "consistent_with_sha256"])):
     r = run([exe, "--quick", "--only", "dedup", "--workloads", "adversarial", "--adversarial", "16,4096", "--threads",
              "1,2", "--reps", "1", "--references", refs, "--no-progress", "--json", json_path, "--tmpdir", outdir])
-    doc = {}
-    if r.returncode == 0:
-        with open(json_path) as f:
-            doc = json.load(f)
+    doc = json_doc(json_path, r.returncode == 0)
     rows = doc.get("results", [])
     got = (doc.get("facts", {}).get("references"), sorted({x["baseline"] for x in rows if x["name"].endswith(
         ": deduplicate")}), doc.get("targets"), sorted({k for x in rows for k in x["extra"] if k.startswith(
