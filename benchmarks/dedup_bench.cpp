@@ -555,6 +555,65 @@ class PairComparisons {
   std::uint64_t bytes_ = 0;
 };
 
+// ---- whole answers, checked untimed --------------------------------------------------
+//
+// The timed calls' answers are checked by their counts (run_workload); an
+// answer that keeps its count can still be wrong (a tensor given another
+// content's bytes, a duplicate another group's representative), so the
+// untimed ones are checked whole as well.
+
+bool same_bytes(ByteSpan a, ByteSpan b) {
+  return a.size() == b.size() && (a.data() == b.data() || a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
+
+/// Why `rep`, the identity engine's answer over `all`, is wrong, or "": each
+/// input's representative is itself or an earlier input that represents
+/// itself, with the same bytes (one comparison a duplicate, untimed).
+std::string rep_problem(const std::vector<ByteSpan>& all, const std::vector<std::uint32_t>& rep) {
+  if (rep.size() != all.size())
+    return "an answer of " + std::to_string(rep.size()) + " representatives for " + std::to_string(all.size()) +
+           " inputs";
+  for (std::size_t i = 0; i < rep.size(); ++i) {
+    const std::size_t r = rep[i];
+    if (r > i || rep[r] != r)
+      return "input " + std::to_string(i) + " has representative " + std::to_string(r) +
+             ", not itself or an earlier input that represents itself";
+    if (!same_bytes(all[i], all[r]))
+      return "input " + std::to_string(i) + " has representative " + std::to_string(r) + ", whose bytes differ";
+  }
+  return "";
+}
+
+/// Why `r`, deduplicate()'s result for `p`, does not give every tensor its
+/// own bytes back, or "": each partition has its function, with each of its
+/// tensors in order under its own name, whose key is in the store with
+/// bytes equal to the tensor's; and the store holds r.report.buffers buffers.
+std::string result_problem(const wdedup::Program& p, const wdedup::DedupResult& r) {
+  if (r.store.buffer_count() != r.report.buffers)
+    return "a store of " + counted(r.store.buffer_count(), "buffer") + ", a report of " +
+           std::to_string(r.report.buffers);
+  for (const wdedup::Method& m : p.methods)
+    for (std::size_t pi = 0; pi < m.partitions.size(); ++pi) {
+      const std::vector<wdedup::Tensor>& tensors = m.partitions[pi].tensors;
+      const std::string where = "method '" + m.name + "' partition " + std::to_string(pi);
+      const wdedup::FunctionMap* f = r.functions.find(m.name, static_cast<std::uint32_t>(pi));
+      if (f == nullptr || f->tensors.size() != tensors.size())
+        return where + ": " + (f ? counted(f->tensors.size(), "tensor") : std::string("no function")) +
+               " in the result, " + std::to_string(tensors.size()) + " in the program";
+      for (std::size_t k = 0; k < tensors.size(); ++k) {
+        const wdedup::FunctionTensor& ft = f->tensors[k];
+        if (ft.tensor_name != tensors[k].name)
+          return where + ": tensor " + std::to_string(k) + " is '" + ft.tensor_name + "' in the result, '" +
+                 tensors[k].name + "' in the program";
+        if (r.store.find(ft.key) == nullptr)
+          return where + " tensor '" + ft.tensor_name + "': its key '" + ft.key + "' is not in the store";
+        if (!same_bytes(r.store.bytes_of(ft.key), tensors[k].bytes))
+          return where + " tensor '" + ft.tensor_name + "': its key '" + ft.key + "' holds other bytes";
+      }
+    }
+  return "";
+}
+
 // ---- measuring -------------------------------------------------------------------
 
 template <class Policy_>
@@ -583,6 +642,26 @@ std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity
   return w.policy == Policy::OneBlob
              ? dedup_once<wdedup::OneBlob>(w.program(), threads, identity_seconds, buffers)
              : dedup_once<wdedup::Positional>(w.program(), threads, identity_seconds, buffers);
+}
+
+template <class Policy_>
+wdedup::Expected<wdedup::DedupResult> dedup_result(const wdedup::Program& p, unsigned threads) {
+  wdedup::DedupOptions o;
+  o.threads = threads;
+  return wdedup::deduplicate<wdedup::Strategy<Policy_>>(p, o);
+}
+
+/// deduplicate() once, untimed, its result checked whole (result_problem;
+/// a failure names `who`): its count of buffers, which the timed calls'
+/// are checked against.
+std::uint64_t dedup_checked(const Workload& w, unsigned threads, const std::string& who) {
+  const wdedup::Expected<wdedup::DedupResult> r = w.policy == Policy::OneBlob
+                                                      ? dedup_result<wdedup::OneBlob>(w.program(), threads)
+                                                      : dedup_result<wdedup::Positional>(w.program(), threads);
+  if (!r) fail_group("deduplicate failed: " + r.message());
+  if (const std::string why = result_problem(w.program(), *r); !why.empty())
+    report_failure(who + ": deduplicate()'s result: " + why);
+  return r->report.buffers;
 }
 
 /// The order the contenders run in, every repetition: each target's
@@ -664,8 +743,8 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     // (faults the pages in, fills the TLB), one run of each.
     consume(bench::read_pass(spans, run));
     if (threads == c.threads.front()) huge_share = huge_page_share(spans);
-    std::uint64_t buffers = 0;
-    consume(dedup_policy(w, threads, nullptr, &buffers));
+    const std::string measurement = w.name + ", " + counted(threads, "thread");
+    const std::uint64_t buffers = dedup_checked(w, threads, measurement);
     const std::size_t ref_distinct = sha ? reference.run(spans, run) : 0;
     // (After the SHA-256 reference's: check_args.py's wrong_first_digest
     // makes the process's first digest wrong, and that one's count with it.)
@@ -681,7 +760,8 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
     };
     const std::vector<std::uint32_t> id_rep = wdedup::detail::find_identical(all, wdedup::Xxh3Hash{}, io, nullptr);
     const std::uint64_t id_groups = groups_of(id_rep);
-    consume(id_groups);
+    if (const std::string why = rep_problem(all, id_rep); !why.empty())
+      report_failure(measurement + ": the identity engine's answer: " + why);
     PairComparisons pairs(all, id_rep);
     // Timed and shown only where the pairs read exactly the read pass's
     // bytes (every content held by two tensors, as in the small tensors):
@@ -792,6 +872,19 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
         } else if (which == kIdentity) {
           last_stats = st;
           check_answer("the identity engine", rep, groups_of(rep_of), id_groups);
+          // Representative by representative: a count kept by a wrong answer
+          // passes the check above.
+          if (rep_of != id_rep && wrong.empty()) {
+            std::size_t i = 0;
+            while (i < rep_of.size() && i < id_rep.size() && rep_of[i] == id_rep[i]) ++i;
+            wrong = "the identity engine gave " +
+                    (i < rep_of.size() && i < id_rep.size()
+                         ? "input " + std::to_string(i) + " representative " + std::to_string(rep_of[i]) +
+                               " in repetition " + std::to_string(rep + 1) + ", " + std::to_string(id_rep[i]) +
+                               " in the untimed call"
+                         : counted(rep_of.size(), "representative") + " in repetition " + std::to_string(rep + 1) +
+                               ", " + std::to_string(id_rep.size()) + " in the untimed call");
+          }
         } else if (which == kPairs && answer != 0 && wrong.empty()) {
           wrong = "the comparisons alone found " + counted(answer, "unequal pair") + " in repetition " +
                   std::to_string(rep + 1);
