@@ -1218,6 +1218,29 @@ if wrong_first_digest:
     if sum(line.endswith(" FAILED") for line in lines) != 9:
         problems.append(f"a wrong SHA-256 digest at 1 thread: {sum(line.endswith(' FAILED') for line in lines)} "
                         f"table lines end in FAILED, expected the 8 rows at 1 thread and the scaling row")
+    # The fingerprint + SHA-256 reference alone: the first digest is then its
+    # untimed call's at 1 thread, of the two tensors that share a fingerprint
+    # (both hashed): it counts 2 contents, and its timed call 1. Its timed
+    # answers were never checked by a test (dropping that check passed
+    # bench_quick and bench_args: mutation sweep h66, B11).
+    r = run([exe, "--quick", "--no-progress", "--reps", "1", "--threads", "1,2", "--only", "dedup", "--workloads",
+             "small-tensors", "--small-tensors", "2", "--references", "fp-sha256", "--json", json_path, "--tmpdir",
+             outdir], timeout=120, env=dict(os.environ, LD_PRELOAD=wrong_first_digest, WBENCH_WRONG_FIRST_DIGEST="1"))
+    failures = ["small tensors, 1 thread: deduplicate found 1 distinct buffer, the identity engine 1, "
+                "fingerprint + SHA-256 2, expected 1",
+                "small tensors, 1 thread: the fingerprint + SHA-256 reference found 1 distinct buffer in repetition 1, "
+                "2 in the untimed call"]
+    doc = json_doc(json_path)
+    got = sorted((x["name"].split(": ", 1)[1], x["threads"], x.get("baseline"), x.get("failed", False))
+                 for x in doc.get("results", []))
+    want = sorted([(what, t, base, t == 1) for t in (1, 2) for what, base in (
+        ("deduplicate", "read pass"), ("deduplicate", "fp+SHA-256 ref"), ("identity engine", "read pass"),
+        ("deduplicate", "2-stream read"), ("comparisons alone", "read pass"))] +
+        [("scaling vs 1 thr", 2, "read pass", True)])
+    if r.returncode != 1 or r.stderr.splitlines() != ["wdedup-bench: FAILURE: " + f for f in failures] or \
+            doc.get("failures") != failures or got != want:
+        problems.append(f"a wrong fingerprint + SHA-256 digest at 1 thread: exit {r.returncode}, stderr {r.stderr!r}, "
+                        f"rows (what, threads, baseline, failed) {got!r}; expected 1, {failures!r}, {want!r}")
 
 # --input-pages: the small tensors' memory is advised off or onto huge pages
 # before it is first touched. Off ("small"), none of it is on one; on
