@@ -188,6 +188,31 @@ inconsistent = [(r["name"], r["threads"], r.get("baseline")) for r in rows if r.
                 (r["extra"].get("consistent_with_sha256"), r["extra"].get("consistent_with_fp_sha256")) != (1, 1)]
 if inconsistent:
     problems.append(f"dedup rows not consistent with both references: {inconsistent}")
+# Each dedup row's units: GB/s on both sides, the scaling rows' "x" on both.
+# The figures below are checked only under a unit they know: "MB/s" for
+# every GB/s figure, or for every baseline's, passed bench_quick and
+# bench_args (mutation sweep h66, B23 and B24).
+dedup_units = sorted({(r["name"].endswith(": scaling vs 1 thr"), r.get("unit"), r.get("baseline_unit"))
+                      for r in rows if r.get("group") == "dedup"})
+if dedup_units != [(False, "GB/s", "GB/s"), (True, "x", "x")]:
+    problems.append(f"dedup rows' (scaling row, unit, baseline unit) {dedup_units}, expected "
+                    "(False, 'GB/s', 'GB/s') and (True, 'x', 'x')")
+# Each scaling row's note: its workload's, and, where deduplicate() ran on
+# fewer threads than given, a line saying so; none where it ran on all (a
+# note of "ran on 2 of the 2 threads given" passed bench_quick and
+# bench_args: mutation sweep h66, B27; bench_many_threads checks the line).
+for r in rows:
+    if r.get("group") != "dedup" or not r["name"].endswith(": scaling vs 1 thr"):
+        continue
+    ran_on = r["extra"].get("threads_run")
+    want = first(lambda x: x.get("group") == "dedup" and x.get("baseline") == "read pass" and
+                 x["name"] == r["name"].rsplit(":", 1)[0] + ": deduplicate").get("note", "")
+    if ran_on < r["threads"]:
+        want += (f"; deduplicate() ran on {ran_on:.0f} of the {r['threads']} threads given (one per 4 MiB of work), "
+                 "and so did the read pass")
+    if r.get("note") != want:
+        problems.append(f"row {r['name']!r} ({r['threads']} thr, threads_run {ran_on}): note {r.get('note')!r}, "
+                        f"expected {want!r}")
 # What a call takes: one line a workload, each thread count's median of its
 # deduplicate() row against the read pass (samples: seconds a call), in ms
 # under a second, at printf's %.3g: compared within half its last digit (the
