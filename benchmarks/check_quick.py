@@ -147,6 +147,41 @@ lookup_extras = sorted((r["extra"].get("keys"), r["extra"].get("lookups_per_pass
 want_extras = [(k, 32768, min(32768, max(k, 4096))) for k in (16, 256, 4096, 65536)]
 if lookup_extras != want_extras:
     problems.append(f"lookup rows' keys, lookups_per_pass, distinct_queries {lookup_extras}, expected {want_extras}")
+# The rest of the runtime group's rows, exactly: each scan row says how many
+# lookups its passes made (--quick's budget of 1,000,000 strcmp calls over
+# keys / 2 a hit, between 16 and --lookups: 32,768, 7,812, 488 and 30 at
+# 16 to 65,536 keys), the open row its 11 repetitions (whatever --reps),
+# the allocation counts their names and unit. (Mutation sweep h65: the
+# scan's count halved (B2), its keys doubled (B3), the open row's note
+# without its repetitions (B8), the unit "alloc" (B10) and the second count
+# named "1M lookups" (B12) passed bench_quick and bench_args.)
+scan_extras = sorted((r["name"], r["extra"].get("keys"), r["extra"].get("scan_lookups_per_pass"))
+                     for r in rows if r.get("group") == "runtime" and r.get("baseline") == "strcmp scan"
+                     and r["name"].startswith("get_tensor_layout, "))
+want_scan = sorted((f"get_tensor_layout, {k} keys", k, min(32768, max(16, 1000000 // (k // 2))))
+                   for k in (16, 256, 4096, 65536))
+if scan_extras != want_scan:
+    problems.append(f"scan rows' (name, keys, scan_lookups_per_pass) {scan_extras}, expected {want_scan}")
+open_rows = [(r["name"], r.get("baseline"), r["unit"], r["reps"], r.get("note")) for r in rows
+             if r.get("group") == "runtime" and r["name"].startswith("open ")]
+want_open = [("open (mmap + validate), 65536 keys", "build unordered_map", "us", 11,
+              "open maps the file anew each time: page faults on the metadata are included; 11 repetitions "
+              "(at least 11, whatever --reps)")]
+if open_rows != want_open:
+    problems.append(f"open rows {open_rows}, expected {want_open}")
+alloc_rows = [(r["name"], r["unit"], r["reps"], "samples" in r) for r in rows if r.get("group") == "alloc"]
+want_alloc = [("heap allocations: open, 65536 keys", "allocs", 1, False),
+              ("heap allocations: 1M get_tensor_layout", "allocs", 1, False)]
+if alloc_rows != want_alloc:
+    problems.append(f"allocation rows (name, unit, reps, has samples) {alloc_rows}, expected {want_alloc}")
+# The write rows: each says the store's tensor bytes (--quick's 32 MiB, one
+# key) and the size of the file write_ptd_file made of them, 384 bytes more.
+# (Mutation sweep h65, B20: file_size given as the tensor bytes passed
+# bench_quick and bench_args.)
+write_extras = [r.get("extra") for r in rows if r.get("group") == "write"]
+if write_extras != [{"file_size": 33554816, "data_bytes": 33554432}] * 4:
+    problems.append(f"write rows' extra fields {write_extras}, expected file_size 33554816 and data_bytes 33554432 "
+                    "on each of 4")
 # The dedup workloads, in the order of their rows (the label before ':').
 dedup_labels = list(dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get("group") == "dedup"))
 # ExecuTorch's NamedDataStore since pytorch/executorch#18351 (the
