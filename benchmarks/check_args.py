@@ -1425,17 +1425,20 @@ if generating[:1] != ["dedup llama 1+1: generating the workload"] or len(tenths)
                     "then tenths rising to 100%")
 
 # A write row is named in a unit that fits its tensor bytes: kB for 1000
-# (a user trial's --write-bytes 1000 read "1.38e-06 GB store").
-r = run([exe, "--quick", "--only", "write", "--write-bytes", "1000", "--reps", "1", "--no-progress", "--json",
-         json_path, "--tmpdir", outdir])
-if r.returncode != 0:
-    problems.append(f"--only write --write-bytes 1000: exit {r.returncode}: {r.stderr}")
-else:
+# (a user trial's --write-bytes 1000 read "1.38e-06 GB store"), MB for
+# 999,999, 1.00 MB at three digits (it read "1e+03 kB store": mutation
+# sweep h65, B22).
+for size, figure in (("1000", "1 kB"), ("999999", "1 MB")):
+    r = run([exe, "--quick", "--only", "write", "--write-bytes", size, "--reps", "1", "--no-progress", "--json",
+             json_path, "--tmpdir", outdir])
+    if r.returncode != 0:
+        problems.append(f"--only write --write-bytes {size}: exit {r.returncode}: {r.stderr}")
+        continue
     with open(json_path) as f:
-        names = {x["name"] for x in json.load(f)["results"]}
-    if names != {"write_ptd_file (fsync), 1 kB store", "write_ptd_file (no fsync), 1 kB store"}:
-        problems.append(f"--write-bytes 1000: row names {sorted(names)}, expected 'write_ptd_file (fsync), 1 kB store' "
-                        "and 'write_ptd_file (no fsync), 1 kB store'")
+        names = sorted({x["name"] for x in json.load(f)["results"]})
+    want = [f"write_ptd_file (fsync), {figure} store", f"write_ptd_file (no fsync), {figure} store"]
+    if names != want:
+        problems.append(f"--write-bytes {size}: row names {names}, expected {want}")
 
 # Threads no more than the cores: no note that they share them; and where
 # deduplicate() ran on all it was given (2 on the tiny model, which has work

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -229,12 +231,21 @@ void run_write(const Config& c, Results& out) {
     // Named by the tensor bytes its GB/s counts, in a unit that fits (a
     // user trial's --write-bytes 1000 read "1.38e-06 GB store", the file's
     // size with its header).
-    char name[96];
-    const double d = double(data_bytes);
-    if (d >= 1e9) std::snprintf(name, sizeof name, "write_ptd_file (%s), %.3g GB store", how, d / 1e9);
-    else if (d >= 1e6) std::snprintf(name, sizeof name, "write_ptd_file (%s), %.3g MB store", how, d / 1e6);
-    else if (d >= 1e3) std::snprintf(name, sizeof name, "write_ptd_file (%s), %.3g kB store", how, d / 1e3);
-    else std::snprintf(name, sizeof name, "write_ptd_file (%s), %.0f B store", how, d);
+    // The unit is the one whose figure, at %.3g, is under 1000: 999,999
+    // bytes are "1 MB", where a unit chosen before rounding gave "1e+03 kB"
+    // (seen at mutation sweep h65's B22, `d >= 1e6` as `d > 1e6`, which no
+    // check caught: nothing ran a store on a unit's edge but 1000 bytes).
+    char figure[32], name[96];
+    double v = double(data_bytes);
+    const char* unit = "B";
+    for (const char* larger : {"kB", "MB", "GB"}) {
+      std::snprintf(figure, sizeof figure, "%.3g", v);
+      if (std::strtod(figure, nullptr) < 1000) break;
+      v /= 1000;
+      unit = larger;
+    }
+    std::snprintf(figure, sizeof figure, "%.3g", v);
+    std::snprintf(name, sizeof name, "write_ptd_file (%s), %s %s store", how, figure, unit);
     w.name = name;
     // Both count the tensors' bytes (the writer's header and padding are
     // its own cost): the ratio is then baseline time / writer time, as
