@@ -283,8 +283,17 @@ void run_lookups(const Config& c, std::uint64_t keys, Results& out) {
     const std::string& name = ks.names[w];
     const wdedup::Result<wdedup::DataBuffer> d = map.get_data(name);
     if (!d || d->size() != 16 || std::memcmp(d->data(), &ks.data[w * 4], 16) != 0) {
-      report_failure("get_data('" + name + "')" + in_store + ": " +
-                     (d ? std::to_string(d->size()) + " bytes, not the 16 written" : wdedup::error_name(d.error())));
+      std::string what = !d ? std::string(wdedup::error_name(d.error()))
+                            : std::to_string(d->size()) + " bytes, not the 16 written";
+      if (d && d->size() == 16) {  // other bytes: another key's (key i holds the words 4i to 4i + 3)?
+        std::uint32_t first = 0;
+        std::memcpy(&first, d->data(), 4);
+        const std::size_t o = first / 4;
+        what = first % 4 == 0 && o < ks.names.size() && std::memcmp(d->data(), &ks.data[o * 4], 16) == 0
+                   ? "the 16 bytes of '" + ks.names[o] + "', not its own"
+                   : "other bytes than the 16 written";
+      }
+      report_failure("get_data('" + name + "')" + in_store + ": " + what);
       return;
     }
     const wdedup::Result<wdedup::TensorLayout> l = map.get_tensor_layout(name);
