@@ -91,3 +91,36 @@ TEST_CASE("FlatIndex: reset empties it; a moved-from map is empty and usable, th
   CHECK(assigned.find(99, 0) == 99);
   CHECK(assigned.find(100, 0) == kNone);
 }
+
+TEST_CASE("FlatIndex: pairs that share one word are different pairs; (0, 0) is a pair like any other") {
+  const Deadline deadline;
+  FlatIndex m;
+  bool inserted = false;
+  // 40 pairs with first word 7 and 40 with second word 7, in one table: a
+  // probe that compared one word took another's value for its own (a lookup
+  // or an insert stopping at the first pair with the same first word).
+  for (std::uint32_t j = 0; j < 40; ++j) {
+    CAPTURE(j);
+    CHECK(m.find_or_insert(7, j, 200 + j, inserted) == 200 + j);
+    CHECK(inserted);
+    CHECK(m.find_or_insert(1000 + j, 7, 300 + j, inserted) == 300 + j);
+    CHECK(inserted);
+  }
+  std::size_t found = 0, missing = 0;
+  for (std::uint32_t j = 0; j < 40; ++j) {
+    found += m.find(7, j) == 200 + j;
+    found += m.find(1000 + j, 7) == 300 + j;
+    missing += m.find(7, 40 + j) == kNone;
+    missing += m.find(1040 + j, 7) == kNone;
+  }
+  CHECK(found == 80);
+  CHECK(missing == 80);
+  // An empty slot holds the words (0, 0): the pair (0, 0) is not found in
+  // one, it is inserted there.
+  CHECK(m.find(0, 0) == kNone);
+  CHECK(m.find_or_insert(0, 0, 5, inserted) == 5);
+  CHECK(inserted);
+  CHECK(m.find(0, 0) == 5);
+  CHECK(m.find_or_insert(0, 0, 6, inserted) == 5);
+  CHECK_FALSE(inserted);
+}
