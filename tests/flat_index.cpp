@@ -124,3 +124,16 @@ TEST_CASE("FlatIndex: pairs that share one word are different pairs; (0, 0) is a
   CHECK(m.find_or_insert(0, 0, 6, inserted) == 5);
   CHECK_FALSE(inserted);
 }
+
+TEST_CASE("FlatIndex: moved onto itself, a map keeps every pair") {
+  const Deadline deadline;
+  FlatIndex m;
+  bool inserted = false;
+  for (std::uint64_t i = 0; i < 40; ++i) (void)m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted);
+  FlatIndex& same = m;  // (as a swap or a container's shuffle does it)
+  m = std::move(same);
+  std::size_t found = 0;
+  for (std::uint64_t i = 0; i < 40; ++i) found += m.find(i, b_of(i)) == i + 100;
+  CHECK(found == 40);
+  CHECK(m.find(40, b_of(40)) == kNone);
+}
