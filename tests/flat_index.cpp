@@ -137,3 +137,56 @@ TEST_CASE("FlatIndex: moved onto itself, a map keeps every pair") {
   CHECK(found == 40);
   CHECK(m.find(40, b_of(40)) == kNone);
 }
+
+#if defined(__cpp_exceptions)
+// Allocations seen by a replaced operator new that throws when armed
+// (support/failing_new.hpp): only where exceptions are on.
+#include <new>
+
+#include "support/failing_new.hpp"
+
+namespace {
+/// Inserts pairs first .. first + count - 1 (pair i: (i, b_of(i)), value
+/// i + 100) with every operator new armed to throw: whether one allocated.
+bool insert_allocates(FlatIndex& m, std::uint64_t first, std::uint64_t count) {
+  bool inserted = false;
+  bool threw = false;
+  wdedup_test::g_fail_countdown = 0;
+  try {
+    for (std::uint64_t i = first; i < first + count; ++i)
+      (void)m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted);
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  wdedup_test::g_fail_countdown = -1;
+  return threw;
+}
+}  // namespace
+
+TEST_CASE("FlatIndex: reset(n) and reserve(n) make room for n pairs: n inserts allocate nothing and keep every pair") {
+  const Deadline deadline;
+  // 100 pairs need 256 slots (at most half full): a table of 128 grew at
+  // the 65th insert. After reset(8) (16 slots, 8 pairs) every lookup of a
+  // missing pair walks to an empty slot, some past the table's last slot,
+  // whose index must exist (ASan sees a table one slot short).
+  FlatIndex reset;
+  reset.reset(100);
+  CHECK_FALSE(insert_allocates(reset, 0, 100));
+  FlatIndex reserved;
+  reserved.reserve(100);
+  CHECK_FALSE(insert_allocates(reserved, 0, 100));
+  FlatIndex small;
+  small.reset(8);
+  CHECK_FALSE(insert_allocates(small, 0, 8));
+  for (const FlatIndex* m : {&reset, &reserved, &small}) {
+    const std::uint64_t n = m == &small ? 8 : 100;
+    std::size_t found = 0, missing = 0;
+    for (std::uint64_t i = 0; i < n; ++i) found += m->find(i, b_of(i)) == i + 100;
+    for (std::uint64_t i = n; i < n + 1000; ++i) missing += m->find(i, b_of(i)) == kNone;
+    CHECK(found == n);
+    CHECK(missing == 1000);
+  }
+  // The ninth pair of the small one grows it: the map is never full.
+  CHECK(insert_allocates(small, 8, 1));
+}
+#endif  // __cpp_exceptions
