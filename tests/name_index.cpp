@@ -174,3 +174,22 @@ TEST_CASE("NameIndex: a name of 70,000 characters keeps its whole size, through 
   CHECK_FALSE(added);
   CHECK(index.size() == 101);
 }
+
+TEST_CASE("IdIndex: two names under one hash are two names; the hash only steers the probe") {
+  // A slot keeps 32 bits of its name's hash beside the id, and a probe
+  // compares the names where those bits match: two names whose whole
+  // hashes are equal (as any two may be) meet there, and only the names
+  // tell them apart.
+  using wdedup::detail::IdIndex;
+  const std::vector<std::string> names = {"layers.0.wq", "layers.0.wk"};
+  auto name_of = [&](std::uint32_t id) { return std::string_view(names[id]); };
+  IdIndex index(0);
+  const std::uint64_t h = index.hash(names[0]);
+  index.insert(names[0], h, 0, name_of);
+  CHECK(index.find(names[0], h, name_of) == 0);
+  CHECK(index.find(names[1], h, name_of) == IdIndex::kNone);
+  index.insert(names[1], h, 1, name_of);
+  CHECK(index.find(names[0], h, name_of) == 0);
+  CHECK(index.find(names[1], h, name_of) == 1);
+  CHECK(index.find("layers.0.wv", h, name_of) == IdIndex::kNone);
+}
