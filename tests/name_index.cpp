@@ -193,3 +193,31 @@ TEST_CASE("IdIndex: two names under one hash are two names; the hash only steers
   CHECK(index.find(names[1], h, name_of) == 1);
   CHECK(index.find("layers.0.wv", h, name_of) == IdIndex::kNone);
 }
+
+TEST_CASE("HashAhead: take(i) is the index's hash of name i; it asks for names 0 .. count - 1 only, each once") {
+  // It hashes kAhead (8) names ahead of the probes: with fewer names than
+  // that, or at the end of a run, a name past the last is not the caller's
+  // to give (deduplicate()'s name_at indexes a partition's tensors).
+  using wdedup::detail::HashAhead;
+  using wdedup::detail::IdIndex;
+  const IdIndex index(0);
+  for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9},
+                                  std::size_t{20}}) {
+    CAPTURE(count);
+    std::vector<std::string> names;
+    for (std::size_t j = 0; j < count; ++j) names.push_back("w." + std::to_string(j));
+    std::vector<std::size_t> asked;
+    auto name_at = [&](std::size_t j) {
+      asked.push_back(j);
+      return j < count ? std::string_view(names[j]) : std::string_view("past the end");
+    };
+    HashAhead<decltype(name_at)> ahead(count, name_at, index);
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < count; ++i) same += ahead.take(i) == index.hash(names[i]);
+    CHECK(same == count);
+    CHECK(asked.size() == count);
+    std::size_t in_order = 0;
+    for (std::size_t j = 0; j < asked.size(); ++j) in_order += asked[j] == j;
+    CHECK(in_order == count);
+  }
+}
