@@ -189,4 +189,26 @@ TEST_CASE("FlatIndex: reset(n) and reserve(n) make room for n pairs: n inserts a
   // The ninth pair of the small one grows it: the map is never full.
   CHECK(insert_allocates(small, 8, 1));
 }
+
+TEST_CASE("FlatIndex: a moved-from map counts from 0: its first table, 16 slots, takes 8 pairs") {
+  // Its count goes with its slots: one that kept the 40 pairs it had
+  // counted grew its 16 slots at its second insert, and again at each one
+  // after until the table was twice its stale count.
+  const Deadline deadline;
+  FlatIndex m;
+  bool inserted = false;
+  for (std::uint64_t i = 0; i < 40; ++i) (void)m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted);
+  FlatIndex built(std::move(m));
+  FlatIndex assigned;
+  assigned = std::move(built);
+  for (FlatIndex* from : {&m, &built}) {
+    CHECK(from->find_or_insert(0, b_of(0), 100, inserted) == 100);  // (its first table: an allocation)
+    CHECK(inserted);
+    CHECK_FALSE(insert_allocates(*from, 1, 7));
+    std::size_t found = 0;
+    for (std::uint64_t i = 0; i < 8; ++i) found += from->find(i, b_of(i)) == i + 100;
+    CHECK(found == 8);
+  }
+  CHECK(assigned.find(39, b_of(39)) == 139);
+}
 #endif  // __cpp_exceptions
