@@ -131,6 +131,9 @@ TEST_CASE("ArenaVector: a std::vector whose memory comes from the arena") {
   CHECK(ai == ArenaAllocator<char>(a));
   CHECK_FALSE(ai != ArenaAllocator<char>(a));
   CHECK(ai != ArenaAllocator<char>(other));
+  // Over two arenas they are unequal: a vector move-assigned from one over
+  // the other arena moves its elements, never taking a block the other frees.
+  CHECK_FALSE(ai == ArenaAllocator<char>(other));
   CHECK(ArenaAllocator<char>(ai) == ai);
 }
 
