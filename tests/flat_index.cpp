@@ -22,6 +22,12 @@ constexpr std::uint32_t kNone = FlatIndex::kNone;
 /// Pair i: (i, 7i + 1), stored as value i + 100.
 std::uint64_t b_of(std::uint64_t i) { return 7 * i + 1; }
 
+/// Inserts pairs first .. end - 1 into `m`.
+void insert_pairs(FlatIndex& m, std::uint64_t first, std::uint64_t end) {
+  bool inserted = false;
+  for (std::uint64_t i = first; i < end; ++i) (void)m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted);
+}
+
 /// Stops the process if the lookups that follow do not return: a map with
 /// no empty slot left probes a missing pair forever.
 struct Deadline {
@@ -128,8 +134,7 @@ TEST_CASE("FlatIndex: pairs that share one word are different pairs; (0, 0) is a
 TEST_CASE("FlatIndex: moved onto itself, a map keeps every pair") {
   const Deadline deadline;
   FlatIndex m;
-  bool inserted = false;
-  for (std::uint64_t i = 0; i < 40; ++i) (void)m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted);
+  insert_pairs(m, 0, 40);
   FlatIndex& same = m;  // (as a swap or a container's shuffle does it)
   m = std::move(same);
   std::size_t found = 0;
@@ -149,12 +154,10 @@ namespace {
 /// Inserts pairs first .. first + count - 1 (pair i: (i, b_of(i)), value
 /// i + 100) with every operator new armed to throw: whether one allocated.
 bool insert_allocates(FlatIndex& m, std::uint64_t first, std::uint64_t count) {
-  bool inserted = false;
   bool threw = false;
   wdedup_test::g_fail_countdown = 0;
   try {
-    for (std::uint64_t i = first; i < first + count; ++i)
-      (void)m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted);
+    insert_pairs(m, first, first + count);
   } catch (const std::bad_alloc&) {
     threw = true;
   }
@@ -196,11 +199,11 @@ TEST_CASE("FlatIndex: a moved-from map counts from 0: its first table, 16 slots,
   // after until the table was twice its stale count.
   const Deadline deadline;
   FlatIndex m;
-  bool inserted = false;
-  for (std::uint64_t i = 0; i < 40; ++i) (void)m.find_or_insert(i, b_of(i), static_cast<std::uint32_t>(i + 100), inserted);
+  insert_pairs(m, 0, 40);
   FlatIndex built(std::move(m));
   FlatIndex assigned;
   assigned = std::move(built);
+  bool inserted = false;
   for (FlatIndex* from : {&m, &built}) {
     CHECK(from->find_or_insert(0, b_of(0), 100, inserted) == 100);  // (its first table: an allocation)
     CHECK(inserted);
