@@ -221,3 +221,62 @@ TEST_CASE("HashAhead: take(i) is the index's hash of name i; it asks for names 0
     CHECK(in_order == count);
   }
 }
+
+#if defined(__cpp_exceptions)
+// Allocations seen by a replaced operator new that throws when armed
+// (support/failing_new.hpp): only where exceptions are on.
+#include <new>
+
+#include "support/failing_new.hpp"
+
+TEST_CASE("IdIndex: sized for n names, or reserved for them, it takes n inserts without allocating; moved from, 8") {
+  // n names need 2n slots, rounded up to a power of two: 100 take 256. An
+  // index of 128 grew at the 65th insert. Every operator new is armed to
+  // throw while the names go in (support/failing_new.hpp).
+  using wdedup::detail::IdIndex;
+  std::vector<std::string> names;
+  for (std::uint32_t i = 0; i < 101; ++i) names.push_back("layers." + std::to_string(i) + ".weight");
+  auto name_of = [&](std::uint32_t id) { return std::string_view(names[id]); };
+  const auto inserts_allocate = [&](IdIndex& index, std::uint32_t first, std::uint32_t count) {
+    bool threw = false;
+    wdedup_test::g_fail_countdown = 0;
+    try {
+      for (std::uint32_t i = first; i < first + count; ++i) index.insert(names[i], index.hash(names[i]), i, name_of);
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    wdedup_test::g_fail_countdown = -1;
+    return threw;
+  };
+  IdIndex sized(100);
+  CHECK_FALSE(inserts_allocate(sized, 0, 100));
+  IdIndex reserved(60);  // 128 slots: too few for 100
+  reserved.reserve(100, name_of);
+  CHECK_FALSE(inserts_allocate(reserved, 0, 100));
+  for (const IdIndex* index : {&sized, &reserved}) {
+    std::size_t found = 0;
+    for (std::uint32_t i = 0; i < 100; ++i) found += index->find(names[i], index->hash(names[i]), name_of) == i;
+    CHECK(found == 100);
+    CHECK(index->find(names[100], index->hash(names[100]), name_of) == IdIndex::kNone);
+  }
+  // The ninth name of an index sized for 8 (16 slots) grows it: the check sees an allocation.
+  IdIndex small(8);  // 16 slots
+  CHECK_FALSE(inserts_allocate(small, 0, 8));
+  CHECK(inserts_allocate(small, 8, 1));
+  // A moved-from index counts from 0: its first 16 slots take 8 names.
+  // One that kept the 100 names it had counted grew at its second insert.
+  IdIndex built(std::move(sized));
+  IdIndex assigned;
+  assigned = std::move(reserved);
+  for (IdIndex* from : {&sized, &reserved}) {
+    CHECK(from->find(names[0], from->hash(names[0]), name_of) == IdIndex::kNone);
+    from->insert(names[0], from->hash(names[0]), 0, name_of);  // (its first slots: an allocation)
+    CHECK_FALSE(inserts_allocate(*from, 1, 7));
+    std::size_t found = 0;
+    for (std::uint32_t i = 0; i < 8; ++i) found += from->find(names[i], from->hash(names[i]), name_of) == i;
+    CHECK(found == 8);
+  }
+  CHECK(built.find(names[99], built.hash(names[99]), name_of) == 99);
+  CHECK(assigned.find(names[99], assigned.hash(names[99]), name_of) == 99);
+}
+#endif  // __cpp_exceptions
