@@ -232,6 +232,19 @@ dedup_units = sorted({(r["name"].endswith(": scaling vs 1 thr"), r.get("unit"), 
 if dedup_units != [(False, "GB/s", "GB/s"), (True, "x", "x")]:
     problems.append(f"dedup rows' (scaling row, unit, baseline unit) {dedup_units}, expected "
                     "(False, 'GB/s', 'GB/s') and (True, 'x', 'x')")
+# The adversarial tensors (--quick: 256 of 64 KiB) share, with the first,
+# everything but the 8-byte tag ~i just before the last KiB: their first
+# 64,504 bytes (65,536 - 1,024 - 8) and their last 1,031 (the KiB, and the
+# tag's 7 high bytes, 0xFF for every i below 256). Measured on the bytes
+# and given on every adversarial row but the scaling ones, nowhere else: a
+# tag moved into the last KiB, or to just past the first, passed
+# bench_quick and bench_args (mutation sweep h66, B3 and B4).
+shapes = sorted({(r["name"].split(":")[0], r["extra"].get("shared_head_bytes"), r["extra"].get("shared_tail_bytes"))
+                 for r in rows if r.get("group") == "dedup" and not r["name"].endswith(": scaling vs 1 thr")})
+want_shapes = sorted((label, 64504, 1031) if label.startswith("adversarial") else (label, None, None)
+                     for label in {s[0] for s in shapes})
+if not any(s[0].startswith("adversarial") for s in shapes) or shapes != want_shapes:
+    problems.append(f"dedup rows' (workload, shared_head_bytes, shared_tail_bytes) {shapes}, expected {want_shapes}")
 # Each scaling row's note: its workload's, and, where deduplicate() ran on
 # fewer threads than given, a line saying so; none where it ran on all (a
 # note of "ran on 2 of the 2 threads given" passed bench_quick and

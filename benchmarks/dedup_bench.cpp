@@ -165,6 +165,11 @@ struct Workload {
   wdedup::Program own;
   std::unique_ptr<std::uint8_t[]> arena;
   std::uint64_t expected_distinct = 0;  ///< 0: not known in advance
+  /// Figures measured on the workload's own bytes, added to the extra
+  /// fields of each of its rows but the scaling ones (the adversarial
+  /// tensors' shared head and tail: where they differ is what the workload
+  /// is for, and no other output shows it).
+  std::vector<std::pair<std::string, double>> shape;
   /// The mapped files a "ptd" workload's tensors point into.
   wdedup::PtdFiles files;
 
@@ -465,6 +470,26 @@ Workload make_adversarial(const Config& c) {
     p.add("t." + std::to_string(i), ByteSpan(base + i * size, size));
   }
   w.expected_distinct = n;
+  // The bytes every tensor shares with the first, from each end: measured,
+  // not declared (a tag moved into the last KiB, or to just past the
+  // first, passed bench_quick and bench_args: mutation sweep h66, B3, B4).
+  // (memcmp first: after the second tensor, each ends equal over what is
+  // left, and a byte loop over 2048 x 256 KiB would take a second.)
+  std::size_t head = size, tail = size;
+  for (std::size_t i = 1; i < n; ++i) {
+    const std::uint8_t* t = base + i * size;
+    if (std::memcmp(t, base, head) != 0) {  // a byte before `head` differs: find the first
+      std::size_t h = 0;
+      while (t[h] == base[h]) ++h;
+      head = h;
+    }
+    if (std::memcmp(t + size - tail, base + size - tail, tail) != 0) {
+      std::size_t e = 0;
+      while (t[size - 1 - e] == base[size - 1 - e]) ++e;
+      tail = e;
+    }
+  }
+  w.shape = {{"shared_head_bytes", double(head)}, {"shared_tail_bytes", double(tail)}};
   return w;
 }
 
@@ -954,6 +979,7 @@ void run_workload(const Config& c, const Workload& w, Results& out) {
       r.extra.push_back({"threads_run", double(run)});
       // (-1: not measured, off Linux)
       if (what == "deduplicate") r.extra.push_back({"resident_added_bytes", mem.known ? double(mem.added()) : -1.0});
+      r.extra.insert(r.extra.end(), w.shape.begin(), w.shape.end());
       r.note = w.description;
       return r;
     };
