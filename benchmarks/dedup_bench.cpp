@@ -587,6 +587,8 @@ class PairComparisons {
 // content's bytes, a duplicate another group's representative), so the
 // untimed ones are checked whole as well.
 
+// (Our own, not wdedup::detail::same_bytes, by which the store merges: a
+// check must not share the code it checks.)
 bool same_bytes(ByteSpan a, ByteSpan b) {
   return a.size() == b.size() && (a.data() == b.data() || a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
@@ -641,49 +643,44 @@ std::string result_problem(const wdedup::Program& p, const wdedup::DedupResult& 
 
 // ---- measuring -------------------------------------------------------------------
 
+/// deduplicate() under strategy `Policy_` on `threads` threads.
 template <class Policy_>
-std::uint64_t dedup_once(const wdedup::Program& p, unsigned threads, double* identity_seconds,
-                         std::uint64_t* buffers) {
+wdedup::Expected<wdedup::DedupResult> dedup_as(const wdedup::Program& p, unsigned threads) {
   wdedup::DedupOptions o;
   o.threads = threads;
-  auto r = wdedup::deduplicate<wdedup::Strategy<Policy_>>(p, o);
-  if (!r) {
-    fail_group("deduplicate failed: " + r.message());
-  }
-  if (identity_seconds) *identity_seconds = r->report.seconds_identity;
-  if (buffers) *buffers = r->report.buffers;
-  return r->report.bytes_stored;
+  return wdedup::deduplicate<wdedup::Strategy<Policy_>>(p, o);
 }
 
 template <class Policy_>
 std::string refusal(const wdedup::Program& p) {
-  wdedup::DedupOptions o;
-  o.threads = 0;
-  const wdedup::Expected<wdedup::DedupResult> r = wdedup::deduplicate<wdedup::Strategy<Policy_>>(p, o);
+  const wdedup::Expected<wdedup::DedupResult> r = dedup_as<Policy_>(p, 0);
   return r ? std::string() : r.message();
 }
 
-std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity_seconds, std::uint64_t* buffers) {
-  return w.policy == Policy::OneBlob
-             ? dedup_once<wdedup::OneBlob>(w.program(), threads, identity_seconds, buffers)
-             : dedup_once<wdedup::Positional>(w.program(), threads, identity_seconds, buffers);
+/// deduplicate() once under the workload's policy; a refusal ends the
+/// group (fail_group).
+wdedup::Expected<wdedup::DedupResult> dedup_call(const Workload& w, unsigned threads) {
+  wdedup::Expected<wdedup::DedupResult> r = w.policy == Policy::OneBlob
+                                                ? dedup_as<wdedup::OneBlob>(w.program(), threads)
+                                                : dedup_as<wdedup::Positional>(w.program(), threads);
+  if (!r) fail_group("deduplicate failed: " + r.message());
+  return r;
 }
 
-template <class Policy_>
-wdedup::Expected<wdedup::DedupResult> dedup_result(const wdedup::Program& p, unsigned threads) {
-  wdedup::DedupOptions o;
-  o.threads = threads;
-  return wdedup::deduplicate<wdedup::Strategy<Policy_>>(p, o);
+/// The call the dedup rows time: its stored bytes, and through the
+/// pointers given, its identity seconds and its count of buffers.
+std::uint64_t dedup_policy(const Workload& w, unsigned threads, double* identity_seconds, std::uint64_t* buffers) {
+  const wdedup::Expected<wdedup::DedupResult> r = dedup_call(w, threads);
+  if (identity_seconds) *identity_seconds = r->report.seconds_identity;
+  if (buffers) *buffers = r->report.buffers;
+  return r->report.bytes_stored;
 }
 
 /// deduplicate() once, untimed, its result checked whole (result_problem;
 /// a failure names `who`): its count of buffers, which the timed calls'
 /// are checked against.
 std::uint64_t dedup_checked(const Workload& w, unsigned threads, const std::string& who) {
-  const wdedup::Expected<wdedup::DedupResult> r = w.policy == Policy::OneBlob
-                                                      ? dedup_result<wdedup::OneBlob>(w.program(), threads)
-                                                      : dedup_result<wdedup::Positional>(w.program(), threads);
-  if (!r) fail_group("deduplicate failed: " + r.message());
+  const wdedup::Expected<wdedup::DedupResult> r = dedup_call(w, threads);
   if (const std::string why = result_problem(w.program(), *r); !why.empty())
     report_failure(who + ": deduplicate()'s result: " + why);
   return r->report.buffers;
