@@ -1176,28 +1176,39 @@ if fail_mmap:
 # and every one says it agreed. Nothing else in a run produces a FAILED row: the
 # table's cell and the JSON's "failed" were never seen by a test.
 if wrong_first_digest:
-    if os.path.exists(json_path):
-        os.remove(json_path)
-    r = run([exe, "--quick", "--no-progress", "--reps", "1", "--threads", "1,2", "--only", "dedup", "--workloads",
-             "small-tensors", "--small-tensors", "2", "--json", json_path, "--tmpdir", outdir], timeout=120,
-            env=dict(os.environ, LD_PRELOAD=wrong_first_digest, WBENCH_WRONG_FIRST_DIGEST="1"))
+    def wrong_digest_run(*references):
+        """The small tensors, two of them, at 1 and 2 threads, under the shim."""
+        if os.path.exists(json_path):
+            os.remove(json_path)
+        return run([exe, "--quick", "--no-progress", "--reps", "1", "--threads", "1,2", "--only", "dedup",
+                    "--workloads", "small-tensors", "--small-tensors", "2", *references, "--json", json_path,
+                    "--tmpdir", outdir], timeout=120,
+                   env=dict(os.environ, LD_PRELOAD=wrong_first_digest, WBENCH_WRONG_FIRST_DIGEST="1"))
+
+    def failed_rows(rows):
+        """(name after the workload's label, threads, baseline): failed."""
+        return {(x["name"].split(": ", 1)[1], x["threads"], x.get("baseline")): x.get("failed", False) for x in rows}
+
+    def failed_at_one_thread(kinds):
+        """Rows of these (what, baseline) kinds at 1 and 2 threads, and the
+        scaling row: failed at 1 thread and the scaling row, not at 2."""
+        want = {(what, threads, base): threads == 1 for threads in (1, 2) for what, base in kinds}
+        want[("scaling vs 1 thr", 2, "read pass")] = True
+        return want
+
+    r = wrong_digest_run()
     failures = ["small tensors, 1 thread: deduplicate found 1 distinct buffer, the identity engine 1, SHA-256 2, "
                 "fingerprint + SHA-256 1, expected 1",
                 "small tensors, 1 thread: the SHA-256 reference found 1 distinct buffer in repetition 1, 2 in the "
                 "untimed call"]
     doc = json_doc(json_path)
     rows = doc.get("results", [])
-    # (name after the workload's label, threads, baseline): failed
-    got = {(x["name"].split(": ", 1)[1], x["threads"], x.get("baseline")): x.get("failed", False) for x in rows}
-    want = {}
-    for threads in (1, 2):
-        for what, base in (("deduplicate", "read pass"), ("deduplicate", "SHA-256 ref"),
-                           ("deduplicate", "fp+SHA-256 ref"),
-                           ("identity engine", "read pass"), ("identity engine", "SHA-256 ref"),
-                           ("deduplicate", "2-stream read"), ("comparisons alone", "read pass"),
-                           ("read pass", "SHA-256 ref")):
-            want[(what, threads, base)] = threads == 1
-    want[("scaling vs 1 thr", 2, "read pass")] = True
+    got = failed_rows(rows)
+    want = failed_at_one_thread((("deduplicate", "read pass"), ("deduplicate", "SHA-256 ref"),
+                                 ("deduplicate", "fp+SHA-256 ref"),
+                                 ("identity engine", "read pass"), ("identity engine", "SHA-256 ref"),
+                                 ("deduplicate", "2-stream read"), ("comparisons alone", "read pass"),
+                                 ("read pass", "SHA-256 ref")))
     # The 2-thread answers agreed with SHA-256's, the 1-thread ones did not.
     consistent = sorted({(x["threads"], x["extra"].get("consistent_with_sha256"),
                           x["extra"].get("consistent_with_fp_sha256")) for x in rows
@@ -1223,24 +1234,20 @@ if wrong_first_digest:
     # (both hashed): it counts 2 contents, and its timed call 1. Its timed
     # answers were never checked by a test (dropping that check passed
     # bench_quick and bench_args: mutation sweep h66, B11).
-    r = run([exe, "--quick", "--no-progress", "--reps", "1", "--threads", "1,2", "--only", "dedup", "--workloads",
-             "small-tensors", "--small-tensors", "2", "--references", "fp-sha256", "--json", json_path, "--tmpdir",
-             outdir], timeout=120, env=dict(os.environ, LD_PRELOAD=wrong_first_digest, WBENCH_WRONG_FIRST_DIGEST="1"))
+    r = wrong_digest_run("--references", "fp-sha256")
     failures = ["small tensors, 1 thread: deduplicate found 1 distinct buffer, the identity engine 1, "
                 "fingerprint + SHA-256 2, expected 1",
                 "small tensors, 1 thread: the fingerprint + SHA-256 reference found 1 distinct buffer in repetition 1, "
                 "2 in the untimed call"]
     doc = json_doc(json_path)
-    got = sorted((x["name"].split(": ", 1)[1], x["threads"], x.get("baseline"), x.get("failed", False))
-                 for x in doc.get("results", []))
-    want = sorted([(what, t, base, t == 1) for t in (1, 2) for what, base in (
-        ("deduplicate", "read pass"), ("deduplicate", "fp+SHA-256 ref"), ("identity engine", "read pass"),
-        ("deduplicate", "2-stream read"), ("comparisons alone", "read pass"))] +
-        [("scaling vs 1 thr", 2, "read pass", True)])
+    got = failed_rows(doc.get("results", []))
+    want = failed_at_one_thread((("deduplicate", "read pass"), ("deduplicate", "fp+SHA-256 ref"),
+                                 ("identity engine", "read pass"), ("deduplicate", "2-stream read"),
+                                 ("comparisons alone", "read pass")))
     if r.returncode != 1 or r.stderr.splitlines() != ["wdedup-bench: FAILURE: " + f for f in failures] or \
             doc.get("failures") != failures or got != want:
         problems.append(f"a wrong fingerprint + SHA-256 digest at 1 thread: exit {r.returncode}, stderr {r.stderr!r}, "
-                        f"rows (what, threads, baseline, failed) {got!r}; expected 1, {failures!r}, {want!r}")
+                        f"failed rows {got!r}; expected 1, {failures!r}, {want!r}")
 
 # --input-pages: the small tensors' memory is advised off or onto huge pages
 # before it is first touched. Off ("small"), none of it is on one; on
