@@ -232,7 +232,7 @@ refusals = [
     (["--workloads", "adversarial,llama-1+1,adversarial"],
      "--workloads adversarial,llama-1+1,adversarial gives adversarial twice"),
     (["--workloads", "llama"],
-     "unknown workload 'llama' (llama-1+1, llama-3+3, llama-3+2, small-tensors, adversarial, ptd)"),
+     "unknown workload 'llama' (llama-1+1, llama-3+3, llama-3+2, small-tensors, adversarial, same-names, ptd)"),
     (["--references", "sha1"], "unknown reference 'sha1' (sha256, fp-sha256)"),
     (["--references", "fp-sha256,sha256,fp-sha256"], "--references fp-sha256,sha256,fp-sha256 gives fp-sha256 twice"),
     (["--references", ""], "--references needs at least one item, got ''"),
@@ -685,7 +685,7 @@ else:
     # Every dedup workload at both thread counts, as a --quick run has them.
     workloads = sorted({(r["name"].split(":")[0], r["threads"]) for r in dedup_rows})
     if doc.get("interrupted") is not True or groups != ["alloc", "dedup", "runtime", "write"] or \
-            doc["failures"] != [] or len(workloads) != 10 or any(r.get("failed") for r in doc["results"]):
+            doc["failures"] != [] or len(workloads) != 12 or any(r.get("failed") for r in doc["results"]):
         problems.append(f"Ctrl-C in the build group: interrupted {doc.get('interrupted')}, groups {groups}, "
                         f"failures {doc['failures']}, dedup workloads {workloads}")
     tail = out.splitlines()[-2:]
@@ -1280,7 +1280,7 @@ def input_pages_run(pages):
 
 share, lines = input_pages_run("small")
 line = ("dedup input on huge pages: small tensors POSITIONAL 0% "
-        "(--input-pages small: the small-tensor and adversarial workloads).")
+        "(--input-pages small: the small-tensor, adversarial and same-names workloads).")
 if lines is not None and (share != 0 or line not in lines):
     problems.append(f"--input-pages small: share {share}, output {lines}")
 # With neither workload whose pages it sets (a Llama workload alone), the
@@ -1288,8 +1288,8 @@ if lines is not None and (share != 0 or line not in lines):
 # "--input-pages small: the small-tensor and adversarial workloads").
 r = run([exe, "--quick", "--only", "dedup", "--workloads", "llama-1+1", "--threads", "1", "--reps", "1",
          "--input-pages", "small", "--no-progress", "--json", json_path, "--tmpdir", outdir])
-line = ("dedup input on huge pages: llama 1+1 POSITIONAL 0% (--input-pages: none ran of the small-tensor and "
-        "adversarial workloads, whose pages it sets).")
+line = ("dedup input on huge pages: llama 1+1 POSITIONAL 0% (--input-pages: none ran of the small-tensor, "
+        "adversarial and same-names workloads, whose pages it sets).")
 said = [l for l in r.stdout.splitlines() if l.startswith("dedup input on huge pages: ")]
 fact = None
 if r.returncode == 0:

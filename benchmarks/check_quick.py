@@ -96,8 +96,11 @@ def first(pred):
 
 
 used = {
+    # (also the same-names workload's count)
     "--small-tensors": ("10000", first(lambda r: r["name"].startswith("small tensors")).get("note", "")
-                        .startswith("10000 tensors of 4096 B")),
+                        .startswith("10000 tensors of 4096 B, ") and
+                        first(lambda r: r["name"].startswith("same names")).get("note", "")
+                        .startswith("10000 tensors of 4096 B over two methods")),
     "--adversarial": ("256,65536", first(lambda r: r["name"].startswith("adversarial")).get("note", "")
                       .startswith("256 distinct tensors of 65536 B")),
     "--lookups": ("32768", first(lambda r: "lookups_per_pass" in r.get("extra", {}))
@@ -125,7 +128,7 @@ if not build_reps or any(x != (2, 2, 2) for x in build_reps):
                     "--compile-reps 2, the warm-up one of them)")
 # The comparisons alone: only where every duplicate is a small tensor (the
 # small tensors; the Llama workloads' duplicates are big, the adversarial
-# one has none), one row per thread count, reading both sides of each of
+# and same-names ones have none), one row per thread count, reading both sides of each of
 # --quick's 5,000 pairs of 4 KiB: every examined byte once.
 alone = [r for r in rows if r.get("name", "").endswith(": comparisons alone")]
 if sorted((r["name"], r["threads"]) for r in alone) != [("small tensors POSITIONAL: comparisons alone", t)
@@ -192,7 +195,10 @@ dedup_labels = list(dict.fromkeys(r["name"].split(":")[0] for r in rows if r.get
 # (2 x (1 + 11 x 4 layers + 1) = 92 buffers; the tied output weight is the
 # embedding's memory) and neither causal mask (prefill's 32 x 128 floats,
 # decode's 1 x 128: 16,896 bytes, of other sizes); the small tensors, each
-# one's copy; the adversarial tensors, whose first KiB is one, all. Each
+# one's copy; the same names, each one (the second method's share their
+# namesake's length and first bytes, and differ only in the last: each
+# hashed once, 10,000 of 4 KiB); the adversarial tensors, whose first KiB is
+# one, all. Each
 # adversarial tensor but the first and the last is hashed a second time
 # (stored as a candidate, its digest on arrival not kept): 256 distinct
 # buffers of one fingerprint, 2 x 256 - 2 hashes. The copies merge with
@@ -206,7 +212,7 @@ for r in fp_rows:
     e = r["extra"]
     if r["name"].startswith("llama "):
         want = (92, 0, e["bytes_examined"] - 4 * (32 + 1) * 128)
-    elif r["name"].startswith("small tensors"):
+    elif r["name"].startswith("small tensors") or r["name"].startswith("same names"):
         want = (10000, 0, 10000 * 4096)
     else:
         want = (256, 254, (256 + 254) * 65536)
@@ -245,6 +251,19 @@ want_shapes = sorted((label, 64504, 1031) if label.startswith("adversarial") els
                      for label in {s[0] for s in shapes})
 if not any(s[0].startswith("adversarial") for s in shapes) or shapes != want_shapes:
     problems.append(f"dedup rows' (workload, shared_head_bytes, shared_tail_bytes) {shapes}, expected {want_shapes}")
+# The same names (--quick: 10,000 tensors of 4 KiB over two methods): each
+# of the second method's 5,000 has a namesake of its size in the first with
+# other bytes, and shares its first 4,095 bytes with it. Measured on the
+# bytes, on every same-names row but the scaling ones, nowhere else: the
+# workload is the one whose hints all fail, and that says they do.
+namesakes = sorted({(r["name"].split(":")[0], r["extra"].get("namesakes_differing"),
+                     r["extra"].get("namesake_shared_head_bytes"))
+                    for r in rows if r.get("group") == "dedup" and not r["name"].endswith(": scaling vs 1 thr")})
+want_namesakes = sorted((label, 5000, 4095) if label.startswith("same names") else (label, None, None)
+                        for label in {s[0] for s in namesakes})
+if not any(s[0].startswith("same names") for s in namesakes) or namesakes != want_namesakes:
+    problems.append(f"dedup rows' (workload, namesakes_differing, namesake_shared_head_bytes) {namesakes}, "
+                    f"expected {want_namesakes}")
 # Each scaling row's note: its workload's, and, where deduplicate() ran on
 # fewer threads than given, a line saying so; none where it ran on all (a
 # note of "ran on 2 of the 2 threads given" passed bench_quick and
@@ -649,7 +668,8 @@ if once.returncode != 0:
     sys.exit(f"wdedup-bench --once exited with {once.returncode}")
 lines = [l for l in once.stdout.splitlines() if "one read pass and one deduplicate()" in l]
 expected = [f"{w}, {counted(t, 'thread')}:"
-            for w in ("llama 1+1", "llama 3+3", "llama 3+2", "small tensors", "adversarial") for t in (1, 2)]
+            for w in ("llama 1+1", "llama 3+3", "llama 3+2", "small tensors", "adversarial", "same names")
+            for t in (1, 2)]
 missing = [e for e in expected if not any(l.startswith(e) for l in lines)]
 if missing or len(lines) != len(expected):
     sys.exit(f"wdedup-bench --once: expected one line per workload and thread count, missing {missing}")

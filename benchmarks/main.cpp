@@ -277,7 +277,8 @@ void usage(FILE* f) {
       "  --threads N[,N...]      thread counts for the dedup workloads, each at most %u\n"
       "                          (default 1,2,all cores)\n"
       "  --workloads W[,W...]    dedup workloads to run (default all): llama-1+1, llama-3+3,\n"
-      "                          llama-3+2, small-tensors, adversarial, ptd (with --ptd)\n"
+      "                          llama-3+2, small-tensors, adversarial, same-names, ptd (with\n"
+      "                          --ptd)\n"
       "  --references R[,R...]   references deduplicate() is timed against (default both):\n"
       "                          sha256: ExecuTorch's NamedDataStore before pytorch/executorch\n"
       "                          #18351, SHA-256 of every buffer (the 8x target's); fp-sha256:\n"
@@ -291,11 +292,13 @@ void usage(FILE* f) {
       "                          (llama-3+3 and llama-3+2 need at least 3 layers)\n"
       "Synthetic workloads:\n"
       "  --small-tensors N       count of 4 KiB tensors, 50%% duplicates; even (default 100000;\n"
-      "                          --quick 10000)\n"
+      "                          --quick 10000). Also same-names' count: as many, the second\n"
+      "                          method's under the first's names, each unlike its namesake in\n"
+      "                          its last byte (no duplicates, no targets)\n"
       "  --adversarial N,BYTES   distinct tensors sharing first/last KiB (default 2048,262144;\n"
       "                          --quick 256,65536)\n"
       "  --input-pages default|huge|small\n"
-      "                          pages of these two workloads' memory: default (what new[] gets:\n"
+      "                          pages of these three workloads' memory: default (what new[] gets:\n"
       "                          the system's transparent-huge-page policy decides), huge or small\n"
       "                          (madvise before it is first touched). Every timed run prints\n"
       "                          each dedup workload's share on huge pages and writes it to the JSON\n"
@@ -471,13 +474,17 @@ std::string check_sizes(const Config& c) {
   // is held against the limit on its own.)
   const std::uint64_t keys =
       c.key_counts.empty() ? 0 : *std::max_element(c.key_counts.begin(), c.key_counts.end());
-  // (The two dedup workloads: their tensors' bytes, and what each tensor
+  // (The synthetic dedup workloads: their tensors' bytes, and what each tensor
   // costs besides, kDedupBytesPerTensor in harness.hpp.)
   const std::string per_tensor = " (the tensors' bytes and " + std::to_string(wbench::kDedupBytesPerTensor) +
                                  " more a tensor: its record and name, and what deduplicate() and the baselines "
                                  "hold for it)";
   const Ask asks[] = {
       {c.runs_dedup() && c.wants_workload("small-tensors"), "--small-tensors", c.small_tensors, c.small_tensor_size, 0,
+       per_tensor, wbench::kDedupBytesPerTensor},
+      // (same-names: as many tensors of that size, run after the small
+      // tensors have freed theirs.)
+      {c.runs_dedup() && c.wants_workload("same-names"), "--small-tensors", c.small_tensors, c.small_tensor_size, 0,
        per_tensor, wbench::kDedupBytesPerTensor},
       {c.runs_dedup() && c.wants_workload("adversarial"), "--adversarial", c.adversarial_count, c.adversarial_size, 0,
        per_tensor, wbench::kDedupBytesPerTensor},
@@ -634,9 +641,9 @@ int parse_args(int argc, char** argv, Config* c) {
       if (!items(&c->workloads)) return 2;
       for (const std::string& w : c->workloads)
         if (w != "llama-1+1" && w != "llama-3+3" && w != "llama-3+2" && w != "small-tensors" && w != "adversarial" &&
-            w != "ptd") {
+            w != "same-names" && w != "ptd") {
           std::fprintf(stderr, "wdedup-bench: unknown workload '%s' (llama-1+1, llama-3+3, llama-3+2, "
-                               "small-tensors, adversarial, ptd)\n", w.c_str());
+                               "small-tensors, adversarial, same-names, ptd)\n", w.c_str());
           return 2;
         }
       if (const std::string* twice = repeated(c->workloads)) {
@@ -998,11 +1005,12 @@ void print_table(const Results& r, const std::string& input_pages, const std::st
   // (`input_pages` is the JSON's fact: "none ran" where neither workload
   // whose pages it sets did, a Llama or --ptd run.)
   if (!shares.empty() && input_pages == "none ran")
-    std::printf("dedup input on huge pages: %s (--input-pages: none ran of the small-tensor and adversarial "
-                "workloads, whose pages it sets).\n",
+    std::printf("dedup input on huge pages: %s (--input-pages: none ran of the small-tensor, adversarial and "
+                "same-names workloads, whose pages it sets).\n",
                 shares.c_str());
   else if (!shares.empty())
-    std::printf("dedup input on huge pages: %s (--input-pages %s: the small-tensor and adversarial workloads).\n",
+    std::printf("dedup input on huge pages: %s (--input-pages %s: the small-tensor, adversarial and same-names "
+                "workloads).\n",
                 shares.c_str(), input_pages.c_str());
   // Where the engine reads little of what the rows are timed on (a tensor
   // whose size no other has is settled unread), the GB/s are no speed of
@@ -1165,9 +1173,10 @@ int main(int argc, char** argv) {
   r.notes.push_back({"references", c.runs_dedup() ? references : "none ran"});
   // What the Llama workloads ran as, or that none ran (a --ptd run).
   r.notes.push_back({"llama_model", wbench::runs_llama(c) ? c.model : "none ran"});
-  // (--input-pages advises only the small-tensor and adversarial inputs.)
+  // (--input-pages advises only the small-tensor, adversarial and same-names inputs.)
   // The table's line of huge-page shares says the same.
-  const bool paged = c.runs_dedup() && (c.wants_workload("small-tensors") || c.wants_workload("adversarial"));
+  const bool paged = c.runs_dedup() && (c.wants_workload("small-tensors") || c.wants_workload("adversarial") ||
+                                        c.wants_workload("same-names"));
   const std::string input_pages = paged ? c.input_pages : "none ran";
   r.notes.push_back({"input_pages", input_pages});
   r.notes.push_back({"transparent_hugepage", wbench::thp_policy()});
