@@ -265,7 +265,11 @@ TEST_CASE("small tensors, 1 to 8 threads: the same result whether every same-nam
     std::size_t keys, buffers;
     std::vector<std::string> generated;  // keys with a '/' (all generated, but kNameLikeKey's tensor)
     std::vector<Row> rows;
-    std::uint64_t comparisons;  // every pair once, and a differing copy again with its name's first
+    // Every pair once: a differing copy's pair with its name's first is
+    // settled by that comparison (it was compared again, 2001 for one copy
+    // that differs, before the engine kept failed hints), unless a third
+    // tensor of its fingerprint makes it a group of three (kTie).
+    std::uint64_t comparisons;
     unsigned extra = SmallCopies::kNone;
   };
   const Case cases[] = {
@@ -275,22 +279,22 @@ TEST_CASE("small tensors, 1 to 8 threads: the same result whether every same-nam
       // after the work that assumed it equal, which is undone (keys were
       // the names, the name index was the store's).
       {{1999}, false, 2001, 2001, {"a/w.1999", "b/w.1999"},
-       {{0, "w.1999", "a/w.1999", 1999}, {1, "w.1999", "b/w.1999", 3999}}, 2001},
+       {{0, "w.1999", "a/w.1999", 1999}, {1, "w.1999", "b/w.1999", 3999}}, 2000},
       // The last two differ and one name was never consistent: the undone
       // run had patched the function tables for w.last as well.
       {{1998, 1999}, true, 2004, 2003, {"a/w.1998", "a/w.1999", "a/w.last", "b/w.1998", "b/w.1999", "b/w.last"},
        {{0, "w.1998", "a/w.1998", 1998}, {1, "w.1998", "b/w.1998", 3998}, {0, "w.1999", "a/w.1999", 1999},
         {1, "w.1999", "b/w.1999", 3999}},
-       2003},
+       2001},
       // The first pair differs: known before the checking thread would
       // assume anything, so it does not.
-      {{0}, false, 2001, 2001, {"a/w.0", "b/w.0"}, {{0, "w.0", "a/w.0", 0}, {1, "w.0", "b/w.0", 2000}}, 2001},
+      {{0}, false, 2001, 2001, {"a/w.0", "b/w.0"}, {{0, "w.0", "a/w.0", 0}, {1, "w.0", "b/w.0", 2000}}, 2000},
       // The undone run took the store's name index to give a differing
       // w.1999 the keys a/w.1999 and b/w.1999; "a/w.1999" is a tensor's
       // name here, which the run after must still find taken (a mutant that
       // left the index out made two keys "a/w.1999").
       {{1999}, false, 2002, 2002, {"a/w.1999", "a/w.1999~1", "b/w.1999"},
-       {{0, "w.1999", "a/w.1999~1", 1999}, {0, "a/w.1999", "a/w.1999", 4000}, {1, "w.1999", "b/w.1999", 3999}}, 2001,
+       {{0, "w.1999", "a/w.1999~1", 1999}, {0, "a/w.1999", "a/w.1999", 4000}, {1, "w.1999", "b/w.1999", 3999}}, 2000,
        SmallCopies::kNameLikeKey},
       // The undone run found "tie" inconsistent (b's an alias of a w.1999
       // assumed equal to a's) and patched its function-table rows; in the

@@ -778,6 +778,77 @@ TEST_CASE("identity: a hint that fails or cannot apply changes nothing") {
   CHECK(r.stats.hashed == plain.stats.hashed);
 }
 
+TEST_CASE("identity: a pair of an input and the hint it differs from is not compared again") {
+  // Eight inputs of 4 KiB, one size class, four pairs by fingerprint, in
+  // one run of pairs: 0 a and 1 its copy; 2 b and 3 b but its last byte,
+  // hinted at 2 (compared there, differs); 4 c and 5 its copy; 6 d and 7 d
+  // but its last byte, without a hint. The failed hint's pair is settled by
+  // that comparison; the other three are compared, each labelled as its own
+  // group (the run skips b's pair between a's and c's).
+  const Bytes a = pattern(4096, 41), b = pattern(4096, 42), c = pattern(4096, 43), d = pattern(4096, 44);
+  Bytes b_last = b, d_last = d;
+  b_last[4095] ^= 1;
+  d_last[4095] ^= 1;
+  const std::vector<Bytes> bufs{a, a, b, b_last, c, c, d, d_last};
+  const std::vector<ByteSpan> in = spans_of(bufs);
+  const Run r = run(in, 0, Xxh3Hash{}, {kNoHint, kNoHint, kNoHint, 2, kNoHint, kNoHint, kNoHint, kNoHint});
+  CHECK(r.result == brute_force(in));
+  CHECK(r.result == std::vector<std::uint32_t>{0, 0, 2, 3, 4, 4, 6, 7});
+  CHECK(r.stats.matched_hint == 0);
+  CHECK(r.stats.hashed == 8);
+  CHECK(r.stats.compared_directly == 8);
+  // b's hint, then a's, c's and d's pairs: b's pair was read twice before.
+  CHECK(r.stats.byte_comparisons == 4);
+  CHECK(r.stats.bytes_compared == 4 * 4096);
+  const Run plain = run(in);
+  CHECK(plain.result == r.result);
+  CHECK(plain.stats.byte_comparisons == 4);
+}
+
+TEST_CASE("identity: a pair whose second member failed another hint is compared") {
+  // 0 h, 1 p, 2 p's copy hinted at 0: the hint fails, and 2 then meets 1 in
+  // a pair by fingerprint, which the failed hint says nothing about: it is
+  // compared, and 2 is 1's (settled unread, it would be a content of its own).
+  const Bytes h = pattern(4096, 51), p = pattern(4096, 52);
+  const std::vector<Bytes> bufs{h, p, p};
+  const std::vector<ByteSpan> in = spans_of(bufs);
+  const Run r = run(in, 0, Xxh3Hash{}, {kNoHint, kNoHint, 0});
+  CHECK(r.result == std::vector<std::uint32_t>{0, 1, 1});
+  CHECK(r.stats.matched_hint == 0);
+  CHECK(r.stats.compared_directly == 2);
+  CHECK(r.stats.byte_comparisons == 2);
+  CHECK(r.stats.bytes_compared == 2 * 4096);
+}
+
+TEST_CASE("identity: a pair an early verdict says differs is settled unread") {
+  // Two inputs of 4 KiB on never-readable memory, 1 hinted at 0, and the
+  // caller's verdict (EarlyVerdicts, as deduplicate() hands over the pairs it
+  // compared while checking names) that they differ: a class of two, no
+  // fingerprint, and the pair settled by that verdict, counted as one
+  // comparison of 4,096 bytes. Compared again, the engine read a page that
+  // faults.
+  NoAccess mem(4 * 4096);
+  const std::vector<ByteSpan> in{{mem.p, 4096}, {mem.p + 2 * 4096, 4096}};
+  const std::vector<std::uint32_t> hints{kNoHint, 0};
+  const std::vector<std::uint8_t> verdict{wdedup::detail::EarlyVerdicts::kUnknown,
+                                          wdedup::detail::EarlyVerdicts::kDiffer};
+  wdedup::detail::EarlyVerdicts early;
+  early.verdict = wdedup::Span<const std::uint8_t>(verdict.data(), verdict.size());
+  for (unsigned threads : {1u, 2u}) {
+    CAPTURE(threads);
+    IdentityOptions opts;
+    opts.threads = threads;
+    IdentityStats stats;
+    const std::vector<std::uint32_t> result = find_identical(
+        in, wdedup::Span<const std::uint32_t>(hints.data(), hints.size()), Xxh3Hash{}, opts, &stats, early);
+    CHECK(result == std::vector<std::uint32_t>{0, 1});
+    CHECK(stats.compared_directly == 2);
+    CHECK(stats.hashed == 0);
+    CHECK(stats.byte_comparisons == 1);
+    CHECK(stats.bytes_compared == 4096);
+  }
+}
+
 TEST_CASE("identity: an input of exactly kRunMaxBytes is tried against its hint, one of a byte more is not") {
   // 0 a and 1 its copy (hint 0), 64 KiB each; 2 b and 3 its copy (hint 2),
   // a byte more. The copy of a is settled by its hint and leaves its size

@@ -29,6 +29,9 @@ struct IdentityStats {
   /// more buffers, same prefix fingerprint) resolved by byte comparison alone,
   /// no block hashed: every pair, and groups whose members all equal their
   /// first. Such an input also counts in `hashed` if it was fingerprinted.
+  /// A pair of an input and the hint it was found to differ from is
+  /// settled by that comparison (counted once, with the hints) and counts
+  /// here too.
   std::uint64_t compared_directly = 0;
   /// Inputs whose bytes were hashed at least partly: every input, matched
   /// hints and same-pointer repeats aside, of a size three or more such
