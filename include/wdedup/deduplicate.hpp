@@ -561,6 +561,15 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
     };
     auto key_text_of = [&](std::size_t key) { return key_text(slots[key]); };
     IdIndex generated_index;  // generated key -> key id
+    if (!all_consistent) {
+      // Room for a generated key at every site whose name is inconsistent
+      // (the most there can be), made once: grown from empty it was
+      // rehashed 14 times on the way to 100,000 keys, each time reading
+      // every key's text again.
+      std::size_t inconsistent = 0;
+      for (std::size_t i = 0; i < nsites; ++i) inconsistent += !global_consistent[name_of[i]];
+      generated_index.reserve(inconsistent, key_text_of);
+    }
     Table<std::uint32_t> key_of_name, key_of_site;
     key_of_name.assign(nnames, IdIndex::kNone);
     key_of_site.assign(nsites, 0);
