@@ -152,7 +152,7 @@ constexpr std::uint64_t kBigTensorCopies = 2;
 // 2-core VM (its second pass, the buffers hashed again, holds 32 bytes for each:
 // none on the small tensors, and within those figures on the adversarial ones).
 // The most on huge pages, 1,068 with those 35 added, comes to 1,103: 1,536 is 39%
-// above it. bench_args checks those two runs against it. The same names (as
+// above it. bench_args checks those two runs against it, and one of the same names. The same names (as
 // many tensors as --small-tensors, every one a buffer of its own, every key
 // generated): 854 at 100,000, against 717 for the small tensors in the same
 // release build (2026-12-07, --only dedup --threads 1,2 --reps 1, a run each).
