@@ -478,9 +478,12 @@ bool refine_range(std::size_t k, std::size_t lo, std::size_t hi, std::size_t blk
 /// independent and their partitions intersected at the end; (5) bigger
 /// classes are swept, chunks of kSweepChunk members against the class's
 /// first, each up to its first difference, then merged per class.
-/// Work is split by sizes, counts and block_size only, never by the thread
-/// count; threads take items from an atomic counter and write to per-item
-/// slots, so the counts are the same for any thread count.
+/// Work items (a pair, a chunk of members, a range of a class's bytes) are
+/// cut by sizes, counts and block_size only; the thread count sets only how
+/// many items a task takes (task_target). Threads take tasks from an atomic
+/// counter and write to per-item slots, and a run of small pairs, which
+/// ends at its task's end, is counted pair by pair, so the result and the
+/// counts are the same for any thread count.
 ///
 /// Runs on opts.threads threads started per stage (POSIX threads; if one
 /// cannot start, the others do its share). Allocation failure throws
