@@ -436,14 +436,8 @@ Workload make_same_names(const Config& c) {
   for (const wdedup::Tensor& t : p.methods[1].partitions[0].tensors) {
     const auto it = first.find(t.name);
     if (it == first.end() || it->second.size() != t.bytes.size()) continue;
-    const std::uint8_t *x = it->second.data(), *y = t.bytes.data();
-    const std::size_t size = t.bytes.size();
-    if (std::memcmp(x, y, size) == 0) continue;
-    // (Eight bytes at a time to the word that differs: a byte loop over
-    // 50,000 pairs of 4 KiB took a fifth of a second.)
-    std::size_t h = 0;
-    while (h + 8 <= size && std::memcmp(x + h, y + h, 8) == 0) h += 8;
-    while (x[h] == y[h]) ++h;
+    const std::size_t h = first_difference(it->second.data(), t.bytes.data(), t.bytes.size());
+    if (h == t.bytes.size()) continue;
     ++differing;
     head = std::min(head, h);
   }
@@ -525,16 +519,13 @@ Workload make_adversarial(const Config& c) {
   // The bytes every tensor shares with the first, from each end: measured,
   // not declared (a tag moved into the last KiB, or to just past the
   // first, passed bench_quick and bench_args: mutation sweep h66, B3, B4).
-  // (memcmp first: after the second tensor, each ends equal over what is
-  // left, and a byte loop over 2048 x 256 KiB would take a second.)
+  // (memcmp first at the tail: after the second tensor, each ends equal
+  // over what is left, and a byte loop over 2048 x 256 KiB would take a
+  // second.)
   std::size_t head = size, tail = size;
   for (std::size_t i = 1; i < n; ++i) {
     const std::uint8_t* t = base + i * size;
-    if (std::memcmp(t, base, head) != 0) {  // a byte before `head` differs: find the first
-      std::size_t h = 0;
-      while (t[h] == base[h]) ++h;
-      head = h;
-    }
+    head = first_difference(t, base, head);
     if (std::memcmp(t + size - tail, base + size - tail, tail) != 0) {
       std::size_t e = 0;
       while (t[size - 1 - e] == base[size - 1 - e]) ++e;

@@ -4,7 +4,9 @@
 #ifndef WDEDUP_BENCHMARKS_HARNESS_HPP
 #define WDEDUP_BENCHMARKS_HARNESS_HPP
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>  // std::uncaught_exceptions
 #include <optional>
 #include <string>
@@ -239,6 +241,22 @@ inline std::string huge_input_pages_problem(const std::string& thp) {
     return "--input-pages huge: transparent huge pages are off here (" + thp +
            " in /sys/kernel/mm/transparent_hugepage/enabled)";
   return "";
+}
+
+/// The first byte at which `a` and `b` (n bytes each) differ, or n: the
+/// untimed checks' and the workloads' measure of where bytes part. A
+/// cache line at a time by memcmp, then byte by byte inside the one that
+/// differs (a byte loop over 50,000 pairs of 4 KiB took a fifth of a
+/// second; memcmp over the whole of each before a byte loop read a pair
+/// that differs twice).
+inline std::size_t first_difference(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
+  std::size_t at = 0;
+  for (std::size_t len = 0; at < n; at += len) {
+    len = n - at < 64 ? n - at : 64;
+    if (std::memcmp(a + at, b + at, len) != 0) break;
+  }
+  while (at < n && a[at] == b[at]) ++at;
+  return at;
 }
 
 /// A workload's "scaling vs <first> thr" row at `threads`: deduplicate()'s

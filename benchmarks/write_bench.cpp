@@ -124,12 +124,9 @@ std::string written_problem(const std::string& path, std::uint64_t file_size,
       return "key '" + name + "': " + std::to_string(d->size()) + " bytes, not the " +
              std::to_string(bufs[i].size()) + " written";
     const auto* p = static_cast<const std::uint8_t*>(d->data());
-    if (std::memcmp(p, bufs[i].data(), bufs[i].size()) != 0) {
-      std::size_t at = 0;
-      while (p[at] == bufs[i].data()[at]) ++at;
+    if (const std::size_t at = first_difference(p, bufs[i].data(), bufs[i].size()); at != bufs[i].size())
       return "key '" + name + "': byte " + std::to_string(at) + " is " + std::to_string(p[at]) + ", not the " +
              std::to_string(bufs[i].data()[at]) + " written";
-    }
   }
   return "";
 }
