@@ -238,6 +238,20 @@ dedup_units = sorted({(r["name"].endswith(": scaling vs 1 thr"), r.get("unit"), 
 if dedup_units != [(False, "GB/s", "GB/s"), (True, "x", "x")]:
     problems.append(f"dedup rows' (scaling row, unit, baseline unit) {dedup_units}, expected "
                     "(False, 'GB/s', 'GB/s') and (True, 'x', 'x')")
+
+
+def check_shape(workload, fields, want):
+    """Fields measured on a workload's bytes (Workload::shape): `want` on
+    every row of the workload (its label starts with `workload`) but the
+    scaling ones, and on no other row."""
+    got = sorted({(r["name"].split(":")[0], *(r["extra"].get(f) for f in fields))
+                  for r in rows if r.get("group") == "dedup" and not r["name"].endswith(": scaling vs 1 thr")})
+    expected = sorted((label, *want) if label.startswith(workload) else (label,) + (None,) * len(fields)
+                      for label in {g[0] for g in got})
+    if not any(g[0].startswith(workload) for g in got) or got != expected:
+        problems.append(f"dedup rows' (workload, {', '.join(fields)}) {got}, expected {expected}")
+
+
 # The adversarial tensors (--quick: 256 of 64 KiB) share, with the first,
 # everything but the 8-byte tag ~i just before the last KiB: their first
 # 64,504 bytes (65,536 - 1,024 - 8) and their last 1,031 (the KiB, and the
@@ -245,25 +259,13 @@ if dedup_units != [(False, "GB/s", "GB/s"), (True, "x", "x")]:
 # and given on every adversarial row but the scaling ones, nowhere else: a
 # tag moved into the last KiB, or to just past the first, passed
 # bench_quick and bench_args (mutation sweep h66, B3 and B4).
-shapes = sorted({(r["name"].split(":")[0], r["extra"].get("shared_head_bytes"), r["extra"].get("shared_tail_bytes"))
-                 for r in rows if r.get("group") == "dedup" and not r["name"].endswith(": scaling vs 1 thr")})
-want_shapes = sorted((label, 64504, 1031) if label.startswith("adversarial") else (label, None, None)
-                     for label in {s[0] for s in shapes})
-if not any(s[0].startswith("adversarial") for s in shapes) or shapes != want_shapes:
-    problems.append(f"dedup rows' (workload, shared_head_bytes, shared_tail_bytes) {shapes}, expected {want_shapes}")
+check_shape("adversarial", ("shared_head_bytes", "shared_tail_bytes"), (64504, 1031))
 # The same names (--quick: 10,000 tensors of 4 KiB over two methods): each
 # of the second method's 5,000 has a namesake of its size in the first with
 # other bytes, and shares its first 4,095 bytes with it. Measured on the
 # bytes, on every same-names row but the scaling ones, nowhere else: the
 # workload is the one whose hints all fail, and that says they do.
-namesakes = sorted({(r["name"].split(":")[0], r["extra"].get("namesakes_differing"),
-                     r["extra"].get("namesake_shared_head_bytes"))
-                    for r in rows if r.get("group") == "dedup" and not r["name"].endswith(": scaling vs 1 thr")})
-want_namesakes = sorted((label, 5000, 4095) if label.startswith("same names") else (label, None, None)
-                        for label in {s[0] for s in namesakes})
-if not any(s[0].startswith("same names") for s in namesakes) or namesakes != want_namesakes:
-    problems.append(f"dedup rows' (workload, namesakes_differing, namesake_shared_head_bytes) {namesakes}, "
-                    f"expected {want_namesakes}")
+check_shape("same names", ("namesakes_differing", "namesake_shared_head_bytes"), (5000, 4095))
 # Each scaling row's note: its workload's, and, where deduplicate() ran on
 # fewer threads than given, a line saying so; none where it ran on all (a
 # note of "ran on 2 of the 2 threads given" passed bench_quick and
