@@ -79,6 +79,17 @@ struct TensorSite {
   const Tensor* tensor;
 };
 
+/// "<a>/<b>" made at its size in one step: a tensor's generated key, made
+/// for every tensor whose name holds other bytes elsewhere. cat() appends
+/// piece by piece: about 190 instructions a key against about 55 this way.
+template <int = 0>
+std::string slash_join(std::string_view a, std::string_view b) {
+  std::string s(a.size() + 1 + b.size(), '/');
+  std::char_traits<char>::copy(&s[0], a.data(), a.size());
+  std::char_traits<char>::copy(&s[a.size() + 1], b.data(), b.size());
+  return s;
+}
+
 template <int = 0>
 std::string site_prefix(const Program& p, const TensorSite& s) {
   return cat("method ", quote_name(p.methods[s.method].name), " partition ", s.partition, " tensor ",
@@ -569,6 +580,7 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
       std::size_t inconsistent = 0;
       for (std::size_t i = 0; i < nsites; ++i) inconsistent += !global_consistent[name_of[i]];
       generated_index.reserve(inconsistent, key_text_of);
+      generated.reserve(inconsistent);
     }
     Table<std::uint32_t> key_of_name, key_of_site;
     key_of_name.assign(nnames, IdIndex::kNone);
@@ -617,16 +629,17 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
       } else {
         const std::string& mname = program.methods[s.method].name;
         const std::string& tname = s.tensor->name;
-        const std::string candidate =
-            method_consistent_at[i] ? cat(mname, "/", tname) : cat(mname, "/", s.partition, "/", tname);
-        std::string k = candidate;
+        std::string k = method_consistent_at[i] ? slash_join(mname, tname) : cat(mname, "/", s.partition, "/", tname);
         std::uint64_t h = generated_index.hash(k);
         bool taken = false;
         id = owner_of(k, h, i, &taken);
-        for (unsigned n = 1; taken; ++n) {
-          k = cat(candidate, "~", n);
-          h = generated_index.hash(k);
-          id = owner_of(k, h, i, &taken);
+        if (taken) {
+          const std::string candidate = std::move(k);
+          for (unsigned n = 1; taken; ++n) {
+            k = cat(candidate, "~", n);
+            h = generated_index.hash(k);
+            id = owner_of(k, h, i, &taken);
+          }
         }
         if (id == IdIndex::kNone) {
           id = static_cast<std::uint32_t>(slots.size());
