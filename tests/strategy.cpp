@@ -460,6 +460,52 @@ TEST_CASE("a generated key that another generated key took for other bytes gets 
   CHECK(r->store.bytes_of("prefill/0/x").data() == x0.data());
 }
 
+TEST_CASE("the store made with generated keys finds each key, and a later add is held to them") {
+  // Its key index is the one the keys were made with: the generated keys
+  // and the consistent names "c" and "decode/mask" in it, the names that
+  // are not keys ("mask") not.
+  std::vector<std::uint8_t> m1 = fill(16, 1), m2 = fill(16, 2), c = fill(24, 3), c2 = c, literal = fill(12, 4);
+  Program program;
+  program.add_method("prefill").add_partition().add("mask", span(m1)).add("c", span(c)).add("decode/mask",
+                                                                                              span(literal));
+  program.add_method("decode").add_partition().add("mask", span(m2)).add("c", span(c2));
+  for (unsigned threads : {1u, 2u}) {
+    CAPTURE(threads);
+    DedupOptions o;
+    o.threads = threads;
+    auto r = deduplicate<Strategy<Positional>>(program, o);
+    REQUIRE(r.ok());
+    NamedDataStore store = std::move(r->store);
+    const std::vector<std::string> keys{"prefill/mask", "c", "decode/mask", "decode/mask~1"};
+    REQUIRE(key_names(store) == keys);
+    CHECK(key_buffers(store) == std::vector<std::uint32_t>{0, 1, 2, 3});
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      CAPTURE(keys[i]);
+      CHECK(store.find(keys[i]) == &store.keys()[i]);
+    }
+    CHECK(store.find("mask") == nullptr);
+    CHECK(store.find("prefill/c") == nullptr);
+    CHECK(store.find("decode/mask~2") == nullptr);
+    // Added again with its own bytes: nothing changes.
+    REQUIRE(store.add_named_data("decode/mask~1", span(m2)).ok());
+    REQUIRE(store.add_named_data("c", span(c)).ok());
+    CHECK(key_names(store) == keys);
+    // With other bytes: refused, naming the key, and the store unchanged.
+    const Expected<void> conflict = store.add_named_data("decode/mask~1", span(m1));
+    CHECK(conflict.error() == Error::KeyConflict);
+    CHECK(std::string(conflict.message()) ==
+          "key 'decode/mask~1' already holds 16 bytes that differ from the 16 bytes added now (first difference "
+          "at byte 0)");
+    CHECK(key_names(store) == keys);
+    CHECK(store.buffer_count() == 4);
+    // A new key: appended after them, its bytes those of prefill's mask.
+    REQUIRE(store.add_named_data("decode/mask~2", span(m1)).ok());
+    CHECK(store.find("decode/mask~2") == &store.keys()[4]);
+    CHECK(store.keys()[4].buffer_index == 0);
+    CHECK(store.buffer_count() == 4);
+  }
+}
+
 TEST_CASE("a generated key that a real tensor name took for the same bytes and layout is shared") {
   // The literal "decode/mask" holds decode's own mask (a copy elsewhere in
   // memory): one content, one key, no "~1"; with another layout it is

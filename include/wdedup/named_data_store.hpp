@@ -640,15 +640,6 @@ struct StoreAccess {
                       std::optional<Layout> layout) {
     s.append_key(key, s.key_index_.hash(key), buffer, alignment, std::move(layout));
   }
-  /// The same, with `key_hash` = key_index(s).hash(key) computed by the
-  /// caller (who may have prefetched its slot).
-  template <int = 0>
-  static void add_key(NamedDataStore& s, std::string_view key, std::uint64_t key_hash, std::uint32_t buffer,
-                      std::uint64_t alignment, std::optional<Layout> layout) {
-    s.append_key(key, key_hash, buffer, alignment, std::move(layout));
-  }
-  /// The key index: what a caller hashes and prefetches keys with.
-  static const IdIndex& key_index(const NamedDataStore& s) noexcept { return s.key_index_; }
   /// Appends a key that is not indexed: the caller hands over the index of
   /// every key with set_key_index once they are all added. Nothing checks
   /// that `key` is new here; the writer refuses a store that repeats one.
