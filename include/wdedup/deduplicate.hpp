@@ -615,7 +615,10 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
         const auto id = static_cast<std::uint32_t>(slots.size());
         key_of_name[n] = id;
         add_slot(n, false, site);
-        if (index_keys) key_index.insert(names.name(n), key_index.hash(names.name(n)), id, key_text_of);
+        if (index_keys) {
+          const std::string_view name = names.name(n);
+          key_index.insert(name, key_index.hash(name), id, key_text_of);
+        }
       }
       return key_of_name[n];
     };
