@@ -154,6 +154,36 @@ TEST_CASE("IdIndex hashes under a seed of its own: names chosen to collide under
   CHECK(handed.find(probe, handed.hash(probe), name_of) == 777);
 }
 
+TEST_CASE("IdIndex::sharing_hash_with: an empty index that hashes as another; NameIndex::find by a caller's hash") {
+  // deduplicate() hashes a generated key once for the name index and its
+  // own index of keys: the two must hash alike, and find alike by it.
+  using wdedup::detail::IdIndex;
+  NameIndex names(16);
+  const std::vector<std::string> texts = {"w.1", "decode/w.1", "layers.0.attention.wq.weight", ""};
+  for (std::size_t i = 0; i < texts.size(); ++i) REQUIRE(names.find_or_add(texts[i]) == i);
+  IdIndex keys = IdIndex::sharing_hash_with(names.index());
+  const IdIndex own(16);
+  for (const std::string& t : texts) {
+    CAPTURE(t);
+    CHECK(keys.hash(t) == names.hash(t));
+  }
+  // A new index draws a seed of its own; this one took the names' seed,
+  // and no entry of theirs.
+  CHECK(own.hash("w.1") != names.hash("w.1"));
+  const std::vector<std::string> key_texts = {"decode/w.1", "prefill/w.1"};
+  auto key_of = [&](std::uint32_t id) { return std::string_view(key_texts[id]); };
+  CHECK(keys.find("decode/w.1", keys.hash("decode/w.1"), key_of) == IdIndex::kNone);
+  // NameIndex finds by the caller's hash as by its own.
+  for (std::size_t i = 0; i < texts.size(); ++i) CHECK(names.find(texts[i], keys.hash(texts[i])) == i);
+  CHECK(names.find("w.2", keys.hash("w.2")) == NameIndex::kNone);
+  // The keys' index takes ids of its own under the shared hash.
+  keys.insert(key_texts[0], names.hash(key_texts[0]), 0, key_of);
+  keys.insert(key_texts[1], names.hash(key_texts[1]), 1, key_of);
+  CHECK(keys.find("decode/w.1", names.hash("decode/w.1"), key_of) == 0);
+  CHECK(keys.find("prefill/w.1", names.hash("prefill/w.1"), key_of) == 1);
+  CHECK(keys.find("w.1", names.hash("w.1"), key_of) == IdIndex::kNone);
+}
+
 TEST_CASE("NameIndex: a name of 70,000 characters keeps its whole size, through the rehashes that follow it") {
   // NameEntry holds a name's size in 32 bits: the size a name has past
   // 2^16 is kept whole, found by its whole text, and shown whole.

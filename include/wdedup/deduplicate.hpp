@@ -576,8 +576,9 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
     // store's key index, and becomes it (with every name consistent, the
     // name index does), so a generated key is hashed and inserted once, not
     // again for the store (100,000 generated keys: 19M fewer instructions
-    // a call, callgrind, of 140M after the engine).
-    IdIndex key_index;
+    // a call, callgrind, of 140M after the engine). It hashes as the name
+    // index does, so a candidate key is hashed once for both lookups.
+    IdIndex key_index = IdIndex::sharing_hash_with(names.index());
     const bool index_keys = !all_consistent;
     if (index_keys) {
       // Room for every key there can be, made once (grown from empty it was
@@ -622,12 +623,13 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
       }
       return key_of_name[n];
     };
-    // The key a generated candidate resolves to, or kNone if it is free.
-    // `*taken` is set when it belongs to other contents. A consistent name
+    // The key a generated candidate (hash `h`, in both indexes) resolves to,
+    // or kNone if it is free. `*taken` is set when it belongs to other
+    // contents. A consistent name
     // is its own key even before its slot is made, so the names come first;
     // what key_index then finds is a generated key.
     auto owner_of = [&](std::string_view key, std::uint64_t h, std::uint32_t site, bool* taken) {
-      const std::uint32_t n = names.find(key);
+      const std::uint32_t n = names.find(key, h);
       if (n != NameIndex::kNone && global_consistent[n]) {
         *taken = !same_identity(global_first[n], site);
         return *taken ? IdIndex::kNone : key_of_consistent(n, site);

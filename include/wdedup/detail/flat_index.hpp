@@ -140,6 +140,13 @@ class BasicIdIndex {
   static constexpr std::uint32_t kNone = 0xffffffffu;
 
   explicit BasicIdIndex(std::size_t expected = 0) : slots_(capacity_for(expected), 0), seed_(unpredictable_u64()) {}
+  /// An empty index whose hash is `other`'s (same seed), so that a caller
+  /// who looks a name up in both hashes it once.
+  static BasicIdIndex sharing_hash_with(const BasicIdIndex& other) {
+    BasicIdIndex x;
+    x.seed_ = other.seed_;
+    return x;
+  }
   BasicIdIndex(const BasicIdIndex&) = default;
   BasicIdIndex& operator=(const BasicIdIndex&) = default;
   /// A moved-from index is empty and usable: it finds nothing, and its

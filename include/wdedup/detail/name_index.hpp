@@ -77,7 +77,9 @@ class BasicNameIndex {
   }
 
   /// The id of `name`, or kNone.
-  std::uint32_t find(std::string_view name) const { return index_.find(name, index_.hash(name), name_of()); }
+  std::uint32_t find(std::string_view name) const { return find(name, index_.hash(name)); }
+  /// The same, with `h` = hash(name) computed by the caller.
+  std::uint32_t find(std::string_view name, std::uint64_t h) const { return index_.find(name, h, name_of()); }
 
   std::string_view name(std::uint32_t id) const { return std::string_view(names_[id].data, names_[id].size); }
   /// Hands the index over (name -> id, with its seed); this
