@@ -625,9 +625,9 @@ Expected<DedupResult> deduplicate_with(const Program& program, const DedupOption
     };
     // The key a generated candidate (hash `h`, in both indexes) resolves to,
     // or kNone if it is free. `*taken` is set when it belongs to other
-    // contents. A consistent name
-    // is its own key even before its slot is made, so the names come first;
-    // what key_index then finds is a generated key.
+    // contents. A consistent name is its own key even before its slot is
+    // made, so the names come first; what key_index then finds is a
+    // generated key.
     auto owner_of = [&](std::string_view key, std::uint64_t h, std::uint32_t site, bool* taken) {
       const std::uint32_t n = names.find(key, h);
       if (n != NameIndex::kNone && global_consistent[n]) {
