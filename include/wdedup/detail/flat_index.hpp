@@ -141,12 +141,9 @@ class BasicIdIndex {
 
   explicit BasicIdIndex(std::size_t expected = 0) : slots_(capacity_for(expected), 0), seed_(unpredictable_u64()) {}
   /// An empty index whose hash is `other`'s (same seed), so that a caller
-  /// who looks a name up in both hashes it once.
-  static BasicIdIndex sharing_hash_with(const BasicIdIndex& other) {
-    BasicIdIndex x;
-    x.seed_ = other.seed_;
-    return x;
-  }
+  /// who looks a name up in both hashes it once. (No seed of its own is
+  /// drawn: that is two system calls.)
+  static BasicIdIndex sharing_hash_with(const BasicIdIndex& other) { return BasicIdIndex(0, other.seed_); }
   BasicIdIndex(const BasicIdIndex&) = default;
   BasicIdIndex& operator=(const BasicIdIndex&) = default;
   /// A moved-from index is empty and usable: it finds nothing, and its
@@ -211,6 +208,8 @@ class BasicIdIndex {
 
  private:
   static constexpr std::uint64_t kTagMask = 0xFFFFFFFF00000000ull;
+
+  BasicIdIndex(std::size_t expected, std::uint64_t seed) : slots_(capacity_for(expected), 0), seed_(seed) {}
 
   static std::size_t capacity_for(std::size_t n) {
     std::size_t c = 16;
