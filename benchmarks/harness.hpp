@@ -36,6 +36,9 @@ namespace wbench {
 
 /// --references' names, in the order the JSON's facts list them.
 inline constexpr const char* kReferenceNames[] = {"sha256", "fp-sha256"};
+/// --workloads' names, in the order the dedup group runs them.
+inline constexpr const char* kWorkloadNames[] = {"llama-1+1",   "llama-3+3",  "llama-3+2", "small-tensors",
+                                                 "adversarial", "same-names", "ptd"};
 
 struct Config {
   bool quick = false;

@@ -640,10 +640,11 @@ int parse_args(int argc, char** argv, Config* c) {
     } else if (opt == "--workloads") {
       if (!items(&c->workloads)) return 2;
       for (const std::string& w : c->workloads)
-        if (w != "llama-1+1" && w != "llama-3+3" && w != "llama-3+2" && w != "small-tensors" && w != "adversarial" &&
-            w != "same-names" && w != "ptd") {
-          std::fprintf(stderr, "wdedup-bench: unknown workload '%s' (llama-1+1, llama-3+3, llama-3+2, "
-                               "small-tensors, adversarial, same-names, ptd)\n", w.c_str());
+        if (std::none_of(std::begin(wbench::kWorkloadNames), std::end(wbench::kWorkloadNames),
+                         [&](const char* name) { return w == name; })) {
+          std::string known;
+          for (const char* name : wbench::kWorkloadNames) known += (known.empty() ? "" : ", ") + std::string(name);
+          std::fprintf(stderr, "wdedup-bench: unknown workload '%s' (%s)\n", w.c_str(), known.c_str());
           return 2;
         }
       if (const std::string* twice = repeated(c->workloads)) {
